@@ -1,0 +1,43 @@
+# kvready — see README.md. Every target runs on a fresh machine with Go and gcc.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+# The property suites' budget in CI: sequences per property (see docs/testing.md).
+RAPID_CHECKS ?= 300
+export RAPID_CHECKS
+
+.PHONY: all build test demo bench diagrams fuzz lint clean
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+## test: vet, then every package under the race detector.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+
+## demo: the main job.
+demo:
+	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
+
+## bench: every benchmark, with allocations.
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+
+## diagrams: regenerate the state diagrams and docs/states.md from the table.
+diagrams:
+	@echo "no diagrams yet: the lifecycle table (package fsm) is not built"
+
+## fuzz: a short run of every fuzz target in the module.
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
+
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+clean:
+	$(GO) clean -testcache
+	rm -rf bin

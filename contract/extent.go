@@ -1,0 +1,144 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+)
+
+// Unit is one independently named, indivisibly delivered piece of content.
+//
+// LocalGroup is the manager's layer group and Local a staging slot index within
+// it; both are process-local memory coordinates, never sent to a peer and never
+// a block ordinal. Both must be non-negative.
+type Unit struct {
+	Name       Name
+	LocalGroup int
+	Local      int
+}
+
+// Validate reports a negative local coordinate.
+func (u Unit) Validate() error {
+	if u.LocalGroup < 0 || u.Local < 0 {
+		return fmt.Errorf("contract: unit %s has negative local coordinate (local_group %d, local %d); both must be >= 0",
+			shortName(u.Name), u.LocalGroup, u.Local)
+	}
+	return nil
+}
+
+// ErrDuplicateUnit is wrapped by the error returned when two units of one extent
+// share a name.
+var ErrDuplicateUnit = errors.New("contract: two units in one extent share a name")
+
+// CacheExtent is the immutable description of one fetch destination or publish
+// source: an extent name, its units and an explicit sequence-end flag.
+//
+// The extent name is a stable, versioned namespace such as
+// "trtllm:shared-kv:staging:1" — never a request id or an allocation identity.
+// Only sequence-aware backends may read IsLast; a name-addressed store must not.
+//
+// A backend must not keep a CacheExtent after Quiesce has answered true for the
+// attempt that carried it: the caller may then reuse its storage (see Reset).
+type CacheExtent struct {
+	name   string
+	units  []Unit
+	isLast bool
+}
+
+// NewCacheExtent validates and snapshots an extent. The units are copied, so later
+// changes to the caller's slice do not reach the extent. An extent with no units
+// is valid. It fails for an empty extent name, a unit with a negative coordinate,
+// or two units with one name.
+func NewCacheExtent(name []byte, units []Unit, isLast bool) (CacheExtent, error) {
+	var e CacheExtent
+	if err := e.Reset(name, units, isLast); err != nil {
+		return CacheExtent{}, err
+	}
+	return e, nil
+}
+
+// Reset validates name, units and isLast and, only if they are valid, makes e
+// describe them, reusing e's storage. It lets a caller that owns e build extents
+// without allocating. On error e is unchanged.
+//
+// Reset must not be called while a backend may still hold e: only after Quiesce
+// answered true for every attempt that carried it.
+func (e *CacheExtent) Reset(name []byte, units []Unit, isLast bool) error {
+	if len(name) == 0 {
+		return errors.New("contract: extent name is empty; want a stable versioned namespace such as \"trtllm:shared-kv:staging:1\"")
+	}
+	if err := checkUnits(units); err != nil {
+		return err
+	}
+	if e.name != string(name) { // the comparison does not allocate
+		e.name = string(name)
+	}
+	e.units = append(e.units[:0], units...)
+	e.isLast = isLast
+	return nil
+}
+
+// quadraticLimit is the unit count up to which duplicate names are found by
+// pairwise comparison; below it, that is cheaper than hashing and allocates
+// nothing.
+const quadraticLimit = 32
+
+func checkUnits(units []Unit) error {
+	for i, u := range units {
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("unit %d: %w", i, err)
+		}
+	}
+	if len(units) <= quadraticLimit {
+		for i := range units {
+			for j := i + 1; j < len(units); j++ {
+				if units[i].Name == units[j].Name {
+					return fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, i, j, shortName(units[i].Name))
+				}
+			}
+		}
+		return nil
+	}
+	seen := make(map[Name]int, len(units))
+	for i, u := range units {
+		if j, dup := seen[u.Name]; dup {
+			return fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, j, i, shortName(u.Name))
+		}
+		seen[u.Name] = i
+	}
+	return nil
+}
+
+// Name returns the extent name. A Go string is immutable, so no caller can change
+// the extent through it.
+func (e CacheExtent) Name() string { return e.name }
+
+// IsLast reports the explicit sequence-end flag.
+func (e CacheExtent) IsLast() bool { return e.isLast }
+
+// Len returns the number of units.
+func (e CacheExtent) Len() int { return len(e.units) }
+
+// Unit returns unit i, for 0 <= i < Len().
+func (e CacheExtent) Unit(i int) Unit { return e.units[i] }
+
+// Units returns a copy of the units.
+func (e CacheExtent) Units() []Unit { return append([]Unit(nil), e.units...) }
+
+// All yields every unit with its index, in extent order, without copying.
+func (e CacheExtent) All() iter.Seq2[int, Unit] {
+	return func(yield func(int, Unit) bool) {
+		for i, u := range e.units {
+			if !yield(i, u) {
+				return
+			}
+		}
+	}
+}
+
+// shortName abbreviates a name for messages: the full 108 digits rarely help a
+// reader find which unit was wrong.
+func shortName(n Name) string {
+	s := n.String()
+	return s[:16] + "…"
+}
