@@ -130,6 +130,29 @@ func TestReleaseReachableFromEveryLiveState(t *testing.T) {
 	}
 }
 
+// drawEvent draws the next piece of evidence for a lease in s: mostly a move the
+// state accepts (so that sequences get deep into the lifecycle), else a latch,
+// else any event at all (so that refusals and odd orders are exercised too).
+func drawEvent(t *rapid.T, s State) Event {
+	var moves, accepted []Event
+	for e := range NumEvents {
+		switch Lifecycle().Lookup(s, e).Kind {
+		case Move:
+			moves = append(moves, e)
+			accepted = append(accepted, e)
+		case Latch:
+			accepted = append(accepted, e)
+		}
+	}
+	switch pick := rapid.IntRange(0, 5).Draw(t, "pick"); {
+	case pick >= 3 && len(moves) > 0:
+		return rapid.SampledFrom(moves).Draw(t, "move")
+	case pick >= 1 && len(accepted) > 0:
+		return rapid.SampledFrom(accepted).Draw(t, "accepted")
+	}
+	return rapid.SampledFrom(allEvents).Draw(t, "event")
+}
+
 var (
 	allStates = func() []State {
 		out := make([]State, NumStates)
@@ -156,7 +179,7 @@ func TestAgreesWithLooplab(t *testing.T) {
 		latched := map[Event]bool{}
 		s := Slot{State: start}
 		for range rapid.IntRange(1, 50).Draw(t, "steps") {
-			e := rapid.SampledFrom(allEvents).Draw(t, "event")
+			e := drawEvent(t, s.State)
 			err := oracle.Event(ctx, e.String())
 			step, ferr := tab.Fire(&s, e)
 			var noTransition looplab.NoTransitionError
@@ -227,17 +250,17 @@ func redeliverOracle(t *rapid.T, ctx context.Context, oracle *looplab.FSM, latch
 }
 
 // TestSafetyUnderAnyEvidence drives random evidence, in any order, through the
-// table as the engine does (fire, then drain redelivery) and checks the rules at
+// table as the engine does, from any state, (fire, then drain redelivery) and checks the rules at
 // every step: no release without the fence once slots are held, a miss never
 // becomes a failure nor a failure a miss, terminal states stay put, and a refusal
 // changes nothing.
 func TestSafetyUnderAnyEvidence(t *testing.T) {
 	tab := Lifecycle()
 	rapid.Check(t, func(t *rapid.T) {
-		var s Slot
-		var wasMissed, wasFailed bool
+		s := Slot{State: rapid.SampledFrom(allStates).Draw(t, "start")}
+		wasMissed, wasFailed := s.State == Missed, s.State == Failed
 		for range rapid.IntRange(1, 80).Draw(t, "steps") {
-			e := rapid.SampledFrom(allEvents).Draw(t, "event")
+			e := drawEvent(t, s.State)
 			before := s
 			steps, err := drive(tab, &s, e)
 			if err != nil {
@@ -291,9 +314,9 @@ func TestLivenessFromAnyPrefix(t *testing.T) {
 	tab := Lifecycle()
 	happy := []Event{SlotsGranted, CopiesLanded, Submitted, OutcomeServed, CopiesLanded, AccessProven, ReleaseRequested}
 	rapid.Check(t, func(t *rapid.T) {
-		var s Slot
+		s := Slot{State: rapid.SampledFrom(allStates).Draw(t, "start")}
 		for range rapid.IntRange(0, 30).Draw(t, "prefix") {
-			_, _ = drive(tab, &s, rapid.SampledFrom(allEvents).Draw(t, "event"))
+			_, _ = drive(tab, &s, drawEvent(t, s.State))
 		}
 		if s.State == Quarantined {
 			return
