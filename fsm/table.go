@@ -135,8 +135,8 @@ func (l Latches) Without(e Event) Latches {
 	return l &^ (1 << e)
 }
 
-// Slot is the per-lease machine: its state and the evidence it has latched. It is
-// two bytes of state plus four of latches; the zero Slot is a waiting lease.
+// Slot is the per-lease machine: its state and the evidence it has latched, eight
+// bytes with padding. The zero Slot is a waiting lease with nothing latched.
 type Slot struct {
 	State   State
 	Latched Latches

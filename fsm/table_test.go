@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	looplab "github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
@@ -397,4 +398,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error does not name the input: %v", err)
 		}
 	})
+}
+
+func TestSlotIsSmall(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Slot{}), uintptr(8), "the engine keeps one Slot per lease")
+	assert.Equal(t, Slot{State: Waiting}, Slot{}, "the zero Slot is a waiting lease")
 }
