@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 // generated lists every file `make diagrams` writes, relative to the repository
 // root, with the format that writes it.
 var generated = []struct{ format, path string }{
