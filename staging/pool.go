@@ -32,14 +32,16 @@ func (p *pool) find(count int) int {
 		return -1
 	}
 	for i, first := p.low, true; i < p.size; {
-		s := p.next(i, false)
+		s := p.next(i, false, p.size)
 		if s >= p.size {
 			return -1
 		}
 		if first {
 			p.low, first = s, false
 		}
-		e := min(p.next(s, true), p.size)
+		// Only whether [s, s+count) is free matters, so the scan for its end
+		// stops there instead of running to the end of a long free region.
+		e := min(p.next(s, true, s+count), p.size)
 		if e-s >= count {
 			return s
 		}
@@ -48,9 +50,9 @@ func (p *pool) find(count int) int {
 	return -1
 }
 
-// next returns the first slot at or after i whose held bit is want, or the
-// bitmap's length in bits if there is none.
-func (p *pool) next(i int, want bool) int {
+// next returns the first slot at or after i whose held bit is want; if there is
+// none before limit, it may return any value at or past limit.
+func (p *pool) next(i int, want bool, limit int) int {
 	w := i >> 6
 	if w >= len(p.held) {
 		return len(p.held) * 64
@@ -63,7 +65,7 @@ func (p *pool) next(i int, want bool) int {
 	if word != 0 {
 		return i + bits.TrailingZeros64(word)
 	}
-	for w++; w < len(p.held); w++ {
+	for w++; w < len(p.held) && w<<6 < limit; w++ {
 		word = p.held[w]
 		if !want {
 			word = ^word
@@ -72,7 +74,7 @@ func (p *pool) next(i int, want bool) int {
 			return w<<6 + bits.TrailingZeros64(word)
 		}
 	}
-	return len(p.held) * 64
+	return max(limit, w<<6)
 }
 
 // rangeMasks calls f with each word of [s, s+n) and the mask of its bits there.
