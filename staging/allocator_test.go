@@ -158,7 +158,6 @@ func TestAllocatorSteadyStateDoesNotAllocate(t *testing.T) {
 // model is the property tests' reference: who holds each slot, and the line.
 type model struct {
 	owner       [][]int // per group, per slot: holder ticket number, 0 free, -1 quarantined
-	line        []int   // waiting ticket numbers, in order
 	tickets     []Ticket
 	counts      [][]int
 	grantedSeq  []int
