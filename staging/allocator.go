@@ -1,0 +1,340 @@
+package staging
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Ticket is a small value handle on one slot request. The zero Ticket is never
+// issued. A ticket goes stale once its request is freed, quarantined whole or
+// cancelled; a stale ticket is refused, never confused with a newer request.
+type Ticket struct {
+	idx uint32
+	gen uint32
+}
+
+// Run is one contiguous run of staging slots: Count slots of pool group Group
+// from slot First.
+type Run struct {
+	Group int
+	First int
+	Count int
+}
+
+// ErrStaleTicket is wrapped by the error for a ticket that is not live: never
+// issued, or already freed, quarantined or cancelled. Freeing a lease twice
+// reports it.
+var ErrStaleTicket = errors.New("staging: ticket is not live (freed twice, cancelled, or never issued)")
+
+// MaxSlots is the most slots one pool group may hold.
+const MaxSlots = 1<<31 - 1
+
+type ticketState uint8
+
+const (
+	unused    ticketState = iota
+	waiting               // in the queue
+	cancelled             // still in the queue, skipped when it reaches the head
+	granted
+)
+
+type record struct {
+	gen   uint32
+	state ticketState
+}
+
+// span is one group's run inside a record; 8 bytes, so a one-row lease costs 16
+// bytes of allocator state plus its queue entry.
+type span struct{ first, count uint32 }
+
+// Allocator hands out staging slots: per pool group, a request takes one
+// contiguous run of slots, in every group or in none. Requests are granted
+// strictly in arrival order: the head of the line waits until it fits, and those
+// behind it wait too, even if they would fit (no starvation of large requests).
+// Returned runs coalesce; quarantined slots never return.
+//
+// It is a pure state machine: it neither blocks nor calls out. Grants happen
+// inside Request, Free, Cancel and Quarantine and are reported once each by
+// TakeGrants. Per slot it keeps two bits. In steady state (once its queue and
+// record tables have grown to the peak number of requests) no call allocates.
+// It is not safe for concurrent use.
+type Allocator struct {
+	pools   []pool
+	recs    []record
+	spans   []span   // len(pools) per record
+	free    []uint32 // unused record indices
+	queue   []uint32 // ring of record indices, FIFO
+	qhead   int
+	qlen    int
+	waiting int
+	grants  []Ticket
+}
+
+// NewAllocator returns an allocator over len(slots) pool groups, group g holding
+// slots[g] slots. It refuses no groups and a count outside [0, MaxSlots].
+func NewAllocator(slots []int) (*Allocator, error) {
+	if len(slots) == 0 {
+		return nil, errors.New("staging: an allocator needs at least one pool group")
+	}
+	a := &Allocator{pools: make([]pool, len(slots))}
+	for g, n := range slots {
+		if n < 0 || n > MaxSlots {
+			return nil, fmt.Errorf("staging: pool group %d has %d slots; want 0..%d", g, n, MaxSlots)
+		}
+		a.pools[g] = newPool(n)
+	}
+	return a, nil
+}
+
+// Groups returns the number of pool groups.
+func (a *Allocator) Groups() int { return len(a.pools) }
+
+// Capacity returns the slots of group g, quarantined ones included.
+func (a *Allocator) Capacity(g int) int { return a.pools[g].size }
+
+// FreeSlots returns the slots of group g that no lease holds and that are not
+// quarantined.
+func (a *Allocator) FreeSlots(g int) int { return a.pools[g].free }
+
+// Quarantined returns the slots of group g removed from circulation for ever.
+func (a *Allocator) Quarantined(g int) int { return a.pools[g].quarantined }
+
+// Waiting returns the number of requests waiting in line.
+func (a *Allocator) Waiting() int { return a.waiting }
+
+// Request queues a request for counts[g] slots of each group g and returns its
+// ticket. It is granted in this call if the line is empty and every group has a
+// free run; a request for no slots at all is granted at once, with no place in
+// line. It refuses a wrong number of counts, a negative count, and a count above
+// what the group could ever grant (its capacity less its quarantined slots).
+func (a *Allocator) Request(counts []int) (Ticket, error) {
+	if len(counts) != len(a.pools) {
+		return Ticket{}, fmt.Errorf("staging: %d slot counts for %d pool groups; want one per group", len(counts), len(a.pools))
+	}
+	total := 0
+	for g, c := range counts {
+		p := &a.pools[g]
+		if c < 0 || c > p.size-p.quarantined {
+			return Ticket{}, fmt.Errorf("staging: %d slots asked of pool group %d, which can grant 0..%d", c, g, p.size-p.quarantined)
+		}
+		total += c
+	}
+	r := a.newRecord()
+	sp := a.recSpans(r)
+	for g, c := range counts {
+		sp[g] = span{count: uint32(c)}
+	}
+	t := Ticket{idx: r, gen: a.recs[r].gen}
+	if total == 0 {
+		a.recs[r].state = granted
+		a.grants = append(a.grants, t)
+		return t, nil
+	}
+	a.recs[r].state = waiting
+	a.waiting++
+	a.push(r)
+	a.pump()
+	return t, nil
+}
+
+// Granted reports whether t holds its slots now.
+func (a *Allocator) Granted(t Ticket) bool {
+	return a.live(t) && a.recs[t.idx].state == granted
+}
+
+// TakeGrants appends to dst the tickets granted since the last call, in grant
+// order (which is arrival order), and forgets them.
+func (a *Allocator) TakeGrants(dst []Ticket) []Ticket {
+	for _, t := range a.grants {
+		if a.Granted(t) { // a grant freed before it was taken is no longer news
+			dst = append(dst, t)
+		}
+	}
+	a.grants = a.grants[:0]
+	return dst
+}
+
+// Runs appends to dst the runs t holds, one per group it asked slots of, in group
+// order.
+func (a *Allocator) Runs(t Ticket, dst []Run) ([]Run, error) {
+	if !a.Granted(t) {
+		return dst, fmt.Errorf("%w: ticket %d.%d holds no slots", ErrStaleTicket, t.idx, t.gen)
+	}
+	for g, s := range a.recSpans(t.idx) {
+		if s.count > 0 {
+			dst = append(dst, Run{Group: g, First: int(s.first), Count: int(s.count)})
+		}
+	}
+	return dst, nil
+}
+
+// Cancel withdraws a waiting request; if it was at the head of the line, those
+// behind it may be granted now. It refuses a granted ticket (Free it instead)
+// and a stale one.
+func (a *Allocator) Cancel(t Ticket) error {
+	if !a.live(t) {
+		return fmt.Errorf("%w: cannot cancel ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
+	}
+	rec := &a.recs[t.idx]
+	if rec.state == granted {
+		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
+	}
+	rec.state = cancelled
+	rec.gen = nextGen(rec.gen) // the ticket is stale from now on; the queue entry goes at the head
+	a.waiting--
+	a.pump()
+	return nil
+}
+
+// Free returns every slot t holds, except quarantined ones, and retires t; the
+// requests waiting in line may be granted now. Freeing twice is refused with
+// ErrStaleTicket and changes nothing.
+func (a *Allocator) Free(t Ticket) error {
+	if !a.Granted(t) {
+		return fmt.Errorf("%w: cannot free ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
+	}
+	for g, s := range a.recSpans(t.idx) {
+		if s.count > 0 {
+			a.pools[g].give(int(s.first), int(s.count))
+		}
+	}
+	a.retire(t.idx)
+	a.pump()
+	return nil
+}
+
+// Quarantine removes every slot t holds from circulation for ever and retires t.
+// Use it when no proof ever came that a backend stopped touching the memory.
+func (a *Allocator) Quarantine(t Ticket) error {
+	if !a.Granted(t) {
+		return fmt.Errorf("%w: cannot quarantine ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
+	}
+	for g, s := range a.recSpans(t.idx) {
+		if s.count > 0 {
+			a.pools[g].quarantine(int(s.first), int(s.count))
+		}
+	}
+	a.retire(t.idx)
+	return nil
+}
+
+// QuarantineRun removes run r, which must lie inside one of t's runs, from
+// circulation for ever. t stays granted; a later Free returns the rest.
+func (a *Allocator) QuarantineRun(t Ticket, r Run) error {
+	if !a.Granted(t) {
+		return fmt.Errorf("%w: cannot quarantine slots of ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
+	}
+	if r.Group < 0 || r.Group >= len(a.pools) {
+		return fmt.Errorf("staging: unknown pool group %d; there are %d", r.Group, len(a.pools))
+	}
+	s := a.recSpans(t.idx)[r.Group]
+	if r.Count < 1 || r.First < int(s.first) || r.First > int(s.first)+int(s.count)-r.Count {
+		return fmt.Errorf("staging: run of %d slots from %d in pool group %d is not inside the ticket's run of %d from %d",
+			r.Count, r.First, r.Group, s.count, s.first)
+	}
+	a.pools[r.Group].quarantine(r.First, r.Count)
+	return nil
+}
+
+// Hopeless reports whether waiting ticket t can never be granted, because
+// quarantine has left some group fewer usable slots than t asks. It blocks the
+// line until cancelled.
+func (a *Allocator) Hopeless(t Ticket) bool {
+	if !a.live(t) || a.recs[t.idx].state != waiting {
+		return false
+	}
+	for g, s := range a.recSpans(t.idx) {
+		if p := &a.pools[g]; int(s.count) > p.size-p.quarantined {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Allocator) live(t Ticket) bool {
+	return t.gen != 0 && int(t.idx) < len(a.recs) && a.recs[t.idx].gen == t.gen &&
+		a.recs[t.idx].state != unused && a.recs[t.idx].state != cancelled
+}
+
+func (a *Allocator) recSpans(r uint32) []span {
+	n := len(a.pools)
+	return a.spans[int(r)*n : int(r)*n+n : int(r)*n+n]
+}
+
+func (a *Allocator) newRecord() uint32 {
+	if n := len(a.free); n > 0 {
+		r := a.free[n-1]
+		a.free = a.free[:n-1]
+		return r
+	}
+	a.recs = append(a.recs, record{gen: 1})
+	for range a.pools {
+		a.spans = append(a.spans, span{})
+	}
+	return uint32(len(a.recs) - 1)
+}
+
+// retire makes record r's ticket stale and r reusable.
+func (a *Allocator) retire(r uint32) {
+	a.recs[r] = record{gen: nextGen(a.recs[r].gen), state: unused}
+	a.free = append(a.free, r)
+}
+
+func nextGen(g uint32) uint32 {
+	if g == ^uint32(0) {
+		return 1 // 0 marks the zero Ticket, never issued
+	}
+	return g + 1
+}
+
+func (a *Allocator) push(r uint32) {
+	if a.qlen == len(a.queue) {
+		grown := make([]uint32, max(16, 2*len(a.queue)))
+		for i := range a.qlen {
+			grown[i] = a.queue[(a.qhead+i)%len(a.queue)]
+		}
+		a.queue, a.qhead = grown, 0
+	}
+	a.queue[(a.qhead+a.qlen)%len(a.queue)] = r
+	a.qlen++
+}
+
+func (a *Allocator) pop() {
+	a.qhead = (a.qhead + 1) % len(a.queue)
+	a.qlen--
+}
+
+// pump grants from the head of the line for as long as the head fits. A request
+// takes its runs in every group or in none.
+func (a *Allocator) pump() {
+	for a.qlen > 0 {
+		r := a.queue[a.qhead]
+		rec := &a.recs[r]
+		if rec.state == cancelled {
+			rec.state = unused
+			a.free = append(a.free, r)
+			a.pop()
+			continue
+		}
+		sp := a.recSpans(r)
+		for g := range sp {
+			if sp[g].count == 0 {
+				continue
+			}
+			first := a.pools[g].find(int(sp[g].count))
+			if first < 0 {
+				return // head-of-line: nobody behind it goes first
+			}
+			sp[g].first = uint32(first)
+		}
+		for g, s := range sp {
+			if s.count > 0 {
+				a.pools[g].take(int(s.first), int(s.count))
+			}
+		}
+		rec.state = granted
+		a.waiting--
+		a.pop()
+		a.grants = append(a.grants, Ticket{idx: r, gen: rec.gen})
+	}
+}

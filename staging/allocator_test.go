@@ -1,0 +1,350 @@
+package staging
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func mustRuns(t *testing.T, a *Allocator, tk Ticket) []Run {
+	t.Helper()
+	runs, err := a.Runs(tk, nil)
+	require.NoError(t, err)
+	return runs
+}
+
+func TestAllocatorAllGroupsOrNone(t *testing.T) {
+	a, err := NewAllocator([]int{4, 2})
+	require.NoError(t, err)
+	t1, err := a.Request([]int{3, 2})
+	require.NoError(t, err)
+	assert.Equal(t, []Run{{0, 0, 3}, {1, 0, 2}}, mustRuns(t, a, t1))
+	t2, err := a.Request([]int{1, 1}) // group 0 fits, group 1 does not: takes neither
+	require.NoError(t, err)
+	assert.False(t, a.Granted(t2))
+	assert.Equal(t, 1, a.FreeSlots(0))
+	require.NoError(t, a.Free(t1))
+	assert.True(t, a.Granted(t2))
+	assert.Equal(t, []Ticket{t2}, a.TakeGrants(nil), "t1's grant was freed before it was taken")
+}
+
+func TestAllocatorHeadOfLine(t *testing.T) {
+	a, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	t1, _ := a.Request([]int{2})
+	t2, _ := a.Request([]int{3}) // waits for t1
+	t3, _ := a.Request([]int{1}) // would fit, but waits behind t2
+	assert.False(t, a.Granted(t2))
+	assert.False(t, a.Granted(t3))
+	assert.Equal(t, 2, a.Waiting())
+	require.NoError(t, a.Cancel(t2)) // unblocks the line
+	assert.True(t, a.Granted(t3))
+	assert.Equal(t, []Ticket{t1, t3}, a.TakeGrants(nil))
+	assert.Empty(t, a.TakeGrants(nil), "each grant is reported once")
+}
+
+func TestAllocatorCoalesces(t *testing.T) {
+	a, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	var ts []Ticket
+	for range 4 {
+		tk, err := a.Request([]int{1})
+		require.NoError(t, err)
+		ts = append(ts, tk)
+	}
+	require.NoError(t, a.Free(ts[1]))
+	require.NoError(t, a.Free(ts[2]))
+	big, _ := a.Request([]int{2})
+	assert.Equal(t, []Run{{0, 1, 2}}, mustRuns(t, a, big), "freed neighbours form one run")
+}
+
+func TestAllocatorRefusals(t *testing.T) {
+	_, err := NewAllocator(nil)
+	assert.ErrorContains(t, err, "at least one pool group")
+	_, err = NewAllocator([]int{-1})
+	assert.ErrorContains(t, err, "-1 slots")
+
+	a, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	for _, counts := range [][]int{{5}, {-1}, {1, 1}} {
+		_, err := a.Request(counts)
+		assert.Error(t, err, "%v", counts)
+	}
+	tk, _ := a.Request([]int{2})
+	require.NoError(t, a.Free(tk))
+	assert.ErrorIs(t, a.Free(tk), ErrStaleTicket, "freeing twice")
+	assert.Equal(t, 4, a.FreeSlots(0), "a refused free changes nothing")
+	assert.ErrorIs(t, a.Free(Ticket{}), ErrStaleTicket)
+	assert.ErrorIs(t, a.Cancel(tk), ErrStaleTicket)
+
+	held, _ := a.Request([]int{4})
+	assert.ErrorContains(t, a.Cancel(held), "is granted")
+	w, _ := a.Request([]int{1})
+	require.NoError(t, a.Cancel(w))
+	assert.ErrorIs(t, a.Cancel(w), ErrStaleTicket, "cancelling twice")
+	_, err = a.Runs(w, nil)
+	assert.ErrorIs(t, err, ErrStaleTicket)
+	assert.ErrorContains(t, a.QuarantineRun(held, Run{0, 3, 2}), "not inside")
+	assert.ErrorContains(t, a.QuarantineRun(held, Run{1, 0, 1}), "unknown pool group")
+}
+
+func TestAllocatorQuarantine(t *testing.T) {
+	a, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	t1, _ := a.Request([]int{2})
+	t2, _ := a.Request([]int{2})
+	require.NoError(t, a.Quarantine(t1))
+	require.NoError(t, a.QuarantineRun(t2, Run{Group: 0, First: 3, Count: 1}))
+	require.NoError(t, a.Free(t2))
+	assert.Equal(t, 1, a.FreeSlots(0))
+	assert.Equal(t, 3, a.Quarantined(0))
+	assert.ErrorIs(t, a.Free(t1), ErrStaleTicket, "a quarantined lease is retired")
+	_, err = a.Request([]int{2})
+	assert.ErrorContains(t, err, "can grant 0..1", "a request that quarantine made impossible is refused")
+	one, _ := a.Request([]int{1})
+	assert.Equal(t, []Run{{0, 2, 1}}, mustRuns(t, a, one))
+}
+
+func TestAllocatorHopeless(t *testing.T) {
+	a, err := NewAllocator([]int{2})
+	require.NoError(t, err)
+	t1, _ := a.Request([]int{1})
+	t2, _ := a.Request([]int{2})
+	assert.False(t, a.Hopeless(t2))
+	require.NoError(t, a.Quarantine(t1))
+	assert.True(t, a.Hopeless(t2))
+	require.NoError(t, a.Cancel(t2))
+}
+
+func TestAllocatorZeroRequest(t *testing.T) {
+	a, err := NewAllocator([]int{1})
+	require.NoError(t, err)
+	_, _ = a.Request([]int{1})
+	w, _ := a.Request([]int{1})
+	z, err := a.Request([]int{0})
+	require.NoError(t, err)
+	assert.True(t, a.Granted(z), "no slots, no place in line")
+	assert.False(t, a.Granted(w))
+	runs, err := a.Runs(z, nil)
+	require.NoError(t, err)
+	assert.Empty(t, runs)
+}
+
+func TestAllocatorSteadyStateDoesNotAllocate(t *testing.T) {
+	a, err := NewAllocator([]int{1024, 64})
+	require.NoError(t, err)
+	counts := []int{3, 1}
+	var grants []Ticket
+	var runs []Run
+	cycle := func() {
+		tk, err := a.Request(counts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants = a.TakeGrants(grants[:0])
+		runs, _ = a.Runs(tk, runs[:0])
+		if err := a.Free(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	assert.Zero(t, testing.AllocsPerRun(200, cycle))
+	assert.Len(t, runs, 2)
+}
+
+// model is the property tests' reference: who holds each slot, and the line.
+type model struct {
+	owner       [][]int // per group, per slot: holder ticket number, 0 free, -1 quarantined
+	tickets     []Ticket
+	counts      [][]int
+	grantedSeq  []int
+	outstanding map[int]bool
+}
+
+func TestAllocatorProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sizes := rapid.SliceOfN(rapid.IntRange(0, 40), 1, 3).Draw(t, "sizes")
+		a, err := NewAllocator(sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := model{outstanding: map[int]bool{}}
+		for _, n := range sizes {
+			m.owner = append(m.owner, make([]int, n))
+		}
+		m.tickets = []Ticket{{}} // ticket numbers start at 1
+		m.counts = [][]int{nil}
+		var taken []Ticket
+		check := func() {
+			taken = a.TakeGrants(taken[:0])
+			for _, tk := range taken {
+				num := indexOf(m.tickets, tk)
+				if sum(m.counts[num]) > 0 { // a request for nothing has no place in line
+					m.grantedSeq = append(m.grantedSeq, num)
+				}
+				runs, err := a.Runs(tk, nil)
+				if err != nil {
+					t.Fatalf("granted ticket %d has no runs: %v", num, err)
+				}
+				for _, r := range runs {
+					if r.Count != m.counts[num][r.Group] {
+						t.Fatalf("ticket %d got %d slots of group %d, asked %d", num, r.Count, r.Group, m.counts[num][r.Group])
+					}
+					for s := r.First; s < r.First+r.Count; s++ {
+						switch m.owner[r.Group][s] {
+						case 0:
+							m.owner[r.Group][s] = num
+						case -1:
+							t.Fatalf("quarantined slot %d of group %d handed to ticket %d", s, r.Group, num)
+						default:
+							t.Fatalf("slot %d of group %d handed to ticket %d while ticket %d holds it", s, r.Group, num, m.owner[r.Group][s])
+						}
+					}
+				}
+				m.outstanding[num] = true
+			}
+			// FIFO: grants follow arrival order among tickets that queued.
+			for i := 1; i < len(m.grantedSeq); i++ {
+				if m.grantedSeq[i] < m.grantedSeq[i-1] {
+					t.Fatalf("ticket %d granted after later ticket %d", m.grantedSeq[i], m.grantedSeq[i-1])
+				}
+			}
+			for g := range sizes {
+				free := 0
+				for _, o := range m.owner[g] {
+					if o == 0 {
+						free++
+					}
+				}
+				if free != a.FreeSlots(g) {
+					t.Fatalf("group %d: allocator says %d free, model %d", g, a.FreeSlots(g), free)
+				}
+			}
+		}
+		release := func(num int, quarantine bool) {
+			for g := range m.owner {
+				for s, o := range m.owner[g] {
+					if o == num {
+						if quarantine {
+							m.owner[g][s] = -1
+						} else {
+							m.owner[g][s] = 0
+						}
+					}
+				}
+			}
+			delete(m.outstanding, num)
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"request": func(t *rapid.T) {
+				counts := make([]int, len(sizes))
+				for g, n := range sizes {
+					usable := n - a.Quarantined(g)
+					counts[g] = rapid.IntRange(0, max(usable, 0)).Draw(t, "count")
+				}
+				tk, err := a.Request(counts)
+				if err != nil {
+					t.Fatalf("valid request refused: %v", err)
+				}
+				m.tickets = append(m.tickets, tk)
+				m.counts = append(m.counts, counts)
+				check()
+			},
+			"free": func(t *rapid.T) {
+				num := pickOutstanding(t, m.outstanding)
+				if num == 0 {
+					t.Skip("nothing held")
+				}
+				if err := a.Free(m.tickets[num]); err != nil {
+					t.Fatal(err)
+				}
+				release(num, false)
+				if a.Free(m.tickets[num]) == nil {
+					t.Fatal("second free accepted")
+				}
+				check()
+			},
+			"quarantine": func(t *rapid.T) {
+				num := pickOutstanding(t, m.outstanding)
+				if num == 0 {
+					t.Skip("nothing held")
+				}
+				if err := a.Quarantine(m.tickets[num]); err != nil {
+					t.Fatal(err)
+				}
+				release(num, true)
+				check()
+			},
+			"cancel": func(t *rapid.T) {
+				if len(m.tickets) == 1 {
+					t.Skip("no tickets")
+				}
+				num := rapid.IntRange(1, len(m.tickets)-1).Draw(t, "ticket")
+				if m.outstanding[num] {
+					t.Skip("granted")
+				}
+				_ = a.Cancel(m.tickets[num]) // may be stale already
+				check()
+			},
+		})
+		// Returning every lease gives back the whole capacity, less quarantine.
+		for num := range m.outstanding {
+			if err := a.Free(m.tickets[num]); err != nil {
+				t.Fatal(err)
+			}
+			release(num, false)
+		}
+		for _, tk := range m.tickets[1:] {
+			_ = a.Cancel(tk)
+		}
+		check()
+		for num := range m.outstanding { // grants made by the frees above
+			if err := a.Free(m.tickets[num]); err != nil {
+				t.Fatal(err)
+			}
+			release(num, false)
+		}
+		for g, n := range sizes {
+			if a.FreeSlots(g)+a.Quarantined(g) != n {
+				t.Fatalf("group %d: %d free + %d quarantined of %d", g, a.FreeSlots(g), a.Quarantined(g), n)
+			}
+		}
+		if a.Waiting() != 0 {
+			t.Fatalf("%d still waiting", a.Waiting())
+		}
+	})
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+func indexOf(ts []Ticket, t Ticket) int {
+	for i, x := range ts {
+		if x == t {
+			return i
+		}
+	}
+	return -1
+}
+
+func pickOutstanding(t *rapid.T, out map[int]bool) int {
+	if len(out) == 0 {
+		return 0
+	}
+	keys := make([]int, 0, len(out))
+	for k := range out {
+		keys = append(keys, k)
+	}
+	slicesSort(keys)
+	return rapid.SampledFrom(keys).Draw(t, "held")
+}
+
+func slicesSort(xs []int) { slices.Sort(xs) }

@@ -1,0 +1,125 @@
+package staging
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// pool is one group's slots as two bitmaps: held (a lease holds it, or it is
+// quarantined) and quarantined. Bits past size are set in held, so a scan for a
+// free slot never runs off the end.
+type pool struct {
+	size        int
+	free        int
+	quarantined int
+	low         int // no slot below low is free
+	held        []uint64
+	quar        []uint64
+}
+
+func newPool(n int) pool {
+	words := (n + 63) / 64
+	p := pool{size: n, free: n, held: make([]uint64, words), quar: make([]uint64, words)}
+	if r := n % 64; r != 0 {
+		p.held[words-1] = ^uint64(0) << r
+	}
+	return p
+}
+
+// find returns the first slot of the lowest run of count free slots, or -1.
+func (p *pool) find(count int) int {
+	if count > p.free {
+		return -1
+	}
+	for i, first := p.low, true; i < p.size; {
+		s := p.next(i, false, p.size)
+		if s >= p.size {
+			return -1
+		}
+		if first {
+			p.low, first = s, false
+		}
+		// Only whether [s, s+count) is free matters, so the scan for its end
+		// stops there instead of running to the end of a long free region.
+		e := min(p.next(s, true, s+count), p.size)
+		if e-s >= count {
+			return s
+		}
+		i = e
+	}
+	return -1
+}
+
+// next returns the first slot at or after i whose held bit is want; if there is
+// none before limit, it may return any value at or past limit.
+func (p *pool) next(i int, want bool, limit int) int {
+	w := i >> 6
+	if w >= len(p.held) {
+		return len(p.held) * 64
+	}
+	word := p.held[w]
+	if !want {
+		word = ^word
+	}
+	word >>= uint(i & 63)
+	if word != 0 {
+		return i + bits.TrailingZeros64(word)
+	}
+	for w++; w < len(p.held) && w<<6 < limit; w++ {
+		word = p.held[w]
+		if !want {
+			word = ^word
+		}
+		if word != 0 {
+			return w<<6 + bits.TrailingZeros64(word)
+		}
+	}
+	return max(limit, w<<6)
+}
+
+// rangeMasks calls f with each word of [s, s+n) and the mask of its bits there.
+func rangeMasks(s, n int, f func(w int, m uint64)) {
+	for e := s + n; s < e; {
+		w, lo := s>>6, s&63
+		hi := min(64, lo+(e-s))
+		m := ^uint64(0) << lo
+		if hi < 64 {
+			m &= ^uint64(0) >> (64 - hi)
+		}
+		f(w, m)
+		s += hi - lo
+	}
+}
+
+func (p *pool) take(s, n int) {
+	rangeMasks(s, n, func(w int, m uint64) {
+		if p.held[w]&m != 0 {
+			panic(fmt.Sprintf("staging: allocator invariant broken: granting held slots in [%d, %d)", s, s+n))
+		}
+		p.held[w] |= m
+	})
+	p.free -= n
+	if s == p.low {
+		p.low = s + n
+	}
+}
+
+// give releases [s, s+n), except its quarantined slots, which stay held for ever.
+func (p *pool) give(s, n int) {
+	rangeMasks(s, n, func(w int, m uint64) {
+		if p.held[w]&m != m {
+			panic(fmt.Sprintf("staging: allocator invariant broken: returning free slots in [%d, %d)", s, s+n))
+		}
+		back := m &^ p.quar[w]
+		p.held[w] &^= back
+		p.free += bits.OnesCount64(back)
+	})
+	p.low = min(p.low, s)
+}
+
+func (p *pool) quarantine(s, n int) {
+	rangeMasks(s, n, func(w int, m uint64) {
+		p.quarantined += bits.OnesCount64(m &^ p.quar[w])
+		p.quar[w] |= m
+	})
+}
