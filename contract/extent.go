@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"iter"
 )
 
@@ -43,6 +44,9 @@ type CacheExtent struct {
 	name   string
 	units  []Unit
 	isLast bool
+	// seen is scratch for the duplicate check of large extents, kept so that
+	// Reset does not allocate once it has seen its largest extent.
+	seen []int32
 }
 
 // NewCacheExtent validates and snapshots an extent. The units are copied, so later
@@ -67,7 +71,9 @@ func (e *CacheExtent) Reset(name []byte, units []Unit, isLast bool) error {
 	if len(name) == 0 {
 		return errors.New("contract: extent name is empty; want a stable versioned namespace such as \"trtllm:shared-kv:staging:1\"")
 	}
-	if err := checkUnits(units); err != nil {
+	seen, err := checkUnits(units, e.seen)
+	e.seen = seen
+	if err != nil {
 		return err
 	}
 	if e.name != string(name) { // the comparison does not allocate
@@ -79,34 +85,53 @@ func (e *CacheExtent) Reset(name []byte, units []Unit, isLast bool) error {
 }
 
 // quadraticLimit is the unit count up to which duplicate names are found by
-// pairwise comparison; below it, that is cheaper than hashing and allocates
-// nothing.
+// pairwise comparison; below it, that is cheaper than hashing.
 const quadraticLimit = 32
 
-func checkUnits(units []Unit) error {
+var nameSeed = maphash.MakeSeed()
+
+// checkUnits refuses a negative coordinate or a repeated name. Above
+// quadraticLimit units it uses an open-addressing table of unit indices in
+// seen, which it grows as needed and returns for reuse.
+func checkUnits(units []Unit, seen []int32) ([]int32, error) {
 	for i, u := range units {
 		if err := u.Validate(); err != nil {
-			return fmt.Errorf("unit %d: %w", i, err)
+			return seen, fmt.Errorf("unit %d: %w", i, err)
 		}
 	}
 	if len(units) <= quadraticLimit {
 		for i := range units {
 			for j := i + 1; j < len(units); j++ {
 				if units[i].Name == units[j].Name {
-					return fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, i, j, shortName(units[i].Name))
+					return seen, fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, i, j, shortName(units[i].Name))
 				}
 			}
 		}
-		return nil
+		return seen, nil
 	}
-	seen := make(map[Name]int, len(units))
-	for i, u := range units {
-		if j, dup := seen[u.Name]; dup {
-			return fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, j, i, shortName(u.Name))
+	size := 1
+	for size < 2*len(units) {
+		size <<= 1
+	}
+	if cap(seen) < size {
+		seen = make([]int32, size)
+	}
+	seen = seen[:size]
+	for i := range seen {
+		seen[i] = -1
+	}
+	mask := uint64(size - 1)
+	for i := range units {
+		slot := maphash.Bytes(nameSeed, units[i].Name[:]) & mask
+		for seen[slot] >= 0 {
+			if j := seen[slot]; units[j].Name == units[i].Name {
+				return seen, fmt.Errorf("%w: units %d and %d are both %s", ErrDuplicateUnit, j, i, shortName(units[i].Name))
+			}
+			slot = (slot + 1) & mask
 		}
-		seen[u.Name] = i
+		seen[slot] = int32(i)
 	}
-	return nil
+	return seen, nil
 }
 
 // Name returns the extent name. A Go string is immutable, so no caller can change

@@ -139,15 +139,17 @@ func TestResetLeavesExtentUnchangedOnError(t *testing.T) {
 
 func TestResetDoesNotAllocate(t *testing.T) {
 	ns := []byte("trtllm:shared-kv:staging:1")
-	units := manyUnits(16, -1)
-	e, err := contract.NewCacheExtent(ns, units, false)
-	require.NoError(t, err)
-	allocs := testing.AllocsPerRun(100, func() {
-		if err := e.Reset(ns, units, true); err != nil {
-			t.Fatal(err)
-		}
-	})
-	assert.Zero(t, allocs, "Reset with an unchanged name and enough capacity must not allocate")
+	for _, n := range []int{16, 4096} { // the pairwise and the hashed duplicate checks
+		units := manyUnits(n, -1)
+		e, err := contract.NewCacheExtent(ns, units, false)
+		require.NoError(t, err)
+		allocs := testing.AllocsPerRun(100, func() {
+			if err := e.Reset(ns, units, true); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, allocs, "Reset of %d units with an unchanged name and enough capacity must not allocate", n)
+	}
 }
 
 func TestOutcomes(t *testing.T) {
