@@ -24,10 +24,13 @@ type orderedStream struct {
 	queries int
 }
 
-func (s *orderedStream) ID() uint64                             { return s.id }
-func (s *orderedStream) CopyHtoD(gpu.DevicePtr, []byte) error   { return nil }
-func (s *orderedStream) CopyDtoH([]byte, gpu.DevicePtr) error   { return nil }
-func (s *orderedStream) Record() (gpu.Event, error)             { s.issued++; return gpu.MakeEvent(s.id, s.issued), nil }
+func (s *orderedStream) ID() uint64                           { return s.id }
+func (s *orderedStream) CopyHtoD(gpu.DevicePtr, []byte) error { return nil }
+func (s *orderedStream) CopyDtoH([]byte, gpu.DevicePtr) error { return nil }
+func (s *orderedStream) Record() (gpu.Event, error) {
+	s.issued++
+	return gpu.MakeEvent(s.id, s.issued), nil
+}
 func (s *orderedStream) Query(ev gpu.Event) (gpu.Status, error) {
 	s.queries++
 	if err := gpu.CheckEvent(ev, s.id, s.issued); err != nil {
