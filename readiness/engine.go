@@ -1,0 +1,425 @@
+package readiness
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/staging"
+)
+
+// Engine lends staging slots and decides, from the evidence, when each lease is
+// ready and when its slots may be reused. All its methods must be called from
+// one owner goroutine.
+type Engine struct {
+	cfg   Config
+	table *fsm.Table
+	alloc *staging.Allocator
+	mem   *Memory
+	parts staging.Parts
+	slabs [][]byte
+
+	leases   []lease
+	free     []uint32 // retired lease ids, ready for reuse
+	bodies   []*body  // recycled bodies
+	byTicket map[staging.Ticket]uint32
+	builder  staging.ExtentBuilder
+
+	watch  *watcher
+	quiet  *quiescer
+	copies gpu.Completions[ref]
+	onCopy func(ref, gpu.Status) // e.copyDone, bound once so polling never allocates
+
+	deadlines timerHeap
+	drains    timerHeap
+
+	// Work gathered during a round and handed to the background goroutines
+	// at its end.
+	toWatch    []watchItem
+	qFetch     *batch
+	qPublish   *batch
+	quiescing  int // Quiesce entries handed out and not yet answered
+	grants     []staging.Ticket
+	outcomes   []outcomeMsg
+	answers    []*batch
+	runs       []staging.Run
+	lost       bool
+	closed     bool
+	stopped    bool
+	now        int64
+	stats      Stats
+	roundMoves int
+}
+
+// New assembles an engine: it allocates the staging memory of every pool group
+// and starts the background goroutines that observe the backend.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.applyDefaults()
+	cfg.ExtentName = slices.Clone(cfg.ExtentName)
+	groups := cfg.Memory.groups
+	slots := make([]int, len(groups))
+	for g, grp := range groups {
+		slots[g] = grp.Slots
+	}
+	alloc, err := staging.NewAllocator(slots)
+	if err != nil {
+		return nil, fmt.Errorf("readiness: %w", err)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		table:    fsm.Lifecycle(),
+		alloc:    alloc,
+		mem:      cfg.Memory,
+		parts:    cfg.Memory.parts,
+		slabs:    cfg.Memory.slabs,
+		byTicket: map[staging.Ticket]uint32{},
+		watch:    startWatcher(),
+		quiet:    startQuiescer(cfg.QuiesceWorkers, cfg.DrainGrace),
+	}
+	e.onCopy = e.copyDone
+	e.stats.FenceLatency.init()
+	e.stats.ReadyLatency.init()
+	return e, nil
+}
+
+// Lend asks for a lease. Bad input is refused with an error wrapping
+// ErrInvalidRequest and changes nothing. The lease waits for slots in arrival
+// order; it is granted and submitted in a later Progress.
+func (e *Engine) Lend(req Request) (Handle, error) {
+	switch {
+	case e.closed:
+		return Handle{}, ErrClosed
+	case e.lost:
+		return Handle{}, fmt.Errorf("%w: device %d; no lease can copy to or from it", ErrDeviceLost, e.cfg.Device)
+	}
+	b, err := e.newBody(req)
+	if err != nil {
+		return Handle{}, err
+	}
+	t, err := e.alloc.Request(b.counts)
+	if err != nil {
+		e.recycle(b)
+		return Handle{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	id := e.newLease()
+	l := &e.leases[id]
+	l.m = fsm.Slot{State: fsm.Waiting}
+	l.kind, l.flags, l.ticket, l.body = req.Kind, inUse, t, b
+	e.byTicket[t] = id
+	e.now = e.cfg.Clock.Now().UnixNano()
+	b.lentAt = e.now
+	deadline := req.Deadline.UnixNano()
+	if req.Deadline.IsZero() {
+		deadline = e.now + int64(e.cfg.RequestTimeout)
+	}
+	e.deadlines.push(timer{at: deadline, id: id, gen: l.gen})
+	e.stats.Leases[fsm.Waiting]++
+	e.stats.Lent++
+	return Handle{id: id, gen: l.gen}, nil
+}
+
+// newBody validates req and copies it into a recycled body, grouping rows by
+// layer group.
+func (e *Engine) newBody(req Request) (*body, error) {
+	bad := func(format string, args ...any) (*body, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	switch req.Kind {
+	case Fetch:
+		if e.cfg.Fetcher == nil {
+			return bad("a fetch, but the engine has no Fetcher")
+		}
+	case Publish:
+		if e.cfg.Publisher == nil {
+			return bad("a publish, but the engine has no Publisher")
+		}
+	default:
+		return bad("kind %v; want Fetch or Publish", req.Kind)
+	}
+	if len(req.Rows) == 0 {
+		return bad("no rows; a lease moves at least one row")
+	}
+	if req.KnownBlocks < 0 {
+		return bad("KnownBlocks = %d; want >= 0", req.KnownBlocks)
+	}
+	for i, r := range req.Rows {
+		if r.Group < 0 || r.Group >= len(e.mem.groups) {
+			return bad("row %d: layer group %d; the engine has groups 0..%d", i, r.Group, len(e.mem.groups)-1)
+		}
+		if r.Block < 0 {
+			return bad("row %d: block ordinal %d; want >= 0", i, r.Block)
+		}
+	}
+	b := e.takeBody()
+	b.rows = append(b.rows[:0], req.Rows...)
+	slices.SortStableFunc(b.rows, func(x, y Row) int { return x.Group - y.Group })
+	b.names, b.ordinals, b.addrs = b.names[:0], b.ordinals[:0], b.addrs[:0]
+	b.counts = append(b.counts[:0], make([]int, 0)...)
+	for range e.mem.groups {
+		b.counts = append(b.counts, 0)
+	}
+	for i, r := range b.rows {
+		if i > 0 && b.rows[i-1].Group == r.Group && b.rows[i-1].Block >= r.Block {
+			e.recycle(b)
+			return bad("layer group %d: blocks %d then %d; within a group blocks must increase", r.Group, b.rows[i-1].Block, r.Block)
+		}
+		b.names = append(b.names, r.Name)
+		b.ordinals = append(b.ordinals, r.Block)
+		b.addrs = append(b.addrs, 0) // placed when slots are granted
+		b.counts[r.Group]++
+	}
+	b.groupRun = b.groupRun[:0]
+	start := 0
+	for g, n := range b.counts {
+		if n == 0 {
+			continue
+		}
+		b.groupRun = append(b.groupRun, staging.GroupRun{
+			LayerGroup: g,
+			Ordinals:   b.ordinals[start : start+n : start+n],
+			Names:      b.names[start : start+n : start+n],
+			Addresses:  b.addrs[start : start+n : start+n],
+			Part:       g,
+		})
+		start += n
+	}
+	if err := b.view.Reset(b.groupRun); err != nil {
+		e.recycle(b)
+		return bad("%w", err)
+	}
+	if err := b.view.Duplicate(); err != nil {
+		e.recycle(b)
+		return bad("%w", err)
+	}
+	b.first, b.isLast = req.KnownBlocks, req.IsLast
+	return b, nil
+}
+
+func (e *Engine) takeBody() *body {
+	if n := len(e.bodies); n > 0 {
+		b := e.bodies[n-1]
+		e.bodies = e.bodies[:n-1]
+		return b
+	}
+	return &body{}
+}
+
+func (e *Engine) recycle(b *body) {
+	b.latched, b.reason, b.interval = nil, "", staging.Interval{}
+	e.bodies = append(e.bodies, b)
+}
+
+func (e *Engine) newLease() uint32 {
+	if n := len(e.free); n > 0 {
+		id := e.free[n-1]
+		e.free = e.free[:n-1]
+		return id
+	}
+	e.leases = append(e.leases, lease{gen: 1})
+	return uint32(len(e.leases) - 1)
+}
+
+// retire forgets a released (or quarantined and released) lease: its handle
+// goes stale and its record may carry a later lease.
+func (e *Engine) retire(id uint32) {
+	l := &e.leases[id]
+	e.stats.Leases[l.m.State]--
+	if l.body != nil {
+		e.recycle(l.body)
+	}
+	gen := l.gen + 1
+	if gen == 0 {
+		gen = 1 // generation 0 is never issued, so the zero Handle is always stale
+	}
+	*l = lease{gen: gen}
+	e.free = append(e.free, id)
+}
+
+// lookup resolves a handle, refusing a stale one.
+func (e *Engine) lookup(h Handle) (uint32, error) {
+	if int(h.id) >= len(e.leases) || h.gen == 0 {
+		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
+	}
+	l := &e.leases[h.id]
+	if l.flags&inUse == 0 || l.gen != h.gen {
+		return 0, fmt.Errorf("%w: %v was released (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
+	}
+	return h.id, nil
+}
+
+func (e *Engine) live(r ref) bool {
+	return int(r.id) < len(e.leases) && e.leases[r.id].flags&inUse != 0 && e.leases[r.id].gen == r.gen
+}
+
+// Release says the manager is done with the lease. The slots return to the
+// allocator only once the lease is fenced; until then the request is latched
+// and the handle stays valid. Releasing a quarantined lease retires its handle
+// and leaves its slots out of circulation for ever. A stale handle is refused
+// and changes nothing.
+func (e *Engine) Release(h Handle) error {
+	id, err := e.lookup(h)
+	if err != nil {
+		return err
+	}
+	if e.leases[id].m.State == fsm.Quarantined {
+		e.retire(id)
+		return nil
+	}
+	e.now = e.cfg.Clock.Now().UnixNano()
+	if err := e.fire(id, fsm.ReleaseRequested); err != nil {
+		return fmt.Errorf("readiness: release of %v: %w", h, err)
+	}
+	return nil
+}
+
+// LeaseInfo describes a lease as the engine sees it.
+type LeaseInfo struct {
+	Handle  Handle
+	Kind    Kind
+	State   fsm.State
+	Outcome OutcomeKind
+	// Reason says why the lease failed or was quarantined.
+	Reason string
+	// ReleaseRequested reports a latched release request.
+	ReleaseRequested bool
+	Rows             int
+}
+
+// Lease describes the lease h names.
+func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
+	id, err := e.lookup(h)
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	l := &e.leases[id]
+	return LeaseInfo{
+		Handle: h, Kind: l.kind, State: l.m.State, Outcome: l.outcome, Reason: l.body.reason,
+		ReleaseRequested: l.m.Latched.Has(fsm.ReleaseRequested), Rows: len(l.body.rows),
+	}, nil
+}
+
+// Readiness returns where a fetched request may resume: answerable once the
+// outcome is latched and the local copies have landed (logically_complete or
+// access_fenced). A miss and a failure both answer the empty extension
+// [KnownBlocks×T, KnownBlocks×T]; the outcome kind says which it was.
+func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
+	id, err := e.lookup(h)
+	if err != nil {
+		return staging.Interval{}, err
+	}
+	l := &e.leases[id]
+	if l.kind != Fetch {
+		return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+	}
+	if s := l.m.State; s != fsm.LogicallyComplete && s != fsm.AccessFenced {
+		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered in logically_complete and access_fenced", ErrNotReady, h, s)
+	}
+	return l.body.interval, nil
+}
+
+// fire applies an event, then redelivers latched evidence until none applies.
+// A refusal changes nothing and is returned.
+func (e *Engine) fire(id uint32, ev fsm.Event) error {
+	l := &e.leases[id]
+	step, err := e.table.Fire(&l.m, ev)
+	if err != nil {
+		e.stats.Refused++
+		return err
+	}
+	if step.Kind != fsm.Move {
+		return nil
+	}
+	gen := l.gen
+	e.moved(id, step)
+	for l.gen == gen && l.flags&inUse != 0 {
+		step, ok := e.table.Redeliver(&l.m)
+		if !ok {
+			break
+		}
+		e.moved(id, step)
+	}
+	return nil
+}
+
+// moved performs what entering a state entails: bookkeeping, and for the two
+// states that end a lease's hold on memory, the allocator's part.
+func (e *Engine) moved(id uint32, step fsm.Step) {
+	l := &e.leases[id]
+	e.roundMoves++
+	e.stats.Leases[step.From]--
+	e.stats.Leases[step.To]++
+	if e.cfg.OnTransition != nil {
+		e.cfg.OnTransition(Transition{Lease: Handle{id: id, gen: l.gen}, From: step.From, To: step.To, Cause: step.Event})
+	}
+	switch step.To {
+	case fsm.LogicallyComplete:
+		e.answerReadiness(l)
+	case fsm.AccessFenced:
+		if l.body.exposeAt != 0 {
+			e.stats.FenceLatency.add(e.now - l.body.exposeAt)
+		}
+	case fsm.Quarantined:
+		e.quarantine(id, step)
+	case fsm.Released:
+		if step.From == fsm.Waiting {
+			delete(e.byTicket, l.ticket)
+			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
+		} else {
+			e.mustNot(e.alloc.Free(l.ticket), "free", id)
+		}
+		e.stats.Released++
+		e.retire(id)
+	}
+}
+
+func (e *Engine) quarantine(id uint32, step fsm.Step) {
+	l := &e.leases[id]
+	e.mustNot(e.alloc.Quarantine(l.ticket), "quarantine", id)
+	e.stats.QuarantinedLeases++
+	if l.body.reason == "" {
+		l.body.reason = "quarantined on " + step.Event.String()
+	}
+	e.cfg.Logger.Warn("kvready: staging slots quarantined", slog.String("lease", Handle{id: id, gen: l.gen}.String()),
+		slog.String("from", step.From.String()), slog.String("cause", step.Event.String()), slog.String("reason", l.body.reason),
+		slog.Int("slots", len(l.body.rows)))
+}
+
+// mustNot records an allocator refusal that the table's guarantees rule out.
+// It is an invariant breach, reported loudly, never a reason to free memory.
+func (e *Engine) mustNot(err error, op string, id uint32) {
+	if err != nil {
+		e.stats.InvariantBreaches++
+		e.cfg.Logger.Error("kvready: allocator refused "+op+"; the slots stay where they are", slog.Uint64("lease", uint64(id)), slog.Any("error", err))
+	}
+}
+
+// answerReadiness computes the interval once copies have landed.
+func (e *Engine) answerReadiness(l *lease) {
+	b := l.body
+	if l.kind != Fetch {
+		return
+	}
+	if l.outcome != Served && l.outcome != Partial {
+		for i := range b.masks {
+			clear(b.masks[i])
+		}
+		masks, _ := staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
+		b.masks = masks
+	}
+	iv, err := staging.ReadinessOfView(e.cfg.TokensPerBlock, b.first, &b.view, b.masks)
+	if err != nil {
+		e.cfg.Logger.Error("kvready: readiness not computable", slog.Any("error", err))
+		iv = staging.Interval{RestartFloor: b.first * e.cfg.TokensPerBlock, UsableUntil: b.first * e.cfg.TokensPerBlock}
+	}
+	b.interval = iv
+	e.stats.ReadyLatency.add(e.now - b.lentAt)
+}
+
+var errNoAttempt = errors.New("backend returned neither an attempt nor ErrSubmissionRejected")
