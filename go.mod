@@ -10,4 +10,7 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/looplab/fsm v1.0.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
