@@ -1,0 +1,596 @@
+// Package mem is an in-process, content-addressed backend: the default backend
+// of the demo and of the engine's tests. It implements contract.Fetcher,
+// contract.Publisher and contract.PoolRegistrar over a map from (extent name,
+// unit name) to row bytes.
+//
+// It behaves like a real transfer library where it matters: a fetch writes
+// staging rows from its own goroutine, after a configurable delay, and its
+// outcome is observable through the Attempt before Quiesce can prove that the
+// goroutine has stopped touching memory. Faults (misses, partial delivery,
+// failures, cancels, rejected submissions, unprovable quiescence) and
+// deliberately broken behaviours (writes after Quiesce, writes to unserved
+// rows, changing answers, serving names not asked for) are injected per
+// submission by Mode, so a readiness engine and a conformance kit can be tested
+// against each.
+package mem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// Memory resolves a unit's local coordinates to its staging row. The engine's
+// staging provides it. Row is called from the backend's goroutines, so it must
+// be safe for concurrent use; the returned slice is the row itself, not a copy.
+type Memory interface {
+	Row(localGroup, local int) ([]byte, bool)
+}
+
+// Poison is the byte that failed, cancelled and broken deliveries write.
+const Poison byte = 0xEE
+
+// Op is the kind of call a Policy is asked about.
+type Op int
+
+// The operations a Policy sees.
+const (
+	OpFetch Op = iota
+	OpPublish
+	OpProbe
+)
+
+// String names the operation.
+func (o Op) String() string {
+	switch o {
+	case OpFetch:
+		return "fetch"
+	case OpPublish:
+		return "publish"
+	case OpProbe:
+		return "probe"
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Call describes one submission or probe, for a Policy, a delay or a gate.
+type Call struct {
+	Op     Op
+	Extent string // the extent name (for a probe, the name probed)
+	Seq    uint64 // 1 for the backend's first call, then 2, ...
+	Units  int    // how many units the extent (or probe) has
+}
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithMode makes every call behave as m (the default is Normal).
+func WithMode(m Mode) Option {
+	return func(b *Backend) { b.policy = func(Call) Mode { return m } }
+}
+
+// WithPolicy chooses each call's mode, per name or per call. For OpProbe only
+// Fail matters (the probe returns an error); every other mode answers from the
+// store.
+func WithPolicy(p func(Call) Mode) Option {
+	return func(b *Backend) { b.policy = p }
+}
+
+// WithDelay makes each delivery wait delay(call) on its goroutine before it
+// touches memory. The default is no delay. Keep test delays short.
+func WithDelay(delay func(Call) time.Duration) Option {
+	return func(b *Backend) { b.delay = delay }
+}
+
+// WithGate makes each delivery wait, on its goroutine and before touching
+// memory, until the channel gate(call) is closed (a nil channel: no wait). It
+// lets a test hold deliveries in flight without sleeping.
+func WithGate(gate func(Call) <-chan struct{}) Option {
+	return func(b *Backend) { b.gate = gate }
+}
+
+// WithSlowQuiesce sets how much longer Quiesce takes for SlowQuiesce attempts
+// (default 20ms).
+func WithSlowQuiesce(d time.Duration) Option {
+	return func(b *Backend) { b.slow = d }
+}
+
+// Backend is the in-process backend. Create it with New and end it with Close.
+type Backend struct {
+	mem    Memory
+	policy func(Call) Mode
+	delay  func(Call) time.Duration
+	gate   func(Call) <-chan struct{}
+	slow   time.Duration
+
+	seq     atomic.Uint64
+	wg      sync.WaitGroup
+	closed  chan struct{}
+	closing sync.Once
+	nArmed  atomic.Int32 // len(armed), read without the lock on hot paths
+
+	mu      sync.Mutex
+	store   map[key][]byte // values are never mutated, only replaced
+	armed   []*attempt     // WriteAfterQuiesce attempts whose Quiesce answered true
+	regs    map[uint64]span
+	nextReg uint64
+}
+
+type key struct {
+	extent string
+	name   contract.Name
+}
+
+type span struct{ addr, end uintptr }
+
+var (
+	_ contract.Fetcher       = (*Backend)(nil)
+	_ contract.Publisher     = (*Backend)(nil)
+	_ contract.PoolRegistrar = (*Backend)(nil)
+)
+
+// New returns a backend that resolves staging rows through mem.
+func New(mem Memory, opts ...Option) (*Backend, error) {
+	if mem == nil {
+		return nil, errors.New("mem: New: Memory is nil; want the staging rows the backend reads and writes")
+	}
+	b := &Backend{
+		mem:    mem,
+		policy: func(Call) Mode { return Normal },
+		slow:   20 * time.Millisecond,
+		closed: make(chan struct{}),
+		store:  map[key][]byte{},
+		regs:   map[uint64]span{},
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.policy == nil {
+		return nil, errors.New("mem: New: WithPolicy(nil); want a function choosing each call's mode")
+	}
+	return b, nil
+}
+
+// Close ends the backend: deliveries still waiting are abandoned (reported
+// Failed, touching nothing), pending broken late writes never happen, and
+// Close returns once every goroutine of the backend has ended. Later
+// submissions are rejected. Close is idempotent.
+func (b *Backend) Close() error {
+	b.closing.Do(func() { close(b.closed) })
+	b.wg.Wait()
+	return nil
+}
+
+// Put stores a copy of row under (extent, name), as a publication would.
+func (b *Backend) Put(extent string, name contract.Name, row []byte) {
+	b.mu.Lock()
+	b.store[key{extent, name}] = append([]byte(nil), row...)
+	b.mu.Unlock()
+}
+
+// Get returns a copy of the row stored under (extent, name).
+func (b *Backend) Get(extent string, name contract.Name) ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	row, ok := b.store[key{extent, name}]
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), row...), true
+}
+
+func (b *Backend) lookup(extent string, name contract.Name) ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	row, ok := b.store[key{extent, name}]
+	return row, ok
+}
+
+// Fetch submits a fetch of the extent's units into their staging rows.
+func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
+	if route != nil {
+		return nil, fmt.Errorf("mem: Fetch: %w: a route was given, but this single-source backend opens none", contract.ErrSubmissionRejected)
+	}
+	return b.submit(OpFetch, extent)
+}
+
+// Publish submits a publication of the extent's staging rows into the store.
+func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error) {
+	return b.submit(OpPublish, extent)
+}
+
+func (b *Backend) submit(op Op, extent contract.CacheExtent) (contract.Attempt, error) {
+	b.fireLate()
+	call := Call{Op: op, Extent: extent.Name(), Seq: b.seq.Add(1), Units: extent.Len()}
+	select {
+	case <-b.closed:
+		return nil, fmt.Errorf("mem: %s %q: %w: the backend is closed", op, call.Extent, contract.ErrSubmissionRejected)
+	default:
+	}
+	mode := b.policy(call)
+	if !mode.Valid() {
+		return nil, fmt.Errorf("mem: %s %q: %w: the policy chose %v, which is not a mode", op, call.Extent, contract.ErrSubmissionRejected, mode)
+	}
+	if mode == Reject {
+		return nil, fmt.Errorf("mem: %s %q: %w: injected rejection", op, call.Extent, contract.ErrSubmissionRejected)
+	}
+	a := &attempt{b: b, mode: mode, ready: make(chan struct{}), done: make(chan struct{})}
+	b.wg.Add(1)
+	go b.run(a, call, extent)
+	return a, nil
+}
+
+// attempt is one delivery. Its goroutine sets the outcome once and closes
+// done when it can no longer touch memory (late writes of the broken
+// WriteAfterQuiesce mode excepted, by design).
+type attempt struct {
+	b     *Backend
+	mode  Mode
+	out   atomic.Pointer[outcomeBox]
+	polls atomic.Uint64
+	ready chan struct{} // closed once out is set
+	done  chan struct{} // closed once the goroutine stops touching memory
+
+	// Set by the goroutine before done is closed; read after done.
+	served [][]byte // rows the late writer of WriteAfterQuiesce rewrites
+
+	// Guarded by b.mu.
+	armed bool
+	fire  chan struct{}
+	fired chan struct{}
+}
+
+type outcomeBox struct{ o contract.Outcome }
+
+// Poll returns the outcome, or nil while the delivery is in flight. It never
+// blocks (beyond running a broken mode's pending late write).
+func (a *attempt) Poll() contract.Outcome {
+	a.b.fireLate()
+	box := a.out.Load()
+	if box == nil {
+		return nil
+	}
+	if a.mode == FlipOutcome && a.polls.Add(1)%2 == 0 {
+		return contract.Failed{Reason: "flipped answer"}
+	}
+	return box.o
+}
+
+func (a *attempt) settle(o contract.Outcome) {
+	a.out.Store(&outcomeBox{o})
+	close(a.ready)
+}
+
+func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
+	defer b.wg.Done()
+	defer close(a.done)
+	if !b.hold(call) {
+		a.settle(contract.Failed{Reason: "backend closed before the delivery started"})
+		return
+	}
+	// Resolve every row first: a unit without a usable row fails the whole
+	// delivery before anything is written.
+	rows := make([][]byte, ext.Len())
+	data := make([][]byte, ext.Len()) // fetch: the stored rows, read once
+	var hits []int                    // unit indexes the store holds (fetch) or every unit (publish)
+	for i, u := range ext.All() {
+		row, ok := b.mem.Row(u.LocalGroup, u.Local)
+		if !ok {
+			a.settle(contract.Failed{Reason: fmt.Sprintf("unit %d: no staging row at (local_group %d, local %d)", i, u.LocalGroup, u.Local)})
+			return
+		}
+		rows[i] = row
+		if call.Op == OpPublish {
+			hits = append(hits, i)
+			continue
+		}
+		if d, ok := b.lookup(ext.Name(), u.Name); ok {
+			if len(d) != len(row) {
+				a.settle(contract.Failed{Reason: fmt.Sprintf("unit %d: stored row has %d bytes, staging row %d", i, len(d), len(row))})
+				return
+			}
+			data[i] = d
+			hits = append(hits, i)
+		}
+	}
+
+	switch a.mode {
+	case Miss:
+		a.settle(contract.Delivered{})
+		return
+	case Fail, CancelLocal, CancelByPeer:
+		switch a.mode {
+		case Fail:
+			a.settle(contract.Failed{Reason: "injected failure"})
+		default:
+			a.settle(contract.Cancelled{ByPeer: a.mode == CancelByPeer})
+		}
+		if call.Op == OpFetch { // access goes on after the outcome: destinations become undefined
+			for _, row := range rows {
+				fill(row, Poison)
+			}
+		}
+		return
+	case Partial, WriteUnserved:
+		hits = hits[:(len(hits)+1)/2]
+	}
+
+	names := make([]contract.Name, 0, len(hits)+1)
+	served := make([]bool, ext.Len())
+	for _, i := range hits {
+		u := ext.Unit(i)
+		if call.Op == OpFetch {
+			copy(rows[i], data[i])
+		} else {
+			b.Put(ext.Name(), u.Name, rows[i])
+		}
+		names = append(names, u.Name)
+		served[i] = true
+		a.served = append(a.served, rows[i])
+	}
+	if a.mode == WriteUnserved {
+		for i, row := range rows {
+			if !served[i] {
+				fill(row, Poison)
+			}
+		}
+	}
+	if a.mode == ServeUnasked {
+		names = append(names, unasked(ext))
+	}
+	a.settle(contract.Delivered{Served: contract.NewNameSet(names...)})
+}
+
+// hold waits for the call's delay and gate; false means the backend closed.
+func (b *Backend) hold(call Call) bool {
+	if b.delay != nil {
+		if d := b.delay(call); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-b.closed:
+				return false
+			}
+		}
+	}
+	if b.gate != nil {
+		if g := b.gate(call); g != nil {
+			select {
+			case <-g:
+			case <-b.closed:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unasked returns a name the extent does not hold.
+func unasked(ext contract.CacheExtent) contract.Name {
+	var n contract.Name
+	for i := range n {
+		n[i] = 0xA5
+	}
+	for {
+		clash := false
+		for _, u := range ext.All() {
+			if u.Name == n {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return n
+		}
+		n[0]++
+	}
+}
+
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
+}
+
+// attempts checks that every listed attempt came from this backend.
+func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, error) {
+	as := make([]*attempt, len(list))
+	for i, x := range list {
+		a, ok := x.(*attempt)
+		if !ok || a == nil || a.b != b {
+			return nil, fmt.Errorf("mem: %s: attempt %d (%T) was not returned by this backend", method, i, x)
+		}
+		as[i] = a
+	}
+	return as, nil
+}
+
+// Quiesce answers true once none of the listed attempts can touch memory again.
+// It waits only on the listed attempts, honouring ctx; a cancelled ctx is an
+// error, never true.
+func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	b.fireLate()
+	as, err := b.attempts("Quiesce", list)
+	if err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("mem: Quiesce: %w", err)
+	}
+	answer := true
+	var slow bool
+	for i, a := range as {
+		switch a.mode {
+		case QuiesceError:
+			return false, fmt.Errorf("mem: Quiesce: attempt %d: injected quiesce error", i)
+		case QuiesceFalse:
+			answer = false
+		case SlowQuiesce:
+			slow = true
+		}
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return false, fmt.Errorf("mem: Quiesce: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	if slow && answer {
+		t := time.NewTimer(b.slow)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("mem: Quiesce: %w", err)
+	}
+	if answer {
+		b.arm(as)
+	}
+	return answer, nil
+}
+
+// arm starts the broken late writer of each WriteAfterQuiesce attempt that has
+// just been declared quiescent.
+func (b *Backend) arm(as []*attempt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range as {
+		if a.mode != WriteAfterQuiesce || a.armed || len(a.served) == 0 {
+			continue
+		}
+		select {
+		case <-b.closed:
+			return
+		default:
+		}
+		a.armed = true
+		a.fire, a.fired = make(chan struct{}), make(chan struct{})
+		b.armed = append(b.armed, a)
+		b.nArmed.Store(int32(len(b.armed)))
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer close(a.fired)
+			select {
+			case <-a.fire:
+				for _, row := range a.served {
+					fill(row, Poison)
+				}
+			case <-b.closed:
+			}
+		}()
+	}
+}
+
+// fireLate runs the pending late writes and waits for them, so that they
+// happen at a well-defined point: a write after Quiesce answered true that a
+// canary check sees, without a data race.
+func (b *Backend) fireLate() {
+	if b.nArmed.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	armed := b.armed
+	b.armed = nil
+	b.nArmed.Store(0)
+	b.mu.Unlock()
+	for _, a := range armed {
+		close(a.fire)
+		<-a.fired
+	}
+}
+
+// Settle waits until every listed attempt has an outcome, honouring ctx. It
+// proves nothing about memory access.
+func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
+	b.fireLate()
+	as, err := b.attempts("Settle", list)
+	if err != nil {
+		return err
+	}
+	for i, a := range as {
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("mem: Settle: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Probe reports which units the store holds under the extent name. It always
+// answers (answered is true) unless the policy injects Fail, which is an error.
+func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (contract.NameSet, bool, error) {
+	b.fireLate()
+	if err := ctx.Err(); err != nil {
+		return contract.NameSet{}, false, fmt.Errorf("mem: Probe: %w", err)
+	}
+	if len(name) == 0 {
+		return contract.NameSet{}, false, errors.New("mem: Probe: extent name is empty; want the namespace the units were published under")
+	}
+	call := Call{Op: OpProbe, Extent: string(name), Seq: b.seq.Add(1), Units: len(units)}
+	if b.policy(call) == Fail {
+		return contract.NameSet{}, false, fmt.Errorf("mem: Probe %q: injected failure", call.Extent)
+	}
+	var hits []contract.Name
+	for _, n := range units {
+		if _, ok := b.lookup(call.Extent, n); ok {
+			hits = append(hits, n)
+		}
+	}
+	return contract.NewNameSet(hits...), true, nil
+}
+
+// OpenRoute refuses: this is a single-source backend.
+func (b *Backend) OpenRoute(hint map[string]string) (contract.Route, error) {
+	return nil, fmt.Errorf("mem: OpenRoute: %w: the in-process backend has a single source and no routes", errors.ErrUnsupported)
+}
+
+// RegisterPool registers [address, address+size). A zero address, a
+// non-positive size, a span that wraps around, or one overlapping a live
+// registration is refused and registers nothing.
+func (b *Backend) RegisterPool(address uintptr, size int) (contract.Registration, error) {
+	if address == 0 || size <= 0 || address+uintptr(size) < address {
+		return nil, fmt.Errorf("mem: RegisterPool(%#x, %d): want a non-zero address and a positive size that does not wrap", address, size)
+	}
+	s := span{address, address + uintptr(size)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.regs {
+		if s.addr < r.end && r.addr < s.end {
+			return nil, fmt.Errorf("mem: RegisterPool(%#x, %d): overlaps the live registration [%#x, %#x)", address, size, r.addr, r.end)
+		}
+	}
+	b.nextReg++
+	b.regs[b.nextReg] = s
+	return &registration{b: b, id: b.nextReg}, nil
+}
+
+// Registered reports how many registrations are live.
+func (b *Backend) Registered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.regs)
+}
+
+type registration struct {
+	b  *Backend
+	id uint64
+}
+
+// Close revokes exactly this registration; closing it again does nothing, and
+// never revokes a newer registration of the same address.
+func (r *registration) Close() error {
+	r.b.mu.Lock()
+	delete(r.b.regs, r.id)
+	r.b.mu.Unlock()
+	return nil
+}

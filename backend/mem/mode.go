@@ -1,0 +1,89 @@
+package mem
+
+import "strconv"
+
+// Mode is how one submission behaves. The zero Mode is Normal. Modes up to
+// SlowQuiesce are faults a correct backend may exhibit and a correct engine
+// must survive; the modes after it are Broken: they violate the contract on
+// purpose, so that a conformance kit can show it catches them.
+type Mode int
+
+// The modes, in the order Modes returns them.
+const (
+	// Normal serves every unit the store holds (fetch) or stores every unit
+	// (publish), then reports Delivered.
+	Normal Mode = iota
+	// Miss touches nothing and reports an empty Delivered: a miss (fetch) or an
+	// unaccepted publication.
+	Miss
+	// Partial serves (or stores) only the first half, rounded up, of the units
+	// it could serve, in extent order, and leaves the others untouched.
+	Partial
+	// Fail reports Failed("injected failure") and then, still before Quiesce
+	// can answer true, fills every requested destination with Poison (failed
+	// destinations are undefined; access may go on after the outcome).
+	Fail
+	// CancelLocal reports Cancelled{ByPeer: false}, then poisons like Fail.
+	CancelLocal
+	// CancelByPeer reports Cancelled{ByPeer: true}, then poisons like Fail.
+	CancelByPeer
+	// Reject refuses the submission with an error wrapping
+	// contract.ErrSubmissionRejected; nothing is touched and no goroutine runs.
+	Reject
+	// QuiesceFalse delivers like Normal, but Quiesce on the attempt answers
+	// false for ever.
+	QuiesceFalse
+	// QuiesceError delivers like Normal, but Quiesce on the attempt answers an
+	// error for ever.
+	QuiesceError
+	// SlowQuiesce delivers like Normal, but Quiesce takes the backend's slow
+	// quiesce duration longer (honouring ctx) before answering true.
+	SlowQuiesce
+
+	// WriteAfterQuiesce (broken) delivers like Normal, lets Quiesce answer true,
+	// and keeps a goroutine that writes Poison into every served row again
+	// later: at the next call into the backend (or any of its attempts) after
+	// that answer. The call waits for the write, so the bug is deterministic
+	// and race-detector clean.
+	WriteAfterQuiesce
+	// WriteUnserved (broken) serves like Partial but writes Poison into the
+	// destinations of every unit it does not serve.
+	WriteUnserved
+	// FlipOutcome (broken) alternates its answer between polls once it has
+	// one: Delivered, then Failed, then Delivered...
+	FlipOutcome
+	// ServeUnasked (broken) delivers like Normal and adds a name to the served
+	// set that the extent did not ask for.
+	ServeUnasked
+
+	numModes
+)
+
+var modeNames = [...]string{
+	"normal", "miss", "partial", "fail", "cancel-local", "cancel-by-peer", "reject",
+	"quiesce-false", "quiesce-error", "slow-quiesce",
+	"write-after-quiesce", "write-unserved", "flip-outcome", "serve-unasked",
+}
+
+// String names the mode.
+func (m Mode) String() string {
+	if m < 0 || m >= numModes {
+		return "mode(" + strconv.Itoa(int(m)) + ")"
+	}
+	return modeNames[m]
+}
+
+// Broken reports a mode that violates the contract on purpose.
+func (m Mode) Broken() bool { return m >= WriteAfterQuiesce && m < numModes }
+
+// Valid reports a defined mode.
+func (m Mode) Valid() bool { return m >= 0 && m < numModes }
+
+// Modes returns every mode, faults first, then the broken ones.
+func Modes() []Mode {
+	ms := make([]Mode, numModes)
+	for i := range ms {
+		ms[i] = Mode(i)
+	}
+	return ms
+}

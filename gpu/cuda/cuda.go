@@ -1,0 +1,437 @@
+// Package cuda implements gpu.Device and gpu.Stream on the CUDA driver API,
+// loaded at run time from libcuda.so.1 with github.com/ebitengine/purego: the
+// build needs neither cgo nor CUDA headers, and without a driver Open returns
+// an error wrapping gpu.ErrNoDriver instead of failing to link.
+//
+// Events handed to callers are (stream id, sequence) values, never driver
+// handles. A stream keeps the driver events of its unresolved sequence numbers
+// in order, queries only the oldest, and recycles a driver event once it has
+// completed, so a stale gpu.Event can never alias a recycled handle, and a
+// never-recorded event (which cuEventQuery would report as complete) is never
+// asked about.
+//
+// Asynchronous copies need pinned host memory: HostAlloc returns it (from
+// cuMemHostAlloc, outside the Go heap, so the garbage collector never moves or
+// frees it under a running copy) and the stream refuses a host slice that does
+// not lie inside such an allocation. Every driver call runs with the device's
+// primary context current on a locked OS thread.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/kvready/kvready/gpu"
+)
+
+// ErrNotPinned is wrapped by an asynchronous copy whose host memory was not
+// allocated by the device's HostAlloc.
+var ErrNotPinned = errors.New("cuda: host memory of an asynchronous copy is not pinned memory from HostAlloc")
+
+// Device is one CUDA device with its primary context retained.
+type Device struct {
+	drv     *driver
+	ordinal int
+	dev     int32
+	ctx     uintptr
+
+	mu     sync.Mutex
+	pinned []hostSpan // sorted by start
+	closed bool
+}
+
+type hostSpan struct {
+	start uintptr
+	n     int
+	p     unsafe.Pointer
+}
+
+var _ gpu.Device = (*Device)(nil)
+
+// Open loads the CUDA driver (once per process), initialises it and retains
+// device ordinal's primary context. With no driver library, or a driver that
+// reports no usable device, the error wraps gpu.ErrNoDriver.
+func Open(ordinal int) (*Device, error) {
+	drv, err := loadDriver()
+	if err != nil {
+		return nil, err
+	}
+	return open(drv, ordinal)
+}
+
+func open(drv *driver, ordinal int) (*Device, error) {
+	if ordinal < 0 {
+		return nil, fmt.Errorf("cuda: device ordinal %d; want >= 0", ordinal)
+	}
+	if r := drv.init(0); r != cudaSuccess {
+		err := drv.check("cuInit", r)
+		if r.noDriver() {
+			return nil, fmt.Errorf("%w: %w", gpu.ErrNoDriver, err)
+		}
+		return nil, err
+	}
+	d := &Device{drv: drv, ordinal: ordinal}
+	if err := drv.check(fmt.Sprintf("cuDeviceGet(%d)", ordinal), drv.deviceGet(&d.dev, int32(ordinal))); err != nil {
+		return nil, err
+	}
+	if err := drv.check("cuDevicePrimaryCtxRetain", drv.primaryCtxRetain(&d.ctx, d.dev)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ID returns the device ordinal.
+func (d *Device) ID() int { return d.ordinal }
+
+// enter makes the device's context current on a locked OS thread; the caller
+// must call runtime.UnlockOSThread when done. The CUDA current context is
+// per thread, and a goroutine may otherwise move between threads.
+func (d *Device) enter() error {
+	runtime.LockOSThread()
+	if err := d.drv.check("cuCtxSetCurrent", d.drv.ctxSetCurrent(d.ctx)); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	return nil
+}
+
+// Close releases the primary context. Streams, allocations and pinned memory
+// must have been released first. Close is idempotent.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	if err := d.drv.check("cuDevicePrimaryCtxRelease", d.drv.primaryCtxRelease(d.dev)); err != nil {
+		return err
+	}
+	d.closed = true
+	return nil
+}
+
+// Alloc reserves n bytes of device memory.
+func (d *Device) Alloc(n int) (gpu.DevicePtr, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("cuda: Alloc(%d); want a positive size", n)
+	}
+	if err := d.enter(); err != nil {
+		return 0, err
+	}
+	defer runtime.UnlockOSThread()
+	var p uint64
+	if err := d.drv.check(fmt.Sprintf("cuMemAlloc(%d)", n), d.drv.memAlloc(&p, uintptr(n))); err != nil {
+		return 0, err
+	}
+	return gpu.DevicePtr(p), nil
+}
+
+// Free releases device memory from Alloc.
+func (d *Device) Free(p gpu.DevicePtr) error {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	return d.drv.check(fmt.Sprintf("cuMemFree(%#x)", uint64(p)), d.drv.memFree(uint64(p)))
+}
+
+// Write copies src to device memory and returns once the copy is done.
+func (d *Device) Write(dst gpu.DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	err := d.drv.check("cuMemcpyHtoD", d.drv.memcpyHtoD(uint64(dst), unsafe.Pointer(&src[0]), uintptr(len(src))))
+	runtime.KeepAlive(src)
+	return err
+}
+
+// Read copies device memory into dst and returns once the copy is done.
+func (d *Device) Read(dst []byte, src gpu.DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	err := d.drv.check("cuMemcpyDtoH", d.drv.memcpyDtoH(unsafe.Pointer(&dst[0]), uint64(src), uintptr(len(dst))))
+	runtime.KeepAlive(dst)
+	return err
+}
+
+// HostAlloc returns n bytes of pinned host memory, usable by asynchronous
+// copies. The memory is outside the Go heap: release it with FreeHost, and do
+// not touch the slice afterwards.
+func (d *Device) HostAlloc(n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda: HostAlloc(%d); want a positive size", n)
+	}
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	defer runtime.UnlockOSThread()
+	var p unsafe.Pointer
+	if err := d.drv.check(fmt.Sprintf("cuMemHostAlloc(%d)", n), d.drv.memHostAlloc(&p, uintptr(n), memHostAllocPortable)); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := hostSpan{start: uintptr(p), n: n, p: p}
+	i, _ := slices.BinarySearchFunc(d.pinned, s.start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	d.pinned = slices.Insert(d.pinned, i, s)
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// FreeHost releases memory from HostAlloc; b must be the whole slice it
+// returned. Anything else is refused and nothing is freed.
+func (d *Device) FreeHost(b []byte) error {
+	if len(b) == 0 {
+		return errors.New("cuda: FreeHost of an empty slice; want a slice returned by HostAlloc")
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	d.mu.Lock()
+	i, ok := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	if !ok || d.pinned[i].n != len(b) {
+		d.mu.Unlock()
+		return fmt.Errorf("cuda: FreeHost(%#x, %d bytes): not a whole HostAlloc allocation", start, len(b))
+	}
+	s := d.pinned[i]
+	d.mu.Unlock()
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	if err := d.drv.check("cuMemFreeHost", d.drv.memFreeHost(s.p)); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.pinned = slices.DeleteFunc(d.pinned, func(h hostSpan) bool { return h.start == start })
+	d.mu.Unlock()
+	return nil
+}
+
+func cmp(a, b uintptr) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pinnedPtr returns the address of b if it lies inside one pinned allocation.
+func (d *Device) pinnedPtr(b []byte) (unsafe.Pointer, error) {
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, found := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	if !found {
+		i--
+	}
+	if i < 0 || start+uintptr(len(b)) > d.pinned[i].start+uintptr(d.pinned[i].n) {
+		return nil, fmt.Errorf("%w: [%#x, +%d)", ErrNotPinned, start, len(b))
+	}
+	return unsafe.Add(d.pinned[i].p, start-d.pinned[i].start), nil
+}
+
+var streamIDs atomic.Uint64
+
+var errStreamClosed = errors.New("cuda: the stream is closed")
+
+// NewStream creates a non-blocking stream.
+func (d *Device) NewStream() (gpu.Stream, error) {
+	if err := d.enter(); err != nil {
+		return nil, err
+	}
+	defer runtime.UnlockOSThread()
+	s := &Stream{dev: d, id: streamIDs.Add(1)}
+	if err := d.drv.check("cuStreamCreate", d.drv.streamCreate(&s.h, streamNonBlocking)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stream is a CUDA stream with its events.
+type Stream struct {
+	dev *Device
+	id  uint64
+	h   uintptr
+
+	mu     sync.Mutex
+	issued uint64
+	done   uint64     // every event up to here is resolved
+	failed []uint64   // resolved events that failed, ascending
+	ring   []inflight // unresolved events, oldest at head
+	head   int
+	n      int
+	spare  []uintptr // completed driver events, ready to record again
+}
+
+type inflight struct {
+	seq uint64
+	ev  uintptr
+}
+
+var _ gpu.Stream = (*Stream)(nil)
+
+// ID returns the stream's process-unique id.
+func (s *Stream) ID() uint64 { return s.id }
+
+// CopyHtoD queues a copy from pinned host memory to the device.
+func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	p, err := s.dev.pinnedPtr(src)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == 0 {
+		return errStreamClosed
+	}
+	if err := s.dev.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	return s.dev.drv.check("cuMemcpyHtoDAsync", s.dev.drv.memcpyHtoDAsync(uint64(dst), p, uintptr(len(src)), s.h))
+}
+
+// CopyDtoH queues a copy from the device into pinned host memory.
+func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	p, err := s.dev.pinnedPtr(dst)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == 0 {
+		return errStreamClosed
+	}
+	if err := s.dev.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	return s.dev.drv.check("cuMemcpyDtoHAsync", s.dev.drv.memcpyDtoHAsync(p, uint64(src), uintptr(len(dst)), s.h))
+}
+
+// Record records an event after everything queued so far.
+func (s *Stream) Record() (gpu.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == 0 {
+		return gpu.Event{}, errStreamClosed
+	}
+	if err := s.dev.enter(); err != nil {
+		return gpu.Event{}, err
+	}
+	defer runtime.UnlockOSThread()
+	drv := s.dev.drv
+	var ev uintptr
+	if k := len(s.spare); k > 0 {
+		ev, s.spare = s.spare[k-1], s.spare[:k-1]
+	} else if err := drv.check("cuEventCreate", drv.eventCreate(&ev, eventDisableTiming)); err != nil {
+		return gpu.Event{}, err
+	}
+	if err := drv.check("cuEventRecord", drv.eventRecord(ev, s.h)); err != nil {
+		s.spare = append(s.spare, ev) // never recorded: it may be used again
+		return gpu.Event{}, err
+	}
+	s.issued++
+	if s.n == len(s.ring) {
+		ring := make([]inflight, max(2*len(s.ring), 16))
+		for i := range s.n {
+			ring[i] = s.ring[(s.head+i)%len(s.ring)]
+		}
+		s.ring, s.head = ring, 0
+	}
+	s.ring[(s.head+s.n)%len(s.ring)] = inflight{seq: s.issued, ev: ev}
+	s.n++
+	return gpu.MakeEvent(s.id, s.issued), nil
+}
+
+// Query reports ev's status without blocking. It asks the driver only about
+// the oldest unresolved events, up to ev, in order.
+func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := gpu.CheckEvent(ev, s.id, s.issued); err != nil {
+		return gpu.Pending, err
+	}
+	if ev.Seq() > s.done {
+		if err := s.dev.enter(); err != nil {
+			return gpu.Pending, err
+		}
+		drv := s.dev.drv
+		for s.n > 0 && s.ring[s.head].seq <= ev.Seq() {
+			h := s.ring[s.head]
+			r := drv.eventQuery(h.ev)
+			if r == errNotReady {
+				break
+			}
+			if r == cudaSuccess {
+				s.spare = append(s.spare, h.ev)
+			} else {
+				// The copies before it have no completion record: failed.
+				// The handle's state is unknown, so it is not reused.
+				s.failed = append(s.failed, h.seq)
+				drv.eventDestroy(h.ev)
+			}
+			s.done = h.seq
+			s.ring[s.head] = inflight{}
+			s.head = (s.head + 1) % len(s.ring)
+			s.n--
+		}
+		runtime.UnlockOSThread()
+		if ev.Seq() > s.done {
+			return gpu.Pending, nil
+		}
+	}
+	if _, bad := slices.BinarySearch(s.failed, ev.Seq()); bad {
+		return gpu.Failed, nil
+	}
+	return gpu.Complete, nil
+}
+
+// Close destroys the stream and its events. Events still in flight read as
+// Failed afterwards; their memory must be treated as still accessed.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == 0 {
+		return nil
+	}
+	if err := s.dev.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	drv := s.dev.drv
+	for ; s.n > 0; s.n-- {
+		h := s.ring[s.head]
+		s.failed = append(s.failed, h.seq)
+		s.done = h.seq
+		drv.eventDestroy(h.ev)
+		s.head = (s.head + 1) % len(s.ring)
+	}
+	for _, ev := range s.spare {
+		drv.eventDestroy(ev)
+	}
+	s.spare = nil
+	err := drv.check("cuStreamDestroy", drv.streamDestroy(s.h))
+	s.h = 0
+	return err
+}
