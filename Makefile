@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 RAPID_CHECKS ?= 300
 export RAPID_CHECKS
 
-.PHONY: all build test demo bench diagrams fuzz lint clean
+.PHONY: all build test demo bench diagrams fuzz lint clean device-check
 
 all: build
 
@@ -40,6 +40,10 @@ diagrams:
 ## fuzz: a short run of every fuzz target in the module.
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
+
+## device-check: the real-GPU check of gpu/cuda (needs a CUDA driver and GPU 0; see docs/gpu.md).
+device-check:
+	$(GO) test -count=1 -tags cudadevice ./gpu/cuda/
 
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)

@@ -3,6 +3,7 @@ module github.com/kvready/kvready
 go 1.26
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/ebitengine/purego v0.11.3
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/looplab/fsm v1.0.3

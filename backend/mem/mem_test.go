@@ -24,8 +24,7 @@ const extName = "trtllm:shared-kv:staging:1"
 
 // staging is a fixed set of rows: group 0, slots 0..n-1.
 type staging struct {
-	mu   sync.Mutex
-	rows [][]byte
+	rows [][]byte // fixed after construction: Row needs no lock
 }
 
 func newStaging(n int) *staging {
