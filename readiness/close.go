@@ -43,6 +43,9 @@ func (e *Engine) Close() Report {
 				continue
 			}
 			_ = e.fire(id, fsm.Close)
+			if mutant("close-fences") && l.flags&inUse != 0 {
+				_ = e.fire(id, fsm.AccessProven)
+			}
 			if l.flags&inUse != 0 && l.attempt != nil {
 				switch l.m.State {
 				case fsm.AccessFenced, fsm.Quarantined:
@@ -77,6 +80,8 @@ func (e *Engine) stopIfDrained() {
 		}
 	}
 	e.stopped = true
-	e.watch.close()
+	if !e.cfg.Inline {
+		e.watch.close()
+	}
 	e.quiet.close()
 }

@@ -56,6 +56,12 @@ type Config struct {
 	DrainGrace time.Duration
 	// QuiesceWorkers is the number of goroutines that run Quiesce (default 4).
 	QuiesceWorkers int
+	// Inline makes the engine poll attempts and run Quiesce on the owner
+	// goroutine, inside Progress, instead of on background goroutines. Rounds
+	// are then deterministic, for simulation and property tests; a round costs
+	// O(attempts pending), and a Quiesce that blocks blocks Progress. Use it
+	// only with backends that answer Quiesce at once.
+	Inline bool
 
 	// OnContainment, if set, is called on the owner goroutine when a drain
 	// grace period expires with access unproven: memory a backend may still

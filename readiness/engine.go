@@ -40,6 +40,7 @@ type Engine struct {
 	// Work gathered during a round and handed to the background goroutines
 	// at its end.
 	toWatch    []watchItem
+	inline     []watchItem // Inline: attempts polled by Progress itself
 	qFetch     *batch
 	qPublish   *batch
 	quiescing  int // Quiesce entries handed out and not yet answered
@@ -80,8 +81,13 @@ func New(cfg Config) (*Engine, error) {
 		parts:    cfg.Memory.parts,
 		slabs:    cfg.Memory.slabs,
 		byTicket: map[staging.Ticket]uint32{},
-		watch:    startWatcher(),
-		quiet:    startQuiescer(cfg.QuiesceWorkers, cfg.DrainGrace),
+	}
+	if cfg.Inline {
+		e.quiet = startQuiescer(0, cfg.DrainGrace)
+		e.watch = &watcher{in: newMailbox[watchItem](), out: newMailbox[outcomeMsg]()}
+	} else {
+		e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.DrainGrace)
+		e.watch = startWatcher()
 	}
 	e.onCopy = e.copyDone
 	e.stats.FenceLatency.init()
@@ -248,7 +254,7 @@ func (e *Engine) lookup(h Handle) (uint32, error) {
 		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
 	}
 	l := &e.leases[h.id]
-	if l.flags&inUse == 0 || l.gen != h.gen {
+	if l.flags&inUse == 0 || (l.gen != h.gen && !mutant("ignore-generation")) {
 		return 0, fmt.Errorf("%w: %v was released (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
 	}
 	return h.id, nil
@@ -303,6 +309,20 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 		Handle: h, Kind: l.kind, State: l.m.State, Outcome: l.outcome, Reason: l.body.reason,
 		ReleaseRequested: l.m.Latched.Has(fsm.ReleaseRequested), Rows: len(l.body.rows),
 	}, nil
+}
+
+// Runs appends to dst the staging runs the lease holds (one per pool group it
+// uses) and returns it; a lease still waiting holds none.
+func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
+	id, err := e.lookup(h)
+	if err != nil {
+		return dst, err
+	}
+	l := &e.leases[id]
+	if l.m.State == fsm.Waiting || l.m.State == fsm.Quarantined {
+		return dst, nil
+	}
+	return e.alloc.Runs(l.ticket, dst)
 }
 
 // Readiness returns where a fetched request may resume: answerable once the
@@ -381,7 +401,11 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 
 func (e *Engine) quarantine(id uint32, step fsm.Step) {
 	l := &e.leases[id]
-	e.mustNot(e.alloc.Quarantine(l.ticket), "quarantine", id)
+	if mutant("free-quarantined") {
+		e.mustNot(e.alloc.Free(l.ticket), "free", id)
+	} else {
+		e.mustNot(e.alloc.Quarantine(l.ticket), "quarantine", id)
+	}
 	e.stats.QuarantinedLeases++
 	if l.body.reason == "" {
 		l.body.reason = "quarantined on " + step.Event.String()

@@ -62,3 +62,21 @@ func TestFetchReadinessAndRelease(t *testing.T) {
 		})
 	}
 }
+
+// Inline mode gives the same answers with no engine goroutines (backend/mem
+// still delivers on its own).
+func TestInlineMode(t *testing.T) {
+	r := newRig(t, 1, 4, nil, func(c *readiness.Config) { c.Inline = true })
+	r.store(0, 0, 1)
+	h, err := r.eng.Lend(r.fetchRequest(1, 0, 1, 2))
+	require.NoError(t, err)
+	r.until(h, fsm.AccessFenced)
+	iv, err := r.eng.Readiness(h)
+	require.NoError(t, err)
+	assert.Equal(t, 64, iv.UsableUntil)
+	runs, err := r.eng.Runs(h, nil)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, 3, runs[0].Count)
+	require.NoError(t, r.eng.Release(h))
+}

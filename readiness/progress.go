@@ -34,7 +34,7 @@ func (e *Engine) Progress() int {
 }
 
 func (e *Engine) checkHealth() {
-	if e.lost || e.cfg.Health == nil {
+	if e.lost || e.cfg.Health == nil || mutant("ignore-device-loss") {
 		return
 	}
 	lost, reason := e.cfg.Health.Lost(e.cfg.Device)
@@ -167,6 +167,9 @@ func (e *Engine) callSubmit(k Kind, extent contract.CacheExtent) (a contract.Att
 
 // takeOutcomes latches the outcomes the watcher observed.
 func (e *Engine) takeOutcomes() {
+	if e.cfg.Inline {
+		e.pollInline()
+	}
 	e.outcomes = e.watch.out.take(e.outcomes[:0])
 	for i := range e.outcomes {
 		e.latchOutcome(e.outcomes[i])
@@ -209,6 +212,9 @@ func (e *Engine) latchOutcome(m outcomeMsg) {
 		e.cfg.Logger.Warn("kvready: backend contract violation", slog.String("lease", Handle{id: id, gen: l.gen}.String()), slog.String("reason", b.reason))
 	}
 	_ = e.fire(id, ev)
+	if mutant("fence-on-outcome") {
+		_ = e.fire(id, fsm.AccessProven)
+	}
 	e.afterOutcome(id)
 }
 
@@ -224,12 +230,26 @@ func (e *Engine) classify(l *lease, m outcomeMsg) fsm.Event {
 	switch o := m.outcome.(type) {
 	case contract.Delivered:
 		masks, err := staging.ServedMasksInto(b.masks, &b.view, o.Served)
+		if err != nil && mutant("accept-unasked") {
+			masks, err = staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
+			if err == nil {
+				for i := range masks {
+					for k := range masks[i] {
+						masks[i][k] = true
+					}
+				}
+				b.masks = masks
+				return fsm.OutcomeServed
+			}
+		}
 		if err != nil {
 			b.reason = "contract violation: " + err.Error()
 			return fsm.ContractViolation
 		}
 		b.masks = masks
 		switch n := o.Served.Len(); {
+		case n == 0 && mutant("miss-as-failure"):
+			return fsm.OutcomeFailed
 		case n == 0:
 			return fsm.OutcomeMissed
 		case n == b.view.Rows():
@@ -300,7 +320,7 @@ func (e *Engine) copyOut(id uint32) {
 			row++
 		}
 	}
-	if queued == 0 {
+	if queued == 0 || mutant("skip-copy-wait") {
 		_ = e.fire(id, fsm.CopiesLanded)
 		return
 	}
@@ -399,7 +419,7 @@ func (e *Engine) takeAnswers() {
 			}
 			l := &e.leases[r.id]
 			l.flags &^= quiescing
-			if b.proven[i] {
+			if b.proven[i] || mutant("trust-quiesce-false") {
 				e.checkStable(r.id)
 				_ = e.fire(r.id, fsm.AccessProven)
 			} else {
@@ -417,7 +437,7 @@ func (e *Engine) takeAnswers() {
 func (e *Engine) checkStable(id uint32) {
 	l := &e.leases[id]
 	first := l.body.latched
-	if first == nil {
+	if first == nil || mutant("no-stability-check") {
 		return
 	}
 	now, panicked := safePoll(l.attempt)
@@ -475,6 +495,9 @@ func (e *Engine) expire() {
 		l.outcome = Failed
 		e.stats.Outcomes.Timeouts++
 		_ = e.fire(t.id, fsm.Deadline)
+		if mutant("deadline-fences") {
+			_ = e.fire(t.id, fsm.AccessProven)
+		}
 		e.afterOutcome(t.id)
 		e.armDrain(t.id)
 	}
@@ -519,6 +542,19 @@ func (e *Engine) armDrain(id uint32) {
 // flush hands this round's submissions to the watcher and its Quiesce batches
 // to the workers.
 func (e *Engine) flush() {
+	if e.cfg.Inline {
+		e.inline = append(e.inline, e.toWatch...)
+		clear(e.toWatch)
+		e.toWatch = e.toWatch[:0]
+		for _, b := range []**batch{&e.qFetch, &e.qPublish} {
+			if *b != nil {
+				e.quiet.answer(*b)
+				e.quiet.answers.put(*b)
+				*b = nil
+			}
+		}
+		return
+	}
 	if len(e.toWatch) > 0 {
 		e.watch.in.put(e.toWatch...)
 		clear(e.toWatch)
@@ -530,4 +566,32 @@ func (e *Engine) flush() {
 			*b = nil
 		}
 	}
+}
+
+// pollInline polls every pending attempt on the owner goroutine (Config.Inline).
+func (e *Engine) pollInline() {
+	for i := 0; i < len(e.inline); {
+		it := e.inline[i]
+		if !e.live(it.ref) || e.leases[it.id].m.State != fsm.Requested {
+			// Nothing left to learn from it: the lease moved on or was retired.
+			copy(e.inline[i:], e.inline[i+1:])
+			e.inline[len(e.inline)-1] = watchItem{}
+			e.inline = e.inline[:len(e.inline)-1]
+			continue
+		}
+		o, p := safePoll(it.attempt)
+		if o == nil && p == "" {
+			i++
+			continue
+		}
+		e.outcomes = append(e.outcomes, outcomeMsg{ref: it.ref, outcome: o, panic: p})
+		copy(e.inline[i:], e.inline[i+1:]) // keep submission order: rounds stay deterministic
+		e.inline[len(e.inline)-1] = watchItem{}
+		e.inline = e.inline[:len(e.inline)-1]
+	}
+	for i := range e.outcomes {
+		e.latchOutcome(e.outcomes[i])
+	}
+	clear(e.outcomes)
+	e.outcomes = e.outcomes[:0]
 }
