@@ -51,6 +51,16 @@ func TestNameSet(t *testing.T) {
 	assert.ElementsMatch(t, []contract.Name{name(1), name(2)}, got)
 }
 
+func TestNameSetEqual(t *testing.T) {
+	a := contract.NewNameSet(name(1), name(2))
+	assert.True(t, a.Equal(a), "a set equals itself")
+	assert.True(t, a.Equal(contract.NewNameSet(name(2), name(1))), "order does not matter")
+	assert.False(t, a.Equal(contract.NewNameSet(name(1), name(3))))
+	assert.False(t, a.Equal(contract.NewNameSet(name(1))))
+	assert.True(t, contract.NameSet{}.Equal(contract.NewNameSet()), "empty sets are equal")
+	assert.False(t, contract.NameSet{}.Equal(a))
+}
+
 func TestNewCacheExtent(t *testing.T) {
 	ns := []byte("trtllm:shared-kv:staging:1")
 	for _, tc := range []struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"iter"
+	"unsafe"
 )
 
 // NameSize is the length in bytes of a unit name: a 16-byte namespace, a 32-byte
@@ -57,6 +58,29 @@ func (s NameSet) Has(n Name) bool {
 
 // Len returns the number of distinct names in the set.
 func (s NameSet) Len() int { return len(s.m) }
+
+// Equal reports whether s and t hold the same names. Two sets built by one
+// NewNameSet call are equal at once, without comparing names.
+func (s NameSet) Equal(t NameSet) bool {
+	if len(s.m) != len(t.m) {
+		return false
+	}
+	if len(s.m) == 0 || sameMap(s.m, t.m) {
+		return true
+	}
+	for n := range s.m {
+		if _, ok := t.m[n]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sameMap reports whether a and b are one map. Go compares maps only with
+// nil, so this compares the map headers' addresses.
+func sameMap(a, b map[Name]struct{}) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+}
 
 // All yields every name in the set, in no particular order.
 func (s NameSet) All() iter.Seq[Name] {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
@@ -26,13 +25,21 @@ type Engine struct {
 	leases   []lease
 	free     []uint32 // retired lease ids, ready for reuse
 	bodies   []*body  // recycled bodies
-	byTicket map[staging.Ticket]uint32
+	byTicket []uint32 // lease id by ticket index, for waiting leases
 	builder  staging.ExtentBuilder
 
 	watch  *watcher
 	quiet  *quiescer
-	copies gpu.Completions[ref]
-	onCopy func(ref, gpu.Status) // e.copyDone, bound once so polling never allocates
+	// Copies queued in one round share one event: a stream completes in
+	// order, so the event after the round's last copy proves all of them.
+	copies      gpu.Completions[int32] // event → index into copyBatches
+	copyBatches [][]ref
+	freeBatches []int32
+	openBatch   int32                   // batch collecting this round's copies, or -1
+	onCopy      func(int32, gpu.Status) // e.batchDone, bound once so polling never allocates
+	// The backends' Quiesce methods, bound once: a method value made per call
+	// would allocate.
+	quiesceFetch, quiescePublish quiesceFunc
 
 	deadlines timerHeap
 	drains    timerHeap
@@ -80,7 +87,6 @@ func New(cfg Config) (*Engine, error) {
 		mem:      cfg.Memory,
 		parts:    cfg.Memory.parts,
 		slabs:    cfg.Memory.slabs,
-		byTicket: map[staging.Ticket]uint32{},
 	}
 	if cfg.Inline {
 		e.quiet = startQuiescer(0, cfg.DrainGrace)
@@ -89,7 +95,15 @@ func New(cfg Config) (*Engine, error) {
 		e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.DrainGrace)
 		e.watch = startWatcher()
 	}
-	e.onCopy = e.copyDone
+	e.onCopy = e.batchDone
+	e.openBatch = -1
+	e.now = cfg.Clock.Now().UnixNano()
+	if cfg.Fetcher != nil {
+		e.quiesceFetch = cfg.Fetcher.Quiesce
+	}
+	if cfg.Publisher != nil {
+		e.quiescePublish = cfg.Publisher.Quiesce
+	}
 	e.stats.FenceLatency.init()
 	e.stats.ReadyLatency.init()
 	return e, nil
@@ -118,14 +132,15 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 	l := &e.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
 	l.kind, l.flags, l.ticket, l.body = req.Kind, inUse, t, b
-	e.byTicket[t] = id
-	e.now = e.cfg.Clock.Now().UnixNano()
-	b.lentAt = e.now
-	deadline := req.Deadline.UnixNano()
-	if req.Deadline.IsZero() {
-		deadline = e.now + int64(e.cfg.RequestTimeout)
+	for len(e.byTicket) <= t.Index() {
+		e.byTicket = append(e.byTicket, 0)
 	}
-	e.deadlines.push(timer{at: deadline, id: id, gen: l.gen})
+	e.byTicket[t.Index()] = id
+	b.lentAt = e.now
+	b.deadline = req.Deadline.UnixNano()
+	if req.Deadline.IsZero() {
+		b.deadline = e.now + int64(e.cfg.RequestTimeout)
+	}
 	e.stats.Leases[fsm.Waiting]++
 	e.stats.Lent++
 	return Handle{id: id, gen: l.gen}, nil
@@ -165,9 +180,10 @@ func (e *Engine) newBody(req Request) (*body, error) {
 	}
 	b := e.takeBody()
 	b.rows = append(b.rows[:0], req.Rows...)
-	slices.SortStableFunc(b.rows, func(x, y Row) int { return x.Group - y.Group })
-	b.names, b.ordinals, b.addrs = b.names[:0], b.ordinals[:0], b.addrs[:0]
-	b.counts = append(b.counts[:0], make([]int, 0)...)
+	if !slices.IsSortedFunc(b.rows, byGroup) {
+		slices.SortStableFunc(b.rows, byGroup)
+	}
+	b.names, b.ordinals, b.addrs, b.counts = b.names[:0], b.ordinals[:0], b.addrs[:0], b.counts[:0]
 	for range e.mem.groups {
 		b.counts = append(b.counts, 0)
 	}
@@ -208,6 +224,8 @@ func (e *Engine) newBody(req Request) (*body, error) {
 	return b, nil
 }
 
+func byGroup(x, y Row) int { return x.Group - y.Group }
+
 func (e *Engine) takeBody() *body {
 	if n := len(e.bodies); n > 0 {
 		b := e.bodies[n-1]
@@ -237,6 +255,8 @@ func (e *Engine) newLease() uint32 {
 func (e *Engine) retire(id uint32) {
 	l := &e.leases[id]
 	e.stats.Leases[l.m.State]--
+	e.deadlines.disarm(id)
+	e.drains.disarm(id)
 	if l.body != nil {
 		e.recycle(l.body)
 	}
@@ -278,7 +298,6 @@ func (e *Engine) Release(h Handle) error {
 		e.retire(id)
 		return nil
 	}
-	e.now = e.cfg.Clock.Now().UnixNano()
 	if err := e.fire(id, fsm.ReleaseRequested); err != nil {
 		return fmt.Errorf("readiness: release of %v: %w", h, err)
 	}
@@ -358,7 +377,7 @@ func (e *Engine) fire(id uint32, ev fsm.Event) error {
 	}
 	gen := l.gen
 	e.moved(id, step)
-	for l.gen == gen && l.flags&inUse != 0 {
+	for l.m.Latched != 0 && l.gen == gen && l.flags&inUse != 0 {
 		step, ok := e.table.Redeliver(&l.m)
 		if !ok {
 			break
@@ -375,6 +394,9 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 	e.roundMoves++
 	e.stats.Leases[step.From]--
 	e.stats.Leases[step.To]++
+	if step.From == fsm.Requested {
+		e.deadlines.disarm(id) // the outcome (or the deadline itself) is latched
+	}
 	if e.cfg.OnTransition != nil {
 		e.cfg.OnTransition(Transition{Lease: Handle{id: id, gen: l.gen}, From: step.From, To: step.To, Cause: step.Event})
 	}
@@ -382,14 +404,15 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 	case fsm.LogicallyComplete:
 		e.answerReadiness(l)
 	case fsm.AccessFenced:
+		e.drains.disarm(id)
 		if l.body.exposeAt != 0 {
 			e.stats.FenceLatency.add(e.now - l.body.exposeAt)
 		}
 	case fsm.Quarantined:
+		e.drains.disarm(id)
 		e.quarantine(id, step)
 	case fsm.Released:
 		if step.From == fsm.Waiting {
-			delete(e.byTicket, l.ticket)
 			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
 		} else {
 			e.mustNot(e.alloc.Free(l.ticket), "free", id)
@@ -431,11 +454,7 @@ func (e *Engine) answerReadiness(l *lease) {
 		return
 	}
 	if l.outcome != Served && l.outcome != Partial {
-		for i := range b.masks {
-			clear(b.masks[i])
-		}
-		masks, _ := staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
-		b.masks = masks
+		b.masks, _ = servedNone(b)
 	}
 	iv, err := staging.ReadinessOfView(e.cfg.TokensPerBlock, b.first, &b.view, b.masks)
 	if err != nil {

@@ -108,15 +108,15 @@ func (o OutcomeKind) String() string {
 // lease is the fixed per-lease record, kept small because the engine keeps one
 // per lease in flight and the table of them is indexed, never searched.
 type lease struct {
-	m       fsm.Slot
+	m       fsm.Slot         // state and latched evidence: 8 bytes
+	attempt contract.Attempt // nil until submitted
+	ticket  staging.Ticket
+	body    *body
 	gen     uint32
+	copies  uint8 // copy batches queued and not yet landed (0 or 1)
 	kind    Kind
 	outcome OutcomeKind
 	flags   leaseFlags
-	copies  int32 // local copies queued and not yet landed
-	ticket  staging.Ticket
-	attempt contract.Attempt
-	body    *body
 }
 
 type leaseFlags uint8
@@ -124,8 +124,6 @@ type leaseFlags uint8
 const (
 	inUse        leaseFlags = 1 << iota
 	quiescing               // a Quiesce call for this lease is queued or running
-	draining                // a drain timer is armed
-	copiesQueued            // the current phase's copies were queued
 )
 
 // body is the variable-size part of a lease: its rows and the structures built
@@ -148,4 +146,5 @@ type body struct {
 	interval staging.Interval
 	lentAt   int64
 	exposeAt int64
+	deadline int64
 }

@@ -58,11 +58,10 @@ func (e *Engine) checkHealth() {
 func (e *Engine) takeGrants() {
 	e.grants = e.alloc.TakeGrants(e.grants[:0])
 	for _, t := range e.grants {
-		id, ok := e.byTicket[t]
-		if !ok {
+		id := e.byTicket[t.Index()]
+		if l := &e.leases[id]; l.flags&inUse == 0 || l.ticket != t {
 			continue
 		}
-		delete(e.byTicket, t)
 		if err := e.fire(id, fsm.SlotsGranted); err != nil {
 			continue
 		}
@@ -147,6 +146,7 @@ func (e *Engine) submit(id uint32) {
 		b.exposeAt = e.now
 		l.attempt = attempt
 		_ = e.fire(id, fsm.Submitted)
+		e.deadlines.arm(id, b.deadline)
 		e.toWatch = append(e.toWatch, watchItem{ref: ref{id: id, gen: l.gen}, attempt: attempt})
 	}
 }
@@ -327,19 +327,57 @@ func (e *Engine) copyOut(id uint32) {
 	e.record(id)
 }
 
-// record puts an event after the lease's copies; its completion is the
-// evidence that every one of them landed (a stream completes in order).
+// record adds the lease to this round's copy batch; the event recorded after
+// the round's last copy is the evidence that every one of them landed.
 func (e *Engine) record(id uint32) {
-	l := &e.leases[id]
-	ev, err := e.cfg.Stream.Record()
-	if err == nil {
-		err = e.copies.Push(ev, ref{id: id, gen: l.gen})
+	if e.openBatch < 0 {
+		if n := len(e.freeBatches); n > 0 {
+			e.openBatch = e.freeBatches[n-1]
+			e.freeBatches = e.freeBatches[:n-1]
+		} else {
+			e.copyBatches = append(e.copyBatches, nil)
+			e.openBatch = int32(len(e.copyBatches) - 1)
+		}
 	}
-	if err != nil {
-		e.copyFailed(id, err)
+	l := &e.leases[id]
+	e.copyBatches[e.openBatch] = append(e.copyBatches[e.openBatch], ref{id: id, gen: l.gen})
+	l.copies++
+}
+
+// closeBatch records the event after this round's copies.
+func (e *Engine) closeBatch() {
+	idx := e.openBatch
+	if idx < 0 {
 		return
 	}
-	l.copies++
+	e.openBatch = -1
+	ev, err := e.cfg.Stream.Record()
+	if err == nil {
+		err = e.copies.Push(ev, idx)
+	}
+	if err != nil {
+		for _, r := range e.copyBatches[idx] {
+			if e.live(r) {
+				e.leases[r.id].copies--
+				e.copyFailed(r.id, err)
+			}
+		}
+		e.recycleBatch(idx)
+	}
+}
+
+func (e *Engine) recycleBatch(idx int32) {
+	clear(e.copyBatches[idx])
+	e.copyBatches[idx] = e.copyBatches[idx][:0]
+	e.freeBatches = append(e.freeBatches, idx)
+}
+
+// batchDone hands a completed (or failed) event to every lease it covers.
+func (e *Engine) batchDone(idx int32, st gpu.Status) {
+	for _, r := range e.copyBatches[idx] {
+		e.copyDone(r, st)
+	}
+	e.recycleBatch(idx)
 }
 
 func (e *Engine) copyFailed(id uint32, err error) {
@@ -394,10 +432,9 @@ func (e *Engine) needQuiesce(id uint32) {
 		return
 	}
 	l.flags |= quiescing
-	b := &e.qFetch
-	fn := e.cfg.Fetcher.Quiesce
+	b, fn := &e.qFetch, e.quiesceFetch
 	if l.kind == Publish {
-		b, fn = &e.qPublish, e.cfg.Publisher.Quiesce
+		b, fn = &e.qPublish, e.quiescePublish
 	}
 	if *b == nil {
 		*b = e.quiet.newBatch(fn)
@@ -460,15 +497,7 @@ func sameOutcome(a, b contract.Outcome) bool {
 	switch x := a.(type) {
 	case contract.Delivered:
 		y, ok := b.(contract.Delivered)
-		if !ok || x.Served.Len() != y.Served.Len() {
-			return false
-		}
-		for n := range x.Served.All() {
-			if !y.Served.Has(n) {
-				return false
-			}
-		}
-		return true
+		return ok && x.Served.Equal(y.Served)
 	case contract.Failed:
 		y, ok := b.(contract.Failed)
 		return ok && x == y
@@ -482,46 +511,44 @@ func sameOutcome(a, b contract.Outcome) bool {
 // expire fires due deadlines and drain periods.
 func (e *Engine) expire() {
 	for {
-		t, ok := e.deadlines.popExpired(e.now)
+		id, ok := e.deadlines.popExpired(e.now)
 		if !ok {
 			break
 		}
-		r := ref{id: t.id, gen: t.gen}
-		if !e.live(r) || e.leases[t.id].m.State != fsm.Requested {
-			continue
+		l := &e.leases[id]
+		if l.flags&inUse == 0 || l.m.State != fsm.Requested {
+			continue // disarming makes this unreachable; kept as a guard
 		}
-		l := &e.leases[t.id]
 		l.body.reason = "deadline passed with no outcome: timeout"
 		l.outcome = Failed
 		e.stats.Outcomes.Timeouts++
-		_ = e.fire(t.id, fsm.Deadline)
+		_ = e.fire(id, fsm.Deadline)
 		if mutant("deadline-fences") {
-			_ = e.fire(t.id, fsm.AccessProven)
+			_ = e.fire(id, fsm.AccessProven)
 		}
-		e.afterOutcome(t.id)
-		e.armDrain(t.id)
+		e.afterOutcome(id)
+		e.armDrain(id)
 	}
 	for {
-		t, ok := e.drains.popExpired(e.now)
+		id, ok := e.drains.popExpired(e.now)
 		if !ok {
 			break
 		}
-		r := ref{id: t.id, gen: t.gen}
-		if !e.live(r) {
+		l := &e.leases[id]
+		if l.flags&inUse == 0 {
 			continue
 		}
-		l := &e.leases[t.id]
 		switch l.m.State {
 		case fsm.AccessFenced, fsm.Quarantined, fsm.Released:
 			continue
 		}
 		from := l.m.State
 		l.body.reason = fmt.Sprintf("drain grace period (%v) expired in %v with access unproven", e.cfg.DrainGrace, from)
-		if err := e.fire(t.id, fsm.DrainExpired); err != nil {
+		if err := e.fire(id, fsm.DrainExpired); err != nil {
 			continue
 		}
 		e.stats.Containments++
-		c := Containment{Lease: Handle{id: t.id, gen: l.gen}, Slots: len(l.body.rows), Reason: l.body.reason}
+		c := Containment{Lease: Handle{id: id, gen: l.gen}, Slots: len(l.body.rows), Reason: l.body.reason}
 		e.cfg.Logger.Error("kvready: containment: backend access never proven; memory held out of circulation for ever",
 			slog.String("lease", c.Lease.String()), slog.String("reason", c.Reason))
 		if e.cfg.OnContainment != nil {
@@ -531,17 +558,15 @@ func (e *Engine) expire() {
 }
 
 func (e *Engine) armDrain(id uint32) {
-	l := &e.leases[id]
-	if l.flags&draining != 0 {
-		return
+	if !e.drains.armed(id) {
+		e.drains.arm(id, e.now+int64(e.cfg.DrainGrace))
 	}
-	l.flags |= draining
-	e.drains.push(timer{at: e.now + int64(e.cfg.DrainGrace), id: id, gen: l.gen})
 }
 
 // flush hands this round's submissions to the watcher and its Quiesce batches
 // to the workers.
 func (e *Engine) flush() {
+	e.closeBatch()
 	if e.cfg.Inline {
 		e.inline = append(e.inline, e.toWatch...)
 		clear(e.toWatch)
@@ -568,30 +593,32 @@ func (e *Engine) flush() {
 	}
 }
 
-// pollInline polls every pending attempt on the owner goroutine (Config.Inline).
+// pollInline polls every pending attempt on the owner goroutine (Config.Inline),
+// in submission order, so that rounds are deterministic.
 func (e *Engine) pollInline() {
-	for i := 0; i < len(e.inline); {
-		it := e.inline[i]
+	kept := e.inline[:0]
+	for _, it := range e.inline {
 		if !e.live(it.ref) || e.leases[it.id].m.State != fsm.Requested {
-			// Nothing left to learn from it: the lease moved on or was retired.
-			copy(e.inline[i:], e.inline[i+1:])
-			e.inline[len(e.inline)-1] = watchItem{}
-			e.inline = e.inline[:len(e.inline)-1]
-			continue
+			continue // nothing left to learn from it: the lease moved on or was retired
 		}
 		o, p := safePoll(it.attempt)
 		if o == nil && p == "" {
-			i++
+			kept = append(kept, it)
 			continue
 		}
 		e.outcomes = append(e.outcomes, outcomeMsg{ref: it.ref, outcome: o, panic: p})
-		copy(e.inline[i:], e.inline[i+1:]) // keep submission order: rounds stay deterministic
-		e.inline[len(e.inline)-1] = watchItem{}
-		e.inline = e.inline[:len(e.inline)-1]
 	}
+	clear(e.inline[len(kept):])
+	e.inline = kept
 	for i := range e.outcomes {
 		e.latchOutcome(e.outcomes[i])
 	}
 	clear(e.outcomes)
 	e.outcomes = e.outcomes[:0]
+}
+
+// servedNone returns all-false masks for b's view: what a miss or a failure
+// delivered.
+func servedNone(b *body) ([][]bool, error) {
+	return staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
 }

@@ -88,6 +88,14 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	return time.Duration(1<<(histBuckets-1) - 1)
 }
 
+// Count returns the number of live leases in state s, without copying Stats.
+func (e *Engine) Count(s fsm.State) int {
+	if s >= fsm.NumStates {
+		return 0
+	}
+	return e.stats.Leases[s]
+}
+
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats

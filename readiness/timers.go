@@ -1,42 +1,95 @@
 package readiness
 
-// timer is one armed deadline: lease id and generation, so that a timer whose
-// lease has moved on (released, or re-lent under a new generation) is dropped
-// when it fires rather than searched for and removed when the lease changes.
+// timer is one armed deadline of one lease.
 type timer struct {
-	at  int64 // clock nanoseconds
-	id  uint32
-	gen uint32
+	at int64 // clock nanoseconds
+	id uint32
 }
 
-// timerHeap is a binary min-heap on at. Arming costs O(log n) and finding what
-// expired costs O(expired + 1), so an idle progress round does not depend on how
-// many leases are in flight. It never allocates once its slice has grown.
-type timerHeap struct{ h []timer }
+// timerHeap is a binary min-heap on at, indexed by lease id so that a lease's
+// timer is disarmed the moment it stops mattering (the outcome arrived, the
+// lease was fenced or released). Arming and disarming cost O(log n); finding
+// what expired costs O(expired + 1), so an idle progress round does not depend
+// on how many leases are in flight. Its size is bounded by the leases that
+// still need it, and it never allocates once grown.
+type timerHeap struct {
+	h   []timer
+	pos []int32 // pos[id] is id's index in h, or -1
+}
 
-func (t *timerHeap) push(x timer) {
-	t.h = append(t.h, x)
+func (t *timerHeap) index(id uint32) int32 {
+	for int(id) >= len(t.pos) {
+		t.pos = append(t.pos, -1)
+	}
+	return t.pos[id]
+}
+
+// arm sets id's timer to at, replacing any earlier one.
+func (t *timerHeap) arm(id uint32, at int64) {
+	if i := t.index(id); i >= 0 {
+		t.h[i].at = at
+		t.fix(int(i))
+		return
+	}
+	t.h = append(t.h, timer{at: at, id: id})
 	i := len(t.h) - 1
+	t.pos[id] = int32(i)
+	t.up(i)
+}
+
+// disarm removes id's timer, if any.
+func (t *timerHeap) disarm(id uint32) {
+	if int(id) >= len(t.pos) || t.pos[id] < 0 {
+		return
+	}
+	i := int(t.pos[id])
+	t.pos[id] = -1
+	last := len(t.h) - 1
+	if i != last {
+		t.h[i] = t.h[last]
+		t.pos[t.h[i].id] = int32(i)
+	}
+	t.h = t.h[:last]
+	if i != last {
+		t.fix(i)
+	}
+}
+
+// armed reports whether id has a timer.
+func (t *timerHeap) armed(id uint32) bool { return int(id) < len(t.pos) && t.pos[id] >= 0 }
+
+// popExpired removes and returns the lease of the earliest timer if it is due.
+func (t *timerHeap) popExpired(now int64) (uint32, bool) {
+	if len(t.h) == 0 || t.h[0].at > now {
+		return 0, false
+	}
+	id := t.h[0].id
+	t.disarm(id)
+	return id, true
+}
+
+func (t *timerHeap) len() int { return len(t.h) }
+
+func (t *timerHeap) fix(i int) {
+	if !t.up(i) {
+		t.down(i)
+	}
+}
+
+func (t *timerHeap) up(i int) bool {
+	moved := false
 	for i > 0 {
 		p := (i - 1) / 2
 		if t.h[p].at <= t.h[i].at {
 			break
 		}
-		t.h[p], t.h[i] = t.h[i], t.h[p]
-		i = p
+		t.swap(i, p)
+		i, moved = p, true
 	}
+	return moved
 }
 
-// popExpired removes and returns the earliest timer if it is due at now.
-func (t *timerHeap) popExpired(now int64) (timer, bool) {
-	if len(t.h) == 0 || t.h[0].at > now {
-		return timer{}, false
-	}
-	top := t.h[0]
-	last := len(t.h) - 1
-	t.h[0] = t.h[last]
-	t.h = t.h[:last]
-	i := 0
+func (t *timerHeap) down(i int) {
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < len(t.h) && t.h[l].at < t.h[m].at {
@@ -46,12 +99,15 @@ func (t *timerHeap) popExpired(now int64) (timer, bool) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		t.h[m], t.h[i] = t.h[i], t.h[m]
+		t.swap(i, m)
 		i = m
 	}
-	return top, true
 }
 
-func (t *timerHeap) len() int { return len(t.h) }
+func (t *timerHeap) swap(i, j int) {
+	t.h[i], t.h[j] = t.h[j], t.h[i]
+	t.pos[t.h[i].id] = int32(i)
+	t.pos[t.h[j].id] = int32(j)
+}

@@ -13,6 +13,12 @@ type Ticket struct {
 	gen uint32
 }
 
+// Index returns a small integer that no other live ticket shares (it is reused
+// once this ticket retires), so a caller can keep per-ticket state in a slice
+// instead of a map. Compare whole tickets to tell a retired one from its
+// successor.
+func (t Ticket) Index() int { return int(t.idx) }
+
 // Run is one contiguous run of staging slots: Count slots of pool group Group
 // from slot First.
 type Run struct {

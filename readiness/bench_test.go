@@ -1,0 +1,247 @@
+package readiness_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	looplab "github.com/looplab/fsm"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/readiness"
+)
+
+// instantBackend is a zero-allocation Fetcher for benchmarks: attempt k is
+// already delivered with the one name it serves, and Quiesce answers true at
+// once. Unit names carry k in their first two bytes.
+type instantBackend struct {
+	attempts []instantAttempt
+	pending  bool // attempts never answer: the idle benchmark
+}
+
+type instantAttempt struct{ outcome contract.Outcome }
+
+func (a *instantAttempt) Poll() contract.Outcome { return a.outcome }
+
+var pendingAttempt = &instantAttempt{}
+
+func newInstantBackend(n int) *instantBackend {
+	b := &instantBackend{attempts: make([]instantAttempt, n)}
+	for k := range n {
+		b.attempts[k].outcome = contract.Delivered{Served: contract.NewNameSet(benchName(k))}
+	}
+	return b
+}
+
+func benchName(k int) contract.Name {
+	var n contract.Name
+	n[0], n[1], n[2], n[53] = byte(k), byte(k>>8), byte(k>>16), 0x5A
+	return n
+}
+
+func (b *instantBackend) Fetch(extent contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
+	if b.pending {
+		return pendingAttempt, nil
+	}
+	n := extent.Unit(0).Name
+	return &b.attempts[int(n[0])|int(n[1])<<8|int(n[2])<<16], nil
+}
+
+func (b *instantBackend) Quiesce(context.Context, []contract.Attempt) (bool, error) {
+	return !b.pending, nil
+}
+
+func (b *instantBackend) Settle(context.Context, []contract.Attempt) error { return nil }
+
+func (b *instantBackend) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
+	return contract.NameSet{}, false, nil
+}
+
+func (b *instantBackend) OpenRoute(map[string]string) (contract.Route, error) {
+	return nil, fmt.Errorf("single source")
+}
+
+// benchRig is an engine over one pool group with the instant backend and the
+// sim device.
+type benchRig struct {
+	eng  *readiness.Engine
+	dev  *sim.Device
+	reqs []readiness.Request
+}
+
+func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
+	b.Helper()
+	dev, err := sim.New(0, 1<<16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream, err := dev.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := readiness.NewMemory(readiness.Group{Slots: leases, SlotBytes: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := newInstantBackend(min(leases, 64))
+	be.pending = pending
+	eng, err := readiness.New(readiness.Config{
+		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream, Inline: inline,
+		RequestTimeout: time.Hour,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &benchRig{eng: eng, dev: dev}
+	ptr, err := dev.Alloc(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for k := range min(leases, 64) {
+		r.reqs = append(r.reqs, readiness.Request{Kind: readiness.Fetch,
+			Rows: []readiness.Row{{Name: benchName(k), Group: 0, Block: 0, Device: ptr}}})
+	}
+	return r
+}
+
+// lifecycleRound runs up to 64 whole one-row fetch lifecycles: lend, then
+// progress rounds (the sim device completing copies) until every lease is
+// fenced, then release.
+func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
+	for k := range n {
+		h, err := r.eng.Lend(r.reqs[k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[k] = h
+	}
+	for spins := 0; r.eng.Count(fsm.AccessFenced) < n; spins++ {
+		r.dev.CompleteAll()
+		r.eng.Progress()
+		if spins > 1_000_000 {
+			b.Fatalf("leases not fenced: %v", r.eng.Stats().Leases)
+		}
+		if spins > 2 {
+			runtime.Gosched() // the background goroutines need the core
+		}
+	}
+	for k := range n {
+		if err := r.eng.Release(hs[k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// lifecycleEvents is the sequence of events one fetch lease goes through.
+var lifecycleEvents = []fsm.Event{
+	fsm.SlotsGranted, fsm.CopiesLanded, fsm.Submitted, fsm.OutcomeServed,
+	fsm.CopiesLanded, fsm.AccessProven, fsm.ReleaseRequested,
+}
+
+// BenchmarkLifecycle compares, per lease, the engine's whole lifecycle with
+// what a naive per-slot looplab/fsm pays for the transitions alone, and with
+// the bare table's transitions (the floor).
+func BenchmarkLifecycle(b *testing.B) {
+	for _, mode := range []struct {
+		name   string
+		inline bool
+	}{{"engine", false}, {"engine-inline", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			r := newBenchRig(b, 64, mode.inline, false)
+			defer r.eng.Close()
+			hs := make([]readiness.Handle, 64)
+			r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 64 {
+				r.lifecycleRound(b, hs, min(64, b.N-i))
+			}
+		})
+	}
+	b.Run("looplab", func(b *testing.B) {
+		decl := fsm.Declaration()
+		names := make([]string, len(lifecycleEvents))
+		for i, e := range lifecycleEvents {
+			names[i] = e.String()
+		}
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			m := looplab.NewFSM(fsm.Waiting.String(), decl, nil)
+			for _, e := range names {
+				if err := m.Event(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	// The floor as SPEC §5 defines it: a bare [state][event] array of next
+	// states with an atomic state word.
+	b.Run("table", func(b *testing.B) {
+		var next [fsm.NumStates][fsm.NumEvents]fsm.State
+		t := fsm.Lifecycle()
+		for s := range fsm.NumStates {
+			for e := range fsm.NumEvents {
+				next[s][e] = t.Lookup(s, e).Next
+			}
+		}
+		var state atomic.Uint32
+		b.ReportAllocs()
+		for b.Loop() {
+			state.Store(uint32(fsm.Waiting))
+			for _, e := range lifecycleEvents {
+				s := state.Load()
+				state.CompareAndSwap(s, uint32(next[s][e]))
+			}
+		}
+		if fsm.State(state.Load()) != fsm.Released {
+			b.Fatalf("ended in %v, want released", fsm.State(state.Load()))
+		}
+	})
+	// The compiled table the engine runs, with its refusals and latches.
+	b.Run("table-fire", func(b *testing.B) {
+		t := fsm.Lifecycle()
+		b.ReportAllocs()
+		for b.Loop() {
+			s := fsm.Slot{State: fsm.Waiting}
+			for _, e := range lifecycleEvents {
+				if _, err := t.Fire(&s, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkProgressIdle measures a progress round in which nothing completes,
+// with 1,000 and 1,000,000 leases in flight (submitted, outcome pending).
+func BenchmarkProgressIdle(b *testing.B) {
+	for _, n := range []int{1000, 1000000} {
+		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
+			r := newBenchRig(b, n, false, true)
+			defer r.eng.Close()
+			dev, _ := r.dev.Alloc(64)
+			req := readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Group: 0, Block: 0, Device: dev}}}
+			for k := range n {
+				req.Rows[0].Name = benchName(k)
+				if _, err := r.eng.Lend(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r.eng.Progress() // grant and submit them all
+			if got := r.eng.Count(fsm.Requested); got != n {
+				b.Fatalf("%d leases requested, want %d", got, n)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				r.eng.Progress()
+			}
+		})
+	}
+}
