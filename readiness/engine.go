@@ -28,8 +28,8 @@ type Engine struct {
 	byTicket []uint32 // lease id by ticket index, for waiting leases
 	builder  staging.ExtentBuilder
 
-	watch  *watcher
-	quiet  *quiescer
+	watch *watcher
+	quiet *quiescer
 	// Copies queued in one round share one event: a stream completes in
 	// order, so the event after the round's last copy proves all of them.
 	copies      gpu.Completions[int32] // event → index into copyBatches
@@ -81,12 +81,12 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("readiness: %w", err)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		table:    fsm.Lifecycle(),
-		alloc:    alloc,
-		mem:      cfg.Memory,
-		parts:    cfg.Memory.parts,
-		slabs:    cfg.Memory.slabs,
+		cfg:   cfg,
+		table: fsm.Lifecycle(),
+		alloc: alloc,
+		mem:   cfg.Memory,
+		parts: cfg.Memory.parts,
+		slabs: cfg.Memory.slabs,
 	}
 	if cfg.Inline {
 		e.quiet = startQuiescer(0, cfg.DrainGrace)

@@ -122,8 +122,8 @@ type lease struct {
 type leaseFlags uint8
 
 const (
-	inUse        leaseFlags = 1 << iota
-	quiescing               // a Quiesce call for this lease is queued or running
+	inUse     leaseFlags = 1 << iota
+	quiescing            // a Quiesce call for this lease is queued or running
 )
 
 // body is the variable-size part of a lease: its rows and the structures built
