@@ -1,4 +1,6 @@
 # kvready — see README.md. Every target runs on a fresh machine with Go and gcc.
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
 GO        ?= go
 PKGS      ?= ./...
 FUZZTIME  ?= 10s
@@ -23,9 +25,12 @@ test:
 demo:
 	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
 
-## bench: every benchmark, with allocations.
+## bench: every benchmark with allocations, in one run; the SPEC §5 figures as ratios
+## go to docs/performance.md (with the machine, date and Go version).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS) | tee bench.out
+	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
+	@grep -A14 '^## SPEC' docs/performance.md
 
 ## diagrams: regenerate the state diagrams and docs/states.md from the table.
 ## SVG is rendered in pure Go (Graphviz compiled to WebAssembly): nothing to install.

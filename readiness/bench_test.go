@@ -92,7 +92,7 @@ func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
 	be.pending = pending
 	eng, err := readiness.New(readiness.Config{
 		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream, Inline: inline,
-		RequestTimeout: time.Hour,
+		RequestTimeout: time.Hour, DrainGrace: time.Second,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -107,6 +107,15 @@ func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
 			Rows: []readiness.Row{{Name: benchName(k), Group: 0, Block: 0, Device: ptr}}})
 	}
 	return r
+}
+
+// close closes the engine and waits until it has drained, so that no
+// goroutine outlives the benchmark.
+func (r *benchRig) close() {
+	for !r.eng.Close().Drained {
+		r.dev.CompleteAll()
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // lifecycleRound runs up to 64 whole one-row fetch lifecycles: lend, then
@@ -153,7 +162,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	}{{"engine", false}, {"engine-inline", true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			r := newBenchRig(b, 64, mode.inline, false)
-			defer r.eng.Close()
+			defer r.close()
 			hs := make([]readiness.Handle, 64)
 			r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
 			b.ReportAllocs()
@@ -224,7 +233,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 	for _, n := range []int{1000, 1000000} {
 		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
 			r := newBenchRig(b, n, false, true)
-			defer r.eng.Close()
+			defer r.close()
 			dev, _ := r.dev.Alloc(64)
 			req := readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Group: 0, Block: 0, Device: dev}}}
 			for k := range n {

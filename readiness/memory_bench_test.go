@@ -121,7 +121,8 @@ func BenchmarkSlotMemory(b *testing.B) {
 				engine = total - descriptors
 				runtime.KeepAlive(bodies)
 				runtime.KeepAlive(e)
-				e.Close()
+				for !e.Close().Drained {
+				}
 			}
 			b.ReportMetric(float64(engine)/float64(shape.groups*slots), "B/slot")
 			b.ReportMetric(float64(engine+descriptors)/float64(shape.groups*slots), "B/slot-total")

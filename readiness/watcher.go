@@ -43,6 +43,9 @@ const (
 	spinRounds   = 8
 	minIdleSleep = 20 * time.Microsecond
 	maxIdleSleep = time.Millisecond
+	// maxSweepSleep bounds the wait between sweeps of a very long pending list
+	// (and so the latency of noticing an outcome there).
+	maxSweepSleep = 50 * time.Millisecond
 )
 
 func startWatcher() *watcher {
@@ -69,6 +72,7 @@ func (w *watcher) run() {
 			}
 		}
 		found = found[:0]
+		start := time.Now()
 		for i := 0; i < len(pending); {
 			it := pending[i]
 			o, p := safePoll(it.attempt)
@@ -82,6 +86,7 @@ func (w *watcher) run() {
 			pending[last] = watchItem{}
 			pending = pending[:last]
 		}
+		swept := time.Since(start)
 		if len(found) > 0 {
 			w.out.put(found...)
 			clear(found)
@@ -97,8 +102,11 @@ func (w *watcher) run() {
 			}
 			continue
 		}
-		d := minIdleSleep << min(idle-spinRounds, 6)
-		sleep.Reset(min(d, maxIdleSleep))
+		// Sleep longer the longer a sweep takes, so that polling a huge number
+		// of pending attempts never takes more than a fraction of a core.
+		d := min(minIdleSleep<<min(idle-spinRounds, 6), maxIdleSleep)
+		d = min(max(d, 4*swept), maxSweepSleep)
+		sleep.Reset(d)
 		select {
 		case <-w.in.signal:
 		case <-sleep.C:
