@@ -413,7 +413,9 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 		e.quarantine(id, step)
 	case fsm.Released:
 		if step.From == fsm.Waiting {
-			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
+			if l.flags&hopeless == 0 { // a hopeless request was cancelled already
+				e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
+			}
 		} else {
 			e.mustNot(e.alloc.Free(l.ticket), "free", id)
 		}
@@ -433,9 +435,30 @@ func (e *Engine) quarantine(id uint32, step fsm.Step) {
 	if l.body.reason == "" {
 		l.body.reason = "quarantined on " + step.Event.String()
 	}
+	e.cancelHopeless()
 	e.cfg.Logger.Warn("kvready: staging slots quarantined", slog.String("lease", Handle{id: id, gen: l.gen}.String()),
 		slog.String("from", step.From.String()), slog.String("cause", step.Event.String()), slog.String("reason", l.body.reason),
 		slog.Int("slots", len(l.body.rows)))
+}
+
+// cancelHopeless takes out of the line every waiting lease that quarantine has
+// made impossible to grant: left there, it would block every lease behind it
+// for ever. The lease stays, waiting, with the reason; its handle is released
+// as usual.
+func (e *Engine) cancelHopeless() {
+	if e.alloc.Waiting() == 0 {
+		return
+	}
+	for i := range e.leases {
+		l := &e.leases[i]
+		if l.flags&inUse == 0 || l.flags&hopeless != 0 || l.m.State != fsm.Waiting || !e.alloc.Hopeless(l.ticket) {
+			continue
+		}
+		e.mustNot(e.alloc.Cancel(l.ticket), "cancel", uint32(i))
+		l.flags |= hopeless
+		l.body.reason = "can never be granted: quarantined slots left too few in its pool groups"
+		e.stats.Hopeless++
+	}
 }
 
 // mustNot records an allocator refusal that the table's guarantees rule out.

@@ -124,6 +124,7 @@ type leaseFlags uint8
 const (
 	inUse     leaseFlags = 1 << iota
 	quiescing            // a Quiesce call for this lease is queued or running
+	hopeless             // waiting, but quarantine made it ungrantable; its ticket is cancelled
 )
 
 // body is the variable-size part of a lease: its rows and the structures built

@@ -101,9 +101,16 @@ func (e *Engine) slot(b *body, i int) []byte {
 }
 
 func (e *Engine) submitIfStaged(id uint32) {
-	if l := &e.leases[id]; l.flags&inUse != 0 && l.m.State == fsm.Staged {
-		e.submit(id)
+	l := &e.leases[id]
+	if l.flags&inUse == 0 || l.m.State != fsm.Staged {
+		return
 	}
+	if l.m.Latched.Has(fsm.ReleaseRequested) {
+		// Released before it was exposed: never expose it.
+		_ = e.fire(id, fsm.Withdrawn)
+		return
+	}
+	e.submit(id)
 }
 
 // submit exposes a staged lease to its backend.

@@ -314,3 +314,54 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	_, err = readiness.NewMemory(readiness.Group{Slots: 0, SlotBytes: 8})
 	assert.ErrorContains(t, err, "pool group 0")
 }
+
+// A release requested before submission withdraws the lease: it is never
+// exposed to the backend.
+func TestReleaseBeforeSubmissionWithdraws(t *testing.T) {
+	r := newRig(t, 1, 2, nil)
+	req := readiness.Request{Kind: readiness.Publish}
+	p, err := r.dev.Alloc(slotBytes)
+	require.NoError(t, err)
+	req.Rows = []readiness.Row{{Name: name(0, 0), Group: 0, Block: 0, Device: p}}
+	r.autoCopy = false
+	h, err := r.eng.Lend(req)
+	require.NoError(t, err)
+	r.until(h, fsm.Granted) // its device-to-staging copy is in flight
+	require.NoError(t, r.eng.Release(h))
+	assert.Equal(t, fsm.Granted, r.state(h), "the copy still touches the slot: the release waits")
+	r.autoCopy = true
+	r.progress(func() bool { _, err := r.eng.Lease(h); return err != nil }, "release")
+	_, stored := r.be.Get("trtllm:shared-kv:staging:1", name(0, 0))
+	assert.False(t, stored, "a lease released before submission is never exposed")
+	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
+}
+
+// Quarantine that leaves a waiting lease ungrantable takes it out of the line,
+// so the leases behind it are not blocked for ever (liveness).
+func TestHopelessWaitingLeaseDoesNotBlockTheLine(t *testing.T) {
+	r := newRig(t, 1, 2, []mem.Option{mem.WithPolicy(func(c mem.Call) mem.Mode {
+		if c.Seq == 1 {
+			return mem.QuiesceFalse
+		}
+		return mem.Miss
+	})})
+	first, err := r.eng.Lend(r.fetchRequest(1, 0))
+	require.NoError(t, err)
+	whole, err := r.eng.Lend(r.fetchRequest(1, 0, 1)) // needs both slots
+	require.NoError(t, err)
+	small, err := r.eng.Lend(r.fetchRequest(1, 2))
+	require.NoError(t, err)
+	r.until(first, fsm.Quarantined) // one slot gone for ever
+	r.until(small, fsm.AccessFenced)
+	info, err := r.eng.Lease(whole)
+	require.NoError(t, err)
+	assert.Equal(t, fsm.Waiting, info.State)
+	assert.Contains(t, info.Reason, "can never be granted")
+	assert.Equal(t, uint64(1), r.eng.Stats().Hopeless)
+	require.NoError(t, r.eng.Release(whole))
+	require.NoError(t, r.eng.Release(small))
+	require.NoError(t, r.eng.Release(first))
+	st := r.eng.Stats()
+	assert.Equal(t, 1, st.SlotsFree)
+	assert.Equal(t, 1, st.SlotsQuarantined)
+}

@@ -28,6 +28,9 @@ type Stats struct {
 	Refused uint64
 	// StaleEvidence counts evidence about leases already retired.
 	StaleEvidence uint64
+	// Hopeless counts waiting leases taken out of the line because quarantine
+	// left too few slots ever to grant them.
+	Hopeless uint64
 	// Containments counts drain periods that expired with access unproven.
 	Containments uint64
 	// InvariantBreaches counts allocator refusals the table should have made
