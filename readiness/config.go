@@ -100,7 +100,7 @@ const (
 func (c *Config) validate() error {
 	var errs []error
 	if c.Memory == nil {
-		errs = append(errs, errors.New("Memory is nil; want the staging memory from NewMemory"))
+		errs = append(errs, errors.New("no Memory: want the staging memory from NewMemory"))
 	}
 	if c.TokensPerBlock <= 0 {
 		errs = append(errs, fmt.Errorf("TokensPerBlock = %d; want a positive number", c.TokensPerBlock))
@@ -109,7 +109,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("neither Fetcher nor Publisher is set; want at least one backend"))
 	}
 	if c.Stream == nil {
-		errs = append(errs, errors.New("Stream is nil; want the stream that copies between staging and device memory"))
+		errs = append(errs, errors.New("no Stream: want the stream that copies between staging and device memory"))
 	}
 	for _, d := range []struct {
 		name string

@@ -125,7 +125,7 @@ func (e *Engine) submit(id uint32) {
 		_ = e.fire(id, fsm.Withdrawn)
 		return
 	}
-	attempt, err, panicked := e.callSubmit(l.kind, b.extent)
+	attempt, panicked, err := e.callSubmit(l.kind, b.extent)
 	switch {
 	case panicked == "" && attempt == nil && errors.Is(err, contract.ErrSubmissionRejected):
 		// Nothing escaped: access is proven by the rejection itself.
@@ -158,10 +158,11 @@ func (e *Engine) submit(id uint32) {
 	}
 }
 
-func (e *Engine) callSubmit(k Kind, extent contract.CacheExtent) (a contract.Attempt, err error, panicked string) {
+// callSubmit submits, turning a panic in the backend into a reason.
+func (e *Engine) callSubmit(k Kind, extent contract.CacheExtent) (a contract.Attempt, panicked string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err, panicked = nil, nil, fmt.Sprintf("backend panicked in %v: %v", k, r)
+			a, panicked, err = nil, fmt.Sprintf("backend panicked in %v: %v", k, r), nil
 		}
 	}()
 	if k == Publish {
@@ -169,7 +170,7 @@ func (e *Engine) callSubmit(k Kind, extent contract.CacheExtent) (a contract.Att
 	} else {
 		a, err = e.cfg.Fetcher.Fetch(extent, nil)
 	}
-	return a, err, ""
+	return a, "", err
 }
 
 // takeOutcomes latches the outcomes the watcher observed.

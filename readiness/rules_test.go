@@ -306,7 +306,7 @@ func TestCloseCancelsWaitingAndDrains(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	_, err := readiness.New(readiness.Config{TokensPerBlock: -1, DrainGrace: -time.Second})
 	require.Error(t, err)
-	for _, want := range []string{"Memory is nil", "TokensPerBlock", "neither Fetcher nor Publisher", "Stream is nil", "DrainGrace"} {
+	for _, want := range []string{"no Memory", "TokensPerBlock", "neither Fetcher nor Publisher", "no Stream", "DrainGrace"} {
 		assert.Contains(t, err.Error(), want)
 	}
 	_, err = readiness.NewMemory()

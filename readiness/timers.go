@@ -68,8 +68,6 @@ func (t *timerHeap) popExpired(now int64) (uint32, bool) {
 	return id, true
 }
 
-func (t *timerHeap) len() int { return len(t.h) }
-
 func (t *timerHeap) fix(i int) {
 	if !t.up(i) {
 		t.down(i)
