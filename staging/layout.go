@@ -2,6 +2,7 @@ package staging
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -348,7 +349,7 @@ func (l Layout) Document() ([]byte, error) {
 	}
 	buffers := slices.Clone(l.Buffers)
 	slices.SortFunc(buffers, func(a, b Buffer) int {
-		if c := compareInt(a.Layer, b.Layer); c != 0 {
+		if c := cmp.Compare(a.Layer, b.Layer); c != 0 {
 			return c
 		}
 		return compareString(a.Role, b.Role)

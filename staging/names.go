@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -85,22 +86,12 @@ func CanonicalOrder(layers [][]int) []int {
 		}
 		return slices.Min(layers[g])
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return compareInt(low(a), low(b)) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(low(a), low(b)) })
 	canonical := make([]int, len(layers))
 	for index, local := range order {
 		canonical[local] = index
 	}
 	return canonical
-}
-
-func compareInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Shard is the share of a layer group's content one rank holds: Index of Count.

@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -51,7 +52,7 @@ func NewParts(parts []Part) (Parts, error) {
 		base[i] = total
 		total += p.Slots
 	}
-	slices.SortFunc(spans, func(a, b span) int { return compareInt(a.lo, b.lo) })
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	for k := 1; k < len(spans); k++ {
 		if spans[k-1].hi > spans[k].lo {
 			return Parts{}, fmt.Errorf("staging: parts %d and %d overlap; parts never share memory", spans[k-1].i, spans[k].i)

@@ -18,6 +18,7 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
@@ -186,7 +187,7 @@ func (d *Device) HostAlloc(n int) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := hostSpan{start: uintptr(p), n: n, p: p}
-	i, _ := slices.BinarySearchFunc(d.pinned, s.start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	i, _ := slices.BinarySearchFunc(d.pinned, s.start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
 	d.pinned = slices.Insert(d.pinned, i, s)
 	return unsafe.Slice((*byte)(p), n), nil
 }
@@ -199,7 +200,7 @@ func (d *Device) FreeHost(b []byte) error {
 	}
 	start := uintptr(unsafe.Pointer(&b[0]))
 	d.mu.Lock()
-	i, ok := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	i, ok := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
 	if !ok || d.pinned[i].n != len(b) {
 		d.mu.Unlock()
 		return fmt.Errorf("cuda: FreeHost(%#x, %d bytes): not a whole HostAlloc allocation", start, len(b))
@@ -219,22 +220,12 @@ func (d *Device) FreeHost(b []byte) error {
 	return nil
 }
 
-func cmp(a, b uintptr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // pinnedPtr returns the address of b if it lies inside one pinned allocation.
 func (d *Device) pinnedPtr(b []byte) (unsafe.Pointer, error) {
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i, found := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp(h.start, a) })
+	i, found := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
 	if !found {
 		i--
 	}

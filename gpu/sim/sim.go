@@ -20,6 +20,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -162,7 +163,7 @@ func (d *Device) Alloc(n int) (gpu.DevicePtr, error) {
 func (d *Device) Free(p gpu.DevicePtr) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i, ok := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmpPtr(s.start, p) })
+	i, ok := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmp.Compare(s.start, p) })
 	if !ok {
 		return fmt.Errorf("sim: Free(%#x): not the start of a live allocation", uint64(p))
 	}
@@ -170,19 +171,9 @@ func (d *Device) Free(p gpu.DevicePtr) error {
 	return nil
 }
 
-func cmpPtr(a, b gpu.DevicePtr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // locate returns the memory [p, p+n) if it lies inside one live allocation.
 func (d *Device) locate(p gpu.DevicePtr, n int) ([]byte, error) {
-	i, found := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmpPtr(s.start, p) })
+	i, found := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmp.Compare(s.start, p) })
 	if !found {
 		i--
 	}
