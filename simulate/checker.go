@@ -83,17 +83,36 @@ func (c *checker) request(r *request, rows int) {
 func (c *checker) granted(l *lease, runs []staging.Run) {
 	for _, r := range runs {
 		for s := r.First; s < r.First+r.Count; s++ {
-			k := slotKey{r.Group, s}
-			t := tenancy{l: l}
-			if prev := c.tenant[k.g][k.s]; prev.l != nil && prev.l != l && !c.fenced(prev.l) {
-				t.flagged = true
-				c.recycledBeforeFence++
-				c.regrantsUnproven++
-			}
-			c.tenant[k.g][k.s] = t
-			c.grants++
+			c.claim(l, slotKey{r.Group, s})
 		}
 	}
+}
+
+// exposed records the slots a submission names: they are l's. For a fetch the
+// engine submits in the round that grants, before the manager can ask which
+// slots were granted, so this is the checker's first sight of the grant.
+func (c *checker) exposed(l *lease, slots []slotKey) {
+	for _, k := range slots {
+		c.claim(l, k)
+	}
+}
+
+func (c *checker) claim(l *lease, k slotKey) {
+	if k.g < 0 || k.g >= len(c.tenant) || k.s < 0 || k.s >= len(c.tenant[k.g]) {
+		return
+	}
+	prev := c.tenant[k.g][k.s]
+	if prev.l == l {
+		return // seen already
+	}
+	t := tenancy{l: l}
+	if prev.l != nil && !c.fenced(prev.l) {
+		t.flagged = true
+		c.recycledBeforeFence++
+		c.regrantsUnproven++
+	}
+	c.tenant[k.g][k.s] = t
+	c.grants++
 }
 
 // snapshot copies the bytes of the slots, before a delivery lands.

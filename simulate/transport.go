@@ -112,6 +112,7 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 		d.slots = append(d.slots, slotKey{u.LocalGroup, u.Local})
 	}
 	l.delivery = d
+	t.chk.exposed(l, d.slots)
 	t.pending = append(t.pending, d)
 	return &attempt{d: d}, nil
 }
