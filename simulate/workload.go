@@ -62,7 +62,6 @@ type lease struct {
 	outcome  readiness.OutcomeKind
 	reason   string
 	ready    bool
-	readyAt  time.Duration
 	interval staging.Interval
 	final    final
 	endedAt  time.Duration

@@ -131,4 +131,3 @@ func progressReporter(w io.Writer, total int) simulate.Progress {
 		}
 	}
 }
-
