@@ -84,6 +84,7 @@ type FieldError struct {
 	Msg   string // what was given and what is wanted
 }
 
+// Error formats the field and the message, e.g. "requests: 0; want 1..1000000".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // Limits that keep a run within memory and time a demo can afford.
