@@ -21,9 +21,15 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 
-## demo: the main job.
+## demo: the main job. The engine's run must show both safety counters at 0 (the
+## command exits 1 otherwise); the naive run shows the corruption kvready prevents.
+## The HTML report (plots) is written to bin/report/index.html.
 demo:
 	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
+	$(GO) run ./cmd/kvready simulate --report bin/report
+	@echo
+	@echo '--- the same workload with a naive release policy (free on outcome, error or timeout):'
+	$(GO) run ./cmd/kvready simulate --naive --report bin/report-naive
 
 ## bench: every benchmark with allocations, in one run; the SPEC §5 figures as ratios
 ## go to docs/performance.md (with the machine, date and Go version).

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kvready/kvready/simulate"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+func init() {
+	register(command{name: "simulate", summary: "run the simulated KV cache manager and its independent checker", run: runSimulate})
+}
+
+func runSimulate(e *env, args []string) int {
+	fs := newFlags(e, "simulate", "[flags]")
+	cfg := simulate.Defaults()
+	fs.IntVar(&cfg.Requests, "requests", cfg.Requests, "requests to serve")
+	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, "blocks per request")
+	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "layer groups (rows per block)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "staging slots per pool group")
+	fs.Float64Var(&cfg.Share, "share", cfg.Share, "prefix-sharing ratio: fraction of requests whose prompt starts with a shared prefix")
+	fs.IntVar(&cfg.Families, "families", cfg.Families, "distinct shared prefixes")
+	fs.DurationVar(&cfg.Arrival, "arrival", cfg.Arrival, "virtual time between request arrivals")
+	fs.DurationVar(&cfg.LatencyMedian, "latency-median", cfg.LatencyMedian, "median backend delivery latency (log-normal)")
+	fs.Float64Var(&cfg.LatencySigma, "latency-sigma", cfg.LatencySigma, "log-normal sigma of the backend latency (0: every delivery takes the median)")
+	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "request deadline for an outcome; slower deliveries time out")
+	fs.DurationVar(&cfg.GPULatency, "gpu-latency", cfg.GPULatency, "simulated GPU copy latency")
+	fs.Float64Var(&cfg.MissRate, "miss-rate", cfg.MissRate, "probability a submission misses")
+	fs.Float64Var(&cfg.PartialRate, "partial-rate", cfg.PartialRate, "probability a submission is served in part")
+	fs.Float64Var(&cfg.FailRate, "fail-rate", cfg.FailRate, "probability a submission fails")
+	fs.Float64Var(&cfg.CancelRate, "cancel-rate", cfg.CancelRate, "probability a submission is cancelled (locally or by the peer)")
+	fs.Float64Var(&cfg.QuiesceFalseRate, "quiesce-false-rate", cfg.QuiesceFalseRate, "probability Quiesce can never prove a submission's access over")
+	fs.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "probability a submission is rejected before any work")
+	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
+	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
+	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
+	if done, status := parseFlags(e, fs, args); done {
+		return status
+	}
+	if fs.NArg() > 0 {
+		e.errorf("simulate takes no arguments, got %q", fs.Args())
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		var fe *simulate.FieldError
+		for _, one := range unjoin(err) {
+			if errors.As(one, &fe) {
+				e.errorf("-%s: %s", fe.Field, fe.Msg)
+			} else {
+				e.errorf("%v", one)
+			}
+		}
+		return exitUsage
+	}
+
+	sum, err := simulate.Run(context.Background(), cfg, progressReporter(e.stderr, cfg.Requests))
+	if sum == nil {
+		e.errorf("%v", err)
+		return exitFail
+	}
+	status := exitOK
+	if err != nil {
+		e.errorf("%v", err)
+		status = exitFail
+	}
+	if *asJSON {
+		out, jerr := json.Marshal(sum)
+		if jerr != nil {
+			e.errorf("encoding the summary: %v", jerr)
+			return exitFail
+		}
+		fmt.Fprintf(e.stdout, "%s\n", out)
+	} else if werr := sum.WriteTable(e.stdout); werr != nil {
+		e.errorf("writing the summary: %v", werr)
+		return exitFail
+	}
+	if *report != "" {
+		if rerr := simulate.WriteReport(*report, sum); rerr != nil {
+			e.errorf("%v", rerr)
+			return exitFail
+		}
+		if !*asJSON {
+			fmt.Fprintf(e.stdout, "report: %s/%s\n", *report, simulate.ReportIndex)
+		}
+	}
+	switch {
+	case cfg.Naive && !sum.Safe():
+		if !*asJSON {
+			fmt.Fprintln(e.stdout, "naive manager: the checker caught it recycling slots before their fence, as expected")
+		}
+	case !sum.Safe():
+		e.errorf("the checker found a safety violation in the engine's run")
+		status = exitFail
+	}
+	return status
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// progressReporter draws a progress bar on a terminal, and prints a plain line
+// every tenth of the run otherwise (logs, CI, pipes).
+func progressReporter(w io.Writer, total int) simulate.Progress {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		bar := progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("simulate"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionThrottle(0))
+		return func(done, _ int) { _ = bar.Set(done) }
+	}
+	step := max(1, total/10)
+	next := step
+	return func(done, total int) {
+		for done >= next && next <= total {
+			fmt.Fprintf(w, "simulate: %d/%d requests\n", next, total)
+			next += step
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package simulate
+
+import (
+	"bytes"
+	"unsafe"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
+)
+
+// slotKey names one staging slot: pool group and slot index.
+type slotKey struct{ g, s int }
+
+// tenancy is one grant of one slot to one lease.
+type tenancy struct {
+	l       *lease
+	flagged bool // already counted as recycled before its fence
+}
+
+// checker is the independent witness. It never reads the engine's counters or
+// states: it learns grants from the slot runs a manager reports, exposures and
+// access proofs from the backend calls (through the transport), copy
+// completions from the stream (through its wrapper), and it reads the bytes in
+// staging, on the device and in the store.
+type checker struct {
+	mem    *readiness.Memory
+	parts  []staging.Part
+	tenant [][]tenancy
+	// rowOwner maps a device row to its request; a copy is attributed to the
+	// request's fetch (host to device) or publish (device to host).
+	rowOwner  map[gpu.DevicePtr]*request
+	unrecord  []*lease // leases with copies since the last Record
+	completed uint64   // every event up to here resolved
+	failed    map[uint64]bool
+	strayCopy int // copies the checker could not attribute to a lease
+
+	grants              int // slot grants observed
+	recycledBeforeFence int // slot grants before the previous tenant's fence
+	regrantsUnproven    int // of which: found at grant time
+	lateWrites          int // writes that landed in a slot re-lent to another lease
+	corruptRows         int // device or store rows with bytes they should not hold
+	missesAsFailures    int
+	failuresAsMisses    int
+	rowsVerified        int
+}
+
+func newChecker(m *readiness.Memory) *checker {
+	c := &checker{mem: m, parts: m.Parts(), failed: map[uint64]bool{}, rowOwner: map[gpu.DevicePtr]*request{}}
+	for _, g := range m.Groups() {
+		c.tenant = append(c.tenant, make([]tenancy, g.Slots))
+	}
+	return c
+}
+
+// fenced reports, from the checker's own evidence, whether l's access to its
+// slots is over: the backend never saw them, refused the submission, or
+// answered Quiesce true for it; and every copy l made between its slots and the
+// device has completed (a failed copy is never complete).
+func (c *checker) fenced(l *lease) bool {
+	backendDone := !l.submitted || l.rejected || l.proven
+	if !backendDone || l.copyUnrecorded {
+		return false
+	}
+	for _, seq := range l.copySeqs {
+		if seq > c.completed || c.failed[seq] {
+			return false
+		}
+	}
+	return true
+}
+
+// request registers a request's device rows, so that copies can be attributed.
+func (c *checker) request(r *request, rows int) {
+	for i := range rows {
+		c.rowOwner[r.dev+gpu.DevicePtr(i*SlotBytes)] = r
+	}
+}
+
+// granted records that l now holds runs. A slot whose previous tenant was not
+// fenced has been recycled before its fence.
+func (c *checker) granted(l *lease, runs []staging.Run) {
+	for _, r := range runs {
+		for s := r.First; s < r.First+r.Count; s++ {
+			c.claim(l, slotKey{r.Group, s})
+		}
+	}
+}
+
+// exposed records the slots a submission names: they are l's. For a fetch the
+// engine submits in the round that grants, before the manager can ask which
+// slots were granted, so this is the checker's first sight of the grant.
+func (c *checker) exposed(l *lease, slots []slotKey) {
+	for _, k := range slots {
+		c.claim(l, k)
+	}
+}
+
+func (c *checker) claim(l *lease, k slotKey) {
+	if k.g < 0 || k.g >= len(c.tenant) || k.s < 0 || k.s >= len(c.tenant[k.g]) {
+		return
+	}
+	prev := c.tenant[k.g][k.s]
+	if prev.l == l {
+		return // seen already
+	}
+	t := tenancy{l: l}
+	if prev.l != nil && !c.fenced(prev.l) {
+		t.flagged = true
+		c.recycledBeforeFence++
+		c.regrantsUnproven++
+	}
+	c.tenant[k.g][k.s] = t
+	c.grants++
+}
+
+// snapshot copies the bytes of the slots, before a delivery lands.
+func (c *checker) snapshot(slots []slotKey) [][]byte {
+	out := make([][]byte, len(slots))
+	for i, k := range slots {
+		if row, ok := c.mem.Row(k.g, k.s); ok {
+			out[i] = bytes.Clone(row)
+		}
+	}
+	return out
+}
+
+// landed compares the slots after a delivery with their bytes before it. A
+// slot that changed while another lease held it received a late write: the
+// slot was recycled before its previous tenant's access was over.
+func (c *checker) landed(d *delivery, before [][]byte) {
+	for i, k := range d.slots {
+		row, ok := c.mem.Row(k.g, k.s)
+		if !ok || before[i] == nil || bytes.Equal(before[i], row) {
+			continue
+		}
+		t := &c.tenant[k.g][k.s]
+		if t.l == d.l || t.l == nil {
+			continue
+		}
+		c.lateWrites++
+		if !t.flagged {
+			t.flagged = true
+			c.recycledBeforeFence++
+		}
+	}
+}
+
+// reported checks a reported outcome against what the backend answered.
+func (c *checker) reported(l *lease) {
+	switch o := l.backend.(type) {
+	case contract.Delivered:
+		if o.Served.Len() == 0 && l.outcome == readiness.Failed {
+			c.missesAsFailures++
+		}
+	case contract.Failed, contract.Cancelled:
+		if l.outcome == readiness.Missed {
+			c.failuresAsMisses++
+		}
+	}
+}
+
+// verifyFetch reads a fetched request's device rows once the manager says its
+// copies have landed: a row the backend served holds its content, every other
+// row still holds the canary the checker wrote.
+func (c *checker) verifyFetch(dev gpu.Device, l *lease) {
+	var served contract.NameSet
+	if d, ok := l.backend.(contract.Delivered); ok && (l.outcome == readiness.Served || l.outcome == readiness.Partial) {
+		served = d.Served
+	}
+	blocks := len(l.req.names[0])
+	want := make([]byte, SlotBytes)
+	got := make([]byte, SlotBytes)
+	for g := range l.req.names {
+		for b := l.first; b < l.first+l.blocks; b++ {
+			n := l.req.names[g][b]
+			if served.Has(n) {
+				content(n, want)
+			} else {
+				canary(l.req.id, g*blocks+b, want)
+			}
+			if dev.Read(got, l.req.row(blocks, g, b)) != nil {
+				continue // a lost device can no longer be read
+			}
+			c.rowsVerified++
+			if !bytes.Equal(got, want) {
+				c.corruptRows++
+			}
+		}
+	}
+}
+
+// verifyStore reads what the store holds for a request's names: every stored
+// row must be the content its name derives.
+func (c *checker) verifyStore(get func(contract.Name) ([]byte, bool), r *request) {
+	want := make([]byte, SlotBytes)
+	for g := range r.names {
+		for _, n := range r.names[g] {
+			got, ok := get(n)
+			if !ok {
+				continue
+			}
+			content(n, want)
+			c.rowsVerified++
+			if !bytes.Equal(got, want) {
+				c.corruptRows++
+			}
+		}
+	}
+}
+
+// slotOf finds the staging slot a host slice starts in.
+func (c *checker) slotOf(b []byte) (slotKey, bool) {
+	if len(b) == 0 {
+		return slotKey{}, false
+	}
+	addr := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	for g, p := range c.parts {
+		if addr >= p.Address && addr < p.Address+p.NBytes {
+			return slotKey{g, (addr - p.Address) / p.SlotBytes}, true
+		}
+	}
+	return slotKey{}, false
+}
+
+// copied attributes a copy between a staging slot and a device row to the
+// lease that moves that row.
+func (c *checker) copied(host []byte, dev gpu.DevicePtr, toDevice bool) {
+	if _, ok := c.slotOf(host); !ok {
+		return
+	}
+	r := c.rowOwner[dev]
+	var l *lease
+	if r != nil {
+		l = r.pub
+		if toDevice {
+			l = r.fetch
+		}
+	}
+	if l == nil {
+		c.strayCopy++
+		return
+	}
+	if !l.copyUnrecorded {
+		l.copyUnrecorded = true
+		c.unrecord = append(c.unrecord, l)
+	}
+}
+
+func (c *checker) recorded(ev gpu.Event) {
+	for _, l := range c.unrecord {
+		l.copyUnrecorded = false
+		l.copySeqs = append(l.copySeqs, ev.Seq())
+	}
+	clear(c.unrecord)
+	c.unrecord = c.unrecord[:0]
+}
+
+func (c *checker) queried(ev gpu.Event, st gpu.Status) {
+	switch st {
+	case gpu.Complete:
+		c.completed = max(c.completed, ev.Seq())
+	case gpu.Failed:
+		c.completed = max(c.completed, ev.Seq())
+		c.failed[ev.Seq()] = true
+	}
+}
+
+// stream lets the checker see every copy between staging and the device, and
+// every event's completion.
+type stream struct {
+	inner gpu.Stream
+	chk   *checker
+}
+
+var _ gpu.Stream = (*stream)(nil)
+
+func (s *stream) ID() uint64 { return s.inner.ID() }
+
+func (s *stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
+	err := s.inner.CopyHtoD(dst, src)
+	if err == nil {
+		s.chk.copied(src, dst, true)
+	}
+	return err
+}
+
+func (s *stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
+	err := s.inner.CopyDtoH(dst, src)
+	if err == nil {
+		s.chk.copied(dst, src, false)
+	}
+	return err
+}
+
+func (s *stream) Record() (gpu.Event, error) {
+	ev, err := s.inner.Record()
+	if err == nil {
+		s.chk.recorded(ev)
+	}
+	return ev, err
+}
+
+func (s *stream) Query(ev gpu.Event) (gpu.Status, error) {
+	st, err := s.inner.Query(ev)
+	if err == nil {
+		s.chk.queried(ev, st)
+	}
+	return st, err
+}

@@ -1,0 +1,228 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvready/kvready/staging"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// small is a workload that finishes fast under -race and still exercises
+// every outcome kind.
+func small() Config {
+	c := Defaults()
+	c.Requests = 400
+	c.Slots = 256
+	c.LatencySigma = 1.3
+	c.QuiesceFalseRate = 0.01
+	c.RejectRate = 0.02
+	return c
+}
+
+func run(t *testing.T, c Config) *Summary {
+	t.Helper()
+	s, err := Run(context.Background(), c, nil)
+	require.NoError(t, err)
+	return s
+}
+
+func TestEngineRunIsSafeAndCoversEveryOutcome(t *testing.T) {
+	s := run(t, small())
+	assert.Zero(t, s.RecycledBeforeFence, "no slot recycled before its fence")
+	assert.Zero(t, s.LateWrites)
+	assert.Zero(t, s.CorruptRows)
+	assert.Zero(t, s.MissesReportedAsFailures, "no miss reported as a failure")
+	assert.Zero(t, s.FailuresReportedAsMisses)
+	assert.Zero(t, s.OrphanSubmissions)
+	assert.Zero(t, s.Unfinished)
+	assert.Positive(t, s.RowsVerified)
+	assert.Positive(t, s.SlotGrants)
+	for name, n := range map[string]int{
+		"served": s.Served, "partial": s.Partial, "missed": s.Missed, "failed": s.Failed,
+		"timeouts": s.Timeouts, "cancelled": s.Cancelled, "rejected": s.Rejected,
+		"quarantined": s.Quarantined, "released": s.Released,
+	} {
+		assert.Positive(t, n, "the workload exercises %s", name)
+	}
+	assert.Equal(t, s.Leases, s.Released+s.Quarantined+s.Unfinished)
+	assert.Equal(t, s.Leases, s.Served+s.Partial+s.Missed+s.Failed, "every lease reports one outcome")
+	assert.Positive(t, s.SlotsQuarantined, "quiesce-false leaves slots out of circulation")
+	assert.Greater(t, s.HitTokenRatio, 0.0)
+	assert.Less(t, s.HitTokenRatio, 1.0)
+	assert.LessOrEqual(t, s.ReadinessP50, s.ReadinessP99)
+	assert.NotEmpty(t, s.FenceLatencies)
+	assert.NotEmpty(t, s.Timeline)
+}
+
+func TestNaiveRunIsCaught(t *testing.T) {
+	c := small()
+	c.Naive = true
+	s := run(t, c)
+	assert.Positive(t, s.RecycledBeforeFence, "freeing on outcome or timeout recycles slots before their fence")
+	assert.Positive(t, s.RegrantsUnproven)
+	assert.Positive(t, s.LateWrites, "timed-out deliveries land in re-lent slots")
+	assert.Positive(t, s.CorruptRows, "and corrupt what later requests read")
+	assert.Zero(t, s.Quarantined, "the naive manager never quarantines")
+	assert.Empty(t, s.FenceLatencies, "it never proves a fence")
+}
+
+func TestRunIsDeterministicForASeed(t *testing.T) {
+	c := small()
+	c.Requests = 150
+	a, b := run(t, c), run(t, c)
+	strip := func(s *Summary) Summary {
+		x := *s
+		x.Wall, x.Throughput = 0, 0
+		return x
+	}
+	assert.Equal(t, strip(a), strip(b))
+	c.Seed++
+	other := run(t, c)
+	assert.NotEqual(t, strip(a).Timeline, strip(other).Timeline, "another seed, another run")
+}
+
+func TestDeviceLossQuarantinesInFlightCopies(t *testing.T) {
+	c := small()
+	c.Requests = 200
+	c.QuiesceFalseRate = 0
+	c.DeviceLossAt = 5 * time.Millisecond
+	s := run(t, c)
+	assert.Positive(t, s.Quarantined, "copies in flight on the lost device are unproven")
+	assert.Positive(t, s.RefusedRequests+s.RefusedLeases, "no lease is lent on a lost device")
+	assert.Zero(t, s.RecycledBeforeFence)
+	assert.Zero(t, s.MissesReportedAsFailures)
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"requests", func(c *Config) { c.Requests = 0 }},
+		{"blocks", func(c *Config) { c.Blocks = -1 }},
+		{"groups", func(c *Config) { c.Groups = 0 }},
+		{"slots", func(c *Config) { c.Slots = 4 }},
+		{"families", func(c *Config) { c.Families = 0 }},
+		{"share", func(c *Config) { c.Share = 1.5 }},
+		{"miss-rate", func(c *Config) { c.MissRate = -0.1 }},
+		{"miss-rate", func(c *Config) { c.MissRate, c.FailRate = 0.6, 0.6 }},
+		{"cancel-rate", func(c *Config) { c.CancelRate = 2 }},
+		{"arrival", func(c *Config) { c.Arrival = 0 }},
+		{"latency-median", func(c *Config) { c.LatencyMedian = -time.Second }},
+		{"latency-sigma", func(c *Config) { c.LatencySigma = 9 }},
+		{"deadline", func(c *Config) { c.Deadline = 0 }},
+		{"gpu-latency", func(c *Config) { c.GPULatency = 0 }},
+		{"device-loss-at", func(c *Config) { c.DeviceLossAt = -1 }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			c := Defaults()
+			tc.edit(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field)
+			_, err = Run(context.Background(), c, nil)
+			assert.ErrorContains(t, err, tc.field, "Run refuses it too")
+		})
+	}
+	require.NoError(t, Defaults().Validate())
+}
+
+func TestSummaryJSONKeys(t *testing.T) {
+	c := small()
+	c.Requests = 50
+	out, err := json.Marshal(run(t, c))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(out, &m))
+	for _, k := range []string{"leases", "served", "partial", "missed", "failed", "quarantined", "released",
+		"recycled_before_fence", "misses_reported_as_failures", "hit_token_ratio",
+		"readiness_p50_us", "readiness_p99_us", "throughput_leases_per_s"} {
+		assert.Contains(t, m, k)
+	}
+	assert.EqualValues(t, 0, m["recycled_before_fence"])
+}
+
+func TestWriteReport(t *testing.T) {
+	for _, naive := range []bool{false, true} {
+		c := small()
+		c.Requests = 80
+		c.Naive = naive
+		s := run(t, c)
+		dir := filepath.Join(t.TempDir(), "report")
+		require.NoError(t, WriteReport(dir, s))
+		page, err := os.ReadFile(filepath.Join(dir, ReportIndex))
+		require.NoError(t, err)
+		for _, f := range []string{PlotStates, PlotFence, PlotReadiness} {
+			data, err := os.ReadFile(filepath.Join(dir, f))
+			require.NoError(t, err, f)
+			assert.Contains(t, string(data), "<svg", f)
+			assert.Contains(t, string(page), `src="`+f+`"`)
+		}
+		assert.NotContains(t, string(page), "http://", "the page opens offline")
+	}
+}
+
+// The checker counts a grant whose previous tenant is unproven, and not one
+// whose previous tenant is fenced.
+func TestCheckerCountsUnfencedRegrant(t *testing.T) {
+	c := Defaults()
+	c.Requests, c.Slots, c.Blocks, c.Groups = 1, 4, 2, 1
+	d, err := newDriver(c)
+	require.NoError(t, err)
+	chk := d.chk
+	a := &lease{submitted: true}
+	b := &lease{}
+	run := []staging.Run{{Group: 0, First: 0, Count: 2}}
+	chk.granted(a, run)
+	chk.granted(b, run)
+	assert.Equal(t, 2, chk.recycledBeforeFence, "a submitted, never proven: both slots recycled early")
+	a2 := &lease{submitted: true, proven: true}
+	chk.granted(a2, run)
+	chk.granted(b, run)
+	assert.Equal(t, 2, chk.recycledBeforeFence, "b was never submitted; a2 was proven")
+	c2 := &lease{submitted: true, proven: true, copySeqs: []uint64{3}}
+	chk.granted(c2, run)
+	chk.granted(b, run)
+	assert.Equal(t, 4, chk.recycledBeforeFence, "c2's copy has not completed")
+}
+
+// Property: whatever the fault mix, the engine's run is safe by the checker.
+func TestEngineSafeForAnyFaultMix(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := Defaults()
+		c.Requests = rapid.IntRange(1, 30).Draw(t, "requests")
+		c.Blocks = rapid.IntRange(1, 6).Draw(t, "blocks")
+		c.Groups = rapid.IntRange(1, 3).Draw(t, "groups")
+		c.Slots = rapid.IntRange(c.Blocks, 4*c.Blocks).Draw(t, "slots")
+		c.Share = rapid.Float64Range(0, 1).Draw(t, "share")
+		c.Families = rapid.IntRange(1, 4).Draw(t, "families")
+		rate := func(name string) float64 { return rapid.Float64Range(0, 0.15).Draw(t, name) }
+		c.MissRate, c.PartialRate, c.FailRate = rate("miss"), rate("partial"), rate("fail")
+		c.CancelRate, c.QuiesceFalseRate, c.RejectRate = rate("cancel"), rate("quiesce-false"), rate("reject")
+		c.LatencySigma = rapid.Float64Range(0, 2).Draw(t, "sigma")
+		c.Deadline = time.Duration(rapid.IntRange(1, 20).Draw(t, "deadline-ms")) * time.Millisecond
+		if rapid.Bool().Draw(t, "lose-device") {
+			c.DeviceLossAt = time.Duration(rapid.IntRange(1, 5000).Draw(t, "loss-us")) * time.Microsecond
+		}
+		c.Seed = rapid.Uint64().Draw(t, "seed")
+		s, err := Run(context.Background(), c, nil)
+		if err != nil {
+			// A pool shrunk by quarantine can leave a lease waiting for ever;
+			// that is a liveness limit of the workload, not a safety breach.
+			t.Logf("run ended early: %v", err)
+		}
+		if s.RecycledBeforeFence != 0 || s.MissesReportedAsFailures != 0 || s.CorruptRows != 0 || s.OrphanSubmissions != 0 {
+			t.Fatalf("checker: recycled %d, late writes %d, corrupt %d, misses as failures %d, orphans %d",
+				s.RecycledBeforeFence, s.LateWrites, s.CorruptRows, s.MissesReportedAsFailures, s.OrphanSubmissions)
+		}
+	})
+}

@@ -1,0 +1,159 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// Summary is what a run shows: leases by final state, outcomes by kind, the
+// hit ratio, latencies and throughput, and the checker's safety counters.
+type Summary struct {
+	Manager  string // "kvready" or "naive"
+	Requests int
+	// RefusedRequests could not start (the device was lost).
+	RefusedRequests int
+
+	// Leases lent, by final state.
+	Leases, Released, Quarantined, Unfinished int
+	// RefusedLeases the manager would not lend (a lost device, or a pool
+	// shrunk by quarantine below a lease's size).
+	RefusedLeases int
+	// SlotsQuarantined are staging slots out of circulation for ever.
+	SlotsQuarantined int
+
+	// Outcomes by kind, as the manager reported them. Failed includes the
+	// timeouts, cancellations and rejections counted below it.
+	Served, Partial, Missed, Failed int
+	Timeouts, Cancelled, Rejected   int
+
+	// HitTokenRatio is the fraction of fetched prompt tokens that were usable.
+	HitTokenRatio float64
+	// ReadinessP50 and ReadinessP99: virtual time from lending a fetch to its
+	// readiness being answerable.
+	ReadinessP50, ReadinessP99 time.Duration
+	// Throughput is leases ended per wall-clock second of the run.
+	Throughput float64
+	Wall       time.Duration
+	Virtual    time.Duration
+
+	// The checker's counters. RecycledBeforeFence counts slot grants in which
+	// the slot was recycled before its previous tenant's fence: re-lent while
+	// that tenant's access was unproven (RegrantsUnproven), or hit by a late
+	// write from it (LateWrites counts those writes).
+	RecycledBeforeFence      int
+	RegrantsUnproven         int
+	LateWrites               int
+	CorruptRows              int
+	MissesReportedAsFailures int
+	FailuresReportedAsMisses int
+	SlotGrants               int
+	RowsVerified             int
+	// OrphanSubmissions are submissions the simulator could not attribute to
+	// a lease; always 0 unless the simulator has a bug.
+	OrphanSubmissions int
+
+	Timeline       []Sample
+	ReadyLatencies []time.Duration
+	FenceLatencies []time.Duration
+}
+
+// Safe reports whether the checker found nothing wrong.
+func (s *Summary) Safe() bool {
+	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0
+}
+
+type summaryJSON struct {
+	Manager                  string  `json:"manager"`
+	Requests                 int     `json:"requests"`
+	Leases                   int     `json:"leases"`
+	Served                   int     `json:"served"`
+	Partial                  int     `json:"partial"`
+	Missed                   int     `json:"missed"`
+	Failed                   int     `json:"failed"`
+	Timeouts                 int     `json:"timeouts"`
+	Cancelled                int     `json:"cancelled"`
+	Rejected                 int     `json:"rejected"`
+	Quarantined              int     `json:"quarantined"`
+	Released                 int     `json:"released"`
+	Unfinished               int     `json:"unfinished"`
+	Refused                  int     `json:"refused"`
+	SlotsQuarantined         int     `json:"slots_quarantined"`
+	RecycledBeforeFence      int     `json:"recycled_before_fence"`
+	LateWrites               int     `json:"late_writes"`
+	CorruptRows              int     `json:"corrupt_rows"`
+	MissesReportedAsFailures int     `json:"misses_reported_as_failures"`
+	HitTokenRatio            float64 `json:"hit_token_ratio"`
+	ReadinessP50us           float64 `json:"readiness_p50_us"`
+	ReadinessP99us           float64 `json:"readiness_p99_us"`
+	ThroughputLeasesPerS     float64 `json:"throughput_leases_per_s"`
+}
+
+// MarshalJSON writes the summary as one flat object: the keys the issue pins
+// (leases, served, partial, missed, failed, quarantined, released,
+// recycled_before_fence, misses_reported_as_failures, hit_token_ratio,
+// readiness_p50_us, readiness_p99_us, throughput_leases_per_s) and a few more.
+func (s *Summary) MarshalJSON() ([]byte, error) {
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return json.Marshal(summaryJSON{
+		Manager: s.Manager, Requests: s.Requests, Leases: s.Leases,
+		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
+		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
+		Quarantined: s.Quarantined, Released: s.Released, Unfinished: s.Unfinished,
+		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
+		RecycledBeforeFence: s.RecycledBeforeFence, LateWrites: s.LateWrites, CorruptRows: s.CorruptRows,
+		MissesReportedAsFailures: s.MissesReportedAsFailures, HitTokenRatio: s.HitTokenRatio,
+		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
+		ThroughputLeasesPerS: s.Throughput,
+	})
+}
+
+// WriteTable prints the summary as a human-readable table.
+func (s *Summary) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", k, v) }
+	fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests, %v virtual, %v wall\n", s.Manager, s.Requests, s.Virtual.Round(time.Millisecond), s.Wall.Round(time.Millisecond))
+	fmt.Fprintln(tw, "leases by final state")
+	row("lent", s.Leases)
+	row("released", s.Released)
+	row("quarantined", s.Quarantined)
+	row("unfinished", s.Unfinished)
+	row("refused", s.RefusedLeases+s.RefusedRequests)
+	fmt.Fprintln(tw, "outcomes by kind")
+	row("served", s.Served)
+	row("partial", s.Partial)
+	row("missed", s.Missed)
+	row("failed", fmt.Sprintf("%d (timeouts %d, cancelled %d, rejected %d)", s.Failed, s.Timeouts, s.Cancelled, s.Rejected))
+	fmt.Fprintln(tw, "service")
+	row("slots quarantined", s.SlotsQuarantined)
+	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
+	row("readiness p50 / p99", fmt.Sprintf("%v / %v (virtual)", s.ReadinessP50, s.ReadinessP99))
+	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
+	fmt.Fprintln(tw, "independent checker")
+	row("slot grants watched", s.SlotGrants)
+	row("recycled before fence", fmt.Sprintf("%d%s", s.RecycledBeforeFence, verdict(s.RecycledBeforeFence)))
+	row("  re-lent with access unproven", s.RegrantsUnproven)
+	row("  late writes into re-lent slots", s.LateWrites)
+	row("corrupt rows (device or store)", fmt.Sprintf("%d of %d verified", s.CorruptRows, s.RowsVerified))
+	row("misses reported as failures", fmt.Sprintf("%d%s", s.MissesReportedAsFailures, verdict(s.MissesReportedAsFailures)))
+	return tw.Flush()
+}
+
+func verdict(n int) string {
+	if n == 0 {
+		return "  ok"
+	}
+	return "  VIOLATION"
+}
+
+func containsTimeout(reason string) bool { return strings.Contains(reason, "timeout") }
+
+func isCancel(o contract.Outcome) bool {
+	_, ok := o.(contract.Cancelled)
+	return ok
+}
