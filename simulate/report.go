@@ -76,6 +76,7 @@ func statesPlot(s *Summary) *plot.Plot {
 	if len(s.Timeline) == 0 {
 		return p
 	}
+	top := 0
 	for i, sc := range s.Timeline[0].States {
 		pts := make(plotter.XYs, len(s.Timeline))
 		peak := 0
@@ -90,6 +91,7 @@ func statesPlot(s *Summary) *plot.Plot {
 		if peak == 0 {
 			continue // a state no lease ever sat in at a sample adds only legend noise
 		}
+		top = max(top, peak)
 		line, err := plotter.NewLine(pts)
 		if err != nil {
 			continue
@@ -99,6 +101,8 @@ func statesPlot(s *Summary) *plot.Plot {
 		p.Add(line)
 		p.Legend.Add(sc.State, line)
 	}
+	// Headroom above the highest line, so the legend never covers the data.
+	p.Y.Max = float64(top)*1.8 + 1
 	return p
 }
 
