@@ -412,12 +412,17 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 		e.drains.disarm(id)
 		e.quarantine(id, step)
 	case fsm.Released:
-		if step.From == fsm.Waiting {
-			if l.flags&hopeless == 0 { // a hopeless request was cancelled already
-				e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
-			}
-		} else {
+		switch {
+		case step.From != fsm.Waiting:
 			e.mustNot(e.alloc.Free(l.ticket), "free", id)
+		case l.flags&hopeless != 0:
+			// Its request was cancelled when it became hopeless.
+		case e.alloc.Granted(l.ticket):
+			// Granted inside Lend or another lease's release, before a round
+			// took the grant: never exposed nor copied to, so straight back.
+			e.mustNot(e.alloc.Free(l.ticket), "free", id)
+		default:
+			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
 		}
 		e.stats.Released++
 		e.retire(id)

@@ -365,3 +365,19 @@ func TestHopelessWaitingLeaseDoesNotBlockTheLine(t *testing.T) {
 	assert.Equal(t, 1, st.SlotsFree)
 	assert.Equal(t, 1, st.SlotsQuarantined)
 }
+
+// A lease released while waiting, after the allocator granted it but before a
+// round took the grant, gives its slots straight back (they were never
+// exposed): none leaks.
+func TestReleaseOfAGrantNotYetTaken(t *testing.T) {
+	r := newRig(t, 1, 2, nil)
+	h, err := r.eng.Lend(r.fetchRequest(1, 0, 1)) // granted inside Lend: the pool is empty
+	require.NoError(t, err)
+	assert.Equal(t, fsm.Waiting, r.state(h))
+	require.NoError(t, r.eng.Release(h))
+	st := r.eng.Stats()
+	assert.Equal(t, 2, st.SlotsFree)
+	assert.Zero(t, st.InvariantBreaches)
+	r.eng.Progress()
+	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
+}
