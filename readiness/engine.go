@@ -125,6 +125,7 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 	if req.Deadline.IsZero() {
 		deadline = e.now + int64(e.cfg.RequestTimeout)
 	}
+	b.deadline = deadline
 	e.deadlines.push(timer{at: deadline, id: id, gen: l.gen})
 	e.stats.Leases[fsm.Waiting]++
 	e.stats.Lent++
@@ -390,7 +391,14 @@ func (e *Engine) moved(id uint32, step fsm.Step) {
 	case fsm.Released:
 		if step.From == fsm.Waiting {
 			delete(e.byTicket, l.ticket)
-			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
+			if e.alloc.Granted(l.ticket) {
+				// The allocator granted inside Lend or another lease's Free,
+				// before this round took the grant: the slots were never
+				// exposed or copied to, so they go straight back.
+				e.mustNot(e.alloc.Free(l.ticket), "free", id)
+			} else {
+				e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
+			}
 		} else {
 			e.mustNot(e.alloc.Free(l.ticket), "free", id)
 		}

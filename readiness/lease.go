@@ -148,4 +148,5 @@ type body struct {
 	interval staging.Interval
 	lentAt   int64
 	exposeAt int64
+	deadline int64 // clock nanoseconds
 }

@@ -147,6 +147,12 @@ func (e *Engine) submit(id uint32) {
 		b.exposeAt = e.now
 		l.attempt = attempt
 		_ = e.fire(id, fsm.Submitted)
+		if b.deadline <= e.now {
+			// The deadline passed before submission and its timer was dropped
+			// then (only a requested lease times out): arm it again, so this
+			// round's expire fails the lease with a timeout.
+			e.deadlines.push(timer{at: b.deadline, id: id, gen: l.gen})
+		}
 		e.toWatch = append(e.toWatch, watchItem{ref: ref{id: id, gen: l.gen}, attempt: attempt})
 	}
 }
@@ -394,10 +400,14 @@ func (e *Engine) needQuiesce(id uint32) {
 		return
 	}
 	l.flags |= quiescing
-	b := &e.qFetch
-	fn := e.cfg.Fetcher.Quiesce
+	// Pick the method value only for the lease's own kind: the other backend
+	// may be nil (a publish-only or fetch-only engine).
+	var b **batch
+	var fn quiesceFunc
 	if l.kind == Publish {
 		b, fn = &e.qPublish, e.cfg.Publisher.Quiesce
+	} else {
+		b, fn = &e.qFetch, e.cfg.Fetcher.Quiesce
 	}
 	if *b == nil {
 		*b = e.quiet.newBatch(fn)
