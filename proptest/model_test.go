@@ -72,17 +72,19 @@ type model struct {
 
 	leases      []*mLease
 	bySerial    map[int]*mLease
+	byDevice    map[gpu.DevicePtr]*mLease
 	owner       map[slotID]*mLease
 	quarantined map[slotID]bool
-	unknownQ    int
+	unknownQ    [modelGroups]int // quarantined slots the model never saw, by group
 	lost        bool
+	lostAt      int
 	closed      bool
 	closedAt    time.Time
 	contained   int
 }
 
 func newModel(t *rapid.T) *model {
-	m := &model{t: t, clock: newClock(), bySerial: map[int]*mLease{}, owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}}
+	m := &model{t: t, clock: newClock(), bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{}, owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}}
 	var err error
 	m.dev, err = sim.New(0, 1<<22)
 	must(t, err)
@@ -142,6 +144,11 @@ func (m *model) live() []*mLease {
 	return out
 }
 
+// pick draws one of xs by index, so a failing run's log stays readable.
+func pick[T any](t *rapid.T, label string, xs []T) T {
+	return xs[rapid.IntRange(0, len(xs)-1).Draw(t, label)]
+}
+
 func (m *model) attempt(l *mLease) *attempt { return m.be.byID[l.serial] }
 
 // proven reports whether the backend's access to l's slots is over, as the
@@ -152,12 +159,31 @@ func (m *model) proven(l *mLease) bool {
 }
 
 func (m *model) copiesInFlight(l *mLease) bool {
-	for _, s := range l.slots {
-		if m.spy.inFlight(s) {
+	for _, r := range l.rows {
+		if m.spy.inFlight(r.Device) {
 			return true
 		}
 	}
 	return false
+}
+
+// quarantinedIn counts group g's slots out of circulation.
+func (m *model) quarantinedIn(g int) int {
+	n := m.unknownQ[g]
+	for s := range m.quarantined {
+		if s.g == g {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *model) quarantinedSlots() int {
+	n := 0
+	for g := range modelGroups {
+		n += m.quarantinedIn(g)
+	}
+	return n
 }
 
 // ---- actions ----
@@ -196,9 +222,14 @@ func (m *model) lend(t *rapid.T) {
 			m.fail(rule6, "Lend after Close = %v; want ErrClosed", err)
 		}
 		return
-	case m.lost:
+	case m.lost && m.round > m.lostAt:
 		if !errors.Is(err, readiness.ErrDeviceLost) {
 			m.fail(rule4, "Lend after the device was lost = %v; want ErrDeviceLost (a lost device takes no new leases)", err)
+		}
+		return
+	case l.blocks > modelSlots-m.quarantinedIn(0) || (l.groups > 1 && l.blocks > modelSlots-m.quarantinedIn(1)):
+		if !errors.Is(err, readiness.ErrInvalidRequest) {
+			m.fail(ruleA, "Lend of %d blocks with %d slots quarantined = %v; want ErrInvalidRequest", l.blocks, m.quarantinedSlots(), err)
 		}
 		return
 	case err != nil:
@@ -206,6 +237,9 @@ func (m *model) lend(t *rapid.T) {
 	}
 	l.h = h
 	m.leases = append(m.leases, l)
+	for _, r := range l.rows {
+		m.byDevice[r.Device] = l
+	}
 	m.bySerial[l.serial] = l
 }
 
@@ -225,7 +259,7 @@ func (m *model) outcome(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	l := rapid.SampledFrom(cands).Draw(t, "lease")
+	l := pick(t, "lease", cands)
 	a := m.attempt(l)
 	kinds := []string{"all", "some", "none", "failed", "cancelled", "extra"}
 	switch {
@@ -274,7 +308,8 @@ func (m *model) change(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	a := m.attempt(rapid.SampledFrom(cands).Draw(t, "lease"))
+	a := m.attempt(pick(t, "lease", cands))
+	a.changedAt = m.round
 	if _, ok := a.first.(contract.Delivered); ok {
 		a.outcome = contract.Failed{Reason: "changed its mind"}
 	} else {
@@ -292,7 +327,7 @@ func (m *model) quiesceAnswer(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	a := m.attempt(rapid.SampledFrom(cands).Draw(t, "lease"))
+	a := m.attempt(pick(t, "lease", cands))
 	a.mode = rapid.SampledFrom([]quiesceMode{quiesceFalse, quiesceError}).Draw(t, "mode")
 }
 
@@ -313,7 +348,7 @@ func (m *model) lateWrite(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	m.be.lateWrite(rapid.SampledFrom(cands).Draw(t, "attempt"))
+	m.be.lateWrite(pick(t, "attempt", cands))
 }
 
 func (m *model) copyEvent(t *rapid.T) {
@@ -327,9 +362,9 @@ func (m *model) copyEvent(t *rapid.T) {
 	}
 }
 
-func (m *model) copiesFailed(slots []slotID) {
-	for _, s := range slots {
-		if l := m.owner[s]; l != nil && l.copyFailAt < 0 {
+func (m *model) copiesFailed(rows []gpu.DevicePtr) {
+	for _, p := range rows {
+		if l := m.byDevice[p]; l != nil && l.copyFailAt < 0 {
 			l.copyFailAt = m.round
 		}
 	}
@@ -345,7 +380,7 @@ func (m *model) release(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	l := rapid.SampledFrom(cands).Draw(t, "lease")
+	l := pick(t, "lease", cands)
 	if err := m.eng.Release(l.h); err != nil {
 		m.fail(rule6, "Release(%v) of a live lease: %v", l.h, err)
 	}
@@ -362,7 +397,7 @@ func (m *model) stale(t *rapid.T) {
 	if len(cands) == 0 {
 		return
 	}
-	l := rapid.SampledFrom(cands).Draw(t, "lease")
+	l := pick(t, "lease", cands)
 	before := m.eng.Stats()
 	_, e1 := m.eng.Lease(l.h)
 	_, e2 := m.eng.Readiness(l.h)
@@ -383,7 +418,7 @@ func (m *model) deviceLost() {
 		return
 	}
 	m.dev.Lose("Xid 79: GPU has fallen off the bus")
-	m.lost = true
+	m.lost, m.lostAt = true, m.round
 	m.copiesFailed(m.spy.lose())
 }
 
@@ -449,7 +484,9 @@ func (m *model) checkLease(l *mLease) {
 			}
 			if !l.granted {
 				l.unknownQ = true
-				m.unknownQ += len(l.rows)
+				for g := range l.groups {
+					m.unknownQ[g] += l.blocks
+				}
 			}
 		}
 		m.checkQuarantineReason(l)
@@ -604,6 +641,13 @@ func (m *model) checkOutcome(l *mLease, info readiness.LeaseInfo) {
 		}
 	}
 	l.seen = info.Outcome
+	// Rule 3: an answer that changed after the engine latched it and before
+	// access was proven must be caught when the proof arrives: the engine
+	// polls once more and finds it. The backend sees that poll, or its absence.
+	if a != nil && a.first != nil && a.ended && a.changedAt >= 0 && a.firstAt <= a.endedAt &&
+		a.changedAt <= a.endedAt && m.round > a.endedAt && a.changed == 0 && info.State != fsm.Quarantined {
+		m.fail(rule3, "lease %d: the backend changed its answer from %v to %v before access was proven, and the engine never checked it again", l.serial, a.first, a.outcome)
+	}
 	// Rule 7: a submitted lease with no answer by its deadline fails with a timeout.
 	if a != nil && a.first == nil && info.State != fsm.Quarantined && !m.lastAt.Before(l.deadline) {
 		if info.Outcome != readiness.Failed || !strings.Contains(info.Reason, "timeout") {
@@ -643,7 +687,7 @@ func (m *model) checkReadiness(l *mLease, info readiness.LeaseInfo) {
 			want++
 		}
 		for _, r := range l.rows {
-			if !served.Has(r.Name) {
+			if !served.Has(r.Name) || m.lost { // a lost device answers no reads
 				continue
 			}
 			got := make([]byte, slotBytes)
@@ -691,7 +735,7 @@ func (m *model) checkBytes() {
 // checkCounts compares the allocator's counts with the model's.
 func (m *model) checkCounts() {
 	st := m.eng.Stats()
-	q := len(m.quarantined) + m.unknownQ
+	q := m.quarantinedSlots()
 	if st.SlotsQuarantined != q {
 		m.fail(rule4, "the engine counts %d quarantined slots, the model %d: quarantined slots never return", st.SlotsQuarantined, q)
 	}
@@ -768,7 +812,7 @@ func (m *model) settle() {
 			break
 		}
 	}
-	quarantine := len(m.quarantined)+m.unknownQ > 0
+	quarantine := m.quarantinedSlots() > 0
 	for _, l := range m.live() {
 		if !quarantine {
 			info, _ := m.eng.Lease(l.h)
@@ -791,30 +835,42 @@ func (m *model) settle() {
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newModel(t)
+		// Every action but the bare rounds is followed, half the time, by an
+		// engine round: evidence then usually reaches the engine before the
+		// next action, which steers sequences deep into the lifecycle, while
+		// the other half keeps the interleavings where evidence piles up.
+		then := func(action func(*rapid.T)) func(*rapid.T) {
+			return func(t *rapid.T) {
+				action(t)
+				if rapid.Bool().Draw(t, "then_progress") {
+					m.progress()
+				}
+			}
+		}
 		t.Repeat(map[string]func(*rapid.T){
-			"lend":         m.lend,
+			"lend":         then(m.lend),
+			"lend_more":    then(m.lend),
 			"progress":     func(*rapid.T) { m.progress() },
-			"progress2":    func(*rapid.T) { m.progress() },
-			"outcome":      m.outcome,
-			"change":       m.change,
-			"quiesce":      m.quiesceAnswer,
-			"late_write":   m.lateWrite,
-			"copy":         m.copyEvent,
-			"release":      m.release,
+			"outcome":      then(m.outcome),
+			"change":       then(m.change),
+			"quiesce":      then(m.quiesceAnswer),
+			"late_write":   then(m.lateWrite),
+			"copy":         then(m.copyEvent),
+			"release":      then(m.release),
 			"stale_handle": m.stale,
-			"deadline": func(t *rapid.T) {
+			"deadline": then(func(t *rapid.T) {
 				m.clock.advance(time.Duration(rapid.IntRange(1, 4).Draw(t, "advance_s")) * time.Second)
-			},
-			"device_lost": func(t *rapid.T) {
-				if rapid.IntRange(0, 5).Draw(t, "really") == 0 {
+			}),
+			"device_lost": then(func(t *rapid.T) {
+				if rapid.IntRange(0, 15).Draw(t, "really") == 0 { // rare: it ends most of the story
 					m.deviceLost()
 				}
-			},
-			"close": func(t *rapid.T) {
-				if rapid.IntRange(0, 5).Draw(t, "really") == 0 {
+			}),
+			"close": then(func(t *rapid.T) {
+				if rapid.IntRange(0, 7).Draw(t, "really") == 0 {
 					m.close()
 				}
-			},
+			}),
 			"": func(*rapid.T) { m.check() },
 		})
 		m.settle()

@@ -136,6 +136,10 @@ type attempt struct {
 	unprovAt int
 	dirty    bool // it wrote into its destinations before any outcome
 	late     int  // late writes made
+
+	round     *int // the engine round in progress
+	firstAt   int  // the round Poll first answered in
+	changedAt int  // the round before which the test changed the answer; -1: never
 }
 
 // Poll answers the scripted outcome and records what it answered.
@@ -144,7 +148,7 @@ func (a *attempt) Poll() contract.Outcome {
 		return nil
 	}
 	if a.first == nil {
-		a.first = a.outcome
+		a.first, a.firstAt = a.outcome, *a.round
 		if d, ok := a.outcome.(contract.Delivered); ok {
 			for n := range d.Served.All() {
 				if !a.asked.Has(n) {
@@ -208,7 +212,7 @@ func (s *scripted) submit(ext contract.CacheExtent, publish bool) (contract.Atte
 	if s.reject[serial] {
 		return nil, fmt.Errorf("scripted: lease %d: %w", serial, contract.ErrSubmissionRejected)
 	}
-	a := &attempt{serial: serial, publish: publish, units: ext.Units()}
+	a := &attempt{serial: serial, publish: publish, units: ext.Units(), round: s.round, changedAt: -1}
 	names := make([]contract.Name, len(a.units))
 	for i, u := range a.units {
 		names[i] = u.Name
@@ -309,7 +313,8 @@ func (s *scripted) lateWrite(a *attempt) {
 // spyCopy is one copy queued on the stream, and the staging slot it touches.
 type spyCopy struct {
 	slot  slotID
-	event int // index into events once recorded; -1 before
+	dev   gpu.DevicePtr // the device row: unique per lease row, so it names the lease
+	event int           // index into events once recorded; -1 before
 }
 
 type spyEvent struct {
@@ -357,7 +362,7 @@ func (sp *spy) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 	if err := sp.Stream.CopyHtoD(dst, src); err != nil {
 		return err
 	}
-	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(src), event: -1})
+	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(src), dev: dst, event: -1})
 	return nil
 }
 
@@ -365,7 +370,7 @@ func (sp *spy) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 	if err := sp.Stream.CopyDtoH(dst, src); err != nil {
 		return err
 	}
-	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(dst), event: -1})
+	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(dst), dev: src, event: -1})
 	return nil
 }
 
@@ -389,8 +394,8 @@ func (sp *spy) Record() (gpu.Event, error) {
 func (sp *spy) pending() bool { return sp.next < len(sp.events) }
 
 // resolve completes (ok) or fails the oldest pending event on the device and
-// returns the slots its copies touch.
-func (sp *spy) resolve(ok bool) []slotID {
+// returns the device rows its copies touch.
+func (sp *spy) resolve(ok bool) []gpu.DevicePtr {
 	if !sp.pending() {
 		return nil
 	}
@@ -409,37 +414,38 @@ func (sp *spy) resolve(ok bool) []slotID {
 	if ok {
 		e.status = gpu.Complete
 	}
-	var slots []slotID
+	var rows []gpu.DevicePtr
 	for _, c := range e.copies {
-		slots = append(slots, sp.copies[c].slot)
+		rows = append(rows, sp.copies[c].dev)
 	}
-	return slots
+	return rows
 }
 
 // lose marks every pending event failed, as a lost device does, and returns
-// the slots their copies touch.
-func (sp *spy) lose() []slotID {
-	var slots []slotID
+// the device rows their copies touch.
+func (sp *spy) lose() []gpu.DevicePtr {
+	var rows []gpu.DevicePtr
 	for sp.pending() {
 		e := &sp.events[sp.next]
 		sp.next++
 		e.status = gpu.Failed
 		for _, c := range e.copies {
-			slots = append(slots, sp.copies[c].slot)
+			rows = append(rows, sp.copies[c].dev)
 		}
 	}
 	for _, c := range sp.copies {
 		if c.event == -1 {
-			slots = append(slots, c.slot)
+			rows = append(rows, c.dev)
 		}
 	}
-	return slots
+	return rows
 }
 
-// inFlight reports whether a queued copy that touches slot has not completed.
-func (sp *spy) inFlight(slot slotID) bool {
+// inFlight reports whether a queued copy to or from device row p has not
+// completed.
+func (sp *spy) inFlight(p gpu.DevicePtr) bool {
 	for _, c := range sp.copies {
-		if c.slot != slot {
+		if c.dev != p {
 			continue
 		}
 		if c.event == -1 || sp.events[c.event].status == gpu.Pending {
