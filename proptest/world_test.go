@@ -190,10 +190,11 @@ type scripted struct {
 	byID   map[int]*attempt                  // serial -> attempt
 	device func(serial int, g, b int) []byte // what a publish must find staged
 	faults []string                          // contract facts the engine broke, seen from the backend
+	store  map[contract.Name][]byte          // what publications stored
 }
 
 func newScripted(mem *readiness.Memory, round *int) *scripted {
-	return &scripted{mem: mem, round: round, reject: map[int]bool{}, byID: map[int]*attempt{}}
+	return &scripted{mem: mem, round: round, reject: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
 }
 
 var (
@@ -290,12 +291,31 @@ func (s *scripted) write(u contract.Unit, b []byte) {
 func (s *scripted) deliver(a *attempt, served []contract.Name) {
 	set := contract.NewNameSet(served...)
 	for _, u := range a.units {
-		if set.Has(u.Name) && !a.publish {
+		switch {
+		case !set.Has(u.Name):
+		case a.publish:
+			s.read(u)
+		default:
 			_, g, b, _ := parseName(u.Name)
 			s.write(u, pattern(tagContent, a.serial, rowID(g, b)))
 		}
 	}
 	a.outcome = contract.Delivered{Served: set}
+}
+
+// read stores what the publication reads from unit u's source slot now.
+func (s *scripted) read(u contract.Unit) {
+	if row, ok := s.mem.Row(u.LocalGroup, u.Local); ok {
+		s.store[u.Name] = append([]byte(nil), row...)
+	}
+}
+
+// lateRead is a publication still reading its sources after its outcome:
+// what it stores is what the slots hold now.
+func (s *scripted) lateRead(a *attempt) {
+	for _, u := range a.units {
+		s.read(u)
+	}
 }
 
 // lateWrite is a transfer that goes on touching memory: legal until Quiesce
