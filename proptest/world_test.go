@@ -163,24 +163,6 @@ func (a *attempt) Poll() contract.Outcome {
 	return a.outcome
 }
 
-func sameOutcome(x, y contract.Outcome) bool {
-	switch a := x.(type) {
-	case contract.Delivered:
-		b, ok := y.(contract.Delivered)
-		if !ok || a.Served.Len() != b.Served.Len() {
-			return false
-		}
-		for n := range a.Served.All() {
-			if !b.Served.Has(n) {
-				return false
-			}
-		}
-		return true
-	default:
-		return x == y
-	}
-}
-
 // scripted is a synchronous backend: it answers at once, exactly as the test
 // scripted, and writes staging memory only when the test says so.
 type scripted struct {
