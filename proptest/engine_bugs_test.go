@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
@@ -90,4 +91,33 @@ func TestDeadlineThatPassedBeforeSubmission(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, readiness.Failed, info.Outcome, "state %v", info.State)
 	assert.Contains(t, info.Reason, "timeout")
+}
+
+// Found while writing the test above: needQuiesce took the Fetcher's Quiesce
+// method value before looking at the lease's kind, so an engine with a
+// Publisher and no Fetcher panicked on its first Quiesce.
+func TestPublishOnlyEngineQuiesces(t *testing.T) {
+	dev, err := sim.New(0, 1<<16)
+	require.NoError(t, err)
+	stream, err := dev.NewStream()
+	require.NoError(t, err)
+	mem, err := readiness.NewMemory(readiness.Group{Slots: 1, SlotBytes: slotBytes})
+	require.NoError(t, err)
+	round := 0
+	be := newScripted(mem, &round)
+	eng, err := readiness.New(readiness.Config{Memory: mem, TokensPerBlock: tpb, Publisher: be, Stream: stream,
+		Clock: newClock(), Inline: true, Logger: discardLogger()})
+	require.NoError(t, err)
+	p, err := dev.Alloc(slotBytes)
+	require.NoError(t, err)
+	h, err := eng.Lend(readiness.Request{Kind: readiness.Publish, Rows: []readiness.Row{{Name: nameOf(1, 0, 0), Device: p}}})
+	require.NoError(t, err)
+	eng.Progress()
+	dev.CompleteAll()
+	eng.Progress() // submitted
+	be.byID[1].outcome = contract.Delivered{Served: be.byID[1].asked}
+	require.NotPanics(t, func() { eng.Progress(); eng.Progress() })
+	info, err := eng.Lease(h)
+	require.NoError(t, err)
+	assert.Equal(t, fsm.AccessFenced, info.State)
 }
