@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 RAPID_CHECKS ?= 300
 export RAPID_CHECKS
 
-.PHONY: all build test demo bench diagrams fuzz lint clean device-check
+.PHONY: all build test demo bench diagrams fuzz lint clean device-check proptest-long mutants
 
 all: build
 
@@ -20,6 +20,15 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+
+## proptest-long: the property suite with ten times the CI budget, and longer sequences.
+proptest-long:
+	RAPID_CHECKS=$$(( $(RAPID_CHECKS) * 10 )) RAPID_STEPS=100 $(GO) test -race -count=1 ./proptest/...
+
+## mutants: break each safety guard of the engine in turn (build tag kvready_mutants);
+## the suite must catch every one. Prints N/N mutants killed; fails if one survives.
+mutants:
+	RAPID_CHECKS=100 GO=$(GO) $(GO) run -tags kvready_mutants ./proptest/mutants
 
 ## demo: the main job. The engine's run must show both safety counters at 0 (the
 ## command exits 1 otherwise); the naive run shows the corruption kvready prevents.

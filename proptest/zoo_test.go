@@ -1,0 +1,575 @@
+package proptest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/readiness"
+	"github.com/stretchr/testify/require"
+)
+
+// The bug zoo: every incident of SPEC §1 is a script under testdata/bugzoo,
+// replayed against two managers over the same kind of world — the engine, and
+// a naive manager that frees on outcome, error, cancel, timeout or exit and
+// reports whatever arrives as a load of everything asked (the foil). Each
+// script states what each manager must show. The language is one command a
+// line; see docs/testing.md.
+
+// manager is what a script drives.
+type manager interface {
+	lend(name string, serial int, publish bool, rows int, deadline time.Time) error
+	round()
+	release(name string) error
+	owners() map[slotID]string // lease name per held slot; quarantined slots are absent
+	quarantined() map[slotID]bool
+	free() int
+	outcome(name string) string
+	ready(name string) string
+}
+
+// zooWorld is one manager's world: staging memory, the scripted backend, the
+// simulated device, the clock and the byte checks.
+type zooWorld struct {
+	t       *testing.T
+	clock   *clock
+	dev     *sim.Device
+	stream  gpu.Stream
+	mem     *readiness.Memory
+	be      *scripted
+	roundNo int
+	slots   int
+	serials map[string]int
+	prev    map[slotID]string
+	corrupt []string
+}
+
+func newZooWorld(t *testing.T, slots int) *zooWorld {
+	w := &zooWorld{t: t, clock: newClock(), slots: slots, serials: map[string]int{}, prev: map[slotID]string{}}
+	var err error
+	w.dev, err = sim.New(0, 1<<20)
+	require.NoError(t, err)
+	w.stream, err = w.dev.NewStream()
+	require.NoError(t, err)
+	w.mem, err = readiness.NewMemory(readiness.Group{Slots: slots, SlotBytes: slotBytes})
+	require.NoError(t, err)
+	w.be = newScripted(w.mem, &w.roundNo)
+	for s := range slots {
+		row, _ := w.mem.Row(0, s)
+		fill(row, tagCanary)
+	}
+	return w
+}
+
+func (w *zooWorld) attempt(name string) *attempt { return w.be.byID[w.serials[name]] }
+
+// observe refreshes canaries and stamps as slots change hands, then reads
+// every slot: a free slot must hold its canary, a lent one only its own
+// lease's bytes. Anything else is a write that landed on recycled memory.
+func (w *zooWorld) observe(m manager) {
+	now := m.owners()
+	q := m.quarantined()
+	for s := range w.slots {
+		id := slotID{0, s}
+		if q[id] {
+			continue
+		}
+		row, _ := w.mem.Row(0, s)
+		before, after := w.prev[id], now[id]
+		if before != after {
+			if after != "" && !filled(row, tagCanary) && before == "" {
+				w.corrupt = append(w.corrupt, fmt.Sprintf("slot %d was written while free: %x", s, row))
+			}
+			fill(row, tagCanary)
+			if after != "" {
+				copy(row, pattern(tagStamp, w.serials[after], s))
+			}
+		}
+		owner := now[id]
+		if owner == "" {
+			if !filled(row, tagCanary) {
+				w.corrupt = append(w.corrupt, fmt.Sprintf("free slot %d written: %x", s, row))
+				fill(row, tagCanary)
+			}
+			continue
+		}
+		sr := w.serials[owner]
+		if (row[1] != byte(sr) || row[2] != byte(sr>>8)) && !filled(row, sim.Poison) {
+			w.corrupt = append(w.corrupt, fmt.Sprintf("slot %d of %s holds another transfer's bytes: %x", s, owner, row))
+		}
+	}
+	w.prev = now
+}
+
+// ---- the engine ----
+
+type engineMgr struct {
+	w      *zooWorld
+	eng    *readiness.Engine
+	hs     map[string]readiness.Handle
+	slotsL map[string][]slotID
+	quar   map[slotID]bool
+	errs   map[string]error
+}
+
+func newEngineMgr(w *zooWorld) *engineMgr {
+	e := &engineMgr{w: w, hs: map[string]readiness.Handle{}, slotsL: map[string][]slotID{}, quar: map[slotID]bool{}, errs: map[string]error{}}
+	w.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
+	var err error
+	e.eng, err = readiness.New(readiness.Config{
+		Memory: w.mem, TokensPerBlock: tpb, Fetcher: w.be, Publisher: w.be, Stream: w.stream, Health: w.dev,
+		Clock: w.clock, Inline: true, RequestTimeout: time.Minute, DrainGrace: time.Hour, Logger: discardLogger(),
+	})
+	require.NoError(w.t, err)
+	return e
+}
+
+func (e *engineMgr) lend(name string, serial int, publish bool, rows int, deadline time.Time) error {
+	req := readiness.Request{Kind: readiness.Fetch, Deadline: deadline}
+	if publish {
+		req.Kind = readiness.Publish
+	}
+	for b := range rows {
+		p, err := e.w.dev.Alloc(slotBytes)
+		require.NoError(e.w.t, err)
+		if publish {
+			require.NoError(e.w.t, e.w.dev.Write(p, pattern(tagContent, serial, rowID(0, b))))
+		}
+		req.Rows = append(req.Rows, readiness.Row{Name: nameOf(serial, 0, b), Block: b, Device: p})
+	}
+	h, err := e.eng.Lend(req)
+	if err == nil {
+		e.hs[name] = h
+	}
+	return err
+}
+
+func (e *engineMgr) round() {
+	e.w.dev.CompleteAll()
+	e.w.roundNo++
+	e.eng.Progress()
+}
+
+func (e *engineMgr) release(name string) error { return e.eng.Release(e.hs[name]) }
+
+func (e *engineMgr) owners() map[slotID]string {
+	out := map[slotID]string{}
+	for name, h := range e.hs {
+		info, err := e.eng.Lease(h)
+		if err != nil {
+			delete(e.slotsL, name)
+			continue
+		}
+		if info.State.String() == "quarantined" {
+			for _, s := range e.slotsL[name] {
+				e.quar[s] = true
+			}
+			continue
+		}
+		runs, _ := e.eng.Runs(h, nil)
+		var ss []slotID
+		for _, r := range runs {
+			for k := range r.Count {
+				ss = append(ss, slotID{r.Group, r.First + k})
+				out[slotID{r.Group, r.First + k}] = name
+			}
+		}
+		if len(ss) > 0 {
+			e.slotsL[name] = ss
+		}
+	}
+	return out
+}
+
+func (e *engineMgr) quarantined() map[slotID]bool { return e.quar }
+func (e *engineMgr) free() int                    { return e.eng.Stats().SlotsFree }
+
+func (e *engineMgr) outcome(name string) string {
+	info, err := e.eng.Lease(e.hs[name])
+	if err != nil {
+		return "released"
+	}
+	return info.Outcome.String()
+}
+
+func (e *engineMgr) ready(name string) string {
+	iv, err := e.eng.Readiness(e.hs[name])
+	if err != nil {
+		return "not-ready"
+	}
+	return strconv.Itoa(iv.UsableUntil)
+}
+
+// ---- the naive foil ----
+
+// naiveMgr is the manager the incidents had: it frees a lease's slots as soon
+// as an outcome (of any kind), a timeout or the request's exit arrives, and it
+// reports every outcome as a load of everything it asked for.
+type naiveMgr struct {
+	w      *zooWorld
+	freeS  []int
+	order  []string
+	leases map[string]*naiveLease
+}
+
+type naiveLease struct {
+	serial, rows int
+	publish      bool
+	deadline     time.Time
+	slots        []int
+	submitted    bool
+	done         bool
+	outcome      string
+	ready        int
+}
+
+func newNaiveMgr(w *zooWorld) *naiveMgr {
+	n := &naiveMgr{w: w, leases: map[string]*naiveLease{}}
+	for s := range w.slots {
+		n.freeS = append(n.freeS, s)
+	}
+	return n
+}
+
+func (n *naiveMgr) lend(name string, serial int, publish bool, rows int, deadline time.Time) error {
+	if rows > n.w.slots {
+		return errors.New("too many rows")
+	}
+	n.leases[name] = &naiveLease{serial: serial, rows: rows, publish: publish, deadline: deadline, outcome: "none"}
+	n.order = append(n.order, name)
+	n.grant()
+	return nil
+}
+
+func (n *naiveMgr) round() {
+	n.w.roundNo++
+	for _, name := range n.order {
+		l := n.leases[name]
+		if l.done || !l.submitted {
+			continue
+		}
+		if o := n.w.attempt(name).Poll(); o != nil {
+			// Any answer ends the transfer as far as it is concerned, and the
+			// lookup already said how much there was.
+			l.outcome, l.ready = "served", l.rows*tpb
+			n.finish(l)
+		} else if !n.w.clock.Now().Before(l.deadline) {
+			l.outcome = "failed"
+			n.finish(l)
+		}
+	}
+	n.grant()
+}
+
+// grant hands free slots to waiting leases in arrival order and submits them.
+func (n *naiveMgr) grant() {
+	for _, name := range n.order {
+		l := n.leases[name]
+		if l.submitted || l.done {
+			continue
+		}
+		if len(n.freeS) < l.rows {
+			return
+		}
+		l.slots, n.freeS = append([]int(nil), n.freeS[:l.rows]...), n.freeS[l.rows:]
+		units := make([]contract.Unit, l.rows)
+		for b, s := range l.slots {
+			row, _ := n.w.mem.Row(0, s)
+			if l.publish { // its device->staging copy, done at once
+				copy(row, pattern(tagContent, l.serial, rowID(0, b)))
+			}
+			units[b] = contract.Unit{Name: nameOf(l.serial, 0, b), LocalGroup: 0, Local: s}
+		}
+		ext, err := contract.NewCacheExtent([]byte("zoo"), units, false)
+		require.NoError(n.w.t, err)
+		if l.publish {
+			_, err = n.w.be.Publish(ext)
+		} else {
+			_, err = n.w.be.Fetch(ext, nil)
+		}
+		require.NoError(n.w.t, err)
+		l.submitted = true
+	}
+}
+
+func (n *naiveMgr) finish(l *naiveLease) {
+	l.done = true
+	n.freeS = append(n.freeS, l.slots...)
+	slices.Sort(n.freeS) // lowest first: freed slots are reused at once
+	l.slots = nil
+}
+
+func (n *naiveMgr) release(name string) error {
+	l := n.leases[name]
+	if !l.done {
+		n.finish(l)
+	}
+	return nil
+}
+
+func (n *naiveMgr) owners() map[slotID]string {
+	out := map[slotID]string{}
+	for name, l := range n.leases {
+		for _, s := range l.slots {
+			out[slotID{0, s}] = name
+		}
+	}
+	return out
+}
+
+func (n *naiveMgr) quarantined() map[slotID]bool { return nil }
+func (n *naiveMgr) free() int                    { return len(n.freeS) }
+func (n *naiveMgr) outcome(name string) string   { return n.leases[name].outcome }
+func (n *naiveMgr) ready(name string) string {
+	if !n.leases[name].done {
+		return "not-ready"
+	}
+	return strconv.Itoa(n.leases[name].ready)
+}
+
+// ---- the script ----
+
+type zooRun struct {
+	w *zooWorld
+	m manager
+}
+
+// TestBugZoo replays every script under testdata/bugzoo against the engine
+// and the naive foil.
+func TestBugZoo(t *testing.T) {
+	files, err := filepath.Glob("testdata/bugzoo/*.txt")
+	require.NoError(t, err)
+	require.Len(t, files, 7, "one scenario per incident of SPEC §1")
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+func runScript(t *testing.T, path string) {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var runs map[string]*zooRun
+	sc := bufio.NewScanner(f)
+	expects := 0
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if i := strings.Index(text, "#"); i >= 0 {
+			text = text[:i]
+		}
+		fields := strings.Fields(text)
+		if len(fields) == 0 {
+			continue
+		}
+		at := fmt.Sprintf("%s:%d: %s", path, line, strings.TrimSpace(text))
+		if fields[0] == "slots" {
+			n, err := strconv.Atoi(arg(t, at, fields, 1))
+			require.NoError(t, err, at)
+			runs = map[string]*zooRun{}
+			for _, who := range []string{"engine", "naive"} {
+				w := newZooWorld(t, n)
+				var m manager = newNaiveMgr(w)
+				if who == "engine" {
+					m = newEngineMgr(w)
+				}
+				runs[who] = &zooRun{w: w, m: m}
+			}
+			continue
+		}
+		require.NotNil(t, runs, "%s: the script must start with `slots N`", at)
+		if fields[0] == "expect" {
+			r, ok := runs[arg(t, at, fields, 1)]
+			require.True(t, ok, "%s: expect engine|naive", at)
+			for _, kv := range fields[2:] {
+				k, v, ok := strings.Cut(kv, "=")
+				require.True(t, ok, "%s: want key=value, got %q", at, kv)
+				require.Equal(t, v, r.observe(t, at, k), "%s: %s", at, k)
+				expects++
+			}
+			continue
+		}
+		for _, who := range []string{"engine", "naive"} {
+			r := runs[who]
+			r.exec(t, at, fields)
+			r.w.observe(r.m)
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.NotZero(t, expects, "%s states no expectation", path)
+}
+
+func arg(t *testing.T, at string, fields []string, i int) string {
+	require.Greater(t, len(fields), i, "%s: missing argument %d", at, i)
+	return fields[i]
+}
+
+func (r *zooRun) exec(t *testing.T, at string, f []string) {
+	w := r.w
+	switch f[0] {
+	case "lend":
+		name, kind := arg(t, at, f, 1), arg(t, at, f, 2)
+		rows, deadline := 1, w.clock.Now().Add(time.Minute)
+		for _, kv := range f[3:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "rows":
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err, at)
+				rows = n
+			case "deadline":
+				d, err := time.ParseDuration(v)
+				require.NoError(t, err, at)
+				deadline = w.clock.Now().Add(d)
+			default:
+				t.Fatalf("%s: unknown lend option %q", at, k)
+			}
+		}
+		w.serials[name] = len(w.serials) + 1
+		require.NoError(t, r.m.lend(name, w.serials[name], kind == "publish", rows, deadline), at)
+	case "round":
+		n := 1
+		if len(f) > 1 {
+			var err error
+			n, err = strconv.Atoi(f[1])
+			require.NoError(t, err, at)
+		}
+		for range n {
+			r.m.round()
+			w.observe(r.m) // a slot lent in this round is stamped before the next one writes it
+		}
+	case "outcome":
+		a := r.attemptOf(t, at, arg(t, at, f, 1))
+		var asked []contract.Name
+		for _, u := range a.units {
+			asked = append(asked, u.Name)
+		}
+		switch v := arg(t, at, f, 2); {
+		case v == "all":
+			w.be.deliver(a, asked)
+		case strings.HasPrefix(v, "some="):
+			n, err := strconv.Atoi(strings.TrimPrefix(v, "some="))
+			require.NoError(t, err, at)
+			w.be.deliver(a, asked[:n])
+		case v == "none":
+			a.outcome = contract.Delivered{}
+		case v == "failed":
+			a.outcome = contract.Failed{Reason: "transfer error"}
+		case v == "cancelled":
+			a.outcome = contract.Cancelled{}
+		case v == "peer-cancelled":
+			a.outcome = contract.Cancelled{ByPeer: true}
+		default:
+			t.Fatalf("%s: unknown outcome %q", at, v)
+		}
+	case "change":
+		a := r.attemptOf(t, at, arg(t, at, f, 1))
+		switch arg(t, at, f, 2) {
+		case "failed":
+			a.outcome = contract.Failed{Reason: "changed its answer"}
+		case "all":
+			var asked []contract.Name
+			for _, u := range a.units {
+				asked = append(asked, u.Name)
+			}
+			a.outcome = contract.Delivered{Served: contract.NewNameSet(asked...)}
+		default:
+			t.Fatalf("%s: change NAME failed|all", at)
+		}
+	case "quiesce":
+		a := r.attemptOf(t, at, arg(t, at, f, 1))
+		switch arg(t, at, f, 2) {
+		case "true":
+			a.mode = quiesceTrue
+		case "false":
+			a.mode = quiesceFalse
+		case "error":
+			a.mode = quiesceError
+		default:
+			t.Fatalf("%s: quiesce NAME true|false|error", at)
+		}
+	case "late-write":
+		a := r.attemptOf(t, at, arg(t, at, f, 1))
+		require.False(t, a.ended, "%s: the script breaks the contract: Quiesce already answered true for it", at)
+		w.be.lateWrite(a)
+	case "late-read":
+		a := r.attemptOf(t, at, arg(t, at, f, 1))
+		require.False(t, a.ended, "%s: the script breaks the contract: Quiesce already answered true for it", at)
+		w.be.lateRead(a)
+	case "timeout":
+		d := time.Hour
+		if len(f) > 1 {
+			var err error
+			d, err = time.ParseDuration(f[1])
+			require.NoError(t, err, at)
+		}
+		w.clock.advance(d)
+	case "release":
+		require.NoError(t, r.m.release(arg(t, at, f, 1)), at)
+	default:
+		t.Fatalf("%s: unknown command %q", at, f[0])
+	}
+}
+
+func (r *zooRun) attemptOf(t *testing.T, at, name string) *attempt {
+	a := r.w.attempt(name)
+	require.NotNil(t, a, "%s: %s was never submitted", at, name)
+	return a
+}
+
+// observe answers one expectation key.
+func (r *zooRun) observe(t *testing.T, at, key string) string {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	k, name, _ := strings.Cut(key, ".")
+	switch k {
+	case "corrupted":
+		if len(r.w.corrupt) > 0 {
+			t.Logf("%s: %s", at, strings.Join(r.w.corrupt, "; "))
+		}
+		return yes(len(r.w.corrupt) > 0)
+	case "free":
+		return strconv.Itoa(r.m.free())
+	case "quarantined":
+		return strconv.Itoa(len(r.m.quarantined()))
+	case "outcome":
+		return r.m.outcome(name)
+	case "ready":
+		return r.m.ready(name)
+	case "stored":
+		serial := r.w.serials[name]
+		ok := true
+		for b := 0; ; b++ {
+			got, found := r.w.be.store[nameOf(serial, 0, b)]
+			if !found {
+				if b == 0 {
+					return "absent"
+				}
+				break
+			}
+			if string(got) != string(pattern(tagContent, serial, rowID(0, b))) {
+				t.Logf("%s: %s row %d stored %x", at, name, b, got)
+				ok = false
+			}
+		}
+		if ok {
+			return "intact"
+		}
+		return "corrupt"
+	}
+	t.Fatalf("%s: unknown expectation %q", at, key)
+	return ""
+}
