@@ -28,7 +28,7 @@ proptest-long:
 ## mutants: break each safety guard of the engine in turn (build tag kvready_mutants);
 ## the suite must catch every one. Prints N/N mutants killed; fails if one survives.
 mutants:
-	RAPID_CHECKS=100 GO=$(GO) $(GO) run -tags kvready_mutants ./proptest/mutants
+	RAPID_CHECKS=$(RAPID_CHECKS) GO=$(GO) $(GO) run -tags kvready_mutants ./proptest/mutants
 
 ## demo: the main job. The engine's run must show both safety counters at 0 (the
 ## command exits 1 otherwise); the naive run shows the corruption kvready prevents.

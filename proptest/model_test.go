@@ -519,9 +519,19 @@ func (m *model) granted(l *mLease, st fsm.State) {
 			break
 		}
 		if !x.gone && !x.granted {
-			if info, err := m.eng.Lease(x.h); err == nil && info.State == fsm.Waiting {
-				m.fail(ruleA, "lease %d was granted before lease %d, lent earlier and still waiting: grants must follow arrival order", l.serial, x.serial)
+			info, err := m.eng.Lease(x.h)
+			if err != nil || info.State != fsm.Waiting {
+				continue
 			}
+			if info.Ungrantable {
+				// Taken out of the line because quarantine left too few slots:
+				// check that it really can never be granted.
+				if x.blocks <= modelSlots-m.quarantinedIn(0) && (x.groups < 2 || x.blocks <= modelSlots-m.quarantinedIn(1)) {
+					m.fail(ruleA, "lease %d (%d blocks) reported ungrantable with only %d slots quarantined", x.serial, x.blocks, m.quarantinedSlots())
+				}
+				continue
+			}
+			m.fail(ruleA, "lease %d was granted before lease %d, lent earlier and still waiting: grants must follow arrival order", l.serial, x.serial)
 		}
 	}
 	if len(runs) != l.groups {

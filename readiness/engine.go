@@ -314,7 +314,10 @@ type LeaseInfo struct {
 	Reason string
 	// ReleaseRequested reports a latched release request.
 	ReleaseRequested bool
-	Rows             int
+	// Ungrantable reports a waiting lease taken out of the line because
+	// quarantine left too few slots ever to grant it; release it.
+	Ungrantable bool
+	Rows        int
 }
 
 // Lease describes the lease h names.
@@ -327,6 +330,7 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 	return LeaseInfo{
 		Handle: h, Kind: l.kind, State: l.m.State, Outcome: l.outcome, Reason: l.body.reason,
 		ReleaseRequested: l.m.Latched.Has(fsm.ReleaseRequested), Rows: len(l.body.rows),
+		Ungrantable: l.flags&hopeless != 0,
 	}, nil
 }
 

@@ -357,6 +357,7 @@ func TestHopelessWaitingLeaseDoesNotBlockTheLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fsm.Waiting, info.State)
 	assert.Contains(t, info.Reason, "can never be granted")
+	assert.True(t, info.Ungrantable)
 	assert.Equal(t, uint64(1), r.eng.Stats().Hopeless)
 	require.NoError(t, r.eng.Release(whole))
 	require.NoError(t, r.eng.Release(small))
