@@ -112,6 +112,10 @@ func New(cfg Config) (*Engine, error) {
 // Lend asks for a lease. Bad input is refused with an error wrapping
 // ErrInvalidRequest and changes nothing. The lease waits for slots in arrival
 // order; it is granted and submitted in a later Progress.
+//
+// Lend does not read the clock: a request without a Deadline gets
+// RequestTimeout from the time of the last Progress round (or of New), which
+// keeps the lending path cheap. The deadline starts to matter at submission.
 func (e *Engine) Lend(req Request) (Handle, error) {
 	switch {
 	case e.closed:
