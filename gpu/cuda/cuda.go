@@ -280,31 +280,25 @@ func (s *Stream) ID() uint64 { return s.id }
 
 // CopyHtoD queues a copy from pinned host memory to the device.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
-	if len(src) == 0 {
-		return nil
-	}
-	p, err := s.dev.pinnedPtr(src)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.h == 0 {
-		return errStreamClosed
-	}
-	if err := s.dev.enter(); err != nil {
-		return err
-	}
-	defer runtime.UnlockOSThread()
-	return s.dev.drv.check("cuMemcpyHtoDAsync", s.dev.drv.memcpyHtoDAsync(uint64(dst), p, uintptr(len(src)), s.h))
+	return s.copyAsync("cuMemcpyHtoDAsync", src, func(host unsafe.Pointer, h uintptr) result {
+		return s.dev.drv.memcpyHtoDAsync(uint64(dst), host, uintptr(len(src)), h)
+	})
 }
 
 // CopyDtoH queues a copy from the device into pinned host memory.
 func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
-	if len(dst) == 0 {
+	return s.copyAsync("cuMemcpyDtoHAsync", dst, func(host unsafe.Pointer, h uintptr) result {
+		return s.dev.drv.memcpyDtoHAsync(host, uint64(src), uintptr(len(dst)), h)
+	})
+}
+
+// copyAsync checks that host is pinned and the stream open, then issues the
+// driver call on the device's context.
+func (s *Stream) copyAsync(call string, host []byte, issue func(host unsafe.Pointer, stream uintptr) result) error {
+	if len(host) == 0 {
 		return nil
 	}
-	p, err := s.dev.pinnedPtr(dst)
+	p, err := s.dev.pinnedPtr(host)
 	if err != nil {
 		return err
 	}
@@ -317,7 +311,7 @@ func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 		return err
 	}
 	defer runtime.UnlockOSThread()
-	return s.dev.drv.check("cuMemcpyDtoHAsync", s.dev.drv.memcpyDtoHAsync(p, uint64(src), uintptr(len(dst)), s.h))
+	return s.dev.drv.check(call, issue(p, s.h))
 }
 
 // Record records an event after everything queued so far.
