@@ -27,17 +27,23 @@ func ServedMasksInto(dst [][]bool, view *View, served contract.NameSet) ([][]boo
 		dst = append(dst[:cap(dst)], make([][]bool, view.Runs()-cap(dst))...)
 	}
 	dst = dst[:view.Runs()]
-	hits := 0
 	for i := range view.Runs() {
 		r := view.Run(i)
 		if !r.Placed() && len(r.Ordinals) > 0 {
 			return nil, fmt.Errorf("%w: run %d (layer group %d) has no names to match", ErrUnplacedView, i, r.LayerGroup)
 		}
-		m := dst[i]
-		if cap(m) < len(r.Names) {
-			m = make([]bool, len(r.Names))
+		if cap(dst[i]) < len(r.Names) {
+			dst[i] = make([]bool, len(r.Names))
 		}
-		m = m[:len(r.Names)]
+		dst[i] = dst[i][:len(r.Names)]
+	}
+	if view.indexed {
+		return servedByIndex(dst, view, served)
+	}
+	hits := 0
+	for i := range view.Runs() {
+		r := view.Run(i)
+		m := dst[i]
 		for k := range r.Names {
 			hit := served.Has(r.Names[k])
 			m[k] = hit
@@ -45,12 +51,27 @@ func ServedMasksInto(dst [][]bool, view *View, served contract.NameSet) ([][]boo
 				hits++
 			}
 		}
-		dst[i] = m
 	}
 	// The view's names are distinct, so every served name was counted at most
 	// once; fewer hits than names means some served name is not in the view.
 	if hits != served.Len() {
 		return nil, unknownServed(view, served)
+	}
+	return dst, nil
+}
+
+// servedByIndex marks each served name's row through the view's name index:
+// O(served names) hashes instead of a map lookup per row of the view.
+func servedByIndex(dst [][]bool, view *View, served contract.NameSet) ([][]bool, error) {
+	for i := range dst {
+		clear(dst[i])
+	}
+	for n := range served.All() {
+		run, row, ok := view.index.find(view.runs, &n)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s…", ErrUnknownServed, n.String()[:16])
+		}
+		dst[run][row] = true
 	}
 	return dst, nil
 }

@@ -35,7 +35,10 @@ type View struct {
 	runs []GroupRun
 	rows int
 	dup  error
-	seen map[contract.Name]int // scratch for the duplicate check, reused by Reset
+	// index maps names to rows for views above quadraticRows rows; it is
+	// built with the duplicate check and reused by Reset.
+	index   nameIndex
+	indexed bool
 }
 
 // NewView builds a view of runs; see [View.Reset].
@@ -79,6 +82,7 @@ func (v *View) Reset(runs []GroupRun) error {
 const quadraticRows = 32
 
 func (v *View) findDuplicate() error {
+	v.indexed = false
 	if v.rows <= quadraticRows {
 		for i, r := range v.runs {
 			for a, n := range r.Names {
@@ -98,17 +102,9 @@ func (v *View) findDuplicate() error {
 		}
 		return nil
 	}
-	if v.seen == nil {
-		v.seen = make(map[contract.Name]int, v.rows)
-	}
-	clear(v.seen)
-	for i, r := range v.runs {
-		for a, n := range r.Names {
-			if prev, dup := v.seen[n]; dup {
-				return v.dupError(prev>>32, prev&(1<<32-1), i, a)
-			}
-			v.seen[n] = i<<32 | a
-		}
+	v.indexed = true
+	if ra, a, rb, b, dup := v.index.build(v.runs, v.rows); dup {
+		return v.dupError(ra, a, rb, b)
 	}
 	return nil
 }
