@@ -1,11 +1,13 @@
 package staging
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func twoRunView(t *testing.T) *View {
@@ -74,4 +76,58 @@ func TestServedMasksIntoDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.True(t, masks[0][4094])
 	assert.False(t, masks[0][4095])
+}
+
+// TestServedMasksMatchAModelAtEverySize: small views (pairwise, per-row
+// lookups) and large ones (the name index) give the masks a plain map gives,
+// and refuse a served name outside the view.
+func TestServedMasksMatchAModelAtEverySize(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var runs []GroupRun
+		next := 0
+		for g := range rapid.IntRange(1, 3).Draw(t, "runs") {
+			n := rapid.IntRange(0, 60).Draw(t, "rows")
+			r := GroupRun{LayerGroup: g, Part: 0}
+			for k := range n {
+				r.Ordinals = append(r.Ordinals, k)
+				r.Names = append(r.Names, nameOf(next))
+				r.Addresses = append(r.Addresses, 0x1000+64*next)
+				next++
+			}
+			runs = append(runs, r)
+		}
+		v, err := NewView(runs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := map[contract.Name]bool{}
+		var names []contract.Name
+		for i := range next {
+			if rapid.Bool().Draw(t, "served") {
+				served[nameOf(i)] = true
+				names = append(names, nameOf(i))
+			}
+		}
+		stranger := rapid.Bool().Draw(t, "a name not in the view")
+		if stranger {
+			names = append(names, nameOf(next+7))
+		}
+		masks, err := ServedMasks(v, contract.NewNameSet(names...))
+		if stranger {
+			if !errors.Is(err, ErrUnknownServed) {
+				t.Fatalf("a served name outside the view gave %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range runs {
+			for k, n := range r.Names {
+				if masks[i][k] != served[n] {
+					t.Fatalf("run %d row %d: mask %v, served %v", i, k, masks[i][k], served[n])
+				}
+			}
+		}
+	})
 }
