@@ -82,7 +82,7 @@ func TestDeadlineThatPassedBeforeSubmission(t *testing.T) {
 		Rows: []readiness.Row{{Name: nameOf(1, 0, 0), Device: p}}})
 	require.NoError(t, err)
 	eng.Progress() // granted; the device->staging copy is in flight
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	eng.Progress() // the deadline passes before submission
 	dev.CompleteAll()
 	eng.Progress() // the copy landed: submitted, and the backend never answers

@@ -61,7 +61,7 @@ type mLease struct {
 // model is the reference the engine is checked against after every step.
 type model struct {
 	t      *rapid.T
-	clock  *clock
+	clock  *sim.ManualClock
 	dev    *sim.Device
 	spy    *spy
 	mem    *readiness.Memory
@@ -869,7 +869,7 @@ func TestModel(t *testing.T) {
 			"release":      then(m.release),
 			"stale_handle": m.stale,
 			"deadline": then(func(t *rapid.T) {
-				m.clock.advance(time.Duration(rapid.IntRange(1, 4).Draw(t, "advance_s")) * time.Second)
+				m.clock.Advance(time.Duration(rapid.IntRange(1, 4).Draw(t, "advance_s")) * time.Second)
 			}),
 			"device_lost": then(func(t *rapid.T) {
 				if rapid.IntRange(0, 15).Draw(t, "really") == 0 { // rare: it ends most of the story

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -87,25 +86,8 @@ func parseName(n contract.Name) (serial, g, b int, ok bool) {
 	return int(n[1]) | int(n[2])<<8, int(n[3]), int(n[4]), true
 }
 
-// clock is a manual clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock returns the suite's manual clock, at an ordinary instant.
+func newClock() *sim.ManualClock { return sim.NewManualClock(time.Unix(1_800_000_000, 0)) }
 
 // quiesceMode is what the scripted backend answers when asked whether an
 // attempt's access ended.

@@ -42,7 +42,7 @@ type manager interface {
 // simulated device, the clock and the byte checks.
 type zooWorld struct {
 	t       *testing.T
-	clock   *clock
+	clock   *sim.ManualClock
 	dev     *sim.Device
 	stream  gpu.Stream
 	mem     *readiness.Memory
@@ -512,7 +512,7 @@ func (r *zooRun) exec(t *testing.T, at string, f []string) {
 			d, err = time.ParseDuration(f[1])
 			require.NoError(t, err, at)
 		}
-		w.clock.advance(d)
+		w.clock.Advance(d)
 	case "release":
 		require.NoError(t, r.m.release(arg(t, at, f, 1)), at)
 	default:

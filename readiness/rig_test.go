@@ -2,7 +2,6 @@ package readiness_test
 
 import (
 	"bytes"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testClock is a manual clock starting at a fixed, ordinary instant.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *testClock { return &testClock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 const (
 	tpb       = 32
 	slotBytes = 64
@@ -45,7 +24,7 @@ const (
 // device, with a manual clock.
 type rig struct {
 	t         *testing.T
-	clock     *testClock
+	clock     *sim.ManualClock
 	dev       *sim.Device
 	stream    gpu.Stream
 	mem       *readiness.Memory
@@ -60,7 +39,7 @@ type rigOption func(*readiness.Config)
 
 func newRig(t *testing.T, groups, slots int, beOpts []mem.Option, opts ...rigOption) *rig {
 	t.Helper()
-	r := &rig{t: t, clock: newClock(), autoCopy: true}
+	r := &rig{t: t, clock: sim.NewManualClock(time.Unix(1_800_000_000, 0)), autoCopy: true}
 	var err error
 	r.dev, err = sim.New(0, 1<<20)
 	require.NoError(t, err)

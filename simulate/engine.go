@@ -165,7 +165,7 @@ func (em *engineManager) finish() {
 	rep := em.eng.Close()
 	em.drain()
 	for i := 0; i < 100 && !rep.Drained; i++ {
-		em.d.clk.advance(time.Second) // let deadlines and drain periods expire
+		em.d.clk.Advance(time.Second) // let deadlines and drain periods expire
 		em.d.t.landAll()
 		rep = em.eng.Close()
 		em.drain()

@@ -321,7 +321,7 @@ func (n *naiveManager) finish() {
 		if len(n.active) == 0 {
 			return
 		}
-		n.d.clk.advance(n.d.cfg.Deadline)
+		n.d.clk.Advance(n.d.cfg.Deadline)
 		n.d.t.tick(n.d.clk.since())
 		n.step()
 	}

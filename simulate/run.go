@@ -161,7 +161,7 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 		if now > limit {
 			return fmt.Errorf("simulate: %d of %d requests still unfinished at virtual time %v", cfg.Requests-d.finished, cfg.Requests, now)
 		}
-		d.clk.advance(tick)
+		d.clk.Advance(tick)
 	}
 }
 

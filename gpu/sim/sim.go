@@ -47,11 +47,16 @@ type Clock interface {
 }
 
 // ManualClock is a Clock that moves only when Advance is called. The zero value
-// starts at the zero time and is ready to use.
+// starts at the zero time and is ready to use; NewManualClock starts it at an
+// ordinary instant, which callers that measure in Unix nanoseconds (the
+// readiness engine) need: the zero time has none.
 type ManualClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
+
+// NewManualClock returns a manual clock reading start.
+func NewManualClock(start time.Time) *ManualClock { return &ManualClock{now: start} }
 
 // Now returns the current simulated time.
 func (c *ManualClock) Now() time.Time {
