@@ -6,12 +6,19 @@
 // It behaves like a real transfer library where it matters: a fetch writes
 // staging rows from its own goroutine, after a configurable delay, and its
 // outcome is observable through the Attempt before Quiesce can prove that the
-// goroutine has stopped touching memory. Faults (misses, partial delivery,
-// failures, cancels, rejected submissions, unprovable quiescence) and
-// deliberately broken behaviours (writes after Quiesce, writes to unserved
-// rows, changing answers, serving names not asked for) are injected per
-// submission by Mode, so a readiness engine and a conformance kit can be tested
-// against each.
+// goroutine has stopped touching memory. It keeps the extent it was handed and
+// resolves the units lazily, on that goroutine, after the delay and the gate:
+// a backend may read an extent long after the submission, so the caller must
+// not rebuild it before Quiesce answered true.
+//
+// Faults (misses, partial delivery, failures, cancels, rejected submissions,
+// unprovable quiescence) and deliberately broken behaviours (writes after
+// Quiesce, writes to unserved rows, changing answers, serving names not asked
+// for) are injected per submission by Mode, so a readiness engine and a
+// conformance kit can be tested against each.
+//
+// The store is unbounded unless WithCapacity bounds it; then it evicts the
+// least recently used row, and a fetch of an evicted name is a miss.
 package mem
 
 import (
@@ -26,8 +33,9 @@ import (
 )
 
 // Memory resolves a unit's local coordinates to its staging row. The engine's
-// staging provides it. Row is called from the backend's goroutines, so it must
-// be safe for concurrent use; the returned slice is the row itself, not a copy.
+// staging provides it. Row is called from the backend's goroutines, possibly
+// long after the submission, so it must be safe for concurrent use; the
+// returned slice is the row itself, not a copy.
 type Memory interface {
 	Row(localGroup, local int) ([]byte, bool)
 }
@@ -63,7 +71,7 @@ type Call struct {
 	Op     Op
 	Extent string // the extent name (for a probe, the name probed)
 	Seq    uint64 // 1 for the backend's first call, then 2, ...
-	Units  int    // how many units the extent (or probe) has
+	Units  int    // how many units the extent (or probe) had when it was submitted
 }
 
 // Option configures a Backend.
@@ -100,13 +108,25 @@ func WithSlowQuiesce(d time.Duration) Option {
 	return func(b *Backend) { b.slow = d }
 }
 
+// WithCapacity bounds the store to units rows (0, the default, is unbounded;
+// a negative capacity is refused by New). Storing a new row in a full store
+// evicts the least recently used one. A Put, a publication and a fetch that
+// serves a row count as uses of it; Get, Probe and a fetch that finds a row
+// but does not serve it (Partial) do not. An evicted name is a miss for every
+// later fetch and probe, never a failure. The store then holds at most units
+// rows, besides the rows that deliveries in flight have already read.
+func WithCapacity(units int) Option {
+	return func(b *Backend) { b.capacity = units }
+}
+
 // Backend is the in-process backend. Create it with New and end it with Close.
 type Backend struct {
-	mem    Memory
-	policy func(Call) Mode
-	delay  func(Call) time.Duration
-	gate   func(Call) <-chan struct{}
-	slow   time.Duration
+	mem      Memory
+	policy   func(Call) Mode
+	delay    func(Call) time.Duration
+	gate     func(Call) <-chan struct{}
+	slow     time.Duration
+	capacity int
 
 	seq     atomic.Uint64
 	wg      sync.WaitGroup
@@ -115,15 +135,10 @@ type Backend struct {
 	nArmed  atomic.Int32 // len(armed), read without the lock on hot paths
 
 	mu      sync.Mutex
-	store   map[key][]byte // values are never mutated, only replaced
-	armed   []*attempt     // WriteAfterQuiesce attempts whose Quiesce answered true
+	store   store
+	armed   []*attempt // WriteAfterQuiesce attempts whose Quiesce answered true
 	regs    map[uint64]span
 	nextReg uint64
-}
-
-type key struct {
-	extent string
-	name   contract.Name
 }
 
 type span struct{ addr, end uintptr }
@@ -144,15 +159,22 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 		policy: func(Call) Mode { return Normal },
 		slow:   20 * time.Millisecond,
 		closed: make(chan struct{}),
-		store:  map[key][]byte{},
 		regs:   map[uint64]span{},
 	}
 	for _, o := range opts {
 		o(b)
 	}
+	var errs []error
 	if b.policy == nil {
-		return nil, errors.New("mem: New: WithPolicy(nil); want a function choosing each call's mode")
+		errs = append(errs, errors.New("mem: New: WithPolicy(nil); want a function choosing each call's mode"))
 	}
+	if b.capacity < 0 {
+		errs = append(errs, fmt.Errorf("mem: New: WithCapacity(%d); want 0 (unbounded) or a positive number of rows", b.capacity))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	b.store.init(b.capacity)
 	return b, nil
 }
 
@@ -166,32 +188,44 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Put stores a copy of row under (extent, name), as a publication would.
+// Put stores a copy of row under (extent, name), as a publication would. It
+// counts as a use of the row; with a capacity, a new row in a full store
+// evicts the least recently used one.
 func (b *Backend) Put(extent string, name contract.Name, row []byte) {
+	row = append([]byte(nil), row...)
 	b.mu.Lock()
-	b.store[key{extent, name}] = append([]byte(nil), row...)
+	b.store.put(key{extent, name}, row)
 	b.mu.Unlock()
 }
 
-// Get returns a copy of the row stored under (extent, name).
+// Get returns a copy of the row stored under (extent, name). It inspects the
+// store without counting as a use: it never changes which row is evicted next.
 func (b *Backend) Get(extent string, name contract.Name) ([]byte, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	row, ok := b.store[key{extent, name}]
+	e, ok := b.store.peek(key{extent, name})
 	if !ok {
 		return nil, false
 	}
-	return append([]byte(nil), row...), true
+	return append([]byte(nil), e.row...), true
 }
 
-func (b *Backend) lookup(extent string, name contract.Name) ([]byte, bool) {
+// Len reports how many rows the store holds; with a capacity, never more than
+// it.
+func (b *Backend) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	row, ok := b.store[key{extent, name}]
-	return row, ok
+	return len(b.store.m)
 }
 
-// Fetch submits a fetch of the extent's units into their staging rows.
+// Evictions reports how many rows the capacity has evicted so far. Replacing
+// a row under the same name is not an eviction.
+func (b *Backend) Evictions() uint64 { return b.store.evictions.Load() }
+
+// Fetch submits a fetch of the extent's units into their staging rows. The
+// backend keeps extent and reads its units on the delivery's goroutine, after
+// the delay and the gate: the caller must not rebuild it in place before
+// Quiesce answered true.
 func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
 	if route != nil {
 		return nil, fmt.Errorf("mem: Fetch: %w: a route was given, but this single-source backend opens none", contract.ErrSubmissionRejected)
@@ -200,6 +234,8 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 }
 
 // Publish submits a publication of the extent's staging rows into the store.
+// Like Fetch, it keeps extent and resolves its units lazily on the delivery's
+// goroutine.
 func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error) {
 	return b.submit(OpPublish, extent)
 }
@@ -273,11 +309,11 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 		a.settle(contract.Failed{Reason: "backend closed before the delivery started"})
 		return
 	}
-	// Resolve every row first: a unit without a usable row fails the whole
+	// The units are resolved only now, after the delay and the gate, from the
+	// extent as it is now: a backend may keep what it was handed and read it
+	// long after the submission. A unit without a usable row fails the whole
 	// delivery before anything is written.
 	rows := make([][]byte, ext.Len())
-	data := make([][]byte, ext.Len()) // fetch: the stored rows, read once
-	var hits []int                    // unit indexes the store holds (fetch) or every unit (publish)
 	for i, u := range ext.All() {
 		row, ok := b.mem.Row(u.LocalGroup, u.Local)
 		if !ok {
@@ -285,18 +321,6 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 			return
 		}
 		rows[i] = row
-		if call.Op == OpPublish {
-			hits = append(hits, i)
-			continue
-		}
-		if d, ok := b.lookup(ext.Name(), u.Name); ok {
-			if len(d) != len(row) {
-				a.settle(contract.Failed{Reason: fmt.Sprintf("unit %d: stored row has %d bytes, staging row %d", i, len(d), len(row))})
-				return
-			}
-			data[i] = d
-			hits = append(hits, i)
-		}
 	}
 
 	switch a.mode {
@@ -316,20 +340,33 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 			}
 		}
 		return
-	case Partial, WriteUnserved:
-		hits = hits[:(len(hits)+1)/2]
+	}
+
+	var hits []int    // unit indexes served (fetch) or stored (publish)
+	var data [][]byte // fetch: the stored rows, read once, by unit index
+	if call.Op == OpFetch {
+		data = make([][]byte, len(rows))
+		var reason string
+		if hits, reason = b.load(a.mode, ext, rows, data); reason != "" {
+			a.settle(contract.Failed{Reason: reason})
+			return
+		}
+	} else {
+		hits = make([]int, len(rows))
+		for i := range hits {
+			hits[i] = i
+		}
+		hits = servedPart(a.mode, hits)
+		b.keep(ext, rows, hits)
 	}
 
 	names := make([]contract.Name, 0, len(hits)+1)
 	served := make([]bool, ext.Len())
 	for _, i := range hits {
-		u := ext.Unit(i)
 		if call.Op == OpFetch {
 			copy(rows[i], data[i])
-		} else {
-			b.Put(ext.Name(), u.Name, rows[i])
 		}
-		names = append(names, u.Name)
+		names = append(names, ext.Unit(i).Name)
 		served[i] = true
 		a.served = append(a.served, rows[i])
 	}
@@ -344,6 +381,55 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 		names = append(names, unasked(ext))
 	}
 	a.settle(contract.Delivered{Served: contract.NewNameSet(names...)})
+}
+
+// servedPart is the part of the hits a mode serves.
+func servedPart(m Mode, hits []int) []int {
+	if m == Partial || m == WriteUnserved {
+		return hits[:(len(hits)+1)/2]
+	}
+	return hits
+}
+
+// load looks up every unit of a fetch under one lock: it fills data with the
+// stored rows the mode serves, returns their unit indexes and counts them as
+// uses. A stored row whose size differs from its staging row fails the
+// delivery (a non-empty reason) before anything is used or written.
+func (b *Backend) load(m Mode, ext contract.CacheExtent, rows, data [][]byte) (hits []int, reason string) {
+	var ents []*entry
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, row := range rows {
+		e, ok := b.store.peek(key{ext.Name(), ext.Unit(i).Name})
+		if !ok {
+			continue
+		}
+		if len(e.row) != len(row) {
+			return nil, fmt.Sprintf("unit %d: stored row has %d bytes, staging row %d", i, len(e.row), len(row))
+		}
+		hits = append(hits, i)
+		ents = append(ents, e)
+	}
+	hits = servedPart(m, hits)
+	for j, i := range hits {
+		data[i] = ents[j].row
+		b.store.use(ents[j])
+	}
+	return hits, ""
+}
+
+// keep stores copies of the listed staging rows of a publication, under one
+// lock.
+func (b *Backend) keep(ext contract.CacheExtent, rows [][]byte, hits []int) {
+	copies := make([][]byte, len(hits))
+	for j, i := range hits {
+		copies[j] = append([]byte(nil), rows[i]...)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for j, i := range hits {
+		b.store.put(key{ext.Name(), ext.Unit(i).Name}, copies[j])
+	}
 }
 
 // hold waits for the call's delay and gate; false means the backend closed.
@@ -412,8 +498,8 @@ func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, 
 }
 
 // Quiesce answers true once none of the listed attempts can touch memory again.
-// It waits only on the listed attempts, honouring ctx; a cancelled ctx is an
-// error, never true.
+// It waits only on the listed attempts, honouring ctx; a ctx already done, or
+// done while waiting, is an error, never true.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	b.fireLate()
 	as, err := b.attempts("Quiesce", list)
@@ -434,6 +520,8 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 		case SlowQuiesce:
 			slow = true
 		}
+	}
+	for i, a := range as {
 		select {
 		case <-a.done:
 		case <-ctx.Done():
@@ -528,6 +616,8 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 
 // Probe reports which units the store holds under the extent name. It always
 // answers (answered is true) unless the policy injects Fail, which is an error.
+// It is advisory: a row it reports may be evicted before a later fetch. It
+// does not count as a use of the rows.
 func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (contract.NameSet, bool, error) {
 	b.fireLate()
 	if err := ctx.Err(); err != nil {
@@ -541,11 +631,13 @@ func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name)
 		return contract.NameSet{}, false, fmt.Errorf("mem: Probe %q: injected failure", call.Extent)
 	}
 	var hits []contract.Name
+	b.mu.Lock()
 	for _, n := range units {
-		if _, ok := b.lookup(call.Extent, n); ok {
+		if _, ok := b.store.peek(key{call.Extent, n}); ok {
 			hits = append(hits, n)
 		}
 	}
+	b.mu.Unlock()
 	return contract.NewNameSet(hits...), true, nil
 }
 
