@@ -261,8 +261,9 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		want []string
 	}{
 		{"negative capacity", []mem.Option{mem.WithCapacity(-1)}, []string{"WithCapacity(-1)"}},
-		{"every mistake at once", []mem.Option{mem.WithCapacity(-1), mem.WithPolicy(nil)},
-			[]string{"WithCapacity(-1)", "WithPolicy(nil)"}},
+		{"negative not-yet count", []mem.Option{mem.WithQuiesceNotYet(-2)}, []string{"WithQuiesceNotYet(-2)"}},
+		{"every mistake at once", []mem.Option{mem.WithCapacity(-1), mem.WithQuiesceNotYet(-2), mem.WithPolicy(nil)},
+			[]string{"WithCapacity(-1)", "WithQuiesceNotYet(-2)", "WithPolicy(nil)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

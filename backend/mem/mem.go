@@ -12,7 +12,8 @@
 // not rebuild it before Quiesce answered true.
 //
 // Faults (misses, partial delivery, failures, cancels, rejected submissions,
-// unprovable quiescence) and deliberately broken behaviours (writes after
+// quiescence that is unprovable, slow or not yet established, access that goes
+// on after the outcome) and deliberately broken behaviours (writes after
 // Quiesce, writes to unserved rows, changing answers, serving names not asked
 // for) are injected per submission by Mode, so a readiness engine and a
 // conformance kit can be tested against each.
@@ -25,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,8 +36,9 @@ import (
 
 // Memory resolves a unit's local coordinates to its staging row. The engine's
 // staging provides it. Row is called from the backend's goroutines, possibly
-// long after the submission, so it must be safe for concurrent use; the
-// returned slice is the row itself, not a copy.
+// long after the submission (and, for TornUntilQuiesce, again on every pass
+// until Quiesce), so it must be safe for concurrent use; the returned slice is
+// the row itself, not a copy.
 type Memory interface {
 	Row(localGroup, local int) ([]byte, bool)
 }
@@ -119,20 +122,37 @@ func WithCapacity(units int) Option {
 	return func(b *Backend) { b.capacity = units }
 }
 
+// WithQuiesceNotYet sets how many calls to Quiesce answer false for a
+// QuiesceNotYet attempt before one can answer true (default 2; a negative
+// count is refused by New; 0 makes the mode behave like Normal).
+func WithQuiesceNotYet(n int) Option {
+	return func(b *Backend) { b.notYet = n }
+}
+
+// WithTornInterval sets how long a TornUntilQuiesce attempt waits between its
+// passes over the served rows (default 100µs). With d <= 0 it only yields the
+// processor between passes.
+func WithTornInterval(d time.Duration) Option {
+	return func(b *Backend) { b.tornEvery = d }
+}
+
 // Backend is the in-process backend. Create it with New and end it with Close.
 type Backend struct {
-	mem      Memory
-	policy   func(Call) Mode
-	delay    func(Call) time.Duration
-	gate     func(Call) <-chan struct{}
-	slow     time.Duration
-	capacity int
+	mem       Memory
+	policy    func(Call) Mode
+	delay     func(Call) time.Duration
+	gate      func(Call) <-chan struct{}
+	slow      time.Duration
+	capacity  int
+	notYet    int
+	tornEvery time.Duration
 
-	seq     atomic.Uint64
-	wg      sync.WaitGroup
-	closed  chan struct{}
-	closing sync.Once
-	nArmed  atomic.Int32 // len(armed), read without the lock on hot paths
+	seq        atomic.Uint64
+	wg         sync.WaitGroup
+	closed     chan struct{}
+	closing    sync.Once
+	nArmed     atomic.Int32 // len(armed), read without the lock on hot paths
+	tornPasses atomic.Uint64
 
 	mu      sync.Mutex
 	store   store
@@ -155,11 +175,13 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 		return nil, errors.New("mem: New: Memory is nil; want the staging rows the backend reads and writes")
 	}
 	b := &Backend{
-		mem:    mem,
-		policy: func(Call) Mode { return Normal },
-		slow:   20 * time.Millisecond,
-		closed: make(chan struct{}),
-		regs:   map[uint64]span{},
+		mem:       mem,
+		policy:    func(Call) Mode { return Normal },
+		slow:      20 * time.Millisecond,
+		notYet:    2,
+		tornEvery: 100 * time.Microsecond,
+		closed:    make(chan struct{}),
+		regs:      map[uint64]span{},
 	}
 	for _, o := range opts {
 		o(b)
@@ -171,6 +193,9 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 	if b.capacity < 0 {
 		errs = append(errs, fmt.Errorf("mem: New: WithCapacity(%d); want 0 (unbounded) or a positive number of rows", b.capacity))
 	}
+	if b.notYet < 0 {
+		errs = append(errs, fmt.Errorf("mem: New: WithQuiesceNotYet(%d); want a count of false answers >= 0", b.notYet))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -179,9 +204,10 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 }
 
 // Close ends the backend: deliveries still waiting are abandoned (reported
-// Failed, touching nothing), pending broken late writes never happen, and
-// Close returns once every goroutine of the backend has ended. Later
-// submissions are rejected. Close is idempotent.
+// Failed, touching nothing), TornUntilQuiesce passes stop (leaving the true
+// content in place), pending broken late writes never happen, and Close
+// returns once every goroutine of the backend has ended. Later submissions are
+// rejected. Close is idempotent.
 func (b *Backend) Close() error {
 	b.closing.Do(func() { close(b.closed) })
 	b.wg.Wait()
@@ -222,10 +248,16 @@ func (b *Backend) Len() int {
 // a row under the same name is not an eviction.
 func (b *Backend) Evictions() uint64 { return b.store.evictions.Load() }
 
+// TornPasses reports how many passes TornUntilQuiesce attempts have made over
+// their served rows after reporting the outcome: for a fetch, rewrites
+// (alternately Poison and the true content); for a publication, re-reads.
+func (b *Backend) TornPasses() uint64 { return b.tornPasses.Load() }
+
 // Fetch submits a fetch of the extent's units into their staging rows. The
 // backend keeps extent and reads its units on the delivery's goroutine, after
-// the delay and the gate: the caller must not rebuild it in place before
-// Quiesce answered true.
+// the delay and the gate (and, for TornUntilQuiesce, again on every pass until
+// Quiesce): the caller must not rebuild it in place before Quiesce answered
+// true.
 func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
 	if route != nil {
 		return nil, fmt.Errorf("mem: Fetch: %w: a route was given, but this single-source backend opens none", contract.ErrSubmissionRejected)
@@ -256,6 +288,9 @@ func (b *Backend) submit(op Op, extent contract.CacheExtent) (contract.Attempt, 
 		return nil, fmt.Errorf("mem: %s %q: %w: injected rejection", op, call.Extent, contract.ErrSubmissionRejected)
 	}
 	a := &attempt{b: b, mode: mode, ready: make(chan struct{}), done: make(chan struct{})}
+	if mode == TornUntilQuiesce {
+		a.stop = make(chan struct{})
+	}
 	b.wg.Add(1)
 	go b.run(a, call, extent)
 	return a, nil
@@ -272,8 +307,15 @@ type attempt struct {
 	ready chan struct{} // closed once out is set
 	done  chan struct{} // closed once the goroutine stops touching memory
 
+	// QuiesceNotYet: how many calls to Quiesce have counted against it.
+	quiesceCalls atomic.Int64
+	// TornUntilQuiesce: closed (once) by the first Quiesce that lists it.
+	stop     chan struct{}
+	stopping atomic.Bool
+
 	// Set by the goroutine before done is closed; read after done.
 	served [][]byte // rows the late writer of WriteAfterQuiesce rewrites
+	sink   byte     // what TornUntilQuiesce's publication re-reads fold into
 
 	// Guarded by b.mu.
 	armed bool
@@ -300,6 +342,13 @@ func (a *attempt) Poll() contract.Outcome {
 func (a *attempt) settle(o contract.Outcome) {
 	a.out.Store(&outcomeBox{o})
 	close(a.ready)
+}
+
+// stopPasses asks a TornUntilQuiesce attempt to end its passes; idempotent.
+func (a *attempt) stopPasses() {
+	if a.stop != nil && a.stopping.CompareAndSwap(false, true) {
+		close(a.stop)
+	}
 }
 
 func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
@@ -381,6 +430,9 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 		names = append(names, unasked(ext))
 	}
 	a.settle(contract.Delivered{Served: contract.NewNameSet(names...)})
+	if a.mode == TornUntilQuiesce {
+		b.tear(a, call.Op, ext, hits, data)
+	}
 }
 
 // servedPart is the part of the hits a mode serves.
@@ -429,6 +481,72 @@ func (b *Backend) keep(ext contract.CacheExtent, rows [][]byte, hits []int) {
 	defer b.mu.Unlock()
 	for j, i := range hits {
 		b.store.put(key{ext.Name(), ext.Unit(i).Name}, copies[j])
+	}
+}
+
+// tear is TornUntilQuiesce's access after the outcome: pass after pass over
+// the served rows, resolved again from the extent each time, until Quiesce
+// stops it or the backend closes. A fetch pass writes Poison and the true
+// content in turn; a publication pass only reads. The goroutine ends with the
+// true content in place, so done (what Quiesce waits for) follows the last
+// write.
+func (b *Backend) tear(a *attempt, op Op, ext contract.CacheExtent, served []int, data [][]byte) {
+	if len(served) == 0 {
+		return // nothing was served: there is nothing to touch
+	}
+	var tick *time.Timer
+	if b.tornEvery > 0 {
+		tick = time.NewTimer(b.tornEvery)
+		defer tick.Stop()
+	}
+	torn := false
+	for {
+		torn = !torn
+		b.pass(a, op, ext, served, data, torn)
+		b.tornPasses.Add(1)
+		if tick == nil {
+			select {
+			case <-a.stop:
+			case <-b.closed:
+			default:
+				runtime.Gosched()
+				continue
+			}
+			break
+		}
+		tick.Reset(b.tornEvery)
+		select {
+		case <-a.stop:
+		case <-b.closed:
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	if torn && op == OpFetch {
+		b.pass(a, op, ext, served, data, false)
+	}
+}
+
+// pass touches each served row once: a fetch writes Poison (torn) or the true
+// content; a publication reads the row.
+func (b *Backend) pass(a *attempt, op Op, ext contract.CacheExtent, served []int, data [][]byte, torn bool) {
+	for _, i := range served {
+		u := ext.Unit(i)
+		row, ok := b.mem.Row(u.LocalGroup, u.Local)
+		if !ok {
+			continue
+		}
+		switch {
+		case op == OpPublish:
+			for _, x := range row {
+				a.sink ^= x
+			}
+		case torn:
+			fill(row, Poison)
+		default:
+			copy(row, data[i])
+		}
 	}
 }
 
@@ -500,6 +618,11 @@ func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, 
 // Quiesce answers true once none of the listed attempts can touch memory again.
 // It waits only on the listed attempts, honouring ctx; a ctx already done, or
 // done while waiting, is an error, never true.
+//
+// Per mode: QuiesceError answers an error and QuiesceFalse false, for ever;
+// SlowQuiesce takes longer; a QuiesceNotYet attempt makes the call answer
+// false at once while it has false answers left; a TornUntilQuiesce attempt
+// is told to stop its passes, and the call waits for them to end.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	b.fireLate()
 	as, err := b.attempts("Quiesce", list)
@@ -520,6 +643,20 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 		case SlowQuiesce:
 			slow = true
 		}
+	}
+	notYet := false
+	for _, a := range as {
+		switch a.mode {
+		case QuiesceNotYet:
+			if a.quiesceCalls.Add(1) <= int64(b.notYet) {
+				notYet = true
+			}
+		case TornUntilQuiesce:
+			a.stopPasses()
+		}
+	}
+	if notYet {
+		return false, nil
 	}
 	for i, a := range as {
 		select {

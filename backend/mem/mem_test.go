@@ -98,6 +98,9 @@ func TestFetchModes(t *testing.T) {
 		{mem.QuiesceFalse, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, false, true, false},
 		{mem.QuiesceError, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, false, false, false},
 		{mem.SlowQuiesce, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, true, true, false},
+		// The first Quiesce is "not yet"; TestQuiesceNotYet follows it to true.
+		{mem.QuiesceNotYet, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, false, true, false},
+		{mem.TornUntilQuiesce, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, true, true, false},
 		{mem.WriteAfterQuiesce, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, true, true, true},
 		{mem.WriteUnserved, served(0, 1), [4][]byte{content(0), content(1), poison(), poison()}, true, true, false},
 		{mem.FlipOutcome, served(all...), [4][]byte{content(0), content(1), content(2), untouched()}, true, true, false},
@@ -427,6 +430,18 @@ func TestModeNames(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, broken)
+	for i, m := range mem.Modes() {
+		assert.Equal(t, mem.Mode(i), m, "Modes lists the modes in order")
+		assert.NotEmpty(t, m.String())
+		if i > 0 && mem.Modes()[i-1].Broken() {
+			assert.True(t, m.Broken(), "every correct mode comes before every broken one: %v follows a broken mode", m)
+		}
+	}
+	for _, m := range []mem.Mode{mem.QuiesceNotYet, mem.TornUntilQuiesce, mem.SlowQuiesce} {
+		assert.False(t, m.Broken(), "%v is a fault a correct backend may exhibit", m)
+	}
+	assert.Equal(t, "quiesce-not-yet", mem.QuiesceNotYet.String())
+	assert.Equal(t, "torn-until-quiesce", mem.TornUntilQuiesce.String())
 	assert.Equal(t, "mode(-1)", mem.Mode(-1).String())
 	assert.False(t, mem.Mode(-1).Valid())
 	assert.Equal(t, "probe", mem.OpProbe.String())

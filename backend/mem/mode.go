@@ -2,10 +2,13 @@ package mem
 
 import "strconv"
 
-// Mode is how one submission behaves. The zero Mode is Normal. Modes up to
-// SlowQuiesce are faults a correct backend may exhibit and a correct engine
-// must survive; the modes after it are Broken: they violate the contract on
-// purpose, so that a conformance kit can show it catches them.
+// Mode is how one submission behaves. The zero Mode is Normal.
+//
+// The modes before WriteAfterQuiesce (Normal through TornUntilQuiesce) are
+// correct: faults and adversarial timings a backend that keeps the contract
+// may exhibit, which a correct engine must survive. The modes from
+// WriteAfterQuiesce on are Broken: they violate the contract on purpose, so
+// that a conformance kit can show it catches them.
 type Mode int
 
 // The modes, in the order Modes returns them.
@@ -39,6 +42,27 @@ const (
 	// SlowQuiesce delivers like Normal, but Quiesce takes the backend's slow
 	// quiesce duration longer (honouring ctx) before answering true.
 	SlowQuiesce
+	// QuiesceNotYet delivers like Normal, but the first N calls to Quiesce
+	// that list the attempt answer false at once, without waiting (N is set by
+	// WithQuiesceNotYet, default 2); later calls answer true once the
+	// delivery's goroutine has ended. It models "false means not yet": a later
+	// retry proves it. A call refused before answering (a context already
+	// done, an attempt of another backend, another listed attempt's injected
+	// error) is not counted.
+	QuiesceNotYet
+	// TornUntilQuiesce delivers like Normal and reports Delivered, but its
+	// goroutine goes on touching the served rows until Quiesce is called for
+	// the attempt (a retried or duplicated write, a lagging DMA). For a fetch
+	// it rewrites every served staging row, alternately all Poison and the
+	// true content, first Poison right after the outcome; for a publication it
+	// keeps re-reading the published rows and never writes them. Each pass
+	// resolves the units again from the extent it was handed. Quiesce stops
+	// the passes, waits for the goroutine to end with the true content in
+	// place, and answers true: bytes read from staging before that answer may
+	// be torn, bytes read after it are exactly the stored content. A Quiesce
+	// refused for a context already done does not stop the passes.
+	// WithTornInterval paces them; TornPasses counts them.
+	TornUntilQuiesce
 
 	// WriteAfterQuiesce (broken) delivers like Normal, lets Quiesce answer true,
 	// and keeps a goroutine that writes Poison into every served row again
@@ -59,27 +83,33 @@ const (
 	numModes
 )
 
-var modeNames = [...]string{
+// firstBroken is the first mode that violates the contract: every mode before
+// it is correct, every mode from it on is Broken.
+const firstBroken = WriteAfterQuiesce
+
+var modeNames = [numModes]string{
 	"normal", "miss", "partial", "fail", "cancel-local", "cancel-by-peer", "reject",
-	"quiesce-false", "quiesce-error", "slow-quiesce",
+	"quiesce-false", "quiesce-error", "slow-quiesce", "quiesce-not-yet", "torn-until-quiesce",
 	"write-after-quiesce", "write-unserved", "flip-outcome", "serve-unasked",
 }
 
 // String names the mode.
 func (m Mode) String() string {
-	if m < 0 || m >= numModes {
+	if !m.Valid() {
 		return "mode(" + strconv.Itoa(int(m)) + ")"
 	}
 	return modeNames[m]
 }
 
-// Broken reports a mode that violates the contract on purpose.
-func (m Mode) Broken() bool { return m >= WriteAfterQuiesce && m < numModes }
+// Broken reports a mode that violates the contract on purpose (WriteAfterQuiesce
+// and the modes after it). Every other valid mode is one a correct backend may
+// exhibit.
+func (m Mode) Broken() bool { return m >= firstBroken && m < numModes }
 
 // Valid reports a defined mode.
 func (m Mode) Valid() bool { return m >= 0 && m < numModes }
 
-// Modes returns every mode, faults first, then the broken ones.
+// Modes returns every mode, the correct ones first, then the broken ones.
 func Modes() []Mode {
 	ms := make([]Mode, numModes)
 	for i := range ms {
