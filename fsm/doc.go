@@ -1,20 +1,40 @@
 // Package fsm declares the lifecycle of a staging lease — the rows of one fetch or
 // publish — once, and compiles it into the dense table the readiness engine runs
-// from.
+// from. This is revision 2 of SPEC §4: nothing is copied out of staging before the
+// backend's access is proven over.
 //
 // The declaration (lifecycle.go) says, for every (state, event) pair, exactly one
-// of three things: a Move to a next state; a Latch, which records evidence that
-// arrived early (an access proof before the outcome, a release request before the
-// fence) so that it fires again after a later move; or a Refuse with a declared
-// reason. Nothing is implicit: [Lifecycle] is compiled from the declaration when
-// the package loads and the compile step rejects a missing or doubled pair.
+// of three things: a Move to a next state, which may latch the lease's logical
+// outcome (a [Result]: served, missed, cancelled, timeout, …); a Latch, which
+// records evidence that arrived early (an access proof before the outcome, a
+// release request before the fence) together with what keeping it means there,
+// so that [Table.Redeliver] fires it again after a later move; or a Refuse with a
+// declared reason. Beside the pairs, a state may declare completion moves: guarded
+// moves it takes the moment a lease enters it, before its own work, when a
+// [Guard] holds for the lease (a fetch skips the staging copies, a rejected lease
+// was never exposed, a miss has nothing to copy). The engine reports the guards
+// that hold as [Facts]; [Table.Complete] tries the state's completions in
+// declaration order. Nothing is implicit and the engine invents no event to push a
+// lease along: [Lifecycle] is compiled from the declaration when the package loads,
+// and the compile step rejects a missing or doubled pair, a move to itself, a
+// latch without meaning, a refusal without reason or an out-of-range value.
 //
-// Moves and latches are written as github.com/looplab/fsm event descriptions (a
-// latch is a self-loop), so [Declaration] can build a looplab machine that the
-// tests drive side by side with the table. looplab itself is never on the
-// per-lease path: [Table.Fire] is an array lookup with no allocation and no lock.
+// The state groups the engine asks about — which states hold slots
+// ([Table.Holding]), are exposed to the backend ([Table.Exposed]), can be
+// contained ([Table.Containable]), answer readiness ([Table.Answerable]) or are
+// entered with an outcome ([Table.Outcome]) — are derived from the compiled table,
+// never listed by hand, so a change to the declaration changes its consequences
+// everywhere at once.
+//
+// [Declaration] renders the lifecycle as github.com/looplab/fsm event
+// descriptions (a latch is a self-loop, a completion the event "[guard]"); the
+// tests drive a looplab machine built from it beside the table to check the
+// compiler, and check the lifecycle itself against an oracle written from the
+// SPEC. looplab is never on the per-lease path: [Table.Fire] is an array lookup
+// with no allocation and no lock. Package diagram draws the same table.
 //
 // Like etcd's raft, the package is a pure state machine: it decides, and the
-// caller (the engine) performs the effects — granting slots, queuing copies,
-// asking Quiesce, returning slots to the allocator.
+// caller (the engine) performs what entering a state asks for — granting slots,
+// queuing copies, submitting, asking Quiesce, returning slots to the allocator,
+// signalling containment.
 package fsm

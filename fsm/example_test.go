@@ -7,44 +7,66 @@ import (
 	"github.com/kvready/kvready/fsm"
 )
 
-// A lease's access proof arrives before its outcome: the table latches it, and
-// it fences the slots only once the outcome is in and the local copies landed.
+// A fetch whose access proof arrives before its outcome: the table latches the
+// proof, and it fences the slots only once the outcome — a miss — is in.
+// Entering the fence would issue the staging→device copies; a miss has none, so
+// the [nothing_to_copy] completion moves on at once, and the owner's release
+// returns the slots.
 func Example() {
 	tab := fsm.Lifecycle()
-	var lease fsm.Slot // the zero Slot is waiting
+	var lease fsm.Slot                      // the zero Slot is waiting
+	facts := fsm.Facts(0).With(fsm.IsFetch) // what the engine knows of the lease
+	show := func(how string, step fsm.Step) {
+		line := fmt.Sprintf("%-19s %-11s %s -> %s", step.Cause(), how, step.From, step.To)
+		if step.Result != fsm.NoResult {
+			line += " (" + step.Result.String() + ")"
+		}
+		fmt.Println(line)
+	}
+	// settle takes the completions and re-delivers latched events after a
+	// move, as the engine does, until neither applies.
+	settle := func() {
+		for {
+			if step, ok := tab.Complete(&lease, facts); ok {
+				show("completion", step)
+				continue
+			}
+			step, ok := tab.Redeliver(&lease)
+			if !ok {
+				return
+			}
+			show("redelivered", step)
+		}
+	}
 	fire := func(e fsm.Event) {
 		step, err := tab.Fire(&lease, e)
 		var refused *fsm.RefusedError
 		if errors.As(err, &refused) {
-			fmt.Printf("%-17s refused: %s\n", e, refused.Reason)
+			fmt.Printf("%-19s refused: %s\n", e, refused.Reason)
 			return
 		}
-		fmt.Printf("%-17s %s: %s -> %s\n", e, step.Kind, step.From, step.To)
-		for step.Kind == fsm.Move {
-			again, ok := tab.Redeliver(&lease)
-			if !ok {
-				break
-			}
-			fmt.Printf("%-17s redelivered: %s -> %s\n", again.Event, again.From, again.To)
+		show(step.Kind.String(), step)
+		if step.Kind == fsm.Move {
+			settle()
 		}
 	}
-	for _, e := range []fsm.Event{
-		fsm.SlotsGranted, fsm.CopiesLanded, fsm.Submitted,
-		fsm.AccessProven, fsm.ReleaseRequested, fsm.OutcomeMissed,
-		fsm.ContractViolation, fsm.CopiesLanded, fsm.ReleaseRequested,
-	} {
-		fire(e)
-	}
+	fire(fsm.SlotsGranted)
+	fire(fsm.Submitted)
+	fire(fsm.AccessProven) // Quiesce answered true before the outcome
+	facts = facts.With(fsm.NothingToCopy)
+	fire(fsm.OutcomeMissed)
+	fire(fsm.OutcomeServed) // a changed answer, too late: only counted
+	fire(fsm.ReleaseRequested)
+	fire(fsm.ReleaseRequested)
 	// Output:
-	// slots_granted     move: waiting -> granted
-	// copies_landed     move: granted -> staged
-	// submitted         move: staged -> requested
-	// access_proven     latch: requested -> requested
-	// release_requested latch: requested -> requested
-	// outcome_missed    move: requested -> missed
-	// contract_violation refused: a latched miss stays a miss; the violation is counted separately
-	// copies_landed     move: missed -> logically_complete
-	// access_proven     redelivered: logically_complete -> access_fenced
-	// release_requested redelivered: access_fenced -> released
-	// release_requested refused: released: the handle is stale
+	// slots_granted       move        waiting -> granted
+	// [fetch]             completion  granted -> staged
+	// submitted           move        staged -> requested
+	// access_proven       latch       requested -> requested
+	// outcome_missed      move        requested -> missed (missed)
+	// access_proven       redelivered missed -> access_fenced
+	// [nothing_to_copy]   completion  access_fenced -> logically_complete
+	// outcome_served      refused: access already proven over: the fence stands and a late answer is only counted
+	// release_requested   move        logically_complete -> released
+	// release_requested   refused: released: the handle is stale
 }

@@ -4,13 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
+	"strings"
 
 	looplab "github.com/looplab/fsm"
 )
 
-// String returns the state's snake_case name, as used in the declaration, the
-// diagrams and the docs.
+// describedState says what a state means and what may happen to its slots; the
+// docs generator prints both.
+type describedState struct {
+	name, meaning, slots string
+}
+
+// String returns the state's snake_case name, as the diagrams and docs spell it.
 func (s State) String() string {
 	if s < NumStates {
 		return stateInfo[s].name
@@ -26,7 +31,7 @@ func (s State) Meaning() string {
 	return ""
 }
 
-// Slots says what may happen to the lease's staging slots while it is in the state.
+// Slots says what may happen to the lease's staging slots in the state.
 func (s State) Slots() string {
 	if s < NumStates {
 		return stateInfo[s].slots
@@ -35,7 +40,12 @@ func (s State) Slots() string {
 }
 
 // Terminal reports whether no event can move the lease out of the state.
-func (s State) Terminal() bool { return s == Quarantined || s == Released }
+func (s State) Terminal() bool {
+	if s >= NumStates {
+		return false
+	}
+	return lifecycle.terminal[s]
+}
 
 // String returns the event's snake_case name.
 func (e Event) String() string {
@@ -53,6 +63,41 @@ func (e Event) Meaning() string {
 	return ""
 }
 
+// String returns the guard's snake_case name, as the diagrams print it.
+func (g Guard) String() string {
+	if g < NumGuards {
+		return guardInfo[g].name
+	}
+	return fmt.Sprintf("guard(%d)", uint8(g))
+}
+
+// Meaning says what the guard tests.
+func (g Guard) Meaning() string {
+	if g < NumGuards {
+		return guardInfo[g].meaning
+	}
+	return ""
+}
+
+// String returns the result's name: served, partial, missed, failed,
+// cancelled, rejected, timeout, violation, or none.
+func (r Result) String() string {
+	if r < NumResults {
+		return resultNames[r]
+	}
+	return fmt.Sprintf("result(%d)", uint8(r))
+}
+
+// Failure reports whether the result is a failure of the request: failed,
+// cancelled, rejected, timed out or a violation. A miss is not a failure.
+func (r Result) Failure() bool {
+	switch r {
+	case Failure, Cancel, Rejection, Timeout, Violation:
+		return true
+	}
+	return false
+}
+
 // ParseState returns the state named name (snake_case, as [State.String] spells it).
 func ParseState(name string) (State, error) {
 	for s := range NumStates {
@@ -60,7 +105,11 @@ func ParseState(name string) (State, error) {
 			return s, nil
 		}
 	}
-	return 0, fmt.Errorf("fsm: unknown state %q: want one of waiting, granted, staged, requested, served, partial, missed, failed, logically_complete, access_fenced, quarantined, released", name)
+	all := make([]string, NumStates)
+	for s := range NumStates {
+		all[s] = s.String()
+	}
+	return 0, fmt.Errorf("fsm: unknown state %q: want one of %s", name, strings.Join(all, ", "))
 }
 
 // ParseEvent returns the event named name (snake_case, as [Event.String] spells it).
@@ -81,8 +130,8 @@ const (
 	Refuse Kind = iota
 	// Move changes the lease's state to the entry's Next.
 	Move
-	// Latch records the event in the lease's [Latches]; [Table.Redeliver] fires it
-	// again after a later move.
+	// Latch records the event in the lease's [Latches]; [Table.Redeliver]
+	// fires it again after a later move.
 	Latch
 )
 
@@ -105,14 +154,41 @@ type Entry struct {
 	Kind Kind
 	// Next is the state after the event: the target of a Move, the unchanged
 	// state of a Latch or a Refuse.
-	Next   State
-	reason string
+	Next State
+	// Result is the outcome a Move latches for the lease (NoResult: the
+	// latched outcome does not change).
+	Result Result
+	why    string
 }
 
-// Reason is the declared reason for a refusal, or "" for a move or a latch.
-func (e Entry) Reason() string { return e.reason }
+// Reason is the declared reason of a refusal, or what a latch means; "" for a
+// move.
+func (e Entry) Reason() string { return e.why }
 
-// Latches is a set of events, one bit per [Event]: the evidence a lease has
+// Completion is a guarded move a state takes the moment a lease enters it,
+// before the state's own work, when its guard holds (UML's completion
+// transition). A state's completions are tried in declaration order.
+type Completion struct {
+	Guard  Guard
+	Next   State
+	Result Result
+}
+
+// Facts is the set of guards that hold for a lease, one bit per [Guard].
+type Facts uint8
+
+// Has reports whether g holds.
+func (f Facts) Has(g Guard) bool { return g < NumGuards && f&(1<<g) != 0 }
+
+// With returns the set plus g.
+func (f Facts) With(g Guard) Facts {
+	if g >= NumGuards {
+		return f
+	}
+	return f | 1<<g
+}
+
+// Latches is a set of events, one bit per [Event]: the evidence a lease
 // received early and keeps until a state accepts it.
 type Latches uint32
 
@@ -135,22 +211,38 @@ func (l Latches) Without(e Event) Latches {
 	return l &^ (1 << e)
 }
 
-// Slot is the per-lease machine: its state and the evidence it has latched, eight
-// bytes with padding. The zero Slot is a waiting lease with nothing latched.
+// Slot is the per-lease machine: its state and the evidence it has latched,
+// eight bytes with padding. The zero Slot is a waiting lease with nothing
+// latched.
 type Slot struct {
 	State   State
 	Latched Latches
 }
 
-// Step records one applied event.
+// Step records one applied move or latch.
 type Step struct {
 	From, To State
-	Event    Event
-	Kind     Kind
+	// Event caused the step, unless Completion is set.
+	Event Event
+	// Completion is set when a guarded completion moved the lease; Guard is
+	// the guard that held.
+	Completion bool
+	Guard      Guard
+	Kind       Kind
+	// Result is the outcome the move latched (NoResult: unchanged).
+	Result Result
 }
 
-// RefusedError reports an event that the lifecycle declares refused in a state.
-// Tables hand out shared instances: treat one as read-only.
+// Cause names what caused the step: its event, or its guard in brackets.
+func (s Step) Cause() string {
+	if s.Completion {
+		return "[" + s.Guard.String() + "]"
+	}
+	return s.Event.String()
+}
+
+// RefusedError reports an event that the lifecycle declares refused in a
+// state. Tables hand out shared instances: treat one as read-only.
 type RefusedError struct {
 	State  State
 	Event  Event
@@ -162,17 +254,22 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("fsm: %s refused in state %s: %s", e.Event, e.State, e.Reason)
 }
 
-// ErrOutOfRange is wrapped by the error for a state or event outside the declared
-// sets (a corrupted slot or a bad cast), which the table refuses without change.
+// ErrOutOfRange is wrapped by the error for a state or event outside the
+// declared sets (a corrupted slot or a bad cast), which the table refuses
+// without change.
 var ErrOutOfRange = errors.New("fsm: state or event out of range")
 
-// Table is the compiled lifecycle: for every (state, event) pair, one [Entry].
-// A compiled table never changes, so any number of goroutines may read it.
+// Table is the compiled lifecycle: for every (state, event) pair one [Entry],
+// and for every state its completions. A compiled table never changes, so any
+// number of goroutines may read it.
 type Table struct {
-	entries [NumStates][NumEvents]Entry
-	// refused holds one prebuilt error per refused pair, so that a refusal costs
-	// no allocation either.
-	refused [NumStates][NumEvents]RefusedError
+	entries     [NumStates][NumEvents]Entry
+	completions [NumStates][]Completion
+	// refused holds one prebuilt error per refused pair, so that a refusal
+	// costs no allocation either.
+	refused  [NumStates][NumEvents]RefusedError
+	terminal [NumStates]bool
+	groups   groups
 }
 
 var lifecycle = mustCompile(declaration)
@@ -185,14 +282,24 @@ func Lifecycle() *Table { return lifecycle }
 // refusal.
 func (t *Table) Lookup(s State, e Event) Entry {
 	if s >= NumStates || e >= NumEvents {
-		return Entry{Kind: Refuse, Next: s, reason: "state or event out of range"}
+		return Entry{Kind: Refuse, Next: s, why: "state or event out of range"}
 	}
 	return t.entries[s][e]
 }
 
-// Fire applies e to the lease in s. A Move changes the state and clears e's latch
-// bit; a Latch sets the bit; a Refuse changes nothing and returns a
-// *[RefusedError]. After a Move the caller drains [Table.Redeliver].
+// Completions returns s's completion moves in the order they are tried. The
+// slice is shared: do not modify it.
+func (t *Table) Completions(s State) []Completion {
+	if s >= NumStates {
+		return nil
+	}
+	return t.completions[s]
+}
+
+// Fire applies e to the lease in s. A Move changes the state and clears e's
+// latch bit; a Latch sets the bit; a Refuse changes nothing and returns a
+// *[RefusedError]. After a Move the caller settles the lease: [Table.Complete],
+// then [Table.Redeliver], until neither applies.
 func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 	if s == nil {
 		return Step{Event: e}, fmt.Errorf("fsm: Fire(%s) on a nil slot: %w", e, ErrOutOfRange)
@@ -201,7 +308,7 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 		return Step{From: s.State, To: s.State, Event: e}, fmt.Errorf("fsm: Fire(%s) in %s: want a state below %d and an event below %d: %w", e, s.State, NumStates, NumEvents, ErrOutOfRange)
 	}
 	from := s.State
-	en := t.entries[from][e]
+	en := &t.entries[from][e]
 	switch en.Kind {
 	case Move:
 		s.State = en.Next
@@ -211,12 +318,28 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 	default:
 		return Step{From: from, To: from, Event: e, Kind: Refuse}, &t.refused[from][e]
 	}
-	return Step{From: from, To: s.State, Event: e, Kind: en.Kind}, nil
+	return Step{From: from, To: s.State, Event: e, Kind: en.Kind, Result: en.Result}, nil
+}
+
+// Complete applies the first completion of the lease's state whose guard is in
+// facts and returns the step; ok is false when none holds.
+func (t *Table) Complete(s *Slot, facts Facts) (step Step, ok bool) {
+	if s == nil || s.State >= NumStates {
+		return Step{}, false
+	}
+	for _, c := range t.completions[s.State] {
+		if facts&(1<<c.Guard) != 0 {
+			from := s.State
+			s.State = c.Next
+			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Kind: Move, Result: c.Result}, true
+		}
+	}
+	return Step{}, false
 }
 
 // Redeliver applies the lowest-numbered latched event that is a Move in the
-// lease's current state, clearing its bit, and returns the step; ok is false when
-// no latched event applies. The engine calls it in a loop after every Move.
+// lease's current state, clearing its bit, and returns the step; ok is false
+// when no latched event applies.
 func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 	if s == nil || s.State >= NumStates {
 		return Step{}, false
@@ -228,7 +351,7 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 			from := s.State
 			s.State = row[e].Next
 			s.Latched &^= 1 << e
-			return Step{From: from, To: s.State, Event: e, Kind: Move}, true
+			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: row[e].Result}, true
 		}
 	}
 	return Step{}, false
@@ -236,13 +359,91 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 
 // Declaration returns the lifecycle's moves and latches as looplab/fsm event
 // descriptions, in declaration order: a latch is a self-loop (Dst equals its
-// only Src). Refusals are every pair it leaves out; [Table.Lookup] gives their
-// reasons. The result is a fresh copy.
+// only Src), and a completion is an event named by its guard in brackets, such
+// as "[fetch]". Refusals are every pair it leaves out; [Table.Lookup] gives
+// their reasons. The result is a fresh copy.
 func Declaration() []looplab.EventDesc {
 	var out []looplab.EventDesc
 	for _, b := range declaration {
-		for _, d := range b.edges {
-			out = append(out, looplab.EventDesc{Name: d.Name, Src: slices.Clone(d.Src), Dst: d.Dst})
+		src := []string{b.state.String()}
+		for _, c := range b.completions {
+			out = append(out, looplab.EventDesc{Name: CompletionName(c.guard), Src: append([]string(nil), src...), Dst: c.to.String()})
+		}
+		for _, m := range b.moves {
+			out = append(out, looplab.EventDesc{Name: m.event.String(), Src: append([]string(nil), src...), Dst: m.to.String()})
+		}
+		for _, l := range b.latches {
+			for _, e := range l.events {
+				out = append(out, looplab.EventDesc{Name: e.String(), Src: append([]string(nil), src...), Dst: b.state.String()})
+			}
+		}
+	}
+	return out
+}
+
+// CompletionName is how [Declaration] names the completion guarded by g: the
+// guard in brackets.
+func CompletionName(g Guard) string { return "[" + g.String() + "]" }
+
+// The declaration's building blocks.
+
+// block is everything declared about one state.
+type block struct {
+	state       State
+	completions []completion
+	moves       []move
+	latches     []latch
+	refusals    []refusal
+}
+
+type move struct {
+	event  Event
+	to     State
+	result Result
+}
+
+func on(e Event, to State) move { return move{event: e, to: to} }
+
+// latching declares the outcome the move latches.
+func (m move) latching(r Result) move { m.result = r; return m }
+
+type completion struct {
+	guard  Guard
+	to     State
+	result Result
+}
+
+func when(g Guard, to State) completion { return completion{guard: g, to: to} }
+
+func (c completion) latching(r Result) completion { c.result = r; return c }
+
+// latch declares events that are recorded in a state and re-delivered after a
+// later move; meaning says what keeping them means there.
+type latch struct {
+	meaning string
+	events  []Event
+}
+
+func keep(meaning string, events ...Event) latch { return latch{meaning: meaning, events: events} }
+
+// refusal declares that events change nothing in a state, and why.
+type refusal struct {
+	reason string
+	events []Event
+}
+
+func refuse(reason string, events ...Event) refusal { return refusal{reason: reason, events: events} }
+
+// allBut returns every event except those listed.
+func allBut(except ...Event) []Event {
+	var out []Event
+	for e := range NumEvents {
+		skip := false
+		for _, x := range except {
+			skip = skip || x == e
+		}
+		if !skip {
+			out = append(out, e)
 		}
 	}
 	return out
@@ -259,12 +460,17 @@ func mustCompile(decl []block) *Table {
 }
 
 // compile builds the dense table, refusing a declaration that leaves any
-// (state, event) pair undeclared, declares one twice, or names an unknown state
-// or event.
+// (state, event) pair undeclared, declares one twice, declares a state twice,
+// names an unknown state, event or guard, gives a refusal or latch no reason,
+// or declares a move, latch or completion that does not behave as one.
 func compile(decl []block) (*Table, error) {
 	t := new(Table)
 	var declared [NumStates][NumEvents]bool
+	var seen [NumStates]bool
 	set := func(s State, e Event, en Entry) error {
+		if e >= NumEvents {
+			return fmt.Errorf("fsm: %s in %s: %w", e, s, ErrOutOfRange)
+		}
 		if declared[s][e] {
 			return fmt.Errorf("fsm: (%s, %s) declared twice: every pair needs exactly one move, latch or refusal", s, e)
 		}
@@ -273,61 +479,71 @@ func compile(decl []block) (*Table, error) {
 		return nil
 	}
 	for _, b := range decl {
-		if b.state >= NumStates {
-			return nil, fmt.Errorf("fsm: block for %s: %w", b.state, ErrOutOfRange)
+		s := b.state
+		if s >= NumStates {
+			return nil, fmt.Errorf("fsm: block for %s: %w", s, ErrOutOfRange)
 		}
-		for _, d := range b.edges {
-			e, err := ParseEvent(d.Name)
-			if err != nil {
+		if seen[s] {
+			return nil, fmt.Errorf("fsm: state %s declared in two blocks", s)
+		}
+		seen[s] = true
+		for _, c := range b.completions {
+			if c.guard >= NumGuards || c.to >= NumStates || c.result >= NumResults {
+				return nil, fmt.Errorf("fsm: completion of %s: %w", s, ErrOutOfRange)
+			}
+			if c.to == s {
+				return nil, fmt.Errorf("fsm: completion [%s] of %s loops to itself; a completion must move", c.guard, s)
+			}
+			t.completions[s] = append(t.completions[s], Completion{Guard: c.guard, Next: c.to, Result: c.result})
+		}
+		for _, m := range b.moves {
+			if m.to >= NumStates || m.result >= NumResults {
+				return nil, fmt.Errorf("fsm: move of %s on %s: %w", s, m.event, ErrOutOfRange)
+			}
+			if m.to == s {
+				return nil, fmt.Errorf("fsm: (%s, %s) moves to itself; declare it as a latch", s, m.event)
+			}
+			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result}); err != nil {
 				return nil, err
 			}
-			dst, err := ParseState(d.Dst)
-			if err != nil {
-				return nil, err
+		}
+		for _, l := range b.latches {
+			if l.meaning == "" {
+				return nil, fmt.Errorf("fsm: latch in %s of %v says nothing about what keeping them means", s, l.events)
 			}
-			if len(d.Src) == 0 {
-				return nil, fmt.Errorf("fsm: %s into %s has no source state", e, dst)
-			}
-			for _, name := range d.Src {
-				src, err := ParseState(name)
-				if err != nil {
-					return nil, err
-				}
-				if src != b.state {
-					return nil, fmt.Errorf("fsm: %s from %s is declared in the block of %s: declare it with its source state", e, src, b.state)
-				}
-				en := Entry{Kind: Move, Next: dst}
-				if src == dst {
-					en.Kind = Latch
-				}
-				if err := set(src, e, en); err != nil {
+			for _, e := range l.events {
+				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning}); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for _, r := range b.refusals {
 			if r.reason == "" {
-				return nil, fmt.Errorf("fsm: refusal in %s of %v has no reason", b.state, r.events)
+				return nil, fmt.Errorf("fsm: refusal in %s of %v has no reason", s, r.events)
 			}
 			for _, e := range r.events {
-				if e >= NumEvents {
-					return nil, fmt.Errorf("fsm: refusal in %s of %s: %w", b.state, e, ErrOutOfRange)
-				}
-				if err := set(b.state, e, Entry{Kind: Refuse, Next: b.state, reason: r.reason}); err != nil {
+				if err := set(s, e, Entry{Kind: Refuse, Next: s, why: r.reason}); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
 	for s := range NumStates {
+		terminal := len(t.completions[s]) == 0
 		for e := range NumEvents {
 			if !declared[s][e] {
 				return nil, fmt.Errorf("fsm: (%s, %s) is not declared: add a move, a latch or a refusal with its reason", s, e)
 			}
-			if en := t.entries[s][e]; en.Kind == Refuse {
-				t.refused[s][e] = RefusedError{State: s, Event: e, Reason: en.reason}
+			en := t.entries[s][e]
+			if en.Kind == Refuse {
+				t.refused[s][e] = RefusedError{State: s, Event: e, Reason: en.why}
+			}
+			if en.Kind == Move {
+				terminal = false
 			}
 		}
+		t.terminal[s] = terminal
 	}
+	t.groups = deriveGroups(t)
 	return t, nil
 }

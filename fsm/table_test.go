@@ -8,26 +8,27 @@ import (
 	"testing"
 	"unsafe"
 
-	looplab "github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestCompleteness enumerates every (state, event) pair: each is a move to
-// another state, a latch that keeps the state, or a refusal with a reason, and
-// moves and latches are exactly the pairs the looplab declaration lists.
+// TestCompleteness enumerates every (state, event) pair: each is exactly one of
+// a move to another state, a latch that keeps the state and says what keeping
+// the event means, or a refusal with its reason; every completion moves; and
+// Declaration lists exactly the moves, the latches (as self-loops) and the
+// completions (as "[guard]" events) of the table.
 func TestCompleteness(t *testing.T) {
 	tab := Lifecycle()
 	inDecl := map[[2]string]string{}
 	for _, d := range Declaration() {
-		for _, src := range d.Src {
-			key := [2]string{src, d.Name}
-			_, dup := inDecl[key]
-			require.False(t, dup, "(%s, %s) appears twice in the looplab declaration", src, d.Name)
-			inDecl[key] = d.Dst
-		}
+		require.Len(t, d.Src, 1, "%s: one source state per description", d.Name)
+		key := [2]string{d.Src[0], d.Name}
+		_, dup := inDecl[key]
+		require.False(t, dup, "(%s, %s) appears twice in the declaration", d.Src[0], d.Name)
+		inDecl[key] = d.Dst
 	}
 	counts := map[Kind]int{}
+	completions := 0
 	for s := range NumStates {
 		for e := range NumEvents {
 			en := tab.Lookup(s, e)
@@ -35,142 +36,149 @@ func TestCompleteness(t *testing.T) {
 			dst, declared := inDecl[[2]string{s.String(), e.String()}]
 			switch en.Kind {
 			case Move:
-				assert.NotEqual(t, s, en.Next, "(%s, %s): a move must change the state", s, e)
+				assert.NotEqual(t, s, en.Next, "(%s, %s): a move changes the state", s, e)
 				assert.Less(t, en.Next, NumStates, "(%s, %s)", s, e)
+				assert.Less(t, en.Result, NumResults, "(%s, %s)", s, e)
 				assert.Empty(t, en.Reason(), "(%s, %s)", s, e)
-				assert.True(t, declared, "(%s, %s) moves but is not in the declaration", s, e)
+				assert.True(t, declared, "(%s, %s) moves but Declaration does not list it", s, e)
 				assert.Equal(t, en.Next.String(), dst, "(%s, %s)", s, e)
 			case Latch:
 				assert.Equal(t, s, en.Next, "(%s, %s): a latch keeps the state", s, e)
-				assert.Empty(t, en.Reason(), "(%s, %s)", s, e)
-				assert.True(t, declared, "(%s, %s) latches but is not in the declaration", s, e)
+				assert.Equal(t, NoResult, en.Result, "(%s, %s): a latch latches no outcome", s, e)
+				assert.NotEmpty(t, en.Reason(), "(%s, %s): a latch says what keeping the event means", s, e)
+				assert.True(t, declared, "(%s, %s) latches but Declaration does not list it", s, e)
 				assert.Equal(t, s.String(), dst, "(%s, %s): a latch is a self-loop", s, e)
 			case Refuse:
 				assert.Equal(t, s, en.Next, "(%s, %s): a refusal keeps the state", s, e)
+				assert.Equal(t, NoResult, en.Result, "(%s, %s)", s, e)
 				assert.NotEmpty(t, en.Reason(), "(%s, %s) is refused without a reason", s, e)
-				assert.False(t, declared, "(%s, %s) is refused but the declaration lists it", s, e)
+				assert.False(t, declared, "(%s, %s) is refused but Declaration lists it", s, e)
 			default:
 				t.Errorf("(%s, %s) has kind %s", s, e, en.Kind)
 			}
 		}
+		var order []string
+		for _, c := range tab.Completions(s) {
+			assert.NotEqual(t, s, c.Next, "%s [%s]: a completion moves", s, c.Guard)
+			assert.Less(t, c.Guard, NumGuards)
+			dst, declared := inDecl[[2]string{s.String(), CompletionName(c.Guard)}]
+			assert.True(t, declared, "%s [%s] is not in Declaration", s, c.Guard)
+			assert.Equal(t, c.Next.String(), dst, "%s [%s]", s, c.Guard)
+			completions++
+			order = append(order, CompletionName(c.Guard))
+		}
+		var declOrder []string
+		for _, d := range Declaration() {
+			if d.Src[0] == s.String() && strings.HasPrefix(d.Name, "[") {
+				declOrder = append(declOrder, d.Name)
+			}
+		}
+		assert.Equal(t, order, declOrder, "Declaration lists %s's completions in the order they are tried", s)
 	}
 	assert.Equal(t, int(NumStates)*int(NumEvents), counts[Move]+counts[Latch]+counts[Refuse])
-	assert.Equal(t, len(inDecl), counts[Move]+counts[Latch])
+	assert.Equal(t, len(inDecl), counts[Move]+counts[Latch]+completions, "Declaration lists nothing else")
+	assert.Positive(t, counts[Move])
+	assert.Positive(t, counts[Latch])
+	assert.Positive(t, completions)
 }
 
-// TestDeclaredPairs pins the pairs the safety rules hang on, so that an edit to
-// the declaration that changes one of them is a visible, reviewed test change.
-func TestDeclaredPairs(t *testing.T) {
-	tests := []struct {
-		s      State
-		e      Event
-		kind   Kind
-		next   State
-		reason string // substring of the refusal reason
-	}{
-		{Waiting, SlotsGranted, Move, Granted, ""},
-		{Waiting, ReleaseRequested, Move, Released, ""},
-		{Waiting, Withdrawn, Move, Released, ""},
-		{Waiting, AccessProven, Refuse, Waiting, "nothing exposed"},
-		{Granted, CopiesLanded, Move, Staged, ""},
-		{Granted, CopyFailed, Move, Quarantined, ""},
-		{Granted, ReleaseRequested, Latch, Granted, ""},
-		{Granted, Withdrawn, Latch, Granted, ""},
-		{Staged, Submitted, Move, Requested, ""},
-		{Staged, Rejected, Move, Failed, ""},
-		{Staged, Withdrawn, Move, AccessFenced, ""},
-		{Staged, AccessProven, Refuse, Staged, "nothing exposed"},
-		{Requested, OutcomeServed, Move, Served, ""},
-		{Requested, OutcomePartial, Move, Partial, ""},
-		{Requested, OutcomeMissed, Move, Missed, ""},
-		{Requested, OutcomeFailed, Move, Failed, ""},
-		{Requested, OutcomeCancelled, Move, Failed, ""},
-		{Requested, ContractViolation, Move, Failed, ""},
-		{Requested, Deadline, Move, Failed, ""},
-		{Requested, AccessUnproven, Move, Quarantined, ""},
-		{Requested, DrainExpired, Move, Quarantined, ""},
-		{Requested, AccessProven, Latch, Requested, ""},
-		{Requested, ReleaseRequested, Latch, Requested, ""},
-		{Requested, Close, Latch, Requested, ""},
-		{Requested, CopiesLanded, Refuse, Requested, "no local copy in flight before the outcome"},
-		{Requested, Withdrawn, Refuse, Requested, "cannot be withdrawn"},
-		{Served, CopiesLanded, Move, LogicallyComplete, ""},
-		{Served, ContractViolation, Move, Failed, ""},
-		{Served, OutcomeMissed, Refuse, Served, "outcome already latched"},
-		{Partial, DeviceLost, Move, Quarantined, ""},
-		{Missed, ContractViolation, Refuse, Missed, "a latched miss stays a miss"},
-		{Missed, OutcomeFailed, Refuse, Missed, "outcome already latched"},
-		{Missed, Deadline, Refuse, Missed, "outcome already latched"},
-		{Missed, CopiesLanded, Move, LogicallyComplete, ""},
-		{Failed, OutcomeMissed, Refuse, Failed, "already latched as failed"},
-		{Failed, AccessProven, Latch, Failed, ""},
-		{LogicallyComplete, AccessProven, Move, AccessFenced, ""},
-		{LogicallyComplete, ReleaseRequested, Latch, LogicallyComplete, ""},
-		{AccessFenced, ReleaseRequested, Move, Released, ""},
-		{AccessFenced, Close, Move, Released, ""},
-		{AccessFenced, AccessUnproven, Refuse, AccessFenced, "fence stands"},
-		{Quarantined, AccessProven, Refuse, Quarantined, "never return"},
-		{Quarantined, ReleaseRequested, Refuse, Quarantined, "never return"},
-		{Released, ReleaseRequested, Refuse, Released, "handle is stale"},
+// tiny is a small, valid declaration: waiting moves to granted on
+// slots_granted and keeps close; granted completes to staged for a fetch;
+// everything else is refused.
+func tiny() []block {
+	d := []block{{
+		state:    Waiting,
+		moves:    []move{on(SlotsGranted, Granted)},
+		latches:  []latch{keep("kept for later", Close)},
+		refusals: []refusal{refuse("not here", allBut(SlotsGranted, Close)...)},
+	}}
+	for s := Granted; s < NumStates; s++ {
+		d = append(d, block{state: s, refusals: []refusal{refuse("nothing here", allBut()...)}})
 	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%s", tt.s, tt.e), func(t *testing.T) {
-			en := Lifecycle().Lookup(tt.s, tt.e)
-			assert.Equal(t, tt.kind, en.Kind)
-			assert.Equal(t, tt.next, en.Next)
-			if tt.kind == Refuse {
-				assert.Contains(t, en.Reason(), tt.reason)
-			}
-		})
-	}
+	d[Granted].completions = []completion{when(IsFetch, Staged).latching(Failure)}
+	return d
 }
 
 func TestCompileRefusesBadDeclarations(t *testing.T) {
-	// full returns a copy of the real declaration that edit may change.
-	full := func(edit func([]block) []block) []block {
-		c := make([]block, len(declaration))
-		for i, b := range declaration {
-			c[i] = block{state: b.state, edges: slices.Clone(b.edges), refusals: slices.Clone(b.refusals)}
-		}
-		return edit(c)
-	}
+	edit := func(f func([]block) []block) []block { return f(tiny()) }
 	tests := []struct {
-		name string
-		decl []block
-		want string
+		name       string
+		decl       []block
+		want       string
+		outOfRange bool
 	}{
-		{"missing pair", full(func(d []block) []block {
-			d[Released].refusals = []refusal{refuse(whyReleased, everyEvent()[1:]...)}
+		{"missing pair", edit(func(d []block) []block {
+			d[Granted].refusals = []refusal{refuse("nothing here", allBut(Close)...)}
 			return d
-		}), "(released, slots_granted) is not declared"},
-		{"pair declared twice", full(func(d []block) []block {
+		}), "(granted, close) is not declared", false},
+		{"missing state", edit(func(d []block) []block { return d[:len(d)-1] }),
+			"(released, slots_granted) is not declared", false},
+		{"pair declared twice", edit(func(d []block) []block {
 			d[Waiting].refusals = append(d[Waiting].refusals, refuse("again", SlotsGranted))
 			return d
-		}), "(waiting, slots_granted) declared twice"},
-		{"latch and refusal of one pair", full(func(d []block) []block {
-			d[Requested].refusals = append(d[Requested].refusals, refuse("no", AccessProven))
+		}), "(waiting, slots_granted) declared twice", false},
+		{"latch and refusal of one pair", edit(func(d []block) []block {
+			d[Waiting].refusals = append(d[Waiting].refusals, refuse("no", Close))
 			return d
-		}), "(requested, access_proven) declared twice"},
-		{"unknown event name", full(func(d []block) []block {
-			d[Waiting].edges = append(d[Waiting].edges, looplab.EventDesc{Name: "slot_granted", Src: []string{"waiting"}, Dst: "granted"})
+		}), "(waiting, close) declared twice", false},
+		{"move and latch of one pair", edit(func(d []block) []block {
+			d[Waiting].latches = append(d[Waiting].latches, keep("also", SlotsGranted))
 			return d
-		}), `unknown event "slot_granted"`},
-		{"unknown state name", full(func(d []block) []block {
-			d[Waiting].edges = append(d[Waiting].edges, looplab.EventDesc{Name: "close", Src: []string{"waiting"}, Dst: "gone"})
+		}), "(waiting, slots_granted) declared twice", false},
+		{"state declared twice", edit(func(d []block) []block {
+			return append(d, block{state: Waiting})
+		}), "state waiting declared in two blocks", false},
+		{"move to itself", edit(func(d []block) []block {
+			d[Waiting].moves = []move{on(SlotsGranted, Waiting)}
 			return d
-		}), `unknown state "gone"`},
-		{"edge in another state's block", full(func(d []block) []block {
-			d[Waiting].edges = append(d[Waiting].edges, move(Granted, SlotsGranted, Staged)...)
+		}), "(waiting, slots_granted) moves to itself", false},
+		{"completion to itself", edit(func(d []block) []block {
+			d[Granted].completions = []completion{when(IsFetch, Granted)}
 			return d
-		}), "declared in the block of waiting"},
-		{"refusal without reason", full(func(d []block) []block {
-			d[Released].refusals = []refusal{refuse("", everyEvent()...)}
+		}), "completion [fetch] of granted loops to itself", false},
+		{"latch without meaning", edit(func(d []block) []block {
+			d[Waiting].latches = []latch{keep("", Close)}
 			return d
-		}), "has no reason"},
-		{"no source", full(func(d []block) []block {
-			d[Waiting].edges = append(d[Waiting].edges, looplab.EventDesc{Name: "close", Dst: "released"})
+		}), "says nothing about what keeping them means", false},
+		{"refusal without reason", edit(func(d []block) []block {
+			d[Released].refusals = []refusal{refuse("", allBut()...)}
 			return d
-		}), "no source state"},
+		}), "has no reason", false},
+		{"state out of range", edit(func(d []block) []block {
+			return append(d, block{state: NumStates})
+		}), "block for state(13)", true},
+		{"move event out of range", edit(func(d []block) []block {
+			d[Waiting].moves = append(d[Waiting].moves, on(NumEvents, Granted))
+			return d
+		}), "event(20) in waiting", true},
+		{"move target out of range", edit(func(d []block) []block {
+			d[Waiting].moves = []move{on(SlotsGranted, NumStates)}
+			return d
+		}), "move of waiting on slots_granted", true},
+		{"move result out of range", edit(func(d []block) []block {
+			d[Waiting].moves = []move{on(SlotsGranted, Granted).latching(NumResults)}
+			return d
+		}), "move of waiting on slots_granted", true},
+		{"latch event out of range", edit(func(d []block) []block {
+			d[Waiting].latches = append(d[Waiting].latches, keep("kept", NumEvents))
+			return d
+		}), "event(20) in waiting", true},
+		{"refusal event out of range", edit(func(d []block) []block {
+			d[Released].refusals = append(d[Released].refusals, refuse("no", Event(200)))
+			return d
+		}), "event(200) in released", true},
+		{"completion guard out of range", edit(func(d []block) []block {
+			d[Granted].completions = []completion{when(NumGuards, Staged)}
+			return d
+		}), "completion of granted", true},
+		{"completion target out of range", edit(func(d []block) []block {
+			d[Granted].completions = []completion{when(IsFetch, NumStates)}
+			return d
+		}), "completion of granted", true},
+		{"completion result out of range", edit(func(d []block) []block {
+			d[Granted].completions = []completion{when(IsFetch, Staged).latching(Result(100))}
+			return d
+		}), "completion of granted", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,25 +186,36 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, tab)
 			assert.Contains(t, err.Error(), tt.want)
+			assert.Equal(t, tt.outOfRange, errors.Is(err, ErrOutOfRange), "%v", err)
 		})
 	}
-	// The unedited copy compiles to the same table, so the edits above are what
-	// the errors are about.
-	tab, err := compile(full(func(d []block) []block { return d }))
+	// The unedited declarations compile, so the edits above are what the errors
+	// are about; and compiling the lifecycle again gives the same table.
+	tab, err := compile(tiny())
 	require.NoError(t, err)
-	assert.Equal(t, Lifecycle().entries, tab.entries)
+	assert.Equal(t, Entry{Kind: Move, Next: Granted}, tab.Lookup(Waiting, SlotsGranted))
+	assert.Equal(t, Entry{Kind: Latch, Next: Waiting, why: "kept for later"}, tab.Lookup(Waiting, Close))
+	assert.Equal(t, []Completion{{Guard: IsFetch, Next: Staged, Result: Failure}}, tab.Completions(Granted))
+	assert.True(t, tab.terminal[Staged], "a state with no move and no completion is terminal")
+	assert.False(t, tab.terminal[Granted], "a completion leaves the state")
+	again, err := compile(declaration)
+	require.NoError(t, err)
+	assert.Equal(t, Lifecycle().entries, again.entries)
+	assert.Equal(t, Lifecycle().completions, again.completions)
+	assert.Panics(t, func() { mustCompile(tiny()[1:]) }, "a broken declaration stops the program")
 }
 
 func TestFire(t *testing.T) {
 	tab := Lifecycle()
 	t.Run("move", func(t *testing.T) {
-		s := Slot{State: Requested, Latched: Latches(0).With(OutcomeServed).With(Close)}
-		step, err := tab.Fire(&s, OutcomeServed)
+		s := Slot{State: Requested, Latched: Latches(0).With(OutcomeCancelled).With(ReleaseRequested)}
+		step, err := tab.Fire(&s, OutcomeCancelled)
 		require.NoError(t, err)
-		assert.Equal(t, Step{From: Requested, To: Served, Event: OutcomeServed, Kind: Move}, step)
-		assert.Equal(t, Served, s.State)
-		assert.False(t, s.Latched.Has(OutcomeServed), "a move clears its own latch bit")
-		assert.True(t, s.Latched.Has(Close), "other latches stay")
+		assert.Equal(t, Step{From: Requested, To: Failed, Event: OutcomeCancelled, Kind: Move, Result: Cancel}, step)
+		assert.Equal(t, "outcome_cancelled", step.Cause())
+		assert.Equal(t, Failed, s.State)
+		assert.False(t, s.Latched.Has(OutcomeCancelled), "a move clears its own latch bit")
+		assert.True(t, s.Latched.Has(ReleaseRequested), "other latches stay")
 	})
 	t.Run("latch", func(t *testing.T) {
 		s := Slot{State: Requested}
@@ -230,18 +249,58 @@ func TestFire(t *testing.T) {
 			assert.Equal(t, c.s, s)
 			_, ok := tab.Redeliver(&s)
 			assert.False(t, ok)
+			_, ok = tab.Complete(&s, ^Facts(0))
+			assert.False(t, ok)
+			assert.Equal(t, c.s, s)
 		}
 		_, err := tab.Fire(nil, Close)
 		require.ErrorIs(t, err, ErrOutOfRange)
 		_, ok := tab.Redeliver(nil)
 		assert.False(t, ok)
+		_, ok = tab.Complete(nil, ^Facts(0))
+		assert.False(t, ok)
 		assert.Equal(t, Refuse, tab.Lookup(NumStates, Close).Kind)
 		assert.NotEmpty(t, tab.Lookup(Waiting, NumEvents).Reason())
+		assert.Nil(t, tab.Completions(NumStates))
 	})
 }
 
-// drive fires e and then drains redelivery, as the engine does.
-func drive(tab *Table, s *Slot, e Event) ([]Step, error) {
+func TestComplete(t *testing.T) {
+	tab := Lifecycle()
+	t.Run("a holding guard moves", func(t *testing.T) {
+		s := Slot{State: Granted, Latched: Latches(0).With(Close)}
+		step, ok := tab.Complete(&s, Facts(0).With(IsFetch))
+		require.True(t, ok)
+		assert.Equal(t, Step{From: Granted, To: Staged, Completion: true, Guard: IsFetch, Kind: Move}, step)
+		assert.Equal(t, "[fetch]", step.Cause())
+		assert.Equal(t, Slot{State: Staged, Latched: Latches(0).With(Close)}, s, "a completion leaves the latches alone")
+	})
+	t.Run("completions are tried in declaration order", func(t *testing.T) {
+		s := Slot{State: Staged}
+		step, ok := tab.Complete(&s, Facts(0).With(DeadlinePassed).With(StagingIncomplete).With(Withdrawn))
+		require.True(t, ok)
+		assert.Equal(t, Withdrawn, step.Guard, "nothing is exposed for a lease nobody wants")
+		assert.Equal(t, AccessFenced, s.State)
+		s = Slot{State: Staged}
+		step, ok = tab.Complete(&s, Facts(0).With(DeadlinePassed).With(StagingIncomplete))
+		require.True(t, ok)
+		assert.Equal(t, Step{From: Staged, To: Failed, Completion: true, Guard: StagingIncomplete, Kind: Move, Result: Failure}, step)
+	})
+	t.Run("no guard holds", func(t *testing.T) {
+		s := Slot{State: Staged}
+		_, ok := tab.Complete(&s, Facts(0).With(IsFetch).With(NothingToCopy))
+		assert.False(t, ok, "guards of other states do not apply")
+		assert.Equal(t, Slot{State: Staged}, s)
+		s = Slot{State: Requested}
+		_, ok = tab.Complete(&s, ^Facts(0))
+		assert.False(t, ok, "requested has no completion")
+		assert.Equal(t, Slot{State: Requested}, s)
+	})
+}
+
+// settle fires e and settles the lease as the engine does: completions first,
+// then redelivery, until neither applies.
+func settle(tab *Table, s *Slot, facts Facts, e Event) ([]Step, error) {
 	step, err := tab.Fire(s, e)
 	if err != nil {
 		return nil, err
@@ -251,6 +310,10 @@ func drive(tab *Table, s *Slot, e Event) ([]Step, error) {
 		return steps, nil
 	}
 	for {
+		if st, ok := tab.Complete(s, facts); ok {
+			steps = append(steps, st)
+			continue
+		}
 		st, ok := tab.Redeliver(s)
 		if !ok {
 			return steps, nil
@@ -260,32 +323,37 @@ func drive(tab *Table, s *Slot, e Event) ([]Step, error) {
 }
 
 func TestRedeliver(t *testing.T) {
+	fetch := Facts(0).With(IsFetch)
 	tests := []struct {
 		name   string
+		facts  Facts
 		events []Event
 		want   State
 		latch  Latches
 	}{
-		{"access proof before the outcome waits for copies",
-			[]Event{SlotsGranted, CopiesLanded, Submitted, AccessProven, OutcomeServed}, Served, Latches(0).With(AccessProven)},
-		{"latched proof and release fire in event order after the copies",
-			[]Event{SlotsGranted, CopiesLanded, Submitted, ReleaseRequested, AccessProven, OutcomeServed, CopiesLanded}, Released, 0},
-		{"a rejection with its proof fences once the copies are in",
-			[]Event{SlotsGranted, CopiesLanded, Rejected, AccessProven, CopiesLanded}, AccessFenced, 0},
-		{"withdrawn while a publish copy is in flight fences after it lands",
-			[]Event{SlotsGranted, Withdrawn, CopiesLanded}, AccessFenced, 0},
-		{"withdrawn and released before the copy lands",
-			[]Event{SlotsGranted, Close, Withdrawn, CopiesLanded}, Released, 0},
-		{"a copy that fails quarantines whatever was latched",
-			[]Event{SlotsGranted, ReleaseRequested, CopyFailed}, Quarantined, Latches(0).With(ReleaseRequested)},
+		{"an access proof before the outcome fences once the outcome is in",
+			fetch, []Event{SlotsGranted, Submitted, AccessProven, OutcomeServed}, AccessFenced, 0},
+		{"a release before the fence waits for the landed copies",
+			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, OutcomeServed, AccessProven, CopiesLanded}, Released, 0},
+		{"a rejection is fenced at once and copies nothing",
+			fetch.With(NeverExposed).With(NothingToCopy), []Event{SlotsGranted, Rejected}, LogicallyComplete, 0},
+		{"a publish withdrawn while its staging copies are in flight",
+			Facts(0).With(Withdrawn).With(NothingToCopy), []Event{SlotsGranted, ReleaseRequested, CopiesLanded}, Released, 0},
+		{"a failed copy holds the slots until containment",
+			fetch, []Event{SlotsGranted, Submitted, OutcomeServed, AccessProven, ReleaseRequested, CopyFailed}, CopyUnproven, Latches(0).With(ReleaseRequested)},
+		{"containment keeps the release latched for ever",
+			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, AccessUnproven, Containment}, Quarantined,
+			Latches(0).With(ReleaseRequested).With(AccessUnproven)},
 		{"a deadline never releases",
-			[]Event{SlotsGranted, CopiesLanded, Submitted, ReleaseRequested, Deadline, CopiesLanded}, LogicallyComplete, Latches(0).With(ReleaseRequested)},
+			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, Deadline}, Failed, Latches(0).With(ReleaseRequested)},
+		{"close waits for the fence and the copies",
+			fetch, []Event{SlotsGranted, Submitted, OutcomeMissed, Close, AccessProven, CopiesLanded}, Released, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s Slot
 			for _, e := range tt.events {
-				_, err := drive(Lifecycle(), &s, e)
+				_, err := settle(Lifecycle(), &s, tt.facts, e)
 				require.NoError(t, err, "%s in %s", e, s.State)
 			}
 			assert.Equal(t, tt.want, s.State)
@@ -296,24 +364,28 @@ func TestRedeliver(t *testing.T) {
 
 func TestRedeliverOrder(t *testing.T) {
 	// Both latched events move logically_complete; the lower-numbered one wins
-	// and the other stays latched for the next state.
-	s := Slot{State: LogicallyComplete, Latched: Latches(0).With(AccessUnproven).With(AccessProven)}
+	// and the other stays latched.
+	s := Slot{State: LogicallyComplete, Latched: Latches(0).With(Close).With(ReleaseRequested).With(AccessUnproven)}
 	step, ok := Lifecycle().Redeliver(&s)
 	require.True(t, ok)
-	assert.Equal(t, Step{From: LogicallyComplete, To: AccessFenced, Event: AccessProven, Kind: Move}, step)
-	assert.Equal(t, Latches(0).With(AccessUnproven), s.Latched)
+	assert.Equal(t, Step{From: LogicallyComplete, To: Released, Event: ReleaseRequested, Kind: Move}, step)
+	assert.Equal(t, Latches(0).With(Close).With(AccessUnproven), s.Latched)
 	_, ok = Lifecycle().Redeliver(&s)
-	assert.False(t, ok, "access_unproven is refused once fenced")
+	assert.False(t, ok, "released takes nothing")
 }
 
 func TestZeroAllocations(t *testing.T) {
 	tab := Lifecycle()
-	cycle := []Event{SlotsGranted, CopiesLanded, Submitted, AccessProven, OutcomeServed, CopiesLanded, ReleaseRequested, Close}
+	facts := Facts(0).With(IsFetch)
+	cycle := []Event{SlotsGranted, Submitted, AccessProven, ReleaseRequested, OutcomeServed, CopiesLanded, Close}
 	allocs := testing.AllocsPerRun(100, func() {
 		var s Slot
 		for _, e := range cycle {
 			if st, _ := tab.Fire(&s, e); st.Kind == Move {
 				for {
+					if _, ok := tab.Complete(&s, facts); ok {
+						continue
+					}
 					if _, ok := tab.Redeliver(&s); !ok {
 						break
 					}
@@ -329,36 +401,74 @@ func TestZeroAllocations(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	seen := map[string]bool{}
+	unique := func(name string) {
+		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, name, "names are snake_case Mermaid identifiers")
+		assert.False(t, seen[name], "%s names two things", name)
+		seen[name] = true
+	}
 	for s := range NumStates {
-		name := s.String()
-		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, name, "state names are snake_case Mermaid identifiers")
+		unique(s.String())
 		assert.NotEmpty(t, s.Meaning())
 		assert.NotEmpty(t, s.Slots())
-		got, err := ParseState(name)
+		got, err := ParseState(s.String())
 		require.NoError(t, err)
 		assert.Equal(t, s, got)
-		assert.False(t, seen[name])
-		seen[name] = true
 	}
 	for e := range NumEvents {
-		name := e.String()
-		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, name)
+		unique(e.String())
 		assert.NotEmpty(t, e.Meaning())
-		got, err := ParseEvent(name)
+		got, err := ParseEvent(e.String())
 		require.NoError(t, err)
 		assert.Equal(t, e, got)
-		assert.False(t, seen[name], "event %s shares a name with a state or event", name)
-		seen[name] = true
 	}
-	assert.Equal(t, "state(12)", NumStates.String())
-	assert.Equal(t, "event(19)", NumEvents.String())
+	for g := range NumGuards {
+		unique(g.String())
+		assert.NotEmpty(t, g.Meaning())
+		assert.Equal(t, "["+g.String()+"]", CompletionName(g))
+	}
+	results := map[string]bool{}
+	for r := range NumResults {
+		assert.Regexp(t, `^[a-z]+$`, r.String())
+		assert.False(t, results[r.String()])
+		results[r.String()] = true
+	}
+	assert.Equal(t, "state(13)", NumStates.String())
+	assert.Equal(t, "event(20)", NumEvents.String())
+	assert.Equal(t, "guard(6)", NumGuards.String())
+	assert.Equal(t, "result(9)", NumResults.String())
 	assert.Equal(t, "kind(3)", Kind(3).String())
-	assert.Empty(t, NumStates.Meaning()+NumStates.Slots()+NumEvents.Meaning())
+	assert.Equal(t, []string{"refuse", "move", "latch"}, []string{Refuse.String(), Move.String(), Latch.String()})
+	assert.Empty(t, NumStates.Meaning()+NumStates.Slots()+NumEvents.Meaning()+NumGuards.Meaning())
+	assert.False(t, NumStates.Terminal())
 	_, err := ParseState("access-fenced")
 	assert.ErrorContains(t, err, `unknown state "access-fenced"`)
 	_, err = ParseEvent("Close")
 	assert.ErrorContains(t, err, `unknown event "Close"`)
 	assert.LessOrEqual(t, int(NumEvents), 32, "Latches has one bit per event")
+	assert.LessOrEqual(t, int(NumGuards), 8, "Facts has one bit per guard")
+}
+
+func TestResultFailure(t *testing.T) {
+	failures := []Result{Failure, Cancel, Rejection, Timeout, Violation}
+	for r := range NumResults + 1 {
+		assert.Equal(t, slices.Contains(failures, r), r.Failure(), "%s", r)
+	}
+}
+
+func TestFactsAndLatches(t *testing.T) {
+	f := Facts(0).With(IsFetch).With(NothingToCopy).With(NumGuards)
+	assert.True(t, f.Has(IsFetch))
+	assert.True(t, f.Has(NothingToCopy))
+	assert.False(t, f.Has(Withdrawn))
+	assert.False(t, (^Facts(0)).Has(NumGuards), "an out-of-range guard never holds")
+	assert.Equal(t, Facts(0).With(IsFetch).With(NothingToCopy), f, "With ignores an out-of-range guard")
+
+	l := Latches(0).With(Close).With(AccessProven).With(NumEvents)
+	assert.True(t, l.Has(Close))
+	assert.True(t, l.Has(AccessProven))
+	assert.False(t, l.Has(ReleaseRequested))
+	assert.False(t, (^Latches(0)).Has(NumEvents))
+	assert.Equal(t, Latches(0).With(AccessProven), l.Without(Close).Without(NumEvents))
 }
 
 func TestRefusedErrorIsShared(t *testing.T) {
@@ -369,8 +479,9 @@ func TestRefusedErrorIsShared(t *testing.T) {
 	_, err2 := Lifecycle().Fire(&s, ReleaseRequested)
 	require.Error(t, err1)
 	assert.Same(t, err1, err2)
-	assert.True(t, errors.Is(err1, err2))
 	assert.True(t, strings.HasPrefix(err1.Error(), "fsm: release_requested refused in state released"))
+	allocs := testing.AllocsPerRun(100, func() { _, _ = Lifecycle().Fire(&s, Close) })
+	assert.Zero(t, allocs)
 }
 
 func FuzzParse(f *testing.F) {

@@ -1,0 +1,515 @@
+package fsm_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/fsm"
+)
+
+// The oracle is the lifecycle of SPEC §4 revision 2 written out by hand, from
+// the SPEC's text, and deliberately *not* from fsm/lifecycle.go: the tests
+// below compare the compiled table with it pair by pair, so a change to the
+// declaration that is not also made here — after reading the SPEC again — fails
+// them. It names states, events, guards and results by their spelling only and
+// resolves them through the package's parsers, so it shares no data with the
+// declaration.
+//
+// oracleMoves lists every legal move, one a line: the state, what causes the
+// move (an event, or a guard in brackets for a completion the state takes the
+// moment it is entered, listed in the order they are tried) and the next
+// state, then the outcome the move latches, if any. Comments cite the SPEC.
+const oracleMoves = `
+# fetch:   waiting → granted → staged → requested → served|partial|missed|failed
+#          → access_fenced → logically_complete → released
+# publish: waiting → granted (device→staging copies) → staged (landed) → … likewise
+waiting            slots_granted        granted
+waiting            release_requested    released                  # holds no slots: nothing to fence
+waiting            close                released          cancelled # rule 10: a local cancel at once
+
+granted            [fetch]              staged                    # a fetch copies nothing into staging
+granted            copies_landed        staged                    # a publish's device→staging copies landed
+granted            copy_failed          copy_unproven             # rule 5: a copy failed without a completion record
+
+staged             [withdrawn]          access_fenced             # never exposed: nothing to prove
+staged             [staging_incomplete] failed            failed    # rule 11: a refused copy; never submitted
+staged             [deadline_passed]    failed            timeout   # rule 9: no outcome before the deadline
+staged             submitted            requested                 # the backend may touch the slots from now on
+staged             rejected             failed            rejected  # SubmissionRejected: a declared move of its own
+staged             submit_escaped       failed            failed    # something escaped, no attempt: containment only
+
+requested          outcome_served       served            served    # the three kinds of Delivered…
+requested          outcome_partial      partial           partial
+requested          outcome_missed       missed            missed    # rule 2: a miss, never a failure
+requested          outcome_failed       failed            failed    # …or failed
+requested          outcome_cancelled    failed            cancelled # rule 2: Cancelled stays Cancelled
+requested          contract_violation   failed            violation # rule 3
+requested          deadline             failed            timeout   # rule 9
+requested          containment          quarantined               # rule 5
+
+served             access_proven        access_fenced             # rule 1: Quiesce true
+served             contract_violation   failed            violation # rule 3: a changed answer is never trusted
+served             containment          quarantined
+partial            access_proven        access_fenced
+partial            contract_violation   failed            violation
+partial            containment          quarantined
+missed             access_proven        access_fenced             # no violation: a miss stays a miss (rule 2)
+missed             containment          quarantined
+failed             [never_exposed]      access_fenced             # rule 1: a rejection proves nothing escaped
+failed             access_proven        access_fenced
+failed             containment          quarantined
+
+access_fenced      [nothing_to_copy]    logically_complete        # rule 4: a miss, a failure, a publish, or released
+access_fenced      copies_landed        logically_complete        # rule 1: every local copy landed
+access_fenced      copy_failed          copy_unproven             # rule 5
+access_fenced      containment          quarantined               # rule 5: a copy still unproven
+copy_unproven      containment          quarantined               # rule 5: only containment follows
+
+logically_complete release_requested    released                  # rule 1: fence and landed copies
+logically_complete close                released                  # rule 10: a proven lease is released
+`
+
+// oracleLatches lists, per state, the events that are kept there for a later
+// state (a latch, drawn as a self-loop). Every pair not listed here or above
+// is a refusal.
+const oracleLatches = `
+waiting            slots_unavailable                              # rule 8: reported ungrantable; the owner releases it
+granted            copy_refused release_requested close           # the publish's copies land first
+staged             release_requested close                        # the submission handed out goes ahead
+requested          access_proven access_unproven release_requested close # proof before outcome; drain started;
+                                                                  # rule 10: close's local Cancelled arrives as outcome_cancelled
+served             access_unproven release_requested close
+partial            access_unproven release_requested close
+missed             access_unproven release_requested close
+failed             access_unproven release_requested close
+access_fenced      copy_refused release_requested close           # issued copies land first
+copy_unproven      release_requested close                        # held until containment
+quarantined        release_requested                              # the handle goes stale; the slots never return
+`
+
+// pair is one (state, cause) of the oracle: Event for a move or latch, or
+// Guard when completion is set.
+type pair struct {
+	state      fsm.State
+	completion bool
+	event      fsm.Event
+	guard      fsm.Guard
+}
+
+type oracleMove struct {
+	to     fsm.State
+	result fsm.Result
+}
+
+// oracle is the parsed hand-written lifecycle.
+type oracle struct {
+	moves       map[pair]oracleMove
+	completions [fsm.NumStates][]fsm.Guard // in the order they are tried
+	latches     map[pair]bool
+}
+
+func parseGuard(name string) (fsm.Guard, error) {
+	for g := range fsm.NumGuards {
+		if g.String() == name {
+			return g, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown guard %q", name)
+}
+
+func parseResult(name string) (fsm.Result, error) {
+	for r := range fsm.NumResults {
+		if r.String() == name {
+			return r, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown result %q", name)
+}
+
+// lines returns the text's non-blank lines without comments, split into
+// fields.
+func lines(text string) [][]string {
+	var out [][]string
+	for _, line := range strings.Split(text, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if f := strings.Fields(line); len(f) > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseOracle() (*oracle, error) {
+	o := &oracle{moves: map[pair]oracleMove{}, latches: map[pair]bool{}}
+	for _, f := range lines(oracleMoves) {
+		if len(f) != 3 && len(f) != 4 {
+			return nil, fmt.Errorf("oracle move %q: want state, cause, next state and an optional result", f)
+		}
+		from, err := fsm.ParseState(f[0])
+		if err != nil {
+			return nil, err
+		}
+		to, err := fsm.ParseState(f[2])
+		if err != nil {
+			return nil, err
+		}
+		m := oracleMove{to: to}
+		if len(f) == 4 {
+			if m.result, err = parseResult(f[3]); err != nil {
+				return nil, err
+			}
+		}
+		p := pair{state: from}
+		if name, ok := strings.CutPrefix(f[1], "["); ok {
+			p.completion = true
+			if p.guard, err = parseGuard(strings.TrimSuffix(name, "]")); err != nil {
+				return nil, err
+			}
+			o.completions[from] = append(o.completions[from], p.guard)
+		} else if p.event, err = fsm.ParseEvent(f[1]); err != nil {
+			return nil, err
+		}
+		if _, dup := o.moves[p]; dup {
+			return nil, fmt.Errorf("oracle lists %q twice", f)
+		}
+		o.moves[p] = m
+	}
+	for _, f := range lines(oracleLatches) {
+		s, err := fsm.ParseState(f[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range f[1:] {
+			e, err := fsm.ParseEvent(name)
+			if err != nil {
+				return nil, err
+			}
+			p := pair{state: s, event: e}
+			if _, isMove := o.moves[p]; isMove || o.latches[p] {
+				return nil, fmt.Errorf("oracle lists (%s, %s) twice", s, e)
+			}
+			o.latches[p] = true
+		}
+	}
+	return o, nil
+}
+
+func mustOracle(t testing.TB) *oracle {
+	o, err := parseOracle()
+	require.NoError(t, err)
+	return o
+}
+
+// diffOracle compares a table, given by its lookup and completions, with the
+// oracle pair by pair and returns every disagreement: a move or completion of
+// the table that the oracle does not list, or with another next state or
+// result; one the oracle lists that the table lacks; a latch that is not the
+// oracle's; completions tried in another order.
+func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completions func(fsm.State) []fsm.Completion) []string {
+	var diffs []string
+	report := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	for s := range fsm.NumStates {
+		for e := range fsm.NumEvents {
+			p := pair{state: s, event: e}
+			en := lookup(s, e)
+			want, isMove := o.moves[p]
+			switch {
+			case isMove && (en.Kind != fsm.Move || en.Next != want.to || en.Result != want.result):
+				report("(%s, %s): the oracle moves to %s latching %s, the table does %s to %s latching %s", s, e, want.to, want.result, en.Kind, en.Next, en.Result)
+			case !isMove && o.latches[p] && en.Kind != fsm.Latch:
+				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Kind, en.Next)
+			case !isMove && !o.latches[p] && en.Kind != fsm.Refuse:
+				report("(%s, %s): the oracle refuses it, the table does %s (to %s)", s, e, en.Kind, en.Next)
+			}
+		}
+		var got []fsm.Guard
+		for _, c := range completions(s) {
+			got = append(got, c.Guard)
+			want, ok := o.moves[pair{state: s, completion: true, guard: c.Guard}]
+			switch {
+			case !ok:
+				report("%s [%s]: a completion the oracle does not list", s, c.Guard)
+			case want.to != c.Next || want.result != c.Result:
+				report("%s [%s]: the oracle moves to %s latching %s, the table to %s latching %s", s, c.Guard, want.to, want.result, c.Next, c.Result)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(o.completions[s]) {
+			report("%s: the table tries completions %v, the oracle %v", s, got, o.completions[s])
+		}
+	}
+	return diffs
+}
+
+// TestTableMatchesOracle compares the compiled table with the hand-written
+// oracle, pair by pair: every move and completion of the table is in the oracle
+// with the same next state and result, and vice versa; the latches are the
+// oracle's; every other pair is refused.
+func TestTableMatchesOracle(t *testing.T) {
+	o := mustOracle(t)
+	tab := fsm.Lifecycle()
+	assert.Empty(t, diffOracle(o, tab.Lookup, tab.Completions))
+	moves := 0
+	for s := range fsm.NumStates {
+		for e := range fsm.NumEvents {
+			if tab.Lookup(s, e).Kind == fsm.Move {
+				moves++
+			}
+		}
+		moves += len(tab.Completions(s))
+	}
+	assert.Equal(t, len(o.moves), moves, "the table and the oracle have as many moves and completions")
+}
+
+// TestOracleCatchesAChangedTable shows that the comparison can fail: tables
+// that differ from the real one in a single pair or completion disagree with
+// the oracle, and the disagreement names the pair.
+func TestOracleCatchesAChangedTable(t *testing.T) {
+	o := mustOracle(t)
+	tab := fsm.Lifecycle()
+	lookupWith := func(s fsm.State, e fsm.Event, en fsm.Entry) func(fsm.State, fsm.Event) fsm.Entry {
+		return func(ss fsm.State, ee fsm.Event) fsm.Entry {
+			if ss == s && ee == e {
+				return en
+			}
+			return tab.Lookup(ss, ee)
+		}
+	}
+	completionsWith := func(s fsm.State, cs []fsm.Completion) func(fsm.State) []fsm.Completion {
+		return func(ss fsm.State) []fsm.Completion {
+			if ss == s {
+				return cs
+			}
+			return tab.Completions(ss)
+		}
+	}
+	staged := tab.Completions(fsm.Staged)
+	require.Len(t, staged, 3)
+	tests := []struct {
+		name        string
+		lookup      func(fsm.State, fsm.Event) fsm.Entry
+		completions func(fsm.State) []fsm.Completion
+		want        string
+	}{
+		{"a miss moved to failed", lookupWith(fsm.Requested, fsm.OutcomeMissed, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
+			tab.Completions, "(requested, outcome_missed)"},
+		{"a cancel folded into a failure", lookupWith(fsm.Requested, fsm.OutcomeCancelled, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
+			tab.Completions, "(requested, outcome_cancelled)"},
+		{"released before the fence", lookupWith(fsm.Served, fsm.ReleaseRequested, fsm.Entry{Kind: fsm.Move, Next: fsm.Released}),
+			tab.Completions, "(served, release_requested)"},
+		{"a proof fencing before the outcome", lookupWith(fsm.Requested, fsm.AccessProven, fsm.Entry{Kind: fsm.Move, Next: fsm.AccessFenced}),
+			tab.Completions, "(requested, access_proven)"},
+		{"a second outcome latched", lookupWith(fsm.Missed, fsm.OutcomeServed, fsm.Entry{Kind: fsm.Latch, Next: fsm.Missed}),
+			tab.Completions, "(missed, outcome_served)"},
+		{"a latch turned refusal", lookupWith(fsm.Requested, fsm.ReleaseRequested, fsm.Entry{Kind: fsm.Refuse, Next: fsm.Requested}),
+			tab.Completions, "(requested, release_requested)"},
+		{"a rejection not fenced", tab.Lookup, completionsWith(fsm.Failed, nil), "failed: the table tries completions []"},
+		{"a timeout latched as a failure", tab.Lookup,
+			completionsWith(fsm.Staged, []fsm.Completion{staged[0], staged[1], {Guard: fsm.DeadlinePassed, Next: fsm.Failed, Result: fsm.Failure}}),
+			"staged [deadline_passed]"},
+		{"completions reordered", tab.Lookup,
+			completionsWith(fsm.Staged, []fsm.Completion{staged[2], staged[1], staged[0]}), "staged: the table tries completions"},
+		{"an invented completion", tab.Lookup,
+			completionsWith(fsm.Served, []fsm.Completion{{Guard: fsm.NothingToCopy, Next: fsm.LogicallyComplete}}), "served [nothing_to_copy]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			diffs := diffOracle(o, tt.lookup, tt.completions)
+			require.NotEmpty(t, diffs)
+			assert.Contains(t, strings.Join(diffs, "\n"), tt.want)
+		})
+	}
+}
+
+// TestDerivedGroups checks the state groups the package derives from the table
+// against the groups SPEC §4 describes, written out by hand.
+func TestDerivedGroups(t *testing.T) {
+	tab := fsm.Lifecycle()
+	set := func(states ...fsm.State) (out [fsm.NumStates]bool) {
+		for _, s := range states {
+			out[s] = true
+		}
+		return out
+	}
+	outcomes := []fsm.State{fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed}
+	exposed := set(append([]fsm.State{fsm.Requested}, outcomes...)...)
+	groups := []struct {
+		name string
+		of   func(fsm.State) bool
+		want [fsm.NumStates]bool
+	}{
+		{"holding", tab.Holding, set(fsm.Granted, fsm.Staged, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed,
+			fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.LogicallyComplete)},
+		{"exposed", tab.Exposed, exposed},
+		{"answerable", tab.Answerable, set(fsm.LogicallyComplete, fsm.Released)},
+		{"containable", tab.Containable, set(fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed,
+			fsm.AccessFenced, fsm.CopyUnproven)},
+		{"outcome", tab.Outcome, set(outcomes...)},
+		{"terminal", fsm.State.Terminal, set(fsm.Quarantined, fsm.Released)},
+	}
+	for _, g := range groups {
+		for s := range fsm.NumStates {
+			assert.Equal(t, g.want[s], g.of(s), "is %s %s?", s, g.name)
+		}
+		assert.False(t, g.of(fsm.NumStates), "an out-of-range state is in no group (%s)", g.name)
+	}
+}
+
+// model is the oracle's interpreter: a lease as the SPEC describes it, run
+// from the hand-written lists only.
+type model struct {
+	o       *oracle
+	state   fsm.State
+	latched [fsm.NumEvents]bool
+}
+
+// fire applies e as the oracle says: a move clears e's latch, a latch records
+// it, a refusal changes nothing.
+func (m *model) fire(e fsm.Event) (fsm.Step, bool) {
+	from := m.state
+	p := pair{state: from, event: e}
+	if mv, ok := m.o.moves[p]; ok {
+		m.state = mv.to
+		m.latched[e] = false
+		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result}, true
+	}
+	if m.o.latches[p] {
+		m.latched[e] = true
+		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch}, true
+	}
+	return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Refuse}, false
+}
+
+// complete takes the first completion of the state whose guard holds.
+func (m *model) complete(facts fsm.Facts) (fsm.Step, bool) {
+	for _, g := range m.o.completions[m.state] {
+		if facts.Has(g) {
+			from := m.state
+			mv := m.o.moves[pair{state: from, completion: true, guard: g}]
+			m.state = mv.to
+			return fsm.Step{From: from, To: mv.to, Completion: true, Guard: g, Kind: fsm.Move, Result: mv.result}, true
+		}
+	}
+	return fsm.Step{}, false
+}
+
+// redeliver fires the lowest-numbered latched event that moves in the state.
+func (m *model) redeliver() (fsm.Step, bool) {
+	for e := range fsm.NumEvents {
+		if m.latched[e] {
+			if _, ok := m.o.moves[pair{state: m.state, event: e}]; ok {
+				return m.fire(e)
+			}
+		}
+	}
+	return fsm.Step{}, false
+}
+
+var (
+	allStates = func() (out []fsm.State) {
+		for s := range fsm.NumStates {
+			out = append(out, s)
+		}
+		return out
+	}()
+	allEvents = func() (out []fsm.Event) {
+		for e := range fsm.NumEvents {
+			out = append(out, e)
+		}
+		return out
+	}()
+)
+
+// drawEvent draws the next piece of evidence for a lease in s: often one the
+// oracle accepts there, so that sequences get deep into the lifecycle, else any
+// event at all, so that refusals and odd orders are exercised too.
+func drawEvent(t *rapid.T, o *oracle, s fsm.State) fsm.Event {
+	var accepted []fsm.Event
+	for e := range fsm.NumEvents {
+		p := pair{state: s, event: e}
+		if _, ok := o.moves[p]; ok || o.latches[p] {
+			accepted = append(accepted, e)
+		}
+	}
+	if len(accepted) > 0 && rapid.IntRange(0, 3).Draw(t, "accepted") > 0 {
+		return rapid.SampledFrom(accepted).Draw(t, "event")
+	}
+	return rapid.SampledFrom(allEvents).Draw(t, "event")
+}
+
+func drawFacts(t *rapid.T) fsm.Facts {
+	return fsm.Facts(rapid.IntRange(0, 1<<fsm.NumGuards-1).Draw(t, "facts"))
+}
+
+// TestTableAgreesWithOracleInterpreter drives random evidence, from random
+// states, with random guard facts, through the table (Fire, then Complete and
+// Redeliver until neither applies, as the engine settles a lease) and through
+// the oracle's interpreter, and checks that every step agrees; that the lease
+// never leaves the declared states nor a terminal state; and that a refusal
+// changes nothing.
+func TestTableAgreesWithOracleInterpreter(t *testing.T) {
+	o := mustOracle(t)
+	tab := fsm.Lifecycle()
+	rapid.Check(t, func(t *rapid.T) {
+		start := rapid.SampledFrom(allStates).Draw(t, "start")
+		m := &model{o: o, state: start}
+		lease := fsm.Slot{State: start}
+		check := func(what string, got, want fsm.Step, gotOK, wantOK bool) {
+			if gotOK != wantOK || got != want {
+				t.Fatalf("%s: table %+v (%v), oracle %+v (%v)", what, got, gotOK, want, wantOK)
+			}
+			if lease.State >= fsm.NumStates {
+				t.Fatalf("%s: the lease left the declared states: %d", what, lease.State)
+			}
+			if wantOK && want.From.Terminal() && want.To != want.From {
+				t.Fatalf("%s: terminal %s left for %s", what, want.From, want.To)
+			}
+		}
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			e := drawEvent(t, o, m.state)
+			before := lease
+			got, err := tab.Fire(&lease, e)
+			want, ok := m.fire(e)
+			check("fire "+e.String(), got, want, err == nil, ok)
+			if err != nil {
+				var refused *fsm.RefusedError
+				if !assert.ErrorAs(t, err, &refused) || refused.State != before.State || refused.Event != e || refused.Reason == "" {
+					t.Fatalf("%s in %s: refusal %v does not name the pair and a reason", e, before.State, err)
+				}
+				if lease != before {
+					t.Fatalf("refused %s changed the lease from %+v to %+v", e, before, lease)
+				}
+			}
+			if got.Kind != fsm.Move {
+				continue
+			}
+			for {
+				facts := drawFacts(t)
+				got, gotOK := tab.Complete(&lease, facts)
+				want, wantOK := m.complete(facts)
+				check(fmt.Sprintf("complete with facts %06b", facts), got, want, gotOK, wantOK)
+				if gotOK {
+					continue
+				}
+				got, gotOK = tab.Redeliver(&lease)
+				want, wantOK = m.redeliver()
+				check("redeliver", got, want, gotOK, wantOK)
+				if !gotOK {
+					break
+				}
+			}
+			if lease.State != m.state {
+				t.Fatalf("the table is in %s, the oracle in %s", lease.State, m.state)
+			}
+			for e := range fsm.NumEvents {
+				if lease.Latched.Has(e) != m.latched[e] {
+					t.Fatalf("latch %s: table %v, oracle %v", e, lease.Latched.Has(e), m.latched[e])
+				}
+			}
+		}
+	})
+}
