@@ -2,11 +2,14 @@
 // DOT, SVG — and writes the generated reference docs/states.md, all from the
 // compiled table, so that what reviewers read is what the engine runs.
 //
-// The drawings show the declared table only (no current state). Moves are edges
-// labelled with their events; latches are dashed self-loops labelled
-// "event / latch"; refusals are too many to draw and are listed in the Markdown
-// reference with their reasons. The states that decide slot safety stand out:
-// quarantined (red), access_fenced (green) and released (grey).
+// The drawings show the declared table only (no current state). Moves are solid
+// edges labelled with their events, each followed by the outcome it latches in
+// parentheses; completions — guarded moves a state takes the moment it is
+// entered — are dotted edges labelled "[guard]" (and their outcome); latches are
+// dashed self-loops labelled "event / latch". Refusals are too many to draw and
+// are listed in the Markdown reference with their reasons. The states that decide
+// slot safety stand out: quarantined (red), access_fenced (green), released
+// (grey), and copy_unproven (amber, a warning: only containment follows).
 package diagram
 
 import (
@@ -20,79 +23,143 @@ import (
 	"github.com/kvready/kvready/fsm"
 )
 
-// edge is one drawn arrow: every event that moves (or latches, when From equals
-// To) From to To.
-type edge struct {
-	From, To fsm.State
-	Events   []fsm.Event
+// edgeKind is what a drawn edge stands for.
+type edgeKind uint8
+
+const (
+	moveEdge edgeKind = iota
+	completionEdge
+	latchEdge
+)
+
+// cause is one event of an edge and the outcome it latches.
+type cause struct {
+	Event  fsm.Event
+	Result fsm.Result
 }
 
-func (e edge) latch() bool { return e.From == e.To }
+// edge is one drawn arrow: every event that moves (or latches, for a latch edge)
+// From to To, or one completion.
+type edge struct {
+	From, To fsm.State
+	Kind     edgeKind
+	// Causes are the events of a move or latch edge.
+	Causes []cause
+	// Guard and Result are a completion edge's guard and latched outcome.
+	Guard  fsm.Guard
+	Result fsm.Result
+}
 
-// edges groups the table's moves and latches into arrows, in state order, then in
-// the order of each arrow's first event.
+// edges lists the table's completions, moves and latches as arrows, state by
+// state: first the state's completions in the order they are tried, then its
+// moves grouped by target in the order of each group's first event, then one
+// self-loop with its latches.
 func edges(t *fsm.Table) []edge {
 	var out []edge
 	for s := range fsm.NumStates {
+		for _, c := range t.Completions(s) {
+			out = append(out, edge{From: s, To: c.Next, Kind: completionEdge, Guard: c.Guard, Result: c.Result})
+		}
 		index := map[fsm.State]int{}
 		for e := range fsm.NumEvents {
 			en := t.Lookup(s, e)
-			if en.Kind == fsm.Refuse {
+			if en.Kind != fsm.Move {
 				continue
 			}
 			i, ok := index[en.Next]
 			if !ok {
 				i = len(out)
 				index[en.Next] = i
-				out = append(out, edge{From: s, To: en.Next})
+				out = append(out, edge{From: s, To: en.Next, Kind: moveEdge})
 			}
-			out[i].Events = append(out[i].Events, e)
+			out[i].Causes = append(out[i].Causes, cause{Event: e, Result: en.Result})
+		}
+		latch := edge{From: s, To: s, Kind: latchEdge}
+		for e := range fsm.NumEvents {
+			if t.Lookup(s, e).Kind == fsm.Latch {
+				latch.Causes = append(latch.Causes, cause{Event: e})
+			}
+		}
+		if len(latch.Causes) > 0 {
+			out = append(out, latch)
 		}
 	}
 	return out
 }
 
-func names(events []fsm.Event) []string {
-	out := make([]string, len(events))
-	for i, e := range events {
-		out[i] = e.String()
+// withResult appends the outcome a move latches, in parentheses.
+func withResult(name string, r fsm.Result) string {
+	if r == fsm.NoResult {
+		return name
 	}
-	return out
+	return name + " (" + r.String() + ")"
 }
 
-// label is an edge's text: its events, and "/ latch" on a latch, the guard that
-// holds early evidence until a later state accepts it.
+// label is an edge's text: its events (each with the outcome it latches) joined
+// by sep, "/ latch" after a latch's events, or a completion's "[guard]".
 func label(e edge, sep string) string {
-	l := strings.Join(names(e.Events), sep)
-	if e.latch() {
+	if e.Kind == completionEdge {
+		return withResult(fsm.CompletionName(e.Guard), e.Result)
+	}
+	parts := make([]string, len(e.Causes))
+	for i, c := range e.Causes {
+		parts[i] = withResult(c.Event.String(), c.Result)
+	}
+	l := strings.Join(parts, sep)
+	if e.Kind == latchEdge {
 		l += " / latch"
 	}
 	return l
 }
 
+// terminal reports whether no move and no completion leaves s in t.
+func terminal(t *fsm.Table, s fsm.State) bool {
+	if len(t.Completions(s)) > 0 {
+		return false
+	}
+	for e := range fsm.NumEvents {
+		if t.Lookup(s, e).Kind == fsm.Move {
+			return false
+		}
+	}
+	return true
+}
+
 // header opens every drawing, naming its source.
 const header = "generated by `kvready diagram` from fsm/lifecycle.go; do not edit"
 
-// Mermaid returns the lifecycle as a Mermaid state diagram.
+// The colours of the states that decide slot safety, shared by every drawing.
+const (
+	quarantineStyle = "fill:#fde2e2,stroke:#b91c1c,stroke-width:3px,color:#7f1d1d"
+	fenceStyle      = "fill:#dcfce7,stroke:#15803d,stroke-width:3px,color:#14532d"
+	doneStyle       = "fill:#e5e7eb,stroke:#374151,stroke-width:2px"
+	warningStyle    = "fill:#fef3c7,stroke:#b45309,stroke-width:2px,stroke-dasharray:5 3,color:#78350f"
+)
+
+// Mermaid returns the lifecycle as a Mermaid state diagram. Mermaid cannot
+// style single transitions, so completions are told apart by their "[guard]"
+// label and latches by "/ latch".
 func Mermaid(t *fsm.Table) string {
 	var b strings.Builder
 	b.WriteString("stateDiagram-v2\n")
 	b.WriteString("    %% " + header + "\n")
-	b.WriteString("    classDef quarantine fill:#fde2e2,stroke:#b91c1c,stroke-width:3px,color:#7f1d1d\n")
-	b.WriteString("    classDef fence fill:#dcfce7,stroke:#15803d,stroke-width:3px,color:#14532d\n")
-	b.WriteString("    classDef done fill:#e5e7eb,stroke:#374151,stroke-width:2px\n")
-	b.WriteString("    [*] --> waiting\n")
+	b.WriteString("    classDef quarantine " + quarantineStyle + "\n")
+	b.WriteString("    classDef fence " + fenceStyle + "\n")
+	b.WriteString("    classDef done " + doneStyle + "\n")
+	b.WriteString("    classDef warning " + warningStyle + "\n")
+	fmt.Fprintf(&b, "    [*] --> %s\n", fsm.Waiting)
 	for _, e := range edges(t) {
 		fmt.Fprintf(&b, "    %s --> %s : %s\n", e.From, e.To, label(e, ", "))
 	}
 	for s := range fsm.NumStates {
-		if s.Terminal() {
+		if terminal(t, s) {
 			fmt.Fprintf(&b, "    %s --> [*]\n", s)
 		}
 	}
 	fmt.Fprintf(&b, "    class %s quarantine\n", fsm.Quarantined)
 	fmt.Fprintf(&b, "    class %s fence\n", fsm.AccessFenced)
 	fmt.Fprintf(&b, "    class %s done\n", fsm.Released)
+	fmt.Fprintf(&b, "    class %s warning\n", fsm.CopyUnproven)
 	return b.String()
 }
 
@@ -105,8 +172,34 @@ func nodeStyle(s fsm.State) string {
 		return ` fillcolor="#dcfce7" color="#15803d" penwidth=3 fontcolor="#14532d"`
 	case fsm.Released:
 		return ` fillcolor="#e5e7eb" color="#374151" peripheries=2`
+	case fsm.CopyUnproven:
+		return ` style="rounded,filled,dashed" fillcolor="#fef3c7" color="#b45309" penwidth=2 fontcolor="#78350f"`
 	}
 	return ""
+}
+
+// edgeStyle is the DOT attributes of an edge: its line by kind (solid move,
+// dotted completion, dashed latch), its colour by the state it enters.
+func edgeStyle(e edge) string {
+	var attrs string
+	switch e.Kind {
+	case latchEdge:
+		return ` style=dashed color="#6b7280" fontcolor="#4b5563"`
+	case completionEdge:
+		attrs = " style=dotted penwidth=2 arrowhead=vee"
+	}
+	switch e.To {
+	case fsm.Quarantined:
+		attrs += ` color="#b91c1c" fontcolor="#b91c1c"`
+	case fsm.AccessFenced:
+		attrs += ` color="#15803d" fontcolor="#15803d"`
+		if e.Kind == moveEdge {
+			attrs += " penwidth=2"
+		}
+	case fsm.CopyUnproven:
+		attrs += ` color="#b45309" fontcolor="#b45309"`
+	}
+	return attrs
 }
 
 // DOT returns the lifecycle as a Graphviz digraph.
@@ -115,28 +208,35 @@ func DOT(t *fsm.Table) string {
 	b.WriteString("// " + header + "\n")
 	b.WriteString("digraph lifecycle {\n")
 	b.WriteString("  rankdir=TB;\n")
+	b.WriteString("  nodesep=0.6;\n")
 	b.WriteString("  labelloc=t;\n")
-	b.WriteString("  label=\"kvready lease lifecycle\";\n")
+	b.WriteString("  fontname=\"Helvetica\";\n")
+	b.WriteString("  label=\"kvready lease lifecycle, revision 2\\nsolid: move (outcome latched)   dotted: [guard] completion on entry   dashed: latch\";\n")
 	b.WriteString("  node [shape=box style=\"rounded,filled\" fillcolor=white fontname=\"Helvetica\"];\n")
 	b.WriteString("  edge [fontname=\"Helvetica\" fontsize=10];\n")
 	b.WriteString("  start [shape=point width=0.15 label=\"\"];\n")
 	for s := range fsm.NumStates {
 		fmt.Fprintf(&b, "  %s [label=\"%s\"%s];\n", s, s, nodeStyle(s))
 	}
-	// The terminal states share the bottom rank, so every path reads downwards.
-	fmt.Fprintf(&b, "  { rank=sink; %s; %s; }\n", fsm.Quarantined, fsm.Released)
-	b.WriteString("  start -> waiting;\n")
-	for _, e := range edges(t) {
-		attrs := fmt.Sprintf("label=\"%s\"", label(e, "\\n"))
-		switch {
-		case e.latch():
-			attrs += " style=dashed color=\"#6b7280\" fontcolor=\"#4b5563\""
-		case e.To == fsm.Quarantined:
-			attrs += " color=\"#b91c1c\" fontcolor=\"#b91c1c\""
-		case e.To == fsm.AccessFenced:
-			attrs += " color=\"#15803d\" fontcolor=\"#15803d\" penwidth=2"
+	// The outcome states share a rank, and the terminal states the bottom one,
+	// so every path reads downwards.
+	b.WriteString("  { rank=same;")
+	for s := range fsm.NumStates {
+		if t.Outcome(s) {
+			fmt.Fprintf(&b, " %s;", s)
 		}
-		fmt.Fprintf(&b, "  %s -> %s [%s];\n", e.From, e.To, attrs)
+	}
+	b.WriteString(" }\n")
+	b.WriteString("  { rank=sink;")
+	for s := range fsm.NumStates {
+		if terminal(t, s) {
+			fmt.Fprintf(&b, " %s;", s)
+		}
+	}
+	b.WriteString(" }\n")
+	fmt.Fprintf(&b, "  start -> %s;\n", fsm.Waiting)
+	for _, e := range edges(t) {
+		fmt.Fprintf(&b, "  %s -> %s [label=\"%s\"%s];\n", e.From, e.To, label(e, "\\n"), edgeStyle(e))
 	}
 	b.WriteString("}\n")
 	return b.String()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,114 +15,286 @@ import (
 	"github.com/kvready/kvready/fsm"
 )
 
-// mermaidEdge matches one drawn transition: "    from --> to : events[ / latch]".
+// drawn is what a drawing says, parsed back from its text.
+type drawn struct {
+	// moves maps (state, event) to "next result" ("next" alone without one).
+	moves map[[2]string]string
+	// completions maps a state to its "[guard] next result" items, in order.
+	completions map[string][]string
+	// latches holds every drawn (state, event) latch.
+	latches map[[2]string]bool
+	// labels are the label lines of every edge, for the SVG check.
+	labels []string
+}
+
+var causeRE = regexp.MustCompile(`^(\[?[a-z_]+\]?)(?: \(([a-z]+)\))?$`)
+
+// parseEdge records one drawn edge, from → to, whose label lines are items.
+func (d *drawn) parseEdge(t *testing.T, from, to string, items []string) (kind edgeKind) {
+	t.Helper()
+	d.labels = append(d.labels, items...)
+	if last := items[len(items)-1]; strings.HasSuffix(last, " / latch") {
+		items[len(items)-1] = strings.TrimSuffix(last, " / latch")
+		assert.Equal(t, from, to, "latch %v is not a self-loop", items)
+		for _, ev := range items {
+			key := [2]string{from, ev}
+			assert.False(t, d.latches[key], "(%s, %s) drawn twice", from, ev)
+			d.latches[key] = true
+		}
+		return latchEdge
+	}
+	assert.NotEqual(t, from, to, "%v: only latches are self-loops", items)
+	for _, item := range items {
+		m := causeRE.FindStringSubmatch(item)
+		require.NotNil(t, m, "label %q", item)
+		target := strings.TrimSpace(to + " " + m[2])
+		if strings.HasPrefix(m[1], "[") {
+			require.Len(t, items, 1, "a completion is drawn on its own: %v", items)
+			d.completions[from] = append(d.completions[from], m[1]+" "+target)
+			kind = completionEdge
+			continue
+		}
+		key := [2]string{from, m[1]}
+		_, dup := d.moves[key]
+		assert.False(t, dup, "(%s, %s) drawn twice", from, m[1])
+		d.moves[key] = target
+	}
+	return kind
+}
+
+// check compares the drawing with the table: every move with its target and
+// result, every completion in order, every latch, and nothing else.
+func (d *drawn) check(t *testing.T, tab *fsm.Table) {
+	t.Helper()
+	moves, latches := 0, 0
+	for s := range fsm.NumStates {
+		for e := range fsm.NumEvents {
+			key := [2]string{s.String(), e.String()}
+			en := tab.Lookup(s, e)
+			switch en.Kind {
+			case fsm.Move:
+				moves++
+				want := en.Next.String()
+				if en.Result != fsm.NoResult {
+					want += " " + en.Result.String()
+				}
+				assert.Equal(t, want, d.moves[key], "move (%s, %s)", s, e)
+			case fsm.Latch:
+				latches++
+				assert.True(t, d.latches[key], "latch (%s, %s) is not drawn", s, e)
+			default:
+				_, isMove := d.moves[key]
+				assert.False(t, isMove || d.latches[key], "refused (%s, %s) is drawn", s, e)
+			}
+		}
+		var want []string
+		for _, c := range tab.Completions(s) {
+			w := fsm.CompletionName(c.Guard) + " " + c.Next.String()
+			if c.Result != fsm.NoResult {
+				w += " " + c.Result.String()
+			}
+			want = append(want, w)
+		}
+		assert.Equal(t, want, d.completions[s.String()], "completions of %s, in order", s)
+	}
+	assert.Equal(t, moves, len(d.moves), "moves drawn")
+	assert.Equal(t, latches, len(d.latches), "latches drawn")
+	require.Positive(t, moves)
+	require.Positive(t, latches)
+}
+
+func newDrawn() *drawn {
+	return &drawn{moves: map[[2]string]string{}, completions: map[string][]string{}, latches: map[[2]string]bool{}}
+}
+
+// mermaidEdge matches one drawn transition: "    from --> to : label".
 var mermaidEdge = regexp.MustCompile(`^    ([a-z_]+) --> ([a-z_]+) : (.+)$`)
 
-// TestMermaidDrawsEveryMoveAndLatch parses the drawing back and checks that it
-// is exactly the table's moves and latches: nothing missing, nothing invented,
-// latches labelled as such.
-func TestMermaidDrawsEveryMoveAndLatch(t *testing.T) {
+// TestMermaidDrawsTheTable parses the Mermaid drawing back and checks that it
+// is exactly the table's moves (with the outcomes they latch), completions and
+// latches: nothing missing, nothing invented.
+func TestMermaidDrawsTheTable(t *testing.T) {
 	tab := fsm.Lifecycle()
-	drawn := map[[2]string]string{} // (state, event) → target
-	latches := map[[2]string]bool{}
+	d := newDrawn()
 	for _, line := range strings.Split(Mermaid(tab), "\n") {
-		m := mermaidEdge.FindStringSubmatch(line)
+		if m := mermaidEdge.FindStringSubmatch(line); m != nil {
+			d.parseEdge(t, m[1], m[2], strings.Split(m[3], ", "))
+		}
+	}
+	d.check(t, tab)
+	m := Mermaid(tab)
+	assert.True(t, strings.HasPrefix(m, "stateDiagram-v2\n    %% "+header+"\n"))
+	assert.Contains(t, m, "    [*] --> waiting\n")
+	assert.Contains(t, m, "    quarantined --> [*]\n")
+	assert.Contains(t, m, "    released --> [*]\n")
+	assert.Equal(t, 2, strings.Count(m, "--> [*]"), "only the terminal states end")
+}
+
+// dotEdge matches one DOT edge: `  from -> to [label="l1\nl2" attrs];`.
+var dotEdge = regexp.MustCompile(`^  ([a-z_]+) -> ([a-z_]+) \[label="([^"]+)"(.*)\];$`)
+
+// TestDOTDrawsTheTable parses the DOT drawing back like the Mermaid one, and
+// checks each kind of edge has its line style: solid moves, dotted
+// completions, dashed latches.
+func TestDOTDrawsTheTable(t *testing.T) {
+	tab := fsm.Lifecycle()
+	d := newDrawn()
+	edgesSeen := 0
+	for _, line := range strings.Split(DOT(tab), "\n") {
+		m := dotEdge.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		label, isLatch := strings.CutSuffix(m[3], " / latch")
-		assert.Equal(t, m[1] == m[2], isLatch, "line %q: self-loops and only they are latches", line)
-		for _, ev := range strings.Split(label, ", ") {
-			key := [2]string{m[1], ev}
-			_, dup := drawn[key]
-			assert.False(t, dup, "(%s, %s) drawn twice", m[1], ev)
-			drawn[key] = m[2]
-			latches[key] = isLatch
+		edgesSeen++
+		switch d.parseEdge(t, m[1], m[2], strings.Split(m[3], `\n`)) {
+		case latchEdge:
+			assert.Contains(t, m[4], "style=dashed", line)
+		case completionEdge:
+			assert.Contains(t, m[4], "style=dotted", line)
+		default:
+			assert.NotContains(t, m[4], "style=", "a move is solid: %s", line)
 		}
 	}
-	n := 0
-	for s := range fsm.NumStates {
-		for e := range fsm.NumEvents {
-			en := tab.Lookup(s, e)
-			to, ok := drawn[[2]string{s.String(), e.String()}]
-			if en.Kind == fsm.Refuse {
-				assert.False(t, ok, "refused (%s, %s) is drawn", s, e)
-				continue
-			}
-			n++
-			assert.True(t, ok, "(%s, %s) is not drawn", s, e)
-			assert.Equal(t, en.Next.String(), to, "(%s, %s)", s, e)
-			assert.Equal(t, en.Kind == fsm.Latch, latches[[2]string{s.String(), e.String()}], "(%s, %s)", s, e)
-		}
-	}
-	assert.Equal(t, n, len(drawn))
+	d.check(t, tab)
+	assert.Equal(t, len(edges(tab)), edgesSeen)
+	assert.Equal(t, edgesSeen+1, strings.Count(DOT(tab), " -> "), "one line per edge plus the start arrow")
 }
 
 func TestSafetyStatesStandOut(t *testing.T) {
-	m := Mermaid(fsm.Lifecycle())
+	tab := fsm.Lifecycle()
+	m := Mermaid(tab)
 	assert.Contains(t, m, "class quarantined quarantine\n")
 	assert.Contains(t, m, "class access_fenced fence\n")
 	assert.Contains(t, m, "class released done\n")
-	assert.NotContains(t, m, "\n    waiting --> waiting", "no current-state highlight or idle loops")
-	d := DOT(fsm.Lifecycle())
+	assert.Contains(t, m, "class copy_unproven warning\n")
+	assert.Contains(t, m, "classDef warning "+warningStyle+"\n")
+	d := DOT(tab)
 	assert.Regexp(t, `(?m)^  quarantined \[label="quarantined" shape=octagon fillcolor="#fde2e2"`, d)
 	assert.Regexp(t, `(?m)^  access_fenced \[label="access_fenced" fillcolor="#dcfce7"`, d)
-	assert.Regexp(t, `(?m)^  requested -> requested \[label="access_proven\\nrelease_requested\\nclose / latch" style=dashed`, d)
-	assert.Regexp(t, `(?m)^  logically_complete -> access_fenced \[label="access_proven" color="#15803d"`, d)
+	assert.Regexp(t, `(?m)^  released \[label="released" fillcolor="#e5e7eb"`, d)
+	assert.Regexp(t, `(?m)^  copy_unproven \[label="copy_unproven" style="rounded,filled,dashed" fillcolor="#fef3c7"`, d)
+	assert.Regexp(t, `(?m)^  \{ rank=sink; quarantined; released; \}$`, d)
+	assert.Regexp(t, `(?m)^  \{ rank=same; served; partial; missed; failed; \}$`, d)
+	assert.Regexp(t, `(?m)^  served -> access_fenced \[label="access_proven" color="#15803d"`, d)
+	assert.Regexp(t, `(?m)^  failed -> access_fenced \[label="\[never_exposed\]" style=dotted`, d)
+	assert.Regexp(t, `(?m)^  requested -> quarantined \[label="containment" color="#b91c1c"`, d)
+	assert.Regexp(t, `(?m)^  requested -> failed \[label="outcome_failed \(failed\)\\noutcome_cancelled \(cancelled\)`, d)
 }
 
-// TestDOTEdgesMatchTable checks the DOT drawing has one edge per (from, to) pair
-// of the table, labelled with all its events.
-func TestDOTEdgesMatchTable(t *testing.T) {
-	tab := fsm.Lifecycle()
-	d := DOT(tab)
-	for _, e := range edges(tab) {
-		want := fmt.Sprintf("  %s -> %s [label=\"%s", e.From, e.To, strings.Join(names(e.Events), `\n`))
-		assert.Equal(t, 1, strings.Count(d, want), "edge %s -> %s", e.From, e.To)
-	}
-	assert.Equal(t, len(edges(tab))+1, strings.Count(d, " -> "), "one line per edge plus the start arrow")
-}
-
-func TestSVGIsDeterministic(t *testing.T) {
+func TestSVGIsDeterministicAndComplete(t *testing.T) {
 	ctx := context.Background()
-	first, err := SVG(ctx, fsm.Lifecycle())
+	tab := fsm.Lifecycle()
+	first, err := SVG(ctx, tab)
 	require.NoError(t, err)
-	second, err := SVG(ctx, fsm.Lifecycle())
+	second, err := SVG(ctx, tab)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(first, second), "two renderings differ: the committed SVG could never be fresh")
+	svg := string(first)
 	for s := range fsm.NumStates {
-		assert.Contains(t, string(first), "<title>"+s.String()+"</title>")
+		assert.Contains(t, svg, "<title>"+s.String()+"</title>")
 	}
-	assert.Contains(t, string(first), "close / latch", "latch labels are drawn")
+	// Every label line of every edge is drawn as text.
+	d := newDrawn()
+	for _, line := range strings.Split(DOT(tab), "\n") {
+		if m := dotEdge.FindStringSubmatch(line); m != nil {
+			d.parseEdge(t, m[1], m[2], strings.Split(m[3], `\n`))
+		}
+	}
+	require.NotEmpty(t, d.labels)
+	for _, l := range d.labels {
+		assert.Contains(t, svg, ">"+html.EscapeString(l)+"</text>", "label %q", l)
+	}
+	assert.Contains(t, svg, `fill="#fef3c7"`, "copy_unproven is drawn as a warning")
+	assert.Contains(t, svg, `fill="#fde2e2"`, "quarantined is red")
+	assert.Contains(t, svg, "stroke-dasharray", "latches and completions are not solid")
 }
 
-func TestMarkdownListsEveryPair(t *testing.T) {
+// section returns the Markdown from heading to the next heading of the same
+// level.
+func section(t *testing.T, md, heading string) string {
+	t.Helper()
+	i := strings.Index(md, "\n"+heading+"\n")
+	require.GreaterOrEqual(t, i, 0, "no section %q", heading)
+	rest := md[i+1:]
+	level := heading[:strings.Index(heading, " ")+1]
+	if next := strings.Index(rest[1:], "\n"+level); next >= 0 {
+		rest = rest[:next+1]
+	}
+	return rest
+}
+
+func TestMarkdownDescribesEveryPair(t *testing.T) {
 	tab := fsm.Lifecycle()
 	md := Markdown(tab)
 	assert.True(t, strings.HasPrefix(md, "# The lease lifecycle\n"))
 	assert.Contains(t, md, "```mermaid\n"+Mermaid(tab)+"```\n")
 	for s := range fsm.NumStates {
-		section := md[strings.Index(md, "\n### `"+s.String()+"`\n"):]
-		if next := strings.Index(section[1:], "\n### "); next >= 0 {
-			section = section[:next+1]
-		}
+		sec := section(t, md, "### `"+s.String()+"`")
 		for e := range fsm.NumEvents {
 			en := tab.Lookup(s, e)
 			var row string
 			switch en.Kind {
 			case fsm.Move:
-				row = fmt.Sprintf("| `%s` | move | `%s` |", e, en.Next)
+				row = fmt.Sprintf("| `%s` | move | `%s`%s |", e, en.Next, latching(en.Result))
 			case fsm.Latch:
-				row = fmt.Sprintf("| `%s` | latch |", e)
+				row = fmt.Sprintf("| `%s` | latch | kept: %s |", e, cell(en.Reason()))
 			default:
-				row = fmt.Sprintf("| `%s` | refuse | %s |", e, en.Reason())
+				row = fmt.Sprintf("| `%s` | refuse | %s |", e, cell(en.Reason()))
 			}
-			assert.Contains(t, section, row, "section %s", s)
+			assert.Contains(t, sec, row, "section %s", s)
 		}
-		assert.Contains(t, md, fmt.Sprintf("| `%s` | %s | %s |", s, s.Meaning(), s.Slots()))
+		for _, c := range tab.Completions(s) {
+			assert.Contains(t, sec, fmt.Sprintf("- `%s` → `%s`%s\n", fsm.CompletionName(c.Guard), c.Next, latching(c.Result)))
+		}
+		assert.Contains(t, section(t, md, "## States"),
+			fmt.Sprintf("| `%s` | %s | %s | %s |", s, cell(s.Meaning()), cell(s.Slots()), orDash(strings.Join(groupsOf(tab, s), ", "))))
 	}
+	assert.Contains(t, section(t, md, "## States"), "| `requested` | Submitted; the outcome is pending. | The backend may read or write them at any time. | holds slots, exposed, containable |")
+	assert.Contains(t, section(t, md, "## States"), "| `logically_complete` | Every local copy landed: readiness is answerable. | Nothing touches them: they return once the owner releases the lease. | holds slots, answerable |")
 	for e := range fsm.NumEvents {
-		assert.Contains(t, md, fmt.Sprintf("| %d | `%s` | %s |", e, e, e.Meaning()))
+		assert.Contains(t, section(t, md, "## Events"), fmt.Sprintf("| %d | `%s` | %s |", e, e, e.Meaning()))
+	}
+	guards := section(t, md, "## Guards")
+	for g := range fsm.NumGuards {
+		assert.Contains(t, guards, fmt.Sprintf("| `%s` | %s |", g, cell(g.Meaning())))
+	}
+	assert.Contains(t, guards, "| `never_exposed` | The backend never saw the slots: the submission was rejected, or never made. | `failed` |")
+	completions := section(t, md, "## Completions")
+	assert.Contains(t, completions, "| `staged` | `[deadline_passed]` | `failed` | `timeout` |")
+	assert.Contains(t, completions, "| `access_fenced` | `[nothing_to_copy]` | `logically_complete` | — |")
+	results := section(t, md, "## Results")
+	assert.Contains(t, results, "| `missed` | no | `requested` `outcome_missed` → `missed` |")
+	assert.Contains(t, results, "| `timeout` | yes | `staged` `[deadline_passed]` → `failed`<br>`requested` `deadline` → `failed` |")
+	assert.Contains(t, results, "`requested` `outcome_cancelled` → `failed`")
+	assert.NotContains(t, results, "| `none` |")
+	for s := range fsm.NumStates {
+		for e := range fsm.NumEvents {
+			if en := tab.Lookup(s, e); en.Kind == fsm.Move && en.Result != fsm.NoResult {
+				assert.Contains(t, results, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
+			}
+		}
+	}
+	latches := section(t, md, "## Latches")
+	for s := range fsm.NumStates {
+		for e := range fsm.NumEvents {
+			if en := tab.Lookup(s, e); en.Kind == fsm.Latch {
+				assert.Regexp(t, regexp.MustCompile("(?m)^\\| `"+s.String()+"` \\| [^|]*`"+e.String()+"`[^|]*\\| "+regexp.QuoteMeta(cell(en.Reason()))+" \\|$"), latches, "(%s, %s)", s, e)
+			}
+		}
+	}
+	glance := section(t, md, "## Every pair at a glance")
+	assert.Contains(t, glance, "| `staged` | [withdrawn] → access_fenced<br>[staging_incomplete] → failed<br>[deadline_passed] → failed |")
+	assert.Equal(t, int(fsm.NumStates), strings.Count(glance, "\n| `"), "one row per state")
+	assert.Contains(t, glance, "| `requested` | — | · |")
+	assert.Contains(t, section(t, md, "## States"), "| `waiting` | Queued for staging slots, in arrival order. | Holds none. | — |")
+	for _, phrase := range []string{
+		"revision 2",
+		"issued only on entering `access_fenced`",
+		"**containment deadline is fixed at submission** — the request deadline plus\n   the drain grace, earlier if the drain starts earlier",
+		"**Quarantine is only by containment**",
+		"- **move**:", "- **latch**:", "- **refuse**:", "**completions**",
+	} {
+		assert.Contains(t, md, phrase)
 	}
 }
 

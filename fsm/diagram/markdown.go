@@ -8,54 +8,134 @@ import (
 )
 
 // intro is the hand-written part of docs/states.md; everything after it is
-// generated from the table.
-const intro = `# The lease lifecycle
+// generated from the table. It is written with ~ for Markdown's backquote, which
+// a Go raw string cannot hold.
+var intro = strings.ReplaceAll(introText, "~", "`")
+
+const introText = `# The lease lifecycle
 
 Every lease — the staging slots of one fetch or one publish — has exactly one
-state. The lifecycle is declared once, in ` + "`fsm/lifecycle.go`" + `: for every
-(state, event) pair it says one of three things.
+state. The lifecycle (SPEC §4, revision 2) is declared once, in
+~fsm/lifecycle.go~: the engine runs from the table compiled from that
+declaration, and this page and the drawings in ~docs/diagrams/~ are generated
+from the same table. The tests check the table against an oracle written by hand
+from the SPEC, rule by rule.
 
-- **move**: the lease goes to the next state;
+Revision 2 corrects revision 1, which copied a fetch's rows from staging to the
+device, and answered readiness, before the backend's access was proven over. A
+backend that answered Delivered may still be touching staging (a retried write,
+a lagging DMA): bytes copied out before the proof can be torn. Now the outcome
+is latched and visible at once — a miss can be rescheduled for recompute
+immediately — but nothing is copied until the fence.
+
+## How to read it
+
+For every (state, event) pair the declaration says exactly one of:
+
+- **move**: the lease goes to the next state. A move may latch the lease's
+  logical outcome, its *result* (served, partial, missed, failed, cancelled,
+  rejected, timeout, violation), declared with the move so that the engine never
+  maps states to outcomes by hand. Drawn as solid arrows, the result in
+  parentheses.
 - **latch**: the evidence arrived early (an access proof before the outcome, a
-  release request before the fence); the lease records it and keeps its state.
-  After every later move the engine re-delivers latched events, lowest event
-  first, until none applies. Latches are the guards drawn as dashed self-loops;
+  release before the fence); the lease records it, keeps its state, and the
+  declaration says what keeping it means there. After every later move the
+  engine re-delivers latched events, lowest event first, until none applies.
+  Drawn as dashed self-loops, ~event / latch~.
 - **refuse**: the evidence changes nothing, for the declared reason (a stale
-  handle, an outcome already latched, slots that never return).
+  handle, an outcome already latched, a fence that stands). Not drawn: see the
+  tables below.
 
-The engine runs from the table compiled from that declaration; the tests check
-it (every pair declared once; agreement with a looplab/fsm machine built from the
-same declaration; no release without the fence; no miss turned into a failure;
-release reachable from every live state); this page and the diagrams in
-` + "`docs/diagrams/`" + ` are drawn from it.
+Besides its pairs, a state may declare **completions**: guarded moves it takes
+the moment a lease enters it, before its own work, when a *guard* holds for the
+lease — ~[fetch]~ (a fetch has nothing to copy into staging), ~[never_exposed]~
+(a rejection proves nothing escaped), ~[nothing_to_copy]~ (a miss, a failure, a
+publish, or a lease its owner already released). Guards read only what the lease
+already holds; the engine never invents an event to push a lease along. A state
+tries its completions in the order listed. Drawn as dotted arrows, ~[guard]~.
 
-The safety rules it encodes: slots return to the allocator only from
-` + "`access_fenced`" + ` — backend access proven over **and** every local copy
-landed — or from ` + "`waiting`" + `, which holds none. An outcome, a failure, a
-cancellation, a deadline or a shutdown never releases anything. Evidence that
-access may not have ended sends the slots to ` + "`quarantined`" + ` for ever.
+## The rules it encodes
+
+1. **No slot is recycled before its fence.** From every state that holds slots,
+   the only way to ~released~ passes through ~access_fenced~ — backend access
+   proven over: Quiesce answered true, the submission was rejected, or nothing
+   was ever exposed — and then ~logically_complete~, every local copy landed.
+   Only ~waiting~, which holds nothing, is released directly. An outcome, a
+   failure, a cancellation, a timeout, a request exit or a shutdown never
+   releases anything.
+2. **Misses never appear as failures**, nor failures as misses: ~outcome_missed~
+   leads only to ~missed~ with the result ~missed~; a Cancelled latches
+   ~cancelled~, never ~failed~.
+3. **Outcomes latch once.** In ~served~, ~partial~, ~missed~ and ~failed~ a
+   second outcome is refused. A changed answer, or names never asked for,
+   arrives as ~contract_violation~: it fails a delivery, whose rows are then
+   never trusted, and leaves a miss a miss.
+4. **Logical delivery never races backend access.** The staging→device copies of
+   the served whole rows are issued only on entering ~access_fenced~, which is
+   entered only through ~access_proven~, the ~[never_exposed]~ completion or the
+   ~[withdrawn]~ one. Readiness is answerable from ~logically_complete~ on,
+   once they landed. Once the owner released the lease nothing more is copied
+   (~[nothing_to_copy]~), but copies already issued land before the slots
+   return.
+5. **Unproven is retried, then contained — never assumed.** ~access_unproven~
+   (Quiesce false, or an error) never moves a lease: the drain starts, the
+   engine asks again with backoff, and a later ~access_proven~ fences it. The
+   **containment deadline is fixed at submission** — the request deadline plus
+   the drain grace, earlier if the drain starts earlier — never measured from
+   when the engine notices. **Quarantine is only by containment**: when that
+   deadline passes with access or a local copy still unproven (~copy_unproven~:
+   a copy that failed without a completion record, or a lost device),
+   ~containment~ moves the lease to ~quarantined~, the engine signals it once,
+   and the slots never return. No later evidence releases them.
+6. **What a backend was handed stays the lease's until its fence** (the extent,
+   its units, the attempt); a quarantined lease keeps it for ever. This is the
+   engine's to keep; the table gives it the fence to wait for.
+7. **Stale handles are refused**: ~released~ refuses everything.
+8. **Liveness.** From every state a terminal state is reachable, and from every
+   state that holds slots ~released~ is — except ~copy_unproven~, which only a
+   failed copy enters. A lease that quarantine holes leave ungrantable latches
+   ~slots_unavailable~ and is reported at once.
+9. **Deadlines.** The request deadline moves only a submitted lease, to ~failed~
+   with the result ~timeout~; before submission the ~[deadline_passed]~
+   completion does the same. It starts the drain and never releases anything.
+10. **Shutdown.** A waiting lease is released by ~close~ with the result
+    ~cancelled~. Every lease that holds slots keeps the close (a latch) and
+    keeps progressing: one still waiting for an outcome gets the engine's local
+    Cancelled at once (~outcome_cancelled~), and each is released once proven
+    and complete — or contained. Close never releases a lease before its fence.
+11. **Caller mistakes are refused at the door**: a copy the device refused
+    before it started (~copy_refused~) is not unproven and quarantines nothing;
+    a publish whose staging is incomplete fails without being submitted.
 `
 
 // Markdown returns docs/states.md: the hand-written introduction, then the
-// Mermaid diagram (rendered by GitHub), the states, the events, and what every
-// event does in every state, refusals with their reasons.
+// Mermaid diagram (rendered by GitHub), the states, events, guards and
+// completions, the results each move latches, the meaning of every latch, and
+// what every event does in every state, refusals with their reasons.
 func Markdown(t *fsm.Table) string {
 	var b strings.Builder
 	b.WriteString(intro)
 	b.WriteString("\n<!-- Everything below is " + header + ". Regenerate with `make diagrams`; `make test` fails when it is stale. -->\n\n")
 
 	b.WriteString("## Diagram\n\n")
-	b.WriteString("Moves are solid arrows labelled with their events; latches are self-loops\n")
-	b.WriteString("labelled `event / latch`. Refusals are not drawn: see the tables below.\n")
-	b.WriteString("Graphviz renderings: [lifecycle.svg](diagrams/lifecycle.svg), [lifecycle.dot](diagrams/lifecycle.dot).\n\n")
+	b.WriteString("Moves are solid arrows labelled with their events, each followed by the outcome it\n")
+	b.WriteString("latches in parentheses; completions are arrows labelled `[guard]`; latches are\n")
+	b.WriteString("self-loops labelled `event / latch`. Refusals are not drawn: see the tables below.\n")
+	b.WriteString("Graphviz renderings, with completions dotted and latches dashed:\n")
+	b.WriteString("[lifecycle.svg](diagrams/lifecycle.svg), [lifecycle.dot](diagrams/lifecycle.dot).\n\n")
 	b.WriteString("```mermaid\n")
 	b.WriteString(Mermaid(t))
 	b.WriteString("```\n\n")
 
 	b.WriteString("## States\n\n")
-	b.WriteString("| state | meaning | the slots |\n|---|---|---|\n")
+	b.WriteString("The groups are derived from the table: *holds slots* (from the grant until released\n")
+	b.WriteString("or quarantined), *exposed* (the backend may touch the slots: its access proof is\n")
+	b.WriteString("awaited), *containable* (containment can still quarantine it), *answerable*\n")
+	b.WriteString("(readiness can be answered), *outcome* (entered with a latched outcome) and\n")
+	b.WriteString("*terminal* (nothing leaves it).\n\n")
+	b.WriteString("| state | meaning | the slots | groups |\n|---|---|---|---|\n")
 	for s := range fsm.NumStates {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s, cell(s.Meaning()), cell(s.Slots()))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s, cell(s.Meaning()), cell(s.Slots()), orDash(strings.Join(groupsOf(t, s), ", ")))
 	}
 
 	b.WriteString("\n## Events\n\n")
@@ -65,17 +145,92 @@ func Markdown(t *fsm.Table) string {
 		fmt.Fprintf(&b, "| %d | `%s` | %s |\n", e, e, cell(e.Meaning()))
 	}
 
+	b.WriteString("\n## Guards\n\n")
+	b.WriteString("Facts the engine knows about a lease when it enters a state; a completion moves\n")
+	b.WriteString("the lease when its guard holds.\n\n")
+	b.WriteString("| guard | holds when | tested on entering |\n|---|---|---|\n")
+	for g := range fsm.NumGuards {
+		var where []string
+		for s := range fsm.NumStates {
+			for _, c := range t.Completions(s) {
+				if c.Guard == g {
+					where = append(where, "`"+s.String()+"`")
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", g, cell(g.Meaning()), strings.Join(where, ", "))
+	}
+
+	b.WriteString("\n## Completions\n\n")
+	b.WriteString("Taken the moment a lease enters the state, before the state's own work, in this\n")
+	b.WriteString("order: the first whose guard holds moves the lease.\n\n")
+	b.WriteString("| on entering | guard | moves to | latches |\n|---|---|---|---|\n")
+	for s := range fsm.NumStates {
+		for _, c := range t.Completions(s) {
+			fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", s, fsm.CompletionName(c.Guard), c.Next, resultCell(c.Result))
+		}
+	}
+
+	b.WriteString("\n## Results\n\n")
+	b.WriteString("The logical outcome a lease reports is latched by the move that declares it, and\n")
+	b.WriteString("by nothing else. A miss is never a failure; a cancellation is never folded into one.\n\n")
+	b.WriteString("| result | a failure of the request | latched by |\n|---|---|---|\n")
+	for r := fsm.NoResult + 1; r < fsm.NumResults; r++ {
+		var by []string
+		for s := range fsm.NumStates {
+			for _, c := range t.Completions(s) {
+				if c.Result == r {
+					by = append(by, fmt.Sprintf("`%s` `%s` → `%s`", s, fsm.CompletionName(c.Guard), c.Next))
+				}
+			}
+			for e := range fsm.NumEvents {
+				if en := t.Lookup(s, e); en.Kind == fsm.Move && en.Result == r {
+					by = append(by, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
+				}
+			}
+		}
+		failure := "no"
+		if r.Failure() {
+			failure = "yes"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, failure, strings.Join(by, "<br>"))
+	}
+
+	b.WriteString("\n## Latches\n\n")
+	b.WriteString("Evidence kept for a later state, and what keeping it means where it is kept.\n\n")
+	b.WriteString("| state | events | what keeping them means |\n|---|---|---|\n")
+	for s := range fsm.NumStates {
+		var order []string
+		byMeaning := map[string][]string{}
+		for e := range fsm.NumEvents {
+			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
+				if _, ok := byMeaning[en.Reason()]; !ok {
+					order = append(order, en.Reason())
+				}
+				byMeaning[en.Reason()] = append(byMeaning[en.Reason()], "`"+e.String()+"`")
+			}
+		}
+		for _, meaning := range order {
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s, strings.Join(byMeaning[meaning], ", "), cell(meaning))
+		}
+	}
+
 	b.WriteString("\n## Every pair at a glance\n\n")
-	b.WriteString("`→ state`: move; `latch`: kept and re-delivered later; `·`: refused (reasons below).\n\n")
-	b.WriteString("| state \\ event |")
+	b.WriteString("`→ state`: move; `latch`: kept and re-delivered later; `·`: refused (reasons below).\n")
+	b.WriteString("Completions are in the first column.\n\n")
+	b.WriteString("| state \\ event | on entry |")
 	for e := range fsm.NumEvents {
 		fmt.Fprintf(&b, " `%s` |", e)
 	}
-	b.WriteString("\n|---|")
+	b.WriteString("\n|---|---|")
 	b.WriteString(strings.Repeat("---|", int(fsm.NumEvents)))
 	b.WriteString("\n")
 	for s := range fsm.NumStates {
-		fmt.Fprintf(&b, "| `%s` |", s)
+		var entry []string
+		for _, c := range t.Completions(s) {
+			entry = append(entry, fmt.Sprintf("%s → %s", fsm.CompletionName(c.Guard), c.Next))
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |", s, orDash(strings.Join(entry, "<br>")))
 		for e := range fsm.NumEvents {
 			en := t.Lookup(s, e)
 			switch en.Kind {
@@ -93,7 +248,14 @@ func Markdown(t *fsm.Table) string {
 	b.WriteString("\n## What each event does, state by state\n")
 	for s := range fsm.NumStates {
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s %s\n\n", s, s.Meaning(), s.Slots())
-		b.WriteString("| event | does | next state, or why refused |\n|---|---|---|\n")
+		if cs := t.Completions(s); len(cs) > 0 {
+			b.WriteString("On entering, in this order:\n\n")
+			for _, c := range cs {
+				fmt.Fprintf(&b, "- `%s` → `%s`%s\n", fsm.CompletionName(c.Guard), c.Next, latching(c.Result))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("| event | does | next state, what keeping it means, or why refused |\n|---|---|---|\n")
 		for _, kind := range []fsm.Kind{fsm.Move, fsm.Latch, fsm.Refuse} {
 			for e := range fsm.NumEvents {
 				en := t.Lookup(s, e)
@@ -102,9 +264,9 @@ func Markdown(t *fsm.Table) string {
 				}
 				switch kind {
 				case fsm.Move:
-					fmt.Fprintf(&b, "| `%s` | move | `%s` |\n", e, en.Next)
+					fmt.Fprintf(&b, "| `%s` | move | `%s`%s |\n", e, en.Next, latching(en.Result))
 				case fsm.Latch:
-					b.WriteString("| `" + e.String() + "` | latch | kept; re-delivered after the next move |\n")
+					fmt.Fprintf(&b, "| `%s` | latch | kept: %s |\n", e, cell(en.Reason()))
 				default:
 					fmt.Fprintf(&b, "| `%s` | refuse | %s |\n", e, cell(en.Reason()))
 				}
@@ -112,6 +274,51 @@ func Markdown(t *fsm.Table) string {
 		}
 	}
 	return b.String()
+}
+
+// groupsOf names the derived groups s belongs to.
+func groupsOf(t *fsm.Table, s fsm.State) []string {
+	var out []string
+	for _, g := range []struct {
+		name string
+		in   bool
+	}{
+		{"holds slots", t.Holding(s)},
+		{"exposed", t.Exposed(s)},
+		{"containable", t.Containable(s)},
+		{"answerable", t.Answerable(s)},
+		{"outcome", t.Outcome(s)},
+		{"terminal", terminal(t, s)},
+	} {
+		if g.in {
+			out = append(out, g.name)
+		}
+	}
+	return out
+}
+
+// latching is the text after a move's next state: the outcome it latches.
+func latching(r fsm.Result) string {
+	if r == fsm.NoResult {
+		return ""
+	}
+	return ", latching `" + r.String() + "`"
+}
+
+// resultCell is a result in a table cell: its name, or a dash for none.
+func resultCell(r fsm.Result) string {
+	if r == fsm.NoResult {
+		return "—"
+	}
+	return "`" + r.String() + "`"
+}
+
+// orDash is text for a table cell, or a dash when there is none.
+func orDash(text string) string {
+	if text == "" {
+		return "—"
+	}
+	return text
 }
 
 // cell makes text safe inside a Markdown table cell.
