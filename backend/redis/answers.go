@@ -1,0 +1,167 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// attempts checks that every listed attempt came from this backend.
+func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, error) {
+	as := make([]*attempt, len(list))
+	for i, x := range list {
+		a, ok := x.(*attempt)
+		if !ok || a == nil || a.b != b {
+			return nil, fmt.Errorf("redis: %s: attempt %d (%T) was not returned by this backend", method, i, x)
+		}
+		as[i] = a
+	}
+	return as, nil
+}
+
+// Quiesce answers true once none of the listed attempts will touch staging
+// again: a fetch's attempt goroutine has made its last copy, a publication's
+// has copied its rows into its own buffers. Network calls may still be out;
+// they write only into the backend's buffers. Quiesce waits only on the listed
+// attempts, honouring ctx; a cancelled or expired ctx is an error, never true.
+func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	if ctx == nil {
+		return false, errors.New("redis: Quiesce: ctx is nil")
+	}
+	as, err := b.attempts("Quiesce", list)
+	if err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("redis: Quiesce: %w", err)
+	}
+	for i, a := range as {
+		select {
+		case <-a.released:
+		case <-ctx.Done():
+			return false, fmt.Errorf("redis: Quiesce: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	if err := ctx.Err(); err != nil { // both were ready: a cancelled ctx still never answers true
+		return false, fmt.Errorf("redis: Quiesce: %w", err)
+	}
+	return true, nil
+}
+
+// Settle waits until every listed attempt has an outcome, honouring ctx. It
+// proves nothing about access to staging.
+func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
+	if ctx == nil {
+		return errors.New("redis: Settle: ctx is nil")
+	}
+	as, err := b.attempts("Settle", list)
+	if err != nil {
+		return err
+	}
+	for i, a := range as {
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("redis: Settle: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Probe asks the store which of the units exist under the extent name, with
+// one pipelined EXISTS per unit, bounded by ctx and the backend's timeout. The
+// answer is advisory: a unit may expire or be evicted before a fetch. With
+// WithoutProbe it answers "cannot answer cheaply" (answered false). A
+// connection, timeout or server error is an error, never an empty answer.
+func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (hits contract.NameSet, answered bool, err error) {
+	if err := b.usable(ctx, "Probe"); err != nil {
+		return contract.NameSet{}, false, err
+	}
+	if len(name) == 0 {
+		return contract.NameSet{}, false, errors.New("redis: Probe: extent name is empty; want the namespace the units were published under")
+	}
+	if b.set.noProbe {
+		return contract.NameSet{}, false, nil
+	}
+	if len(units) == 0 {
+		return contract.NameSet{}, true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.set.timeout)
+	defer cancel()
+	extent := string(name)
+	pipe := b.client.Pipeline()
+	key := make([]byte, 0, len(b.set.prefix)+1+tagDigits+1+len(extent)+1+contract.NameSize)
+	cmds := make([]*goredis.IntCmd, len(units))
+	for i := range units {
+		key = appendKey(key[:0], b.set.prefix, b.set.policy, extent, &units[i])
+		cmds[i] = pipe.Exists(ctx, string(key))
+	}
+	_, execErr := pipe.Exec(ctx)
+	found := make([]contract.Name, 0, len(units))
+	for i, c := range cmds {
+		n, err := c.Result()
+		if err == nil && execErr != nil {
+			err = execErr // the pipeline failed without saying which command: none is an answer
+		}
+		if err != nil {
+			return contract.NameSet{}, false, fmt.Errorf("redis: Probe %q: unit %d (%s): %w", extent, i, short(units[i]), err)
+		}
+		if n > 0 {
+			found = append(found, units[i])
+		}
+	}
+	return contract.NewNameSet(found...), true, nil
+}
+
+// OpenRoute refuses with an error wrapping errors.ErrUnsupported: the store
+// is the only source, so there is no route to choose.
+func (b *Backend) OpenRoute(hint map[string]string) (contract.Route, error) {
+	return nil, fmt.Errorf("redis: OpenRoute: %w: the Redis backend has a single source (the store) and no routes", errors.ErrUnsupported)
+}
+
+// RegisterPool registers [address, address+size). The store needs no
+// registration (values travel through the client's buffers), so this only
+// keeps the contract's bookkeeping: a zero address, a non-positive size, a
+// span that wraps around, or one overlapping a live registration is refused
+// and registers nothing.
+func (b *Backend) RegisterPool(address uintptr, size int) (contract.Registration, error) {
+	if address == 0 || size <= 0 || address+uintptr(size) < address {
+		return nil, fmt.Errorf("redis: RegisterPool(%#x, %d): want a non-zero address and a positive size that does not wrap", address, size)
+	}
+	s := span{address, address + uintptr(size)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.regs {
+		if s.addr < r.end && r.addr < s.end {
+			return nil, fmt.Errorf("redis: RegisterPool(%#x, %d): overlaps the live registration [%#x, %#x)", address, size, r.addr, r.end)
+		}
+	}
+	b.nextReg++
+	b.regs[b.nextReg] = s
+	return &registration{b: b, id: b.nextReg}, nil
+}
+
+// Registered reports how many pool registrations are live.
+func (b *Backend) Registered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.regs)
+}
+
+type registration struct {
+	b  *Backend
+	id uint64
+}
+
+// Close revokes exactly this registration; closing it again does nothing and
+// never revokes a newer registration of the same address.
+func (r *registration) Close() error {
+	r.b.mu.Lock()
+	delete(r.b.regs, r.id)
+	r.b.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,190 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	kvredis "github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/contract"
+)
+
+// The benchmarks run against the test binary's own redis-server on loopback.
+// Each measures one lease of 64 blocks of 64 KiB (one layer group): through
+// the backend (submit, Settle, Quiesce), and beside it the bare go-redis
+// client moving the same keys into (or out of) the same buffers in one
+// pipeline. The ratio backend/bare is the figure (docs/backend-redis.md);
+// the floor is the round trip and the copy.
+
+const benchSlot = 64 << 10
+
+type benchLease struct {
+	mem    *staging
+	extent contract.CacheExtent
+	keys   []string
+	rows   [][]byte
+	client *goredis.Client
+	store  *kvredis.Backend
+}
+
+func newBenchLease(b *testing.B, blocks int) *benchLease {
+	l := &benchLease{mem: newStaging(1, blocks, benchSlot), client: newClient(b, shared.addr())}
+	l.store = newBackend(b, l.client, l.mem)
+	units := make([]contract.Unit, blocks)
+	for i := range units {
+		units[i] = unit(i, 0, i)
+		l.keys = append(l.keys, l.store.Key(ext, units[i].Name))
+		l.rows = append(l.rows, l.mem.rows[0][i])
+		copy(l.rows[i], content(i, 0, benchSlot))
+	}
+	l.extent = extentOf(b, units...)
+	return l
+}
+
+func (l *benchLease) report(b *testing.B, blocks int) {
+	b.SetBytes(int64(blocks * benchSlot))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+}
+
+// complete waits for the attempt's outcome and for Quiesce: the whole lease.
+func complete(b *testing.B, store *kvredis.Backend, a contract.Attempt, want int) {
+	ctx := context.Background()
+	list := []contract.Attempt{a}
+	if err := store.Settle(ctx, list); err != nil {
+		b.Fatal(err)
+	}
+	if d, ok := a.Poll().(contract.Delivered); !ok || d.Served.Len() != want {
+		b.Fatalf("outcome %v, want %d served", a.Poll(), want)
+	}
+	if ok, err := store.Quiesce(ctx, list); !ok || err != nil {
+		b.Fatalf("Quiesce: %v %v", ok, err)
+	}
+}
+
+func BenchmarkRedisFetch(b *testing.B) {
+	for _, blocks := range []int{64} {
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
+			l := newBenchLease(b, blocks)
+			a, err := l.store.Publish(l.extent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			complete(b, l.store, a, blocks)
+			b.ResetTimer()
+			for b.Loop() {
+				a, err := l.store.Fetch(l.extent, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				complete(b, l.store, a, blocks)
+			}
+			l.report(b, blocks)
+		})
+		// The same keys into the same rows with one pipelined MGET.
+		b.Run(fmt.Sprintf("blocks=%d/bare", blocks), func(b *testing.B) {
+			l := newBenchLease(b, blocks)
+			ctx := context.Background()
+			if err := l.client.MSet(ctx, pairs(l.keys, l.rows)...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				pipe := l.client.Pipeline()
+				mget := pipe.MGet(ctx, l.keys...)
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for i, v := range mget.Val() {
+					s, ok := v.(string)
+					if !ok || len(s) != len(l.rows[i]) {
+						b.Fatalf("key %d: %T of %d bytes", i, v, len(s))
+					}
+					copy(l.rows[i], s)
+				}
+			}
+			l.report(b, blocks)
+		})
+		// The same keys read straight into the rows by go-redis (GetToBuffer,
+		// no intermediate copy): a stricter reference than MGET, and one the
+		// backend cannot use, since a late reply would land in staging.
+		b.Run(fmt.Sprintf("blocks=%d/bare-zerocopy", blocks), func(b *testing.B) {
+			l := newBenchLease(b, blocks)
+			ctx := context.Background()
+			if err := l.client.MSet(ctx, pairs(l.keys, l.rows)...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cmds := make([]*goredis.ZeroCopyStringCmd, blocks)
+			b.ResetTimer()
+			for b.Loop() {
+				pipe := l.client.Pipeline()
+				for i, k := range l.keys {
+					cmds[i] = pipe.GetToBuffer(ctx, k, l.rows[i])
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for i, c := range cmds {
+					if n, err := c.Result(); err != nil || n != len(l.rows[i]) {
+						b.Fatalf("key %d: %d bytes, %v", i, n, err)
+					}
+				}
+			}
+			l.report(b, blocks)
+		})
+	}
+}
+
+func BenchmarkRedisPublish(b *testing.B) {
+	for _, blocks := range []int{64} {
+		// Between leases (timer stopped) the keys are deleted, so that every
+		// lease really stores its values: SET NX on a present key stores nothing.
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
+			l := newBenchLease(b, blocks)
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				a, err := l.store.Publish(l.extent)
+				if err != nil {
+					b.Fatal(err)
+				}
+				complete(b, l.store, a, blocks)
+				b.StopTimer()
+				if err := l.client.Del(ctx, l.keys...).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			l.report(b, blocks)
+		})
+		// The same rows under the same keys with one pipelined MSET.
+		b.Run(fmt.Sprintf("blocks=%d/bare", blocks), func(b *testing.B) {
+			l := newBenchLease(b, blocks)
+			ctx := context.Background()
+			args := pairs(l.keys, l.rows)
+			b.ResetTimer()
+			for b.Loop() {
+				pipe := l.client.Pipeline()
+				pipe.MSet(ctx, args...)
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := l.client.Del(ctx, l.keys...).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			l.report(b, blocks)
+		})
+	}
+}
+
+func pairs(keys []string, rows [][]byte) []any {
+	args := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		args = append(args, k, rows[i])
+	}
+	return args
+}

@@ -1,0 +1,85 @@
+package redis_test
+
+import (
+	"context"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	kvredis "github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/proptest"
+)
+
+// The conformance kit (proptest.CheckFetcher, proptest.CheckPublisher) runs
+// against a real server: RAPID_CHECKS trials each, one fresh backend per
+// trial over one client, its keys kept apart by a prefix of its own. The kit's
+// bound on Settle and Quiesce and the backend's timeout are both a minute, so
+// a slow machine makes a trial slow, never a failure.
+
+func kitSubjects(t *testing.T, client goredis.UniversalClient) (proptest.NewFetcher, proptest.NewPublisher) {
+	build := func(mem proptest.Memory) (*kvredis.Backend, error) {
+		return kvredis.New(client, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithTimeout(wait))
+	}
+	fetcher := func(mem proptest.Memory) (proptest.FetchSubject, error) {
+		b, err := build(mem)
+		if err != nil {
+			return proptest.FetchSubject{}, err
+		}
+		put := func(extent string, n contract.Name, row []byte) {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			if err := b.Put(ctx, extent, n, row); err != nil {
+				t.Errorf("seeding the store: %v", err)
+			}
+		}
+		return proptest.FetchSubject{Fetcher: b, Put: put, Close: b.Close}, nil
+	}
+	publisher := func(mem proptest.Memory) (proptest.PublishSubject, error) {
+		b, err := build(mem)
+		if err != nil {
+			return proptest.PublishSubject{}, err
+		}
+		get := func(extent string, n contract.Name) ([]byte, bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			v, ok, err := b.Get(ctx, extent, n)
+			if err != nil {
+				t.Errorf("reading the store back: %v", err)
+			}
+			return v, ok
+		}
+		return proptest.PublishSubject{Publisher: b, Get: get, Close: b.Close}, nil
+	}
+	return fetcher, publisher
+}
+
+// kitWait is the kit's bound on each Settle and Quiesce: long enough for a
+// loaded machine.
+var kitWait = proptest.Wait(wait)
+
+func TestConformanceFetcher(t *testing.T) {
+	f, _ := kitSubjects(t, newClient(t, shared.addr()))
+	proptest.CheckFetcher(t, f, kitWait)
+}
+
+func TestConformancePublisher(t *testing.T) {
+	_, p := kitSubjects(t, newClient(t, shared.addr()))
+	proptest.CheckPublisher(t, p, kitWait)
+}
+
+func clusterClient(t testing.TB, c *cluster) *goredis.ClusterClient {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func TestConformanceFetcherCluster(t *testing.T) {
+	f, _ := kitSubjects(t, clusterClient(t, sharedCluster(t)))
+	proptest.CheckFetcher(t, f, kitWait)
+}
+
+func TestConformancePublisherCluster(t *testing.T) {
+	_, p := kitSubjects(t, clusterClient(t, sharedCluster(t)))
+	proptest.CheckPublisher(t, p, kitWait)
+}

@@ -1,0 +1,157 @@
+package redis
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// batch is one pipelined network call: a run of consecutive units of one
+// attempt. A worker fills bufs (fetch: the values read; publish: the snapshot
+// given) and n and errs, then hands the batch back on done. Only the worker
+// writes a batch until it is handed back, and only the attempt goroutine
+// reads it after.
+type batch struct {
+	ctx  context.Context
+	op   op
+	ttl  time.Duration
+	lo   int      // the first unit's index in the plan
+	keys []string // one per unit
+	lens []int    // fetch: each unit's slot_bytes
+	bufs [][]byte // fetch: scratch read into (slot_bytes+2); publish: the snapshot
+	n    []int    // fetch: how many bytes each value has
+	errs []error  // nil, goredis.Nil (no such key) or the failure
+	done chan *batch
+}
+
+// unit returns the plan index of the batch's unit i.
+func (j *batch) unit(i int) int { return j.lo + i }
+
+// split cuts a plan into batches of at most the configured size, sharing one
+// allocation per field.
+func (b *Backend) split(ctx context.Context, p *plan) []*batch {
+	n := len(p.keys)
+	size := b.set.batch
+	count := (n + size - 1) / size
+	batches := make([]batch, count)
+	out := make([]*batch, count)
+	bufs := make([][]byte, n)
+	var lens, ns []int
+	if p.op == opFetch {
+		lens, ns = make([]int, n), make([]int, n)
+		for i, row := range p.rows {
+			lens[i] = len(row)
+		}
+	}
+	errs := make([]error, n)
+	for k := range batches {
+		lo, hi := k*size, min((k+1)*size, n)
+		j := &batches[k]
+		*j = batch{ctx: ctx, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
+		if p.op == opFetch {
+			j.lens, j.n = lens[lo:hi], ns[lo:hi]
+		}
+		out[k] = j
+	}
+	return out
+}
+
+// work is one worker goroutine of the bounded pool.
+func (b *Backend) work() {
+	defer b.workers.Done()
+	for {
+		select {
+		case j := <-b.jobs:
+			b.call(j)
+			j.done <- j // buffered for every batch of the attempt: never blocks
+		case <-b.ctx.Done():
+			return
+		}
+	}
+}
+
+// call runs one batch as a pipeline. It never touches staging: a fetch reads
+// into scratch buffers that the attempt goroutine copies from, if it is still
+// there to do so.
+func (b *Backend) call(j *batch) {
+	if err := j.ctx.Err(); err != nil { // the attempt has ended: do not bother the server
+		for i := range j.errs {
+			j.errs[i] = err
+		}
+		return
+	}
+	pipe := b.client.Pipeline()
+	switch j.op {
+	case opFetch:
+		cmds := make([]*goredis.ZeroCopyStringCmd, len(j.keys))
+		for i, k := range j.keys {
+			// Two spare bytes let go-redis read the value and its CRLF in
+			// one go, and let a value one or two bytes too long be seen as
+			// such instead of as an error.
+			j.bufs[i] = b.bufs.get(j.lens[i] + 2)
+			cmds[i] = pipe.GetToBuffer(j.ctx, k, j.bufs[i])
+		}
+		_, err := pipe.Exec(j.ctx)
+		for i, c := range cmds {
+			j.n[i], j.errs[i] = c.Result()
+		}
+		j.unattributed(err)
+	case opPublish:
+		cmds := make([]*goredis.BoolCmd, len(j.keys))
+		for i, k := range j.keys {
+			cmds[i] = pipe.SetNX(j.ctx, k, j.bufs[i], j.ttl)
+		}
+		_, err := pipe.Exec(j.ctx)
+		for i, c := range cmds {
+			j.errs[i] = c.Err() // set or already there: either way the unit is stored
+		}
+		j.unattributed(err)
+	}
+}
+
+// unattributed fails every command of the batch that reports no error of its
+// own when the pipeline as a whole failed with an error no command carries
+// (a client hook, say, refused it before anything was read): a command that
+// never ran must not read as an empty value.
+func (j *batch) unattributed(err error) {
+	if err == nil {
+		return
+	}
+	for _, e := range j.errs {
+		if e == err {
+			return
+		}
+	}
+	for i := range j.errs {
+		if j.errs[i] == nil {
+			j.errs[i] = err
+		}
+	}
+}
+
+// bufPool recycles the backend's own value buffers by length (a handful of
+// slot widths). A buffer goes back only once no worker can still write or
+// read it.
+type bufPool struct{ m sync.Map } // int -> *sync.Pool of *[]byte
+
+func (p *bufPool) get(n int) []byte {
+	if v, ok := p.m.Load(n); ok {
+		if b, _ := v.(*sync.Pool).Get().(*[]byte); b != nil {
+			return *b
+		}
+	}
+	return make([]byte, n)
+}
+
+func (p *bufPool) put(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	v, ok := p.m.Load(len(b))
+	if !ok {
+		v, _ = p.m.LoadOrStore(len(b), &sync.Pool{})
+	}
+	v.(*sync.Pool).Put(&b)
+}
