@@ -9,15 +9,19 @@ BENCHTIME ?= 1s
 RAPID_CHECKS ?= 300
 export RAPID_CHECKS
 
-.PHONY: all build test demo bench diagrams fuzz lint clean device-check proptest-long mutants
+.PHONY: all build deps test demo bench diagrams fuzz lint clean device-check proptest-long mutants
 
 all: build
 
 build:
 	$(GO) build $(PKGS)
 
+## deps: install the system packages the tests need (redis-server), or name the command that does.
+deps:
+	./scripts/deps.sh
+
 ## test: vet, then every package under the race detector.
-test:
+test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 
