@@ -281,6 +281,7 @@ func TestMain(m *testing.M) {
 		shared, err = startServer(dir)
 	}
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		fmt.Fprintf(os.Stderr, "backend/redis: the tests need a redis-server: %v\n", err)
 		os.Exit(1)
 	}
