@@ -27,6 +27,7 @@ type orderedStream struct {
 func (s *orderedStream) ID() uint64                           { return s.id }
 func (s *orderedStream) CopyHtoD(gpu.DevicePtr, []byte) error { return nil }
 func (s *orderedStream) CopyDtoH([]byte, gpu.DevicePtr) error { return nil }
+func (s *orderedStream) Addressable(gpu.DevicePtr, int) error { return nil }
 func (s *orderedStream) Record() (gpu.Event, error) {
 	s.issued++
 	return gpu.MakeEvent(s.id, s.issued), nil

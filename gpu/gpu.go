@@ -106,6 +106,11 @@ type Stream interface {
 	// an event this stream never issued ErrUnknownEvent; none of these ever
 	// reads as Complete.
 	Query(Event) (Status, error)
+	// Addressable reports, without queuing anything, whether n bytes at p are
+	// device memory this stream can copy to and from; the error says why not.
+	// The readiness engine asks it when a lease is lent, so that a request it
+	// could never stage is refused at the door.
+	Addressable(p DevicePtr, n int) error
 }
 
 // Device is one GPU's memory and streams.
@@ -139,6 +144,12 @@ var (
 	ErrForeignEvent = errors.New("gpu: event belongs to another stream")
 	// ErrUnknownEvent is returned by Query for an event its stream never issued.
 	ErrUnknownEvent = errors.New("gpu: event was not issued by this stream")
+	// ErrCopyRefused is wrapped by a copy the device refused before it was
+	// queued (an address it cannot reach, host memory it cannot copy from
+	// asynchronously, an invalid argument): nothing touches its memory, and
+	// no event needs to prove anything about it. Any other copy error may
+	// have queued work.
+	ErrCopyRefused = errors.New("gpu: copy refused before it was queued")
 	// ErrDeviceLost is wrapped by operations on a lost device.
 	ErrDeviceLost = errors.New("gpu: device lost")
 	// ErrNoDriver is wrapped by an open that found no usable GPU driver.

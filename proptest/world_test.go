@@ -6,33 +6,35 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
 )
 
-// The world the model suite and the bug zoo share: real staging memory, a
-// scripted synchronous backend whose every answer the test decides, a spy on
-// the simulated device's stream, and a manual clock. The backend and the spy
-// only observe and record; the checks compare bytes and recorded facts, never
-// the engine's own account of itself.
+// The world the model suite and the bug zoo share: real staging memory, an
+// adversarial backend that does everything the contract allows, a spy on the
+// simulated device's stream, and a manual clock. The backend and the spy only
+// observe and record; the checks compare bytes and recorded facts, never the
+// engine's account of itself.
 
 const (
 	slotBytes = 16
 	tpb       = 32 // tokens per block
 )
 
-// Byte patterns. Every write identifies its writer (which lease, which row),
-// so a write that lands on somebody else's slot is visible in the bytes.
+// Byte patterns. Every write names its writer (which lease, which row), so a
+// write that lands on somebody else's slot is visible in the bytes.
 const (
 	tagCanary  byte = 0xCA // a free slot
 	tagStamp   byte = 0x57 // a lent slot, as the manager received it
 	tagContent byte = 0xC0 // the content of a row's name
 	tagLate    byte = 0xEE // a write by a transfer that has not ended
+	tagDevice  byte = 0xDE // a fetch's device row before anything arrives
 )
 
 // pattern is a row of slotBytes bytes naming its writer.
@@ -69,7 +71,7 @@ func filled(b []byte, v byte) bool {
 }
 
 // rowID is a row of a lease: its layer group and block.
-func rowID(g, b int) int { return g*16 + b }
+func rowID(g, b int) int { return g*64 + b }
 
 // nameOf is the content name of block b of group g of the lease with serial.
 func nameOf(serial, g, b int) contract.Name {
@@ -89,48 +91,147 @@ func parseName(n contract.Name) (serial, g, b int, ok bool) {
 // newClock returns the suite's manual clock, at an ordinary instant.
 func newClock() *sim.ManualClock { return sim.NewManualClock(time.Unix(1_800_000_000, 0)) }
 
-// quiesceMode is what the scripted backend answers when asked whether an
-// attempt's access ended.
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// quiesceMode is how the adversarial backend answers Quiesce for an attempt.
 type quiesceMode uint8
 
 const (
-	quiesceTrue  quiesceMode = iota // access ends now: the answer is true
-	quiesceFalse                    // cannot be established
-	quiesceError                    // the call fails
+	quiesceTrue    quiesceMode = iota // access ends now: true
+	quiesceFalse                      // cannot be established (yet)
+	quiesceError                      // the call fails
+	quiesceBlock                      // waits until the test opens the gate, or the context ends
+	quiesceTimeout                    // waits until the context ends
+	quiesceNotYet                     // false for the next notYet calls, then true
 )
 
-// attempt is one scripted delivery.
+func (q quiesceMode) String() string {
+	return [...]string{"true", "false", "error", "block", "timeout", "not-yet"}[q]
+}
+
+// attempt is one delivery the adversarial backend accepted. Every field is
+// guarded by the backend's mutex: the engine's goroutines poll and quiesce it.
 type attempt struct {
 	serial  int
 	publish bool
-	units   []contract.Unit
-	asked   contract.NameSet
+	// held is the extent exactly as the engine handed it: the backend keeps it
+	// and resolves its units lazily, at every write, as a real backend may.
+	held  contract.CacheExtent
+	units []contract.Unit // a copy made at submission: held must never change (rule 6)
+	asked contract.NameSet
 
-	outcome  contract.Outcome // what Poll answers now (nil: pending)
-	answers  []contract.Outcome
-	first    contract.Outcome // the first answer Poll gave
-	changed  int              // answers Poll gave that differ from the first
-	extra    bool             // the first answer served a name not asked for
+	outcome contract.Outcome // what Poll answers now (nil: pending)
+	first   contract.Outcome // the first answer Poll gave
+	extra   bool             // the first answer served a name not asked for
+	changes int              // answers Poll gave that differ from the first
+	polled  int
+
 	mode     quiesceMode
+	notYet   int
+	gate     chan struct{}
 	ended    bool // Quiesce answered true: it never touches memory again
-	endedAt  int
-	unproven bool // Quiesce answered false or an error for this attempt
-	unprovAt int
-	dirty    bool // it wrote into its destinations before any outcome
-	late     int  // late writes made
-
-	round     *int // the engine round in progress
-	firstAt   int  // the round Poll first answered in
-	changedAt int  // the round before which the test changed the answer; -1: never
+	torn     bool // it wrote torn bytes into served rows after its outcome; it rewrites them before ending
+	unproven int  // Quiesce calls that proved nothing
+	calls    int
+	// changedBeforeEnd is set when Poll's answer differed from the first at the
+	// moment Quiesce answered true: the engine must catch it then.
+	changedBeforeEnd bool
+	late             int // late writes made
 }
 
-// Poll answers the scripted outcome and records what it answered.
-func (a *attempt) Poll() contract.Outcome {
+// adversary is a backend that does everything the contract allows: it keeps
+// the extent it was handed and reads it late, writes until Quiesce says true,
+// blocks, times out, answers false and then true, and changes its answer
+// within its kind when the test says so. It never breaks the contract itself,
+// except when a test asks it to serve names it was not asked for.
+type adversary struct {
+	mu       sync.Mutex
+	mem      *staging.Memory
+	reject   map[int]bool // serials whose submission is rejected
+	escape   map[int]bool // serials whose submission fails without an attempt
+	byID     map[int]*attempt
+	device   func(serial, g, b int) []byte // what a publish must find staged
+	faults   []string                      // contract facts the engine broke, seen from the backend
+	store    map[contract.Name][]byte      // what publications stored
+	quiesces int
+}
+
+func newAdversary(m *staging.Memory) *adversary {
+	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
+}
+
+var (
+	_ contract.Fetcher   = (*adversary)(nil)
+	_ contract.Publisher = (*adversary)(nil)
+)
+
+func (b *adversary) fault(format string, args ...any) {
+	b.faults = append(b.faults, fmt.Sprintf(format, args...))
+}
+
+func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Attempt, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ext.Len() == 0 {
+		return nil, fmt.Errorf("adversary: empty extent: %w", contract.ErrSubmissionRejected)
+	}
+	serial, _, _, ok := parseName(ext.Unit(0).Name)
+	if !ok {
+		return nil, fmt.Errorf("adversary: unknown name: %w", contract.ErrSubmissionRejected)
+	}
+	if b.reject[serial] {
+		return nil, fmt.Errorf("adversary: lease %d: %w", serial, contract.ErrSubmissionRejected)
+	}
+	if _, dup := b.byID[serial]; dup {
+		b.fault("lease %d was submitted twice", serial)
+	}
+	a := &attempt{serial: serial, publish: publish, held: ext, units: ext.Units()}
+	names := make([]contract.Name, len(a.units))
+	for i, u := range a.units {
+		names[i] = u.Name
+		if publish && b.device != nil {
+			_, g, blk, _ := parseName(u.Name)
+			row, _ := b.mem.Row(u.LocalGroup, u.Local)
+			if want := b.device(serial, g, blk); string(row) != string(want) {
+				b.fault("lease %d published row (%d,%d) before its device->staging copy landed: staging %x, device %x", serial, g, blk, row, want)
+			}
+		}
+	}
+	a.asked = contract.NewNameSet(names...)
+	b.byID[serial] = a
+	if b.escape[serial] {
+		// Something escaped — this attempt may still write — but the caller
+		// gets no attempt to quiesce.
+		return nil, fmt.Errorf("adversary: lease %d: the transport failed after posting the transfer", serial)
+	}
+	return advAttempt{b: b, a: a}, nil
+}
+
+func (b *adversary) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
+	return b.submit(ext, false)
+}
+
+func (b *adversary) Publish(ext contract.CacheExtent) (contract.Attempt, error) {
+	return b.submit(ext, true)
+}
+
+// advAttempt is what the engine holds: a handle through which Poll takes the
+// backend's lock.
+type advAttempt struct {
+	b *adversary
+	a *attempt
+}
+
+func (h advAttempt) Poll() contract.Outcome {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	a := h.a
+	a.polled++
 	if a.outcome == nil {
 		return nil
 	}
 	if a.first == nil {
-		a.first, a.firstAt = a.outcome, *a.round
+		a.first = a.outcome
 		if d, ok := a.outcome.(contract.Delivered); ok {
 			for n := range d.Served.All() {
 				if !a.asked.Has(n) {
@@ -139,166 +240,217 @@ func (a *attempt) Poll() contract.Outcome {
 			}
 		}
 	} else if !sameOutcome(a.first, a.outcome) {
-		a.changed++
+		a.changes++
 	}
-	a.answers = append(a.answers, a.outcome)
 	return a.outcome
 }
 
-// scripted is a synchronous backend: it answers at once, exactly as the test
-// scripted, and writes staging memory only when the test says so.
-type scripted struct {
-	mem    *readiness.Memory
-	round  *int                              // the engine round in progress, for recording when answers were given
-	reject map[int]bool                      // serials whose submission is rejected
-	byID   map[int]*attempt                  // serial -> attempt
-	device func(serial int, g, b int) []byte // what a publish must find staged
-	faults []string                          // contract facts the engine broke, seen from the backend
-	store  map[contract.Name][]byte          // what publications stored
-}
-
-func newScripted(mem *readiness.Memory, round *int) *scripted {
-	return &scripted{mem: mem, round: round, reject: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
-}
-
-var (
-	_ contract.Fetcher   = (*scripted)(nil)
-	_ contract.Publisher = (*scripted)(nil)
-)
-
-func (s *scripted) submit(ext contract.CacheExtent, publish bool) (contract.Attempt, error) {
-	if ext.Len() == 0 {
-		return nil, fmt.Errorf("scripted: empty extent: %w", contract.ErrSubmissionRejected)
+// Quiesce answers from each attempt's mode: true for the whole list only if
+// every attempt's access ends now.
+func (b *adversary) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	b.mu.Lock()
+	b.quiesces++
+	var wait []chan struct{}
+	blocked := false
+	for _, x := range list {
+		h, ok := x.(advAttempt)
+		if !ok {
+			b.mu.Unlock()
+			return false, fmt.Errorf("adversary: Quiesce: attempt %T was not returned by this backend", x)
+		}
+		a := h.a
+		a.calls++
+		switch a.mode {
+		case quiesceBlock:
+			if a.gate != nil {
+				wait = append(wait, a.gate)
+			}
+		case quiesceTimeout:
+			blocked = true
+		}
 	}
-	serial, _, _, ok := parseName(ext.Unit(0).Name)
-	if !ok {
-		return nil, fmt.Errorf("scripted: unknown name: %w", contract.ErrSubmissionRejected)
+	b.mu.Unlock()
+	if blocked {
+		<-ctx.Done()
+		b.unproven(list)
+		return false, ctx.Err()
 	}
-	if s.reject[serial] {
-		return nil, fmt.Errorf("scripted: lease %d: %w", serial, contract.ErrSubmissionRejected)
+	for _, g := range wait {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			b.unproven(list)
+			return false, ctx.Err()
+		}
 	}
-	a := &attempt{serial: serial, publish: publish, units: ext.Units(), round: s.round, changedAt: -1}
-	names := make([]contract.Name, len(a.units))
-	for i, u := range a.units {
-		names[i] = u.Name
-		if publish && s.device != nil {
-			_, g, b, _ := parseName(u.Name)
-			row, _ := s.mem.Row(u.LocalGroup, u.Local)
-			if want := s.device(serial, g, b); string(row) != string(want) {
-				s.faults = append(s.faults, fmt.Sprintf("lease %d published row (%d,%d) before its device->staging copy landed: staging %x, device %x", serial, g, b, row, want))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		b.unprovenLocked(list)
+		return false, err
+	}
+	ok := true
+	var err error
+	for _, x := range list {
+		a := x.(advAttempt).a
+		switch a.mode {
+		case quiesceError:
+			err = errors.New("adversary: quiesce error")
+		case quiesceFalse:
+			ok = false
+		case quiesceNotYet:
+			if a.notYet > 0 {
+				a.notYet--
+				ok = false
 			}
 		}
 	}
-	a.asked = contract.NewNameSet(names...)
-	s.byID[serial] = a
-	return a, nil
-}
-
-func (s *scripted) Fetch(ext contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
-	return s.submit(ext, false)
-}
-
-func (s *scripted) Publish(ext contract.CacheExtent) (contract.Attempt, error) {
-	return s.submit(ext, true)
-}
-
-// Quiesce answers from each attempt's scripted mode: true for the whole list
-// only if every attempt's access ends now.
-func (s *scripted) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	var err error
-	ok := true
-	for _, x := range list {
-		a := x.(*attempt)
-		switch a.mode {
-		case quiesceError:
-			err = errors.New("scripted quiesce error")
-			a.unproven, a.unprovAt = true, *s.round
-		case quiesceFalse:
-			ok = false
-			a.unproven, a.unprovAt = true, *s.round
-		}
-	}
-	if err != nil {
+	if err != nil || !ok {
+		b.unprovenLocked(list)
 		return false, err
 	}
-	if !ok {
-		return false, nil
-	}
 	for _, x := range list {
-		a := x.(*attempt)
-		if !a.ended {
-			a.ended, a.endedAt = true, *s.round
+		a := x.(advAttempt).a
+		if a.ended {
+			continue
+		}
+		if a.torn {
+			// The lagging write finishes: the served rows hold their content
+			// before access is declared over.
+			b.writeServedLocked(a)
+			a.torn = false
+		}
+		a.ended = true
+		if a.first != nil && !sameOutcome(a.first, a.outcome) {
+			a.changedBeforeEnd = true
 		}
 	}
 	return true, nil
 }
 
-func (s *scripted) Settle(ctx context.Context, list []contract.Attempt) error { return nil }
+func (b *adversary) unproven(list []contract.Attempt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unprovenLocked(list)
+}
 
-func (s *scripted) Probe(ctx context.Context, name []byte, units []contract.Name) (contract.NameSet, bool, error) {
+func (b *adversary) unprovenLocked(list []contract.Attempt) {
+	for _, x := range list {
+		x.(advAttempt).a.unproven++
+	}
+}
+
+func (b *adversary) Settle(context.Context, []contract.Attempt) error { return nil }
+
+func (b *adversary) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
 	return contract.NameSet{}, false, nil
 }
 
-func (s *scripted) OpenRoute(map[string]string) (contract.Route, error) {
-	return nil, fmt.Errorf("scripted: %w", errors.ErrUnsupported)
+func (b *adversary) OpenRoute(map[string]string) (contract.Route, error) {
+	return nil, fmt.Errorf("adversary: %w", errors.ErrUnsupported)
 }
 
-// write puts bytes into the attempt's destination for unit u.
-func (s *scripted) write(u contract.Unit, b []byte) {
-	row, ok := s.mem.Row(u.LocalGroup, u.Local)
-	if ok {
-		copy(row, b)
+// writeUnit writes bytes into the destination of unit i as the backend now
+// resolves it — from the extent it holds, lazily.
+func (b *adversary) writeUnitLocked(a *attempt, i int, p []byte) {
+	u := a.held.Unit(i)
+	if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+		copy(row, p)
 	}
 }
 
-// deliver writes the served rows' content and sets the outcome.
-func (s *scripted) deliver(a *attempt, served []contract.Name) {
-	set := contract.NewNameSet(served...)
-	for _, u := range a.units {
-		switch {
-		case !set.Has(u.Name):
-		case a.publish:
-			s.read(u)
-		default:
-			_, g, b, _ := parseName(u.Name)
-			s.write(u, pattern(tagContent, a.serial, rowID(g, b)))
+// writeServedLocked writes the content of every row the current outcome
+// serves (a fetch), or stores what a publication reads now.
+func (b *adversary) writeServedLocked(a *attempt) {
+	d, ok := a.outcome.(contract.Delivered)
+	if !ok {
+		return
+	}
+	for i := range a.held.Len() {
+		u := a.held.Unit(i)
+		if !d.Served.Has(u.Name) {
+			continue
 		}
+		if a.publish {
+			if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+				b.store[u.Name] = append([]byte(nil), row...)
+			}
+			continue
+		}
+		_, g, blk, _ := parseName(u.Name)
+		b.writeUnitLocked(a, i, pattern(tagContent, a.serial, rowID(g, blk)))
 	}
-	a.outcome = contract.Delivered{Served: set}
 }
 
-// read stores what the publication reads from unit u's source slot now.
-func (s *scripted) read(u contract.Unit) {
-	if row, ok := s.mem.Row(u.LocalGroup, u.Local); ok {
-		s.store[u.Name] = append([]byte(nil), row...)
-	}
+// deliver writes (or reads) the served rows and sets the outcome.
+func (b *adversary) deliver(a *attempt, served []contract.Name) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a.outcome = contract.Delivered{Served: contract.NewNameSet(served...)}
+	b.writeServedLocked(a)
 }
 
-// lateRead is a publication still reading its sources after its outcome:
-// what it stores is what the slots hold now.
-func (s *scripted) lateRead(a *attempt) {
-	for _, u := range a.units {
-		s.read(u)
-	}
+// set sets the outcome without writing.
+func (b *adversary) set(a *attempt, o contract.Outcome) {
+	b.mu.Lock()
+	a.outcome = o
+	b.mu.Unlock()
 }
 
 // lateWrite is a transfer that goes on touching memory: legal until Quiesce
-// answers true, and exactly what a slot recycled too early gets hit by.
-func (s *scripted) lateWrite(a *attempt) {
-	for _, u := range a.units {
-		s.write(u, pattern(tagLate, a.serial, 0xFF))
+// answers true, and exactly what a slot recycled too early is hit by. After a
+// Delivered outcome it tears the served rows (rewritten before it ends).
+func (b *adversary) lateWrite(a *attempt) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.ended {
+		return
 	}
 	a.late++
-	if a.outcome == nil {
-		a.dirty = true
+	if a.publish {
+		// A publication still reading its sources stores what they hold now.
+		for i := range a.held.Len() {
+			u := a.held.Unit(i)
+			if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+				b.store[u.Name] = append([]byte(nil), row...)
+			}
+		}
+		return
 	}
+	if _, ok := a.outcome.(contract.Delivered); ok {
+		a.torn = true
+	}
+	for i := range a.held.Len() {
+		b.writeUnitLocked(a, i, pattern(tagLate, a.serial, 0xFF))
+	}
+}
+
+// heldChanged reports an attempt whose held extent no longer says what it
+// said at submission: the engine rebuilt what it had handed out.
+func (b *adversary) heldChanged() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, a := range b.byID {
+		if a.ended {
+			continue // the engine may reuse it once access is proven over
+		}
+		for i, u := range a.units {
+			if a.held.Len() != len(a.units) || a.held.Unit(i) != u {
+				out = append(out, fmt.Sprintf("lease %d: the extent its backend holds was rebuilt in place: unit %d was %+v", a.serial, i, u))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // spyCopy is one copy queued on the stream, and the staging slot it touches.
 type spyCopy struct {
-	slot  slotID
-	dev   gpu.DevicePtr // the device row: unique per lease row, so it names the lease
-	event int           // index into events once recorded; -1 before
+	slot     slotID
+	dev      gpu.DevicePtr // the device row: unique per lease row, so it names the lease
+	toDevice bool
+	event    int // index into events once recorded; -1 before
 }
 
 type spyEvent struct {
@@ -311,20 +463,22 @@ type slotID struct{ g, s int }
 
 // spy wraps the simulated stream: it records which staging slots each queued
 // copy touches and which events complete or fail, so the model knows which
-// local copies are in flight without asking the engine.
+// local copies are in flight without asking the engine; onCopy lets the model
+// judge each staging→device copy at the moment it is queued.
 type spy struct {
 	gpu.Stream
 	dev    *sim.Device
-	mem    *readiness.Memory
+	mem    *staging.Memory
 	bases  []uintptr
 	copies []spyCopy
 	events []spyEvent
 	next   int // the oldest unresolved event
+	onCopy func(c spyCopy)
 }
 
-func newSpy(dev *sim.Device, inner gpu.Stream, mem *readiness.Memory) *spy {
+func newSpy(dev *sim.Device, inner gpu.Stream, mem *staging.Memory) *spy {
 	sp := &spy{Stream: inner, dev: dev, mem: mem}
-	for g := range mem.Groups() {
+	for g := range mem.NumGroups() {
 		row, _ := mem.Row(g, 0)
 		sp.bases = append(sp.bases, uintptr(unsafe.Pointer(unsafe.SliceData(row))))
 	}
@@ -334,9 +488,10 @@ func newSpy(dev *sim.Device, inner gpu.Stream, mem *readiness.Memory) *spy {
 func (sp *spy) slotOf(host []byte) slotID {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(host)))
 	for g, base := range sp.bases {
-		n := uintptr(sp.mem.Groups()[g].Slots * slotBytes)
+		grp := sp.mem.Group(g)
+		n := uintptr(grp.Slots * grp.SlotBytes)
 		if p >= base && p < base+n {
-			return slotID{g, int(p-base) / slotBytes}
+			return slotID{g, int(p-base) / grp.SlotBytes}
 		}
 	}
 	return slotID{-1, -1}
@@ -346,7 +501,11 @@ func (sp *spy) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 	if err := sp.Stream.CopyHtoD(dst, src); err != nil {
 		return err
 	}
-	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(src), dev: dst, event: -1})
+	c := spyCopy{slot: sp.slotOf(src), dev: dst, toDevice: true, event: -1}
+	if sp.onCopy != nil {
+		sp.onCopy(c)
+	}
+	sp.copies = append(sp.copies, c)
 	return nil
 }
 
@@ -354,7 +513,11 @@ func (sp *spy) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 	if err := sp.Stream.CopyDtoH(dst, src); err != nil {
 		return err
 	}
-	sp.copies = append(sp.copies, spyCopy{slot: sp.slotOf(dst), dev: src, event: -1})
+	c := spyCopy{slot: sp.slotOf(dst), dev: src, event: -1}
+	if sp.onCopy != nil {
+		sp.onCopy(c)
+	}
+	sp.copies = append(sp.copies, c)
 	return nil
 }
 
@@ -439,4 +602,12 @@ func (sp *spy) inFlight(p gpu.DevicePtr) bool {
 	return false
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// landed reports whether a staging→device copy to row p completed.
+func (sp *spy) landed(p gpu.DevicePtr) bool {
+	for _, c := range sp.copies {
+		if c.dev == p && c.toDevice && c.event >= 0 && sp.events[c.event].status == gpu.Complete {
+			return true
+		}
+	}
+	return false
+}

@@ -14,14 +14,15 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
 )
 
 // instantBackend is a zero-allocation Fetcher for benchmarks: attempt k is
 // already delivered with the one name it serves, and Quiesce answers true at
-// once. Unit names carry k in their first two bytes.
+// once. Unit names carry k in their first three bytes.
 type instantBackend struct {
 	attempts []instantAttempt
-	pending  bool // attempts never answer: the idle benchmark
+	pending  atomic.Bool // attempts never answer, Quiesce never proves: the idle benchmark
 }
 
 type instantAttempt struct{ outcome contract.Outcome }
@@ -45,7 +46,7 @@ func benchName(k int) contract.Name {
 }
 
 func (b *instantBackend) Fetch(extent contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
-	if b.pending {
+	if b.pending.Load() {
 		return pendingAttempt, nil
 	}
 	n := extent.Unit(0).Name
@@ -53,7 +54,7 @@ func (b *instantBackend) Fetch(extent contract.CacheExtent, _ contract.Route) (c
 }
 
 func (b *instantBackend) Quiesce(context.Context, []contract.Attempt) (bool, error) {
-	return !b.pending, nil
+	return !b.pending.Load(), nil
 }
 
 func (b *instantBackend) Settle(context.Context, []contract.Attempt) error { return nil }
@@ -66,15 +67,16 @@ func (b *instantBackend) OpenRoute(map[string]string) (contract.Route, error) {
 	return nil, fmt.Errorf("single source")
 }
 
-// benchRig is an engine over one pool group with the instant backend and the
-// sim device.
+// benchRig is the runner over one pool group with the instant backend and the
+// simulated device.
 type benchRig struct {
 	eng  *readiness.Engine
 	dev  *sim.Device
+	be   *instantBackend
 	reqs []readiness.Request
 }
 
-func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
+func newBenchRig(b *testing.B, leases int, pending bool) *benchRig {
 	b.Helper()
 	dev, err := sim.New(0, 1<<16)
 	if err != nil {
@@ -84,20 +86,20 @@ func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := readiness.NewMemory(readiness.Group{Slots: leases, SlotBytes: 64})
+	m, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: leases, SlotBytes: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
 	be := newInstantBackend(min(leases, 64))
-	be.pending = pending
+	be.pending.Store(pending)
 	eng, err := readiness.New(readiness.Config{
-		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream, Inline: inline,
-		RequestTimeout: time.Hour, DrainGrace: time.Second,
+		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream,
+		RequestTimeout: time.Hour, DrainGrace: time.Hour,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &benchRig{eng: eng, dev: dev}
+	r := &benchRig{eng: eng, dev: dev, be: be}
 	ptr, err := dev.Alloc(64)
 	if err != nil {
 		b.Fatal(err)
@@ -110,17 +112,27 @@ func newBenchRig(b *testing.B, leases int, inline, pending bool) *benchRig {
 }
 
 // close closes the engine and waits until it has drained, so that no
-// goroutine outlives the benchmark.
-func (r *benchRig) close() {
-	for !r.eng.Close().Drained {
+// goroutine outlives the benchmark: the backend stops holding anything back,
+// the cancelled leases are proven (after the engine's own retries) and
+// released.
+func (r *benchRig) close(b *testing.B) {
+	r.be.pending.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep := r.eng.Close()
+	for !rep.Drained {
 		r.dev.CompleteAll()
-		time.Sleep(100 * time.Microsecond)
+		if _, err := r.eng.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		rep = r.eng.Report()
+		time.Sleep(time.Millisecond) // let a scheduled Quiesce retry come due
 	}
 }
 
-// lifecycleRound runs up to 64 whole one-row fetch lifecycles: lend, then
-// progress rounds (the sim device completing copies) until every lease is
-// fenced, then release.
+// lifecycleRound runs up to 64 whole one-row fetch lifecycles through the
+// runner: lend, then rounds (the sim device completing copies) until every
+// lease is logically complete, then release.
 func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 	for k := range n {
 		h, err := r.eng.Lend(r.reqs[k])
@@ -129,11 +141,11 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 		}
 		hs[k] = h
 	}
-	for spins := 0; r.eng.Count(fsm.AccessFenced) < n; spins++ {
+	for spins := 0; r.eng.Count(fsm.LogicallyComplete) < n; spins++ {
 		r.dev.CompleteAll()
 		r.eng.Progress()
-		if spins > 1_000_000 {
-			b.Fatalf("leases not fenced: %v", r.eng.Stats().Leases)
+		if spins > 10_000_000 {
+			b.Fatalf("leases not complete: %v", r.eng.Stats().Leases)
 		}
 		if spins > 2 {
 			runtime.Gosched() // the background goroutines need the core
@@ -146,37 +158,45 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 	}
 }
 
-// lifecycleEvents is the sequence of events one fetch lease goes through.
-var lifecycleEvents = []fsm.Event{
-	fsm.SlotsGranted, fsm.CopiesLanded, fsm.Submitted, fsm.OutcomeServed,
-	fsm.CopiesLanded, fsm.AccessProven, fsm.ReleaseRequested,
+// lifecycle is one served fetch's path through the lifecycle, as events and
+// (for a completion) the guard that holds.
+var lifecycle = []struct {
+	event fsm.Event
+	guard fsm.Guard
+	done  bool // a completion
+}{
+	{event: fsm.SlotsGranted},
+	{guard: fsm.IsFetch, done: true},
+	{event: fsm.Submitted},
+	{event: fsm.OutcomeServed},
+	{event: fsm.AccessProven},
+	{event: fsm.CopiesLanded},
+	{event: fsm.ReleaseRequested},
 }
 
-// BenchmarkLifecycle compares, per lease, the engine's whole lifecycle with
-// what a naive per-slot looplab/fsm pays for the transitions alone, and with
-// the bare table's transitions (the floor).
+// BenchmarkLifecycle compares, per lease, the whole lifecycle through the
+// runner users embed with what a per-slot looplab/fsm pays for the
+// transitions alone, and with the bare table's transitions (the floor).
 func BenchmarkLifecycle(b *testing.B) {
-	for _, mode := range []struct {
-		name   string
-		inline bool
-	}{{"engine", false}, {"engine-inline", true}} {
-		b.Run(mode.name, func(b *testing.B) {
-			r := newBenchRig(b, 64, mode.inline, false)
-			defer r.close()
-			hs := make([]readiness.Handle, 64)
-			r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i += 64 {
-				r.lifecycleRound(b, hs, min(64, b.N-i))
-			}
-		})
-	}
+	b.Run("engine", func(b *testing.B) {
+		r := newBenchRig(b, 64, false)
+		defer r.close(b)
+		hs := make([]readiness.Handle, 64)
+		r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += 64 {
+			r.lifecycleRound(b, hs, min(64, b.N-i))
+		}
+	})
 	b.Run("looplab", func(b *testing.B) {
 		decl := fsm.Declaration()
-		names := make([]string, len(lifecycleEvents))
-		for i, e := range lifecycleEvents {
-			names[i] = e.String()
+		names := make([]string, len(lifecycle))
+		for i, st := range lifecycle {
+			names[i] = st.event.String()
+			if st.done {
+				names[i] = fsm.CompletionName(st.guard)
+			}
 		}
 		ctx := context.Background()
 		b.ReportAllocs()
@@ -190,50 +210,48 @@ func BenchmarkLifecycle(b *testing.B) {
 		}
 	})
 	// The floor as SPEC §5 defines it: a bare [state][event] array of next
-	// states with an atomic state word.
+	// states with an atomic state word (completions as extra columns).
 	b.Run("table", func(b *testing.B) {
-		var next [fsm.NumStates][fsm.NumEvents]fsm.State
+		const cols = int(fsm.NumEvents) + int(fsm.NumGuards)
+		var next [fsm.NumStates][cols]fsm.State
 		t := fsm.Lifecycle()
 		for s := range fsm.NumStates {
 			for e := range fsm.NumEvents {
 				next[s][e] = t.Lookup(s, e).Next
+			}
+			for _, c := range t.Completions(s) {
+				next[s][int(fsm.NumEvents)+int(c.Guard)] = c.Next
+			}
+		}
+		cols2 := make([]int, len(lifecycle))
+		for i, st := range lifecycle {
+			cols2[i] = int(st.event)
+			if st.done {
+				cols2[i] = int(fsm.NumEvents) + int(st.guard)
 			}
 		}
 		var state atomic.Uint32
 		b.ReportAllocs()
 		for b.Loop() {
 			state.Store(uint32(fsm.Waiting))
-			for _, e := range lifecycleEvents {
+			for _, c := range cols2 {
 				s := state.Load()
-				state.CompareAndSwap(s, uint32(next[s][e]))
+				state.CompareAndSwap(s, uint32(next[s][c]))
 			}
 		}
 		if fsm.State(state.Load()) != fsm.Released {
 			b.Fatalf("ended in %v, want released", fsm.State(state.Load()))
 		}
 	})
-	// The compiled table the engine runs, with its refusals and latches.
-	b.Run("table-fire", func(b *testing.B) {
-		t := fsm.Lifecycle()
-		b.ReportAllocs()
-		for b.Loop() {
-			s := fsm.Slot{State: fsm.Waiting}
-			for _, e := range lifecycleEvents {
-				if _, err := t.Fire(&s, e); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	})
 }
 
-// BenchmarkProgressIdle measures a progress round in which nothing completes,
-// with 1,000 and 1,000,000 leases in flight (submitted, outcome pending).
+// BenchmarkProgressIdle measures a round in which nothing completes, with
+// 1,000 and 1,000,000 leases in flight (submitted, outcome pending).
 func BenchmarkProgressIdle(b *testing.B) {
 	for _, n := range []int{1000, 1000000} {
 		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
-			r := newBenchRig(b, n, false, true)
-			defer r.close()
+			r := newBenchRig(b, n, true)
+			defer r.close(b)
 			dev, _ := r.dev.Alloc(64)
 			req := readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Group: 0, Block: 0, Device: dev}}}
 			for k := range n {

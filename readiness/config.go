@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
-// Clock tells the time. Tests and simulations inject a manual clock; deadlines
-// and drain periods are measured on it.
+// Clock tells the time. Deadlines, containment deadlines and the back-off
+// between Quiesce retries are measured on it; tests and simulations inject a
+// manual clock.
 type Clock interface {
 	Now() time.Time
 }
@@ -22,12 +22,14 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Config assembles an engine. Memory, TokensPerBlock and Stream are required,
+// Config assembles an Engine. Memory, TokensPerBlock and Stream are required,
 // and at least one of Fetcher and Publisher.
 type Config struct {
 	// Memory is the staging memory the engine lends, one pool group per local
-	// layer group.
-	Memory *Memory
+	// layer group: staging.NewMemory with the device's pinned host allocator,
+	// or staging.MemoryOver slabs the caller pinned (staging.GoHeap only with
+	// the simulated device).
+	Memory *staging.Memory
 	// TokensPerBlock is the number of token positions in one block.
 	TokensPerBlock int
 	// ExtentName is the extent namespace; empty means staging.ExtentName.
@@ -43,68 +45,56 @@ type Config struct {
 	// Device is the ordinal Health is asked about.
 	Device int
 	// Health, if set, reports device loss; a lost device's in-flight copies
-	// are unproven and new leases are refused.
+	// are unproven (contained at their deadline) and new leases are refused.
 	Health gpu.Health
 
 	// Clock defaults to the system clock.
 	Clock Clock
-	// RequestTimeout is the deadline of a request that names none (default 30s).
+	// RequestTimeout is the deadline, after the submission, of a request that
+	// names none (default 30s).
 	RequestTimeout time.Duration
-	// DrainGrace is how long, after a deadline or Close, access may stay
-	// unproven before the slots are quarantined and OnContainment is raised
-	// (default 10s). It also bounds each Quiesce call.
+	// DrainGrace is how long access or a local copy may stay unproven once the
+	// drain has started — at the request deadline at the latest — before the
+	// slots are contained and OnContainment is called (default 10s).
 	DrainGrace time.Duration
-	// QuiesceWorkers is the number of goroutines that run Quiesce (default 4).
+	// QuiesceTimeout bounds each Quiesce call (default 1s): a call that does
+	// not answer in time proves nothing and is asked again later.
+	QuiesceTimeout time.Duration
+	// RetryBackoff is the wait before the first Quiesce retry after an answer
+	// that proved nothing (default 1ms); it doubles on each retry, up to
+	// MaxRetryBackoff (default 250ms). Both are measured on Clock.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// QuiesceWorkers is the number of goroutines that run Quiesce calls
+	// (default 4).
 	QuiesceWorkers int
-	// Inline makes the engine poll attempts and run Quiesce on the owner
-	// goroutine, inside Progress, instead of on background goroutines. Rounds
-	// are then deterministic, for simulation and property tests; a round costs
-	// O(attempts pending), and a Quiesce that blocks blocks Progress. Use it
-	// only with backends that answer Quiesce at once.
-	Inline bool
+	// KeepReleased is how many of the latest released leases stay readable
+	// through their handles (default 1024).
+	KeepReleased int
 
-	// OnContainment, if set, is called on the owner goroutine when a drain
-	// grace period expires with access unproven: memory a backend may still
-	// write is held out of circulation for ever, and the process is in a state
-	// an operator must know about.
+	// OnContainment, if set, is called on the owner goroutine when a lease is
+	// contained: its containment deadline passed with backend access or a
+	// local copy unproven, and its memory is held out of circulation for ever.
+	// It must not call the engine.
 	OnContainment func(Containment)
-	// OnTransition, if set, is called on the owner goroutine for every state
-	// change, for tracing. It must not call the engine.
+	// OnTransition, if set, is called on the owner goroutine for every move,
+	// for tracing. It must not call the engine.
 	OnTransition func(Transition)
 	// Logger receives the few events worth logging (quarantine, containment,
-	// contract violations, device loss); nil means slog.Default().
+	// ungrantable leases, contract violations, device loss); nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 
-// Transition is one state change of one lease.
-type Transition struct {
-	Lease    Handle
-	From, To fsm.State
-	Cause    fsm.Event
-}
-
-// Containment is the fatal signal raised when a drain grace period expires
-// with a backend's access to a lease's memory still unproven.
-type Containment struct {
-	Lease  Handle
-	Slots  int
-	Reason string
-}
-
 const (
-	defaultRequestTimeout = 30 * time.Second
-	defaultDrainGrace     = 10 * time.Second
-	defaultQuiesceWorkers = 4
+	defaultQuiesceTimeout  = time.Second
+	defaultRetryBackoff    = time.Millisecond
+	defaultMaxRetryBackoff = 250 * time.Millisecond
+	defaultQuiesceWorkers  = 4
 )
 
 func (c *Config) validate() error {
-	var errs []error
-	if c.Memory == nil {
-		errs = append(errs, errors.New("no Memory: want the staging memory from NewMemory"))
-	}
-	if c.TokensPerBlock <= 0 {
-		errs = append(errs, fmt.Errorf("TokensPerBlock = %d; want a positive number", c.TokensPerBlock))
-	}
+	core := c.core()
+	errs := core.validate()
 	if c.Fetcher == nil && c.Publisher == nil {
 		errs = append(errs, errors.New("neither Fetcher nor Publisher is set; want at least one backend"))
 	}
@@ -114,7 +104,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"RequestTimeout", c.RequestTimeout}, {"DrainGrace", c.DrainGrace}} {
+	}{{"QuiesceTimeout", c.QuiesceTimeout}, {"RetryBackoff", c.RetryBackoff}, {"MaxRetryBackoff", c.MaxRetryBackoff}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s = %v; want a non-negative duration (0 means the default)", d.name, d.v))
 		}
@@ -132,19 +122,29 @@ func (c *Config) applyDefaults() {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = defaultRequestTimeout
+	if c.QuiesceTimeout == 0 {
+		c.QuiesceTimeout = defaultQuiesceTimeout
 	}
-	if c.DrainGrace == 0 {
-		c.DrainGrace = defaultDrainGrace
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = defaultRetryBackoff
 	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = defaultMaxRetryBackoff
+	}
+	c.MaxRetryBackoff = max(c.MaxRetryBackoff, c.RetryBackoff)
 	if c.QuiesceWorkers == 0 {
 		c.QuiesceWorkers = defaultQuiesceWorkers
 	}
-	if len(c.ExtentName) == 0 {
-		c.ExtentName = []byte(staging.ExtentName)
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+}
+
+// core is the part of the config the Core takes.
+func (c *Config) core() CoreConfig {
+	return CoreConfig{
+		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, ExtentName: c.ExtentName,
+		RequestTimeout: c.RequestTimeout, DrainGrace: c.DrainGrace, KeepReleased: c.KeepReleased,
+		OnTransition: c.OnTransition, Logger: c.Logger,
 	}
 }

@@ -1,21 +1,38 @@
 // Package readiness is kvready's engine: it lends staging slots for fetches and
-// publishes, submits them to a content-addressed backend, latches the evidence
-// that comes back — outcomes, GPU copy completions, access proofs, deadlines,
+// publishes, hands them to a content-addressed backend, latches the evidence
+// that comes back — outcomes, access proofs, GPU copy completions, deadlines,
 // device loss, release requests — and drives every lease through the compiled
-// lifecycle table of package fsm. The table is the only place where transitions
-// are decided.
+// lifecycle table of package fsm (SPEC §4, revision 2). The table is the only
+// place where transitions are decided.
 //
-// The engine guarantees that no staging slot is recycled before its fence — the
-// backend's access is proven over (Quiesce answered true, the submission was
-// rejected, or the slots were never exposed) and every local copy touching them
-// has completed — and that a miss is never reported as a failure.
+// The engine guarantees that no staging slot is recycled before its fence —
+// the backend's access proven over (Quiesce answered true, the submission was
+// rejected, or the slots were never exposed) and every local copy touching it
+// landed; that logical delivery never races backend access — a fetch's served
+// rows are copied to the device only after the fence, and never once the owner
+// has released the lease; and that a miss is never reported as a failure.
+// Access that is never proven is retried, and contained at a deadline fixed at
+// submission — never assumed.
+//
+// # Core and runner
+//
+// [Core] is the lifecycle without I/O, like etcd raft's RawNode: it applies
+// evidence to the table and hands back, in [Ready], the work it calls for —
+// submissions, copies, access proofs to ask for, containment signals. It
+// starts no goroutine and calls no backend or device; its clock is whatever
+// its caller passes to Tick.
+//
+// [Engine] is the runner managers embed, like raft's node.go around RawNode: a
+// Core plus the goroutines that observe the backend — one polls attempts, a
+// few run Quiesce calls, retrying with back-off until a true answer or the
+// containment deadline — and the stream the copies go through. Its rounds
+// ([Engine.Progress]) never block; [Engine.Sync] waits for the goroutines to
+// catch up, for deterministic tests and simulations of the same runner.
 //
 // # Threading
 //
-// Like etcd's raft, the engine is driven by one owner goroutine: every method of
-// [Engine] must be called from it. Progress happens only in those calls, chiefly
-// [Engine.Progress]. Backend goroutines never call the engine; the engine's own
-// background goroutines (one that polls attempts, a few that run Quiesce) only
-// observe and hand their observations to the owner through mailboxes, and the
-// owner decides.
+// One owner goroutine calls every method of a Core or an Engine. Backend
+// goroutines never call the engine; the engine's own goroutines only observe
+// and hand their observations to the owner through mailboxes, and the owner
+// decides.
 package readiness

@@ -1,504 +1,661 @@
 package readiness
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 
+	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
-// Engine lends staging slots and decides, from the evidence, when each lease is
-// ready and when its slots may be reused. All its methods must be called from
-// one owner goroutine.
+// Engine is the runner managers embed: a Core driven by goroutines that
+// observe the backend. The owner goroutine calls every method; a round
+// (Progress) takes in the evidence that became observable and performs the
+// work the core asks for — it submits, queues copies and records their event,
+// hands attempts to the watcher and access proofs to the Quiesce workers. The
+// background goroutines only observe and answer through mailboxes; they never
+// call the core, and nothing blocking ever runs on the owner goroutine.
 type Engine struct {
-	cfg   Config
-	table *fsm.Table
-	alloc *staging.Allocator
-	mem   *Memory
-	parts staging.Parts
-	slabs [][]byte
+	cfg    Config
+	core   *Core
+	stream gpu.Stream
 
-	leases   []lease
-	free     []uint32 // retired lease ids, ready for reuse
-	bodies   []*body  // recycled bodies
-	byTicket []uint32 // lease id by ticket index, for waiting leases
-	builder  staging.ExtentBuilder
+	attempts []attemptSlot // by lease id
+	watch    *watcher
+	quiet    *quiescer
+	// The round's Quiesce work, one batch per backend, handed out at the
+	// round's end; outstanding counts batches not yet taken back.
+	qFetch, qPublish             *batch
+	quiesceFetch, quiescePublish quiesceFunc
+	seq                          uint64
+	outstanding                  int
+	retries                      retryHeap
+	calls, retried               uint64
 
-	watch *watcher
-	quiet *quiescer
 	// Copies queued in one round share one event: a stream completes in
 	// order, so the event after the round's last copy proves all of them.
-	copies      gpu.Completions[int32] // event → index into copyBatches
-	copyBatches [][]ref
+	copies      gpu.Completions[int32]
+	batches     [][]Handle
 	freeBatches []int32
-	openBatch   int32                   // batch collecting this round's copies, or -1
-	onCopy      func(int32, gpu.Status) // e.batchDone, bound once so polling never allocates
-	// The backends' Quiesce methods, bound once: a method value made per call
-	// would allocate.
-	quiesceFetch, quiescePublish quiesceFunc
+	open        int32                   // batch collecting this round's copies, or -1
+	onCopy      func(int32, gpu.Status) // bound once so that polling never allocates
 
-	deadlines timerHeap
-	drains    timerHeap
+	// Scratch, reused every round.
+	toWatch   []watchItem
+	outcomes  []outcomeMsg
+	answers   []*batch
+	results   []submitResult
+	refusals  []copyRefusal
+	failures  []copyFailure
+	contained []Containment
 
-	// Work gathered during a round and handed to the background goroutines
-	// at its end.
-	toWatch    []watchItem
-	inline     []watchItem // Inline: attempts polled by Progress itself
-	qFetch     *batch
-	qPublish   *batch
-	quiescing  int // Quiesce entries handed out and not yet answered
-	grants     []staging.Ticket
-	outcomes   []outcomeMsg
-	answers    []*batch
-	runs       []staging.Run
-	lost       bool
-	closed     bool
-	stopped    bool
-	now        int64
-	stats      Stats
-	roundMoves int
+	handed  int // items handed to the background in the latest round
+	stopped bool
 }
 
-// New assembles an engine: it allocates the staging memory of every pool group
-// and starts the background goroutines that observe the backend.
+// attemptSlot is the runner's record of a lease's attempt: the one thing the
+// core never holds. It is kept until the lease is fenced — for ever if it is
+// quarantined.
+type attemptSlot struct {
+	a         contract.Attempt
+	gen       uint32
+	kind      Kind
+	retries   uint8
+	asking    bool // a Quiesce call for it is queued or running
+	scheduled bool // a retry is scheduled on the clock
+}
+
+type submitResult struct {
+	h      Handle
+	kind   Kind
+	a      contract.Attempt
+	err    error
+	panics string
+}
+
+type copyRefusal struct {
+	h   Handle
+	row int
+	err error
+}
+
+type copyFailure struct {
+	h   Handle
+	err error
+}
+
+// New assembles an engine over the caller's staging memory and starts the
+// goroutines that observe the backend: one that polls attempts and
+// QuiesceWorkers that run Quiesce calls.
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	cfg.ExtentName = slices.Clone(cfg.ExtentName)
-	groups := cfg.Memory.groups
-	slots := make([]int, len(groups))
-	for g, grp := range groups {
-		slots[g] = grp.Slots
-	}
-	alloc, err := staging.NewAllocator(slots)
+	core, err := newCore(cfg.core())
 	if err != nil {
-		return nil, fmt.Errorf("readiness: %w", err)
+		return nil, err
 	}
-	e := &Engine{
-		cfg:   cfg,
-		table: fsm.Lifecycle(),
-		alloc: alloc,
-		mem:   cfg.Memory,
-		parts: cfg.Memory.parts,
-		slabs: cfg.Memory.slabs,
-	}
-	if cfg.Inline {
-		e.quiet = startQuiescer(0, cfg.DrainGrace)
-		e.watch = &watcher{in: newMailbox[watchItem](), out: newMailbox[outcomeMsg]()}
-	} else {
-		e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.DrainGrace)
-		e.watch = startWatcher()
-	}
+	e := &Engine{cfg: cfg, core: core, stream: cfg.Stream, open: -1}
+	e.cfg.ExtentName = core.cfg.ExtentName
 	e.onCopy = e.batchDone
-	e.openBatch = -1
-	e.now = cfg.Clock.Now().UnixNano()
 	if cfg.Fetcher != nil {
 		e.quiesceFetch = cfg.Fetcher.Quiesce
 	}
 	if cfg.Publisher != nil {
 		e.quiescePublish = cfg.Publisher.Quiesce
 	}
-	e.stats.FenceLatency.init()
-	e.stats.ReadyLatency.init()
+	core.Tick(cfg.Clock.Now())
+	e.watch = startWatcher()
+	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.QuiesceTimeout)
 	return e, nil
 }
 
-// Lend asks for a lease. Bad input is refused with an error wrapping
-// ErrInvalidRequest and changes nothing. The lease waits for slots in arrival
-// order; it is granted and submitted in a later Progress.
-//
-// Lend does not read the clock: a request without a Deadline gets
-// RequestTimeout from the time of the last Progress round (or of New), which
-// keeps the lending path cheap. The deadline starts to matter at submission.
+// Core returns the core the engine drives, for reading (Lease, Readiness,
+// Stats); evidence must not be reported to it behind the engine's back.
+func (e *Engine) Core() *Core { return e.core }
+
+// Lend asks for a lease. Bad input — a kind without its backend, a row of an
+// unknown group, a device row the stream cannot address — is refused with an
+// error wrapping ErrInvalidRequest and changes nothing. The lease waits for
+// slots in arrival order; it is granted and submitted in a later Progress.
 func (e *Engine) Lend(req Request) (Handle, error) {
 	switch {
-	case e.closed:
+	case e.core.closed:
 		return Handle{}, ErrClosed
-	case e.lost:
-		return Handle{}, fmt.Errorf("%w: device %d; no lease can copy to or from it", ErrDeviceLost, e.cfg.Device)
+	case req.Kind == Fetch && e.cfg.Fetcher == nil:
+		return Handle{}, fmt.Errorf("%w: a fetch, but the engine has no Fetcher", ErrInvalidRequest)
+	case req.Kind == Publish && e.cfg.Publisher == nil:
+		return Handle{}, fmt.Errorf("%w: a publish, but the engine has no Publisher", ErrInvalidRequest)
 	}
-	b, err := e.newBody(req)
-	if err != nil {
-		return Handle{}, err
-	}
-	t, err := e.alloc.Request(b.counts)
-	if err != nil {
-		e.recycle(b)
-		return Handle{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	id := e.newLease()
-	l := &e.leases[id]
-	l.m = fsm.Slot{State: fsm.Waiting}
-	l.kind, l.flags, l.ticket, l.body = req.Kind, inUse, t, b
-	for len(e.byTicket) <= t.Index() {
-		e.byTicket = append(e.byTicket, 0)
-	}
-	e.byTicket[t.Index()] = id
-	b.lentAt = e.now
-	b.deadline = req.Deadline.UnixNano()
-	if req.Deadline.IsZero() {
-		b.deadline = e.now + int64(e.cfg.RequestTimeout)
-	}
-	e.stats.Leases[fsm.Waiting]++
-	e.stats.Lent++
-	return Handle{id: id, gen: l.gen}, nil
-}
-
-// newBody validates req and copies it into a recycled body, grouping rows by
-// layer group.
-func (e *Engine) newBody(req Request) (*body, error) {
-	bad := func(format string, args ...any) (*body, error) {
-		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
-	}
-	switch req.Kind {
-	case Fetch:
-		if e.cfg.Fetcher == nil {
-			return bad("a fetch, but the engine has no Fetcher")
-		}
-	case Publish:
-		if e.cfg.Publisher == nil {
-			return bad("a publish, but the engine has no Publisher")
-		}
-	default:
-		return bad("kind %v; want Fetch or Publish", req.Kind)
-	}
-	if len(req.Rows) == 0 {
-		return bad("no rows; a lease moves at least one row")
-	}
-	if req.KnownBlocks < 0 {
-		return bad("KnownBlocks = %d; want >= 0", req.KnownBlocks)
-	}
+	groups := e.cfg.Memory.NumGroups()
 	for i, r := range req.Rows {
-		if r.Group < 0 || r.Group >= len(e.mem.groups) {
-			return bad("row %d: layer group %d; the engine has groups 0..%d", i, r.Group, len(e.mem.groups)-1)
+		if r.Group < 0 || r.Group >= groups || r.Device == 0 {
+			continue // the core names what is wrong
 		}
-		if r.Block < 0 {
-			return bad("row %d: block ordinal %d; want >= 0", i, r.Block)
+		if err := e.stream.Addressable(r.Device, e.cfg.Memory.Group(r.Group).SlotBytes); err != nil {
+			if errors.Is(err, gpu.ErrDeviceLost) {
+				return Handle{}, fmt.Errorf("%w: %w", ErrDeviceLost, err)
+			}
+			return Handle{}, fmt.Errorf("%w: row %d: the stream cannot copy a %d-byte row at device address %#x: %w",
+				ErrInvalidRequest, i, e.cfg.Memory.Group(r.Group).SlotBytes, uint64(r.Device), err)
 		}
 	}
-	b := e.takeBody()
-	b.rows = append(b.rows[:0], req.Rows...)
-	if !slices.IsSortedFunc(b.rows, byGroup) {
-		slices.SortStableFunc(b.rows, byGroup)
-	}
-	b.names, b.ordinals, b.addrs, b.counts = b.names[:0], b.ordinals[:0], b.addrs[:0], b.counts[:0]
-	for range e.mem.groups {
-		b.counts = append(b.counts, 0)
-	}
-	for i, r := range b.rows {
-		if i > 0 && b.rows[i-1].Group == r.Group && b.rows[i-1].Block >= r.Block {
-			e.recycle(b)
-			return bad("layer group %d: blocks %d then %d; within a group blocks must increase", r.Group, b.rows[i-1].Block, r.Block)
-		}
-		b.names = append(b.names, r.Name)
-		b.ordinals = append(b.ordinals, r.Block)
-		b.addrs = append(b.addrs, 0) // placed when slots are granted
-		b.counts[r.Group]++
-	}
-	b.groupRun = b.groupRun[:0]
-	start := 0
-	for g, n := range b.counts {
-		if n == 0 {
-			continue
-		}
-		b.groupRun = append(b.groupRun, staging.GroupRun{
-			LayerGroup: g,
-			Ordinals:   b.ordinals[start : start+n : start+n],
-			Names:      b.names[start : start+n : start+n],
-			Addresses:  b.addrs[start : start+n : start+n],
-			Part:       g,
-		})
-		start += n
-	}
-	if err := b.view.Reset(b.groupRun); err != nil {
-		e.recycle(b)
-		return bad("%w", err)
-	}
-	if err := b.view.Duplicate(); err != nil {
-		e.recycle(b)
-		return bad("%w", err)
-	}
-	b.first, b.isLast = req.KnownBlocks, req.IsLast
-	return b, nil
+	return e.core.Lend(req)
 }
 
-func byGroup(x, y Row) int { return x.Group - y.Group }
+// Release says the manager is done with the lease; see Core.Release.
+func (e *Engine) Release(h Handle) error { return e.core.Release(h) }
 
-func (e *Engine) takeBody() *body {
-	if n := len(e.bodies); n > 0 {
-		b := e.bodies[n-1]
-		e.bodies = e.bodies[:n-1]
-		return b
-	}
-	return &body{}
-}
+// Cancel cancels a submitted lease still waiting for its outcome, locally;
+// see Core.Cancel.
+func (e *Engine) Cancel(h Handle) error { return e.core.Cancel(h) }
 
-func (e *Engine) recycle(b *body) {
-	b.latched, b.reason, b.interval = nil, "", staging.Interval{}
-	e.bodies = append(e.bodies, b)
-}
+// Lease describes the lease h names; see Core.Lease.
+func (e *Engine) Lease(h Handle) (LeaseInfo, error) { return e.core.Lease(h) }
 
-func (e *Engine) newLease() uint32 {
-	if n := len(e.free); n > 0 {
-		id := e.free[n-1]
-		e.free = e.free[:n-1]
-		return id
-	}
-	e.leases = append(e.leases, lease{gen: 1})
-	return uint32(len(e.leases) - 1)
-}
+// Readiness returns where a fetched request may resume; see Core.Readiness.
+func (e *Engine) Readiness(h Handle) (staging.Interval, error) { return e.core.Readiness(h) }
 
-// retire forgets a released (or quarantined and released) lease: its handle
-// goes stale and its record may carry a later lease.
-func (e *Engine) retire(id uint32) {
-	l := &e.leases[id]
-	e.stats.Leases[l.m.State]--
-	e.deadlines.disarm(id)
-	e.drains.disarm(id)
-	if l.body != nil {
-		e.recycle(l.body)
-	}
-	gen := l.gen + 1
-	if gen == 0 {
-		gen = 1 // generation 0 is never issued, so the zero Handle is always stale
-	}
-	*l = lease{gen: gen}
-	e.free = append(e.free, id)
-}
-
-// lookup resolves a handle, refusing a stale one.
-func (e *Engine) lookup(h Handle) (uint32, error) {
-	if int(h.id) >= len(e.leases) || h.gen == 0 {
-		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
-	}
-	l := &e.leases[h.id]
-	if l.flags&inUse == 0 || (l.gen != h.gen && !mutant("ignore-generation")) {
-		return 0, fmt.Errorf("%w: %v was released (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
-	}
-	return h.id, nil
-}
-
-func (e *Engine) live(r ref) bool {
-	return int(r.id) < len(e.leases) && e.leases[r.id].flags&inUse != 0 && e.leases[r.id].gen == r.gen
-}
-
-// Release says the manager is done with the lease. The slots return to the
-// allocator only once the lease is fenced; until then the request is latched
-// and the handle stays valid. Releasing a quarantined lease retires its handle
-// and leaves its slots out of circulation for ever. A stale handle is refused
-// and changes nothing.
-func (e *Engine) Release(h Handle) error {
-	id, err := e.lookup(h)
-	if err != nil {
-		return err
-	}
-	if e.leases[id].m.State == fsm.Quarantined {
-		e.retire(id)
-		return nil
-	}
-	if err := e.fire(id, fsm.ReleaseRequested); err != nil {
-		return fmt.Errorf("readiness: release of %v: %w", h, err)
-	}
-	return nil
-}
-
-// LeaseInfo describes a lease as the engine sees it.
-type LeaseInfo struct {
-	Handle  Handle
-	Kind    Kind
-	State   fsm.State
-	Outcome OutcomeKind
-	// Reason says why the lease failed or was quarantined.
-	Reason string
-	// ReleaseRequested reports a latched release request.
-	ReleaseRequested bool
-	// Ungrantable reports a waiting lease taken out of the line because
-	// quarantine left too few slots ever to grant it; release it.
-	Ungrantable bool
-	Rows        int
-}
-
-// Lease describes the lease h names.
-func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
-	id, err := e.lookup(h)
-	if err != nil {
-		return LeaseInfo{}, err
-	}
-	l := &e.leases[id]
-	return LeaseInfo{
-		Handle: h, Kind: l.kind, State: l.m.State, Outcome: l.outcome, Reason: l.body.reason,
-		ReleaseRequested: l.m.Latched.Has(fsm.ReleaseRequested), Rows: len(l.body.rows),
-		Ungrantable: l.flags&hopeless != 0,
-	}, nil
-}
-
-// Runs appends to dst the staging runs the lease holds (one per pool group it
-// uses) and returns it; a lease still waiting holds none.
+// Runs appends to dst the staging runs the lease holds; see Core.Runs.
 func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
-	id, err := e.lookup(h)
-	if err != nil {
-		return dst, err
-	}
-	l := &e.leases[id]
-	if l.m.State == fsm.Waiting || l.m.State == fsm.Quarantined {
-		return dst, nil
-	}
-	return e.alloc.Runs(l.ticket, dst)
+	return e.core.Runs(h, dst)
 }
 
-// Readiness returns where a fetched request may resume: answerable once the
-// outcome is latched and the local copies have landed (logically_complete or
-// access_fenced). A miss and a failure both answer the empty extension
-// [KnownBlocks×T, KnownBlocks×T]; the outcome kind says which it was.
-func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
-	id, err := e.lookup(h)
-	if err != nil {
-		return staging.Interval{}, err
-	}
-	l := &e.leases[id]
-	if l.kind != Fetch {
-		return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
-	}
-	if s := l.m.State; s != fsm.LogicallyComplete && s != fsm.AccessFenced {
-		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered in logically_complete and access_fenced", ErrNotReady, h, s)
-	}
-	return l.body.interval, nil
+// Count returns the number of leases in state s.
+func (e *Engine) Count(s fsm.State) int { return e.core.Count(s) }
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	s := e.core.Stats()
+	s.QuiesceCalls, s.QuiesceRetries = e.calls, e.retried
+	return s
 }
 
-// fire applies an event, then redelivers latched evidence until none applies.
-// A refusal changes nothing and is returned.
-func (e *Engine) fire(id uint32, ev fsm.Event) error {
-	l := &e.leases[id]
-	step, err := e.table.Fire(&l.m, ev)
-	if err != nil {
-		e.stats.Refused++
+// Retry asks the backend again, at the next round, whether the lease's access
+// has ended — an explicit evidence retry. The engine retries by itself with
+// back-off; Retry asks now. It changes nothing for a lease whose proof is not
+// awaited or already being asked for.
+func (e *Engine) Retry(h Handle) error {
+	if _, err := e.core.lookup(h); err != nil {
 		return err
 	}
-	if step.Kind != fsm.Move {
+	if !e.core.AwaitingProof(h) {
 		return nil
 	}
-	gen := l.gen
-	e.moved(id, step)
-	for l.m.Latched != 0 && l.gen == gen && l.flags&inUse != 0 {
-		step, ok := e.table.Redeliver(&l.m)
-		if !ok {
-			break
+	e.ask(h, true)
+	return nil
+}
+
+// Progress runs one round: it tells the core the time (deadlines and
+// containment deadlines fire first), takes in every piece of evidence that
+// has become observable — device loss, outcomes, copy completions, Quiesce
+// answers — and performs the work the core asks for. It never blocks. It
+// returns the number of moves made.
+//
+// A round in which nothing happened costs the same however many leases are in
+// flight: each source of evidence is checked in O(what it delivered + 1).
+func (e *Engine) Progress() int {
+	before := e.core.moves
+	now := e.cfg.Clock.Now()
+	e.core.Tick(now)
+	e.checkHealth()
+	e.takeOutcomes()
+	e.pollCopies()
+	e.takeAnswers()
+	e.retryDue(now.UnixNano())
+	e.perform()
+	e.flush()
+	e.stopIfDrained()
+	return int(e.core.moves - before)
+}
+
+// Sync runs rounds until the engine is idle: everything handed to the
+// background goroutines before the call has been observed — every watched
+// attempt polled again, every Quiesce call answered — and a round changes
+// nothing. It waits on those goroutines, never on a backend's own timing:
+// retries scheduled for later on the clock are not waited for. With a manual
+// clock it makes each step of a test or simulation deterministic. It returns
+// the number of moves made, or ctx's error if the background did not catch up
+// in time (a Quiesce that ignores its context blocks it).
+func (e *Engine) Sync(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("readiness: Sync: the engine did not become idle: %w", err)
 		}
-		e.moved(id, step)
+		// Catch up first, so that each round takes in everything observable
+		// at once: how the evidence is split between rounds never depends on
+		// when a goroutine happened to run.
+		if err := e.catchUp(ctx); err != nil {
+			return total, err
+		}
+		n := e.Progress()
+		total += n
+		if n == 0 && e.handed == 0 && e.watch.out.n.Load() == 0 && e.quiet.answers.n.Load() == 0 {
+			return total, nil
+		}
+	}
+}
+
+// catchUp waits until the watcher has swept everything handed to it and every
+// Quiesce batch handed out has been answered.
+func (e *Engine) catchUp(ctx context.Context) error {
+	if err := e.catchUpWatcher(ctx); err != nil {
+		return err
+	}
+	return e.catchUpQuiesce(ctx)
+}
+
+// catchUpWatcher waits for a whole sweep of the watcher that began after
+// everything handed to it so far.
+func (e *Engine) catchUpWatcher(ctx context.Context) error {
+	if e.stopped {
+		return nil
+	}
+	done := make(chan struct{})
+	e.watch.syncs.put(done)
+	e.watch.wake()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("readiness: Sync: the outcome watcher did not catch up: %w", ctx.Err())
 	}
 	return nil
 }
 
-// moved performs what entering a state entails: bookkeeping, and for the two
-// states that end a lease's hold on memory, the allocator's part.
-func (e *Engine) moved(id uint32, step fsm.Step) {
-	l := &e.leases[id]
-	e.roundMoves++
-	e.stats.Leases[step.From]--
-	e.stats.Leases[step.To]++
-	if step.From == fsm.Requested {
-		e.deadlines.disarm(id) // the outcome (or the deadline itself) is latched
-	}
-	if e.cfg.OnTransition != nil {
-		e.cfg.OnTransition(Transition{Lease: Handle{id: id, gen: l.gen}, From: step.From, To: step.To, Cause: step.Event})
-	}
-	switch step.To {
-	case fsm.LogicallyComplete:
-		e.answerReadiness(l)
-	case fsm.AccessFenced:
-		e.drains.disarm(id)
-		if l.body.exposeAt != 0 {
-			e.stats.FenceLatency.add(e.now - l.body.exposeAt)
+// catchUpQuiesce waits until every Quiesce batch handed out has been answered.
+func (e *Engine) catchUpQuiesce(ctx context.Context) error {
+	for int(e.quiet.answers.n.Load()) < e.outstanding {
+		select {
+		case <-e.quiet.answers.signal:
+		case <-ctx.Done():
+			return fmt.Errorf("readiness: Sync: %d Quiesce batches still unanswered: %w", e.outstanding-int(e.quiet.answers.n.Load()), ctx.Err())
 		}
-	case fsm.Quarantined:
-		e.drains.disarm(id)
-		e.quarantine(id, step)
-	case fsm.Released:
-		switch {
-		case step.From != fsm.Waiting:
-			e.mustNot(e.alloc.Free(l.ticket), "free", id)
-		case l.flags&hopeless != 0:
-			// Its request was cancelled when it became hopeless.
-		case e.alloc.Granted(l.ticket):
-			// Granted inside Lend or another lease's release, before a round
-			// took the grant: never exposed nor copied to, so straight back.
-			e.mustNot(e.alloc.Free(l.ticket), "free", id)
-		default:
-			e.mustNot(e.alloc.Cancel(l.ticket), "cancel", id)
-		}
-		e.stats.Released++
-		e.retire(id)
 	}
+	return nil
 }
 
-func (e *Engine) quarantine(id uint32, step fsm.Step) {
-	l := &e.leases[id]
-	if mutant("free-quarantined") {
-		e.mustNot(e.alloc.Free(l.ticket), "free", id)
-	} else {
-		e.mustNot(e.alloc.Quarantine(l.ticket), "quarantine", id)
-	}
-	e.stats.QuarantinedLeases++
-	if l.body.reason == "" {
-		l.body.reason = "quarantined on " + step.Event.String()
-	}
-	e.cancelHopeless()
-	e.cfg.Logger.Warn("kvready: staging slots quarantined", slog.String("lease", Handle{id: id, gen: l.gen}.String()),
-		slog.String("from", step.From.String()), slog.String("cause", step.Event.String()), slog.String("reason", l.body.reason),
-		slog.Int("slots", len(l.body.rows)))
-}
-
-// cancelHopeless takes out of the line every waiting lease that quarantine has
-// made impossible to grant: left there, it would block every lease behind it
-// for ever. The lease stays, waiting, with the reason; its handle is released
-// as usual.
-func (e *Engine) cancelHopeless() {
-	if e.alloc.Waiting() == 0 {
+func (e *Engine) checkHealth() {
+	if e.core.lost || e.cfg.Health == nil || mutant("ignore-device-loss") {
 		return
 	}
-	for i := range e.leases {
-		l := &e.leases[i]
-		if l.flags&inUse == 0 || l.flags&hopeless != 0 || l.m.State != fsm.Waiting || !e.alloc.Hopeless(l.ticket) {
+	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
+		e.core.DeviceLost(fmt.Sprintf("device %d: %s", e.cfg.Device, reason))
+	}
+}
+
+// takeOutcomes reports the answers the watcher saw, in lease order: the order
+// in which the watcher happened to find them must not change what a round
+// does.
+func (e *Engine) takeOutcomes() {
+	e.outcomes = e.watch.out.take(e.outcomes[:0])
+	if len(e.outcomes) > 1 {
+		slices.SortFunc(e.outcomes, func(a, b outcomeMsg) int {
+			if c := cmp.Compare(a.h.id, b.h.id); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.h.gen, b.h.gen)
+		})
+	}
+	for _, m := range e.outcomes {
+		if m.panic != "" {
+			_ = e.core.Violation(m.h, m.panic)
 			continue
 		}
-		e.mustNot(e.alloc.Cancel(l.ticket), "cancel", uint32(i))
-		l.flags |= hopeless
-		l.body.reason = "can never be granted: quarantined slots left too few in its pool groups"
-		e.stats.Hopeless++
+		_ = e.core.Answer(m.h, m.outcome)
+	}
+	clear(e.outcomes)
+}
+
+// takeAnswers reports the Quiesce answers the workers produced, in the order
+// the batches were handed out, so that a round's effects do not depend on
+// which worker finished first.
+func (e *Engine) takeAnswers() {
+	e.answers = e.quiet.answers.take(e.answers[:0])
+	if len(e.answers) > 1 {
+		slices.SortFunc(e.answers, func(a, b *batch) int { return cmp.Compare(a.seq, b.seq) })
+	}
+	now := e.core.now
+	for _, b := range e.answers {
+		e.outstanding--
+		for i, h := range b.leases {
+			s := e.slot(h)
+			if s == nil {
+				continue // the lease was retired meanwhile
+			}
+			s.asking = false
+			if b.proven[i] {
+				// The re-poll first: an answer changed before the proof is a
+				// violation, caught before anything is copied.
+				if b.panics[i] != "" {
+					_ = e.core.Violation(h, b.panics[i])
+				} else {
+					_ = e.core.Answer(h, b.repoll[i])
+				}
+				_ = e.core.Proven(h)
+				continue
+			}
+			_ = e.core.Unproven(h, b.reasons[i])
+			if e.core.AwaitingProof(h) && !mutant("never-retry") {
+				backoff := e.cfg.RetryBackoff << min(s.retries, 20)
+				s.retries = min(s.retries+1, 255)
+				s.scheduled = true
+				e.retries.push(now+int64(min(backoff, e.cfg.MaxRetryBackoff)), h)
+			}
+		}
+		e.quiet.recycle(b)
+	}
+	clear(e.answers)
+}
+
+// retryDue asks again for the proofs whose back-off has passed.
+func (e *Engine) retryDue(now int64) {
+	for {
+		h, ok := e.retries.pop(now)
+		if !ok {
+			return
+		}
+		s := e.slot(h)
+		if s == nil || !s.scheduled || !e.core.AwaitingProof(h) {
+			continue // fenced, contained, or already asked again explicitly
+		}
+		e.retried++
+		e.ask(h, false)
 	}
 }
 
-// mustNot records an allocator refusal that the table's guarantees rule out.
-// It is an invariant breach, reported loudly, never a reason to free memory.
-func (e *Engine) mustNot(err error, op string, id uint32) {
-	if err != nil {
-		e.stats.InvariantBreaches++
-		e.cfg.Logger.Error("kvready: allocator refused "+op+"; the slots stay where they are", slog.Uint64("lease", uint64(id)), slog.Any("error", err))
+// slot returns the lease's attempt record, or nil if the handle is stale.
+func (e *Engine) slot(h Handle) *attemptSlot {
+	if int(h.id) >= len(e.attempts) || e.attempts[h.id].gen != h.gen || e.attempts[h.id].a == nil {
+		return nil
 	}
+	return &e.attempts[h.id]
 }
 
-// answerReadiness computes the interval once copies have landed.
-func (e *Engine) answerReadiness(l *lease) {
-	b := l.body
-	if l.kind != Fetch {
+// ask adds a lease to this round's Quiesce batch of its backend.
+func (e *Engine) ask(h Handle, explicit bool) {
+	s := e.slot(h)
+	if s == nil || s.asking {
 		return
 	}
-	if l.outcome != Served && l.outcome != Partial {
-		b.masks, _ = servedNone(b)
+	if explicit {
+		e.retried++
 	}
-	iv, err := staging.ReadinessOfView(e.cfg.TokensPerBlock, b.first, &b.view, b.masks)
-	if err != nil {
-		e.cfg.Logger.Error("kvready: readiness not computable", slog.Any("error", err))
-		iv = staging.Interval{RestartFloor: b.first * e.cfg.TokensPerBlock, UsableUntil: b.first * e.cfg.TokensPerBlock}
+	s.asking, s.scheduled = true, false
+	b, fn := &e.qFetch, e.quiesceFetch
+	if s.kind == Publish {
+		b, fn = &e.qPublish, e.quiescePublish
 	}
-	b.interval = iv
-	e.stats.ReadyLatency.add(e.now - b.lentAt)
+	if *b == nil {
+		e.seq++
+		*b = e.quiet.newBatch(fn, e.seq)
+	}
+	(*b).leases = append((*b).leases, h)
+	(*b).attempts = append((*b).attempts, s.a)
 }
 
-var errNoAttempt = errors.New("backend returned neither an attempt nor ErrSubmissionRejected")
+// perform does the work the core asks for, and reports what the backend and
+// the device answered at once, until the core asks for nothing more.
+func (e *Engine) perform() {
+	rd := &e.core.ready
+	for !rd.Empty() {
+		for _, s := range rd.Submissions {
+			e.results = append(e.results, e.submit(s))
+		}
+		failedAt := len(e.failures)
+		for i := range rd.Copies {
+			e.queueCopy(&rd.Copies[i], failedAt)
+		}
+		for _, h := range rd.CopyLeases {
+			if !e.failedCopy(h, failedAt) {
+				e.record(h)
+			}
+		}
+		for _, h := range rd.Quiesce {
+			e.ask(h, false)
+		}
+		for _, h := range rd.Forget {
+			e.forget(h)
+		}
+		for _, c := range rd.Containments {
+			// Its attempt is kept for ever; only the polling stops.
+			e.toWatch = append(e.toWatch, watchItem{h: c.Lease})
+		}
+		e.contained = append(e.contained, rd.Containments...)
+		e.core.Advance()
+		e.report()
+	}
+}
+
+// submit hands one staged lease to its backend.
+func (e *Engine) submit(s Submission) (r submitResult) {
+	r.h, r.kind = s.Lease, s.Kind
+	defer func() {
+		if p := recover(); p != nil {
+			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
+		}
+	}()
+	if s.Kind == Publish {
+		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
+	} else {
+		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
+	}
+	return r
+}
+
+// report tells the core what the round's submissions and copies answered, and
+// raises the containment signals.
+func (e *Engine) report() {
+	for _, r := range e.results {
+		switch {
+		case r.panics != "":
+			_ = e.core.Escaped(r.h, r.panics)
+		case r.a != nil:
+			e.keep(r.h, r.kind, r.a)
+			_ = e.core.Submitted(r.h)
+			if r.err != nil {
+				_ = e.core.Violation(r.h, fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err))
+			}
+		case errors.Is(r.err, contract.ErrSubmissionRejected):
+			_ = e.core.Rejected(r.h, r.err.Error())
+		case r.err != nil:
+			_ = e.core.Escaped(r.h, r.err.Error())
+		default:
+			_ = e.core.Escaped(r.h, "the backend returned neither an attempt nor an error")
+		}
+	}
+	clear(e.results)
+	e.results = e.results[:0]
+	for _, r := range e.refusals {
+		_ = e.core.CopyRefused(r.h, r.row, r.err.Error())
+	}
+	clear(e.refusals)
+	e.refusals = e.refusals[:0]
+	for _, f := range e.failures {
+		_ = e.core.CopyFailed(f.h, f.err.Error())
+	}
+	clear(e.failures)
+	e.failures = e.failures[:0]
+	for _, c := range e.contained {
+		if e.cfg.OnContainment != nil {
+			e.cfg.OnContainment(c)
+		}
+	}
+	clear(e.contained)
+	e.contained = e.contained[:0]
+}
+
+// keep records a lease's attempt and hands it to the watcher.
+func (e *Engine) keep(h Handle, k Kind, a contract.Attempt) {
+	for int(h.id) >= len(e.attempts) {
+		e.attempts = append(e.attempts, attemptSlot{})
+	}
+	e.attempts[h.id] = attemptSlot{a: a, gen: h.gen, kind: k}
+	e.toWatch = append(e.toWatch, watchItem{h: h, a: a})
+}
+
+// forget drops a fenced lease's attempt: the backend's access is proven over,
+// so nothing about it is needed any more.
+func (e *Engine) forget(h Handle) {
+	if s := e.slot(h); s != nil {
+		*s = attemptSlot{gen: h.gen}
+		e.toWatch = append(e.toWatch, watchItem{h: h})
+	}
+}
+
+// queueCopy queues one copy. A refusal before it started is reported as such;
+// any other error leaves the copy unproven, and the lease's other copies are
+// skipped.
+func (e *Engine) queueCopy(c *Copy, failedAt int) {
+	if e.failedCopy(c.Lease, failedAt) {
+		return
+	}
+	var err error
+	if c.ToDevice {
+		err = e.stream.CopyHtoD(c.Device, c.Staging)
+	} else {
+		err = e.stream.CopyDtoH(c.Staging, c.Device)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, gpu.ErrCopyRefused):
+		e.refusals = append(e.refusals, copyRefusal{h: c.Lease, row: c.Row, err: err})
+	default:
+		e.failures = append(e.failures, copyFailure{h: c.Lease, err: err})
+	}
+}
+
+// failedCopy reports whether a copy of the lease failed in this round.
+func (e *Engine) failedCopy(h Handle, from int) bool {
+	for _, f := range e.failures[from:] {
+		if f.h == h {
+			return true
+		}
+	}
+	return false
+}
+
+// record adds the lease to this round's copy batch; the event recorded after
+// the round's last copy is the evidence that every one of them landed.
+func (e *Engine) record(h Handle) {
+	if e.open < 0 {
+		if n := len(e.freeBatches); n > 0 {
+			e.open = e.freeBatches[n-1]
+			e.freeBatches = e.freeBatches[:n-1]
+		} else {
+			e.batches = append(e.batches, nil)
+			e.open = int32(len(e.batches) - 1)
+		}
+	}
+	e.batches[e.open] = append(e.batches[e.open], h)
+}
+
+// flush records the event after this round's copies and hands the round's
+// attempts and Quiesce batches to the background goroutines.
+func (e *Engine) flush() {
+	e.handed = 0
+	if idx := e.open; idx >= 0 {
+		e.open = -1
+		ev, err := e.stream.Record()
+		if err == nil {
+			err = e.copies.Push(ev, idx)
+		}
+		if err != nil {
+			for _, h := range e.batches[idx] {
+				_ = e.core.CopyFailed(h, "recording the event after the copies failed: "+err.Error())
+			}
+			e.recycleBatch(idx)
+		}
+	}
+	if len(e.toWatch) > 0 {
+		e.handed += len(e.toWatch)
+		e.watch.in.put(e.toWatch...)
+		clear(e.toWatch)
+		e.toWatch = e.toWatch[:0]
+	}
+	for _, b := range []**batch{&e.qFetch, &e.qPublish} {
+		if *b != nil {
+			e.handed++
+			e.outstanding++
+			e.calls++
+			e.quiet.work.put(*b)
+			*b = nil
+		}
+	}
+}
+
+func (e *Engine) recycleBatch(idx int32) {
+	clear(e.batches[idx])
+	e.batches[idx] = e.batches[idx][:0]
+	e.freeBatches = append(e.freeBatches, idx)
+}
+
+// batchDone hands a completed (or failed) event to every lease it covers.
+func (e *Engine) batchDone(idx int32, st gpu.Status) {
+	for _, h := range e.batches[idx] {
+		if st == gpu.Complete {
+			_ = e.core.CopiesLanded(h)
+		} else {
+			_ = e.core.CopyFailed(h, "the device reported the copies' event failed")
+		}
+	}
+	e.recycleBatch(idx)
+}
+
+func (e *Engine) pollCopies() {
+	if e.copies.Len() == 0 {
+		return
+	}
+	if _, err := e.copies.Poll(e.stream, e.onCopy); err != nil {
+		e.cfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
+	}
+}
+
+// Report says what an engine still holds.
+type Report struct {
+	// Held counts leases by state; released ones stay counted while their
+	// records are readable, quarantined ones for ever.
+	Held [fsm.NumStates]int
+	// SlotsHeld are slots still lent (not free, not quarantined).
+	SlotsHeld int
+	// SlotsQuarantined are slots out of circulation for ever.
+	SlotsQuarantined int
+	// Drained reports that the engine is closed, no lease can still change,
+	// and the background goroutines have stopped.
+	Drained bool
+}
+
+// Close stops admission and tells every lease (see Core.Close), then runs one
+// round without blocking and reports what is still held. Call Progress (or
+// Sync) until the report says Drained; leases whose access is never proven
+// are contained at their containment deadline, so with a clock that moves
+// every close drains. Calling it again only runs a round and reports.
+func (e *Engine) Close() Report {
+	e.core.Close()
+	e.Progress()
+	return e.Report()
+}
+
+// Report describes what the engine holds now.
+func (e *Engine) Report() Report {
+	s := e.core.Stats()
+	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped}
+}
+
+// stopIfDrained stops the background goroutines once a closed engine has no
+// lease that can still change and no Quiesce call outstanding.
+func (e *Engine) stopIfDrained() {
+	if e.stopped || e.outstanding > 0 || !e.core.Drained() {
+		return
+	}
+	e.stopped = true
+	e.watch.close()
+	e.quiet.close()
+}

@@ -13,10 +13,13 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
-// progressUntil drives the engine (and the simulated device) until the lease
-// reaches want. A real manager calls Progress from its scheduling loop.
+// progressUntil runs the engine, with the simulated device completing its
+// copies, until the lease is in state want (bounded). A real manager calls
+// Progress from its scheduling loop instead; backend/mem delivers on its own
+// goroutines, so the lease gets there within a few rounds.
 func progressUntil(eng *readiness.Engine, dev *sim.Device, h readiness.Handle, want fsm.State) {
-	for {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
 		dev.CompleteAll()
 		eng.Progress()
 		if info, err := eng.Lease(h); err != nil || info.State == want {
@@ -24,14 +27,27 @@ func progressUntil(eng *readiness.Engine, dev *sim.Device, h readiness.Handle, w
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+	panic("the lease never reached " + want.String())
 }
 
-// A fetch of three blocks of which the store holds the first two: readiness
-// extends the request to 64 tokens, and the slots return only after the fence.
+// drain closes the engine and runs it until it has drained.
+func drain(eng *readiness.Engine, dev *sim.Device) {
+	for !eng.Close().Drained {
+		dev.CompleteAll()
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// A fetch of three blocks of which the store holds the first two: once the
+// backend's access is proven over, the two served rows are copied to the
+// device, readiness extends the request to 64 tokens, and the slots return at
+// the release.
 func Example_fetch() {
 	dev, _ := sim.New(0, 1<<16)
 	stream, _ := dev.NewStream()
-	staged, _ := readiness.NewMemory(readiness.Group{Slots: 8, SlotBytes: 16})
+	// The simulated device copies from the Go heap; a real GPU needs pinned
+	// memory: staging.NewMemory with the driver's host allocator.
+	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 8, SlotBytes: 16})
 	store, _ := mem.New(staged)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
@@ -55,22 +71,20 @@ func Example_fetch() {
 	if err != nil {
 		panic(err)
 	}
-	progressUntil(eng, dev, h, fsm.AccessFenced)
+	progressUntil(eng, dev, h, fsm.LogicallyComplete)
 
 	info, _ := eng.Lease(h)
 	iv, _ := eng.Readiness(h)
 	landed := make([]byte, 16)
 	_ = dev.Read(landed, req.Rows[1].Device)
-	fmt.Println("outcome:", info.Outcome, "readiness:", iv)
+	fmt.Println(info.State, info.Outcome, "readiness:", iv)
 	fmt.Printf("block 1 on the device: %q\n", landed[:4])
 
-	_ = eng.Release(h) // fenced: the slots go back now
+	_ = eng.Release(h) // complete: the slots go back now
 	fmt.Println("free slots:", eng.Stats().SlotsFree)
-	for !eng.Close().Drained {
-		time.Sleep(100 * time.Microsecond)
-	}
+	drain(eng, dev)
 	// Output:
-	// outcome: partial readiness: [0, 64]
+	// logically_complete partial readiness: [0, 64]
 	// block 1 on the device: "bbbb"
 	// free slots: 8
 }
@@ -80,7 +94,7 @@ func Example_fetch() {
 func Example_publish() {
 	dev, _ := sim.New(0, 1<<16)
 	stream, _ := dev.NewStream()
-	staged, _ := readiness.NewMemory(readiness.Group{Slots: 4, SlotBytes: 16})
+	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
 	store, _ := mem.New(staged)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
@@ -99,16 +113,59 @@ func Example_publish() {
 	if err != nil {
 		panic(err)
 	}
-	progressUntil(eng, dev, h, fsm.AccessFenced)
+	progressUntil(eng, dev, h, fsm.LogicallyComplete)
 	_ = eng.Release(h)
 	row, ok := store.Get(staging.ExtentName, name)
 	fmt.Printf("stored: %v %q\n", ok, row[:4])
 	st := eng.Stats()
-	fmt.Println("served:", st.Outcomes.Served, "released:", st.Released)
-	for !eng.Close().Drained {
-		time.Sleep(100 * time.Microsecond)
-	}
+	fmt.Println("served:", st.Outcomes[readiness.Served], "released:", st.Released)
+	drain(eng, dev)
 	// Output:
 	// stored: true "kkkk"
 	// served: 1 released: 1
+}
+
+// The core without I/O, driven by hand as etcd raft's RawNode is: every step
+// reads Ready, performs the work, acknowledges it with Advance and reports
+// what happened. Nothing is copied to the device before the access proof.
+func ExampleCore() {
+	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 2, SlotBytes: 16})
+	c, _ := readiness.NewCore(readiness.CoreConfig{Memory: staged, TokensPerBlock: 32})
+	c.Tick(time.Unix(100, 0))
+	var name contract.Name
+	name[0] = 7
+	h, _ := c.Lend(readiness.Request{Kind: readiness.Fetch,
+		Rows: []readiness.Row{{Name: name, Device: 0x1000}}})
+
+	show := func(what string) {
+		info, _ := c.Lease(h)
+		rd := c.Ready()
+		fmt.Printf("%-22s %-18v submit %d, quiesce %d, copies %d\n", what, info.State, len(rd.Submissions), len(rd.Quiesce), len(rd.Copies))
+	}
+	c.Tick(time.Unix(100, 0)) // the round takes the grant: staged, the extent handed out
+	show("tick")
+	c.Advance()
+	_ = c.Submitted(h) // the backend accepted it and returned an attempt
+	show("submitted")
+	_ = c.Answer(h, contract.Delivered{Served: contract.NewNameSet(name)})
+	show("answer: served")
+	c.Advance()
+	_ = c.Proven(h) // Quiesce answered true: only now are rows copied
+	show("proven")
+	c.Advance()
+	_ = c.CopiesLanded(h) // the event after the copies completed
+	iv, _ := c.Readiness(h)
+	show("copies landed")
+	fmt.Println("readiness:", iv)
+	_ = c.Release(h)
+	info, _ := c.Lease(h)
+	fmt.Println(info.State == fsm.Released)
+	// Output:
+	// tick                   staged             submit 1, quiesce 0, copies 0
+	// submitted              requested          submit 0, quiesce 0, copies 0
+	// answer: served         served             submit 0, quiesce 1, copies 0
+	// proven                 access_fenced      submit 0, quiesce 0, copies 1
+	// copies landed          logically_complete submit 0, quiesce 0, copies 0
+	// readiness: [0, 32]
+	// true
 }

@@ -1,151 +1,180 @@
 package readiness
 
 import (
-	"errors"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
-// Kind says which way a lease's content moves.
-type Kind uint8
-
-const (
-	// Fetch: the backend writes content into the staging slots, then the
-	// engine copies the served rows to the device.
-	Fetch Kind = iota + 1
-	// Publish: the engine copies device rows into the staging slots, then the
-	// backend reads them.
-	Publish
-)
-
-// String names the kind.
-func (k Kind) String() string {
-	switch k {
-	case Fetch:
-		return "fetch"
-	case Publish:
-		return "publish"
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
-}
-
-// Row is one block of one layer group that a request moves: its content name
-// (the lender's, copied byte for byte), its local layer group, its block
-// ordinal within the request, and the device memory holding the block.
-type Row struct {
-	Name   contract.Name
-	Group  int
-	Block  int
-	Device gpu.DevicePtr
-}
-
-// Request asks for one lease.
-type Request struct {
-	Kind Kind
-	// Rows to move. Within a layer group, blocks must be distinct and
-	// increasing; every row of a fetch is a row readiness counts.
-	Rows []Row
-	// KnownBlocks is the number of leading blocks the request already has: the
-	// first block the fetch may extend.
-	KnownBlocks int
-	// Deadline for the outcome; zero means now + Config.RequestTimeout.
-	Deadline time.Time
-	// IsLast is passed to the backend as the extent's sequence-end flag.
-	IsLast bool
-}
-
-// Handle names a lease at one generation. A handle used after its lease was
-// released (and its record perhaps reused) is refused with ErrStaleHandle; it
-// never reaches the newer lease.
-type Handle struct {
-	id, gen uint32
-}
-
-// String formats the handle as lease#id.gen.
-func (h Handle) String() string { return fmt.Sprintf("lease#%d.%d", h.id, h.gen) }
-
-// Errors returned by the engine. Each is wrapped with the details of the case.
-var (
-	// ErrStaleHandle: the handle's lease was released or never existed.
-	ErrStaleHandle = errors.New("readiness: stale lease handle")
-	// ErrClosed: the engine is closed and admits no new leases.
-	ErrClosed = errors.New("readiness: engine closed")
-	// ErrDeviceLost: the device is lost; no lease can copy to or from it.
-	ErrDeviceLost = errors.New("readiness: device lost")
-	// ErrNotReady: readiness is not answerable in the lease's state.
-	ErrNotReady = errors.New("readiness: not ready")
-	// ErrInvalidRequest: the request was malformed; nothing was lent.
-	ErrInvalidRequest = errors.New("readiness: invalid request")
-)
-
-// OutcomeKind is the logical outcome the engine latched for a lease.
-type OutcomeKind uint8
-
-// The latched outcomes. A miss is its own kind, never a failure.
-const (
-	NoOutcome OutcomeKind = iota
-	Served                // every row delivered
-	Partial               // some rows delivered
-	Missed                // nothing delivered: a miss (fetch) or an unaccepted publication
-	Failed                // Failed, a peer or local cancel, a timeout, a rejection or a contract violation
-)
-
-var outcomeNames = [...]string{"none", "served", "partial", "missed", "failed"}
-
-// String names the outcome.
-func (o OutcomeKind) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("outcome(%d)", uint8(o))
-}
-
-// lease is the fixed per-lease record, kept small because the engine keeps one
-// per lease in flight and the table of them is indexed, never searched.
+// lease is the fixed per-lease record, kept small because the core keeps one
+// per lease in flight; records are indexed, never searched.
 type lease struct {
-	m       fsm.Slot         // state and latched evidence: 8 bytes
-	attempt contract.Attempt // nil until submitted
-	ticket  staging.Ticket
-	body    *body
-	gen     uint32
-	copies  uint8 // copy batches queued and not yet landed (0 or 1)
-	kind    Kind
-	outcome OutcomeKind
-	flags   leaseFlags
+	m      fsm.Slot // state and latched evidence
+	gen    uint32
+	kind   Kind
+	flags  leaseFlags
+	result fsm.Result
+	ticket staging.Ticket
+	body   *body
 }
 
 type leaseFlags uint8
 
 const (
-	inUse     leaseFlags = 1 << iota
-	quiescing            // a Quiesce call for this lease is queued or running
-	hopeless             // waiting, but quarantine made it ungrantable; its ticket is cancelled
+	inUse      leaseFlags = 1 << iota // the record carries a lease (live or released and still readable)
+	exposed                           // the backend was handed the slots (cleared by a rejection)
+	submitted                         // the backend returned an attempt
+	quiescing                         // its access proof was asked for and not yet given
+	copying                           // local copies queued and not yet landed
+	incomplete                        // a device→staging copy was refused: staging is not all valid
+	parked                            // quarantined: the record and its body are never reused
+	answered                          // readiness is answerable: every local copy landed
 )
 
-// body is the variable-size part of a lease: its rows and the structures built
-// from them. Bodies are recycled with their capacity, so steady-state lending
-// does not allocate.
+// body is the variable-size part of a lease: its rows, the structures built
+// from them, and the evidence that is not needed on every round. Bodies are
+// reused with their capacity, so steady-state lending does not allocate.
 type body struct {
 	rows     []Row
 	names    []contract.Name
 	ordinals []int
 	addrs    []int
+	slots    []int32 // staging slot of each row, once granted
 	groupRun []staging.GroupRun
 	view     staging.View
-	extent   contract.CacheExtent
-	masks    [][]bool
-	counts   []int
-	first    int
-	isLast   bool
-	latched  contract.Outcome // the first outcome, kept to catch a changed answer
+	// extent is what the backend is handed. It stays the lease's until the
+	// fence — for ever if the lease is quarantined — and is rebuilt only when
+	// the body carries a new lease.
+	extent contract.CacheExtent
+	masks  [][]bool
+	counts []int
+	known  int
+	isLast bool
+	// first is the backend's first answer, kept to catch a changed one.
+	first    contract.Outcome
+	byPeer   bool
 	reason   string
 	interval staging.Interval
-	lentAt   int64
-	exposeAt int64
-	deadline int64
+	// Times on the core's clock, in Unix nanoseconds; 0 is unset.
+	lentAt, exposedAt int64
+	deadline          int64 // the request deadline for the outcome
+	containAt         int64 // the containment deadline: fixed at submission, moved earlier by an earlier drain
+}
+
+// newBody validates req against the memory and copies it into a reused body,
+// grouping rows by layer group. Bad input changes nothing.
+func (c *Core) newBody(req Request) (*body, error) {
+	bad := func(format string, args ...any) (*body, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	if req.Kind != Fetch && req.Kind != Publish {
+		return bad("kind %v; want Fetch or Publish", req.Kind)
+	}
+	if len(req.Rows) == 0 {
+		return bad("no rows; a lease moves at least one row")
+	}
+	if req.KnownBlocks < 0 {
+		return bad("KnownBlocks = %d; want >= 0", req.KnownBlocks)
+	}
+	groups := c.mem.NumGroups()
+	for i, r := range req.Rows {
+		if r.Group < 0 || r.Group >= groups {
+			return bad("row %d: layer group %d; the staging memory has groups 0..%d", i, r.Group, groups-1)
+		}
+		if r.Block < 0 {
+			return bad("row %d: block ordinal %d; want >= 0", i, r.Block)
+		}
+		if r.Device == 0 {
+			return bad("row %d: device address 0; want the device memory of the block", i)
+		}
+	}
+	b := c.takeBody()
+	b.rows = append(b.rows[:0], req.Rows...)
+	if !slices.IsSortedFunc(b.rows, byGroup) {
+		slices.SortStableFunc(b.rows, byGroup)
+	}
+	b.names, b.ordinals, b.addrs, b.counts = b.names[:0], b.ordinals[:0], b.addrs[:0], b.counts[:0]
+	b.slots = b.slots[:0]
+	for range groups {
+		b.counts = append(b.counts, 0)
+	}
+	for i, r := range b.rows {
+		if i > 0 && b.rows[i-1].Group == r.Group && b.rows[i-1].Block >= r.Block {
+			c.putBody(b)
+			return bad("layer group %d: blocks %d then %d; within a group blocks must increase", r.Group, b.rows[i-1].Block, r.Block)
+		}
+		b.names = append(b.names, r.Name)
+		b.ordinals = append(b.ordinals, r.Block)
+		b.addrs = append(b.addrs, 0) // placed when slots are granted
+		b.slots = append(b.slots, -1)
+		b.counts[r.Group]++
+	}
+	b.groupRun = b.groupRun[:0]
+	start := 0
+	for g, n := range b.counts {
+		if n == 0 {
+			continue
+		}
+		b.groupRun = append(b.groupRun, staging.GroupRun{
+			LayerGroup: g,
+			Ordinals:   b.ordinals[start : start+n : start+n],
+			Names:      b.names[start : start+n : start+n],
+			Addresses:  b.addrs[start : start+n : start+n],
+			Part:       g,
+		})
+		start += n
+	}
+	if err := b.view.Reset(b.groupRun); err != nil {
+		c.putBody(b)
+		return bad("%w", err)
+	}
+	if err := b.view.Duplicate(); err != nil {
+		c.putBody(b)
+		return bad("%w", err)
+	}
+	b.known, b.isLast = req.KnownBlocks, req.IsLast
+	b.deadline = 0
+	if !req.Deadline.IsZero() {
+		b.deadline = req.Deadline.UnixNano()
+	}
+	return b, nil
+}
+
+func byGroup(x, y Row) int { return x.Group - y.Group }
+
+func (c *Core) takeBody() *body {
+	if n := len(c.bodies); n > 0 {
+		b := c.bodies[n-1]
+		c.bodies = c.bodies[:n-1]
+		return b
+	}
+	return &body{}
+}
+
+// putBody returns a body to the pool. Its extent is rebuilt in place by the
+// next lease, so it must hold nothing a backend may still read.
+func (c *Core) putBody(b *body) {
+	b.first, b.byPeer, b.reason, b.interval = nil, false, "", staging.Interval{}
+	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
+	c.bodies = append(c.bodies, b)
+}
+
+// slot returns the staging bytes of row i of a granted lease.
+func (c *Core) slot(b *body, i int) []byte {
+	row, _ := c.mem.Row(b.rows[i].Group, int(b.slots[i]))
+	return row
+}
+
+// mask returns a pointer to row i's entry in the lease's arrival masks.
+func (b *body) mask(i int) *bool {
+	for r := range b.masks {
+		if i < len(b.masks[r]) {
+			return &b.masks[r][i]
+		}
+		i -= len(b.masks[r])
+	}
+	return nil
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/staging"
 )
 
 // pendingFetcher submits attempts that never answer: every lease stays in
@@ -23,7 +25,7 @@ var thePendingAttempt contract.Attempt = pendingAttempt{}
 func (pendingFetcher) Fetch(contract.CacheExtent, contract.Route) (contract.Attempt, error) {
 	return thePendingAttempt, nil
 }
-func (pendingFetcher) Quiesce(context.Context, []contract.Attempt) (bool, error) { return false, nil }
+func (pendingFetcher) Quiesce(context.Context, []contract.Attempt) (bool, error) { return true, nil }
 func (pendingFetcher) Settle(context.Context, []contract.Attempt) error          { return nil }
 func (pendingFetcher) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
 	return contract.NameSet{}, false, nil
@@ -38,12 +40,13 @@ func heapNow() int64 {
 	return int64(m.HeapAlloc)
 }
 
-// BenchmarkSlotMemory reports, per staging slot, what the engine holds with
-// every slot lent to a lease in flight (submitted, outcome pending):
+// BenchmarkSlotMemory reports, per staging slot, what the runner users embed
+// holds with every slot lent to a lease in flight (submitted, outcome
+// pending, its attempt watched):
 //   - B/slot: the engine's own state — lease records, the lifecycle state,
-//     the allocator, timers and tables — excluding the staging payload and the
-//     row descriptors (names, view, extent units, masks) it keeps for the
-//     caller;
+//     the allocator, the timers, the runner's attempt table and the watcher's
+//     list — excluding the staging payload and the row descriptors (names,
+//     view, extent units, masks) it keeps for the caller;
 //   - B/slot-total: everything except the staging payload.
 //
 // Leases of 1 row and of 8 rows (4 blocks × 2 layer groups) are measured.
@@ -61,23 +64,24 @@ func BenchmarkSlotMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				stream, _ := dev.NewStream()
-				groups := make([]Group, shape.groups)
+				ptr, _ := dev.Alloc(64)
+				groups := make([]staging.Group, shape.groups)
 				for g := range groups {
-					groups[g] = Group{Slots: slots, SlotBytes: 64}
+					groups[g] = staging.Group{Slots: slots, SlotBytes: 64}
 				}
-				m, err := NewMemory(groups...)
+				m, err := staging.NewMemory(staging.GoHeap, groups...)
 				if err != nil {
 					b.Fatal(err)
 				}
 				payload := int64(shape.groups * slots * 64)
-				e, err := New(Config{Memory: m, TokensPerBlock: 32, Fetcher: pendingFetcher{}, Stream: stream, Inline: true})
+				e, err := New(Config{Memory: m, TokensPerBlock: 32, Fetcher: pendingFetcher{}, Stream: stream, RequestTimeout: time.Hour})
 				if err != nil {
 					b.Fatal(err)
 				}
 				req := Request{Kind: Fetch}
 				for g := range shape.groups {
 					for blk := range shape.blocks {
-						req.Rows = append(req.Rows, Row{Group: g, Block: blk})
+						req.Rows = append(req.Rows, Row{Group: g, Block: blk, Device: ptr})
 					}
 				}
 				for k := range leases {
@@ -89,7 +93,11 @@ func BenchmarkSlotMemory(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				e.Progress()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if _, err := e.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
 				if got := e.Count(3 /* requested */); got != leases {
 					b.Fatalf("%d leases in flight, want %d", got, leases)
 				}
@@ -98,30 +106,37 @@ func BenchmarkSlotMemory(b *testing.B) {
 				// the same way, placed, with their extents and masks.
 				before := heapNow()
 				bodies := make([]*body, leases)
+				c := e.core
 				for k := range bodies {
 					for i := range req.Rows {
 						req.Rows[i].Name[0] = byte(k)
 						req.Rows[i].Name[1] = byte(k >> 8)
 						req.Rows[i].Name[2] = byte(k >> 16)
 					}
-					bd, err := e.newBody(req)
+					bd, err := c.newBody(req)
 					if err != nil {
 						b.Fatal(err)
 					}
 					for i := range bd.addrs {
-						bd.addrs[i] = m.parts.Part(req.Rows[i].Group).SlotAddress(i % shape.blocks)
+						bd.addrs[i] = c.parts.Part(req.Rows[i].Group).SlotAddress(i % shape.blocks)
+						bd.slots[i] = int32(i % shape.blocks)
 					}
-					if err := e.builder.Build(&bd.extent, &bd.view, m.parts, e.cfg.ExtentName, false); err != nil {
+					if err := c.builder.Build(&bd.extent, &bd.view, c.parts, c.cfg.ExtentName, false); err != nil {
 						b.Fatal(err)
 					}
-					bd.masks, _ = servedNone(bd)
+					bd.masks, _ = staging.ServedMasksInto(bd.masks, &bd.view, contract.NameSet{})
 					bodies[k] = bd
 				}
 				descriptors = heapNow() - before
 				engine = total - descriptors
 				runtime.KeepAlive(bodies)
 				runtime.KeepAlive(e)
-				for !e.Close().Drained {
+				rep := e.Close()
+				for !rep.Drained {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					_, _ = e.Sync(ctx)
+					cancel()
+					rep = e.Report()
 				}
 			}
 			b.ReportMetric(float64(engine)/float64(shape.groups*slots), "B/slot")

@@ -1,4 +1,4 @@
-package readiness_test
+package readiness
 
 import (
 	"testing"
@@ -6,11 +6,11 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/gpu/nvml"
-	"github.com/kvready/kvready/readiness"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu/nvml"
 )
 
 // mockNVML is one healthy device whose event wait delivers what the test sends.
@@ -35,32 +35,40 @@ func mockNVML(events chan gonvml.EventData) (*mock.Interface, *mock.Device) {
 	}, dev
 }
 
-// An Xid critical error reported by NVML makes the device's in-flight copies
-// unproven (quarantined) and refuses new leases; a finished lease is untouched.
-func TestNVMLXidQuarantinesInFlightCopies(t *testing.T) {
+// An Xid critical error reported through NVML makes the device's in-flight
+// copies unproven — contained at their deadline — and refuses new leases; a
+// lease with no copy in flight is untouched.
+func TestNVMLXidMakesInFlightCopiesUnproven(t *testing.T) {
 	events := make(chan gonvml.EventData, 1)
 	lib, dev := mockNVML(events)
 	watcher := nvml.StartWith(lib, nvml.Config{WaitTimeout: 5 * time.Millisecond}, 0)
 	defer watcher.Stop()
+	r := newRig(t, 4, func(c *Config) { c.Health = watcher })
 
-	r := newRig(t, 1, 4, nil, func(c *readiness.Config) { c.Health = watcher })
-	r.store(0, 0, 1)
-	done, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	r.until(done, fsm.AccessFenced)
+	done, _, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	require.Equal(t, fsm.LogicallyComplete, r.state(done))
 
-	r.autoCopy = false
-	inFlight, err := r.eng.Lend(r.fetchRequest(1, 1))
-	require.NoError(t, err)
-	r.until(inFlight, fsm.Served) // its device copy is queued, not landed
-	later := r.fetchRequest(1, 2)
+	inFlight, _, b := r.fetch(2, 1)
+	r.deliver(b, 2, 0)
+	r.sync()
+	require.Equal(t, fsm.AccessFenced, r.state(inFlight), "its copy to the device is queued, not landed")
 
 	events <- gonvml.EventData{Device: dev, EventType: gonvml.EventTypeXidCriticalError, EventData: 79}
-	r.until(inFlight, fsm.Quarantined)
-	info, err := r.eng.Lease(inFlight)
-	require.NoError(t, err)
-	assert.Contains(t, info.Reason, "Xid 79")
-	assert.Equal(t, fsm.AccessFenced, r.state(done), "a lease with no copy in flight is untouched")
-	_, err = r.eng.Lend(later)
-	assert.ErrorIs(t, err, readiness.ErrDeviceLost)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.state(inFlight) != fsm.CopyUnproven && time.Now().Before(deadline) {
+		r.sync()
+		time.Sleep(time.Millisecond) // the NVML watcher's goroutine delivers the event
+	}
+	require.Equal(t, fsm.CopyUnproven, r.state(inFlight))
+	assert.Contains(t, r.info(inFlight).Reason, "Xid 79")
+	assert.Equal(t, fsm.LogicallyComplete, r.state(done), "a lease with no copy in flight is untouched")
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(3, 1)})
+	assert.ErrorIs(t, err, ErrDeviceLost)
+	r.clk.Advance(5 * time.Second)
+	r.sync()
+	assert.Equal(t, fsm.Quarantined, r.state(inFlight))
 }

@@ -13,27 +13,37 @@ import (
 // quiesceFunc is a backend's Quiesce method (Fetcher's or Publisher's).
 type quiesceFunc func(ctx context.Context, attempts []contract.Attempt) (bool, error)
 
-// batch is the Quiesce work of one progress round for one backend: every lease
-// whose access proof became needed in that round. The owner fills it, a worker
+// batch is the Quiesce work of one round for one backend: every lease whose
+// access proof was asked for in that round. The owner fills it, a worker
 // answers it, the owner reads the answers and recycles it.
 type batch struct {
+	seq      uint64
 	quiesce  quiesceFunc
-	refs     []ref
+	leases   []Handle
 	attempts []contract.Attempt
-	proven   []bool   // per entry, filled by the worker
-	reasons  []string // per entry, why it is unproven
+	// Per entry, filled by the worker.
+	proven  []bool
+	reasons []string           // why it is unproven
+	repoll  []contract.Outcome // what Poll answered right after the proof
+	panics  []string           // a panic in that Poll
 }
 
 func (b *batch) reset() {
 	clear(b.attempts)
-	b.refs, b.attempts, b.proven, b.reasons = b.refs[:0], b.attempts[:0], b.proven[:0], b.reasons[:0]
+	clear(b.repoll)
+	clear(b.reasons)
+	clear(b.panics)
+	b.leases, b.attempts, b.proven = b.leases[:0], b.attempts[:0], b.proven[:0]
+	b.reasons, b.repoll, b.panics = b.reasons[:0], b.repoll[:0], b.panics[:0]
 	b.quiesce = nil
 }
 
 // quiescer runs Quiesce calls on a fixed set of worker goroutines — never one
 // per lease — one call per batch. A batch answered true proves every entry; a
 // batch answered false or with an error is asked again entry by entry, so one
-// unproven delivery does not quarantine its neighbours.
+// unproven delivery does not hold up its neighbours. After a true answer the
+// worker polls each attempt once more, so that an answer the backend changed
+// is caught before anything is copied.
 type quiescer struct {
 	work    *mailbox[*batch]
 	answers *mailbox[*batch]
@@ -57,7 +67,7 @@ func startQuiescer(workers int, timeout time.Duration) *quiescer {
 }
 
 // newBatch returns a recycled batch.
-func (q *quiescer) newBatch(fn quiesceFunc) *batch {
+func (q *quiescer) newBatch(fn quiesceFunc, seq uint64) *batch {
 	q.mu.Lock()
 	var b *batch
 	if n := len(q.free); n > 0 {
@@ -68,7 +78,7 @@ func (q *quiescer) newBatch(fn quiesceFunc) *batch {
 	if b == nil {
 		b = &batch{}
 	}
-	b.quiesce = fn
+	b.quiesce, b.seq = fn, seq
 	return b
 }
 
@@ -81,11 +91,9 @@ func (q *quiescer) recycle(b *batch) {
 
 func (q *quiescer) run() {
 	defer q.wg.Done()
-	var mine []*batch
 	for {
-		// Take one batch at a time so that idle workers share the queue.
-		mine = q.takeOne(mine[:0])
-		if len(mine) == 0 {
+		b := q.takeOne()
+		if b == nil {
 			select {
 			case <-q.work.signal:
 				continue
@@ -93,21 +101,20 @@ func (q *quiescer) run() {
 				return
 			}
 		}
-		b := mine[0]
 		q.answer(b)
 		q.answers.put(b)
 	}
 }
 
-// takeOne moves at most one batch from the work mailbox into dst, re-signalling
-// if more remain so another worker wakes.
-func (q *quiescer) takeOne(dst []*batch) []*batch {
+// takeOne takes the oldest batch, re-signalling if more remain so another
+// worker wakes.
+func (q *quiescer) takeOne() *batch {
 	q.work.mu.Lock()
 	defer q.work.mu.Unlock()
 	if len(q.work.items) == 0 {
-		return dst
+		return nil
 	}
-	dst = append(dst, q.work.items[0])
+	b := q.work.items[0]
 	n := copy(q.work.items, q.work.items[1:])
 	q.work.items[n] = nil
 	q.work.items = q.work.items[:n]
@@ -118,35 +125,39 @@ func (q *quiescer) takeOne(dst []*batch) []*batch {
 		default:
 		}
 	}
-	return dst
+	return b
 }
 
 func (q *quiescer) answer(b *batch) {
 	n := len(b.attempts)
-	b.proven, b.reasons = b.proven[:0], b.reasons[:0]
 	for range n {
 		b.proven = append(b.proven, false)
 		b.reasons = append(b.reasons, "")
+		b.repoll = append(b.repoll, nil)
+		b.panics = append(b.panics, "")
 	}
 	ok, reason := q.call(b.quiesce, b.attempts)
-	if ok {
+	switch {
+	case ok:
 		for i := range b.proven {
 			b.proven[i] = true
 		}
-		return
-	}
-	if n == 1 {
+	case n == 1:
 		b.reasons[0] = reason
-		return
+	default:
+		for i := range b.attempts {
+			b.proven[i], b.reasons[i] = q.call(b.quiesce, b.attempts[i:i+1])
+		}
 	}
-	for i := range b.attempts {
-		ok, reason := q.call(b.quiesce, b.attempts[i:i+1])
-		b.proven[i], b.reasons[i] = ok, reason
+	for i, a := range b.attempts {
+		if b.proven[i] {
+			b.repoll[i], b.panics[i] = safePoll(a)
+		}
 	}
 }
 
-// call asks once, with a bounded wait. Only (true, nil) proves anything: false,
-// an error, a timeout or a panic all mean "cannot be established".
+// call asks once, with a bounded wait. Only (true, nil) proves anything:
+// false, an error, a timeout or a panic all mean "cannot be established".
 func (q *quiescer) call(fn quiesceFunc, attempts []contract.Attempt) (proven bool, reason string) {
 	ctx, cancel := context.WithTimeout(q.ctx, q.timeout)
 	defer cancel()
@@ -157,19 +168,25 @@ func (q *quiescer) call(fn quiesceFunc, attempts []contract.Attempt) (proven boo
 	}()
 	ok, err := fn(ctx, attempts)
 	switch {
+	case err != nil && errors.Is(err, context.DeadlineExceeded) && mutant("quiesce-timeout-as-proof"):
+		return true, ""
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		return false, fmt.Sprintf("quiesce did not answer within %v: %v", q.timeout, err)
+		return false, fmt.Sprintf("Quiesce did not answer within %v: %v", q.timeout, err)
 	case err != nil:
-		return false, "quiesce error: " + err.Error()
+		return false, "Quiesce error: " + err.Error()
 	case !ok:
-		return false, "quiesce answered false: access end cannot be established"
+		return false, "Quiesce answered false: the end of access cannot be established yet"
+	case ctx.Err() != nil:
+		// The contract reports a cancelled wait as an error, never as true:
+		// a true that outlived its context is not trusted.
+		return false, "Quiesce answered true after its context ended; a cancelled wait proves nothing"
 	}
 	return true, ""
 }
 
 // close stops the workers. A worker inside a backend call that ignores its
 // context cannot be stopped; close waits for it, so call it only once no call
-// is outstanding, or accept the wait.
+// is outstanding.
 func (q *quiescer) close() {
 	q.cancel()
 	q.wg.Wait()

@@ -1,384 +1,753 @@
-package readiness_test
+package readiness
 
 import (
+	"errors"
 	"testing"
 	"time"
 
-	"github.com/kvready/kvready/backend/mem"
-	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/readiness"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/staging"
 )
 
-// Each outcome kind ends where the table says, with the slots back only after
-// the fence, and a miss counted as a miss.
-func TestOutcomeKinds(t *testing.T) {
-	for _, tc := range []struct {
-		mode        mem.Mode
-		outcome     readiness.OutcomeKind
-		final       fsm.State
-		count       func(readiness.OutcomeCounts) uint64
-		quarantined int
-	}{
-		{mem.Normal, readiness.Served, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Served }, 0},
-		{mem.Miss, readiness.Missed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Missed }, 0},
-		{mem.Partial, readiness.Partial, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Partial }, 0},
-		{mem.Fail, readiness.Failed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Failed }, 0},
-		{mem.CancelLocal, readiness.Failed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Cancelled }, 0},
-		{mem.CancelByPeer, readiness.Failed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Cancelled }, 0},
-		{mem.Reject, readiness.Failed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Rejected }, 0},
-		{mem.SlowQuiesce, readiness.Served, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Served }, 0},
-		{mem.QuiesceFalse, readiness.Served, fsm.Quarantined, func(c readiness.OutcomeCounts) uint64 { return c.Served }, 2},
-		{mem.QuiesceError, readiness.Served, fsm.Quarantined, func(c readiness.OutcomeCounts) uint64 { return c.Served }, 2},
-		{mem.ServeUnasked, readiness.Failed, fsm.AccessFenced, func(c readiness.OutcomeCounts) uint64 { return c.Violations }, 0},
-	} {
-		t.Run(tc.mode.String(), func(t *testing.T) {
-			r := newRig(t, 1, 4, []mem.Option{mem.WithMode(tc.mode), mem.WithSlowQuiesce(time.Millisecond)})
-			r.store(0, 0, 1)
-			h, err := r.eng.Lend(r.fetchRequest(1, 0, 1))
-			require.NoError(t, err)
-			r.until(h, tc.final)
-			info, err := r.eng.Lease(h)
-			require.NoError(t, err)
-			assert.Equal(t, tc.outcome, info.Outcome, info.Reason)
-			st := r.eng.Stats()
-			assert.Equal(t, uint64(1), tc.count(st.Outcomes))
-			if tc.mode == mem.Miss {
-				assert.Zero(t, st.Outcomes.Failed+st.Outcomes.Violations, "misses never appear as failures")
+// One deterministic regression test per rule of SPEC §4 (revision 2), most of
+// them the reference's own lifetime tests (test_shared_resource_lifetime.py)
+// replayed against the runner: the clock starts at 10s, the request timeout
+// and the drain grace are 5s each, so the deadline is 15s and the containment
+// deadline 20s.
+
+// Rule 1 and 4: outcome and access end are independent evidence; in either
+// order, nothing is copied and nothing is released until both are in.
+func TestRule1OutcomeAndAccessEndAreIndependent(t *testing.T) {
+	for _, kind := range []Kind{Fetch, Publish} {
+		for _, outcomeFirst := range []bool{true, false} {
+			name := kind.String() + "/access-first"
+			if outcomeFirst {
+				name = kind.String() + "/outcome-first"
 			}
-			assert.Equal(t, tc.quarantined, st.SlotsQuarantined)
-			require.NoError(t, r.eng.Release(h))
-			st = r.eng.Stats()
-			assert.Equal(t, 4-tc.quarantined, st.SlotsFree, "fenced slots return; quarantined ones never do")
-			assert.Equal(t, tc.quarantined, st.SlotsQuarantined)
+			t.Run(name, func(t *testing.T) {
+				r := newRig(t, 4)
+				gate := make(chan struct{})
+				r.be.gate = gate
+				rows := r.rows(1, 2)
+				h := r.lend(Request{Kind: kind, Rows: rows})
+				r.sync()
+				r.dev.CompleteAll() // a publish's device→staging copies
+				r.sync()
+				a := r.be.last(t)
+				if outcomeFirst {
+					r.deliver(a, 1, 0, 1)
+					r.sync()
+					r.entered() // the proof is asked for once the outcome is in
+				} else {
+					r.eng.Retry(h) // ask before the outcome: the proof is latched
+					r.sync()
+					r.entered()
+					close(gate)
+					r.sync()
+				}
+				assert.NotEqual(t, fsm.Released, r.state(h))
+				if kind == Fetch {
+					assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]), "rule 4: nothing copied before both are in")
+				}
+				if outcomeFirst {
+					close(gate)
+				} else {
+					r.deliver(a, 1, 0, 1)
+				}
+				r.sync()
+				r.dev.CompleteAll()
+				r.sync()
+				require.Equal(t, fsm.LogicallyComplete, r.state(h))
+				if kind == Fetch {
+					assert.Equal(t, pattern(0xC0, 1, 0), r.deviceRow(rows[0]))
+					assert.Equal(t, pattern(0xC0, 1, 1), r.deviceRow(rows[1]))
+				}
+				require.NoError(t, r.eng.Release(h))
+				assert.Equal(t, fsm.Released, r.state(h))
+				assert.Equal(t, 4, r.eng.Stats().SlotsFree)
+			})
+		}
+	}
+}
+
+// Rule 4: only served whole rows are copied; a miss copies nothing and
+// answers what was already known.
+func TestRule4OnlyServedRowsAreCopied(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		served []int
+		want   OutcomeKind
+		until  int
+	}{
+		{"miss", nil, Missed, 0},
+		{"partial", []int{0}, Partial, rigTPB},
+		{"hole", []int{1}, Partial, 0},
+		{"all", []int{0, 1}, Served, 2 * rigTPB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 4)
+			h, rows, a := r.fetch(1, 2)
+			r.deliver(a, 1, tc.served...)
+			r.sync()
+			r.dev.CompleteAll()
+			r.sync()
+			info := r.info(h)
+			require.Equal(t, fsm.LogicallyComplete, info.State)
+			assert.Equal(t, tc.want, info.Outcome)
+			for i, row := range rows {
+				want := pattern(0xDE, 1, i) // untouched
+				for _, s := range tc.served {
+					if s == i {
+						want = pattern(0xC0, 1, i)
+					}
+				}
+				assert.Equal(t, want, r.deviceRow(row), "device row %d", i)
+			}
+			iv, err := r.eng.Readiness(h)
+			require.NoError(t, err)
+			assert.Equal(t, staging.Interval{RestartFloor: 0, UsableUntil: tc.until}, iv)
 		})
 	}
 }
 
-// Rule 1: a release request before the fence is latched; the slots return only
-// once the backend's access is proven over.
-func TestReleaseWaitsForTheFence(t *testing.T) {
-	gate := make(chan struct{})
-	r := newRig(t, 1, 2, []mem.Option{mem.WithGate(func(mem.Call) <-chan struct{} { return gate })})
-	r.store(0, 0)
-	h, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	r.until(h, fsm.Requested)
-	require.NoError(t, r.eng.Release(h), "an early release is accepted and latched")
-	for range 50 {
-		r.eng.Progress()
+// A miss answers the interval of what was already known: [0, K·T].
+func TestMissAnswersWhatWasKnown(t *testing.T) {
+	r := newRig(t, 4)
+	rows := r.rows(1, 2)
+	for i := range rows {
+		rows[i].Block = 3 + i
 	}
-	info, err := r.eng.Lease(h)
-	require.NoError(t, err, "the handle stays valid until the release happens")
-	assert.Equal(t, fsm.Requested, info.State)
-	assert.True(t, info.ReleaseRequested)
-	assert.Equal(t, 1, r.eng.Stats().SlotsHeld, "no slot is recycled before its fence")
-
-	close(gate)
-	r.progress(func() bool { _, err := r.eng.Lease(h); return err != nil }, "release after the fence")
-	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
-}
-
-// Rule 7: a deadline turns a missing outcome into a timeout failure and starts
-// the drain; it releases nothing.
-func TestDeadlineNeverReleases(t *testing.T) {
-	gate := make(chan struct{})
-	r := newRig(t, 1, 2, []mem.Option{mem.WithGate(func(mem.Call) <-chan struct{} { return gate })})
-	r.store(0, 0)
-	req := r.fetchRequest(1, 0)
-	req.Deadline = r.clock.Now().Add(time.Second)
-	h, err := r.eng.Lend(req)
-	require.NoError(t, err)
-	r.until(h, fsm.Requested)
-	require.NoError(t, r.eng.Release(h))
-	r.clock.Advance(2 * time.Second)
-	r.until(h, fsm.LogicallyComplete)
-	info, err := r.eng.Lease(h)
-	require.NoError(t, err)
-	assert.Equal(t, readiness.Failed, info.Outcome)
-	assert.Contains(t, info.Reason, "timeout")
-	assert.Equal(t, uint64(1), r.eng.Stats().Outcomes.Timeouts)
+	h := r.lend(Request{Kind: Fetch, Rows: rows, KnownBlocks: 3})
+	r.sync()
+	r.be.set(r.be.last(t), contract.Delivered{})
+	r.sync()
 	iv, err := r.eng.Readiness(h)
 	require.NoError(t, err)
-	assert.Zero(t, iv.UsableUntil, "a timed-out fetch has nothing usable")
-	assert.Equal(t, 1, r.eng.Stats().SlotsHeld, "the deadline released nothing")
+	assert.Equal(t, staging.Interval{RestartFloor: 0, UsableUntil: 3 * rigTPB}, iv)
+	assert.Equal(t, Missed, r.info(h).Outcome, "rule 2: a miss is a miss")
+	require.NoError(t, r.eng.Release(h))
+	iv2, err := r.eng.Readiness(h)
+	require.NoError(t, err, "readiness stays readable after the release")
+	assert.Equal(t, iv, iv2)
+}
 
-	close(gate) // the transfer ends; Quiesce can now prove it
-	r.progress(func() bool { _, err := r.eng.Lease(h); return err != nil }, "release after the late proof")
-	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
+// Rule 1: the copy barrier outlives the request's exit, and shutdown waits for
+// it.
+func TestRule1CopyBarrierSurvivesRequestExit(t *testing.T) {
+	r := newRig(t, 4)
+	h, _, a := r.fetch(1, 2)
+	r.deliver(a, 1, 0, 1)
+	r.sync()
+	require.Equal(t, fsm.AccessFenced, r.state(h), "proven, copies in flight")
+	require.NoError(t, r.eng.Release(h))
+	rep := r.eng.Close()
+	r.sync()
+	assert.False(t, rep.Drained)
+	assert.Equal(t, fsm.AccessFenced, r.state(h), "the copies have not landed")
+	assert.Equal(t, 2, r.eng.Stats().SlotsHeld)
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, fsm.Released, r.state(h))
+	assert.True(t, r.eng.Report().Drained)
+}
+
+// Rule 3: a failure or a cancellation is not turned into a success by a late
+// completion, and nothing is copied.
+func TestRule3TerminalOutcomeIsStable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind OutcomeKind
+	}{{"failed", Failed}, {"cancelled", Cancelled}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 4)
+			gate := make(chan struct{})
+			r.be.gate = gate
+			h, rows, a := r.fetch(1, 2)
+			if tc.kind == Cancelled {
+				require.NoError(t, r.eng.Cancel(h))
+			} else {
+				r.be.set(a, contract.Failed{Reason: "failed"})
+			}
+			r.sync()
+			r.deliver(a, 1, 0, 1)
+			close(gate)
+			r.sync()
+			r.dev.CompleteAll()
+			r.sync()
+			info := r.info(h)
+			assert.Equal(t, tc.kind, info.Outcome)
+			assert.False(t, info.ByPeer)
+			assert.Equal(t, fsm.LogicallyComplete, info.State)
+			for i, row := range rows {
+				assert.Equal(t, pattern(0xDE, 1, i), r.deviceRow(row), "nothing copied for row %d", i)
+			}
+		})
+	}
+}
+
+// Rule 2: a peer's cancel stays a cancel, with by_peer; never a failure.
+func TestRule2PeerCancelStaysCancelled(t *testing.T) {
+	r := newRig(t, 4)
+	h, _, a := r.fetch(1, 1)
+	r.be.set(a, contract.Cancelled{ByPeer: true})
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, Cancelled, info.Outcome)
+	assert.True(t, info.ByPeer)
+	assert.True(t, info.Outcome.Failure(), "a cancel is a failure of the request")
+	assert.NotEqual(t, Failed, info.Outcome)
+}
+
+// Rule 9: the deadline latches Failed(timeout); a late success changes
+// nothing, and nothing is copied.
+func TestRule9TimeoutStaysFailedAfterLateSuccess(t *testing.T) {
+	r := newRig(t, 4)
+	gate := make(chan struct{})
+	r.be.gate = gate
+	h, rows, a := r.fetch(1, 2)
+	r.clk.Advance(5 * time.Second) // t = 15: the deadline
+	r.sync()
+	r.entered()
+	require.Equal(t, TimedOut, r.info(h).Outcome)
+	r.deliver(a, 1, 0, 1)
+	close(gate)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, TimedOut, info.Outcome)
+	assert.Equal(t, fsm.LogicallyComplete, info.State, "proven after the timeout: released normally")
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 	assert.Empty(t, r.contained)
 }
 
-// Rule 4: a drain grace period that expires with access unproven quarantines
-// the slots for ever and raises the containment signal.
-func TestDrainExpiryQuarantinesAndContains(t *testing.T) {
+// Rule 5: a blocked Quiesce cannot delay containment, which wins at the exact
+// boundary fixed at submission; a proof arriving then releases nothing.
+func TestRule5ContainmentAtTheFixedDeadline(t *testing.T) {
+	r := newRig(t, 4)
 	gate := make(chan struct{})
-	r := newRig(t, 1, 2, []mem.Option{mem.WithGate(func(mem.Call) <-chan struct{} { return gate })})
-	defer close(gate)
-	req := r.fetchRequest(1, 0)
-	req.Deadline = r.clock.Now().Add(time.Second)
-	h, err := r.eng.Lend(req)
-	require.NoError(t, err)
-	r.until(h, fsm.Requested)
-	r.clock.Advance(2 * time.Second)
-	r.until(h, fsm.LogicallyComplete)
-	r.clock.Advance(2 * time.Hour) // past the drain grace
-	r.until(h, fsm.Quarantined)
+	r.be.gate = gate
+	h, rows, a := r.fetch(1, 2)
+	r.clk.Advance(10 * time.Second) // t = 20, straight past the deadline (15)
+	r.sync()
+	require.Equal(t, fsm.Quarantined, r.state(h), "containment at 15 + 5 = 20, not measured from when the deadline was noticed")
 	require.Len(t, r.contained, 1)
-	assert.Equal(t, h, r.contained[0].Lease)
-	assert.Contains(t, r.contained[0].Reason, "drain grace period")
-	st := r.eng.Stats()
-	assert.Equal(t, 1, st.SlotsQuarantined)
-	assert.Equal(t, uint64(1), st.Containments)
-
-	require.NoError(t, r.eng.Release(h), "the manager may forget a quarantined lease")
-	assert.Equal(t, 1, r.eng.Stats().SlotsQuarantined, "its slots never return")
-	_, err = r.eng.Lend(r.fetchRequest(1, 0, 1))
-	assert.ErrorIs(t, err, readiness.ErrInvalidRequest, "two slots can no longer be granted")
+	assert.Equal(t, time.Unix(20, 0), r.contained[0].Deadline)
+	assert.Equal(t, 2, r.contained[0].Slots)
+	r.deliver(a, 1, 0, 1)
+	close(gate)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, fsm.Quarantined, r.state(h), "late evidence never releases a contained lease")
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
+	assert.Equal(t, 2, r.eng.Stats().SlotsQuarantined)
+	assert.Len(t, r.contained, 1, "OnContainment fires once")
 }
 
-func TestPublishCopiesThenPublishes(t *testing.T) {
-	r := newRig(t, 2, 4, nil)
-	req := readiness.Request{Kind: readiness.Publish}
-	for g := range 2 {
-		for b := range 2 {
-			p, err := r.dev.Alloc(slotBytes)
-			require.NoError(t, err)
-			n := name(g, b)
-			require.NoError(t, r.dev.Write(p, content(n)))
-			req.Rows = append(req.Rows, readiness.Row{Name: n, Group: g, Block: b, Device: p})
+// Rule 5: one nanosecond before the containment deadline the lease is still
+// held, and a proof then releases it.
+func TestRule5ProofJustBeforeTheDeadlineReleases(t *testing.T) {
+	r := newRig(t, 4)
+	r.be.setAnswer(false, nil)
+	h, _, a := r.fetch(1, 1)
+	r.clk.Advance(10*time.Second - time.Nanosecond)
+	r.sync() // timeout at 15; the drain started at 15
+	require.Equal(t, fsm.Failed, r.state(h))
+	r.be.setAnswer(true, nil)
+	r.be.set(a, contract.Delivered{})
+	require.NoError(t, r.eng.Retry(h))
+	r.sync()
+	assert.Equal(t, fsm.LogicallyComplete, r.state(h))
+	assert.Empty(t, r.contained)
+}
+
+// Rule 5 and 11: SubmissionRejected proves nothing escaped (released at once,
+// no Quiesce); any other submission error retains the slots, which are
+// contained grace after the error, with OnContainment.
+func TestRule5SubmissionFailurePreservesUncertainty(t *testing.T) {
+	for _, rejected := range []bool{true, false} {
+		name := "escaped"
+		if rejected {
+			name = "rejected"
 		}
-	}
-	r.autoCopy = false
-	h, err := r.eng.Lend(req)
-	require.NoError(t, err)
-	r.until(h, fsm.Granted)
-	for range 10 {
-		r.eng.Progress()
-	}
-	assert.Equal(t, fsm.Granted, r.state(h), "nothing is submitted before the device-to-staging copy lands")
-	r.autoCopy = true
-	r.until(h, fsm.AccessFenced)
-	for _, row := range req.Rows {
-		got, ok := r.be.Get("trtllm:shared-kv:staging:1", row.Name)
-		require.True(t, ok)
-		assert.Equal(t, content(row.Name), got)
-	}
-	_, err = r.eng.Readiness(h)
-	assert.ErrorIs(t, err, readiness.ErrNotReady, "readiness is a fetch's answer")
-	require.NoError(t, r.eng.Release(h))
-}
-
-// A lost device makes its in-flight copies unproven and refuses new leases.
-func TestDeviceLost(t *testing.T) {
-	r := newRig(t, 1, 4, nil)
-	r.store(0, 0)
-	r.autoCopy = false
-	h, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	r.until(h, fsm.Served) // its copy to the device is queued, not completed
-	later := r.fetchRequest(1, 1)
-	r.dev.Lose("Xid 79: GPU has fallen off the bus")
-	r.until(h, fsm.Quarantined)
-	info, err := r.eng.Lease(h)
-	require.NoError(t, err)
-	assert.Contains(t, info.Reason, "fallen off the bus")
-	_, err = r.eng.Lend(later)
-	assert.ErrorIs(t, err, readiness.ErrDeviceLost)
-}
-
-// A backend that changes its answer is caught and reported, never trusted.
-func TestFlippedOutcomeIsAViolation(t *testing.T) {
-	r := newRig(t, 1, 4, []mem.Option{mem.WithMode(mem.FlipOutcome)})
-	r.store(0, 0)
-	r.autoCopy = false
-	h, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	r.progress(func() bool { return r.eng.Stats().Outcomes.Violations > 0 }, "the violation")
-	info, err := r.eng.Lease(h)
-	require.NoError(t, err)
-	assert.Equal(t, readiness.Failed, info.Outcome)
-	assert.Contains(t, info.Reason, "outcome changed")
-}
-
-func TestStaleHandles(t *testing.T) {
-	r := newRig(t, 1, 1, []mem.Option{mem.WithMode(mem.Miss)})
-	h1, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	r.until(h1, fsm.AccessFenced)
-	require.NoError(t, r.eng.Release(h1))
-	h2, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	assert.NotEqual(t, h1, h2, "a reused record carries a new generation")
-	before := r.eng.Stats()
-	for _, call := range []func() error{
-		func() error { return r.eng.Release(h1) },
-		func() error { _, err := r.eng.Lease(h1); return err },
-		func() error { _, err := r.eng.Readiness(h1); return err },
-		func() error { return r.eng.Release(readiness.Handle{}) },
-	} {
-		assert.ErrorIs(t, call(), readiness.ErrStaleHandle)
-	}
-	assert.Equal(t, before, r.eng.Stats(), "a stale handle changes nothing")
-	r.until(h2, fsm.AccessFenced)
-}
-
-func TestBadRequestsChangeNothing(t *testing.T) {
-	r := newRig(t, 2, 4, nil)
-	good := r.fetchRequest(2, 0, 1)
-	for _, tc := range []struct {
-		desc string
-		edit func(*readiness.Request)
-		msg  string
-	}{
-		{"no rows", func(q *readiness.Request) { q.Rows = nil }, "no rows"},
-		{"bad kind", func(q *readiness.Request) { q.Kind = 7 }, "want Fetch or Publish"},
-		{"unknown group", func(q *readiness.Request) { q.Rows[0].Group = 5 }, "layer group 5"},
-		{"negative group", func(q *readiness.Request) { q.Rows[0].Group = -1 }, "layer group -1"},
-		{"negative block", func(q *readiness.Request) { q.Rows[0].Block = -1 }, "block ordinal -1"},
-		{"negative known blocks", func(q *readiness.Request) { q.KnownBlocks = -2 }, "KnownBlocks"},
-		{"blocks out of order", func(q *readiness.Request) { q.Rows[0].Block, q.Rows[1].Block = 1, 0 }, "must increase"},
-		{"duplicate names", func(q *readiness.Request) { q.Rows[1].Name = q.Rows[0].Name }, "share a name"},
-		{"more rows than slots", func(q *readiness.Request) {
-			for b := 2; b < 7; b++ {
-				q.Rows = append(q.Rows, readiness.Row{Name: name(0, b), Group: 0, Block: b})
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 4)
+			if rejected {
+				r.be.reject = errors.Join(contract.ErrSubmissionRejected, errors.New("full"))
+			} else {
+				r.be.reject = errors.New("escaped")
 			}
-		}, "slots asked"},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			req := good
-			req.Rows = append([]readiness.Row(nil), good.Rows...)
-			tc.edit(&req)
-			before := r.eng.Stats()
-			_, err := r.eng.Lend(req)
-			require.ErrorIs(t, err, readiness.ErrInvalidRequest)
-			assert.Contains(t, err.Error(), tc.msg)
-			assert.Equal(t, before, r.eng.Stats(), "a refused lend changes nothing")
+			rows := r.rows(1, 1)
+			h := r.lend(Request{Kind: Fetch, Rows: rows})
+			r.sync()
+			info := r.info(h)
+			assert.Equal(t, 0, r.be.quiesceCalls())
+			if rejected {
+				assert.Equal(t, Rejected, info.Outcome)
+				assert.Equal(t, fsm.LogicallyComplete, info.State)
+				require.NoError(t, r.eng.Release(h))
+				assert.Equal(t, 4, r.eng.Stats().SlotsFree)
+				return
+			}
+			assert.Equal(t, Failed, info.Outcome)
+			assert.Equal(t, fsm.Failed, info.State)
+			r.clk.Advance(5 * time.Second) // t = 15: the drain started at 10
+			r.sync()
+			assert.Equal(t, fsm.Quarantined, r.state(h))
+			require.Len(t, r.contained, 1)
+			assert.Contains(t, r.contained[0].Reason, "escaped")
 		})
 	}
-	h, err := r.eng.Lend(good)
-	require.NoError(t, err, "the engine still lends after refusals")
-	r.until(h, fsm.AccessFenced)
 }
 
-// Slots are granted in arrival order; a lease that does not fit waits at the
-// head of the line and is granted when slots come back.
-func TestWaitingLeasesAreGrantedInOrder(t *testing.T) {
-	r := newRig(t, 1, 2, []mem.Option{mem.WithMode(mem.Miss)})
-	a, err := r.eng.Lend(r.fetchRequest(1, 0, 1))
-	require.NoError(t, err)
-	b, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	c, err := r.eng.Lend(r.fetchRequest(1, 1))
-	require.NoError(t, err)
-	r.until(a, fsm.AccessFenced)
-	assert.Equal(t, fsm.Waiting, r.state(b))
-	assert.Equal(t, fsm.Waiting, r.state(c))
-	require.NoError(t, r.eng.Release(a))
-	r.until(b, fsm.AccessFenced)
-	r.until(c, fsm.AccessFenced)
-	require.NoError(t, r.eng.Release(b))
-	require.NoError(t, r.eng.Release(c))
-	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
-}
-
-func TestCloseCancelsWaitingAndDrains(t *testing.T) {
-	gate := make(chan struct{})
-	r := newRig(t, 1, 1, []mem.Option{mem.WithGate(func(mem.Call) <-chan struct{} { return gate })})
-	a, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	b, err := r.eng.Lend(r.fetchRequest(1, 1))
-	require.NoError(t, err)
-	r.until(a, fsm.Requested)
-	rep := r.eng.Close()
-	assert.False(t, rep.Drained, "a lease is still exposed")
-	_, err = r.eng.Lease(b)
-	assert.ErrorIs(t, err, readiness.ErrStaleHandle, "the waiting lease was cancelled")
-	_, err = r.eng.Lend(r.fetchRequest(1, 2))
-	assert.ErrorIs(t, err, readiness.ErrClosed)
-	assert.Equal(t, 1, rep.SlotsHeld, "close frees nothing unproven")
-	close(gate)
-	r.progress(func() bool { return r.eng.Report().Drained }, "drain")
-	assert.Equal(t, 1, r.eng.Stats().SlotsFree)
-}
-
-func TestNewRefusesBadConfig(t *testing.T) {
-	_, err := readiness.New(readiness.Config{TokensPerBlock: -1, DrainGrace: -time.Second})
-	require.Error(t, err)
-	for _, want := range []string{"no Memory", "TokensPerBlock", "neither Fetcher nor Publisher", "no Stream", "DrainGrace"} {
-		assert.Contains(t, err.Error(), want)
+// Rule 5: Quiesce false, a truthy error or a timeout fails closed; the engine
+// asks again (here explicitly) and a later true releases.
+func TestRule5UnprovenAccessIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		err  error
+	}{{"false", false, nil}, {"error", false, errors.New("proof failed")}, {"true-and-error", true, errors.New("both")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 4)
+			r.be.setAnswer(tc.ok, tc.err)
+			h, rows, a := r.fetch(1, 1)
+			r.deliver(a, 1, 0)
+			r.sync()
+			assert.Equal(t, fsm.Served, r.state(h), "unproven: not fenced")
+			assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
+			assert.Equal(t, 1, r.be.quiesceCalls())
+			r.be.setAnswer(true, nil)
+			require.NoError(t, r.eng.Retry(h))
+			r.sync()
+			r.dev.CompleteAll()
+			r.sync()
+			assert.Equal(t, fsm.LogicallyComplete, r.state(h))
+			assert.Equal(t, 2, r.be.quiesceCalls())
+			assert.Equal(t, pattern(0xC0, 1, 0), r.deviceRow(rows[0]))
+		})
 	}
-	_, err = readiness.NewMemory()
-	assert.Error(t, err)
-	_, err = readiness.NewMemory(readiness.Group{Slots: 0, SlotBytes: 8})
-	assert.ErrorContains(t, err, "pool group 0")
 }
 
-// A release requested before submission withdraws the lease: it is never
-// exposed to the backend.
-func TestReleaseBeforeSubmissionWithdraws(t *testing.T) {
-	r := newRig(t, 1, 2, nil)
-	req := readiness.Request{Kind: readiness.Publish}
-	p, err := r.dev.Alloc(slotBytes)
+// Rule 5: the engine retries by itself, with back-off measured on its clock.
+func TestRule5RetryWithBackoff(t *testing.T) {
+	r := newRig(t, 4, func(c *Config) { c.RetryBackoff = time.Millisecond })
+	r.be.setAnswer(false, nil)
+	h, _, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	r.sync()
+	require.Equal(t, 1, r.be.quiesceCalls())
+	r.sync()
+	assert.Equal(t, 1, r.be.quiesceCalls(), "no retry before the back-off passed on the clock")
+	r.clk.Advance(time.Millisecond)
+	r.sync()
+	assert.Equal(t, 2, r.be.quiesceCalls())
+	r.clk.Advance(time.Millisecond)
+	r.sync()
+	assert.Equal(t, 2, r.be.quiesceCalls(), "the back-off doubled")
+	r.be.setAnswer(true, nil)
+	r.clk.Advance(time.Millisecond)
+	r.sync()
+	assert.Equal(t, 3, r.be.quiesceCalls())
+	assert.Equal(t, fsm.AccessFenced, r.state(h))
+	assert.Equal(t, uint64(2), r.eng.Stats().QuiesceRetries)
+}
+
+// Rule 5: a copy that failed without a completion record retains the slots
+// through containment, grace after the failure.
+func TestRule5CopyFailureIsContained(t *testing.T) {
+	r := newRig(t, 4)
+	h, _, a := r.fetch(1, 2)
+	r.deliver(a, 1, 0, 1)
+	r.sync()
+	require.Equal(t, fsm.AccessFenced, r.state(h))
+	_, err := r.dev.FailNext(r.stream, 1)
 	require.NoError(t, err)
-	req.Rows = []readiness.Row{{Name: name(0, 0), Group: 0, Block: 0, Device: p}}
-	r.autoCopy = false
-	h, err := r.eng.Lend(req)
-	require.NoError(t, err)
-	r.until(h, fsm.Granted) // its device-to-staging copy is in flight
+	r.sync()
+	assert.Equal(t, fsm.CopyUnproven, r.state(h))
 	require.NoError(t, r.eng.Release(h))
-	assert.Equal(t, fsm.Granted, r.state(h), "the copy still touches the slot: the release waits")
-	r.autoCopy = true
-	r.progress(func() bool { _, err := r.eng.Lease(h); return err != nil }, "release")
-	_, stored := r.be.Get("trtllm:shared-kv:staging:1", name(0, 0))
-	assert.False(t, stored, "a lease released before submission is never exposed")
-	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
+	r.clk.Advance(5*time.Second - time.Nanosecond)
+	r.sync()
+	assert.Equal(t, fsm.CopyUnproven, r.state(h))
+	r.clk.Advance(time.Nanosecond)
+	r.sync()
+	assert.Equal(t, fsm.Quarantined, r.state(h))
+	require.Len(t, r.contained, 1)
+	assert.Contains(t, r.contained[0].Reason, "local copy")
 }
 
-// Quarantine that leaves a waiting lease ungrantable takes it out of the line,
-// so the leases behind it are not blocked for ever (liveness).
-func TestHopelessWaitingLeaseDoesNotBlockTheLine(t *testing.T) {
-	r := newRig(t, 1, 2, []mem.Option{mem.WithPolicy(func(c mem.Call) mem.Mode {
-		if c.Seq == 1 {
-			return mem.QuiesceFalse
-		}
-		return mem.Miss
-	})})
-	first, err := r.eng.Lend(r.fetchRequest(1, 0))
-	require.NoError(t, err)
-	whole, err := r.eng.Lend(r.fetchRequest(1, 0, 1)) // needs both slots
-	require.NoError(t, err)
-	small, err := r.eng.Lend(r.fetchRequest(1, 2))
-	require.NoError(t, err)
-	r.until(first, fsm.Quarantined) // one slot gone for ever
-	r.until(small, fsm.AccessFenced)
-	info, err := r.eng.Lease(whole)
-	require.NoError(t, err)
-	assert.Equal(t, fsm.Waiting, info.State)
-	assert.Contains(t, info.Reason, "can never be granted")
-	assert.True(t, info.Ungrantable)
-	assert.Equal(t, uint64(1), r.eng.Stats().Hopeless)
-	require.NoError(t, r.eng.Release(whole))
-	require.NoError(t, r.eng.Release(small))
+// Rule 3: served names that were never asked for are a violation; nothing
+// untrusted reaches the device.
+func TestRule3UnknownServedNameIsAViolation(t *testing.T) {
+	r := newRig(t, 4)
+	h, rows, a := r.fetch(1, 2)
+	r.deliver(a, 1, 0, 1)
+	r.be.set(a, contract.Delivered{Served: contract.NewNameSet(name(1, 0), name(9, 9))})
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, Violation, info.Outcome)
+	assert.Equal(t, fsm.LogicallyComplete, info.State)
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
+}
+
+// Rule 3: an answer changed before the proof — within its kind — is caught by
+// the re-poll after Quiesce, before anything is copied.
+func TestRule3ChangedAnswerWithinItsKind(t *testing.T) {
+	r := newRig(t, 4)
+	gate := make(chan struct{})
+	r.be.gate = gate
+	h, rows, a := r.fetch(1, 2)
+	r.deliver(a, 1, 0, 1)
+	r.sync()
+	require.Equal(t, Served, r.info(h).Outcome)
+	r.be.set(a, contract.Delivered{Served: contract.NewNameSet(name(1, 0))})
+	close(gate)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, Violation, info.Outcome)
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]), "the untrusted rows are not copied")
+	assert.Equal(t, pattern(0xDE, 1, 1), r.deviceRow(rows[1]))
+}
+
+// Rule 4: once the owner released the lease, nothing more is copied into its
+// device rows, which the manager may have given to another request.
+func TestRule4NoCopyAfterRelease(t *testing.T) {
+	r := newRig(t, 4)
+	h, rows, a := r.fetch(1, 2)
+	r.be.setAnswer(false, nil)
+	r.deliver(a, 1, 0, 1)
+	r.sync()
+	require.NoError(t, r.eng.Release(h))
+	require.NoError(t, r.dev.Write(rows[0].Device, pattern(0x77, 2, 0))) // the page is reused
+	r.be.setAnswer(true, nil)
+	require.NoError(t, r.eng.Retry(h))
+	r.sync()
+	assert.Equal(t, fsm.Released, r.state(h))
+	assert.Equal(t, pattern(0x77, 2, 0), r.deviceRow(rows[0]))
+	assert.Equal(t, 4, r.eng.Stats().SlotsFree)
+}
+
+// Rule 10: Close gives a pending lease a local Cancelled outcome at once; it
+// is released once proven, nothing copied.
+func TestRule10CloseCancelsPendingLeases(t *testing.T) {
+	r := newRig(t, 4)
+	gate := make(chan struct{})
+	r.be.gate = gate
+	h, rows, _ := r.fetch(1, 2)
+	rep := r.eng.Close()
+	assert.False(t, rep.Drained)
+	info := r.info(h)
+	assert.Equal(t, Cancelled, info.Outcome)
+	assert.False(t, info.ByPeer)
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(2, 1)})
+	assert.ErrorIs(t, err, ErrClosed)
+	close(gate)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, fsm.Released, r.state(h))
+	assert.True(t, r.eng.Report().Drained)
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
+}
+
+// Rule 8: with 4 slots and slot 1 quarantined, a 3-row lease can never be
+// granted: it is reported at once and the 1-row lease behind it is granted.
+func TestRule8UngrantableIsReportedAndTheLineMoves(t *testing.T) {
+	r := newRig(t, 4)
+	first, _, _ := r.fetch(1, 1) // slot 0
+	q, _, _ := r.fetch(2, 1)     // slot 1, contained below
+	_ = first
+	three := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 3)})
+	one := r.lend(Request{Kind: Fetch, Rows: r.rows(4, 1)})
+	r.sync()
+	require.Equal(t, fsm.Waiting, r.state(three))
+	// Release the first lease (miss, proven) and contain the second.
+	r.be.set(r.be.attempts[0], contract.Delivered{})
+	r.sync()
 	require.NoError(t, r.eng.Release(first))
-	st := r.eng.Stats()
-	assert.Equal(t, 1, st.SlotsFree)
-	assert.Equal(t, 1, st.SlotsQuarantined)
+	r.be.setAnswer(false, nil)
+	r.be.set(r.be.attempts[1], contract.Delivered{})
+	r.clk.Advance(10 * time.Second)
+	r.sync()
+	require.Equal(t, fsm.Quarantined, r.state(q))
+	info := r.info(three)
+	assert.True(t, info.Ungrantable, "slots 0, 2, 3 are free but no three are contiguous")
+	assert.Equal(t, fsm.Waiting, info.State)
+	assert.NotEqual(t, fsm.Waiting, r.state(one), "the line moved on")
+	assert.Equal(t, uint64(1), r.eng.Stats().Ungrantable)
+	require.NoError(t, r.eng.Release(three))
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(5, 3)})
+	assert.ErrorIs(t, err, ErrUngrantable)
 }
 
-// A lease released while waiting, after the allocator granted it but before a
-// round took the grant, gives its slots straight back (they were never
-// exposed): none leaks.
-func TestReleaseOfAGrantNotYetTaken(t *testing.T) {
-	r := newRig(t, 1, 2, nil)
-	h, err := r.eng.Lend(r.fetchRequest(1, 0, 1)) // granted inside Lend: the pool is empty
+// Rule 11: a device row the stream cannot address is refused by Lend; a copy
+// the device refuses before it starts quarantines nothing.
+func TestRule11CallerMistakesAreRefusedAtTheDoor(t *testing.T) {
+	r := newRig(t, 4)
+	rows := r.rows(1, 1)
+	rows[0].Device = 0xDEAD0000
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: rows})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	assert.Contains(t, err.Error(), "row 0")
+	assert.Equal(t, 4, r.eng.Stats().SlotsFree, "bad input changes nothing")
+
+	h, rows, a := r.fetch(2, 2)
+	require.NoError(t, r.dev.Free(rows[1].Device)) // the caller frees a page it lent
+	r.deliver(a, 2, 0, 1)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, fsm.LogicallyComplete, info.State, "a refused copy is not unproven")
+	assert.Contains(t, info.Reason, "refused")
+	iv, err := r.eng.Readiness(h)
 	require.NoError(t, err)
-	assert.Equal(t, fsm.Waiting, r.state(h))
+	assert.Equal(t, rigTPB, iv.UsableUntil, "the refused row did not arrive")
 	require.NoError(t, r.eng.Release(h))
-	st := r.eng.Stats()
-	assert.Equal(t, 2, st.SlotsFree)
-	assert.Zero(t, st.InvariantBreaches)
-	r.eng.Progress()
-	assert.Equal(t, 2, r.eng.Stats().SlotsFree)
+	assert.Equal(t, 0, r.eng.Stats().SlotsQuarantined)
+}
+
+// Rule 7: stale handles are refused and change nothing.
+func TestRule7StaleHandlesAreRefused(t *testing.T) {
+	r := newRig(t, 2, func(c *Config) { c.KeepReleased = 1 })
+	h, _, a := r.fetch(1, 1)
+	r.be.set(a, contract.Delivered{})
+	r.sync()
+	require.NoError(t, r.eng.Release(h))
+	assert.ErrorIs(t, r.eng.Release(h), ErrStaleHandle, "released twice")
+	for i := range 3 { // push the record out of KeepReleased and reuse it
+		h2, _, a2 := r.fetch(2+i, 1)
+		r.be.set(a2, contract.Delivered{})
+		r.sync()
+		require.NoError(t, r.eng.Release(h2))
+	}
+	_, err := r.eng.Lease(h)
+	assert.ErrorIs(t, err, ErrStaleHandle)
+	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
+	assert.ErrorIs(t, r.eng.Release(Handle{}), ErrStaleHandle)
+	// A live lease on the record h once named: the old handle never reaches it.
+	live, _, _ := r.fetch(9, 1)
+	require.Equal(t, h.id, live.id, "the record was reused")
+	assert.ErrorIs(t, r.eng.Release(h), ErrStaleHandle)
+	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
+	assert.Equal(t, fsm.Requested, r.state(live), "the stale calls changed nothing")
+	assert.False(t, r.info(live).ReleaseRequested)
+}
+
+// Rule 5: a Quiesce that does not answer within its timeout proves nothing.
+func TestRule5QuiesceTimeoutIsNoProof(t *testing.T) {
+	r := newRig(t, 2, func(c *Config) { c.QuiesceTimeout = 5 * time.Millisecond })
+	r.be.gate = make(chan struct{}) // never opened while the test looks
+	h, rows, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	r.sync()
+	r.entered()
+	require.NoError(t, r.eng.catchUpQuiesce(contextWithTimeout(t)))
+	r.sync()
+	assert.Equal(t, fsm.Served, r.state(h), "a timed-out Quiesce is not a proof")
+	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
+	assert.Positive(t, r.eng.Stats().Unproven)
+}
+
+// Masks of views over 32 rows are found through the view's name index; a
+// body reused for a lease of the same shape must not keep the old lease's
+// arrivals: only the rows the new backend served are copied.
+func TestRegressionMasksOfLargeViewsStartClear(t *testing.T) {
+	const n = 40
+	r := newRig(t, n)
+	h, _, a := r.fetch(1, n)
+	r.deliver(a, 1, func() []int {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all
+	}()...)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	require.NoError(t, r.eng.Release(h))
+	h2, rows2, a2 := r.fetch(2, n) // reuses the body, masks and all
+	r.deliver(a2, 2, 0)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, Partial, r.info(h2).Outcome)
+	assert.Equal(t, pattern(0xC0, 2, 0), r.deviceRow(rows2[0]))
+	for i := 1; i < n; i++ {
+		assert.Equal(t, pattern(0xDE, 2, i), r.deviceRow(rows2[i]), "row %d was never served", i)
+	}
+	iv, err := r.eng.Readiness(h2)
+	require.NoError(t, err)
+	assert.Equal(t, rigTPB, iv.UsableUntil)
+}
+
+// Rule 6: a quarantined lease keeps what its backend was handed for ever:
+// after the owner releases it and later leases are lent, the extent the
+// backend holds still names the same slot and name.
+func TestRule6QuarantinedExtentIsNeverRebuilt(t *testing.T) {
+	r := newRig(t, 4, func(c *Config) { c.KeepReleased = 1 })
+	r.be.setAnswer(false, nil)
+	h, _, a := r.fetch(1, 1)
+	held := a.ext
+	before := held.Unit(0)
+	r.be.set(a, contract.Delivered{})
+	r.clk.Advance(10 * time.Second)
+	r.sync()
+	require.Equal(t, fsm.Quarantined, r.state(h))
+	require.NoError(t, r.eng.Release(h))
+	r.be.setAnswer(true, nil)
+	for i := range 6 {
+		h2, _, a2 := r.fetch(10+i, 1) // the same shape: a reused extent would be rebuilt in place
+		r.be.set(a2, contract.Delivered{})
+		r.sync()
+		require.NoError(t, r.eng.Release(h2))
+	}
+	assert.Equal(t, before, held.Unit(0), "the held extent was rebuilt in place")
+	assert.Equal(t, uint64(0), r.eng.Stats().InvariantBreaches)
+}
+
+// Rule 1: a lost device leaves its in-flight copies unproven; new leases are
+// refused.
+func TestRule1DeviceLossContainsInFlightCopies(t *testing.T) {
+	r := newRig(t, 4)
+	h, _, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	r.sync()
+	require.Equal(t, fsm.AccessFenced, r.state(h))
+	r.dev.Lose("Xid 79")
+	r.sync()
+	assert.Equal(t, fsm.CopyUnproven, r.state(h))
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2, 0), Device: 1}}})
+	assert.Error(t, err)
+	r.clk.Advance(5 * time.Second)
+	r.sync()
+	assert.Equal(t, fsm.Quarantined, r.state(h))
+}
+
+// A publish's device→staging copies land before the backend is handed the
+// slots, and the backend reads what the device held.
+func TestPublishStagesBeforeSubmission(t *testing.T) {
+	r := newRig(t, 4)
+	rows := r.rows(1, 2)
+	h := r.lend(Request{Kind: Publish, Rows: rows})
+	r.sync()
+	assert.Equal(t, fsm.Granted, r.state(h))
+	r.be.mu.Lock()
+	assert.Empty(t, r.be.attempts, "not submitted before its copies landed")
+	r.be.mu.Unlock()
+	r.dev.CompleteAll()
+	r.sync()
+	a := r.be.last(t)
+	for i := range rows {
+		u := a.ext.Unit(i)
+		row, _ := r.mem.Row(u.LocalGroup, u.Local)
+		assert.Equal(t, pattern(0xDE, 1, i), row)
+	}
+	assert.Equal(t, fsm.Requested, r.state(h))
+}
+
+// Bad input is refused and changes nothing.
+func TestLendRefusesBadInput(t *testing.T) {
+	r := newRig(t, 4)
+	good := r.rows(1, 1)[0]
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"no rows", Request{Kind: Fetch}, "no rows"},
+		{"bad kind", Request{Kind: 9, Rows: []Row{good}}, "kind"},
+		{"unknown group", Request{Kind: Fetch, Rows: []Row{{Name: good.Name, Group: 3, Device: good.Device}}}, "layer group 3"},
+		{"negative block", Request{Kind: Fetch, Rows: []Row{{Name: good.Name, Block: -1, Device: good.Device}}}, "block ordinal -1"},
+		{"no device", Request{Kind: Fetch, Rows: []Row{{Name: good.Name}}}, "device address 0"},
+		{"negative known", Request{Kind: Fetch, Rows: []Row{good}, KnownBlocks: -1}, "KnownBlocks"},
+		{"duplicate names", Request{Kind: Fetch, Rows: []Row{good, {Name: good.Name, Block: 1, Device: good.Device}}}, "share a name"},
+		{"blocks out of order", Request{Kind: Fetch, Rows: []Row{{Name: name(1, 1), Block: 1, Device: good.Device}, {Name: name(1, 2), Block: 1, Device: good.Device}}}, "must increase"},
+		{"too many rows", Request{Kind: Fetch, Rows: r.rows(2, 5)}, "slots"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.eng.Lend(tc.req)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, 4, r.eng.Stats().SlotsFree)
+			assert.Equal(t, uint64(0), r.eng.Stats().Lent)
+		})
+	}
+}
+
+// Found by the model suite: a release that frees slots must not stage the
+// next lease on a stale clock. Here the waiting lease's explicit deadline
+// passes (with its containment deadline) before the round that would submit
+// it: it fails as timed out and is never exposed, never contained.
+func TestRegressionGrantIsJudgedOnTheRoundsClock(t *testing.T) {
+	r := newRig(t, 1)
+	first, _, a := r.fetch(1, 1)
+	late := r.lend(Request{Kind: Fetch, Rows: r.rows(2, 1), Deadline: r.clk.Now().Add(time.Second)})
+	r.be.set(a, contract.Delivered{})
+	r.sync()
+	r.clk.Advance(time.Minute) // past the waiting lease's deadline and grace
+	require.NoError(t, r.eng.Release(first))
+	r.sync()
+	info := r.info(late)
+	assert.Equal(t, TimedOut, info.Outcome)
+	assert.False(t, info.Exposed, "a lease whose deadline passed before its submission is never exposed")
+	assert.Equal(t, fsm.LogicallyComplete, info.State)
+	assert.Empty(t, r.contained)
+	r.be.mu.Lock()
+	assert.Len(t, r.be.attempts, 1, "the late lease never reached the backend")
+	r.be.mu.Unlock()
+}
+
+// Found by the model suite: Close cancels a pending lease whose access proof
+// and release were latched; the cancel completes and releases it at once, and
+// Close must not then fire at the retired record.
+func TestRegressionCloseAfterLatchedProofAndRelease(t *testing.T) {
+	r := newRig(t, 2)
+	h, _, _ := r.fetch(1, 1)
+	require.NoError(t, r.eng.Retry(h)) // proof asked before the outcome: latched
+	r.sync()
+	require.NoError(t, r.eng.Release(h)) // release latched too
+	require.Equal(t, fsm.Requested, r.state(h))
+	rep := r.eng.Close()
+	assert.Equal(t, fsm.Released, r.state(h))
+	assert.Equal(t, Cancelled, r.info(h).Outcome)
+	assert.Equal(t, uint64(0), r.eng.Stats().InvariantBreaches)
+	assert.True(t, rep.Drained)
+}
+
+// xid is NVML reporting an Xid for the device while the device itself keeps
+// answering: the engine must not wait for its events to fail.
+type xid struct{ lost bool }
+
+func (x *xid) Lost(int) (bool, string) { return x.lost, "Xid 48: double-bit ECC error" }
+
+// Rule 1 and 11: an Xid makes every copy in flight unproven — even if the
+// device later reports it complete — and refuses new leases.
+func TestRule1XidMakesInFlightCopiesUnproven(t *testing.T) {
+	health := &xid{}
+	r := newRig(t, 4, func(c *Config) { c.Health = health })
+	h, _, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	r.sync()
+	require.Equal(t, fsm.AccessFenced, r.state(h), "proven; its copy is in flight")
+	health.lost = true
+	r.sync()
+	assert.Equal(t, fsm.CopyUnproven, r.state(h))
+	r.dev.CompleteAll() // the device says the copy completed: after an Xid it proves nothing
+	r.sync()
+	assert.Equal(t, fsm.CopyUnproven, r.state(h))
+	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(2, 1)})
+	assert.ErrorIs(t, err, ErrDeviceLost)
+	r.clk.Advance(5 * time.Second)
+	r.sync()
+	assert.Equal(t, fsm.Quarantined, r.state(h))
+	require.Len(t, r.contained, 1)
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/kvready/kvready/fsm"
 )
 
-// Stats is a snapshot of the engine's counters.
+// Stats is a snapshot of the counters.
 type Stats struct {
-	// Leases counts live leases by state (released ones are retired at once,
-	// so Leases[fsm.Released] is 0; see Released).
+	// Leases counts live leases by state (a released lease is retired at
+	// once, so Leases[fsm.Released] is 0; see Released).
 	Leases [fsm.NumStates]int
 	// Lent and Released count leases over the engine's life.
 	Lent, Released uint64
@@ -18,9 +18,10 @@ type Stats struct {
 	SlotsFree, SlotsHeld, SlotsQuarantined int
 	// QuarantinedLeases counts leases ever quarantined.
 	QuarantinedLeases uint64
-	// Outcomes counts latched outcomes by kind.
-	Outcomes OutcomeCounts
-	// FenceLatency: from submission to the access fence.
+	// Outcomes counts latched outcomes by kind. A miss is counted as a miss and
+	// never as a failure; a cancellation as a cancellation.
+	Outcomes [fsm.NumResults]uint64
+	// FenceLatency: from the submission to the access fence.
 	FenceLatency Histogram
 	// ReadyLatency: from Lend to readiness being answerable.
 	ReadyLatency Histogram
@@ -28,23 +29,22 @@ type Stats struct {
 	Refused uint64
 	// StaleEvidence counts evidence about leases already retired.
 	StaleEvidence uint64
-	// Hopeless counts waiting leases taken out of the line because quarantine
-	// left too few slots ever to grant them.
-	Hopeless uint64
-	// Containments counts drain periods that expired with access unproven.
+	// Violations counts contract violations seen (changed answers, unasked
+	// names, answers that are no outcome), latched or not.
+	Violations uint64
+	// Unproven counts Quiesce answers that could not prove access over.
+	Unproven uint64
+	// QuiesceCalls and QuiesceRetries count the runner's Quiesce calls and
+	// the explicit retries among them (zero for a Core driven directly).
+	QuiesceCalls, QuiesceRetries uint64
+	// Ungrantable counts waiting leases taken out of the line because
+	// quarantine left no contiguous run that could ever hold them.
+	Ungrantable uint64
+	// Containments counts leases contained at their containment deadline.
 	Containments uint64
-	// InvariantBreaches counts allocator refusals the table should have made
-	// impossible. It is 0 unless kvready has a bug.
+	// InvariantBreaches counts states the table's guarantees rule out. It is
+	// 0 unless kvready has a bug.
 	InvariantBreaches uint64
-}
-
-// OutcomeCounts counts outcomes by kind. A miss is counted as Missed and never
-// as Failed.
-type OutcomeCounts struct {
-	Served, Partial, Missed uint64
-	Failed, Cancelled       uint64
-	Timeouts, Rejected      uint64
-	Violations              uint64
 }
 
 // histBuckets covers 1 ns to about 9 minutes in powers of two.
@@ -91,22 +91,22 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	return time.Duration(1<<(histBuckets-1) - 1)
 }
 
-// Count returns the number of live leases in state s, without copying Stats.
-func (e *Engine) Count(s fsm.State) int {
+// Count returns the number of leases in state s, without copying Stats.
+func (c *Core) Count(s fsm.State) int {
 	if s >= fsm.NumStates {
 		return 0
 	}
-	return e.stats.Leases[s]
+	return c.stats.Leases[s]
 }
 
 // Stats returns a snapshot of the counters.
-func (e *Engine) Stats() Stats {
-	s := e.stats
-	for g := range e.alloc.Groups() {
-		free, q := e.alloc.FreeSlots(g), e.alloc.Quarantined(g)
+func (c *Core) Stats() Stats {
+	s := c.stats
+	for g := range c.alloc.Groups() {
+		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
 		s.SlotsFree += free
 		s.SlotsQuarantined += q
-		s.SlotsHeld += e.alloc.Capacity(g) - free - q
+		s.SlotsHeld += c.alloc.Capacity(g) - free - q
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package readiness
 
-// timer is one armed deadline of one lease.
+// timer is the one armed deadline of one lease: its request deadline while
+// its outcome is pending, then its containment deadline.
 type timer struct {
 	at int64 // clock nanoseconds
 	id uint32
@@ -17,12 +18,20 @@ type timerHeap struct {
 	pos []int32 // pos[id] is id's index in h, or -1
 }
 
-func (t *timerHeap) index(id uint32) int32 {
-	for int(id) >= len(t.pos) {
+// grow makes room for lease ids below n.
+func (t *timerHeap) grow(n int) {
+	for len(t.pos) < n {
 		t.pos = append(t.pos, -1)
 	}
+}
+
+func (t *timerHeap) index(id uint32) int32 {
+	t.grow(int(id) + 1)
 	return t.pos[id]
 }
+
+// len returns the number of armed timers.
+func (t *timerHeap) len() int { return len(t.h) }
 
 // arm sets id's timer to at, replacing any earlier one.
 func (t *timerHeap) arm(id uint32, at int64) {

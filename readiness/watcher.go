@@ -7,33 +7,32 @@ import (
 	"github.com/kvready/kvready/contract"
 )
 
-// ref names a lease at one generation. Evidence carries a ref so that evidence
-// about a lease that has since been released and re-lent is recognised as stale.
-type ref struct {
-	id, gen uint32
-}
-
+// watchItem asks the watcher to poll a lease's attempt, or, with a nil
+// attempt, to stop polling it. One mailbox carries both, so they are applied
+// in the order the owner sent them.
 type watchItem struct {
-	ref
-	attempt contract.Attempt
+	h Handle
+	a contract.Attempt
 }
 
-// outcomeMsg is what the watcher saw: an outcome, or a panic in Poll.
+// outcomeMsg is what the watcher saw: an answer, or a panic in Poll.
 type outcomeMsg struct {
-	ref
+	h       Handle
 	outcome contract.Outcome
 	panic   string
 }
 
 // watcher polls submitted attempts on its own goroutine, so that the owner's
-// progress round learns of outcomes in O(outcomes + 1), however many attempts
-// are pending. It only observes: every decision is taken by the owner when it
+// round learns of outcomes in O(outcomes + 1), however many attempts are
+// pending. It only observes: every decision is taken by the owner when it
 // takes the outcomes out of the mailbox.
 type watcher struct {
-	in   *mailbox[watchItem]
-	out  *mailbox[outcomeMsg]
-	stop chan struct{}
-	done chan struct{}
+	in     *mailbox[watchItem]
+	syncs  *mailbox[chan struct{}] // closed after the next whole sweep
+	out    *mailbox[outcomeMsg]
+	stop   chan struct{}
+	done   chan struct{}
+	sweeps uint64 // owned by the watcher goroutine
 }
 
 // Back-off while nothing completes: spin politely first, then sleep, doubling
@@ -49,21 +48,72 @@ const (
 )
 
 func startWatcher() *watcher {
-	w := &watcher{in: newMailbox[watchItem](), out: newMailbox[outcomeMsg](), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watcher{
+		in: newMailbox[watchItem](), syncs: newMailbox[chan struct{}](),
+		out: newMailbox[outcomeMsg](), stop: make(chan struct{}), done: make(chan struct{}),
+	}
 	go w.run()
 	return w
 }
 
+// wake signals the watcher that something was handed to it.
+func (w *watcher) wake() {
+	select {
+	case w.in.signal <- struct{}{}:
+	default:
+	}
+}
+
 func (w *watcher) run() {
 	defer close(w.done)
-	var pending []watchItem
-	var found []outcomeMsg
+	var (
+		pending []watchItem
+		pos     []int32 // by lease id: index in pending, or -1
+		cmds    []watchItem
+		found   []outcomeMsg
+		syncs   []chan struct{}
+	)
+	index := func(h Handle) int {
+		if int(h.id) < len(pos) {
+			if i := pos[h.id]; i >= 0 && pending[i].h == h {
+				return int(i)
+			}
+		}
+		return -1
+	}
+	remove := func(i int) {
+		if pos[pending[i].h.id] == int32(i) {
+			pos[pending[i].h.id] = -1
+		}
+		last := len(pending) - 1
+		if i != last {
+			pending[i] = pending[last]
+			pos[pending[i].h.id] = int32(i)
+		}
+		pending[last] = watchItem{}
+		pending = pending[:last]
+	}
 	sleep := time.NewTimer(time.Hour)
 	sleep.Stop()
 	idle := 0
 	for {
-		pending = w.in.take(pending)
-		if len(pending) == 0 {
+		syncs = w.syncs.take(syncs[:0])
+		cmds = w.in.take(cmds[:0])
+		for _, c := range cmds {
+			if c.a == nil {
+				if i := index(c.h); i >= 0 {
+					remove(i)
+				}
+				continue
+			}
+			for len(pos) <= int(c.h.id) {
+				pos = append(pos, -1)
+			}
+			pos[c.h.id] = int32(len(pending))
+			pending = append(pending, c)
+		}
+		clear(cmds)
+		if len(pending) == 0 && len(syncs) == 0 {
 			select {
 			case <-w.in.signal:
 				continue
@@ -72,24 +122,36 @@ func (w *watcher) run() {
 			}
 		}
 		found = found[:0]
-		start := time.Now()
+		// The sweep is timed only when the watcher is about to sleep: the
+		// clock read is not free, and a busy watcher never sleeps.
+		var start time.Time
+		if idle >= spinRounds {
+			start = time.Now()
+		}
 		for i := 0; i < len(pending); {
 			it := pending[i]
-			o, p := safePoll(it.attempt)
+			o, p := safePoll(it.a)
 			if o == nil && p == "" {
 				i++
 				continue
 			}
-			found = append(found, outcomeMsg{ref: it.ref, outcome: o, panic: p})
-			last := len(pending) - 1
-			pending[i] = pending[last]
-			pending[last] = watchItem{}
-			pending = pending[:last]
+			found = append(found, outcomeMsg{h: it.h, outcome: o, panic: p})
+			remove(i)
 		}
-		swept := time.Since(start)
+		var swept time.Duration
+		if idle >= spinRounds {
+			swept = time.Since(start)
+		}
+		w.sweeps++
 		if len(found) > 0 {
 			w.out.put(found...)
 			clear(found)
+		}
+		for _, s := range syncs {
+			close(s)
+		}
+		clear(syncs)
+		if len(found) > 0 || len(syncs) > 0 {
 			idle = 0
 			continue
 		}

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"sync"
 	"unsafe"
 
 	"github.com/kvready/kvready/contract"
@@ -23,9 +24,10 @@ type tenancy struct {
 // states: it learns grants from the slot runs a manager reports, exposures and
 // access proofs from the backend calls (through the transport), copy
 // completions from the stream (through its wrapper), and it reads the bytes in
-// staging, on the device and in the store.
+// staging, on the device and in the store. Every call holds the driver's lock
+// (d.mu): the engine's goroutines reach it through the transport.
 type checker struct {
-	mem    *readiness.Memory
+	mem    *staging.Memory
 	parts  []staging.Part
 	tenant [][]tenancy
 	// rowOwner maps a device row to its request; a copy is attributed to the
@@ -46,8 +48,11 @@ type checker struct {
 	rowsVerified        int
 }
 
-func newChecker(m *readiness.Memory) *checker {
-	c := &checker{mem: m, parts: m.Parts(), failed: map[uint64]bool{}, rowOwner: map[gpu.DevicePtr]*request{}}
+func newChecker(m *staging.Memory) *checker {
+	c := &checker{mem: m, failed: map[uint64]bool{}, rowOwner: map[gpu.DevicePtr]*request{}}
+	for g := range m.NumGroups() {
+		c.parts = append(c.parts, m.Parts().Part(g))
+	}
 	for _, g := range m.Groups() {
 		c.tenant = append(c.tenant, make([]tenancy, g.Slots))
 	}
@@ -75,6 +80,14 @@ func (c *checker) fenced(l *lease) bool {
 func (c *checker) request(r *request, rows int) {
 	for i := range rows {
 		c.rowOwner[r.dev+gpu.DevicePtr(i*SlotBytes)] = r
+	}
+}
+
+// forget drops an ended request's device rows: the device memory is freed
+// and may carry a later request.
+func (c *checker) forget(r *request, rows int) {
+	for i := range rows {
+		delete(c.rowOwner, r.dev+gpu.DevicePtr(i*SlotBytes))
 	}
 }
 
@@ -151,7 +164,7 @@ func (c *checker) landed(d *delivery, before [][]byte) {
 func (c *checker) reported(l *lease) {
 	switch o := l.backend.(type) {
 	case contract.Delivered:
-		if o.Served.Len() == 0 && l.outcome == readiness.Failed {
+		if o.Served.Len() == 0 && l.outcome.Failure() && l.outcome != readiness.TimedOut && l.outcome != readiness.Cancelled {
 			c.missesAsFailures++
 		}
 	case contract.Failed, contract.Cancelled:
@@ -272,6 +285,7 @@ func (c *checker) queried(ev gpu.Event, st gpu.Status) {
 type stream struct {
 	inner gpu.Stream
 	chk   *checker
+	mu    *sync.Mutex // the driver's lock
 }
 
 var _ gpu.Stream = (*stream)(nil)
@@ -281,7 +295,9 @@ func (s *stream) ID() uint64 { return s.inner.ID() }
 func (s *stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 	err := s.inner.CopyHtoD(dst, src)
 	if err == nil {
+		s.mu.Lock()
 		s.chk.copied(src, dst, true)
+		s.mu.Unlock()
 	}
 	return err
 }
@@ -289,7 +305,9 @@ func (s *stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 func (s *stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 	err := s.inner.CopyDtoH(dst, src)
 	if err == nil {
+		s.mu.Lock()
 		s.chk.copied(dst, src, false)
+		s.mu.Unlock()
 	}
 	return err
 }
@@ -297,7 +315,9 @@ func (s *stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 func (s *stream) Record() (gpu.Event, error) {
 	ev, err := s.inner.Record()
 	if err == nil {
+		s.mu.Lock()
 		s.chk.recorded(ev)
+		s.mu.Unlock()
 	}
 	return ev, err
 }
@@ -305,7 +325,11 @@ func (s *stream) Record() (gpu.Event, error) {
 func (s *stream) Query(ev gpu.Event) (gpu.Status, error) {
 	st, err := s.inner.Query(ev)
 	if err == nil {
+		s.mu.Lock()
 		s.chk.queried(ev, st)
+		s.mu.Unlock()
 	}
 	return st, err
 }
+
+func (s *stream) Addressable(p gpu.DevicePtr, n int) error { return s.inner.Addressable(p, n) }

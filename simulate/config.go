@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -38,9 +39,20 @@ type Config struct {
 	// GPULatency is how long the simulated device takes to complete a copy.
 	GPULatency time.Duration
 
+	// DrainGrace is how long access may stay unproven once the drain starts
+	// (at the deadline at the latest) before the engine contains the lease.
+	DrainGrace time.Duration
+	// StoreCapacity bounds the store: rows beyond it evict the least recently
+	// used (an evicted name is a miss). Memory then stays bounded by the work
+	// in flight and this capacity, however long the run.
+	StoreCapacity int
+
 	// Fault rates, each the probability (0..1) that a submission behaves so;
 	// together at most 1. The rest behave normally (serve what the store holds).
-	MissRate, PartialRate, FailRate, CancelRate, QuiesceFalseRate, RejectRate float64
+	// QuiesceNotYetRate: Quiesce answers "not yet" a few times, then proves the
+	// access over (the engine's retries get the proof). NeverProvesRate:
+	// Quiesce never proves it (the engine contains the lease at its deadline).
+	MissRate, PartialRate, FailRate, CancelRate, QuiesceNotYetRate, NeverProvesRate, RejectRate float64
 
 	// DeviceLossAt loses the device at this virtual time after the start; 0
 	// never loses it.
@@ -53,28 +65,32 @@ type Config struct {
 }
 
 // Defaults returns a configuration whose run exercises every outcome kind —
-// served, partial, missed, failed, cancelled, rejected, timed out and
-// quarantined — in a few seconds.
+// served, partial, missed, failed, cancelled, rejected and timed out — and
+// Quiesce answers that prove the access over only on a retry, in a few
+// seconds. Nothing is contained with the defaults: set NeverProvesRate for a
+// backend that never proves.
 func Defaults() Config {
 	return Config{
-		Requests:         2000,
-		Blocks:           8,
-		Groups:           2,
-		Slots:            512,
-		Share:            0.7,
-		Families:         24,
-		Arrival:          100 * time.Microsecond,
-		LatencyMedian:    time.Millisecond,
-		LatencySigma:     1.0,
-		Deadline:         10 * time.Millisecond,
-		GPULatency:       50 * time.Microsecond,
-		MissRate:         0.08,
-		PartialRate:      0.08,
-		FailRate:         0.04,
-		CancelRate:       0.04,
-		QuiesceFalseRate: 0.003,
-		RejectRate:       0.01,
-		Seed:             1,
+		Requests:          2000,
+		Blocks:            8,
+		Groups:            2,
+		Slots:             512,
+		Share:             0.7,
+		Families:          24,
+		Arrival:           100 * time.Microsecond,
+		LatencyMedian:     time.Millisecond,
+		LatencySigma:      1.0,
+		Deadline:          10 * time.Millisecond,
+		GPULatency:        50 * time.Microsecond,
+		DrainGrace:        20 * time.Millisecond,
+		StoreCapacity:     1 << 14,
+		MissRate:          0.08,
+		PartialRate:       0.08,
+		FailRate:          0.04,
+		CancelRate:        0.04,
+		QuiesceNotYetRate: 0.05,
+		RejectRate:        0.01,
+		Seed:              1,
 	}
 }
 
@@ -126,14 +142,22 @@ func (c Config) Validate() error {
 		field string
 		v     float64
 	}{{"miss-rate", c.MissRate}, {"partial-rate", c.PartialRate}, {"fail-rate", c.FailRate},
-		{"cancel-rate", c.CancelRate}, {"quiesce-false-rate", c.QuiesceFalseRate}, {"reject-rate", c.RejectRate}}
+		{"cancel-rate", c.CancelRate}, {"quiesce-not-yet-rate", c.QuiesceNotYetRate},
+		{"never-proves-rate", c.NeverProvesRate}, {"reject-rate", c.RejectRate}}
 	sum := 0.0
+	var named []string
 	for _, r := range rates {
 		prob(r.field, r.v)
+		if r.v > 0 {
+			named = append(named, fmt.Sprintf("%s %g", r.field, r.v))
+		}
 		sum += r.v
 	}
 	if sum > 1+1e-9 {
-		bad("miss-rate", "the fault rates add up to %.3f; want at most 1", sum)
+		bad("fault-rates", "%s add up to %.3f; want at most 1", strings.Join(named, " + "), sum)
+	}
+	if c.StoreCapacity < 0 {
+		bad("store-capacity", "%d; want a non-negative number of rows (0: unbounded)", c.StoreCapacity)
 	}
 	dur := func(field string, v time.Duration, zeroOK bool) {
 		switch {
@@ -147,6 +171,7 @@ func (c Config) Validate() error {
 	dur("latency-median", c.LatencyMedian, false)
 	dur("deadline", c.Deadline, false)
 	dur("gpu-latency", c.GPULatency, false)
+	dur("drain-grace", c.DrainGrace, false)
 	dur("device-loss-at", c.DeviceLossAt, true)
 	if math.IsNaN(c.LatencySigma) || c.LatencySigma < 0 || c.LatencySigma > 4 {
 		bad("latency-sigma", "%v; want 0..4", c.LatencySigma)

@@ -1,8 +1,11 @@
 package simulate
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/kvready/kvready/fsm"
@@ -15,28 +18,45 @@ import (
 // ended callbacks.
 type manager interface {
 	lend(l *lease) error
-	step()
+	// step runs one round of the manager.
+	step() error
 	release(l *lease)
 	states() []StateCount
+	// nextSubmission names the lease whose submission the backend sees next.
+	nextSubmission() *lease
+	// contained reports the slots quarantined and the containments raised.
+	contained() (slots, containments int)
+	// why says why requests are still unfinished.
+	why() string
 	// finish stops admission and runs until nothing more can happen.
 	finish()
 }
 
-// engineManager drives a readiness.Engine, learning what happened from its
-// transition hook, as a real manager would.
+// engineManager drives readiness.Engine — the runner users embed, its
+// goroutines and all — learning what happened from its transition hook, as a
+// real manager would. Each step is one Engine.Sync on the virtual clock: the
+// engine's goroutines catch up with everything the simulated backend made
+// observable, so a run is deterministic for a seed.
 type engineManager struct {
-	eng      *readiness.Engine
-	d        *driver
-	byHandle map[readiness.Handle]*lease
-	handles  map[*lease]readiness.Handle
-	events   []readiness.Transition
-	draining bool
+	eng          *readiness.Engine
+	d            *driver
+	byHandle     map[readiness.Handle]*lease
+	handles      map[*lease]readiness.Handle
+	events       []readiness.Transition
+	staged       []*lease // leases resting in staged, in the order the engine submits them
+	containments int
+	ungrantable  uint64 // the engine's ungrantable count last seen
+	draining     bool
 }
 
-func newEngineManager(d *driver, m *readiness.Memory, s gpu.Stream, h gpu.Health) (*engineManager, error) {
+// syncLimit bounds one step's wait for the engine's goroutines: only a
+// goroutine that never returns could hold it up.
+const syncLimit = 30 * time.Second
+
+func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, error) {
 	em := &engineManager{d: d, byHandle: map[readiness.Handle]*lease{}, handles: map[*lease]readiness.Handle{}}
 	eng, err := readiness.New(readiness.Config{
-		Memory:         m,
+		Memory:         d.mem,
 		TokensPerBlock: TokensPerBlock,
 		Fetcher:        d.t,
 		Publisher:      d.t,
@@ -44,10 +64,15 @@ func newEngineManager(d *driver, m *readiness.Memory, s gpu.Stream, h gpu.Health
 		Health:         h,
 		Clock:          d.clk,
 		RequestTimeout: d.cfg.Deadline,
-		DrainGrace:     time.Second,
-		Inline:         true,
-		OnTransition:   em.hook,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DrainGrace:     d.cfg.DrainGrace,
+		// Back-off on the virtual clock: a "not yet" is asked again a tick
+		// later, then less often.
+		RetryBackoff:    tick,
+		MaxRetryBackoff: 20 * tick,
+		KeepReleased:    64,
+		OnTransition:    em.hook,
+		OnContainment:   func(readiness.Containment) { em.containments++ },
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, err
@@ -56,39 +81,75 @@ func newEngineManager(d *driver, m *readiness.Memory, s gpu.Stream, h gpu.Health
 	return em, nil
 }
 
-// hook runs inside engine calls. It only records, except for naming the lease
-// whose submission follows: a lease reaches staged immediately before the
-// engine submits it.
+// hook runs inside engine calls. It only records, except for keeping the line
+// of staged leases: a lease that comes to rest in staged is submitted in that
+// order, in the same round; one that passes through (withdrawn, late) is not.
 func (em *engineManager) hook(tr readiness.Transition) {
-	if tr.To == fsm.Staged {
-		em.d.t.current = em.byHandle[tr.Lease]
+	switch {
+	case tr.To == fsm.Staged:
+		if l := em.byHandle[tr.Lease]; l != nil {
+			em.staged = append(em.staged, l)
+		}
+	case tr.From == fsm.Staged && tr.Completion:
+		if l := em.byHandle[tr.Lease]; l != nil && len(em.staged) > 0 && em.staged[len(em.staged)-1] == l {
+			em.staged = em.staged[:len(em.staged)-1]
+		}
 	}
 	em.events = append(em.events, tr)
 }
 
+func (em *engineManager) nextSubmission() *lease {
+	if len(em.staged) == 0 {
+		return nil
+	}
+	l := em.staged[0]
+	em.staged[0] = nil
+	em.staged = em.staged[1:]
+	return l
+}
+
 func (em *engineManager) lend(l *lease) error {
-	h, err := em.eng.Lend(readiness.Request{
-		Kind:        l.kind,
-		Rows:        l.rows(),
-		KnownBlocks: l.first,
-		Deadline:    epoch.Add(l.lentAt + em.d.cfg.Deadline),
-	})
+	h, err := em.eng.Lend(readiness.Request{Kind: l.kind, Rows: l.rows(), KnownBlocks: l.first})
 	if err != nil {
 		return err
 	}
 	em.byHandle[h], em.handles[l] = l, h
-	em.drain()
 	return nil
 }
 
-func (em *engineManager) step() {
-	em.eng.Progress()
+func (em *engineManager) step() error {
+	ctx, cancel := context.WithTimeout(context.Background(), syncLimit)
+	defer cancel()
+	if _, err := em.eng.Sync(ctx); err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	em.drain()
+	em.dropUngrantable()
+	return nil
+}
+
+// dropUngrantable gives up on waiting leases that quarantine made impossible
+// to grant, as a manager must: it releases them (they hold nothing) and
+// recomputes instead.
+func (em *engineManager) dropUngrantable() {
+	if em.eng.Stats().Ungrantable == em.ungrantable {
+		return
+	}
+	em.ungrantable = em.eng.Stats().Ungrantable
+	for h, l := range em.byHandle {
+		if info, err := em.eng.Lease(h); err == nil && info.Ungrantable {
+			l.final, l.reported, l.reason = refused, true, info.Reason
+			_ = em.eng.Release(h)
+			em.forget(l, h)
+			em.d.ended(l)
+		}
+	}
 	em.drain()
 }
 
 func (em *engineManager) release(l *lease) {
 	if h, ok := em.handles[l]; ok {
-		_ = em.eng.Release(h) // latched until the fence; a stale handle means it is gone already
+		_ = em.eng.Release(h) // latched until the lease is complete
 		em.drain()
 	}
 }
@@ -110,17 +171,20 @@ func (em *engineManager) drain() {
 		switch tr.To {
 		case fsm.Granted:
 			if runs, err := em.eng.Runs(tr.Lease, nil); err == nil {
+				em.d.mu.Lock()
 				em.d.chk.granted(l, runs)
+				em.d.mu.Unlock()
 			}
 		case fsm.LogicallyComplete:
 			em.report(l, tr.Lease, true)
 		case fsm.Quarantined:
 			em.report(l, tr.Lease, false)
 			l.final = quarantined
-			_ = em.eng.Release(tr.Lease) // forget the handle; the slots stay out for ever
+			_ = em.eng.Release(tr.Lease) // retire the handle; the slots stay out for ever
 			em.forget(l, tr.Lease)
 			em.d.ended(l)
 		case fsm.Released:
+			em.report(l, tr.Lease, false)
 			l.final = released
 			em.forget(l, tr.Lease)
 			em.d.ended(l)
@@ -153,23 +217,47 @@ func (em *engineManager) report(l *lease, h readiness.Handle, ready bool) {
 }
 
 func (em *engineManager) states() []StateCount {
-	st := em.eng.Stats()
 	out := make([]StateCount, 0, fsm.NumStates)
 	for s := range fsm.NumStates {
-		out = append(out, StateCount{State: fsm.State(s).String(), Leases: st.Leases[s]})
+		out = append(out, StateCount{State: fsm.State(s).String(), Leases: em.eng.Count(s)})
 	}
 	return out
 }
 
-func (em *engineManager) finish() {
-	rep := em.eng.Close()
-	em.drain()
-	for i := 0; i < 100 && !rep.Drained; i++ {
-		em.d.clk.Advance(time.Second) // let deadlines and drain periods expire
-		em.d.t.landAll()
-		rep = em.eng.Close()
-		em.drain()
-	}
+func (em *engineManager) contained() (int, int) {
+	return em.eng.Stats().SlotsQuarantined, em.containments
 }
 
-func (em *engineManager) slotsQuarantined() int { return em.eng.Stats().SlotsQuarantined }
+// why explains unfinished requests from the engine's own account.
+func (em *engineManager) why() string {
+	st := em.eng.Stats()
+	var parts []string
+	if st.SlotsQuarantined > 0 {
+		parts = append(parts, fmt.Sprintf("%d staging slots quarantined (never-proven deliveries, contained)", st.SlotsQuarantined))
+	}
+	if st.Ungrantable > 0 {
+		parts = append(parts, fmt.Sprintf("%d leases can never be granted: quarantine left no run of slots long enough", st.Ungrantable))
+	}
+	if n := st.Leases[fsm.Waiting]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d leases still waiting for slots", n))
+	}
+	for _, s := range []fsm.State{fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven} {
+		if n := st.Leases[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d leases in %v", n, s))
+		}
+	}
+	if len(parts) == 0 {
+		return "the run stopped before every request arrived"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (em *engineManager) finish() {
+	em.eng.Close()
+	em.drain()
+	for i := 0; i < 1000 && !em.eng.Report().Drained; i++ {
+		em.d.clk.Advance(em.d.cfg.DrainGrace) // let deadlines and containment deadlines pass
+		em.d.t.landAll()
+		_ = em.step()
+	}
+}

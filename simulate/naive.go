@@ -17,6 +17,7 @@ import (
 // watched by the checker; nothing in kvready uses it.
 type naiveManager struct {
 	d       *driver
+	current *lease // the lease whose submission comes next
 	alloc   *staging.Allocator
 	parts   staging.Parts
 	stream  gpu.Stream
@@ -52,8 +53,8 @@ type naiveLease struct {
 	masks    [][]bool
 }
 
-func newNaiveManager(d *driver, m *readiness.Memory, s gpu.Stream) (*naiveManager, error) {
-	groups := m.Groups()
+func newNaiveManager(d *driver, s gpu.Stream) (*naiveManager, error) {
+	groups := d.mem.Groups()
 	slots := make([]int, len(groups))
 	for g, grp := range groups {
 		slots[g] = grp.Slots
@@ -62,11 +63,19 @@ func newNaiveManager(d *driver, m *readiness.Memory, s gpu.Stream) (*naiveManage
 	if err != nil {
 		return nil, err
 	}
-	parts, err := staging.NewParts(m.Parts())
-	if err != nil {
-		return nil, err
-	}
-	return &naiveManager{d: d, alloc: alloc, parts: parts, stream: s, leases: map[staging.Ticket]*naiveLease{}}, nil
+	return &naiveManager{d: d, alloc: alloc, parts: d.mem.Parts(), stream: s, leases: map[staging.Ticket]*naiveLease{}}, nil
+}
+
+func (n *naiveManager) nextSubmission() *lease {
+	l := n.current
+	n.current = nil
+	return l
+}
+
+func (n *naiveManager) contained() (int, int) { return 0, 0 }
+
+func (n *naiveManager) why() string {
+	return fmt.Sprintf("%d leases still active in the naive manager", len(n.active))
 }
 
 func (n *naiveManager) lend(l *lease) error {
@@ -82,12 +91,14 @@ func (n *naiveManager) lend(l *lease) error {
 		return err
 	}
 	nl := &naiveLease{l: l, ticket: t, deadline: int64(l.lentAt + n.d.cfg.Deadline)}
+	_ = readiness.Fetch
 	n.leases[t] = nl
 	n.active = append(n.active, nl)
 	return nil
 }
 
-func (n *naiveManager) step() {
+func (n *naiveManager) step() error {
+	defer n.compact()
 	for _, t := range n.alloc.TakeGrants(nil) {
 		if nl := n.leases[t]; nl != nil {
 			n.grant(nl)
@@ -122,6 +133,11 @@ func (n *naiveManager) step() {
 			}
 		}
 	}
+	return nil
+}
+
+// compact drops the leases that are done.
+func (n *naiveManager) compact() {
 	kept := n.active[:0]
 	for _, nl := range n.active {
 		if nl.state != naiveDone {
@@ -139,7 +155,9 @@ func (n *naiveManager) grant(nl *naiveLease) {
 		n.fail(nl, err.Error())
 		return
 	}
+	n.d.mu.Lock()
 	n.d.chk.granted(nl.l, runs)
+	n.d.mu.Unlock()
 	l := nl.l
 	for i, r := range runs {
 		gr := staging.GroupRun{LayerGroup: r.Group, Part: r.Group}
@@ -188,7 +206,7 @@ func (n *naiveManager) submit(nl *naiveLease) {
 		n.fail(nl, err.Error())
 		return
 	}
-	n.d.t.current = nl.l
+	n.current = nl.l
 	var a contract.Attempt
 	var err error
 	if nl.l.kind == readiness.Fetch {
@@ -323,6 +341,6 @@ func (n *naiveManager) finish() {
 		}
 		n.d.clk.Advance(n.d.cfg.Deadline)
 		n.d.t.tick(n.d.clk.since())
-		n.step()
+		_ = n.step()
 	}
 }

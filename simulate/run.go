@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -17,8 +17,13 @@ import (
 // tick is the virtual time between two driver rounds.
 const tick = 50 * time.Microsecond
 
-// sampleEvery is how often, in virtual time, the timeline is sampled.
-const sampleEvery = time.Millisecond
+// maxInFlight bounds the requests whose device rows exist at once; a request
+// arrives late rather than beyond it.
+const maxInFlight = 4096
+
+// maxSamples bounds the timeline, however long the run: the sampling interval
+// grows with the run's expected virtual length.
+const maxSamples = 2000
 
 // StateCount is how many leases are in one state.
 type StateCount struct {
@@ -36,28 +41,43 @@ type Sample struct {
 type Progress func(done, total int)
 
 // driver is the simulated KV cache manager's request side: it issues requests,
-// reacts to the outcomes a manager reports, and keeps the results.
+// reacts to the outcomes a manager reports, and keeps the results. It keeps
+// only what the requests in flight need: an ended request's device rows are
+// freed and its leases folded into the summary, so memory is bounded by the
+// work in flight, the staging pool and the store's capacity.
 type driver struct {
 	cfg Config
 	clk *clock
 	dev *sim.Device
-	mem *readiness.Memory
+	mem *staging.Memory
 	t   *transport
 	chk *checker
 	mgr manager
 	w   *workload
+	// mu guards the checker, the transport's deliveries and the facts the
+	// backend calls record on leases: the engine's goroutines reach them
+	// through Poll and Quiesce.
+	mu sync.Mutex
 
-	reqs     []*request
-	leases   []*lease
-	finished int
-	refused  int
-	lost     bool
-	readyLat []time.Duration
-	timeline []Sample
+	active    []*request
+	next      int // the next request to arrive
+	finished  int
+	refused   int
+	lost      bool
+	sum       Summary
+	askTokens int
+	gotTokens int
+	timeline  []Sample
+	every     time.Duration // timeline sampling interval
+	// Latencies are kept as bounded samples: exact for short runs, a uniform
+	// sample of every lease for long ones.
+	readySample, fenceSample reservoir
 }
 
 // Run simulates cfg to the end and returns its summary. The context stops a run
-// early (the summary then covers what ran). progress may be nil.
+// early (the summary then covers what ran). progress may be nil. A run that
+// ends with requests unfinished returns an error saying how many and why; the
+// summary says the same.
 func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("simulate: invalid configuration: %w", err)
@@ -74,14 +94,18 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	d.t.landAll()
 	d.mgr.finish()
 	d.t.landAll()
+	d.endAll()
 	if err := d.t.close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	wall := time.Since(start)
-	for _, r := range d.reqs {
-		d.chk.verifyStore(func(n contract.Name) ([]byte, bool) { return d.t.be.Get(staging.ExtentName, n) }, r)
+	s := d.summary(time.Since(start))
+	if s.UnfinishedRequests > 0 {
+		if runErr != nil {
+			s.UnfinishedReason = "the run was stopped (" + runErr.Error() + "); " + s.UnfinishedReason
+		}
+		runErr = fmt.Errorf("simulate: %d of %d requests unfinished: %s", s.UnfinishedRequests, s.Requests, s.UnfinishedReason)
 	}
-	return d.summary(wall), runErr
+	return s, runErr
 }
 
 func newDriver(cfg Config) (*driver, error) {
@@ -91,43 +115,51 @@ func newDriver(cfg Config) (*driver, error) {
 		return nil, err
 	}
 	d.w = w
-	rowBytes := cfg.Blocks * cfg.Groups * SlotBytes
-	devBytes := cfg.Requests*((rowBytes+255)/256*256) + 4096
-	if d.dev, err = sim.New(0, devBytes, sim.WithLatency(d.clk, cfg.GPULatency)); err != nil {
+	// Device memory for the requests in flight: the staging pool bounds how
+	// many can hold rows at once, waiting ones hold theirs too.
+	rowBytes := (cfg.Blocks*cfg.Groups*SlotBytes + 255) / 256 * 256
+	inFlight := min(cfg.Requests, maxInFlight)
+	if d.dev, err = sim.New(0, inFlight*rowBytes+4096, sim.WithLatency(d.clk, cfg.GPULatency)); err != nil {
 		return nil, err
 	}
 	inner, err := d.dev.NewStream()
 	if err != nil {
 		return nil, err
 	}
-	groups := make([]readiness.Group, cfg.Groups)
+	groups := make([]staging.Group, cfg.Groups)
 	for g := range groups {
-		groups[g] = readiness.Group{Slots: cfg.Slots, SlotBytes: SlotBytes}
+		groups[g] = staging.Group{Slots: cfg.Slots, SlotBytes: SlotBytes}
 	}
-	if d.mem, err = readiness.NewMemory(groups...); err != nil {
+	// The simulated device copies from the Go heap; a real one needs pinned
+	// memory (staging.NewMemory with the driver's host allocator).
+	if d.mem, err = staging.NewMemory(staging.GoHeap, groups...); err != nil {
 		return nil, err
 	}
 	d.chk = newChecker(d.mem)
-	if d.t, err = newTransport(d.mem, d.clk, d.chk); err != nil {
+	if d.t, err = newTransport(d); err != nil {
 		return nil, err
 	}
-	s := &stream{inner: inner, chk: d.chk}
+	s := &stream{inner: inner, chk: d.chk, mu: &d.mu}
 	if cfg.Naive {
-		d.mgr, err = newNaiveManager(d, d.mem, s)
+		d.mgr, err = newNaiveManager(d, s)
 	} else {
-		d.mgr, err = newEngineManager(d, d.mem, s, d.dev)
+		d.mgr, err = newEngineManager(d, s, d.dev)
 	}
 	if err != nil {
 		return nil, err
 	}
+	d.t.next = d.mgr.nextSubmission
+	expected := time.Duration(cfg.Requests)*cfg.Arrival + 4*cfg.Deadline
+	d.every = max(time.Millisecond, expected/maxSamples)
+	d.readySample = newReservoir(cfg.Seed)
+	d.fenceSample = newReservoir(cfg.Seed + 1)
 	return d, nil
 }
 
 func (d *driver) loop(ctx context.Context, progress Progress) error {
 	cfg := d.cfg
-	next := 0
 	lastArrival := time.Duration(cfg.Requests-1) * cfg.Arrival
-	limit := lastArrival + 20*(cfg.Deadline+cfg.LatencyMedian) + time.Second
+	limit := lastArrival + 20*(cfg.Deadline+cfg.DrainGrace+cfg.LatencyMedian) + time.Second
 	nextSample := time.Duration(0)
 	reported := -1
 	for round := 0; ; round++ {
@@ -139,83 +171,87 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 			d.lost = true
 			d.dev.Lose("Xid 79: simulated GPU has fallen off the bus")
 		}
-		for next < cfg.Requests && time.Duration(next)*cfg.Arrival <= now {
-			if err := d.arrive(next); err != nil {
+		for d.next < cfg.Requests && time.Duration(d.next)*cfg.Arrival <= now {
+			ok, err := d.arrive(d.next)
+			if err != nil {
 				return err
 			}
-			next++
+			if !ok {
+				break // no device memory for it yet: it arrives once a request ends
+			}
+			d.next++
 		}
 		d.t.tick(now)
-		d.mgr.step()
+		if err := d.mgr.step(); err != nil {
+			return err
+		}
+		d.reap()
 		if now >= nextSample {
 			d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states()})
-			nextSample += sampleEvery
+			nextSample += d.every
 		}
 		if d.finished != reported {
 			reported = d.finished
 			progress(d.finished, cfg.Requests)
 		}
-		if next == cfg.Requests && d.finished == cfg.Requests {
+		if d.next == cfg.Requests && d.finished == cfg.Requests {
 			return nil
 		}
 		if now > limit {
-			return fmt.Errorf("simulate: %d of %d requests still unfinished at virtual time %v", cfg.Requests-d.finished, cfg.Requests, now)
+			return nil // the summary says what is unfinished, and why
 		}
 		d.clk.Advance(tick)
 	}
 }
 
 // arrive starts request i: the checker writes canaries into its device rows,
-// then its fetch is lent.
-func (d *driver) arrive(i int) error {
-	r, err := d.w.request(i)
-	if err != nil {
-		return err
-	}
-	d.reqs = append(d.reqs, r)
+// then its fetch is lent. It reports false when the device has no memory for
+// the request's rows yet (too many requests in flight): it arrives later.
+func (d *driver) arrive(i int) (bool, error) {
 	rows := d.cfg.Blocks * d.cfg.Groups
 	if d.lost {
-		d.refuse(r)
-		return nil
+		d.refused++
+		d.finished++
+		return true, nil
 	}
-	if r.dev, err = d.dev.Alloc(rows * SlotBytes); err != nil {
-		if errors.Is(err, gpu.ErrDeviceLost) {
-			d.refuse(r)
-			return nil
-		}
-		return fmt.Errorf("simulate: device rows of request %d: %w", i, err)
+	p, err := d.dev.Alloc(rows * SlotBytes)
+	switch {
+	case errors.Is(err, gpu.ErrDeviceLost):
+		d.refused++
+		d.finished++
+		return true, nil
+	case err != nil && len(d.active) > 0:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("simulate: device rows of request %d: %w", i, err)
 	}
+	r, err := d.w.request(i)
+	if err != nil {
+		return false, err
+	}
+	r.dev = p
+	d.active = append(d.active, r)
+	d.mu.Lock()
 	d.chk.request(r, rows)
+	d.mu.Unlock()
 	buf := make([]byte, SlotBytes)
 	for row := range rows {
 		canary(i, row, buf)
-		if err := d.dev.Write(r.dev+gpu.DevicePtr(row*SlotBytes), buf); err != nil {
-			d.refuse(r)
-			return nil
-		}
+		_ = d.dev.Write(r.dev+gpu.DevicePtr(row*SlotBytes), buf) // a device lost meanwhile fails the copies instead
 	}
 	r.fetch = d.newLease(r, readiness.Fetch, 0, d.cfg.Blocks)
 	d.lend(r.fetch)
-	return nil
-}
-
-func (d *driver) refuse(r *request) {
-	d.refused++
-	r.ended = true
-	d.finished++
+	return true, nil
 }
 
 func (d *driver) newLease(r *request, k readiness.Kind, first, blocks int) *lease {
-	mode, lat := d.w.behaviour()
-	l := &lease{id: len(d.leases), req: r, kind: k, first: first, blocks: blocks, mode: mode, latency: lat, lentAt: d.clk.since()}
-	d.leases = append(d.leases, l)
-	return l
+	mode, lat := d.w.behaviour(r.id, k)
+	return &lease{req: r, kind: k, first: first, blocks: blocks, mode: mode, latency: lat, lentAt: d.clk.since()}
 }
 
 func (d *driver) lend(l *lease) {
 	if err := d.mgr.lend(l); err != nil {
 		l.final, l.reported, l.reason = refused, true, err.Error()
-		d.maybeEnd(l.req)
 	}
 }
 
@@ -228,11 +264,13 @@ func (d *driver) outcome(l *lease) {
 		return
 	}
 	l.reported = true
+	d.mu.Lock()
 	d.chk.reported(l)
 	if l.kind == readiness.Fetch && l.ready {
-		d.readyLat = append(d.readyLat, d.clk.since()-l.lentAt)
+		d.readySample.add(d.clk.since() - l.lentAt)
 		d.chk.verifyFetch(d.dev, l)
 	}
+	d.mu.Unlock()
 	d.mgr.release(l)
 	r := l.req
 	if l.kind == readiness.Fetch && !d.lost {
@@ -245,7 +283,6 @@ func (d *driver) outcome(l *lease) {
 			d.lend(r.pub)
 		}
 	}
-	d.maybeEnd(r)
 }
 
 // compute stands for the model computing the blocks the fetch did not bring:
@@ -263,20 +300,104 @@ func (d *driver) compute(r *request, from int) bool {
 	return true
 }
 
-func (d *driver) ended(l *lease) {
-	l.endedAt = d.clk.since()
-	d.maybeEnd(l.req)
+// ended is called when a lease reaches its final state.
+func (d *driver) ended(l *lease) { l.endedAt = d.clk.since() }
+
+// reap ends every request whose leases are all final: its leases are folded
+// into the summary, what the store holds for its names is checked, and its
+// device rows are freed.
+func (d *driver) reap() {
+	kept := d.active[:0]
+	for _, r := range d.active {
+		done := func(l *lease) bool { return l == nil || (l.reported && l.final != held) }
+		if !done(r.fetch) || !done(r.pub) {
+			kept = append(kept, r)
+			continue
+		}
+		d.end(r)
+	}
+	clear(d.active[len(kept):])
+	d.active = kept
 }
 
-func (d *driver) maybeEnd(r *request) {
-	if r.ended {
+// end folds an ended (or, at the end of the run, unfinished) request into the
+// summary and lets go of it.
+func (d *driver) end(r *request) {
+	r.ended = true
+	if unfinished := (r.fetch != nil && r.fetch.final == held) || (r.pub != nil && r.pub.final == held); !unfinished {
+		d.finished++
+	} else {
+		d.sum.UnfinishedRequests++
+	}
+	for _, l := range []*lease{r.fetch, r.pub} {
+		if l != nil {
+			d.fold(l)
+		}
+	}
+	d.mu.Lock()
+	d.chk.verifyStore(func(n contract.Name) ([]byte, bool) { return d.t.be.Get(staging.ExtentName, n) }, r)
+	d.chk.forget(r, d.cfg.Blocks*d.cfg.Groups)
+	d.mu.Unlock()
+	_ = d.dev.Free(r.dev) // a lost device has nothing left to free
+}
+
+// endAll ends every request still in flight when the run stops.
+func (d *driver) endAll() {
+	d.reap()
+	for _, r := range d.active {
+		d.end(r)
+	}
+	d.active = nil
+}
+
+// fold adds one lease to the summary.
+func (d *driver) fold(l *lease) {
+	s := &d.sum
+	if l.final == refused {
+		s.RefusedLeases++
 		return
 	}
-	done := func(l *lease) bool { return l == nil || (l.reported && l.final != held) }
-	if r.fetch != nil && done(r.fetch) && done(r.pub) {
-		r.ended = true
-		d.finished++
+	s.Leases++
+	switch l.final {
+	case released:
+		s.Released++
+	case quarantined:
+		s.Quarantined++
+	default:
+		s.Unfinished++
 	}
+	switch l.outcome {
+	case readiness.Served:
+		s.Served++
+	case readiness.Partial:
+		s.Partial++
+	case readiness.Missed:
+		s.Missed++
+	}
+	if l.outcome.Failure() {
+		s.Failed++
+		switch l.outcome {
+		case readiness.Rejected:
+			s.Rejected++
+		case readiness.TimedOut:
+			s.Timeouts++
+		case readiness.Cancelled:
+			s.Cancelled++
+		case readiness.Violation:
+			s.Violations++
+		}
+	}
+	if l.kind == readiness.Fetch {
+		d.askTokens += l.blocks * TokensPerBlock
+		if l.ready {
+			d.gotTokens += max(0, l.interval.UsableUntil-l.interval.RestartFloor)
+		}
+	}
+	d.mu.Lock()
+	if l.proven && l.delivery != nil {
+		d.fenceSample.add(l.provenAt - l.submittedAt)
+	}
+	d.mu.Unlock()
 }
 
 // quantile returns the q-quantile of sorted durations (0 when empty).
@@ -289,66 +410,26 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (d *driver) summary(wall time.Duration) *Summary {
-	s := &Summary{Manager: "kvready", Requests: d.cfg.Requests, RefusedRequests: d.refused, Wall: wall, Virtual: d.clk.since()}
+	s := &d.sum
+	s.Manager, s.Requests, s.RefusedRequests, s.Wall, s.Virtual = "kvready", d.cfg.Requests, d.refused, wall, d.clk.since()
 	if d.cfg.Naive {
 		s.Manager = "naive"
 	}
-	var askTokens, gotTokens int
-	var fence []time.Duration
-	for _, l := range d.leases {
-		if l.final == refused {
-			s.RefusedLeases++
-			continue
-		}
-		s.Leases++
-		switch l.final {
-		case released:
-			s.Released++
-		case quarantined:
-			s.Quarantined++
-		default:
-			s.Unfinished++
-		}
-		switch l.outcome {
-		case readiness.Served:
-			s.Served++
-		case readiness.Partial:
-			s.Partial++
-		case readiness.Missed:
-			s.Missed++
-		case readiness.Failed:
-			s.Failed++
-			switch {
-			case l.rejected:
-				s.Rejected++
-			case containsTimeout(l.reason):
-				s.Timeouts++
-			case l.backend != nil && isCancel(l.backend):
-				s.Cancelled++
-			}
-		}
-		if l.kind == readiness.Fetch {
-			askTokens += l.blocks * TokensPerBlock
-			if l.ready {
-				gotTokens += max(0, l.interval.UsableUntil-l.interval.RestartFloor)
-			}
-		}
-		if l.proven && l.delivery != nil {
-			fence = append(fence, l.provenAt-l.submittedAt)
-		}
+	if notStarted := d.cfg.Requests - d.next; notStarted > 0 {
+		s.UnfinishedRequests += notStarted
 	}
-	if askTokens > 0 {
-		s.HitTokenRatio = float64(gotTokens) / float64(askTokens)
+	if s.UnfinishedRequests > 0 {
+		s.UnfinishedReason = d.mgr.why()
 	}
-	slices.Sort(d.readyLat)
-	slices.Sort(fence)
-	s.ReadinessP50, s.ReadinessP99 = quantile(d.readyLat, 0.50), quantile(d.readyLat, 0.99)
+	if d.askTokens > 0 {
+		s.HitTokenRatio = float64(d.gotTokens) / float64(d.askTokens)
+	}
+	s.ReadyLatencies, s.FenceLatencies = d.readySample.sorted(), d.fenceSample.sorted()
+	s.ReadinessP50, s.ReadinessP99 = quantile(s.ReadyLatencies, 0.50), quantile(s.ReadyLatencies, 0.99)
 	if wall > 0 {
 		s.Throughput = float64(s.Released+s.Quarantined) / wall.Seconds()
 	}
-	if em, ok := d.mgr.(*engineManager); ok {
-		s.SlotsQuarantined = em.slotsQuarantined()
-	}
+	s.SlotsQuarantined, s.Containments = d.mgr.contained()
 	c := d.chk
 	s.RecycledBeforeFence = c.recycledBeforeFence
 	s.RegrantsUnproven = c.regrantsUnproven
@@ -360,7 +441,5 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.RowsVerified = c.rowsVerified
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
-	s.ReadyLatencies = d.readyLat
-	s.FenceLatencies = fence
 	return s
 }

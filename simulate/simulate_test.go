@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func small() Config {
 	c.Requests = 400
 	c.Slots = 256
 	c.LatencySigma = 1.3
-	c.QuiesceFalseRate = 0.01
+	c.NeverProvesRate = 0.01
 	c.RejectRate = 0.02
 	return c
 }
@@ -42,6 +43,8 @@ func TestEngineRunIsSafeAndCoversEveryOutcome(t *testing.T) {
 	assert.Zero(t, s.FailuresReportedAsMisses)
 	assert.Zero(t, s.OrphanSubmissions)
 	assert.Zero(t, s.Unfinished)
+	assert.Zero(t, s.UnfinishedRequests)
+	assert.True(t, s.Complete())
 	assert.Positive(t, s.RowsVerified)
 	assert.Positive(t, s.SlotGrants)
 	for name, n := range map[string]int{
@@ -53,7 +56,8 @@ func TestEngineRunIsSafeAndCoversEveryOutcome(t *testing.T) {
 	}
 	assert.Equal(t, s.Leases, s.Released+s.Quarantined+s.Unfinished)
 	assert.Equal(t, s.Leases, s.Served+s.Partial+s.Missed+s.Failed, "every lease reports one outcome")
-	assert.Positive(t, s.SlotsQuarantined, "quiesce-false leaves slots out of circulation")
+	assert.Positive(t, s.SlotsQuarantined, "a backend that never proves leaves slots out of circulation")
+	assert.Equal(t, s.Quarantined, s.Containments, "every quarantined lease raised one containment")
 	assert.Greater(t, s.HitTokenRatio, 0.0)
 	assert.Less(t, s.HitTokenRatio, 1.0)
 	assert.LessOrEqual(t, s.ReadinessP50, s.ReadinessP99)
@@ -88,10 +92,60 @@ func TestRunIsDeterministicForASeed(t *testing.T) {
 	assert.NotEqual(t, strip(a).Timeline, strip(other).Timeline, "another seed, another run")
 }
 
+// The defaults model Quiesce "not yet" answers, which the engine's retries
+// turn into proofs: nothing is contained and every request ends.
+func TestDefaultsRetryNotYetAndContainNothing(t *testing.T) {
+	c := Defaults()
+	c.Requests = 600
+	s := run(t, c)
+	assert.True(t, s.Safe())
+	assert.True(t, s.Complete())
+	assert.Zero(t, s.Quarantined)
+	assert.Zero(t, s.Containments)
+	assert.Equal(t, s.Leases, s.Released)
+}
+
+// A run stopped early says so: the summary counts the requests that did not
+// end and says why, and Run returns the same as an error.
+func TestUnfinishedRequestsAreReported(t *testing.T) {
+	c := small()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := Run(ctx, c, func(done, _ int) {
+		if done >= 50 {
+			cancel()
+		}
+	})
+	require.Error(t, err)
+	assert.False(t, s.Complete())
+	assert.Positive(t, s.UnfinishedRequests)
+	assert.NotEmpty(t, s.UnfinishedReason)
+	assert.ErrorContains(t, err, s.UnfinishedReason)
+	var table strings.Builder
+	require.NoError(t, s.WriteTable(&table))
+	assert.Contains(t, table.String(), "UNFINISHED REQUESTS")
+	assert.Zero(t, s.RecycledBeforeFence, "unfinished, but never unsafe")
+}
+
+// A backend that never proves gets its leases contained; the pool shrinks
+// until requests cannot be staged at all, which the manager is told at once:
+// every request still ends, refused rather than stuck.
+func TestNeverProvingBackendIsContainedAndRequestsEnd(t *testing.T) {
+	c := small()
+	c.Requests = 300
+	c.Slots = 16
+	c.NeverProvesRate = 0.5
+	s := run(t, c)
+	assert.True(t, s.Complete())
+	assert.Positive(t, s.Containments)
+	assert.Positive(t, s.RefusedLeases, "leases no run of slots can hold any more are refused")
+	assert.True(t, s.Safe())
+}
+
 func TestDeviceLossQuarantinesInFlightCopies(t *testing.T) {
 	c := small()
 	c.Requests = 200
-	c.QuiesceFalseRate = 0
+	c.NeverProvesRate = 0
 	c.DeviceLossAt = 5 * time.Millisecond
 	s := run(t, c)
 	assert.Positive(t, s.Quarantined, "copies in flight on the lost device are unproven")
@@ -112,7 +166,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"families", func(c *Config) { c.Families = 0 }},
 		{"share", func(c *Config) { c.Share = 1.5 }},
 		{"miss-rate", func(c *Config) { c.MissRate = -0.1 }},
-		{"miss-rate", func(c *Config) { c.MissRate, c.FailRate = 0.6, 0.6 }},
+		{"fault-rates", func(c *Config) { c.MissRate, c.FailRate = 0.6, 0.6 }},
+		{"never-proves-rate", func(c *Config) { c.NeverProvesRate = 2 }},
+		{"drain-grace", func(c *Config) { c.DrainGrace = 0 }},
+		{"store-capacity", func(c *Config) { c.StoreCapacity = -1 }},
 		{"cancel-rate", func(c *Config) { c.CancelRate = 2 }},
 		{"arrival", func(c *Config) { c.Arrival = 0 }},
 		{"latency-median", func(c *Config) { c.LatencyMedian = -time.Second }},
@@ -179,6 +236,8 @@ func TestCheckerCountsUnfencedRegrant(t *testing.T) {
 	d, err := newDriver(c)
 	require.NoError(t, err)
 	chk := d.chk
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	a := &lease{submitted: true}
 	b := &lease{}
 	run := []staging.Run{{Group: 0, First: 0, Count: 2}}
@@ -207,7 +266,8 @@ func TestEngineSafeForAnyFaultMix(t *testing.T) {
 		c.Families = rapid.IntRange(1, 4).Draw(t, "families")
 		rate := func(name string) float64 { return rapid.Float64Range(0, 0.15).Draw(t, name) }
 		c.MissRate, c.PartialRate, c.FailRate = rate("miss"), rate("partial"), rate("fail")
-		c.CancelRate, c.QuiesceFalseRate, c.RejectRate = rate("cancel"), rate("quiesce-false"), rate("reject")
+		c.CancelRate, c.QuiesceNotYetRate, c.RejectRate = rate("cancel"), rate("not-yet"), rate("reject")
+		c.NeverProvesRate = rate("never-proves")
 		c.LatencySigma = rapid.Float64Range(0, 2).Draw(t, "sigma")
 		c.Deadline = time.Duration(rapid.IntRange(1, 20).Draw(t, "deadline-ms")) * time.Millisecond
 		if rapid.Bool().Draw(t, "lose-device") {

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/kvready/kvready/contract"
 )
 
 // Summary is what a run shows: leases by final state, outcomes by kind, the
@@ -19,18 +16,25 @@ type Summary struct {
 	// RefusedRequests could not start (the device was lost).
 	RefusedRequests int
 
+	// UnfinishedRequests did not end by the end of the run (or never
+	// arrived); UnfinishedReason says why, from the manager's own account.
+	UnfinishedRequests int
+	UnfinishedReason   string
+
 	// Leases lent, by final state.
 	Leases, Released, Quarantined, Unfinished int
 	// RefusedLeases the manager would not lend (a lost device, or a pool
 	// shrunk by quarantine below a lease's size).
 	RefusedLeases int
-	// SlotsQuarantined are staging slots out of circulation for ever.
-	SlotsQuarantined int
+	// SlotsQuarantined are staging slots out of circulation for ever;
+	// Containments the containment signals the engine raised.
+	SlotsQuarantined, Containments int
 
 	// Outcomes by kind, as the manager reported them. Failed includes the
-	// timeouts, cancellations and rejections counted below it.
-	Served, Partial, Missed, Failed int
-	Timeouts, Cancelled, Rejected   int
+	// timeouts, cancellations, rejections and contract violations counted
+	// below it; a miss is never among them.
+	Served, Partial, Missed, Failed           int
+	Timeouts, Cancelled, Rejected, Violations int
 
 	// HitTokenRatio is the fraction of fetched prompt tokens that were usable.
 	HitTokenRatio float64
@@ -68,6 +72,9 @@ func (s *Summary) Safe() bool {
 	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0
 }
 
+// Complete reports whether every request ended.
+func (s *Summary) Complete() bool { return s.UnfinishedRequests == 0 }
+
 type summaryJSON struct {
 	Manager                  string  `json:"manager"`
 	Requests                 int     `json:"requests"`
@@ -82,6 +89,10 @@ type summaryJSON struct {
 	Quarantined              int     `json:"quarantined"`
 	Released                 int     `json:"released"`
 	Unfinished               int     `json:"unfinished"`
+	UnfinishedRequests       int     `json:"unfinished_requests"`
+	UnfinishedReason         string  `json:"unfinished_reason,omitempty"`
+	Containments             int     `json:"containments"`
+	Violations               int     `json:"violations"`
 	Refused                  int     `json:"refused"`
 	SlotsQuarantined         int     `json:"slots_quarantined"`
 	RecycledBeforeFence      int     `json:"recycled_before_fence"`
@@ -105,6 +116,8 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
 		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
 		Quarantined: s.Quarantined, Released: s.Released, Unfinished: s.Unfinished,
+		UnfinishedRequests: s.UnfinishedRequests, UnfinishedReason: s.UnfinishedReason,
+		Containments: s.Containments, Violations: s.Violations,
 		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
 		RecycledBeforeFence: s.RecycledBeforeFence, LateWrites: s.LateWrites, CorruptRows: s.CorruptRows,
 		MissesReportedAsFailures: s.MissesReportedAsFailures, HitTokenRatio: s.HitTokenRatio,
@@ -124,13 +137,16 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("quarantined", s.Quarantined)
 	row("unfinished", s.Unfinished)
 	row("refused", s.RefusedLeases+s.RefusedRequests)
+	if s.UnfinishedRequests > 0 {
+		row("UNFINISHED REQUESTS", fmt.Sprintf("%d of %d: %s", s.UnfinishedRequests, s.Requests, s.UnfinishedReason))
+	}
 	fmt.Fprintln(tw, "outcomes by kind")
 	row("served", s.Served)
 	row("partial", s.Partial)
 	row("missed", s.Missed)
-	row("failed", fmt.Sprintf("%d (timeouts %d, cancelled %d, rejected %d)", s.Failed, s.Timeouts, s.Cancelled, s.Rejected))
+	row("failed", fmt.Sprintf("%d (timeouts %d, cancelled %d, rejected %d, violations %d)", s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations))
 	fmt.Fprintln(tw, "service")
-	row("slots quarantined", s.SlotsQuarantined)
+	row("slots quarantined", fmt.Sprintf("%d (containments %d)", s.SlotsQuarantined, s.Containments))
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
 	row("readiness p50 / p99", fmt.Sprintf("%v / %v (virtual)", s.ReadinessP50, s.ReadinessP99))
 	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
@@ -149,11 +165,4 @@ func verdict(n int) string {
 		return "  ok"
 	}
 	return "  VIOLATION"
-}
-
-func containsTimeout(reason string) bool { return strings.Contains(reason, "timeout") }
-
-func isCancel(o contract.Outcome) bool {
-	_, ok := o.(contract.Cancelled)
-	return ok
 }

@@ -152,27 +152,33 @@ func blockKey(kind byte, owner, block int) staging.Key {
 	return staging.Key(sha256.Sum256(buf[:]))
 }
 
-// behaviour draws how the backend treats one submission and how long it takes.
-func (w *workload) behaviour() (mem.Mode, time.Duration) {
+// behaviour draws how the backend treats one lease's submission and how long
+// it takes. The draw depends on the seed, the request and the kind alone — not
+// on the order in which a manager submits — so the engine and the naive
+// manager meet exactly the same faults.
+func (w *workload) behaviour(req int, k readiness.Kind) (mem.Mode, time.Duration) {
 	c := w.cfg
-	u := w.rng.Float64()
+	rng := rand.New(rand.NewPCG(c.Seed^uint64(req)*0x9e3779b97f4a7c15, uint64(k)))
+	u := rng.Float64()
 	mode := mem.Normal
 	for _, m := range []struct {
 		p    float64
 		mode mem.Mode
 	}{{c.MissRate, mem.Miss}, {c.PartialRate, mem.Partial}, {c.FailRate, mem.Fail},
 		{c.CancelRate / 2, mem.CancelLocal}, {c.CancelRate / 2, mem.CancelByPeer},
-		{c.QuiesceFalseRate, mem.QuiesceFalse}, {c.RejectRate, mem.Reject}} {
+		{c.QuiesceNotYetRate, mem.QuiesceNotYet}, {c.NeverProvesRate, mem.QuiesceFalse},
+		{c.RejectRate, mem.Reject}} {
 		if u < m.p {
 			mode = m.mode
 			break
 		}
 		u -= m.p
 	}
-	lat := float64(c.LatencyMedian) * math.Exp(c.LatencySigma*w.rng.NormFloat64())
-	// Cap the tail so that every delivery ends within the run: well past the
-	// deadline, so that slow ones time out and land late.
-	lat = min(lat, float64(5*c.Deadline+c.LatencyMedian))
+	lat := float64(c.LatencyMedian) * math.Exp(c.LatencySigma*rng.NormFloat64())
+	// Cap the tail past the deadline, so that slow deliveries time out and land
+	// late, but before the containment deadline (deadline plus grace): a
+	// backend that proves access ends is never contained.
+	lat = min(lat, float64(c.Deadline+c.DrainGrace/2))
 	return mode, max(time.Duration(lat), time.Microsecond)
 }
 

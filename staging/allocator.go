@@ -32,6 +32,11 @@ type Run struct {
 // reports it.
 var ErrStaleTicket = errors.New("staging: ticket is not live (freed twice, cancelled, or never issued)")
 
+// ErrUngrantable is wrapped by the error for a request that no run of slots
+// could ever hold: quarantine has left no contiguous run that long in one of
+// its pool groups.
+var ErrUngrantable = errors.New("staging: no contiguous run of slots could ever hold the request")
+
 // MaxSlots is the most slots one pool group may hold.
 const MaxSlots = 1<<31 - 1
 
@@ -111,8 +116,9 @@ func (a *Allocator) Waiting() int { return a.waiting }
 // Request queues a request for counts[g] slots of each group g and returns its
 // ticket. It is granted in this call if the line is empty and every group has a
 // free run; a request for no slots at all is granted at once, with no place in
-// line. It refuses a wrong number of counts, a negative count, and a count above
-// what the group could ever grant (its capacity less its quarantined slots).
+// line. It refuses a wrong number of counts, a negative count, a count above the
+// group's capacity, and (wrapping ErrUngrantable) a count longer than the longest
+// run quarantine has left in the group: such a request could never be granted.
 func (a *Allocator) Request(counts []int) (Ticket, error) {
 	if len(counts) != len(a.pools) {
 		return Ticket{}, fmt.Errorf("staging: %d slot counts for %d pool groups; want one per group", len(counts), len(a.pools))
@@ -120,8 +126,11 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 	total := 0
 	for g, c := range counts {
 		p := &a.pools[g]
-		if c < 0 || c > p.size-p.quarantined {
-			return Ticket{}, fmt.Errorf("staging: %d slots asked of pool group %d, which can grant 0..%d", c, g, p.size-p.quarantined)
+		if c < 0 || c > p.size {
+			return Ticket{}, fmt.Errorf("staging: %d slots asked of pool group %d, which holds %d", c, g, p.size)
+		}
+		if c > p.usable {
+			return Ticket{}, fmt.Errorf("%w: %d slots asked of pool group %d, whose longest run without a quarantined slot is %d", ErrUngrantable, c, g, p.usable)
 		}
 		total += c
 	}
@@ -243,19 +252,37 @@ func (a *Allocator) QuarantineRun(t Ticket, r Run) error {
 }
 
 // Hopeless reports whether waiting ticket t can never be granted, because
-// quarantine has left some group fewer usable slots than t asks. It blocks the
-// line until cancelled.
+// quarantine has left some group no contiguous run as long as t asks (free or
+// held does not matter: held slots return, quarantined ones never do). A
+// hopeless ticket blocks the line until cancelled.
 func (a *Allocator) Hopeless(t Ticket) bool {
 	if !a.live(t) || a.recs[t.idx].state != waiting {
 		return false
 	}
 	for g, s := range a.recSpans(t.idx) {
-		if p := &a.pools[g]; int(s.count) > p.size-p.quarantined {
+		if int(s.count) > a.pools[g].usable {
 			return true
 		}
 	}
 	return false
 }
+
+// HopelessTickets appends to dst every waiting ticket that can never be
+// granted (see Hopeless), in line order, and returns it.
+func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
+	for i := range a.qlen {
+		r := a.queue[(a.qhead+i)%len(a.queue)]
+		t := Ticket{idx: r, gen: a.recs[r].gen}
+		if a.Hopeless(t) {
+			dst = append(dst, t)
+		}
+	}
+	return dst
+}
+
+// Usable returns the longest run of slots of group g that holds no
+// quarantined slot: the largest request the group can ever grant.
+func (a *Allocator) Usable(g int) int { return a.pools[g].usable }
 
 func (a *Allocator) live(t Ticket) bool {
 	return t.gen != 0 && int(t.idx) < len(a.recs) && a.recs[t.idx].gen == t.gen &&

@@ -103,7 +103,7 @@ func TestAllocatorQuarantine(t *testing.T) {
 	assert.Equal(t, 3, a.Quarantined(0))
 	assert.ErrorIs(t, a.Free(t1), ErrStaleTicket, "a quarantined lease is retired")
 	_, err = a.Request([]int{2})
-	assert.ErrorContains(t, err, "can grant 0..1", "a request that quarantine made impossible is refused")
+	assert.ErrorIs(t, err, ErrUngrantable, "a request that quarantine made impossible is refused")
 	one, _ := a.Request([]int{1})
 	assert.Equal(t, []Run{{0, 2, 1}}, mustRuns(t, a, one))
 }
@@ -117,6 +117,30 @@ func TestAllocatorHopeless(t *testing.T) {
 	require.NoError(t, a.Quarantine(t1))
 	assert.True(t, a.Hopeless(t2))
 	require.NoError(t, a.Cancel(t2))
+}
+
+// TestAllocatorHopelessByContiguity: with 4 slots and slot 1 quarantined, three
+// slots are not quarantined but no three are contiguous: a 3-slot request is
+// hopeless, and once it is cancelled the 1-slot request behind it is granted.
+func TestAllocatorHopelessByContiguity(t *testing.T) {
+	a, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	first, _ := a.Request([]int{1})
+	q, _ := a.Request([]int{1}) // slot 1
+	three, _ := a.Request([]int{3})
+	one, _ := a.Request([]int{1})
+	_ = a.TakeGrants(nil)
+	require.NoError(t, a.Free(first))
+	require.NoError(t, a.QuarantineRun(q, Run{Group: 0, First: 1, Count: 1}))
+	require.NoError(t, a.Free(q))
+	assert.Equal(t, 2, a.Usable(0), "slots 2 and 3 are the longest run without quarantine")
+	assert.Equal(t, 3, a.FreeSlots(0), "three free slots, but not three in a row")
+	assert.True(t, a.Hopeless(three))
+	assert.False(t, a.Granted(one), "the hopeless request blocks the line until cancelled")
+	require.NoError(t, a.Cancel(three))
+	assert.True(t, a.Granted(one))
+	_, err = a.Request([]int{3})
+	assert.ErrorIs(t, err, ErrUngrantable)
 }
 
 func TestAllocatorZeroRequest(t *testing.T) {
@@ -213,6 +237,9 @@ func TestAllocatorProperties(t *testing.T) {
 				}
 			}
 			for g := range sizes {
+				if got, want := a.Usable(g), longestRun(m.owner[g]); got != want {
+					t.Fatalf("group %d: allocator says the longest usable run is %d, model %d", g, got, want)
+				}
 				free := 0
 				for _, o := range m.owner[g] {
 					if o == 0 {
@@ -241,9 +268,8 @@ func TestAllocatorProperties(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"request": func(t *rapid.T) {
 				counts := make([]int, len(sizes))
-				for g, n := range sizes {
-					usable := n - a.Quarantined(g)
-					counts[g] = rapid.IntRange(0, max(usable, 0)).Draw(t, "count")
+				for g := range sizes {
+					counts[g] = rapid.IntRange(0, longestRun(m.owner[g])).Draw(t, "count")
 				}
 				tk, err := a.Request(counts)
 				if err != nil {
@@ -348,3 +374,19 @@ func pickOutstanding(t *rapid.T, out map[int]bool) int {
 }
 
 func slicesSort(xs []int) { slices.Sort(xs) }
+
+// longestRun is the model's longest run of slots with no quarantined slot
+// (owner -1) in it: written from the model's slot owners, not the allocator's
+// bitmaps.
+func longestRun(owner []int) int {
+	best, run := 0, 0
+	for _, o := range owner {
+		if o == -1 {
+			run = 0
+			continue
+		}
+		run++
+		best = max(best, run)
+	}
+	return best
+}

@@ -64,7 +64,9 @@ func ServedMasksInto(dst [][]bool, view *View, served contract.NameSet) ([][]boo
 // O(served names) hashes instead of a map lookup per row of the view.
 func servedByIndex(dst [][]bool, view *View, served contract.NameSet) ([][]bool, error) {
 	for i := range dst {
-		clear(dst[i])
+		if !mutant("masks-not-cleared") {
+			clear(dst[i])
+		}
 	}
 	for n := range served.All() {
 		run, row, ok := view.index.find(view.runs, &n)

@@ -13,13 +13,16 @@ type pool struct {
 	free        int
 	quarantined int
 	low         int // no slot below low is free
-	held        []uint64
-	quar        []uint64
+	// usable is the longest run of slots with no quarantined slot in it: the
+	// largest request the pool can ever grant.
+	usable int
+	held   []uint64
+	quar   []uint64
 }
 
 func newPool(n int) pool {
 	words := (n + 63) / 64
-	p := pool{size: n, free: n, held: make([]uint64, words), quar: make([]uint64, words)}
+	p := pool{size: n, free: n, usable: n, held: make([]uint64, words), quar: make([]uint64, words)}
 	if r := n % 64; r != 0 {
 		p.held[words-1] = ^uint64(0) << r
 	}
@@ -122,4 +125,29 @@ func (p *pool) quarantine(s, n int) {
 		p.quarantined += bits.OnesCount64(m &^ p.quar[w])
 		p.quar[w] |= m
 	})
+	p.usable = p.longestUsable()
+}
+
+// longestUsable measures the longest run of slots that holds no quarantined
+// slot. Quarantine is rare, so a scan of the bitmap (a word at a time where it
+// can) is cheap enough.
+func (p *pool) longestUsable() int {
+	best, run := 0, 0
+	for w, word := range p.quar {
+		width := min(64, p.size-w*64)
+		if word == 0 {
+			run += width
+			best = max(best, run)
+			continue
+		}
+		for b := range width {
+			if word&(1<<b) != 0 {
+				run = 0
+				continue
+			}
+			run++
+			best = max(best, run)
+		}
+	}
+	return best
 }

@@ -284,3 +284,31 @@ func contains(xs []int, x int) bool {
 	}
 	return false
 }
+
+// Drain waits for a delivery's writes without answering Quiesce: a not-yet
+// attempt still has all its false answers afterwards.
+func TestDrainConsumesNoAnswer(t *testing.T) {
+	st := newStaging(2)
+	gate := make(chan struct{})
+	b, err := mem.New(st, mem.WithMode(mem.QuiesceNotYet), mem.WithQuiesceNotYet(1),
+		mem.WithGate(func(mem.Call) <-chan struct{} { return gate }))
+	require.NoError(t, err)
+	defer b.Close()
+	row := content(0)
+	b.Put(extName, name(0), row)
+	a, err := b.Fetch(extentOf(t, 0), nil)
+	require.NoError(t, err)
+	held, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	require.Error(t, b.Drain(held, []contract.Attempt{a}), "held at its gate: not drained")
+	cancel()
+	close(gate)
+	require.NoError(t, b.Drain(bounded(t), []contract.Attempt{a}))
+	got, _ := st.Row(0, 0)
+	require.Equal(t, row, got, "the delivery's write landed")
+	ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
+	require.NoError(t, err)
+	require.False(t, ok, "the one not-yet answer is still there")
+	ok, err = b.Quiesce(bounded(t), []contract.Attempt{a})
+	require.NoError(t, err)
+	require.True(t, ok)
+}

@@ -682,6 +682,26 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	return answer, nil
 }
 
+// Drain waits until every listed attempt's goroutine has ended — every write
+// it will make has landed — honouring ctx. Unlike Quiesce it proves nothing
+// and consumes no answer of any mode: it is for simulations and tests that
+// need a delivery's writes at a known instant. An attempt of TornUntilQuiesce
+// ends only once Quiesce stops it.
+func (b *Backend) Drain(ctx context.Context, list []contract.Attempt) error {
+	as, err := b.attempts("Drain", list)
+	if err != nil {
+		return err
+	}
+	for i, a := range as {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return fmt.Errorf("mem: Drain: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	return nil
+}
+
 // arm starts the broken late writer of each WriteAfterQuiesce attempt that has
 // just been declared quiescent.
 func (b *Backend) arm(as []*attempt) {

@@ -35,8 +35,11 @@ func runSimulate(e *env, args []string) int {
 	fs.Float64Var(&cfg.PartialRate, "partial-rate", cfg.PartialRate, "probability a submission is served in part")
 	fs.Float64Var(&cfg.FailRate, "fail-rate", cfg.FailRate, "probability a submission fails")
 	fs.Float64Var(&cfg.CancelRate, "cancel-rate", cfg.CancelRate, "probability a submission is cancelled (locally or by the peer)")
-	fs.Float64Var(&cfg.QuiesceFalseRate, "quiesce-false-rate", cfg.QuiesceFalseRate, "probability Quiesce can never prove a submission's access over")
+	fs.Float64Var(&cfg.QuiesceNotYetRate, "quiesce-not-yet-rate", cfg.QuiesceNotYetRate, "probability Quiesce answers \"not yet\" a few times before proving a submission's access over (the engine retries)")
+	fs.Float64Var(&cfg.NeverProvesRate, "never-proves-rate", cfg.NeverProvesRate, "probability Quiesce never proves a submission's access over (the engine contains it at its deadline)")
 	fs.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "probability a submission is rejected before any work")
+	fs.DurationVar(&cfg.DrainGrace, "drain-grace", cfg.DrainGrace, "how long access may stay unproven after the drain starts before the engine contains the lease")
+	fs.IntVar(&cfg.StoreCapacity, "store-capacity", cfg.StoreCapacity, "rows the store holds before evicting the least recently used (0: unbounded)")
 	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
 	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout")
@@ -98,6 +101,10 @@ func runSimulate(e *env, args []string) int {
 		}
 	case !sum.Safe():
 		e.errorf("the checker found a safety violation in the engine's run")
+		status = exitFail
+	}
+	if !sum.Complete() {
+		// Run's error says the same; the status and the summary always agree.
 		status = exitFail
 	}
 	return status

@@ -30,7 +30,8 @@ import (
 	"github.com/kvready/kvready/gpu"
 )
 
-// ErrNotPinned is wrapped by an asynchronous copy whose host memory was not
+// ErrNotPinned is wrapped (with gpu.ErrCopyRefused: nothing was queued) by an
+// asynchronous copy whose host memory was not
 // allocated by the device's HostAlloc.
 var ErrNotPinned = errors.New("cuda: host memory of an asynchronous copy is not pinned memory from HostAlloc")
 
@@ -230,7 +231,7 @@ func (d *Device) pinnedPtr(b []byte) (unsafe.Pointer, error) {
 		i--
 	}
 	if i < 0 || start+uintptr(len(b)) > d.pinned[i].start+uintptr(d.pinned[i].n) {
-		return nil, fmt.Errorf("%w: [%#x, +%d)", ErrNotPinned, start, len(b))
+		return nil, fmt.Errorf("%w: %w: [%#x, +%d)", gpu.ErrCopyRefused, ErrNotPinned, start, len(b))
 	}
 	return unsafe.Add(d.pinned[i].p, start-d.pinned[i].start), nil
 }
@@ -312,6 +313,27 @@ func (s *Stream) copyAsync(call string, host []byte, issue func(host unsafe.Poin
 	}
 	defer runtime.UnlockOSThread()
 	return s.dev.drv.check(call, issue(p, s.h))
+}
+
+// Addressable asks the driver which allocation holds p
+// (cuMemGetAddressRange) and reports whether n bytes from p lie inside it.
+func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
+	if n <= 0 || p == 0 {
+		return fmt.Errorf("cuda: Addressable(%#x, %d): want a non-zero address and a positive size", uint64(p), n)
+	}
+	if err := s.dev.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	var base uint64
+	var size uintptr
+	if err := s.dev.drv.check(fmt.Sprintf("cuMemGetAddressRange(%#x)", uint64(p)), s.dev.drv.memAddressRange(&base, &size, uint64(p))); err != nil {
+		return err
+	}
+	if uint64(p)+uint64(n) > base+uint64(size) {
+		return fmt.Errorf("cuda: [%#x, +%d) runs past its allocation [%#x, +%d)", uint64(p), n, base, size)
+	}
+	return nil
 }
 
 // Record records an event after everything queued so far.

@@ -16,6 +16,7 @@ type result int32
 // The CUresult values this package distinguishes (cuda.h).
 const (
 	cudaSuccess             result = 0
+	errInvalidValue         result = 1
 	errNotInitialized       result = 3
 	errDeinitialized        result = 4
 	errInsufficientDriver   result = 35
@@ -74,6 +75,7 @@ type driver struct {
 	memFree           func(p uint64) result
 	memHostAlloc      func(p *unsafe.Pointer, n uintptr, flags uint32) result
 	memFreeHost       func(p unsafe.Pointer) result
+	memAddressRange   func(base *uint64, size *uintptr, p uint64) result
 	errorName         func(r result) string
 }
 
@@ -105,7 +107,7 @@ func loadLibrary(path string) (*driver, error) {
 		"cuCtxSetCurrent", "cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate",
 		"cuEventRecord", "cuEventQuery", "cuEventDestroy_v2", "cuMemcpyHtoDAsync_v2",
 		"cuMemcpyDtoHAsync_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemAlloc_v2",
-		"cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuGetErrorName",
+		"cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemGetAddressRange_v2", "cuGetErrorName",
 	} {
 		sym, err := purego.Dlsym(lib, name)
 		if err != nil || sym == 0 {
@@ -188,6 +190,11 @@ func loadLibrary(path string) (*driver, error) {
 	}
 	fFreeHost := call("cuMemFreeHost")
 	d.memFreeHost = func(p unsafe.Pointer) result { v, _, _ := purego.SyscallN(fFreeHost, uintptr(p)); return r(v) }
+	fRange := call("cuMemGetAddressRange_v2")
+	d.memAddressRange = func(base *uint64, size *uintptr, p uint64) result {
+		v, _, _ := purego.SyscallN(fRange, uintptr(unsafe.Pointer(base)), uintptr(unsafe.Pointer(size)), uintptr(p))
+		return r(v)
+	}
 	fErrName := call("cuGetErrorName")
 	d.errorName = func(code result) string {
 		var s *byte
@@ -223,6 +230,10 @@ func (d *driver) check(call string, r result) error {
 	}
 	if r.lost() {
 		return fmt.Errorf("cuda: %s: %s: %w", call, name, gpu.ErrDeviceLost)
+	}
+	if r == errInvalidValue {
+		// The driver validates arguments before it queues anything.
+		return fmt.Errorf("cuda: %s: %s: %w", call, name, gpu.ErrCopyRefused)
 	}
 	return fmt.Errorf("cuda: %s: %s", call, name)
 }

@@ -371,10 +371,26 @@ func (s *Stream) enqueue(o op) error {
 		return d.lostErr("copy")
 	}
 	if _, err := d.locate(o.dev, len(o.host)); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", gpu.ErrCopyRefused, err)
 	}
 	s.pushLocked(o)
 	return nil
+}
+
+// Addressable reports whether n bytes at p lie inside one live allocation of
+// the stream's device.
+func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
+	d := s.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lost {
+		return d.lostErr("Addressable")
+	}
+	if n <= 0 {
+		return fmt.Errorf("sim: Addressable(%#x, %d): want a positive size", uint64(p), n)
+	}
+	_, err := d.locate(p, n)
+	return err
 }
 
 func (s *Stream) pushLocked(o op) {

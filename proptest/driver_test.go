@@ -1,0 +1,334 @@
+package proptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
+)
+
+// driver is how the model reaches an engine: the runner users embed, or the
+// I/O-free core stepped by a synchronous driver written here, independently
+// of the runner.
+type driver interface {
+	lend(readiness.Request) (readiness.Handle, error)
+	release(readiness.Handle) error
+	cancel(readiness.Handle) error
+	retry(readiness.Handle) error
+	lease(readiness.Handle) (readiness.LeaseInfo, error)
+	readiness(readiness.Handle) (staging.Interval, error)
+	runs(readiness.Handle) ([]staging.Run, error)
+	stats() readiness.Stats
+	// round runs the engine. synced: until it and its goroutines are idle,
+	// so that every piece of evidence made observable before it is taken in;
+	// otherwise one round that may race its goroutines.
+	round(synced bool) error
+	close()
+	drained() bool
+}
+
+// The timing of the suite: the deadline and the grace are long enough that
+// the clock decides them, the Quiesce timeout (real time) short enough that a
+// blocked or timing-out backend costs the suite little.
+const (
+	requestTimeout = 3 * time.Second
+	drainGrace     = 5 * time.Second
+	quiesceWait    = 3 * time.Millisecond
+	retryBackoff   = time.Millisecond
+	maxBackoff     = 8 * time.Millisecond
+	keepReleased   = 2
+)
+
+// worldConfig is what both drivers are built from.
+type worldConfig struct {
+	mem       *staging.Memory
+	be        *adversary
+	stream    gpu.Stream
+	health    gpu.Health
+	clock     readiness.Clock
+	contained func(readiness.Containment)
+}
+
+// runnerDriver is the runner users embed: readiness.Engine, its goroutines and
+// real timing.
+type runnerDriver struct{ eng *readiness.Engine }
+
+func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
+	eng, err := readiness.New(readiness.Config{
+		Memory: w.mem, TokensPerBlock: tpb, Fetcher: w.be, Publisher: w.be, Stream: w.stream, Health: w.health,
+		Clock: w.clock, RequestTimeout: requestTimeout, DrainGrace: drainGrace, QuiesceTimeout: quiesceWait,
+		RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff, QuiesceWorkers: 2, KeepReleased: keepReleased,
+		OnContainment: w.contained, Logger: discardLogger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &runnerDriver{eng: eng}, nil
+}
+
+func (d *runnerDriver) lend(r readiness.Request) (readiness.Handle, error) { return d.eng.Lend(r) }
+func (d *runnerDriver) release(h readiness.Handle) error                   { return d.eng.Release(h) }
+func (d *runnerDriver) cancel(h readiness.Handle) error                    { return d.eng.Cancel(h) }
+func (d *runnerDriver) retry(h readiness.Handle) error                     { return d.eng.Retry(h) }
+func (d *runnerDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) {
+	return d.eng.Lease(h)
+}
+func (d *runnerDriver) readiness(h readiness.Handle) (staging.Interval, error) {
+	return d.eng.Readiness(h)
+}
+func (d *runnerDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.eng.Runs(h, nil) }
+func (d *runnerDriver) stats() readiness.Stats                         { return d.eng.Stats() }
+func (d *runnerDriver) close()                                         { d.eng.Close() }
+func (d *runnerDriver) drained() bool                                  { return d.eng.Report().Drained }
+
+func (d *runnerDriver) round(synced bool) error {
+	if !synced {
+		d.eng.Progress()
+		return nil
+	}
+	// Bounded: only a goroutine that never returns could hold it up.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := d.eng.Sync(ctx)
+	return err
+}
+
+// coreDriver steps the I/O-free core on the test's goroutine: it polls every
+// watched attempt, asks Quiesce inline with a short context, queues copies on
+// the stream and records one event per round, and reports each answer back.
+// It shares no code with the runner.
+type coreDriver struct {
+	c        *readiness.Core
+	w        worldConfig
+	attempts map[readiness.Handle]contract.Attempt
+	watching []readiness.Handle
+	asks     []readiness.Handle
+	retryAt  map[readiness.Handle]time.Time
+	events   gpu.Completions[int]
+	batches  [][]readiness.Handle
+	lost     bool
+}
+
+func newCoreDriver(w worldConfig) (*coreDriver, error) {
+	c, err := readiness.NewCore(readiness.CoreConfig{
+		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
+		KeepReleased: keepReleased, Logger: discardLogger(),
+		OnTransition: func(tr readiness.Transition) {
+			if os.Getenv("MODEL_DEBUG") != "" {
+				fmt.Printf("  %v %v -> %v (%s) at %v\n", tr.Lease, tr.From, tr.To, tr.Cause(), w.clock.Now().UnixMilli()%100000)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Tick(w.clock.Now())
+	return &coreDriver{c: c, w: w, attempts: map[readiness.Handle]contract.Attempt{}, retryAt: map[readiness.Handle]time.Time{}}, nil
+}
+
+func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
+	if d.c.Closed() {
+		return readiness.Handle{}, readiness.ErrClosed
+	}
+	for i, row := range r.Rows {
+		if row.Group < 0 || row.Group >= d.w.mem.NumGroups() || row.Device == 0 {
+			continue
+		}
+		if err := d.w.stream.Addressable(row.Device, d.w.mem.Group(row.Group).SlotBytes); err != nil {
+			return readiness.Handle{}, fmt.Errorf("%w: row %d: %w", readiness.ErrInvalidRequest, i, err)
+		}
+	}
+	return d.c.Lend(r)
+}
+func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(h) }
+func (d *coreDriver) cancel(h readiness.Handle) error  { return d.c.Cancel(h) }
+func (d *coreDriver) retry(h readiness.Handle) error {
+	if d.c.AwaitingProof(h) {
+		d.retryAt[h] = d.w.clock.Now()
+	}
+	return nil
+}
+func (d *coreDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) { return d.c.Lease(h) }
+func (d *coreDriver) readiness(h readiness.Handle) (staging.Interval, error) {
+	return d.c.Readiness(h)
+}
+func (d *coreDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.c.Runs(h, nil) }
+func (d *coreDriver) stats() readiness.Stats                         { return d.c.Stats() }
+func (d *coreDriver) drained() bool                                  { return d.c.Drained() }
+func (d *coreDriver) close() {
+	d.c.Close()
+	d.perform()
+}
+
+func (d *coreDriver) round(bool) error {
+	now := d.w.clock.Now()
+	d.c.Tick(now)
+	if lost, why := d.w.health.Lost(0); lost && !d.lost {
+		d.lost = true
+		d.c.DeviceLost(why)
+	}
+	kept := d.watching[:0]
+	for _, h := range d.watching {
+		a, ok := d.attempts[h]
+		if !ok {
+			continue
+		}
+		if o := a.Poll(); o != nil {
+			_ = d.c.Answer(h, o)
+			continue
+		}
+		kept = append(kept, h)
+	}
+	d.watching = kept
+	if d.events.Len() > 0 {
+		_, _ = d.events.Poll(d.w.stream, func(i int, st gpu.Status) {
+			for _, h := range d.batches[i] {
+				if st == gpu.Complete {
+					_ = d.c.CopiesLanded(h)
+				} else {
+					_ = d.c.CopyFailed(h, "the event failed")
+				}
+			}
+			d.batches[i] = nil
+		})
+	}
+	for h, at := range d.retryAt {
+		if !now.Before(at) {
+			delete(d.retryAt, h)
+			d.asks = append(d.asks, h)
+		}
+	}
+	asks := d.asks
+	d.asks = nil
+	for _, h := range asks {
+		a, ok := d.attempts[h]
+		if !ok || !d.c.AwaitingProof(h) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), quiesceWait)
+		proven, err := d.quiesce(ctx, h, a)
+		cancel()
+		if proven && err == nil {
+			_ = d.c.Answer(h, a.Poll())
+			_ = d.c.Proven(h)
+			continue
+		}
+		reason := "false"
+		if err != nil {
+			reason = err.Error()
+		}
+		_ = d.c.Unproven(h, reason)
+		if d.c.AwaitingProof(h) {
+			d.retryAt[h] = now.Add(retryBackoff)
+		}
+	}
+	d.perform()
+	return nil
+}
+
+// quiesce asks the backend (one adversary serves both kinds).
+func (d *coreDriver) quiesce(ctx context.Context, _ readiness.Handle, a contract.Attempt) (bool, error) {
+	return d.w.be.Quiesce(ctx, []contract.Attempt{a})
+}
+
+// perform does what the core's Ready asks, reporting every answer, until it
+// asks for nothing more; then records the round's copy event.
+func (d *coreDriver) perform() {
+	var batch []readiness.Handle
+	for d.c.HasReady() {
+		rd := d.c.Ready()
+		type sub struct {
+			h   readiness.Handle
+			a   contract.Attempt
+			err error
+		}
+		var subs []sub
+		for _, s := range rd.Submissions {
+			var a contract.Attempt
+			var err error
+			if s.Kind == readiness.Publish {
+				a, err = d.w.be.Publish(*s.Extent)
+			} else {
+				a, err = d.w.be.Fetch(*s.Extent, nil)
+			}
+			subs = append(subs, sub{s.Lease, a, err})
+		}
+		type refusal struct {
+			h   readiness.Handle
+			row int
+			err error
+		}
+		var refused []refusal
+		failed := map[readiness.Handle]error{}
+		for _, c := range rd.Copies {
+			if failed[c.Lease] != nil {
+				continue
+			}
+			var err error
+			if c.ToDevice {
+				err = d.w.stream.CopyHtoD(c.Device, c.Staging)
+			} else {
+				err = d.w.stream.CopyDtoH(c.Staging, c.Device)
+			}
+			switch {
+			case err == nil:
+			case errors.Is(err, gpu.ErrCopyRefused):
+				refused = append(refused, refusal{c.Lease, c.Row, err})
+			default:
+				failed[c.Lease] = err
+			}
+		}
+		for _, h := range rd.CopyLeases {
+			if failed[h] == nil {
+				batch = append(batch, h)
+			}
+		}
+		d.asks = append(d.asks, rd.Quiesce...)
+		for _, h := range rd.Forget {
+			delete(d.attempts, h)
+		}
+		contained := append([]readiness.Containment(nil), rd.Containments...)
+		d.c.Advance()
+		for _, s := range subs {
+			switch {
+			case s.a != nil:
+				d.attempts[s.h] = s.a
+				d.watching = append(d.watching, s.h)
+				_ = d.c.Submitted(s.h)
+			case errors.Is(s.err, contract.ErrSubmissionRejected):
+				_ = d.c.Rejected(s.h, s.err.Error())
+			default:
+				_ = d.c.Escaped(s.h, fmt.Sprint(s.err))
+			}
+		}
+		for _, r := range refused {
+			_ = d.c.CopyRefused(r.h, r.row, r.err.Error())
+		}
+		for h, err := range failed {
+			_ = d.c.CopyFailed(h, err.Error())
+		}
+		for _, c := range contained {
+			d.w.contained(c)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	ev, err := d.w.stream.Record()
+	if err == nil {
+		d.batches = append(d.batches, batch)
+		err = d.events.Push(ev, len(d.batches)-1)
+	}
+	if err != nil {
+		for _, h := range batch {
+			_ = d.c.CopyFailed(h, "recording the event failed: "+err.Error())
+		}
+		d.perform()
+	}
+}
