@@ -46,6 +46,7 @@ type checker struct {
 	missesAsFailures    int
 	failuresAsMisses    int
 	rowsVerified        int
+	storeChecksFailed   int // request ends whose store rows could not be read
 }
 
 func newChecker(m *staging.Memory) *checker {
@@ -204,21 +205,34 @@ func (c *checker) verifyFetch(dev gpu.Device, l *lease) {
 	}
 }
 
-// verifyStore reads what the store holds for a request's names: every stored
-// row must be the content its name derives.
-func (c *checker) verifyStore(get func(contract.Name) ([]byte, bool), r *request) {
-	want := make([]byte, SlotBytes)
+// storeNames lists a request's names, group by group, block by block.
+func storeNames(r *request) []contract.Name {
+	out := make([]contract.Name, 0, len(r.names)*len(r.names[0]))
 	for g := range r.names {
-		for _, n := range r.names[g] {
-			got, ok := get(n)
-			if !ok {
-				continue
-			}
-			content(n, want)
-			c.rowsVerified++
-			if !bytes.Equal(got, want) {
-				c.corruptRows++
-			}
+		out = append(out, r.names[g]...)
+	}
+	return out
+}
+
+// verifyStore checks what the store holds for names (values[i] for names[i];
+// nil where it holds nothing): every stored row must be the content its name
+// derives. err says the store could not be read: nothing is verified, and the
+// check is counted as failed.
+func (c *checker) verifyStore(names []contract.Name, values [][]byte, err error) {
+	if err != nil {
+		c.storeChecksFailed++
+		return
+	}
+	want := make([]byte, SlotBytes)
+	for i, n := range names {
+		got := values[i]
+		if got == nil {
+			continue
+		}
+		content(n, want)
+		c.rowsVerified++
+		if !bytes.Equal(got, want) {
+			c.corruptRows++
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -60,8 +61,41 @@ type Config struct {
 	// Seed makes the workload and the fault choices reproducible.
 	Seed uint64
 	// Naive replaces the engine by a manager that frees slots as soon as it
-	// sees an outcome, an error or a timeout.
+	// sees an outcome, an error or a timeout. In-process store only.
 	Naive bool
+
+	// Backend is the store: "mem" (or "") for the in-process backend on the
+	// virtual clock, or the URL of a Redis-compatible server
+	// (redis://HOST:PORT[/DB], rediss://..., unix://...; see backend/redis.Open)
+	// for a run on real time against a store other processes may share. With
+	// a Redis store the fault rates must be 0 (WithoutFaults): the server's own
+	// behaviour is the workload; LatencyMedian, LatencySigma and
+	// StoreCapacity describe the in-process store and are not used.
+	Backend string
+	// RedisPrefix is the key prefix in a Redis store (DefaultRedisPrefix).
+	// Runs that share the server, the prefix and the seed share units: the
+	// second one fetches what the first published.
+	RedisPrefix string
+}
+
+// DefaultRedisPrefix is the key prefix a run over a Redis store uses unless
+// told otherwise: every run of a workload finds the units the others
+// published.
+const DefaultRedisPrefix = "kvready-sim:"
+
+// MemBackend is the Backend value of the in-process store.
+const MemBackend = "mem"
+
+// Redis reports whether the run's store is a Redis-compatible server (and so
+// the run is on real time).
+func (c Config) Redis() bool { return c.Backend != "" && c.Backend != MemBackend }
+
+// WithoutFaults returns c with every fault rate at 0: what a run over a real
+// store needs, since faults are injected by the in-process store alone.
+func (c Config) WithoutFaults() Config {
+	c.MissRate, c.PartialRate, c.FailRate, c.CancelRate = 0, 0, 0, 0
+	c.QuiesceNotYetRate, c.NeverProvesRate, c.RejectRate = 0, 0, 0
+	return c
 }
 
 // Defaults returns a configuration whose run exercises every outcome kind —
@@ -91,6 +125,8 @@ func Defaults() Config {
 		QuiesceNotYetRate: 0.05,
 		RejectRate:        0.01,
 		Seed:              1,
+		Backend:           MemBackend,
+		RedisPrefix:       DefaultRedisPrefix,
 	}
 }
 
@@ -148,6 +184,9 @@ func (c Config) Validate() error {
 	var named []string
 	for _, r := range rates {
 		prob(r.field, r.v)
+		if c.Redis() && r.v > 0 {
+			bad(r.field, "%v: fault injection belongs to the in-process store (--backend mem); with a Redis store the server's own behaviour is the workload, so it must be 0", r.v)
+		}
 		if r.v > 0 {
 			named = append(named, fmt.Sprintf("%s %g", r.field, r.v))
 		}
@@ -176,5 +215,38 @@ func (c Config) Validate() error {
 	if math.IsNaN(c.LatencySigma) || c.LatencySigma < 0 || c.LatencySigma > 4 {
 		bad("latency-sigma", "%v; want 0..4", c.LatencySigma)
 	}
+	if c.Redis() {
+		if msg := checkStoreURL(c.Backend); msg != "" {
+			bad("backend", "%s", msg)
+		}
+		if c.Naive {
+			bad("naive", "the naive manager runs over the in-process store only: against a real store its early frees would be real data races in this process")
+		}
+		if strings.ContainsAny(c.RedisPrefix, "{}") {
+			bad("redis-prefix", "%q contains '{' or '}', which would take over the Redis Cluster hash tag", c.RedisPrefix)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkStoreURL says what is wrong with a store URL, or "".
+func checkStoreURL(raw string) string {
+	want := "want mem, or redis://HOST:PORT[/DB] (rediss:// for TLS, unix:///PATH for a socket)"
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Sprintf("not a URL; %s", want)
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Host == "" {
+			return fmt.Sprintf("%s names no host; %s", u.Redacted(), want)
+		}
+	case "unix":
+		if u.Path == "" {
+			return fmt.Sprintf("%s names no socket; %s", u.Redacted(), want)
+		}
+	default:
+		return fmt.Sprintf("%q; %s", u.Redacted(), want)
+	}
+	return ""
 }

@@ -1,8 +1,8 @@
 // Package simulate is kvready's demonstration: a simulated KV cache manager
 // serving a stream of requests whose prompts share prefixes, every fetch and
 // publish going through a real engine (package readiness) over the in-process
-// backend (backend/mem) and the simulated GPU (gpu/sim), watched by an
-// independent checker.
+// backend (backend/mem) — or a Redis-compatible server (backend/redis) — and
+// the simulated GPU (gpu/sim), watched by an independent checker.
 //
 // The checker does not read the engine's counters. It watches what physically
 // happens: the staging bytes each backend delivery changes, the slots each
@@ -17,11 +17,24 @@
 //
 // # Time
 //
-// The simulation runs on a virtual clock. Backend deliveries are held at a gate
-// and released when the clock reaches their sampled latency; the driver then
-// waits until the delivery's goroutine has finished, so every write a delivery
-// makes — including the poison a failed or cancelled one writes after its
-// outcome — lands at a known virtual instant. The engine runs inline (no
-// background goroutines) and the GPU completes copies on the same clock, so a
-// run is deterministic for a seed apart from its wall-clock measurements.
+// Over the in-process store the simulation runs on a virtual clock. Backend
+// deliveries are held at a gate and released when the clock reaches their
+// sampled latency; the driver then waits until the delivery's goroutine has
+// finished, so every write a delivery makes — including the poison a failed or
+// cancelled one writes after its outcome — lands at a known virtual instant.
+// Each round is one Engine.Sync, which waits until the engine's goroutines
+// have caught up, and the GPU completes copies on the same clock, so a run is
+// deterministic for a seed apart from its wall-clock measurements.
+//
+// # A real store
+//
+// With Config.Backend a redis:// URL the store is a Redis-compatible server
+// that other processes may share, and it answers in real time, so the run does
+// too: the engine, the device and the arrivals are on the system clock, and
+// each round is one Engine.Progress, which never blocks. Faults are not
+// injected (the server's behaviour is the workload); determinism is not
+// promised, safety is — the checker watches the same things and reads the
+// store back through a connection of its own. Block names derive from the
+// seed alone, so a second run of the workload against the same server and
+// prefix is served what the first published.
 package simulate

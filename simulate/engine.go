@@ -18,8 +18,8 @@ import (
 // ended callbacks.
 type manager interface {
 	lend(l *lease) error
-	// step runs one round of the manager.
-	step() error
+	// step runs one round of the manager and says how many moves it made.
+	step() (int, error)
 	release(l *lease)
 	states() []StateCount
 	// nextSubmission names the lease whose submission the backend sees next.
@@ -34,11 +34,14 @@ type manager interface {
 
 // engineManager drives readiness.Engine — the runner users embed, its
 // goroutines and all — learning what happened from its transition hook, as a
-// real manager would. Each step is one Engine.Sync on the virtual clock: the
-// engine's goroutines catch up with everything the simulated backend made
-// observable, so a run is deterministic for a seed.
+// real manager would. Over the in-process store each step is one Engine.Sync
+// on the virtual clock: the engine's goroutines catch up with everything the
+// simulated backend made observable, so a run is deterministic for a seed.
+// Over Redis the engine runs on the system clock and each step is one
+// Engine.Progress, which never blocks, as in a real manager's scheduling loop.
 type engineManager struct {
 	eng          *readiness.Engine
+	realTime     bool
 	d            *driver
 	byHandle     map[readiness.Handle]*lease
 	handles      map[*lease]readiness.Handle
@@ -54,7 +57,11 @@ type engineManager struct {
 const syncLimit = 30 * time.Second
 
 func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, error) {
-	em := &engineManager{d: d, byHandle: map[readiness.Handle]*lease{}, handles: map[*lease]readiness.Handle{}}
+	em := &engineManager{d: d, realTime: d.clk.real(), byHandle: map[readiness.Handle]*lease{}, handles: map[*lease]readiness.Handle{}}
+	var clk readiness.Clock = d.clk
+	if em.realTime {
+		clk = nil // the engine's default: the system clock
+	}
 	eng, err := readiness.New(readiness.Config{
 		Memory:         d.mem,
 		TokensPerBlock: TokensPerBlock,
@@ -62,11 +69,10 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		Publisher:      d.t,
 		Stream:         s,
 		Health:         h,
-		Clock:          d.clk,
+		Clock:          clk,
 		RequestTimeout: d.cfg.Deadline,
 		DrainGrace:     d.cfg.DrainGrace,
-		// Back-off on the virtual clock: a "not yet" is asked again a tick
-		// later, then less often.
+		// Back-off: a "not yet" is asked again a tick later, then less often.
 		RetryBackoff:    tick,
 		MaxRetryBackoff: 20 * tick,
 		KeepReleased:    64,
@@ -117,15 +123,21 @@ func (em *engineManager) lend(l *lease) error {
 	return nil
 }
 
-func (em *engineManager) step() error {
-	ctx, cancel := context.WithTimeout(context.Background(), syncLimit)
-	defer cancel()
-	if _, err := em.eng.Sync(ctx); err != nil {
-		return fmt.Errorf("simulate: %w", err)
+func (em *engineManager) step() (int, error) {
+	var moves int
+	if em.realTime {
+		moves = em.eng.Progress()
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), syncLimit)
+		defer cancel()
+		var err error
+		if moves, err = em.eng.Sync(ctx); err != nil {
+			return moves, fmt.Errorf("simulate: %w", err)
+		}
 	}
 	em.drain()
 	em.dropUngrantable()
-	return nil
+	return moves, nil
 }
 
 // dropUngrantable gives up on waiting leases that quarantine made impossible
@@ -255,9 +267,22 @@ func (em *engineManager) why() string {
 func (em *engineManager) finish() {
 	em.eng.Close()
 	em.drain()
+	if em.realTime {
+		// Every attempt ends by its deadline (the backend's timeout) and the
+		// engine fences or contains every lease by its containment deadline:
+		// wait for that, bounded.
+		cfg := em.d.cfg
+		limit := time.Now().Add(2*(cfg.Deadline+cfg.DrainGrace) + 5*time.Second)
+		for !em.eng.Report().Drained && time.Now().Before(limit) {
+			if moves, _ := em.step(); moves == 0 {
+				time.Sleep(tick)
+			}
+		}
+		return
+	}
 	for i := 0; i < 1000 && !em.eng.Report().Drained; i++ {
 		em.d.clk.Advance(em.d.cfg.DrainGrace) // let deadlines and containment deadlines pass
 		em.d.t.landAll()
-		_ = em.step()
+		_, _ = em.step()
 	}
 }

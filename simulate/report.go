@@ -35,14 +35,14 @@ func WriteReport(dir string, s *Summary) error {
 	if err := statesPlot(s).Save(reportPlotSize, 4*vg.Inch, filepath.Join(dir, PlotStates)); err != nil {
 		return fmt.Errorf("simulate: %s: %w", PlotStates, err)
 	}
-	fence := histPlot("Fence latency: submission to access proven", "virtual µs", s.FenceLatencies)
+	fence := histPlot("Fence latency: submission to access proven", s.clock()+" µs", s.FenceLatencies)
 	if len(s.FenceLatencies) == 0 {
 		fence.Title.Text = "Fence latency: no access was ever proven (" + s.Manager + " manager)"
 	}
 	if err := fence.Save(reportPlotSize, 4*vg.Inch, filepath.Join(dir, PlotFence)); err != nil {
 		return fmt.Errorf("simulate: %s: %w", PlotFence, err)
 	}
-	ready := histPlot("Readiness latency: fetch lent to readiness answerable", "virtual µs", s.ReadyLatencies)
+	ready := histPlot("Readiness latency: fetch lent to readiness answerable", s.clock()+" µs", s.ReadyLatencies)
 	if err := ready.Save(reportPlotSize, 4*vg.Inch, filepath.Join(dir, PlotReadiness)); err != nil {
 		return fmt.Errorf("simulate: %s: %w", PlotReadiness, err)
 	}
@@ -70,7 +70,7 @@ func WriteReport(dir string, s *Summary) error {
 func statesPlot(s *Summary) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = "Leases by state over time (" + s.Manager + " manager)"
-	p.X.Label.Text = "virtual ms"
+	p.X.Label.Text = s.clock() + " ms"
 	p.Y.Label.Text = "leases"
 	p.Legend.Top = true
 	if len(s.Timeline) == 0 {

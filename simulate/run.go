@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -47,7 +48,7 @@ type Progress func(done, total int)
 // work in flight, the staging pool and the store's capacity.
 type driver struct {
 	cfg Config
-	clk *clock
+	clk clock
 	dev *sim.Device
 	mem *staging.Memory
 	t   *transport
@@ -72,6 +73,18 @@ type driver struct {
 	// Latencies are kept as bounded samples: exact for short runs, a uniform
 	// sample of every lease for long ones.
 	readySample, fenceSample reservoir
+
+	// On real time only: storeChecks takes the names of ended requests to
+	// the goroutine that reads them back from the store for the checker
+	// (a network read, kept off the owner goroutine); checked is closed when
+	// it has done them all. wake is poked by the transport when the backend
+	// answers, so that an idle driver runs its next round at once; spin
+	// counts the rounds it still yields before it waits again.
+	storeChecks chan []contract.Name
+	checked     chan struct{}
+	wake        chan struct{}
+	idle        *time.Timer
+	spin        int
 }
 
 // Run simulates cfg to the end and returns its summary. The context stops a run
@@ -85,7 +98,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	if progress == nil {
 		progress = func(int, int) {}
 	}
-	d, err := newDriver(cfg)
+	d, err := newDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +108,11 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	d.mgr.finish()
 	d.t.landAll()
 	d.endAll()
+	if d.storeChecks != nil {
+		close(d.storeChecks)
+		<-d.checked
+		d.idle.Stop()
+	}
 	if err := d.t.close(); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -108,8 +126,13 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	return s, runErr
 }
 
-func newDriver(cfg Config) (*driver, error) {
-	d := &driver{cfg: cfg, clk: newClock()}
+func newDriver(ctx context.Context, cfg Config) (*driver, error) {
+	d := &driver{cfg: cfg}
+	if cfg.Redis() {
+		d.clk = newRealClock() // the store answers in real time
+	} else {
+		d.clk = newVirtualClock()
+	}
 	w, err := newWorkload(cfg)
 	if err != nil {
 		return nil, err
@@ -136,7 +159,7 @@ func newDriver(cfg Config) (*driver, error) {
 		return nil, err
 	}
 	d.chk = newChecker(d.mem)
-	if d.t, err = newTransport(d); err != nil {
+	if d.t, err = newTransport(ctx, d); err != nil {
 		return nil, err
 	}
 	s := &stream{inner: inner, chk: d.chk, mu: &d.mu}
@@ -146,9 +169,16 @@ func newDriver(cfg Config) (*driver, error) {
 		d.mgr, err = newEngineManager(d, s, d.dev)
 	}
 	if err != nil {
+		_ = d.t.close()
 		return nil, err
 	}
 	d.t.next = d.mgr.nextSubmission
+	if d.clk.real() {
+		d.wake = make(chan struct{}, 1)
+		d.idle = time.NewTimer(time.Hour)
+		d.storeChecks, d.checked = make(chan []contract.Name, storeCheckQueue), make(chan struct{})
+		go d.checkStore()
+	}
 	expected := time.Duration(cfg.Requests)*cfg.Arrival + 4*cfg.Deadline
 	d.every = max(time.Millisecond, expected/maxSamples)
 	d.readySample = newReservoir(cfg.Seed)
@@ -159,7 +189,12 @@ func newDriver(cfg Config) (*driver, error) {
 func (d *driver) loop(ctx context.Context, progress Progress) error {
 	cfg := d.cfg
 	lastArrival := time.Duration(cfg.Requests-1) * cfg.Arrival
+	// On the virtual clock the run stops at a fixed instant, long after the
+	// last request should have ended; on real time, when requests are in
+	// flight and none has ended (nor arrived) for a long while.
 	limit := lastArrival + 20*(cfg.Deadline+cfg.DrainGrace+cfg.LatencyMedian) + time.Second
+	stall := 20*(cfg.Deadline+cfg.DrainGrace) + 5*time.Second
+	lastEvent := time.Duration(0)
 	nextSample := time.Duration(0)
 	reported := -1
 	for round := 0; ; round++ {
@@ -171,6 +206,7 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 			d.lost = true
 			d.dev.Lose("Xid 79: simulated GPU has fallen off the bus")
 		}
+		arrived := 0
 		for d.next < cfg.Requests && time.Duration(d.next)*cfg.Arrival <= now {
 			ok, err := d.arrive(d.next)
 			if err != nil {
@@ -180,28 +216,122 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 				break // no device memory for it yet: it arrives once a request ends
 			}
 			d.next++
+			arrived++
 		}
 		d.t.tick(now)
-		if err := d.mgr.step(); err != nil {
+		moves, err := d.mgr.step()
+		if err != nil {
 			return err
 		}
 		d.reap()
 		if now >= nextSample {
-			d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states()})
-			nextSample += d.every
+			d.sample(now)
+			for nextSample <= now {
+				nextSample += d.every
+			}
 		}
 		if d.finished != reported {
 			reported = d.finished
 			progress(d.finished, cfg.Requests)
+			lastEvent = now
 		}
 		if d.next == cfg.Requests && d.finished == cfg.Requests {
 			return nil
 		}
-		if now > limit {
+		if !d.clk.real() {
+			if now > limit {
+				return nil // the summary says what is unfinished, and why
+			}
+			d.clk.Advance(tick)
+			continue
+		}
+		if arrived > 0 {
+			lastEvent = now
+		}
+		if len(d.active) > 0 && now-lastEvent > stall {
 			return nil // the summary says what is unfinished, and why
 		}
-		d.clk.Advance(tick)
+		if moves == 0 && arrived == 0 {
+			d.wait()
+		}
 	}
+}
+
+// storeCheckQueue bounds the ended requests waiting for their store check on
+// real time; beyond it a request's store rows are not verified (and the
+// summary counts it), so the owner never waits for the checker.
+const storeCheckQueue = 1024
+
+// storePause is how long the checker leaves a store alone after a read
+// failed: the requests ending meanwhile are counted as not read back.
+const storePause = 100 * time.Millisecond
+
+var errStorePaused = errors.New("the store did not answer the previous read")
+
+// checkStore is the checker's goroutine on real time: it reads back what the
+// store holds for each ended request's names and checks it.
+func (d *driver) checkStore() {
+	defer close(d.checked)
+	var pausedUntil time.Time
+	for names := range d.storeChecks {
+		var values [][]byte
+		var err error
+		if time.Now().Before(pausedUntil) {
+			err = errStorePaused
+		} else if values, err = d.t.stored(names); err != nil {
+			pausedUntil = time.Now().Add(storePause)
+		}
+		d.mu.Lock()
+		d.chk.verifyStore(names, values, err)
+		d.mu.Unlock()
+	}
+}
+
+// postWakeSpin is how many rounds the driver yields, rather than waits, after
+// a wake that found nothing to do yet: the engine's goroutines post what the
+// backend answered a moment after the transport sees it.
+const postWakeSpin = 8
+
+// wait is an idle driver's pause on real time: until the backend answers
+// (the transport pokes wake) or a tick passes, whichever comes first. Timers
+// are coarse on some machines (a millisecond), so a wake is followed by a
+// few rounds that only yield.
+func (d *driver) wait() {
+	if d.spin > 0 {
+		d.spin--
+		runtime.Gosched()
+		return
+	}
+	d.idle.Reset(tick)
+	select {
+	case <-d.wake:
+		d.spin = postWakeSpin
+	case <-d.idle.C:
+	}
+}
+
+// poke wakes an idle driver on real time.
+func (d *driver) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sample records the leases by state. A run longer than expected (on real
+// time) keeps at most maxSamples: every other sample is dropped and the
+// interval doubled.
+func (d *driver) sample(now time.Duration) {
+	if len(d.timeline) >= maxSamples {
+		kept := d.timeline[:0]
+		for i := 0; i < len(d.timeline); i += 2 {
+			kept = append(kept, d.timeline[i])
+		}
+		clear(d.timeline[len(kept):])
+		d.timeline = kept
+		d.every *= 2
+	}
+	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states()})
 }
 
 // arrive starts request i: the checker writes canaries into its device rows,
@@ -334,8 +464,24 @@ func (d *driver) end(r *request) {
 			d.fold(l)
 		}
 	}
+	if d.storeChecks != nil {
+		select {
+		case d.storeChecks <- storeNames(r): // read on the checker's goroutine
+		default:
+			// The store is slower than the run (or gone): the owner never
+			// waits for the checker. Not verified, and counted so.
+			d.mu.Lock()
+			d.chk.storeChecksFailed++
+			d.mu.Unlock()
+		}
+	} else {
+		names := storeNames(r)
+		values, err := d.t.stored(names)
+		d.mu.Lock()
+		d.chk.verifyStore(names, values, err)
+		d.mu.Unlock()
+	}
 	d.mu.Lock()
-	d.chk.verifyStore(func(n contract.Name) ([]byte, bool) { return d.t.be.Get(staging.ExtentName, n) }, r)
 	d.chk.forget(r, d.cfg.Blocks*d.cfg.Groups)
 	d.mu.Unlock()
 	_ = d.dev.Free(r.dev) // a lost device has nothing left to free
@@ -412,6 +558,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 func (d *driver) summary(wall time.Duration) *Summary {
 	s := &d.sum
 	s.Manager, s.Requests, s.RefusedRequests, s.Wall, s.Virtual = "kvready", d.cfg.Requests, d.refused, wall, d.clk.since()
+	s.Store, s.RealTime = d.t.store, d.clk.real()
 	if d.cfg.Naive {
 		s.Manager = "naive"
 	}
@@ -439,6 +586,7 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.FailuresReportedAsMisses = c.failuresAsMisses
 	s.SlotGrants = c.grants
 	s.RowsVerified = c.rowsVerified
+	s.StoreChecksFailed = c.storeChecksFailed
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
 	return s

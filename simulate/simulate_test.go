@@ -233,7 +233,7 @@ func TestWriteReport(t *testing.T) {
 func TestCheckerCountsUnfencedRegrant(t *testing.T) {
 	c := Defaults()
 	c.Requests, c.Slots, c.Blocks, c.Groups = 1, 4, 2, 1
-	d, err := newDriver(c)
+	d, err := newDriver(context.Background(), c)
 	require.NoError(t, err)
 	chk := d.chk
 	d.mu.Lock()

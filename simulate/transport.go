@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/kvready/kvready/backend/mem"
+	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/staging"
 )
 
-// delivery is one submission the backend accepted: held at its gate until the
-// virtual clock reaches releaseAt.
+// delivery is one submission the backend accepted. Over the in-process store
+// it is held at its gate until the virtual clock reaches releaseAt; over Redis
+// it runs at the store's own pace.
 type delivery struct {
 	l         *lease
 	mode      mem.Mode
@@ -25,16 +31,31 @@ type delivery struct {
 	seq       uint64 // the backend's call number: its gate's key
 }
 
-// transport stands between the managers and backend/mem. It makes the
-// backend's deliveries happen on the virtual clock, tells the checker what each
-// submission exposed and what the backend answered, and otherwise passes every
-// call through unchanged.
+// backend is what the managers submit to: backend/mem or backend/redis.
+type backend interface {
+	contract.Fetcher
+	contract.Publisher
+}
+
+// transport stands between the managers and the store: backend/mem, or
+// backend/redis. It tells the checker what each submission exposed, what the
+// backend answered first and which Quiesce calls it answered true, and
+// otherwise passes every call through unchanged. Over backend/mem it also
+// makes the deliveries happen on the virtual clock.
 //
 // Submissions come from the owner goroutine; Poll and Quiesce also come from
 // the engine's own goroutines, so everything the transport and the checker
 // share is guarded by the driver's lock (d.mu), and the gate table by its own.
 type transport struct {
-	be      *mem.Backend
+	be  backend
+	mem *mem.Backend     // the in-process store; nil over Redis
+	rds *kvredis.Backend // the Redis store; nil in process
+	// check is the checker's own connection to the Redis store, without
+	// retries, so that a store gone away costs the checker nothing.
+	check        *kvredis.Backend
+	checkTimeout time.Duration
+	store        string // the store, as the summary names it
+
 	d       *driver
 	next    func() *lease // the lease whose submission comes next
 	made    *delivery     // the delivery the policy created during a submission
@@ -50,8 +71,14 @@ var (
 	_ contract.Publisher = (*transport)(nil)
 )
 
-func newTransport(d *driver) (*transport, error) {
-	t := &transport{d: d, bySeq: map[uint64]*delivery{}}
+// openTimeout bounds connecting to a Redis store.
+const openTimeout = 10 * time.Second
+
+func newTransport(ctx context.Context, d *driver) (*transport, error) {
+	t := &transport{d: d, bySeq: map[uint64]*delivery{}, store: MemBackend}
+	if d.cfg.Redis() {
+		return t, t.openRedis(ctx)
+	}
 	opts := []mem.Option{mem.WithPolicy(t.policy), mem.WithGate(t.gateOf)}
 	if d.cfg.StoreCapacity > 0 {
 		opts = append(opts, mem.WithCapacity(d.cfg.StoreCapacity))
@@ -60,8 +87,79 @@ func newTransport(d *driver) (*transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.be = be
+	t.be, t.mem = be, be
 	return t, nil
+}
+
+// openRedis connects the backend and the checker's own client to the store.
+// The backend's timeout is the request deadline: an attempt that has not
+// answered by then ends, so Quiesce proves its access over well before the
+// containment deadline (the deadline plus the drain grace), even with the
+// server gone.
+func (t *transport) openRedis(ctx context.Context) error {
+	cfg := t.d.cfg
+	u, err := url.Parse(cfg.Backend)
+	if err != nil {
+		return fmt.Errorf("simulate: backend: %w", err)
+	}
+	t.store = fmt.Sprintf("%s (prefix %q)", u.Redacted(), cfg.RedisPrefix)
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	// One pipelined call per lease: the rows are small, round trips are what
+	// costs.
+	t.rds, err = kvredis.Open(ctx, cfg.Backend, t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
+		kvredis.WithTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)))
+	if err != nil {
+		return fmt.Errorf("simulate: backend: %w", err)
+	}
+	t.be = t.rds
+	q := u.Query()
+	q.Set("max_retries", "-1")
+	u.RawQuery = q.Encode()
+	t.checkTimeout = max(100*time.Millisecond, cfg.Deadline)
+	t.check, err = kvredis.Open(ctx, u.String(), t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
+		kvredis.WithTimeout(t.checkTimeout), kvredis.WithConcurrency(1))
+	if err != nil {
+		_ = t.rds.Close()
+		return fmt.Errorf("simulate: backend (the checker's connection): %w", err)
+	}
+	return nil
+}
+
+// stored reads what the store holds for names, for the checker: values[i] is
+// nil where it holds nothing. An error means the store could not be read
+// (a Redis server gone away), never that it holds nothing.
+func (t *transport) stored(names []contract.Name) ([][]byte, error) {
+	out := make([][]byte, len(names))
+	if t.mem != nil {
+		for i, n := range names {
+			if v, ok := t.mem.Get(staging.ExtentName, n); ok {
+				out[i] = v
+			}
+		}
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.checkTimeout)
+	defer cancel()
+	pipe := t.check.Client().Pipeline()
+	cmds := make([]*goredis.StringCmd, len(names))
+	for i, n := range names {
+		cmds[i] = pipe.Get(ctx, t.check.Key(staging.ExtentName, n))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, err
+	}
+	for i, c := range cmds {
+		v, err := c.Bytes()
+		switch {
+		case errors.Is(err, goredis.Nil):
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = v
+		}
+	}
+	return out, nil
 }
 
 // policy is asked by the backend, synchronously inside Fetch or Publish on the
@@ -109,10 +207,21 @@ func (t *transport) gateOf(call mem.Call) <-chan struct{} {
 func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attempt, error)) (contract.Attempt, error) {
 	t.d.mu.Lock()
 	defer t.d.mu.Unlock()
-	t.made = nil
-	a, err := call()
-	d := t.made
-	t.made = nil
+	var d *delivery
+	var a contract.Attempt
+	var err error
+	if t.mem != nil {
+		// The policy names the lease, inside the call.
+		t.made = nil
+		a, err = call()
+		d, t.made = t.made, nil
+	} else if l := t.next(); l != nil {
+		d = &delivery{l: l, mode: mem.Normal}
+		a, err = call()
+	} else {
+		t.orphans++
+		return nil, fmt.Errorf("simulate: %w: no lease to name for this submission (a simulator bug)", contract.ErrSubmissionRejected)
+	}
 	if d == nil {
 		return a, err // an orphan submission, already counted
 	}
@@ -136,7 +245,9 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 	}
 	d.inner, d.slots = a, slots
 	l.delivery = d
-	t.pending = append(t.pending, d)
+	if t.mem != nil {
+		t.pending = append(t.pending, d)
+	}
 	return &attempt{t: t, d: d}, nil
 }
 
@@ -163,15 +274,25 @@ func unwrap(method string, list []contract.Attempt) ([]*delivery, []contract.Att
 	return ds, inner, nil
 }
 
-// Quiesce implements contract.Fetcher and contract.Publisher. A delivery still
-// held at its gate is still transferring: the answer is "not yet" (false), and
-// the engine asks again later. Deliveries land only on the virtual clock, so a
-// run does not depend on which Quiesce worker asks first. Only a true answer
-// from the backend is recorded as proof.
+// Quiesce implements contract.Fetcher and contract.Publisher. Only a true
+// answer from the backend is recorded as proof. Over the in-process store, a
+// delivery still held at its gate is still transferring: the answer is "not
+// yet" (false), and the engine asks again later. Deliveries land only on the
+// virtual clock, so a run does not depend on which Quiesce worker asks first.
+// Over Redis the backend's own answer is passed on; it may wait (bounded by
+// ctx), so it is asked without the driver's lock.
 func (t *transport) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	ds, inner, err := unwrap("Quiesce", list)
 	if err != nil {
 		return false, err
+	}
+	if t.mem == nil {
+		ok, err := t.be.Quiesce(ctx, inner)
+		if ok && err == nil {
+			t.prove(ds)
+		}
+		t.d.poke()
+		return ok, err
 	}
 	t.d.mu.Lock()
 	defer t.d.mu.Unlock()
@@ -183,14 +304,25 @@ func (t *transport) Quiesce(ctx context.Context, list []contract.Attempt) (bool,
 	}
 	ok, err := t.be.Quiesce(ctx, inner)
 	if ok && err == nil {
-		now := t.d.clk.since()
-		for _, d := range ds {
-			if !d.l.proven {
-				d.l.proven, d.l.provenAt = true, now
-			}
-		}
+		t.proveLocked(ds)
 	}
 	return ok, err
+}
+
+// prove records that the backend answered Quiesce true for ds.
+func (t *transport) prove(ds []*delivery) {
+	t.d.mu.Lock()
+	defer t.d.mu.Unlock()
+	t.proveLocked(ds)
+}
+
+func (t *transport) proveLocked(ds []*delivery) {
+	now := t.d.clk.since()
+	for _, d := range ds {
+		if !d.l.proven {
+			d.l.proven, d.l.provenAt = true, now
+		}
+	}
 }
 
 // Settle implements contract.Fetcher and contract.Publisher.
@@ -222,7 +354,7 @@ func (t *transport) land(d *delivery) {
 	// Wait for the delivery's goroutine, without asking Quiesce (that answer
 	// is the engine's to ask for): every write it makes lands now.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = t.be.Drain(ctx, []contract.Attempt{d.inner})
+	_ = t.mem.Drain(ctx, []contract.Attempt{d.inner})
 	cancel()
 	d.landed, d.landedAt = true, t.d.clk.since()
 	t.d.chk.landed(d, before)
@@ -257,7 +389,17 @@ func (t *transport) landAll() {
 	t.pending = nil
 }
 
-func (t *transport) close() error { return t.be.Close() }
+// close closes the store's backend (and the checker's connection to it).
+func (t *transport) close() error {
+	if t.mem != nil {
+		return t.mem.Close()
+	}
+	err := t.rds.Close()
+	if cerr := t.check.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // attempt wraps the backend's attempt so that the checker learns the first
 // outcome the manager polled.
@@ -271,10 +413,14 @@ func (a *attempt) Poll() contract.Outcome {
 	o := a.d.inner.Poll()
 	if o != nil {
 		a.t.d.mu.Lock()
-		if a.d.l.backend == nil {
+		first := a.d.l.backend == nil
+		if first {
 			a.d.l.backend = o
 		}
 		a.t.d.mu.Unlock()
+		if first && a.t.mem == nil {
+			a.t.d.poke()
+		}
 	}
 	return o
 }

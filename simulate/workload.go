@@ -130,9 +130,9 @@ func (w *workload) request(i int) (*request, error) {
 		for b := range r.names[g] {
 			var key staging.Key
 			if b < shared {
-				key = blockKey('f', family, b)
+				key = blockKey('f', w.cfg.Seed, family, b)
 			} else {
-				key = blockKey('r', i, b)
+				key = blockKey('r', w.cfg.Seed, i, b)
 			}
 			n, err := w.id.Name(g, key)
 			if err != nil {
@@ -144,11 +144,17 @@ func (w *workload) request(i int) (*request, error) {
 	return r, nil
 }
 
-func blockKey(kind byte, owner, block int) staging.Key {
-	var buf [17]byte
+// blockKey is a block's content key: derived from the seed, the owner (a
+// shared family, or the request) and the block's position, and nothing else.
+// Two runs of one workload (one seed) name their blocks alike, so over a
+// shared store the second fetches what the first published; another seed is
+// another workload, sharing nothing.
+func blockKey(kind byte, seed uint64, owner, block int) staging.Key {
+	var buf [25]byte
 	buf[0] = kind
-	binary.BigEndian.PutUint64(buf[1:], uint64(owner))
-	binary.BigEndian.PutUint64(buf[9:], uint64(block))
+	binary.BigEndian.PutUint64(buf[1:], seed)
+	binary.BigEndian.PutUint64(buf[9:], uint64(owner))
+	binary.BigEndian.PutUint64(buf[17:], uint64(block))
 	return staging.Key(sha256.Sum256(buf[:]))
 }
 

@@ -4,9 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvready/kvready/simulate"
 	"github.com/schollz/progressbar/v3"
@@ -42,7 +48,9 @@ func runSimulate(e *env, args []string) int {
 	fs.IntVar(&cfg.StoreCapacity, "store-capacity", cfg.StoreCapacity, "rows the store holds before evicting the least recently used (0: unbounded)")
 	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
-	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout")
+	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout (in-process store only)")
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection)")
+	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	if done, status := parseFlags(e, fs, args); done {
@@ -51,6 +59,11 @@ func runSimulate(e *env, args []string) int {
 	if fs.NArg() > 0 {
 		e.errorf("simulate takes no arguments, got %q", fs.Args())
 		return exitUsage
+	}
+	usable := true
+	if cfg.Redis() {
+		usable = storeFlags(e, fs)
+		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 	}
 	if err := cfg.Validate(); err != nil {
 		var fe *simulate.FieldError
@@ -61,10 +74,23 @@ func runSimulate(e *env, args []string) int {
 				e.errorf("%v", one)
 			}
 		}
+		usable = false
+	}
+	if !usable {
 		return exitUsage
 	}
 
-	sum, err := simulate.Run(context.Background(), cfg, progressReporter(e.stderr, cfg.Requests))
+	progressOut := e.stderr
+	if cfg.Redis() {
+		// The client logs from its own goroutines, the progress lines come
+		// from the run's: one lock keeps their lines whole.
+		shared := &lockedWriter{w: e.stderr}
+		l := &clientLog{w: shared}
+		goredis.SetLogger(l)
+		defer l.stop() // the client's goroutines may outlive the run
+		progressOut = shared
+	}
+	sum, err := simulate.Run(context.Background(), cfg, progressReporter(progressOut, cfg.Requests))
 	if sum == nil {
 		e.errorf("%v", err)
 		return exitFail
@@ -110,6 +136,68 @@ func runSimulate(e *env, args []string) int {
 	return status
 }
 
+// memOnly are the flags that describe the in-process store: its injected
+// faults, latency and capacity. A Redis store has its own.
+var memOnly = []string{"miss-rate", "partial-rate", "fail-rate", "cancel-rate", "quiesce-not-yet-rate",
+	"never-proves-rate", "reject-rate", "latency-median", "latency-sigma", "store-capacity"}
+
+// storeFlags refuses, with a Redis store, every flag given that only the
+// in-process store honours, naming each; it reports whether there was none.
+func storeFlags(e *env, fs *flag.FlagSet) bool {
+	ok := true
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(memOnly, f.Name) {
+			e.errorf("-%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
+			ok = false
+		}
+	})
+	return ok
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// clientLog prints the Redis client's first few messages (a store gone away
+// makes it log every failed dial) and drops the rest: the summary counts what
+// failed.
+type clientLog struct {
+	w       io.Writer
+	mu      sync.Mutex
+	seen    int
+	stopped bool
+}
+
+// stop makes the log write nothing more.
+func (l *clientLog) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+}
+
+const clientLogLines = 3
+
+func (l *clientLog) Printf(_ context.Context, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen++
+	switch {
+	case l.stopped:
+	case l.seen <= clientLogLines:
+		fmt.Fprintf(l.w, "kvready: redis client: "+strings.TrimSuffix(format, "\n")+"\n", v...)
+	case l.seen == clientLogLines+1:
+		fmt.Fprintln(l.w, "kvready: redis client: further messages suppressed")
+	}
+}
+
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()
@@ -120,7 +208,11 @@ func unjoin(err error) []error {
 // progressReporter draws a progress bar on a terminal, and prints a plain line
 // every tenth of the run otherwise (logs, CI, pipes).
 func progressReporter(w io.Writer, total int) simulate.Progress {
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	probe := w
+	if l, ok := w.(*lockedWriter); ok {
+		probe = l.w
+	}
+	if f, ok := probe.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		bar := progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription("simulate"),

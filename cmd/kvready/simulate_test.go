@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/internal/redistest"
 )
 
 func TestSimulateJSON(t *testing.T) {
@@ -78,4 +83,107 @@ func TestSimulateBadFlags(t *testing.T) {
 		assert.Contains(t, stderr, tc.msg, tc.args)
 		assert.Empty(t, out, "a refused run prints no summary")
 	}
+}
+
+// killOnLine is a stderr that kills the server when a line containing at is
+// written: the progress lines say how far the run is, so the kill lands
+// mid-run whatever the machine's speed.
+type killOnLine struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	at     string
+	kill   func()
+	killed bool
+}
+
+func (k *killOnLine) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n, err := k.buf.Write(p)
+	if !k.killed && strings.Contains(k.buf.String(), k.at) {
+		k.killed = true
+		k.kill()
+	}
+	return n, err
+}
+
+func (k *killOnLine) String() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.buf.String()
+}
+
+// The engine survives the store: the Redis server is killed (SIGKILL) a
+// third of the way through. The run finishes, every request ends, the JSON
+// summary is printed, and the checker is clean.
+func TestSimulateRedisServerKilledMidRun(t *testing.T) {
+	srv := redistest.Start(t)
+	stderr := &killOnLine{at: "simulate: 120/400 requests", kill: srv.Kill}
+	var out bytes.Buffer
+	status := run(&env{stdin: strings.NewReader(""), stdout: &out, stderr: stderr}, []string{"simulate",
+		"--backend", srv.URL(), "--redis-prefix", "killed:", "--requests", "400", "--slots", "256",
+		"--arrival", "200us", "--drain-grace", "500ms", "--json"})
+	require.True(t, stderr.killed, "the server was killed mid-run: %s", stderr.String())
+	require.Equal(t, exitOK, status, "complete and safe: %s", stderr.String())
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &m), out.String())
+	for _, k := range []string{"recycled_before_fence", "misses_reported_as_failures", "corrupt_rows", "late_writes",
+		"unfinished", "unfinished_requests"} {
+		assert.EqualValues(t, 0, m[k], k)
+	}
+	assert.Positive(t, m["failed"], "submissions fail once the server is gone")
+	assert.Equal(t, m["leases"], m["released"].(float64)+m["quarantined"].(float64), "every lease ended")
+	assert.Equal(t, m["leases"], m["served"].(float64)+m["partial"].(float64)+m["missed"].(float64)+m["failed"].(float64),
+		"every lease reports one outcome")
+	assert.EqualValues(t, "real", m["clock"])
+	assert.Contains(t, m["store"], srv.Addr)
+	assert.Contains(t, stderr.String(), "simulate: 400/400 requests")
+}
+
+// Two processes, one store: the second run of the workload is served what the
+// first published.
+func TestSimulateRedisSecondRunHits(t *testing.T) {
+	srv := redistest.Start(t)
+	args := []string{"simulate", "--backend", srv.URL(), "--requests", "100", "--arrival", "200us", "--deadline", "2s", "--json"}
+	var runs []map[string]any
+	for range 2 {
+		status, out, stderr := runCLI(t, "", args...)
+		require.Equal(t, exitOK, status, stderr)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+		runs = append(runs, m)
+	}
+	assert.Positive(t, runs[0]["missed"], "the store starts empty")
+	assert.EqualValues(t, 100, runs[1]["served"], "the second run is served every fetch")
+	assert.EqualValues(t, 1, runs[1]["hit_token_ratio"])
+	assert.EqualValues(t, 0, runs[1]["recycled_before_fence"])
+}
+
+func TestSimulateRedisFlagRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msgs []string
+	}{
+		{[]string{"--miss-rate", "0.1", "--latency-median", "2ms"}, []string{"-miss-rate: describes the in-process store", "-latency-median: describes"}},
+		{[]string{"--store-capacity", "10", "--naive"}, []string{"-store-capacity", "-naive: the naive manager runs over the in-process store only"}},
+		{[]string{"--redis-prefix", "a{b}"}, []string{"-redis-prefix"}},
+	} {
+		args := append([]string{"simulate", "--backend", "redis://127.0.0.1:1/0"}, tc.args...)
+		status, out, stderr := runCLI(t, "", args...)
+		assert.Equal(t, exitUsage, status, tc.args)
+		for _, msg := range tc.msgs {
+			assert.Contains(t, stderr, msg, tc.args)
+		}
+		assert.Empty(t, out)
+	}
+	status, _, stderr := runCLI(t, "", "simulate", "--backend", "memcached://127.0.0.1:1")
+	assert.Equal(t, exitUsage, status)
+	assert.Contains(t, stderr, "-backend: ")
+
+	srv := redistest.Start(t)
+	srv.Kill()
+	status, out, stderr := runCLI(t, "", "simulate", "--backend", srv.URL()+"?max_retries=-1")
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "does not answer PING")
+	assert.Empty(t, out, "no run, no summary")
 }

@@ -1,0 +1,139 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/kvready/kvready/internal/redistest"
+)
+
+// overRedis is a small run against the Redis server at url, on real time. The
+// drain grace is generous: on a loaded machine a late scheduler must not turn
+// a proof into a containment (which would be safe, but is not what these
+// tests are about).
+func overRedis(url string) Config {
+	c := Defaults().WithoutFaults()
+	c.Backend = url
+	c.Requests = 300
+	c.Slots = 256
+	c.Arrival = 200 * time.Microsecond
+	c.DrainGrace = 500 * time.Millisecond
+	return c
+}
+
+func assertClean(t *testing.T, s *Summary) {
+	t.Helper()
+	assert.Zero(t, s.RecycledBeforeFence, "recycled before fence")
+	assert.Zero(t, s.LateWrites)
+	assert.Zero(t, s.CorruptRows, "corrupt rows")
+	assert.Zero(t, s.MissesReportedAsFailures, "misses reported as failures")
+	assert.Zero(t, s.FailuresReportedAsMisses)
+	assert.Zero(t, s.OrphanSubmissions)
+	assert.True(t, s.Complete(), "every request ended: %s", s.UnfinishedReason)
+	assert.Zero(t, s.Unfinished)
+	assert.Equal(t, s.Leases, s.Released+s.Quarantined, "every lease ended")
+	assert.Equal(t, s.Leases, s.Served+s.Partial+s.Missed+s.Failed, "every lease reports one outcome")
+}
+
+// Two managers, one store: a second run of the same workload (same seed, same
+// prefix) fetches everything the first one published; the checker reads the
+// store back through its own connection and finds every row intact.
+func TestRedisSecondRunHitsWhatTheFirstPublished(t *testing.T) {
+	srv := redistest.Start(t)
+	c := overRedis(srv.URL())
+	c.Deadline = 2 * time.Second // nothing may time out here: the second run must find every block
+
+	first := run(t, c)
+	assertClean(t, first)
+	assert.True(t, first.RealTime)
+	assert.Contains(t, first.Store, srv.Addr)
+	require.Zero(t, first.Failed, "the first run published every block it computed")
+	assert.Positive(t, first.Missed, "the store started empty")
+	assert.Less(t, first.HitTokenRatio, 1.0)
+	assert.Positive(t, first.RowsVerified)
+	assert.Zero(t, first.StoreChecksFailed)
+
+	second := run(t, c)
+	assertClean(t, second)
+	assert.Equal(t, c.Requests, second.Served, "every fetch is served in full")
+	assert.Equal(t, c.Requests, second.Leases, "so nothing is computed and published again")
+	assert.Zero(t, second.Partial+second.Missed+second.Failed)
+	assert.InDelta(t, 1.0, second.HitTokenRatio, 1e-9)
+	assert.Positive(t, second.RowsVerified)
+
+	// Another seed is another workload: it shares no block with these.
+	c.Seed++
+	other := run(t, c)
+	assertClean(t, other)
+	assert.Less(t, other.HitTokenRatio, second.HitTokenRatio)
+	assert.Positive(t, other.Missed)
+}
+
+// The engine survives the store: the server is killed (SIGKILL) a quarter of
+// the way through. Submissions fail from then on, every request still ends,
+// the summary says so, and the checker finds nothing wrong.
+func TestRedisServerKilledMidRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // nothing of the run outlives it
+	srv := redistest.Start(t)
+	c := overRedis(srv.URL())
+	killed := false
+	s, err := Run(context.Background(), c, func(done, total int) {
+		if !killed && done >= total/4 {
+			killed = true
+			srv.Kill()
+		}
+	})
+	require.NoError(t, err)
+	require.True(t, killed)
+	assertClean(t, s)
+	assert.Positive(t, s.Served+s.Partial+s.Missed, "before the kill the store answered")
+	assert.Positive(t, s.Failed, "after it, submissions fail")
+	assert.Positive(t, s.StoreChecksFailed, "and the checker cannot read the store back, and says so")
+	out, err := json.Marshal(s)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(out, &m))
+	assert.EqualValues(t, "real", m["clock"])
+	assert.Positive(t, m["failed"])
+	assert.Positive(t, m["store_checks_failed"])
+}
+
+func TestRedisConfigRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"miss-rate", func(c *Config) { c.MissRate = 0.1 }},
+		{"never-proves-rate", func(c *Config) { c.NeverProvesRate = 0.1 }},
+		{"naive", func(c *Config) { c.Naive = true }},
+		{"redis-prefix", func(c *Config) { c.RedisPrefix = "a{b}" }},
+		{"backend", func(c *Config) { c.Backend = "memcached://127.0.0.1:11211" }},
+		{"backend", func(c *Config) { c.Backend = "redis:///0" }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			c := overRedis("redis://127.0.0.1:1/0")
+			tc.edit(&c)
+			err := c.Validate()
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field)
+		})
+	}
+	require.NoError(t, overRedis("redis://127.0.0.1:1/0").Validate())
+	require.NoError(t, Defaults().Validate(), "the defaults' fault rates are the in-process store's")
+}
+
+// A store that does not answer at the start is an error, before any request.
+func TestRedisStoreDownAtStart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	s, err := Run(context.Background(), overRedis(srv.URL()+"?max_retries=-1"), nil)
+	assert.Nil(t, s)
+	assert.ErrorContains(t, err, "does not answer PING")
+}
