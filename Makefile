@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 RAPID_CHECKS ?= 300
 export RAPID_CHECKS
 
-.PHONY: all build deps test demo bench diagrams fuzz lint clean device-check proptest-long mutants
+.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants
 
 all: build
 
@@ -43,6 +43,13 @@ demo:
 	@echo
 	@echo '--- the same workload with a naive release policy (free on outcome, error or timeout):'
 	$(GO) run ./cmd/kvready simulate --naive --report bin/report-naive
+
+## demo-redis: two KV cache managers, one store. Starts a throwaway redis-server on a
+## free loopback port, runs `kvready simulate --backend redis://...` twice (two processes,
+## one after the other), prints both summaries — the second is served what the first
+## published — and stops the server, on failure too.
+demo-redis:
+	GO=$(GO) ./scripts/demo-redis.sh
 
 ## bench: every benchmark with allocations, in one run; the SPEC §5 figures as ratios
 ## go to docs/performance.md (with the machine, date and Go version).
