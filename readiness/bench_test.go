@@ -260,7 +260,14 @@ func BenchmarkProgressIdle(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			r.eng.Progress() // grant and submit them all
+			// Grant and submit them all, and let the watcher take every
+			// attempt in before the timer starts.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := r.eng.Sync(ctx)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
 			if got := r.eng.Count(fsm.Requested); got != n {
 				b.Fatalf("%d leases requested, want %d", got, n)
 			}
