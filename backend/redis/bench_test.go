@@ -30,7 +30,7 @@ type benchLease struct {
 }
 
 func newBenchLease(b *testing.B, blocks int) *benchLease {
-	l := &benchLease{mem: newStaging(1, blocks, benchSlot), client: newClient(b, shared.addr())}
+	l := &benchLease{mem: newStaging(1, blocks, benchSlot), client: newClient(b, shared.Addr)}
 	l.store = newBackend(b, l.client, l.mem)
 	units := make([]contract.Unit, blocks)
 	for i := range units {

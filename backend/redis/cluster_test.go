@@ -21,7 +21,7 @@ func TestClusterPlacement(t *testing.T) {
 	const blocks, groups = 48, 3
 	mem := newStaging(groups, blocks, rowBytes)
 	prefix := kvredis.WithPrefix(uniquePrefix(t))
-	b, err := kvredis.Open(ctx, "redis://"+cl.nodes[1].addr(), mem, prefix, kvredis.WithTimeout(wait))
+	b, err := kvredis.Open(ctx, "redis://"+cl.Nodes[1].Addr, mem, prefix, kvredis.WithTimeout(wait))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	cc, isCluster := b.Client().(*goredis.ClusterClient)
@@ -60,10 +60,10 @@ func TestClusterPlacement(t *testing.T) {
 
 	// A second manager, opened with every node listed, fetches them all.
 	var extra []string
-	for _, n := range cl.nodes[1:] {
-		extra = append(extra, "addr="+n.addr())
+	for _, n := range cl.Nodes[1:] {
+		extra = append(extra, "addr="+n.Addr)
 	}
-	other, err := kvredis.Open(ctx, "redis://"+cl.nodes[0].addr()+"?"+strings.Join(extra, "&"), mem, prefix)
+	other, err := kvredis.Open(ctx, "redis://"+cl.Nodes[0].Addr+"?"+strings.Join(extra, "&"), mem, prefix)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Close() })
 	a, err = other.Fetch(extentOf(t, us...), nil)
@@ -76,8 +76,8 @@ func TestClusterPlacement(t *testing.T) {
 		assert.Equal(t, content(u.Local, u.LocalGroup, rowBytes), mem.rows[u.LocalGroup][u.Local])
 	}
 
-	_, err = kvredis.Open(ctx, "redis://"+cl.nodes[0].addr()+"/3", mem)
+	_, err = kvredis.Open(ctx, "redis://"+cl.Nodes[0].Addr+"/3", mem)
 	assert.Error(t, err, "a Cluster has database 0 only") // the server refuses SELECT
-	_, err = kvredis.Open(ctx, "redis://"+cl.nodes[0].addr()+"/3?cluster=true", mem)
+	_, err = kvredis.Open(ctx, "redis://"+cl.Nodes[0].Addr+"/3?cluster=true", mem)
 	assert.ErrorContains(t, err, "database 0 only")
 }

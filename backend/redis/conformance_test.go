@@ -8,6 +8,7 @@ import (
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/redistest"
 	"github.com/kvready/kvready/proptest"
 )
 
@@ -59,17 +60,17 @@ func kitSubjects(t *testing.T, client goredis.UniversalClient) (proptest.NewFetc
 var kitWait = proptest.Wait(wait)
 
 func TestConformanceFetcher(t *testing.T) {
-	f, _ := kitSubjects(t, newClient(t, shared.addr()))
+	f, _ := kitSubjects(t, newClient(t, shared.Addr))
 	proptest.CheckFetcher(t, f, kitWait)
 }
 
 func TestConformancePublisher(t *testing.T) {
-	_, p := kitSubjects(t, newClient(t, shared.addr()))
+	_, p := kitSubjects(t, newClient(t, shared.Addr))
 	proptest.CheckPublisher(t, p, kitWait)
 }
 
-func clusterClient(t testing.TB, c *cluster) *goredis.ClusterClient {
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.addrs(), ContextTimeoutEnabled: true})
+func clusterClient(t testing.TB, c *redistest.Cluster) *goredis.ClusterClient {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }

@@ -13,6 +13,7 @@ import (
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/redistest"
 )
 
 // signal is a go-redis hook that reports each pipeline as it enters the
@@ -51,9 +52,9 @@ func receive[T any](t testing.TB, ch <-chan T, what string) T {
 
 // pauseAll holds every client of srv for d (CLIENT PAUSE ... ALL cannot be
 // lifted early: UNPAUSE would be held too).
-func pauseAll(t testing.TB, srv *server, d time.Duration) {
+func pauseAll(t testing.TB, srv *redistest.Server, d time.Duration) {
 	t.Helper()
-	admin := newClient(t, srv.addr())
+	admin := newClient(t, srv.Addr)
 	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
 }
 
@@ -69,8 +70,8 @@ func isFailed(t testing.TB, o contract.Outcome) contract.Failed {
 // the server is back (empty: no persistence), the lost names are misses and
 // fetches work again.
 func TestFaultServerKilledMidFetch(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv.addr())
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
 	sig := newSignal()
 	c.AddHook(sig)
 	mem := newStaging(2, 4, rowBytes)
@@ -102,7 +103,7 @@ func TestFaultServerKilledMidFetch(t *testing.T) {
 	require.NoError(t, err)
 	receive(t, sig.entered, "the fetch to reach the network")
 	assert.Nil(t, a.Poll(), "the server is paused: no answer yet")
-	srv.kill()
+	srv.Kill()
 
 	f := isFailed(t, settled(t, b, a))
 	t.Logf("outcome after SIGKILL: %v", f)
@@ -111,7 +112,7 @@ func TestFaultServerKilledMidFetch(t *testing.T) {
 		assert.True(t, mem.untouched(u.LocalGroup, u.Local), "a failed fetch copied unit (%d,%d)", u.LocalGroup, u.Local)
 	}
 
-	require.NoError(t, srv.start())
+	require.NoError(t, srv.Restart())
 	a, err = b.Fetch(extentOf(t, us...), nil)
 	require.NoError(t, err)
 	s, ok = served(settled(t, b, a))
@@ -133,11 +134,11 @@ func TestFaultServerKilledMidFetch(t *testing.T) {
 // TestFaultServerDown: a store that cannot be reached fails fetches and
 // publications; it never answers with a miss.
 func TestFaultServerDown(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv.addr(), func(o *goredis.Options) { o.MaxRetries = -1 })
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr, func(o *goredis.Options) { o.MaxRetries = -1 })
 	mem := newStaging(1, 2, rowBytes)
 	b := newBackend(t, c, mem)
-	srv.kill()
+	srv.Kill()
 	a, err := b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
 	require.NoError(t, err)
 	isFailed(t, settled(t, b, a))
@@ -165,8 +166,8 @@ func TestFaultSlowServer(t *testing.T) {
 		{"read-timeout-client", func(o *goredis.Options) { o.ContextTimeoutEnabled = false; o.ReadTimeout = 2 * wait }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t)
-			c := newClient(t, srv.addr(), tc.edit)
+			srv := redistest.Start(t)
+			c := newClient(t, srv.Addr, tc.edit)
 			sig := newSignal()
 			mem := newStaging(1, 4, rowBytes)
 			b := newBackend(t, c, mem, kvredis.WithTimeout(timeout), kvredis.WithConcurrency(1))
@@ -215,7 +216,7 @@ func TestFaultSlowServer(t *testing.T) {
 // TestFaultWrongSizeValues: a value of any size but slot_bytes is never
 // copied; the fetch is Failed, naming the unit. The connection stays usable.
 func TestFaultWrongSizeValues(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(1, 3, rowBytes)
 	b := newBackend(t, c, mem, kvredis.WithBatch(8))
 	ctx := waitCtx(t)
@@ -251,8 +252,8 @@ func TestFaultWrongSizeValues(t *testing.T) {
 // TestFaultEvictedKeysAreMisses: a server at maxmemory with allkeys-lru drops
 // units; fetching them is a partial delivery or a miss, never a failure.
 func TestFaultEvictedKeysAreMisses(t *testing.T) {
-	srv := newServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
-	c := newClient(t, srv.addr())
+	srv := redistest.Start(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+	c := newClient(t, srv.Addr)
 	const slot, n = 16 << 10, 300 // 4.8 MB of values into 2 MB
 	mem := newStaging(1, n, slot)
 	b := newBackend(t, c, mem, kvredis.WithBatch(32))

@@ -15,6 +15,7 @@ import (
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/redistest"
 )
 
 const rowBytes = 64
@@ -22,7 +23,7 @@ const rowBytes = 64
 // TestKeyLayout pins the key layout that every process sharing a store must
 // agree on: prefix "{" 16 hex digits of FNV-1a-64 "}" extent "/" raw name.
 func TestKeyLayout(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	n := name(7, 1)
 	tag := func(b []byte) string {
 		h := fnv.New64a()
@@ -69,7 +70,7 @@ func hex16(v uint64) string {
 }
 
 func TestNewRefusesBadInput(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(1, 1, 8)
 	_, err := kvredis.New(nil, mem)
 	assert.ErrorContains(t, err, "client is nil")
@@ -89,7 +90,7 @@ func TestOpen(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"http://127.0.0.1:1", `scheme "http"`},
 		{"redis://127.0.0.1:1?cluster=maybe", `cluster="maybe"`},
-		{"redis://" + shared.addr() + "?no_such_option=1", "no_such_option"},
+		{"redis://" + shared.Addr + "?no_such_option=1", "no_such_option"},
 		{"unix:///tmp/x.sock?cluster=true", "unix:// URL names one server"},
 		{"redis://user:hunter2@127.0.0.1:1/0?dial_timeout=1s&max_retries=-1", "does not answer PING"},
 		{"redis://user:hunter2@%zz", "not a URL"},
@@ -101,7 +102,7 @@ func TestOpen(t *testing.T) {
 		}
 	}
 
-	b, err := kvredis.Open(waitCtx(t), shared.url(), mem, kvredis.WithPrefix(uniquePrefix(t)))
+	b, err := kvredis.Open(waitCtx(t), shared.URL(), mem, kvredis.WithPrefix(uniquePrefix(t)))
 	require.NoError(t, err)
 	_, isPlain := b.Client().(*goredis.Client)
 	assert.True(t, isPlain, "a plain server is opened with a plain client")
@@ -119,7 +120,7 @@ func TestOpen(t *testing.T) {
 // TestFetch: the store holds some of the units; Delivered names exactly those,
 // their rows hold the content, and every other row keeps its canary.
 func TestFetch(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(2, 8, rowBytes)
 	b := newBackend(t, c, mem, kvredis.WithBatch(3), kvredis.WithConcurrency(2))
 	ctx := waitCtx(t)
@@ -175,7 +176,7 @@ func TestFetch(t *testing.T) {
 }
 
 func TestEmptyExtent(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	b := newBackend(t, c, newStaging(1, 1, 8))
 	empty, err := contract.NewCacheExtent([]byte(ext), nil, true)
 	require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestEmptyExtent(t *testing.T) {
 
 // TestRejections: what is refused is refused before anything escapes.
 func TestRejections(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(1, 2, rowBytes)
 	mem.rows[0][1] = mem.rows[0][1][:0] // an empty row
 	b := newBackend(t, c, mem)
@@ -235,7 +236,7 @@ func (route) Close() error { return nil }
 // TestPublish: a publication stores what was staged, SET NX keeps the first
 // value of a name, and a TTL is set when asked for.
 func TestPublish(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(2, 4, rowBytes)
 	b := newBackend(t, c, mem, kvredis.WithTTL(time.Hour), kvredis.WithBatch(2))
 	var us []contract.Unit
@@ -286,9 +287,9 @@ func TestPublish(t *testing.T) {
 // its own buffers first, so Quiesce is true while the writes are still held
 // by the server, and what the store ends up with is what was staged then.
 func TestPublishQuiescesBeforeTheStoreAnswers(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv.addr())
-	admin := newClient(t, srv.addr())
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	admin := newClient(t, srv.Addr)
 	mem := newStaging(1, 4, rowBytes)
 	b := newBackend(t, c, mem, kvredis.WithTimeout(2*wait))
 	us := []contract.Unit{unit(0, 0, 0), unit(1, 0, 1), unit(2, 0, 2)}
@@ -328,7 +329,7 @@ func TestPublishQuiescesBeforeTheStoreAnswers(t *testing.T) {
 }
 
 func TestQuiesceAndSettleRefuseWhatTheyCannotAnswer(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(1, 1, rowBytes)
 	b := newBackend(t, c, mem)
 	other := newBackend(t, c, mem)
@@ -361,7 +362,7 @@ func TestQuiesceAndSettleRefuseWhatTheyCannotAnswer(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	mem := newStaging(1, 4, rowBytes)
 	b := newBackend(t, c, mem)
 	ctx := waitCtx(t)
@@ -393,16 +394,16 @@ func TestProbe(t *testing.T) {
 	assert.Zero(t, hits.Len())
 
 	// A store that does not answer is an error, never an empty answer.
-	srv := newServer(t)
-	gone := newBackend(t, newClient(t, srv.addr(), func(o *goredis.Options) { o.MaxRetries = -1 }), mem)
-	srv.kill()
+	srv := redistest.Start(t)
+	gone := newBackend(t, newClient(t, srv.Addr, func(o *goredis.Options) { o.MaxRetries = -1 }), mem)
+	srv.Kill()
 	_, answered, err = gone.Probe(ctx, []byte(ext), probed)
 	assert.Error(t, err)
 	assert.False(t, answered)
 }
 
 func TestOpenRouteAndRegisterPool(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	b := newBackend(t, c, newStaging(1, 1, 8))
 	r, err := b.OpenRoute(map[string]string{"peer": "x"})
 	assert.Nil(t, r)
@@ -457,7 +458,7 @@ func (g *gate) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pro
 // failed, they quiesce, and nothing is written into staging.
 func TestCloseEndsInFlightSubmissions(t *testing.T) {
 	mem := newStaging(1, 4, rowBytes)
-	held := newClient(t, shared.addr())
+	held := newClient(t, shared.Addr)
 	g := newGate()
 	held.AddHook(g)
 	b, err := kvredis.New(held, mem, kvredis.WithTimeout(2*wait))
@@ -485,7 +486,7 @@ func TestCloseEndsInFlightSubmissions(t *testing.T) {
 // TestConcurrentUse: many goroutines fetch and publish through one backend
 // at once (run under -race).
 func TestConcurrentUse(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	const workers, slots = 8, 8
 	mem := newStaging(workers, slots, rowBytes)
 	b := newBackend(t, c, mem, kvredis.WithConcurrency(3), kvredis.WithBatch(3))
@@ -542,7 +543,7 @@ func (refuse) ProcessPipelineHook(goredis.ProcessPipelineHook) goredis.ProcessPi
 // command carrying the error, is a failure — never an empty value, a
 // publication, or a probe without hits.
 func TestPipelineRefusedByAHook(t *testing.T) {
-	c := newClient(t, shared.addr())
+	c := newClient(t, shared.Addr)
 	c.AddHook(refuse{})
 	mem := newStaging(1, 2, rowBytes)
 	b := newBackend(t, c, mem)

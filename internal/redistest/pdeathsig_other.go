@@ -4,6 +4,6 @@ package redistest
 
 import "os/exec"
 
-// setPdeathsig has no portable equivalent off Linux; the test's cleanup stops
-// the server.
+// setPdeathsig has no portable equivalent off Linux; Start's cleanup, or New's
+// caller, stops the server.
 func setPdeathsig(*exec.Cmd) {}

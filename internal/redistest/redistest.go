@@ -1,13 +1,19 @@
 // Package redistest starts throwaway redis-server processes for tests: each on
-// a free loopback port, in the test's temporary directory, with persistence
-// off, killed when the test ends (and, on Linux, by the kernel if the test
-// binary dies first). It never skips: without redis-server the test fails
-// with the command that installs it.
+// a free loopback port, in a temporary directory, with persistence off, killed
+// when the test (or, for New, the caller) ends, and on Linux by the kernel if
+// the test binary dies first. It also starts a three-master Redis Cluster. It
+// never skips: without redis-server or redis-cli the caller fails with the
+// command that installs them.
+//
+// It is the one place that knows how to run redis-server for a test, so that
+// the backend's own tests and the tests of what uses the backend (simulate,
+// cmd/kvready) exercise the same start, kill and restart.
 package redistest
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -21,98 +27,162 @@ import (
 	"time"
 )
 
-// InstallHint is the whole remedy when redis-server is missing.
-const InstallHint = "redis-server is not installed (the Debian package redis-server provides it).\n" +
+// InstallHint is the whole remedy when redis-server or redis-cli is missing.
+const InstallHint = "redis-server is not installed (the Debian package redis-server provides redis-server and redis-cli).\n" +
 	"Install it with:\n\n    sudo apt-get install -y redis-server\n\n" +
 	"or run `make test`, which installs it on Debian when run as root."
 
-// StartWait bounds how long a server may take to answer its first PING, on a
-// loaded machine.
+// StartWait bounds how long a server may take to answer its first PING, and a
+// cluster to reach cluster_state:ok, on a loaded machine.
 const StartWait = 60 * time.Second
 
-// Server is one redis-server process.
+// killWait bounds how long Kill waits for a SIGKILLed process to be reaped; a
+// process stuck in the kernel past that is left behind rather than hanging
+// the test binary.
+const killWait = 60 * time.Second
+
+// startTries is how many free ports New tries: a port chosen free can be
+// taken by someone else before redis-server binds it.
+const startTries = 5
+
+// Server is one redis-server process. Restart replaces the process with a new
+// one on the same port, directory and arguments, so Addr stays valid across a
+// kill.
 type Server struct {
 	// Addr is its loopback address, HOST:PORT.
 	Addr string
+	port int
 	dir  string
+	args []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    bytes.Buffer
 }
 
 // URL is the server's URL, database 0.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
 // Start starts a server for t with extra arguments (e.g. "--maxmemory",
-// "2mb") and stops it when t ends. A port taken between choosing and binding
-// it is retried with another.
+// "2mb") in a directory under t.TempDir(), and stops it when t ends. It fails
+// t, never skips, when the server cannot start.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal(InstallHint)
+	s, err := New(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var last error
-	for range 5 {
-		s, err := start(t.TempDir(), extra)
-		if err == nil {
-			t.Cleanup(s.Kill)
-			return s
-		}
-		last = err
-	}
-	t.Fatal(last)
-	return nil
+	t.Cleanup(s.Stop)
+	return s
 }
 
-func start(dir string, extra []string) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// New starts a server in a fresh directory under parent ("" for the system's
+// temporary directory) with extra arguments, and returns an error where Start
+// would fail a test: it is for TestMain and other code without a testing.TB.
+// The caller must Stop it. The error carries InstallHint when redis-server or
+// redis-cli is missing.
+func New(parent string, extra ...string) (*Server, error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, errors.New(InstallHint)
+		}
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--dir", dir, "--logfile", filepath.Join(dir, "server.log"),
-		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--protected-mode", "no",
-	}, extra...)
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{})}
-	s.cmd = exec.Command("redis-server", args...)
-	setPdeathsig(s.cmd)
-	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting redis-server: %w", err)
+	var last error
+	for range startTries {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(parent, "redis-"+strconv.Itoa(port)+"-")
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, dir: dir}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--dir", dir, "--logfile", filepath.Join(dir, "server.log"),
+			"--save", "", "--appendonly", "no", "--daemonize", "no",
+			"--protected-mode", "no",
+		}, extra...)
+		if last = s.start(); last == nil {
+			return s, nil
+		}
+		_ = os.RemoveAll(dir)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	return nil, last
+}
+
+// start runs the process and waits, at most StartWait, until it answers PING.
+func (s *Server) start() error {
+	cmd := exec.Command("redis-server", s.args...)
+	setPdeathsig(cmd) // the server dies with the test binary, even on a panic
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// A child the server forked could hold the output pipe open after the
+	// server is gone; Wait must not wait for it.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
 	deadline := time.Now().Add(StartWait)
 	for {
 		if ping(s.Addr) == nil {
-			return s, nil
+			return nil
 		}
 		select {
-		case <-s.exited:
-			return nil, fmt.Errorf("redis-server %s exited at start: %s%s", strings.Join(args, " "), s.out.String(), s.logTail())
+		case <-exited:
+			return fmt.Errorf("redis-server %s exited at start: %s%s", strings.Join(s.args, " "), out.String(), s.logTail())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v%s", s.Addr, StartWait, s.logTail())
+			return fmt.Errorf("redis-server on %s did not answer PING within %v%s", s.Addr, StartWait, s.logTail())
 		}
 	}
 }
 
-// Kill sends SIGKILL and waits until the process is gone. Idempotent.
+// Restart kills the server if it still runs and starts a new one on the same
+// port, directory and arguments, so that clients holding Addr reconnect to
+// it; with persistence off it starts empty. It must not run concurrently with
+// Kill or another Restart.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.start()
+}
+
+// Kill sends SIGKILL and waits until the process is gone. Idempotent, and
+// safe from any goroutine (tests kill mid-run from a progress callback).
 func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
 	_ = s.cmd.Process.Kill()
-	<-s.exited
+	select {
+	case <-s.exited:
+	case <-time.After(killWait):
+	}
+}
+
+// Stop kills the server and removes its directory: what Start registers for
+// the end of the test, and what New's caller owes.
+func (s *Server) Stop() {
+	s.Kill()
+	_ = os.RemoveAll(s.dir)
 }
 
 // Alive reports whether the server still answers PING.
 func (s *Server) Alive() bool { return ping(s.Addr) == nil }
 
+// logTail is the end of the server's log, for an error that says why it did
+// not start.
 func (s *Server) logTail() string {
 	b, err := os.ReadFile(filepath.Join(s.dir, "server.log"))
 	if err != nil || len(b) == 0 {
@@ -124,6 +194,80 @@ func (s *Server) logTail() string {
 	return "\nserver log:\n" + string(b)
 }
 
+// Cluster is a Redis Cluster of three masters on loopback ports, no replicas:
+// the fewest masters `redis-cli --cluster create` accepts.
+type Cluster struct {
+	// Nodes are its masters, which share the 16384 slots between them.
+	Nodes []*Server
+}
+
+// NewCluster starts three cluster-enabled servers in fresh directories under
+// parent ("" for the system's temporary directory), joins them with
+// `redis-cli --cluster create` and waits, at most StartWait, until every node
+// knows all three and serves every slot. The caller must Stop it.
+func NewCluster(parent string) (*Cluster, error) {
+	c := &Cluster{}
+	for range 3 {
+		bus, err := freePort()
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		// The bus port is chosen apart: the default (port+10000) may be taken
+		// or above 65535 for an ephemeral port.
+		n, err := New(parent, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "15000")
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StartWait)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// `--cluster create` returns before the nodes agree: a client that came
+	// now could be redirected to a node that does not know its slots yet.
+	for _, n := range c.Nodes {
+		for {
+			out, err := exec.CommandContext(ctx, "redis-cli", "-h", "127.0.0.1", "-p", strconv.Itoa(n.port), "cluster", "info").Output()
+			if err == nil && bytes.Contains(out, []byte("cluster_state:ok")) &&
+				bytes.Contains(out, []byte("cluster_slots_ok:16384")) && bytes.Contains(out, []byte("cluster_known_nodes:3")) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				c.Stop()
+				return nil, fmt.Errorf("the cluster on %v did not reach cluster_state:ok within %v: %s", c.Addrs(), StartWait, out)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return c, nil
+}
+
+// Addrs are the nodes' addresses, HOST:PORT, for a cluster client's seed list.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.Addr)
+	}
+	return out
+}
+
+// Stop stops every node and removes its directory.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Stop()
+	}
+}
+
+// freePort returns a loopback port nothing listens on at this moment.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,7 +277,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ping sends one inline PING on a fresh connection.
+// ping sends one inline PING on a fresh connection, so that it needs no
+// client library and tells a server that answers from a port merely bound.
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -149,7 +294,7 @@ func ping(addr string) error {
 		return err
 	}
 	if !strings.HasPrefix(line, "+PONG") {
-		return errors.New("PING answered " + strconv.Quote(line))
+		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
 }
