@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvready/kvready/backend/pools"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -154,14 +155,12 @@ type Backend struct {
 	nArmed     atomic.Int32 // len(armed), read without the lock on hot paths
 	tornPasses atomic.Uint64
 
-	mu      sync.Mutex
-	store   store
-	armed   []*attempt // WriteAfterQuiesce attempts whose Quiesce answered true
-	regs    map[uint64]span
-	nextReg uint64
-}
+	mu    sync.Mutex
+	store store
+	armed []*attempt // WriteAfterQuiesce attempts whose Quiesce answered true
 
-type span struct{ addr, end uintptr }
+	pools pools.Registry // locks itself
+}
 
 var (
 	_ contract.Fetcher       = (*Backend)(nil)
@@ -181,7 +180,6 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 		notYet:    2,
 		tornEvery: 100 * time.Microsecond,
 		closed:    make(chan struct{}),
-		regs:      map[uint64]span{},
 	}
 	for _, o := range opts {
 		o(b)
@@ -805,41 +803,14 @@ func (b *Backend) OpenRoute(hint map[string]string) (contract.Route, error) {
 
 // RegisterPool registers [address, address+size). A zero address, a
 // non-positive size, a span that wraps around, or one overlapping a live
-// registration is refused and registers nothing.
+// registration is refused and registers nothing (see [pools.Registry]).
 func (b *Backend) RegisterPool(address uintptr, size int) (contract.Registration, error) {
-	if address == 0 || size <= 0 || address+uintptr(size) < address {
-		return nil, fmt.Errorf("mem: RegisterPool(%#x, %d): want a non-zero address and a positive size that does not wrap", address, size)
+	r, err := b.pools.Register(address, size)
+	if err != nil {
+		return nil, fmt.Errorf("mem: %w", err)
 	}
-	s := span{address, address + uintptr(size)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, r := range b.regs {
-		if s.addr < r.end && r.addr < s.end {
-			return nil, fmt.Errorf("mem: RegisterPool(%#x, %d): overlaps the live registration [%#x, %#x)", address, size, r.addr, r.end)
-		}
-	}
-	b.nextReg++
-	b.regs[b.nextReg] = s
-	return &registration{b: b, id: b.nextReg}, nil
+	return r, nil
 }
 
-// Registered reports how many registrations are live.
-func (b *Backend) Registered() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.regs)
-}
-
-type registration struct {
-	b  *Backend
-	id uint64
-}
-
-// Close revokes exactly this registration; closing it again does nothing, and
-// never revokes a newer registration of the same address.
-func (r *registration) Close() error {
-	r.b.mu.Lock()
-	delete(r.b.regs, r.id)
-	r.b.mu.Unlock()
-	return nil
-}
+// Registered reports how many pool registrations are live.
+func (b *Backend) Registered() int { return b.pools.Live() }

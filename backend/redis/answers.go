@@ -127,41 +127,14 @@ func (b *Backend) OpenRoute(hint map[string]string) (contract.Route, error) {
 // registration (values travel through the client's buffers), so this only
 // keeps the contract's bookkeeping: a zero address, a non-positive size, a
 // span that wraps around, or one overlapping a live registration is refused
-// and registers nothing.
+// and registers nothing (see [pools.Registry]).
 func (b *Backend) RegisterPool(address uintptr, size int) (contract.Registration, error) {
-	if address == 0 || size <= 0 || address+uintptr(size) < address {
-		return nil, fmt.Errorf("redis: RegisterPool(%#x, %d): want a non-zero address and a positive size that does not wrap", address, size)
+	r, err := b.pools.Register(address, size)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
 	}
-	s := span{address, address + uintptr(size)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, r := range b.regs {
-		if s.addr < r.end && r.addr < s.end {
-			return nil, fmt.Errorf("redis: RegisterPool(%#x, %d): overlaps the live registration [%#x, %#x)", address, size, r.addr, r.end)
-		}
-	}
-	b.nextReg++
-	b.regs[b.nextReg] = s
-	return &registration{b: b, id: b.nextReg}, nil
+	return r, nil
 }
 
 // Registered reports how many pool registrations are live.
-func (b *Backend) Registered() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.regs)
-}
-
-type registration struct {
-	b  *Backend
-	id uint64
-}
-
-// Close revokes exactly this registration; closing it again does nothing and
-// never revokes a newer registration of the same address.
-func (r *registration) Close() error {
-	r.b.mu.Lock()
-	delete(r.b.regs, r.id)
-	r.b.mu.Unlock()
-	return nil
-}
+func (b *Backend) Registered() int { return b.pools.Live() }

@@ -42,6 +42,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvready/kvready/backend/pools"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -189,12 +190,8 @@ type Backend struct {
 	once    sync.Once
 	cerr    error
 
-	mu      sync.Mutex
-	regs    map[uint64]span
-	nextReg uint64
+	pools pools.Registry // locks itself
 }
-
-type span struct{ addr, end uintptr }
 
 var (
 	_ contract.Fetcher       = (*Backend)(nil)
@@ -236,7 +233,6 @@ func New(client goredis.UniversalClient, mem Memory, opts ...Option) (*Backend, 
 		mem:    mem,
 		set:    s,
 		jobs:   make(chan *batch),
-		regs:   map[uint64]span{},
 	}
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.workers.Add(s.workers)
