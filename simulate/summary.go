@@ -69,8 +69,8 @@ type Summary struct {
 	// (restart_floor or usable_until) at which some layer group reads a block
 	// the fetch did not bring: under a window, only the sinks and the window.
 	ReadinessOverclaims int
-	SlotGrants               int
-	RowsVerified             int
+	SlotGrants          int
+	RowsVerified        int
 	// StoreChecksFailed counts the ended requests whose rows the checker could
 	// not read back from the store (a Redis server gone away, or too slow to
 	// keep up with the run): those rows are not verified.
@@ -145,7 +145,7 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		RecycledBeforeFence: s.RecycledBeforeFence, LateWrites: s.LateWrites, CorruptRows: s.CorruptRows,
 		MissesReportedAsFailures: s.MissesReportedAsFailures, RowsVerified: s.RowsVerified,
 		ReadinessOverclaims: s.ReadinessOverclaims,
-		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
+		StoreChecksFailed:   s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
 	})

@@ -31,7 +31,7 @@ func TestWindowRunIsSafe(t *testing.T) {
 	assert.Positive(t, s.RowsVerified)
 	assert.Less(t, s.SlotGrants, full.SlotGrants, "the window group stages only its sink and its window")
 	// A window wider than the prompt is full attention: the same run.
-	c.Window, c.SinkBlocks = 1 << 14, 0
+	c.Window, c.SinkBlocks = 1<<14, 0
 	wide := run(t, c)
 	assert.Equal(t, full.SlotGrants, wide.SlotGrants)
 	assert.Equal(t, full.HitTokenRatio, wide.HitTokenRatio)
