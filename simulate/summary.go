@@ -65,12 +65,8 @@ type Summary struct {
 	CorruptRows              int
 	MissesReportedAsFailures int
 	FailuresReportedAsMisses int
-	// ReadinessOverclaims counts fetches whose readiness interval has an end
-	// (restart_floor or usable_until) at which some layer group reads a block
-	// the fetch did not bring: under a window, only the sinks and the window.
-	ReadinessOverclaims int
-	SlotGrants          int
-	RowsVerified        int
+	SlotGrants               int
+	RowsVerified             int
 	// StoreChecksFailed counts the ended requests whose rows the checker could
 	// not read back from the store (a Redis server gone away, or too slow to
 	// keep up with the run): those rows are not verified.
@@ -78,6 +74,11 @@ type Summary struct {
 	// OrphanSubmissions are submissions the simulator could not attribute to
 	// a lease; always 0 unless the simulator has a bug.
 	OrphanSubmissions int
+
+	// ReadinessOverclaims counts fetches whose readiness interval has an end
+	// (restart_floor or usable_until) at which some layer group reads a block
+	// the fetch did not bring: under a window, only the sinks and the window.
+	ReadinessOverclaims int
 
 	Timeline       []Sample
 	ReadyLatencies []time.Duration
@@ -144,10 +145,10 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
 		RecycledBeforeFence: s.RecycledBeforeFence, LateWrites: s.LateWrites, CorruptRows: s.CorruptRows,
 		MissesReportedAsFailures: s.MissesReportedAsFailures, RowsVerified: s.RowsVerified,
-		ReadinessOverclaims: s.ReadinessOverclaims,
-		StoreChecksFailed:   s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
+		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
+		ReadinessOverclaims:  s.ReadinessOverclaims,
 	})
 }
 
