@@ -147,7 +147,7 @@ func (l Layout) SlotCounts(o SizingOptions) (Sizing, error) {
 	case s.OneFetch == math.MaxInt:
 		return Sizing{}, fmt.Errorf("staging: sizing: one fetch of %d tokens overflows a byte count", o.FetchTokens)
 	case o.MaxBytes > 0 && o.MaxBytes < s.OneFetch:
-		return Sizing{}, fmt.Errorf("%w: max_bytes of %d is below one fetch of %d tokens, which needs %d bytes",
+		return Sizing{}, fmt.Errorf("%w: max_bytes is %d; one fetch of %d tokens needs %d bytes",
 			ErrBelowOneFetch, o.MaxBytes, o.FetchTokens, s.OneFetch)
 	}
 	total := o.MaxBytes

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,7 +60,7 @@ func TestStagingSizeRefusals(t *testing.T) {
 		status int
 		stderr string
 	}{
-		{"below one fetch", []string{"--layout", lay, "--fetch-tokens", "320", "--max-bytes", "44031"}, exitFail, "which needs 44032 bytes"},
+		{"below one fetch", []string{"--layout", lay, "--fetch-tokens", "320", "--max-bytes", "44031"}, exitFail, "one fetch of 320 tokens needs 44032 bytes"},
 		{"nothing to stage", []string{"--layout", empty, "--fetch-tokens", "320", "--max-fetches", "1"}, exitFail, "no pages to stage"},
 		{"invalid layout", []string{"--layout", bad, "--fetch-tokens", "32", "--max-fetches", "1"}, exitFail, "invalid layout"},
 		{"unreadable layout", []string{"--layout", "/no/such/file", "--fetch-tokens", "32", "--max-fetches", "1"}, exitUsage, "no such file"},
@@ -89,4 +90,16 @@ func TestStagingHelp(t *testing.T) {
 	status, _, errOut := runCLI(t, "", "staging")
 	assert.Equal(t, exitUsage, status)
 	assert.Contains(t, errOut, "usage: kvready staging")
+}
+
+// TestWindowLayoutExample: docs/examples/layout-window.json, which
+// docs/staging.md's worked example runs, is the layout these tests use.
+func TestWindowLayoutExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", "layout-window.json"))
+	require.NoError(t, err)
+	doc, err := staging.ParseLayout(data)
+	require.NoError(t, err)
+	ours, err := staging.ParseLayout([]byte(windowLayout))
+	require.NoError(t, err)
+	assert.Equal(t, ours, doc)
 }
