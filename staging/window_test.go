@@ -371,3 +371,41 @@ func TestWindowedReadinessOfServedView(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Interval{0, 32}, iv)
 }
+
+// FuzzWindowedReadiness decodes arbitrary bytes into attentions (any window,
+// negative ones included) and arrivals: the readiness never panics, refuses
+// only an invalid attention, and agrees with the model otherwise.
+func FuzzWindowedReadiness(f *testing.F) {
+	f.Add(uint8(32), uint8(0), []byte{64, 1, 0xff, 0x0f})
+	f.Add(uint8(1), uint8(3), []byte{0, 0, 1, 2, 3})
+	f.Add(uint8(0), uint8(0), []byte{})
+	f.Fuzz(func(t *testing.T, tpb, first uint8, data []byte) {
+		var groups []Attention
+		var arrived [][]bool
+		for len(data) >= 3 && len(groups) < 4 {
+			a := Attention{Window: int(int8(data[0])), SinkBlocks: int(data[1] % 4)}
+			var row []bool
+			for i := range int(data[2] % 16) {
+				row = append(row, (data[2]>>(i%8))&1 == 1 || i%3 == 0)
+			}
+			groups, arrived, data = append(groups, a), append(arrived, row), data[3:]
+		}
+		got, err := WindowedReadiness(int(tpb), int(first), groups, arrived)
+		invalid := tpb == 0
+		for _, a := range groups {
+			invalid = invalid || a.Validate() != nil
+		}
+		if invalid {
+			if err == nil {
+				t.Fatalf("accepted tpb %d, groups %+v", tpb, groups)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := modelInterval(int(tpb), int(first), groups, arrived); got != want {
+			t.Fatalf("tpb %d first %d groups %+v arrived %v: %v, model %v", tpb, first, groups, arrived, got, want)
+		}
+	})
+}
