@@ -32,6 +32,13 @@ type Config struct {
 	Memory *staging.Memory
 	// TokensPerBlock is the number of token positions in one block.
 	TokensPerBlock int
+	// Attention is each local layer group's attention: a sliding window and
+	// its sink blocks, or full attention (the zero value, and every group past
+	// the end of the list). Readiness needs of a window group only its sinks
+	// and its window (see staging.WindowedReadiness); staging.NeededRows says
+	// which rows a fetch should carry. staging.Layout.AttentionOf reads it
+	// from a layout.
+	Attention []staging.Attention
 	// ExtentName is the extent namespace; empty means staging.ExtentName.
 	ExtentName []byte
 
@@ -143,7 +150,7 @@ func (c *Config) applyDefaults() {
 // core is the part of the config the Core takes.
 func (c *Config) core() CoreConfig {
 	return CoreConfig{
-		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, ExtentName: c.ExtentName,
+		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, Attention: c.Attention, ExtentName: c.ExtentName,
 		RequestTimeout: c.RequestTimeout, DrainGrace: c.DrainGrace, KeepReleased: c.KeepReleased,
 		OnTransition: c.OnTransition, Logger: c.Logger,
 	}

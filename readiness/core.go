@@ -19,6 +19,10 @@ type CoreConfig struct {
 	Memory *staging.Memory
 	// TokensPerBlock is the number of token positions in one block. Required.
 	TokensPerBlock int
+	// Attention is each local layer group's attention (window and sink
+	// blocks), which readiness is computed per group by; a group it does not
+	// reach, and every group when it is nil, is full attention.
+	Attention []staging.Attention
 	// ExtentName is the extent namespace; empty means staging.ExtentName.
 	ExtentName []byte
 	// RequestTimeout is the deadline, after the submission, of a request that
@@ -53,6 +57,14 @@ func (c *CoreConfig) validate() []error {
 	}
 	if c.TokensPerBlock <= 0 {
 		errs = append(errs, fmt.Errorf("TokensPerBlock = %d; want a positive number", c.TokensPerBlock))
+	}
+	if c.Memory != nil && len(c.Attention) > c.Memory.NumGroups() {
+		errs = append(errs, fmt.Errorf("Attention has %d layer groups; want at most the memory's %d", len(c.Attention), c.Memory.NumGroups()))
+	}
+	for g, a := range c.Attention {
+		if err := a.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Attention[%d]: %w", g, err))
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -443,11 +455,13 @@ func (c *Core) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
 
 // Readiness returns where a fetched request may resume: answerable once every
 // local copy has landed (logically_complete), and still after the release.
-// The interval starts at 0 (full attention releases no block below the
-// prefix); it ends at TokensPerBlock × the end of the contiguous run of blocks,
-// from KnownBlocks, whose rows arrived in every layer group. A miss or a
-// failure answers what was already known: [0, KnownBlocks × TokensPerBlock];
-// the lease's outcome says which it was.
+// With full attention the interval starts at 0 (full attention releases no
+// block below the prefix) and ends at TokensPerBlock × the end of the
+// contiguous run of blocks, from KnownBlocks, whose rows arrived in every layer
+// group. A window group (CoreConfig.Attention) needs only its sinks and its
+// window at the resume position (staging.WindowedReadinessOfView). A miss or a
+// failure answers what was already known: [0, KnownBlocks × TokensPerBlock]
+// with full attention; the lease's outcome says which it was.
 func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 	id, err := c.lookup(h)
 	if err != nil {

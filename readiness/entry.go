@@ -301,10 +301,10 @@ func (c *Core) answer(id uint32) {
 	if l.result != fsm.Delivered && l.result != fsm.Partly {
 		b.masks, _ = staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
 	}
-	iv, err := staging.ReadinessOfView(c.cfg.TokensPerBlock, b.known, &b.view, b.masks)
+	iv, err := staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, b.masks)
 	if err != nil {
 		c.breach("readiness not computable: "+err.Error(), id)
-		iv, _ = staging.ReadinessOfView(c.cfg.TokensPerBlock, b.known, &b.view, nil)
+		iv, _ = staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, nil)
 	}
 	b.interval = iv
 }

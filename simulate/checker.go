@@ -47,6 +47,11 @@ type checker struct {
 	failuresAsMisses    int
 	rowsVerified        int
 	storeChecksFailed   int // request ends whose store rows could not be read
+	overclaims          int // fetches whose interval ends read a block the fetch did not bring
+
+	// The last layer group's sliding window in tokens (0: full attention)
+	// and its sink blocks, for the checker's own rule of what a resume reads.
+	window, sinks int
 }
 
 func newChecker(m *staging.Memory) *checker {
@@ -177,11 +182,17 @@ func (c *checker) reported(l *lease) {
 
 // verifyFetch reads a fetched request's device rows once the manager says its
 // copies have landed: a row the backend served holds its content, every other
-// row still holds the canary the checker wrote.
+// row still holds the canary the checker wrote. It also checks the readiness
+// claim: at both ends of the interval, every block a resume there reads, past
+// the known blocks, was served. Rows a window group never staged are read by
+// no resume at the interval's ends, so they are not missing.
 func (c *checker) verifyFetch(dev gpu.Device, l *lease) {
 	var served contract.NameSet
 	if d, ok := l.backend.(contract.Delivered); ok && (l.outcome == readiness.Served || l.outcome == readiness.Partial) {
 		served = d.Served
+	}
+	if c.overclaimed(l, served, l.interval.RestartFloor) || c.overclaimed(l, served, l.interval.UsableUntil) {
+		c.overclaims++
 	}
 	blocks := len(l.req.names[0])
 	want := make([]byte, SlotBytes)
@@ -203,6 +214,27 @@ func (c *checker) verifyFetch(dev gpu.Device, l *lease) {
 			}
 		}
 	}
+}
+
+// overclaimed reports whether a resume at token position p reads a block of
+// the fetch's range that was not served. Full attention reads every block
+// below p; the window group its sink blocks and the blocks holding one of the
+// positions the next token attends, p−window+1 … p−1.
+func (c *checker) overclaimed(l *lease, served contract.NameSet, p int) bool {
+	if p%TokensPerBlock != 0 {
+		return true // readiness answers whole blocks
+	}
+	groups := len(l.req.names)
+	for g := range groups {
+		for b := l.first; b < p/TokensPerBlock; b++ {
+			windowed := c.window > 0 && g == groups-1
+			reads := !windowed || b < c.sinks || (b+1)*TokensPerBlock > p-c.window+1
+			if reads && (b >= len(l.req.names[g]) || !served.Has(l.req.names[g][b])) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // storeNames lists a request's names, group by group, block by block.

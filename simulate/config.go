@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kvready/kvready/staging"
 )
 
 // Config describes one simulation run. The zero value is not valid; start from
@@ -19,6 +21,11 @@ type Config struct {
 	Blocks int
 	// Groups is the number of layer groups: every block has one row per group.
 	Groups int
+	// Window, when positive, gives the last layer group a sliding window of
+	// that many tokens (and SinkBlocks sink blocks): its fetches and publishes
+	// carry only the rows a resume at the prompt's end reads, and readiness
+	// is computed per group. 0: every group is full attention.
+	Window, SinkBlocks int
 	// Slots is the number of staging slots in each pool group.
 	Slots int
 	// Share is the fraction of requests whose prompt starts with a prefix shared
@@ -165,6 +172,11 @@ func (c Config) Validate() error {
 	intIn("groups", c.Groups, 1, maxGroups)
 	intIn("slots", c.Slots, 1, maxSlots)
 	intIn("families", c.Families, 1, maxFamilies)
+	intIn("window", c.Window, 0, maxBlocks*TokensPerBlock)
+	intIn("sink-blocks", c.SinkBlocks, 0, maxBlocks)
+	if c.SinkBlocks > 0 && c.Window == 0 {
+		bad("sink-blocks", "%d sink blocks without a window; want --window too", c.SinkBlocks)
+	}
 	if c.Slots >= 1 && c.Blocks >= 1 && c.Blocks > c.Slots {
 		bad("slots", "%d slots per group cannot hold one request's %d blocks; want slots >= blocks", c.Slots, c.Blocks)
 	}
@@ -249,4 +261,14 @@ func checkStoreURL(raw string) string {
 		return fmt.Sprintf("%q; %s", u.Redacted(), want)
 	}
 	return ""
+}
+
+// Attention returns each layer group's attention: full, except the last group
+// when Window is set.
+func (c Config) Attention() []staging.Attention {
+	out := make([]staging.Attention, max(c.Groups, 0))
+	if c.Window > 0 && len(out) > 0 {
+		out[len(out)-1] = staging.Attention{Window: c.Window, SinkBlocks: c.SinkBlocks}
+	}
+	return out
 }

@@ -65,6 +65,7 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 	eng, err := readiness.New(readiness.Config{
 		Memory:         d.mem,
 		TokensPerBlock: TokensPerBlock,
+		Attention:      d.cfg.Attention(),
 		Fetcher:        d.t,
 		Publisher:      d.t,
 		Stream:         s,

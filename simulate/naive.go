@@ -84,7 +84,7 @@ func (n *naiveManager) lend(l *lease) error {
 	}
 	counts := make([]int, len(l.req.names))
 	for g := range counts {
-		counts[g] = l.blocks
+		counts[g] = len(l.needed[g])
 	}
 	t, err := n.alloc.Request(counts)
 	if err != nil {
@@ -162,9 +162,9 @@ func (n *naiveManager) grant(nl *naiveLease) {
 	for i, r := range runs {
 		gr := staging.GroupRun{LayerGroup: r.Group, Part: r.Group}
 		part := n.parts.Part(r.Group)
-		for k := range l.blocks {
-			gr.Ordinals = append(gr.Ordinals, l.first+k)
-			gr.Names = append(gr.Names, l.req.names[r.Group][l.first+k])
+		for k, o := range l.needed[r.Group] {
+			gr.Ordinals = append(gr.Ordinals, o)
+			gr.Names = append(gr.Names, l.req.names[r.Group][o])
 			gr.Addresses = append(gr.Addresses, part.SlotAddress(runs[i].First+k))
 		}
 		nl.runs = append(nl.runs, gr)
@@ -312,7 +312,7 @@ func (n *naiveManager) done(nl *naiveLease, ready bool) {
 		if masks == nil {
 			masks, _ = staging.ServedMasks(&nl.view, contract.NameSet{})
 		}
-		if iv, err := staging.ReadinessOfView(TokensPerBlock, l.first, &nl.view, masks); err == nil {
+		if iv, err := staging.WindowedReadinessOfView(TokensPerBlock, l.first, n.d.cfg.Attention(), &nl.view, masks); err == nil {
 			l.interval, l.ready = iv, true
 		}
 	}

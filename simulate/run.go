@@ -159,6 +159,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 		return nil, err
 	}
 	d.chk = newChecker(d.mem)
+	d.chk.window, d.chk.sinks = cfg.Window, cfg.SinkBlocks
 	if d.t, err = newTransport(ctx, d); err != nil {
 		return nil, err
 	}
@@ -376,7 +377,8 @@ func (d *driver) arrive(i int) (bool, error) {
 
 func (d *driver) newLease(r *request, k readiness.Kind, first, blocks int) *lease {
 	mode, lat := d.w.behaviour(r.id, k)
-	return &lease{req: r, kind: k, first: first, blocks: blocks, mode: mode, latency: lat, lentAt: d.clk.since()}
+	return &lease{req: r, kind: k, first: first, blocks: blocks, needed: neededBlocks(d.cfg.Attention(), first, blocks),
+		mode: mode, latency: lat, lentAt: d.clk.since()}
 }
 
 func (d *driver) lend(l *lease) {
@@ -536,7 +538,9 @@ func (d *driver) fold(l *lease) {
 	if l.kind == readiness.Fetch {
 		d.askTokens += l.blocks * TokensPerBlock
 		if l.ready {
-			d.gotTokens += max(0, l.interval.UsableUntil-l.interval.RestartFloor)
+			// Tokens the fetch made usable past what was known (under a
+			// window the floor is the end itself: resume there, not lower).
+			d.gotTokens += max(0, l.interval.UsableUntil-l.first*TokensPerBlock)
 		}
 	}
 	d.mu.Lock()
@@ -583,6 +587,7 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.LateWrites = c.lateWrites
 	s.CorruptRows = c.corruptRows
 	s.MissesReportedAsFailures = c.missesAsFailures
+	s.ReadinessOverclaims = c.overclaims
 	s.FailuresReportedAsMisses = c.failuresAsMisses
 	s.SlotGrants = c.grants
 	s.RowsVerified = c.rowsVerified

@@ -75,6 +75,11 @@ type Summary struct {
 	// a lease; always 0 unless the simulator has a bug.
 	OrphanSubmissions int
 
+	// ReadinessOverclaims counts fetches whose readiness interval has an end
+	// (restart_floor or usable_until) at which some layer group reads a block
+	// the fetch did not bring: under a window, only the sinks and the window.
+	ReadinessOverclaims int
+
 	Timeline       []Sample
 	ReadyLatencies []time.Duration
 	FenceLatencies []time.Duration
@@ -82,7 +87,8 @@ type Summary struct {
 
 // Safe reports whether the checker found nothing wrong.
 func (s *Summary) Safe() bool {
-	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0
+	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0 &&
+		s.ReadinessOverclaims == 0
 }
 
 // Complete reports whether every request ended.
@@ -114,6 +120,7 @@ type summaryJSON struct {
 	LateWrites               int     `json:"late_writes"`
 	CorruptRows              int     `json:"corrupt_rows"`
 	MissesReportedAsFailures int     `json:"misses_reported_as_failures"`
+	ReadinessOverclaims      int     `json:"readiness_overclaims"`
 	RowsVerified             int     `json:"rows_verified"`
 	StoreChecksFailed        int     `json:"store_checks_failed"`
 	HitTokenRatio            float64 `json:"hit_token_ratio"`
@@ -141,6 +148,7 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
+		ReadinessOverclaims:  s.ReadinessOverclaims,
 	})
 }
 
@@ -191,6 +199,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("  store not read back", fmt.Sprintf("%d requests (store unreachable or behind: their store rows not verified)", s.StoreChecksFailed))
 	}
 	row("misses reported as failures", fmt.Sprintf("%d%s", s.MissesReportedAsFailures, verdict(s.MissesReportedAsFailures)))
+	row("readiness overclaims", fmt.Sprintf("%d%s", s.ReadinessOverclaims, verdict(s.ReadinessOverclaims)))
 	return tw.Flush()
 }
 

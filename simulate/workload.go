@@ -52,8 +52,9 @@ type lease struct {
 	id      int
 	req     *request
 	kind    readiness.Kind
-	first   int // first block moved
-	blocks  int // blocks moved, in every group
+	first   int     // first block moved
+	blocks  int     // blocks of the range [first, first+blocks)
+	needed  [][]int // per group, the blocks of the range it moves (a window group fewer)
 	mode    mem.Mode
 	latency time.Duration
 	lentAt  time.Duration
@@ -83,12 +84,23 @@ func (l *lease) rows() []readiness.Row {
 	r := l.req
 	blocks := len(r.names[0])
 	out := make([]readiness.Row, 0, len(r.names)*l.blocks)
-	for g := range r.names {
-		for b := l.first; b < l.first+l.blocks; b++ {
+	for g, ords := range l.needed {
+		for _, b := range ords {
 			out = append(out, readiness.Row{Name: r.names[g][b], Group: g, Block: b, Device: r.row(blocks, g, b)})
 		}
 	}
 	return out
+}
+
+// neededBlocks lists, per layer group, the blocks of [first, first+blocks)
+// that a lease moves: all of them, but for a window group only those a resume
+// at the range's end (the prompt's end) reads.
+func neededBlocks(attn []staging.Attention, first, blocks int) [][]int {
+	rows, err := staging.NeededRows(nil, TokensPerBlock, attn, first*TokensPerBlock, (first+blocks)*TokensPerBlock)
+	if err != nil {
+		panic("simulate: " + err.Error()) // first, blocks and the config are validated
+	}
+	return rows
 }
 
 // workload draws requests and per-submission behaviour from one seeded source.

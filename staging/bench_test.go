@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -78,4 +79,84 @@ func BenchmarkAllocator(b *testing.B) {
 			}
 		})
 	}
+}
+
+// readinessBench is one fetch's arrivals for the readiness benchmarks: every
+// row of groups × blocks arrived, as a matrix and as a served view.
+func readinessBench(b *testing.B, groups, blocks int, attention func(g int) Attention) (arrived [][]bool, view *View, masks [][]bool) {
+	rows, err := NeededRows(nil, 32, benchGroups(groups, attention), 0, blocks*32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var runs []GroupRun
+	for g, ords := range rows {
+		arrived = append(arrived, make([]bool, blocks))
+		for _, o := range ords {
+			arrived[g][o] = true
+		}
+		m := make([]bool, len(ords))
+		for i := range m {
+			m[i] = true
+		}
+		runs = append(runs, GroupRun{LayerGroup: g, Ordinals: ords})
+		masks = append(masks, m)
+	}
+	if view, err = NewView(runs...); err != nil {
+		b.Fatal(err)
+	}
+	return arrived, view, masks
+}
+
+func benchGroups(n int, attention func(g int) Attention) []Attention {
+	out := make([]Attention, n)
+	for g := range out {
+		out[g] = attention(g)
+	}
+	return out
+}
+
+// BenchmarkReadiness measures full-attention readiness of one whole fetch: the
+// matrix form, and /view, the engine's path over a lease's view and masks.
+func BenchmarkReadiness(b *testing.B) {
+	benchReadiness(b, func(int) Attention { return Full })
+}
+
+// BenchmarkReadinessWindows is BenchmarkReadiness with every other layer group
+// a window of 1024 tokens (32 blocks) and one sink block, as in models that
+// interleave sliding-window and full-attention layers: the window groups stage
+// only their sink and window rows.
+func BenchmarkReadinessWindows(b *testing.B) {
+	benchReadiness(b, func(g int) Attention {
+		if g%2 == 1 {
+			return Attention{Window: 1024, SinkBlocks: 1}
+		}
+		return Full
+	})
+}
+
+func benchReadiness(b *testing.B, attention func(g int) Attention) {
+	const groups, blocks = 4, 512
+	arrived, view, masks := readinessBench(b, groups, blocks, attention)
+	attn := benchGroups(groups, attention)
+	want := Interval{UsableUntil: blocks * 32}
+	if attn[1].Windowed() {
+		want.RestartFloor = want.UsableUntil
+	}
+	name := fmt.Sprintf("groups=%d,blocks=%d", groups, blocks)
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if iv, _ := WindowedReadiness(32, 0, attn, arrived); iv != want {
+				b.Fatalf("readiness %v, want %v", iv, want)
+			}
+		}
+	})
+	b.Run(name+"/view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if iv, _ := WindowedReadinessOfView(32, 0, attn, view, masks); iv != want {
+				b.Fatalf("readiness %v, want %v", iv, want)
+			}
+		}
+	})
 }

@@ -5,7 +5,9 @@
 // (KEY_FORMAT_VERSION 2), layout ids (LAYOUT_ID_VERSION 2), staging parts and
 // their geometry, the FIFO slot allocator with quarantine, lease views and the
 // extents built from them, served masks, and the readiness interval a fetch
-// yields.
+// yields — per layer group, with sliding windows and sink blocks — together
+// with the rows a fetch needs and the staging a layout needs (fetch rows and
+// slot counts, as the reference sizes them).
 //
 // Two identities never mix here. A [contract.Name] identifies content and is
 // copied byte for byte from the lender; staging never re-derives one. A unit's

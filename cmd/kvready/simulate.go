@@ -29,6 +29,8 @@ func runSimulate(e *env, args []string) int {
 	fs.IntVar(&cfg.Requests, "requests", cfg.Requests, "requests to serve")
 	fs.IntVar(&cfg.Blocks, "blocks", cfg.Blocks, "blocks per request")
 	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "layer groups (rows per block)")
+	fs.IntVar(&cfg.Window, "window", cfg.Window, "give the last layer group a sliding window of this many `tokens` (0: full attention everywhere)")
+	fs.IntVar(&cfg.SinkBlocks, "sink-blocks", cfg.SinkBlocks, "sink blocks of the window group (with --window)")
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "staging slots per pool group")
 	fs.Float64Var(&cfg.Share, "share", cfg.Share, "prefix-sharing ratio: fraction of requests whose prompt starts with a shared prefix")
 	fs.IntVar(&cfg.Families, "families", cfg.Families, "distinct shared prefixes")
