@@ -463,10 +463,12 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 		return gpu.Pending, err
 	}
 	if ev.Seq() > s.done {
-		if err := s.dev.enter(); err != nil {
-			return gpu.Pending, err
-		}
+		// cuEventQuery needs no current context (the event carries its
+		// own; the driver documents no CUDA_ERROR_INVALID_CONTEXT for it):
+		// polling skips the switch, and only destroying a failed event's
+		// handle enters the device.
 		drv := s.dev.drv
+		entered := false
 		for s.n > 0 && s.ring[s.head].seq <= ev.Seq() {
 			h := s.ring[s.head]
 			r := drv.eventQuery(h.ev)
@@ -477,16 +479,24 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 				s.spare = append(s.spare, h.ev)
 			} else {
 				// The copies before it have no completion record: failed.
-				// The handle's state is unknown, so it is not reused.
+				// The handle's state is unknown, so it is not reused (and
+				// leaked if the context cannot even be entered).
 				s.failed = append(s.failed, h.seq)
-				drv.eventDestroy(h.ev)
+				if !entered {
+					entered = s.dev.enter() == nil
+				}
+				if entered {
+					drv.eventDestroy(h.ev)
+				}
 			}
 			s.done = h.seq
 			s.ring[s.head] = inflight{}
 			s.head = (s.head + 1) % len(s.ring)
 			s.n--
 		}
-		runtime.UnlockOSThread()
+		if entered {
+			runtime.UnlockOSThread()
+		}
 		if ev.Seq() > s.done {
 			return gpu.Pending, nil
 		}

@@ -318,9 +318,12 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* wake wakes s's worker when there is something new for it to do: an
+   operation at the head of its queue, unless held (a worker waiting for an
+   earlier operation's due time wakes on its own). */
 static void wake(struct fstream *s)
 {
-	if (s->waiting)
+	if (s->waiting && !hold && s->head && !s->head->next)
 		pthread_cond_signal(&s->cv);
 }
 
