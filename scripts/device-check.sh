@@ -6,7 +6,8 @@
 #   2. the engine end to end on gpu/cuda (readiness TestEngineOnCUDA);
 #   3. kvready simulate --device cuda --requests 20000, checker on;
 #   4. an NVML health read of GPU 0, found by its PCI bus id.
-# Prints a summary; exits 1 if any step failed. CUDA_LIBRARY chooses the
+# Prints a summary; exits 1 if any step failed. The whole check is bounded
+# by 5 minutes (DEVICE_CHECK_BUDGET seconds). CUDA_LIBRARY chooses the
 # driver library (default libcuda.so.1); the first three steps also run on
 # the fake driver: CUDA_LIBRARY=bin/libfakecuda.so (make fakecuda).
 set -uo pipefail
@@ -20,9 +21,19 @@ failed=0
 
 # step NAME LIMIT CMD...: runs CMD with a time limit, its output to a log
 # (shown on failure), and records the result.
+# The whole check stays within budget seconds: a step gets at most what is left.
+budget=${DEVICE_CHECK_BUDGET:-300}
 step() {
-  local name=$1 limit=$2
+  local name=$1 limit=${2%s}
   shift 2
+  local left=$((budget - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -le 0 ]; then
+    results+=("FAIL  $name (not run: the ${budget}s budget is spent)")
+    failed=1
+    return
+  fi
+  limit=${limit}s
   local out="$log/$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_').log" start=$SECONDS status
   echo "device-check: $name ..."
   timeout "$limit" "$@" >"$out" 2>&1
@@ -39,11 +50,11 @@ step() {
 }
 
 echo "device-check: driver library $lib; logs in $log"
-step "build" 120s "$GO" build -o "$log/kvready" ./cmd/kvready
-step "gpu/cuda device tests" 120s "$GO" test -count=1 -tags cudadevice -run 'TestDevice' -v ./gpu/cuda/
-step "engine end to end on gpu/cuda" 120s "$GO" test -count=1 -run 'TestEngineOnCUDA$' -v ./readiness/
-step "simulate --device cuda --requests 20000" 180s "$log/kvready" simulate --device cuda --cuda-library "$lib" --requests 20000
-step "NVML health of GPU 0 (by PCI bus id)" 60s "$GO" test -count=1 -tags cudadevice -run 'TestDeviceHealth' -v ./gpu/nvml/
+step "build" 90s "$GO" build -o "$log/kvready" ./cmd/kvready
+step "gpu/cuda device tests" 60s "$GO" test -count=1 -tags cudadevice -run 'TestDevice' -v ./gpu/cuda/
+step "engine end to end on gpu/cuda" 60s "$GO" test -count=1 -run 'TestEngineOnCUDA$' -v ./readiness/
+step "simulate --device cuda --requests 20000" 120s "$log/kvready" simulate --device cuda --cuda-library "$lib" --requests 20000
+step "NVML health of GPU 0 (by PCI bus id)" 30s "$GO" test -count=1 -tags cudadevice -run 'TestDeviceHealth' -v ./gpu/nvml/
 
 echo
 echo "device-check summary ($lib):"
