@@ -65,20 +65,14 @@ func (d *cudaDevice) Lost(device int) (bool, string) {
 	return device == d.ID() && d.reason != "", d.reason
 }
 
-// fakeCUDA builds and loads the fake driver once for the suite.
-var fakeCUDA = sync.OnceValues(func() (string, error) { return fakecuda.Library() })
-
 // newCUDAModel is the model on gpu/cuda over the fake driver, staging pinned
 // by cuMemHostAlloc. The library is global: one sequence at a time resets
 // and holds it (rapid runs them one after the other).
 func newCUDAModel(t *rapid.T, core bool) *model {
-	lib, err := fakeCUDA()
+	lib, ctl, err := fakecuda.Load()
 	if err != nil {
 		t.Fatalf("the CUDA configuration runs against the fake driver, built with gcc: %v", err)
 	}
-	ctl, err := fakecuda.Open(lib)
-	must(t, err)
-	ctl.Reset()
 	ctl.Hold(true)
 	d, err := cuda.Open(0, cuda.WithLibrary(lib))
 	must(t, err)

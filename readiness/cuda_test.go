@@ -54,11 +54,8 @@ func cudaLibrary(t *testing.T, fake bool) (string, *fakecuda.Control) {
 		}
 		return lib, nil // a real driver
 	}
-	lib, err := fakecuda.Library()
+	lib, ctl, err := fakecuda.Load()
 	require.NoError(t, err, "the CUDA engine test runs against the fake driver, built with gcc")
-	ctl, err := fakecuda.Open(lib)
-	require.NoError(t, err)
-	ctl.Reset()
 	return lib, ctl
 }
 

@@ -15,11 +15,8 @@ import (
 // real time on the driver's worker threads: every request finishes and the
 // checker finds nothing, with fault injection in the store on.
 func TestRunOnFakeCUDA(t *testing.T) {
-	lib, err := fakecuda.Library()
+	lib, ctl, err := fakecuda.Load()
 	require.NoError(t, err, "the CUDA run is tested on the fake driver, built with gcc")
-	ctl, err := fakecuda.Open(lib)
-	require.NoError(t, err)
-	ctl.Reset()
 	t.Cleanup(ctl.Reset)
 	require.NoError(t, ctl.SetDelay(30*time.Microsecond))
 

@@ -31,15 +31,7 @@ func BenchmarkCUDACopyEvent(b *testing.B) {
 		cycles(b, st, p, host, func() { dev.CompleteAll() })
 	})
 	b.Run("cuda", func(b *testing.B) {
-		lib, err := fakecuda.Library()
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctl, err := fakecuda.Open(lib)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctl.Reset()
+		lib, ctl := benchDriver(b)
 		defer ctl.Reset()
 		ctl.Hold(true)
 		dev, err := cuda.Open(0, cuda.WithLibrary(lib))
@@ -63,18 +55,11 @@ func BenchmarkCUDACopyEvent(b *testing.B) {
 			}
 		})
 	})
-	// The floor: one call into the library through purego (a counter read),
-	// the crossing a cycle pays five times (three cuCtxSetCurrent-guarded
-	// calls cost two each, minus the query's, which needs no context).
+	// The floor: one call into the library through purego (a counter read).
+	// A cycle pays five: the copy and the record two each (cuCtxSetCurrent
+	// first), the query one (it needs no context).
 	b.Run("crossing", func(b *testing.B) {
-		lib, err := fakecuda.Library()
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctl, err := fakecuda.Open(lib)
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, ctl := benchDriver(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			if ctl.Counter(fakecuda.Queries) < 0 {
@@ -82,6 +67,15 @@ func BenchmarkCUDACopyEvent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchDriver loads the fake driver, reset.
+func benchDriver(b *testing.B) (string, *fakecuda.Control) {
+	lib, ctl, err := fakecuda.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lib, ctl
 }
 
 // cycles runs b.N copy + record + query cycles on st, completing the queued

@@ -26,11 +26,8 @@ import (
 // global.
 func fakeLib(t *testing.T) (string, *fakecuda.Control) {
 	t.Helper()
-	path, err := fakecuda.Library()
+	path, ctl, err := fakecuda.Load()
 	require.NoError(t, err, "the CUDA tests run against the fake driver, built with gcc")
-	ctl, err := fakecuda.Open(path)
-	require.NoError(t, err)
-	ctl.Reset()
 	t.Cleanup(ctl.Reset)
 	return path, ctl
 }

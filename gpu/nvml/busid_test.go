@@ -24,11 +24,8 @@ func pciAddr(s string) (addr [4]uint64, ok bool) {
 // ordering, MIG): the watcher finds a CUDA ordinal's device by its PCI bus id,
 // read from the fake CUDA driver through the real binding.
 func TestBusIDMapsCUDAOrdinalToNVMLDevice(t *testing.T) {
-	lib, err := fakecuda.Library()
+	lib, ctl, err := fakecuda.Load()
 	require.NoError(t, err, "the test reads bus ids from the fake CUDA driver, built with gcc")
-	ctl, err := fakecuda.Open(lib)
-	require.NoError(t, err)
-	ctl.Reset()
 	t.Cleanup(ctl.Reset)
 	require.NoError(t, ctl.SetDevices(2))
 	require.NoError(t, ctl.SetBus(0, 0xC1)) // CUDA ordinal 0 is NVML index 1

@@ -129,6 +129,21 @@ func library() (string, error) {
 	return out, nil
 }
 
+// Load builds the fake driver (Library), loads it, resets it (Reset) and
+// returns its path and control: what a test that steers it starts with.
+func Load() (string, *Control, error) {
+	lib, err := Library()
+	if err != nil {
+		return "", nil, err
+	}
+	ctl, err := Open(lib)
+	if err != nil {
+		return "", nil, err
+	}
+	ctl.Reset()
+	return lib, ctl, nil
+}
+
 // The operations of fakecuda_ctl (fakecuda.c keeps the same numbers).
 const (
 	opReset      = 0

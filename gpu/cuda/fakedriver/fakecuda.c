@@ -470,17 +470,40 @@ static CUresult set_current_locked(CUcontext ctx)
 
 CUresult cuCtxSetCurrent(CUcontext ctx) { LOCKED(set_current_locked(ctx)); }
 
-static CUresult stream_create_locked(CUstream *out, unsigned flags)
+/* create checks the context and the out pointer of a cuXxxCreate call and
+   allocates its zeroed object; NULL with *r set on failure. */
+static void *create(const void *out, size_t size, CUresult *r)
 {
-	(void)flags;
+	if ((*r = enter()) != CUDA_SUCCESS)
+		return NULL;
+	if (!out) {
+		*r = CUDA_ERROR_INVALID_VALUE;
+		return NULL;
+	}
+	void *p = calloc(1, size);
+	if (!p)
+		*r = CUDA_ERROR_OUT_OF_MEMORY;
+	return p;
+}
+
+/* stream_ok checks that s is a live stream of the current context. */
+static CUresult stream_ok(struct fstream *s)
+{
 	CUresult r = enter();
 	if (r)
 		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
-	struct fstream *s = calloc(1, sizeof *s);
+	if (!valid_stream(s) || s->ctx != current)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return CUDA_SUCCESS;
+}
+
+static CUresult stream_create_locked(CUstream *out, unsigned flags)
+{
+	(void)flags;
+	CUresult r;
+	struct fstream *s = create(out, sizeof *s, &r);
 	if (!s)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return r;
 	s->magic = MAGIC_STREAM;
 	s->ctx = current;
 	pthread_cond_init(&s->cv, NULL);
@@ -502,11 +525,7 @@ CUresult cuStreamCreate(CUstream *out, unsigned flags) { LOCKED(stream_create_lo
 CUresult cuStreamDestroy_v2(CUstream s)
 {
 	pthread_mutex_lock(&mu);
-	CUresult r = enter();
-	if (r == CUDA_SUCCESS && !valid_stream(s))
-		r = CUDA_ERROR_INVALID_HANDLE;
-	if (r == CUDA_SUCCESS && s->ctx != current)
-		r = CUDA_ERROR_INVALID_HANDLE;
+	CUresult r = stream_ok(s);
 	if (r) {
 		pthread_mutex_unlock(&mu);
 		return r;
@@ -532,14 +551,10 @@ CUresult cuStreamDestroy_v2(CUstream s)
 static CUresult event_create_locked(CUevent *out, unsigned flags)
 {
 	(void)flags;
-	CUresult r = enter();
-	if (r)
-		return r;
-	if (!out)
-		return CUDA_ERROR_INVALID_VALUE;
-	struct fevent *e = calloc(1, sizeof *e);
+	CUresult r;
+	struct fevent *e = create(out, sizeof *e, &r);
 	if (!e)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		return r;
 	e->magic = MAGIC_EVENT;
 	counters[FC_EVENTS_CREATED]++;
 	*out = e;
@@ -547,16 +562,6 @@ static CUresult event_create_locked(CUevent *out, unsigned flags)
 }
 
 CUresult cuEventCreate(CUevent *out, unsigned flags) { LOCKED(event_create_locked(out, flags)); }
-
-static CUresult stream_ok(struct fstream *s)
-{
-	CUresult r = enter();
-	if (r)
-		return r;
-	if (!valid_stream(s) || s->ctx != current)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return CUDA_SUCCESS;
-}
 
 static CUresult record_locked(CUevent e, CUstream s)
 {
