@@ -82,7 +82,7 @@ fakecuda: bin/libfakecuda.so
 
 bin/libfakecuda.so: gpu/cuda/fakedriver/fakecuda.c
 	@mkdir -p bin
-	$${CC:-gcc} -O2 -Wall -Wextra -Werror -shared -fPIC -pthread -o $@ $<
+	$${CC:-gcc} -O2 -Wall -Wextra -shared -fPIC -pthread -o $@ $<
 
 ## device-check: the whole CUDA path on a machine with a GPU and its driver (GPU 0,
 ## libcuda.so.1; CUDA_LIBRARY=... to use another): gpu/cuda's device tests, the engine
