@@ -8,8 +8,12 @@ BENCHTIME ?= 1s
 # The property suites' budget in CI: sequences per property (see docs/testing.md).
 RAPID_CHECKS ?= 300
 export RAPID_CHECKS
+# go-nvml's cgo preamble uses deprecated NVML declarations: silence exactly that
+# warning (and keep Go's default -O2 -g), nothing broader.
+CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+export CGO_CFLAGS
 
-.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants
+.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda
 
 all: build
 
@@ -72,9 +76,20 @@ diagrams:
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
-## device-check: the real-GPU check of gpu/cuda (needs a CUDA driver and GPU 0; see docs/gpu.md).
+## fakecuda: the fake CUDA driver (C, no CUDA headers) as bin/libfakecuda.so; the tests
+## build their own copy. `kvready simulate --device cuda --cuda-library bin/libfakecuda.so`.
+fakecuda: bin/libfakecuda.so
+
+bin/libfakecuda.so: gpu/cuda/fakedriver/fakecuda.c
+	@mkdir -p bin
+	$${CC:-gcc} -O2 -Wall -Wextra -shared -fPIC -pthread -o $@ $<
+
+## device-check: the whole CUDA path on a machine with a GPU and its driver (GPU 0,
+## libcuda.so.1; CUDA_LIBRARY=... to use another): gpu/cuda's device tests, the engine
+## end to end, `kvready simulate --device cuda --requests 20000` with its checker, an
+## NVML health read. Prints a summary; fails if any step fails (see docs/gpu.md).
 device-check:
-	$(GO) test -count=1 -tags cudadevice ./gpu/cuda/
+	GO=$(GO) ./scripts/device-check.sh
 
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)

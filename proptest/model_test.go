@@ -81,7 +81,7 @@ type model struct {
 	t     *rapid.T
 	core  bool
 	clock *sim.ManualClock
-	dev   *sim.Device
+	dev   modelDevice
 	spy   *spy
 	mem   *staging.Memory
 	be    *adversary
@@ -102,18 +102,24 @@ type model struct {
 }
 
 func newModel(t *rapid.T, core bool) *model {
+	dev, err := sim.New(0, 1<<22)
+	must(t, err)
+	return newModelOn(t, core, dev, staging.GoHeap)
+}
+
+// newModelOn is newModel on another device, with staging from host.
+func newModelOn(t *rapid.T, core bool, dev modelDevice, host staging.Alloc) *model {
 	m := &model{t: t, core: core, clock: newClock(), bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{},
 		owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{}}
 	var err error
-	m.dev, err = sim.New(0, 1<<22)
-	must(t, err)
+	m.dev = dev
 	inner, err := m.dev.NewStream()
 	must(t, err)
 	gs := make([]staging.Group, modelGroups)
 	for g := range gs {
 		gs[g] = staging.Group{Slots: modelSlots, SlotBytes: slotBytes}
 	}
-	m.mem, err = staging.NewMemory(staging.GoHeap, gs...)
+	m.mem, err = staging.NewMemory(host, gs...)
 	must(t, err)
 	for g := range modelGroups {
 		for s := range modelSlots {
@@ -613,7 +619,7 @@ func (m *model) deviceLost(t *rapid.T) {
 // xidHealth is the device's health as NVML reports it: lost when the device
 // is, or when an Xid was reported for it.
 type xidHealth struct {
-	dev *sim.Device
+	dev gpu.Health
 	xid string
 }
 

@@ -467,7 +467,7 @@ type slotID struct{ g, s int }
 // judge each staging→device copy at the moment it is queued.
 type spy struct {
 	gpu.Stream
-	dev    *sim.Device
+	dev    modelDevice
 	mem    *staging.Memory
 	bases  []uintptr
 	copies []spyCopy
@@ -476,7 +476,7 @@ type spy struct {
 	onCopy func(c spyCopy)
 }
 
-func newSpy(dev *sim.Device, inner gpu.Stream, mem *staging.Memory) *spy {
+func newSpy(dev modelDevice, inner gpu.Stream, mem *staging.Memory) *spy {
 	sp := &spy{Stream: inner, dev: dev, mem: mem}
 	for g := range mem.NumGroups() {
 		row, _ := mem.Row(g, 0)

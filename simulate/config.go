@@ -83,6 +83,16 @@ type Config struct {
 	// Runs that share the server, the prefix and the seed share units: the
 	// second one fetches what the first published.
 	RedisPrefix string
+
+	// Device is the GPU: SimDevice ("sim", or "") or CUDADevice ("cuda":
+	// GPU 0 through the CUDA driver, staging pinned by it). On the virtual
+	// clock a round waits for the CUDA copies it queued, and GPULatency is
+	// the simulated device's only.
+	Device string
+	// CUDALibrary is the CUDA driver library with CUDADevice (empty:
+	// $KVREADY_CUDA_LIBRARY, else libcuda.so.1); `make fakecuda` builds a
+	// fake one, bin/libfakecuda.so.
+	CUDALibrary string
 }
 
 // DefaultRedisPrefix is the key prefix a run over a Redis store uses unless
@@ -134,6 +144,7 @@ func Defaults() Config {
 		Seed:              1,
 		Backend:           MemBackend,
 		RedisPrefix:       DefaultRedisPrefix,
+		Device:            SimDevice,
 	}
 }
 
@@ -238,6 +249,7 @@ func (c Config) Validate() error {
 			bad("redis-prefix", "%q contains '{' or '}', which would take over the Redis Cluster hash tag", c.RedisPrefix)
 		}
 	}
+	errs = append(errs, c.deviceErrors()...)
 	return errors.Join(errs...)
 }
 

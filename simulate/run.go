@@ -10,7 +10,6 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -49,7 +48,7 @@ type Progress func(done, total int)
 type driver struct {
 	cfg Config
 	clk clock
-	dev *sim.Device
+	dev *device
 	mem *staging.Memory
 	t   *transport
 	chk *checker
@@ -116,6 +115,9 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	if err := d.t.close(); err != nil && runErr == nil {
 		runErr = err
 	}
+	if err := d.dev.close(); err != nil && runErr == nil {
+		runErr = err
+	}
 	s := d.summary(time.Since(start))
 	if s.UnfinishedRequests > 0 {
 		if runErr != nil {
@@ -142,21 +144,18 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	// many can hold rows at once, waiting ones hold theirs too.
 	rowBytes := (cfg.Blocks*cfg.Groups*SlotBytes + 255) / 256 * 256
 	inFlight := min(cfg.Requests, maxInFlight)
-	if d.dev, err = sim.New(0, inFlight*rowBytes+4096, sim.WithLatency(d.clk, cfg.GPULatency)); err != nil {
+	if d.dev, err = openDevice(cfg, d.clk, inFlight*rowBytes+4096); err != nil {
 		return nil, err
 	}
-	inner, err := d.dev.NewStream()
-	if err != nil {
-		return nil, err
-	}
+	inner := d.dev.stream
 	groups := make([]staging.Group, cfg.Groups)
 	for g := range groups {
 		groups[g] = staging.Group{Slots: cfg.Slots, SlotBytes: SlotBytes}
 	}
-	// The simulated device copies from the Go heap; a real one needs pinned
+	// The simulated device copies from the Go heap; CUDA needs pinned
 	// memory (staging.NewMemory with the driver's host allocator).
-	if d.mem, err = staging.NewMemory(staging.GoHeap, groups...); err != nil {
-		return nil, err
+	if d.mem, err = staging.NewMemory(d.dev.hostAlloc, groups...); err != nil {
+		return nil, errors.Join(err, d.dev.close())
 	}
 	d.chk = newChecker(d.mem)
 	d.chk.window, d.chk.sinks = cfg.Window, cfg.SinkBlocks
@@ -167,7 +166,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	if cfg.Naive {
 		d.mgr, err = newNaiveManager(d, s)
 	} else {
-		d.mgr, err = newEngineManager(d, s, d.dev)
+		d.mgr, err = newEngineManager(d, s, d.dev.health())
 	}
 	if err != nil {
 		_ = d.t.close()
@@ -205,7 +204,7 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 		now := d.clk.since()
 		if cfg.DeviceLossAt > 0 && !d.lost && now >= cfg.DeviceLossAt {
 			d.lost = true
-			d.dev.Lose("Xid 79: simulated GPU has fallen off the bus")
+			d.dev.lose("Xid 79: simulated GPU has fallen off the bus")
 		}
 		arrived := 0
 		for d.next < cfg.Requests && time.Duration(d.next)*cfg.Arrival <= now {
@@ -240,6 +239,9 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 			return nil
 		}
 		if !d.clk.real() {
+			if err := d.dev.settle(); err != nil {
+				return err
+			}
 			if now > limit {
 				return nil // the summary says what is unfinished, and why
 			}

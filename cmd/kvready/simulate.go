@@ -53,6 +53,8 @@ func runSimulate(e *env, args []string) int {
 	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout (in-process store only)")
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
+	fs.StringVar(&cfg.Device, "device", cfg.Device, "the GPU: sim (simulated, virtual clock) or cuda (GPU 0 through the CUDA driver: pinned staging, copies on a CUDA stream)")
+	fs.StringVar(&cfg.CUDALibrary, "cuda-library", cfg.CUDALibrary, "the CUDA driver library with --device cuda (`PATH`; default $KVREADY_CUDA_LIBRARY, else libcuda.so.1; make fakecuda builds bin/libfakecuda.so)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	if done, status := parseFlags(e, fs, args); done {

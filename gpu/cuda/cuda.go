@@ -1,7 +1,9 @@
 // Package cuda implements gpu.Device and gpu.Stream on the CUDA driver API,
 // loaded at run time from libcuda.so.1 with github.com/ebitengine/purego: the
 // build needs neither cgo nor CUDA headers, and without a driver Open returns
-// an error wrapping gpu.ErrNoDriver instead of failing to link.
+// an error wrapping gpu.ErrNoDriver instead of failing to link. Another
+// driver library (the fake one tests use, gpu/cuda/fakedriver) is chosen with
+// WithLibrary or the environment variable KVREADY_CUDA_LIBRARY.
 //
 // Events handed to callers are (stream id, sequence) values, never driver
 // handles. A stream keeps the driver events of its unresolved sequence numbers
@@ -21,6 +23,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -55,11 +58,55 @@ type hostSpan struct {
 
 var _ gpu.Device = (*Device)(nil)
 
-// Open loads the CUDA driver (once per process), initialises it and retains
-// device ordinal's primary context. With no driver library, or a driver that
-// reports no usable device, the error wraps gpu.ErrNoDriver.
-func Open(ordinal int) (*Device, error) {
-	drv, err := loadDriver()
+// DefaultLibrary is the driver library Open loads unless told otherwise: the
+// soname the NVIDIA driver installs (no CUDA toolkit needed).
+const DefaultLibrary = "libcuda.so.1"
+
+// LibraryEnv is the environment variable that names the driver library to
+// load when Open is given no WithLibrary option (unset or empty:
+// DefaultLibrary).
+const LibraryEnv = "KVREADY_CUDA_LIBRARY"
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	library string
+}
+
+// WithLibrary makes Open load the CUDA driver API from path (a file name
+// dlopen searches for, or a path) instead of $KVREADY_CUDA_LIBRARY or
+// libcuda.so.1. An empty path is no option. Each library is loaded once per
+// process and stays loaded.
+func WithLibrary(path string) Option {
+	return func(o *options) {
+		if path != "" {
+			o.library = path
+		}
+	}
+}
+
+// Library returns the driver library Open loads with opts: the WithLibrary
+// path, else $KVREADY_CUDA_LIBRARY, else DefaultLibrary.
+func Library(opts ...Option) string {
+	o := options{library: os.Getenv(LibraryEnv)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.library == "" {
+		return DefaultLibrary
+	}
+	return o.library
+}
+
+// Open loads the CUDA driver (once per process and library; see Library),
+// initialises it and retains device ordinal's primary context. With no
+// driver library, or a driver that reports no usable device, the error wraps
+// gpu.ErrNoDriver. A library that cannot be loaded, or lacks an entry point
+// the package needs, is an error naming the path and the symbol; an ordinal
+// the driver does not have is an error naming how many devices it sees.
+func Open(ordinal int, opts ...Option) (*Device, error) {
+	drv, err := loadDriver(Library(opts...))
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +124,16 @@ func open(drv *driver, ordinal int) (*Device, error) {
 		}
 		return nil, err
 	}
+	var count int32
+	if err := drv.check("cuDeviceGetCount", drv.deviceGetCount(&count)); err != nil {
+		return nil, err
+	}
+	if ordinal >= int(count) {
+		if count == 0 {
+			return nil, fmt.Errorf("cuda: device ordinal %d: %w: the driver (%s) sees no device", ordinal, gpu.ErrNoDriver, drv.path)
+		}
+		return nil, fmt.Errorf("cuda: device ordinal %d out of range: the driver (%s) sees %d device(s), ordinals 0..%d (CUDA_VISIBLE_DEVICES renumbers them)", ordinal, drv.path, count, count-1)
+	}
 	d := &Device{drv: drv, ordinal: ordinal}
 	if err := drv.check(fmt.Sprintf("cuDeviceGet(%d)", ordinal), drv.deviceGet(&d.dev, int32(ordinal))); err != nil {
 		return nil, err
@@ -89,6 +146,23 @@ func open(drv *driver, ordinal int) (*Device, error) {
 
 // ID returns the device ordinal.
 func (d *Device) ID() int { return d.ordinal }
+
+// Library returns the driver library the device was opened through.
+func (d *Device) Library() string { return d.drv.path }
+
+// PCIBusID returns the device's PCI bus id as the driver reports it
+// (cuDeviceGetPCIBusId), e.g. "00000000:17:00.0": the identity that NVML
+// and the CUDA ordinal (which CUDA_VISIBLE_DEVICES renumbers) agree on.
+func (d *Device) PCIBusID() (string, error) {
+	buf := make([]byte, 64)
+	if err := d.drv.check("cuDeviceGetPCIBusId", d.drv.deviceBusID(buf, d.dev)); err != nil {
+		return "", err
+	}
+	if i := slices.Index(buf, 0); i >= 0 {
+		buf = buf[:i]
+	}
+	return string(buf), nil
+}
 
 // enter makes the device's context current on a locked OS thread; the caller
 // must call runtime.UnlockOSThread when done. The CUDA current context is
@@ -279,6 +353,15 @@ var _ gpu.Stream = (*Stream)(nil)
 // ID returns the stream's process-unique id.
 func (s *Stream) ID() uint64 { return s.id }
 
+// Handle returns the driver's CUstream handle (0 once closed), for work the
+// caller queues on the same stream itself, such as its own kernels: events
+// recorded afterwards then cover it too. The stream stays owned by s.
+func (s *Stream) Handle() uintptr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h
+}
+
 // CopyHtoD queues a copy from pinned host memory to the device.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 	return s.copyAsync("cuMemcpyHtoDAsync", src, func(host unsafe.Pointer, h uintptr) result {
@@ -380,10 +463,12 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 		return gpu.Pending, err
 	}
 	if ev.Seq() > s.done {
-		if err := s.dev.enter(); err != nil {
-			return gpu.Pending, err
-		}
+		// cuEventQuery needs no current context (the event carries its
+		// own; the driver documents no CUDA_ERROR_INVALID_CONTEXT for it):
+		// polling skips the switch, and only destroying a failed event's
+		// handle enters the device.
 		drv := s.dev.drv
+		entered := false
 		for s.n > 0 && s.ring[s.head].seq <= ev.Seq() {
 			h := s.ring[s.head]
 			r := drv.eventQuery(h.ev)
@@ -394,16 +479,24 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 				s.spare = append(s.spare, h.ev)
 			} else {
 				// The copies before it have no completion record: failed.
-				// The handle's state is unknown, so it is not reused.
+				// The handle's state is unknown, so it is not reused (and
+				// leaked if the context cannot even be entered).
 				s.failed = append(s.failed, h.seq)
-				drv.eventDestroy(h.ev)
+				if !entered {
+					entered = s.dev.enter() == nil
+				}
+				if entered {
+					drv.eventDestroy(h.ev)
+				}
 			}
 			s.done = h.seq
 			s.ring[s.head] = inflight{}
 			s.head = (s.head + 1) % len(s.ring)
 			s.n--
 		}
-		runtime.UnlockOSThread()
+		if entered {
+			runtime.UnlockOSThread()
+		}
 		if ev.Seq() > s.done {
 			return gpu.Pending, nil
 		}

@@ -41,6 +41,7 @@ func newFake() *fakeDriver {
 func (f *fakeDriver) driver() *driver {
 	return &driver{
 		init:              func(uint32) result { return f.initResult },
+		deviceGetCount:    func(n *int32) result { *n = 1; return cudaSuccess },
 		deviceGet:         func(dev *int32, ord int32) result { *dev = ord; return cudaSuccess },
 		primaryCtxRetain:  func(ctx *uintptr, _ int32) result { *ctx = 0xC7; return cudaSuccess },
 		primaryCtxRelease: func(int32) result { return cudaSuccess },

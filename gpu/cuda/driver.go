@@ -22,6 +22,9 @@ const (
 	errInsufficientDriver   result = 35
 	errNoDevice             result = 100
 	errInvalidDevice        result = 101
+	errInvalidContext       result = 201
+	errInvalidHandle        result = 400
+	errNotFound             result = 500
 	errNotReady             result = 600
 	errECCUncorrectable     result = 214
 	errIllegalAddress       result = 700
@@ -56,8 +59,11 @@ const (
 // driver is the part of the CUDA driver API this package uses, as Go
 // functions. Open fills it from libcuda.so.1; tests fill it with a fake.
 type driver struct {
+	path              string // the library it was loaded from
 	init              func(flags uint32) result
+	deviceGetCount    func(n *int32) result
 	deviceGet         func(dev *int32, ordinal int32) result
+	deviceBusID       func(buf []byte, dev int32) result
 	primaryCtxRetain  func(ctx *uintptr, dev int32) result
 	primaryCtxRelease func(dev int32) result
 	ctxSetCurrent     func(ctx uintptr) result
@@ -79,19 +85,35 @@ type driver struct {
 	errorName         func(r result) string
 }
 
-// libraryName is the driver library's soname; it needs no CUDA toolkit.
-const libraryName = "libcuda.so.1"
-
 var (
-	loadOnce  sync.Once
-	loaded    *driver
-	loadError error
+	loadMu sync.Mutex
+	loaded = map[string]*driver{}
 )
 
-// loadDriver opens libcuda.so.1 once per process.
-func loadDriver() (*driver, error) {
-	loadOnce.Do(func() { loaded, loadError = loadLibrary(libraryName) })
-	return loaded, loadError
+// loadDriver opens the driver library at path once per process: a library
+// stays loaded, and a failed load is tried again by the next Open.
+func loadDriver(path string) (*driver, error) {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if d, ok := loaded[path]; ok {
+		return d, nil
+	}
+	d, err := loadLibrary(path)
+	if err != nil {
+		return nil, err
+	}
+	loaded[path] = d
+	return d, nil
+}
+
+// symbols are the driver entry points the package resolves, all present in
+// every driver since CUDA 4.
+var symbols = []string{
+	"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetPCIBusId", "cuDevicePrimaryCtxRetain",
+	"cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate",
+	"cuEventRecord", "cuEventQuery", "cuEventDestroy_v2", "cuMemcpyHtoDAsync_v2",
+	"cuMemcpyDtoHAsync_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemAlloc_v2",
+	"cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemGetAddressRange_v2", "cuGetErrorName",
 }
 
 // loadLibrary opens path and resolves every symbol the package needs; a
@@ -102,13 +124,7 @@ func loadLibrary(path string) (*driver, error) {
 		return nil, fmt.Errorf("cuda: loading %s: %w: %v", path, gpu.ErrNoDriver, err)
 	}
 	syms := map[string]uintptr{}
-	for _, name := range []string{
-		"cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
-		"cuCtxSetCurrent", "cuStreamCreate", "cuStreamDestroy_v2", "cuEventCreate",
-		"cuEventRecord", "cuEventQuery", "cuEventDestroy_v2", "cuMemcpyHtoDAsync_v2",
-		"cuMemcpyDtoHAsync_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemAlloc_v2",
-		"cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemGetAddressRange_v2", "cuGetErrorName",
-	} {
+	for _, name := range symbols {
 		sym, err := purego.Dlsym(lib, name)
 		if err != nil || sym == 0 {
 			_ = purego.Dlclose(lib)
@@ -121,9 +137,19 @@ func loadLibrary(path string) (*driver, error) {
 	// values stay alive and in place for the call.
 	call := func(name string) uintptr { return syms[name] }
 	r := func(v uintptr) result { return result(int32(v)) }
-	d := &driver{}
+	d := &driver{path: path}
 	fInit := call("cuInit")
 	d.init = func(flags uint32) result { v, _, _ := purego.SyscallN(fInit, uintptr(flags)); return r(v) }
+	fCount := call("cuDeviceGetCount")
+	d.deviceGetCount = func(n *int32) result {
+		v, _, _ := purego.SyscallN(fCount, uintptr(unsafe.Pointer(n)))
+		return r(v)
+	}
+	fBusID := call("cuDeviceGetPCIBusId")
+	d.deviceBusID = func(buf []byte, dev int32) result {
+		v, _, _ := purego.SyscallN(fBusID, uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)), uintptr(dev))
+		return r(v)
+	}
 	fDevGet := call("cuDeviceGet")
 	d.deviceGet = func(dev *int32, ord int32) result {
 		v, _, _ := purego.SyscallN(fDevGet, uintptr(unsafe.Pointer(dev)), uintptr(ord))
@@ -231,8 +257,9 @@ func (d *driver) check(call string, r result) error {
 	if r.lost() {
 		return fmt.Errorf("cuda: %s: %s: %w", call, name, gpu.ErrDeviceLost)
 	}
-	if r == errInvalidValue {
-		// The driver validates arguments before it queues anything.
+	if r == errInvalidValue || r == errInvalidHandle || r == errInvalidContext {
+		// The driver validates arguments, handles and the context before
+		// it queues anything.
 		return fmt.Errorf("cuda: %s: %s: %w", call, name, gpu.ErrCopyRefused)
 	}
 	return fmt.Errorf("cuda: %s: %s", call, name)

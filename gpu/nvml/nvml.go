@@ -56,6 +56,14 @@ type Config struct {
 	// every Xid critical error does: a false "lost" only retires memory,
 	// a missed one could recycle memory a copy still touches.
 	IgnoreXids []uint64
+	// BusIDs maps the device numbers given to Start — CUDA ordinals, as the
+	// engine's Config.Device is — to their PCI bus ids
+	// (cuda.Device.PCIBusID). A device listed here is found in NVML by its
+	// bus id (DeviceGetHandleByPciBusId), never by assuming its CUDA ordinal
+	// is its NVML index: the two differ under CUDA_VISIBLE_DEVICES, with
+	// CUDA_DEVICE_ORDER=FASTEST_FIRST (the default), and with MIG. A device
+	// not listed is taken as an NVML index.
+	BusIDs map[int]string
 }
 
 // Watcher is a running NVML health watch. Lost and State never block: they
@@ -82,8 +90,8 @@ type health struct {
 
 var _ gpu.Health = (*Watcher)(nil)
 
-// Start initialises NVML and watches the devices (NVML indexes) for Xid
-// critical errors and loss. It never fails: what it could not establish
+// Start initialises NVML and watches the devices (NVML indexes, or CUDA
+// ordinals mapped by Config.BusIDs) for Xid critical errors and loss. It never fails: what it could not establish
 // reads as Unknown. Call Stop to end the watch.
 func Start(lib gonvml.Interface, devices ...int) *Watcher {
 	return StartWith(lib, Config{}, devices...)
@@ -120,7 +128,7 @@ func StartWith(lib gonvml.Interface, cfg Config, devices ...int) *Watcher {
 	w.set = set
 	watching := false
 	for i, d := range w.devices {
-		h, ret := lib.DeviceGetHandleByIndex(d)
+		h, ret := w.handle(d)
 		if ret == gonvml.SUCCESS {
 			w.handles[i] = h
 			ret = lib.DeviceRegisterEvents(h, gonvml.EventTypeXidCriticalError, set)
@@ -140,6 +148,15 @@ func StartWith(lib gonvml.Interface, cfg Config, devices ...int) *Watcher {
 		go w.watch()
 	}
 	return w
+}
+
+// handle finds device d in NVML: by its PCI bus id when Config.BusIDs has
+// it, else as an NVML index.
+func (w *Watcher) handle(d int) (gonvml.Device, gonvml.Return) {
+	if bus, ok := w.cfg.BusIDs[d]; ok {
+		return w.lib.DeviceGetHandleByPciBusId(bus)
+	}
+	return w.lib.DeviceGetHandleByIndex(d)
 }
 
 func (w *Watcher) setAll(s State, reason string) {
@@ -276,6 +293,8 @@ func retName(r gonvml.Return) string {
 		return "ERROR_NO_PERMISSION"
 	case gonvml.ERROR_UNKNOWN:
 		return "ERROR_UNKNOWN"
+	case gonvml.ERROR_NOT_FOUND:
+		return "ERROR_NOT_FOUND"
 	}
 	return fmt.Sprintf("NVML return %d", int32(r))
 }

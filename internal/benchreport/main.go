@@ -75,6 +75,8 @@ var figures = []figure{
 		"×", "≥ 0.8×", func(v float64) bool { return v >= 0.8 }, "BenchmarkScale"},
 	{"main job: peak live heap at 200,000 requests ÷ at 20,000", ratio("BenchmarkScale/requests=200000", "MiB-peak", "BenchmarkScale/requests=20000", "MiB-peak"),
 		"×", "≤ 1.5×", func(v float64) bool { return v <= 1.5 }, "BenchmarkScale"},
+	{"copy + event record + query: gpu/cuda on the fake driver ÷ gpu/sim", ratio("BenchmarkCUDACopyEvent/cuda", "ns/op", "BenchmarkCUDACopyEvent/sim", "ns/op"),
+		"×", "≤ 3×", func(v float64) bool { return v <= 3 }, "BenchmarkCUDACopyEvent"},
 }
 
 func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
