@@ -66,15 +66,14 @@ func runSimulate(e *env, args []string) int {
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 	}
 	if err := cfg.Validate(); err != nil {
-		var fe *simulate.FieldError
-		for _, one := range unjoin(err) {
-			if errors.As(one, &fe) {
-				e.errorf("-%s: %s", fe.Field, fe.Msg)
-			} else {
-				e.errorf("%v", one)
-			}
-		}
+		reportConfig(e, fs, err)
 		usable = false
+	}
+	if *report != "" {
+		if err := checkWritable(*report); err != nil {
+			e.errorf("--report: %v; want a directory this process can write (it is created if missing)", err)
+			usable = false
+		}
 	}
 	if !usable {
 		return exitUsage
@@ -136,6 +135,52 @@ func runSimulate(e *env, args []string) int {
 	return status
 }
 
+// reportConfig prints each field error of a refused configuration against the
+// flag at fault. Fault rates that add up to more than 1 are blamed on the rate
+// flags the user gave, not on a flag that only kept its default.
+func reportConfig(e *env, fs *flag.FlagSet, err error) {
+	var fe *simulate.FieldError
+	for _, one := range unjoin(err) {
+		if !errors.As(one, &fe) {
+			e.errorf("%v", one)
+			continue
+		}
+		field := "--" + fe.Field
+		if fe.Field == "fault-rates" {
+			var given []string
+			fs.Visit(func(f *flag.Flag) {
+				if strings.HasSuffix(f.Name, "-rate") && slices.Contains(memOnly, f.Name) {
+					given = append(given, "--"+f.Name)
+				}
+			})
+			if len(given) > 0 {
+				field = strings.Join(given, ", ")
+			} else {
+				field = "the fault rates"
+			}
+		}
+		e.errorf("%s: %s", field, fe.Msg)
+	}
+}
+
+// checkWritable makes dir if it is missing and proves a file can be created
+// in it, so that a run is not lost to a report that cannot be written.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".kvready-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	cerr := f.Close()
+	if rerr := os.Remove(name); cerr == nil {
+		cerr = rerr
+	}
+	return cerr
+}
+
 // memOnly are the flags that describe the in-process store: its injected
 // faults, latency and capacity. A Redis store has its own.
 var memOnly = []string{"miss-rate", "partial-rate", "fail-rate", "cancel-rate", "quiesce-not-yet-rate",
@@ -147,7 +192,7 @@ func storeFlags(e *env, fs *flag.FlagSet) bool {
 	ok := true
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(memOnly, f.Name) {
-			e.errorf("-%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
+			e.errorf("--%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
 			ok = false
 		}
 	})
