@@ -75,6 +75,12 @@ type Summary struct {
 	// a lease; always 0 unless the simulator has a bug.
 	OrphanSubmissions int
 
+	// Deadline is the run's request deadline: deliveries slower than it
+	// time out, which shows as a spike in the readiness latencies.
+	Deadline time.Duration
+	// Seed drew the run's workload and its fault choices.
+	Seed uint64
+
 	Timeline       []Sample
 	ReadyLatencies []time.Duration
 	FenceLatencies []time.Duration
