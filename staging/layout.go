@@ -132,6 +132,9 @@ func jsonError(err error) error {
 
 // jsonKind names the JSON value a Go type decodes from.
 func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another JSON value"
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
