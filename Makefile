@@ -39,14 +39,12 @@ mutants:
 	RAPID_CHECKS=$(RAPID_CHECKS) GO=$(GO) $(GO) run -tags kvready_mutants ./proptest/mutants
 
 ## demo: the main job. The engine's run must show both safety counters at 0 (the
-## command exits 1 otherwise); the naive run shows the corruption kvready prevents.
-## The HTML report (plots) is written to bin/report/index.html.
+## command exits 1 otherwise); the naive run, on the same workload in the same
+## process, shows the corruption kvready prevents. The HTML report (both runs,
+## safety over time first) is written to bin/report/index.html.
 demo:
 	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
-	$(GO) run ./cmd/kvready simulate --report bin/report
-	@echo
-	@echo '--- the same workload with a naive release policy (free on outcome, error or timeout):'
-	$(GO) run ./cmd/kvready simulate --naive --report bin/report-naive
+	$(GO) run ./cmd/kvready simulate --compare-naive --report bin/report
 
 ## demo-redis: two KV cache managers, one store. Starts a throwaway redis-server on a
 ## free loopback port, runs `kvready simulate --backend redis://...` twice (two processes,

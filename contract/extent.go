@@ -50,9 +50,11 @@ type CacheExtent struct {
 }
 
 // NewCacheExtent validates and snapshots an extent. The units are copied, so later
-// changes to the caller's slice do not reach the extent. An extent with no units
-// is valid. It fails for an empty extent name, a unit with a negative coordinate,
-// or two units with one name.
+// changes to the caller's slice do not reach the extent. An empty extent — no
+// units — is valid whatever its name, an empty name included (the reference's
+// own contract test says so: there is nothing to name). It fails for an empty
+// extent name carrying units, a unit with a negative coordinate, or two units
+// with one name.
 func NewCacheExtent(name []byte, units []Unit, isLast bool) (CacheExtent, error) {
 	var e CacheExtent
 	if err := e.Reset(name, units, isLast); err != nil {
@@ -68,8 +70,8 @@ func NewCacheExtent(name []byte, units []Unit, isLast bool) (CacheExtent, error)
 // Reset must not be called while a backend may still hold e: only after Quiesce
 // answered true for every attempt that carried it.
 func (e *CacheExtent) Reset(name []byte, units []Unit, isLast bool) error {
-	if len(name) == 0 {
-		return errors.New("contract: extent name is empty; want a stable versioned namespace such as \"trtllm:shared-kv:staging:1\"")
+	if len(name) == 0 && len(units) > 0 {
+		return errors.New("contract: extent name is empty but it carries units; want a stable versioned namespace such as \"trtllm:shared-kv:staging:1\"")
 	}
 	seen, err := checkUnits(units, e.seen)
 	e.seen = seen

@@ -71,7 +71,9 @@ func TestNewCacheExtent(t *testing.T) {
 	}{
 		{desc: "empty extent is valid", name: ns},
 		{desc: "distinct units", name: ns, units: []contract.Unit{{Name: name(1)}, {Name: name(2), LocalGroup: 1, Local: 7}}},
-		{desc: "empty name", name: nil, err: "extent name is empty"},
+		{desc: "empty extent with an empty name is valid", name: nil},
+		{desc: "empty extent with a zero-length name is valid", name: []byte{}},
+		{desc: "empty name with units", name: nil, units: []contract.Unit{{Name: name(1)}}, err: "extent name is empty but it carries units"},
 		{desc: "negative group", name: ns, units: []contract.Unit{{Name: name(1), LocalGroup: -1}}, err: "negative local coordinate"},
 		{desc: "negative slot", name: ns, units: []contract.Unit{{Name: name(1), Local: -3}}, err: "unit 0"},
 		{desc: "duplicate names", name: ns, units: []contract.Unit{{Name: name(1)}, {Name: name(1), Local: 1}}, err: "share a name"},

@@ -1,7 +1,7 @@
 package proptest_test
 
 import (
-	"testing"
+	"fmt"
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/proptest"
@@ -9,9 +9,14 @@ import (
 
 // A backend author runs the kit from a test of their own package: build the
 // backend over the kit's staging memory, give the kit a way to seed the store
-// (a fetch needs something to find) and to end the backend.
+// (a fetch needs something to find) and to end the backend. In a test file
+// that is
+//
+//	func TestConformance(t *testing.T) { conformance(t) }
+//
+// Here proptest.Run stands in for the test, so that the example runs.
 func ExampleCheckFetcher() {
-	conformance := func(t *testing.T) {
+	conformance := func(t proptest.TB) {
 		proptest.CheckFetcher(t, func(m proptest.Memory) (proptest.FetchSubject, error) {
 			b, err := mem.New(m)
 			if err != nil {
@@ -27,5 +32,10 @@ func ExampleCheckFetcher() {
 			return proptest.PublishSubject{Publisher: b, Get: b.Get, Close: b.Close}, nil
 		})
 	}
-	_ = conformance // in a real test file: func TestConformance(t *testing.T) { conformance(t) }
+	if err := proptest.Run("ExampleCheckFetcher", conformance); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("backend/mem conforms")
+	// Output: backend/mem conforms
 }

@@ -1,10 +1,16 @@
 package proptest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"testing"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -51,8 +57,10 @@ type NewPublisher func(mem Memory) (PublishSubject, error)
 type Option func(*kitConfig)
 
 type kitConfig struct {
-	mayFail bool
-	wait    time.Duration
+	mayFail  bool
+	wait     time.Duration
+	failDir  string
+	failDirs bool // failDir was set by FailFiles
 }
 
 // MayFail declares that the backend under test fails or cancels deliveries
@@ -63,6 +71,21 @@ func MayFail() Option { return func(c *kitConfig) { c.mayFail = true } }
 
 // Wait bounds each Settle and Quiesce call the kit makes (default 2s).
 func Wait(d time.Duration) Option { return func(c *kitConfig) { c.wait = d } }
+
+// FailFiles names the directory where the kit keeps rapid's failure file of a
+// failed check (replay it with -rapid.failfile=PATH). By default it goes to
+// DefaultFailDir, never into the testdata/ of the package under test;
+// FailFiles("") leaves it where rapid puts it (testdata/rapid/ of the package).
+func FailFiles(dir string) Option {
+	return func(c *kitConfig) { c.failDir, c.failDirs = dir, true }
+}
+
+// DefaultFailDir is where the kit keeps failure files unless FailFiles says
+// otherwise: kvready-conformance under the system's temporary directory.
+func DefaultFailDir() string { return filepath.Join(os.TempDir(), "kvready-conformance") }
+
+// TB is what the kit needs of a test: *testing.T has it.
+type TB = rapid.TB
 
 // The rules the kit checks, as named in a Violation.
 const (
@@ -106,10 +129,17 @@ func violation(rule, format string, args ...any) error {
 // MayFail), that SubmissionRejected has no effects, that Probe answers subsets
 // and reports a failure as an error, and that Quiesce with a cancelled
 // context is never true. Memory is read only once Quiesce answered true.
-func CheckFetcher(t *testing.T, newSubject NewFetcher, opts ...Option) {
+//
+// Trials differ in when they first ask Quiesce: half ask right after the
+// submission, while copies may still be pending, and then watch the memory
+// through Settle, so a backend that answers true before its last write has
+// landed is caught within a few trials. A changed outcome is reported under
+// the stability rule even when one of its answers would also break the
+// known-miss rule: that verdict waits for the last poll.
+func CheckFetcher(t TB, newSubject NewFetcher, opts ...Option) {
 	t.Helper()
 	cfg := config(opts)
-	rapid.Check(t, func(rt *rapid.T) {
+	rapid.Check(cfg.wrap(t), func(rt *rapid.T) {
 		tr := trialGen.Draw(rt, "trial")
 		if err := fetchTrial(newSubject, tr, cfg); err != nil {
 			rt.Fatal(err)
@@ -124,10 +154,10 @@ func CheckFetcher(t *testing.T, newSubject NewFetcher, opts ...Option) {
 // that outcomes never change, that SubmissionRejected has no effects, that
 // Quiesce with a cancelled context is never true, and, when the subject can
 // read back (Get), that what was published is what was staged.
-func CheckPublisher(t *testing.T, newSubject NewPublisher, opts ...Option) {
+func CheckPublisher(t TB, newSubject NewPublisher, opts ...Option) {
 	t.Helper()
 	cfg := config(opts)
-	rapid.Check(t, func(rt *rapid.T) {
+	rapid.Check(cfg.wrap(t), func(rt *rapid.T) {
 		tr := trialGen.Draw(rt, "trial")
 		if err := publishTrial(newSubject, tr, cfg); err != nil {
 			rt.Fatal(err)
@@ -139,6 +169,9 @@ func config(opts []Option) kitConfig {
 	cfg := kitConfig{wait: 2 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if !cfg.failDirs {
+		cfg.failDir = DefaultFailDir()
 	}
 	return cfg
 }
@@ -156,16 +189,47 @@ type trial struct {
 	Groups, Slots, SlotBytes int
 	Units                    []kitUnit
 	IsLast                   bool
+	// QuiesceFirst asks Quiesce right after the submission, before Settle,
+	// while copies may still be pending.
+	QuiesceFirst bool
 }
+
+// GoString is how rapid prints a drawn trial: names as short hex prefixes.
+func (tr trial) GoString() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "trial{groups %d, slots %d, %d-byte slots, is_last %v, quiesce_first %v, units [",
+		tr.Groups, tr.Slots, tr.SlotBytes, tr.IsLast, tr.QuiesceFirst)
+	for i, u := range tr.Units {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(u.GoString())
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// GoString prints a unit with its name as a short hex prefix.
+func (u kitUnit) GoString() string {
+	stored := "absent"
+	if u.Stored {
+		stored = "stored"
+	}
+	return fmt.Sprintf("(%d,%d) %s %s", u.Group, u.Slot, short(u.Name), stored)
+}
+
+// short is a name's first 4 bytes in hex, enough to tell a trial's names apart.
+func short(n contract.Name) string { return fmt.Sprintf("%x…", n[:4]) }
 
 const kitExtent = "kvready:conformance:1"
 
 var trialGen = rapid.Custom(func(t *rapid.T) trial {
 	tr := trial{
-		Groups:    rapid.IntRange(1, 2).Draw(t, "groups"),
-		Slots:     rapid.IntRange(2, 6).Draw(t, "slots"),
-		SlotBytes: rapid.SampledFrom([]int{8, 16, 64}).Draw(t, "slot_bytes"),
-		IsLast:    rapid.Bool().Draw(t, "is_last"),
+		Groups:       rapid.IntRange(1, 2).Draw(t, "groups"),
+		Slots:        rapid.IntRange(2, 6).Draw(t, "slots"),
+		SlotBytes:    rapid.SampledFrom([]int{8, 16, 64}).Draw(t, "slot_bytes"),
+		IsLast:       rapid.Bool().Draw(t, "is_last"),
+		QuiesceFirst: rapid.Bool().Draw(t, "quiesce_first"),
 	}
 	allAbsent := rapid.IntRange(0, 3).Draw(t, "all_absent") == 0
 	for g := range tr.Groups {
@@ -340,28 +404,48 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg kitConfig) error {
 		}
 		return nil
 	}
+	var early [][]byte // memory when Quiesce, asked before the outcome, answered true
+	if tr.QuiesceFirst {
+		proven, err := quiesce(a, sub.Fetcher.Quiesce, cfg)
+		if err != nil {
+			return err
+		}
+		if proven {
+			early = mem.snapshot()
+		}
+	}
 	o, err := settle(a, sub.Fetcher.Settle, cfg)
 	if err != nil {
 		return err
 	}
+	if early != nil {
+		if d := mem.diff(early); d != "" {
+			return violation(RuleNoLateWrite, "Quiesce, asked before the outcome, answered true; then the delivery wrote %s", d)
+		}
+	}
 	served := contract.NameSet{}
+	var knownMiss error // reported last: a changed outcome is a stability break first
 	switch x := o.(type) {
 	case contract.Delivered:
 		served = x.Served
 		asked := contract.NewNameSet(names...)
 		for n := range served.All() {
 			if !asked.Has(n) {
-				return violation(RuleServedSubset, "served %x, which the extent did not ask for", n[:4])
+				return violation(RuleServedSubset, "served %s, which the extent did not ask for", short(n))
 			}
 		}
 	case contract.Failed, contract.Cancelled:
 		if !anyStored && !cfg.mayFail {
-			return violation(RuleKnownMiss, "fetching %d names the store never had answered %v", len(names), o)
+			knownMiss = violation(RuleKnownMiss, "fetching %d names the store never had answered %v", len(names), o)
 		}
 	}
 	proven, err := quiesce(a, sub.Fetcher.Quiesce, cfg)
 	if err != nil || !proven {
-		return err // access never proven over: the memory may not be read
+		// Access never proven over: the memory may not be read.
+		if o2 := a.Poll(); !sameOutcome(o, o2) {
+			return violation(RuleStable, "Poll answered %v, then %v", o, o2)
+		}
+		return cmp.Or(err, knownMiss)
 	}
 	// From the proof on, nothing may change: read every canary, call into the
 	// backend again (a late writer gets its chance), and read them again.
@@ -396,7 +480,7 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg kitConfig) error {
 			}
 		}
 	}
-	return nil
+	return knownMiss
 }
 
 func poke(a contract.Attempt, settleFn func(context.Context, []contract.Attempt) error, q func(context.Context, []contract.Attempt) (bool, error), cfg kitConfig) {
@@ -421,13 +505,13 @@ func checkProbe(f contract.Fetcher, tr trial, names []contract.Name, cfg kitConf
 		}
 		for n := range hits.All() {
 			if !probed.Has(n) {
-				return violation(RuleProbe, "%s: hit %x was never probed", what, n[:4])
+				return violation(RuleProbe, "%s: hit %s was never probed", what, short(n))
 			}
 		}
 		if answered && !cfg.mayFail {
 			for _, u := range tr.Units {
 				if u.Stored && !hits.Has(u.Name) {
-					return violation(RuleProbe, "%s: answered without the stored name %x: a failure reported as an empty answer", what, u.Name[:4])
+					return violation(RuleProbe, "%s: answered without the stored name %s: a failure reported as an empty answer", what, short(u.Name))
 				}
 			}
 		}
@@ -482,7 +566,7 @@ func publishTrial(newSubject NewPublisher, tr trial, cfg kitConfig) error {
 		asked := contract.NewNameSet(names...)
 		for n := range d.Served.All() {
 			if !asked.Has(n) {
-				return violation(RuleServedSubset, "published %x, which the extent did not hold", n[:4])
+				return violation(RuleServedSubset, "published %s, which the extent did not hold", short(n))
 			}
 		}
 	}
@@ -532,4 +616,86 @@ func sameOutcome(x, y contract.Outcome) bool {
 	default:
 		return x == y
 	}
+}
+
+// wrap returns t as rapid sees it: a failure file rapid writes under the
+// package's testdata/rapid/ is moved into the kit's fail directory, and the
+// message that names it says where it went.
+func (c kitConfig) wrap(t TB) TB {
+	if c.failDir == "" {
+		return t
+	}
+	return &failFileTB{TB: t, dir: c.failDir}
+}
+
+type failFileTB struct {
+	TB
+	dir string
+	mu  sync.Mutex
+}
+
+// Context is the test's context, where the test has one (rapid derives its
+// own from it).
+func (f *failFileTB) Context() context.Context {
+	if c, ok := f.TB.(interface{ Context() context.Context }); ok {
+		return c.Context()
+	}
+	return context.Background()
+}
+
+// failFileFlag matches the failure file rapid names in its report.
+var failFileFlag = regexp.MustCompile(`-rapid\.failfile=("(?:[^"\\]|\\.)*")`)
+
+func (f *failFileTB) Errorf(format string, args ...any) {
+	f.Helper()
+	f.TB.Errorf("%s", f.relocate(fmt.Sprintf(format, args...)))
+}
+
+func (f *failFileTB) Fatalf(format string, args ...any) {
+	f.Helper()
+	f.TB.Fatalf("%s", f.relocate(fmt.Sprintf(format, args...)))
+}
+
+// relocate moves the failure file msg names, if this process wrote it under
+// testdata/rapid/, and rewrites msg to name the new place.
+func (f *failFileTB) relocate(msg string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := failFileFlag.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return msg
+	}
+	path, err := strconv.Unquote(msg[m[2]:m[3]])
+	if err != nil || !strings.HasPrefix(filepath.ToSlash(path), "testdata/rapid/") ||
+		!strings.HasSuffix(path, fmt.Sprintf("-%d.fail", os.Getpid())) {
+		return msg // the user's own -rapid.failfile, or not rapid's default place
+	}
+	dest := filepath.Join(f.dir, filepath.Base(path))
+	if err := moveFile(path, dest); err != nil {
+		return msg + fmt.Sprintf("\n[kvready conformance] could not move the failure file to %s: %v", f.dir, err)
+	}
+	// Leave the package's testdata as it was: remove what is now empty.
+	for dir := filepath.Dir(path); dir != "." && dir != string(filepath.Separator); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			break
+		}
+	}
+	return msg[:m[2]] + strconv.Quote(dest) + msg[m[3]:]
+}
+
+func moveFile(from, to string) error {
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	if os.Rename(from, to) == nil {
+		return nil
+	}
+	data, err := os.ReadFile(from) // another file system: copy, then remove
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvready/kvready/contract"
@@ -119,7 +120,7 @@ func (n *naiveManager) step() (int, error) {
 			if o := nl.attempt.Poll(); o != nil {
 				n.outcome(nl, o)
 			} else if now >= nl.deadline {
-				n.fail(nl, "timeout") // the bug: the timeout is taken as the end of access
+				n.failAs(nl, readiness.TimedOut, "timeout") // the bug: the timeout is taken as the end of access
 			}
 		case naiveCopyOut:
 			if st, err := n.stream.Query(nl.ev); err != nil || st != gpu.Pending {
@@ -214,6 +215,10 @@ func (n *naiveManager) submit(nl *naiveLease) {
 	} else {
 		a, err = n.d.t.Publish(ext)
 	}
+	if errors.Is(err, contract.ErrSubmissionRejected) {
+		n.failAs(nl, readiness.Rejected, "submission rejected: "+err.Error())
+		return
+	}
 	if err != nil {
 		n.fail(nl, "submission failed: "+err.Error())
 		return
@@ -244,8 +249,11 @@ func (n *naiveManager) outcome(nl *naiveLease, o contract.Outcome) {
 	case contract.Failed:
 		n.fail(nl, "failed: "+o.Reason)
 		return
+	case contract.Cancelled:
+		n.failAs(nl, readiness.Cancelled, o.String())
+		return
 	default:
-		n.fail(nl, fmt.Sprint(o))
+		n.failAs(nl, readiness.Violation, fmt.Sprint(o))
 		return
 	}
 	n.free(nl) // the bug: an outcome is not proof that access has ended
@@ -275,8 +283,13 @@ func (n *naiveManager) outcome(nl *naiveLease, o contract.Outcome) {
 	nl.ev, nl.state = ev, naiveCopyOut
 }
 
-func (n *naiveManager) fail(nl *naiveLease, reason string) {
-	nl.l.outcome, nl.l.reason = readiness.Failed, reason
+func (n *naiveManager) fail(nl *naiveLease, reason string) { n.failAs(nl, readiness.Failed, reason) }
+
+// failAs ends the lease with a failure of the given kind (classified as the
+// engine classifies it, so that the two runs' counts compare) and frees its
+// slots at once: the bug.
+func (n *naiveManager) failAs(nl *naiveLease, kind readiness.OutcomeKind, reason string) {
+	nl.l.outcome, nl.l.reason = kind, reason
 	n.free(nl)
 	n.done(nl, true)
 }

@@ -31,10 +31,14 @@ type StateCount struct {
 	Leases int    `json:"leases"`
 }
 
-// Sample is the manager's leases by state at one virtual instant.
+// Sample is the manager's leases by state at one virtual instant, with the
+// checker's safety counters so far.
 type Sample struct {
 	At     time.Duration
 	States []StateCount
+	// Recycled and Corrupt are the checker's slot grants recycled before
+	// their fence and corrupt rows, counted up to At.
+	Recycled, Corrupt int
 }
 
 // Progress is called as requests finish.
@@ -334,7 +338,10 @@ func (d *driver) sample(now time.Duration) {
 		d.timeline = kept
 		d.every *= 2
 	}
-	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states()})
+	d.mu.Lock()
+	recycled, corrupt := d.chk.recycledBeforeFence, d.chk.corruptRows
+	d.mu.Unlock()
+	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states(), Recycled: recycled, Corrupt: corrupt})
 }
 
 // arrive starts request i: the checker writes canaries into its device rows,
@@ -596,5 +603,6 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.StoreChecksFailed = c.storeChecksFailed
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
+	s.Deadline, s.Seed = d.cfg.Deadline, d.cfg.Seed
 	return s
 }

@@ -3,8 +3,6 @@ package simulate
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,26 +204,6 @@ func TestSummaryJSONKeys(t *testing.T) {
 		assert.Contains(t, m, k)
 	}
 	assert.EqualValues(t, 0, m["recycled_before_fence"])
-}
-
-func TestWriteReport(t *testing.T) {
-	for _, naive := range []bool{false, true} {
-		c := small()
-		c.Requests = 80
-		c.Naive = naive
-		s := run(t, c)
-		dir := filepath.Join(t.TempDir(), "report")
-		require.NoError(t, WriteReport(dir, s))
-		page, err := os.ReadFile(filepath.Join(dir, ReportIndex))
-		require.NoError(t, err)
-		for _, f := range []string{PlotStates, PlotFence, PlotReadiness} {
-			data, err := os.ReadFile(filepath.Join(dir, f))
-			require.NoError(t, err, f)
-			assert.Contains(t, string(data), "<svg", f)
-			assert.Contains(t, string(page), `src="`+f+`"`)
-		}
-		assert.NotContains(t, string(page), "http://", "the page opens offline")
-	}
 }
 
 // The checker counts a grant whose previous tenant is unproven, and not one

@@ -80,6 +80,12 @@ type Summary struct {
 	// the fetch did not bring: under a window, only the sinks and the window.
 	ReadinessOverclaims int
 
+	// Deadline is the run's request deadline: deliveries slower than it
+	// time out, which shows as a spike in the readiness latencies.
+	Deadline time.Duration
+	// Seed drew the run's workload and its fault choices.
+	Seed uint64
+
 	Timeline       []Sample
 	ReadyLatencies []time.Duration
 	FenceLatencies []time.Duration

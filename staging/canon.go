@@ -31,7 +31,8 @@ const hexDigits = "0123456789abcdef"
 
 // str writes s as a pure-ASCII JSON string: the short escapes Python uses, every
 // other control character and every non-ASCII character as a lowercase \uXXXX,
-// characters beyond the BMP as a surrogate pair. DEL (0x7f) is ASCII and stays.
+// characters beyond the BMP as a surrogate pair. DEL (0x7f) is escaped too
+// (\u007f): ensure_ascii escapes everything outside printable ASCII (0x20..0x7e).
 func (w *canonWriter) str(s string) {
 	w.b = append(w.b, '"')
 	for _, r := range s {
@@ -52,7 +53,7 @@ func (w *canonWriter) str(s string) {
 			w.raw(`\f`)
 		default:
 			switch {
-			case r < 0x20 || (r > 0x7f && r < 0x10000):
+			case r < 0x20 || (r >= 0x7f && r < 0x10000):
 				w.u16(uint16(r))
 			case r >= 0x10000 && r <= utf8.MaxRune:
 				hi, lo := utf16.EncodeRune(r)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,4 +61,43 @@ func TestGoldenLayoutID(t *testing.T) {
 	id, err := l.ID()
 	require.NoError(t, err)
 	assert.Equal(t, goldenLayoutID, hex.EncodeToString(id[:]))
+}
+
+// The canonical JSON escapes exactly as Python's json.dumps(..., ensure_ascii=True):
+// every character outside printable ASCII (0x20..0x7e), DEL (0x7f) included,
+// as \uXXXX. The wants were printed by CPython 3 json.dumps, not by this code.
+func TestCanonStringMatchesPython(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"k\x7fv", `"k\u007fv"`},
+		{"\x7f", `"\u007f"`},
+		{"\x00\x01\x1f", `"\u0000\u0001\u001f"`},
+		{"a\"b\\c", `"a\"b\\c"`},
+		{"\b\f\n\r\t", `"\b\f\n\r\t"`},
+		{"caf\u00e9", `"caf\u00e9"`},
+		{"\U0001F600", `"\ud83d\ude00"`},
+		{"<>&/ ~", `"<>&/ ~"`},
+	} {
+		var w canonWriter
+		w.str(tc.in)
+		assert.Equal(t, tc.want, string(w.b), "%q", tc.in)
+	}
+}
+
+// A role holding DEL gets the layout id the reference computes: the document
+// and its SHA-256 below are CPython's json.dumps(sort_keys=True,
+// separators=(",", ":"), ensure_ascii=True) of layout-simple.json with the
+// "key" roles renamed "key\x7f".
+func TestGoldenLayoutIDWithDEL(t *testing.T) {
+	data, err := os.ReadFile("testdata/layout-simple.json")
+	require.NoError(t, err)
+	l, err := ParseLayout([]byte(strings.ReplaceAll(string(data), `"role":"key"`, `"role":"key\u007f"`)))
+	require.NoError(t, err)
+	doc, err := l.Document()
+	require.NoError(t, err)
+	assert.Equal(t, `{"buffers":[{"layer":0,"offset":0,"role":"key\u007f","size":16384},{"layer":0,"offset":16384,"role":"value","size":16384},`+
+		`{"layer":1,"offset":32768,"role":"key\u007f","size":16384},{"layer":1,"offset":49152,"role":"value","size":16384}],`+
+		`"groups":[{"layers":[0,1],"slot_bytes":[65536]}],"tokens_per_block":32,"v":2}`, string(doc))
+	id, err := l.ID()
+	require.NoError(t, err)
+	assert.Equal(t, "0ef93957bf892cbd727eda6d69e1e12faf2af0a24c13f08c354ecbbe1a0781e5", hex.EncodeToString(id[:]))
 }

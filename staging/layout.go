@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // LayoutIDVersion is the reference's layout id version. A new field left out at
@@ -102,6 +105,55 @@ type jsonBuffer struct {
 	Expansion *int      `json:"expansion"`
 }
 
+// ErrNotJSON is wrapped by ParseLayout's error when the input is not one JSON
+// object at all (a syntax error, truncated input, data after the object), as
+// opposed to JSON that is not a valid layout.
+var ErrNotJSON = errors.New("staging: layout JSON: not a JSON object")
+
+// jsonError rewrites a decoding error in the layout's own terms: the field at
+// fault and the JSON type wanted, never a Go type name.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: %v at byte %d", ErrNotJSON, syntax, syntax.Offset)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: the input ends before the layout object does", ErrNotJSON)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the layout"
+		}
+		return fmt.Errorf("staging: layout: %s: got %s, want %s", field, typ.Value, jsonKind(typ.Type))
+	}
+	return fmt.Errorf("staging: layout JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
 // ParseLayout reads a layout description from JSON and validates it. Unknown keys,
 // missing required keys and trailing data are refused, as is every layout
 // [Layout.Validate] refuses.
@@ -110,10 +162,10 @@ func ParseLayout(data []byte) (Layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return Layout{}, fmt.Errorf("staging: layout JSON: %w", err)
+		return Layout{}, jsonError(err)
 	}
 	if _, err := dec.Token(); err == nil {
-		return Layout{}, errors.New("staging: layout JSON: data after the layout object")
+		return Layout{}, fmt.Errorf("%w: data after the layout object", ErrNotJSON)
 	}
 	if in.TokensPerBlock == nil {
 		return Layout{}, errors.New("staging: layout: tokens_per_block is missing")
@@ -191,8 +243,9 @@ func (jb jsonBuffer) buffer() (Buffer, error) {
 // Validate refuses a layout whose id would be meaningless: a non-positive
 // tokens_per_block or slot width, an unknown kind, mapper or pool, a negative
 // layer id, an invalid shard, a duplicate (layer, role), a non-positive size, a
-// negative offset, a buffer past its slot, an expansion that does not divide
-// tokens_per_block, and geometry inconsistent with the size.
+// negative offset, a buffer past its slot, two buffers overlapping in one slot,
+// no layer group at all, an expansion that does not divide tokens_per_block,
+// and geometry inconsistent with the size.
 func (l Layout) Validate() error {
 	if l.TokensPerBlock < 1 {
 		return fmt.Errorf("staging: layout: tokens_per_block is %d; want at least 1", l.TokensPerBlock)
@@ -210,6 +263,9 @@ func (l Layout) Validate() error {
 			}
 		}
 	}
+	if len(l.LayerGroups) == 0 {
+		return errors.New("staging: layout: layer_groups is empty; want at least one layer group")
+	}
 	for i, g := range l.LayerGroups {
 		if err := g.validate(l); err != nil {
 			return fmt.Errorf("staging: layout: layer_groups[%d]: %w", i, err)
@@ -225,6 +281,35 @@ func (l Layout) Validate() error {
 			return fmt.Errorf("staging: layout: buffers[%d] and buffers[%d] are both (layer %d, role %q); each (layer, role) may appear once", j, i, b.Layer, b.Role)
 		}
 		seen[k] = i
+	}
+	return l.checkOverlap()
+}
+
+// checkOverlap refuses two buffers whose bytes overlap in one slot: in the
+// same pool, their [offset, offset+size) ranges intersect. The buffers have
+// been validated one by one (sizes positive, inside their slots).
+func (l Layout) checkOverlap() error {
+	order := make([]int, len(l.Buffers))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := l.Buffers[i], l.Buffers[j]
+		return cmp.Or(cmp.Compare(a.Pool[0], b.Pool[0]), cmp.Compare(a.Pool[1], b.Pool[1]), cmp.Compare(a.Offset, b.Offset), cmp.Compare(i, j))
+	})
+	for k := 1; k < len(order); k++ {
+		a, b := l.Buffers[order[k-1]], l.Buffers[order[k]]
+		if a.Pool != b.Pool {
+			continue
+		}
+		// Sorted by offset: with no overlap so far, the previous buffer is the
+		// one reaching furthest, so comparing neighbours finds any overlap.
+		if b.Offset < a.Offset+a.Size {
+			i, j := min(order[k-1], order[k]), max(order[k-1], order[k])
+			bi, bj := l.Buffers[i], l.Buffers[j]
+			return fmt.Errorf("staging: layout: buffers[%d] (layer %d, role %q; bytes %d..%d) and buffers[%d] (layer %d, role %q; bytes %d..%d) overlap in the slot of pool %v; want disjoint byte ranges",
+				i, bi.Layer, bi.Role, bi.Offset, bi.Offset+bi.Size, j, bj.Layer, bj.Role, bj.Offset, bj.Offset+bj.Size, bi.Pool)
+		}
 	}
 	return nil
 }

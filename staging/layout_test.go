@@ -1,12 +1,14 @@
 package staging
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func simpleLayout(t *testing.T) Layout {
@@ -99,6 +101,11 @@ func TestParseLayoutRefusals(t *testing.T) {
 		{"shard outside count", strings.Replace(buf(``), `"index":0`, `"index":1`, 1), "shard 1 of 1"},
 		{"negative layer", strings.Replace(buf(``), `"layers":[0]`, `"layers":[-1]`, 1), "layer id -1"},
 		{"not JSON", `{`, "layout JSON"},
+		{"overlapping buffers", buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":16},{"layer":0,"role":"v","pool":[0,0],"offset":8,"size":16}`), "buffers[0] (layer 0, role \"k\"; bytes 0..16) and buffers[1] (layer 0, role \"v\"; bytes 8..24) overlap"},
+		{"buffer inside another", buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":64},{"layer":1,"role":"k","pool":[0,0],"offset":8,"size":8}`), "overlap in the slot of pool [0 0]"},
+		{"empty layer_groups", strings.Replace(buf(``), valid[strings.Index(valid, `[{"kind"`):strings.Index(valid, `,"buffers"`)], `[]`, 1), "layer_groups is empty"},
+		{"wrong type names the field, not the Go type", strings.Replace(buf(``), `32`, `"32"`, 1), `tokens_per_block: got string, want an integer`},
+		{"wrong type deep inside", strings.Replace(buf(``), `"layers":[0]`, `"layers":{}`, 1), `layer_groups.layers: got object, want an array`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseLayout([]byte(tc.json))
@@ -108,4 +115,52 @@ func TestParseLayoutRefusals(t *testing.T) {
 	}
 	_, err := ParseLayout([]byte(buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":8}`)))
 	assert.NoError(t, err, "the base of the table is valid")
+	_, err = ParseLayout([]byte(buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":8},{"layer":0,"role":"v","pool":[0,0],"offset":8,"size":8}`)))
+	assert.NoError(t, err, "adjacent buffers do not overlap")
+}
+
+// No refusal names a Go type, and input that is not JSON at all is told from
+// JSON that is not a layout (ErrNotJSON: `kvready layout id` exits 2, not 1).
+func TestParseLayoutErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		notJSON bool
+	}{
+		{"hello", true}, {"", true}, {`{"tokens_per_block":`, true}, {`{} {}`, true},
+		{`{"tokens_per_block":"x"}`, false}, {`{"pool_groups":[1]}`, false}, {`[]`, false},
+		{`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[{"kind":7}]}`, false},
+	} {
+		_, err := ParseLayout([]byte(tc.in))
+		require.Error(t, err, tc.in)
+		assert.Equal(t, tc.notJSON, errors.Is(err, ErrNotJSON), "%q: %v", tc.in, err)
+		assert.NotRegexp(t, `jsonLayout|jsonLayerGroup|jsonBuffer|Go struct|Go value|\bint\b`, err.Error(), tc.in)
+	}
+}
+
+// Overlap, by an oracle that compares every pair of buffers: Validate refuses a
+// layout exactly when two buffers of one pool share a byte.
+func TestLayoutOverlapProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		l := Layout{TokensPerBlock: 1, PoolGroups: map[int][]int{0: {64, 64}},
+			LayerGroups: []LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0}, Shard: Whole}}}
+		n := rapid.IntRange(0, 6).Draw(t, "n")
+		for i := range n {
+			off := rapid.IntRange(0, 63).Draw(t, "offset")
+			size := rapid.IntRange(1, 64-off).Draw(t, "size")
+			pool := rapid.IntRange(0, 1).Draw(t, "pool")
+			l.Buffers = append(l.Buffers, Buffer{Layer: i, Role: "k", Pool: [2]int{0, pool}, Offset: off, Size: size, Mapper: Indexed, Expansion: 1})
+		}
+		overlap := false
+		for i, a := range l.Buffers {
+			for _, b := range l.Buffers[i+1:] {
+				for x := a.Offset; x < a.Offset+a.Size; x++ {
+					overlap = overlap || (a.Pool == b.Pool && x >= b.Offset && x < b.Offset+b.Size)
+				}
+			}
+		}
+		err := l.Validate()
+		if overlap != (err != nil) {
+			t.Fatalf("overlap %v, Validate %v", overlap, err)
+		}
+	})
 }

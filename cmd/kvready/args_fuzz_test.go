@@ -21,7 +21,17 @@ func FuzzNameArgs(f *testing.F) {
 			}
 		} else {
 			var groups []string
+			seen := map[int]bool{}
 			for _, g := range ls {
+				if len(g) == 0 {
+					t.Fatalf("accepted an empty layer group in %q", layers)
+				}
+				for _, id := range g {
+					if seen[id] {
+						t.Fatalf("accepted layer %d twice in %q", id, layers)
+					}
+					seen[id] = true
+				}
 				var ids []string
 				for _, id := range g {
 					if id < 0 {
@@ -47,6 +57,25 @@ func FuzzNameArgs(f *testing.F) {
 		b, herr := parseHex("--key-hex", hexArg, -1)
 		if herr == nil && 2*len(b) != len(hexArg) {
 			t.Fatalf("%q decoded to %d bytes", hexArg, len(b))
+		}
+	})
+}
+
+// FuzzCutLong: cutting long words never panics, leaves short text alone and
+// leaves no word much longer than longWord.
+func FuzzCutLong(f *testing.F) {
+	f.Add("a short line")
+	f.Add(strings.Repeat("x", 300) + " tail")
+	f.Add(strings.Repeat("é", 100))
+	f.Fuzz(func(t *testing.T, s string) {
+		out := cutLong(s)
+		if len(s) <= longWord && out != s {
+			t.Fatalf("short text changed: %q -> %q", s, out)
+		}
+		for _, w := range strings.Fields(out) {
+			if len(w) > longWord {
+				t.Fatalf("a %d-byte word survived in %q", len(w), out)
+			}
 		}
 	})
 }

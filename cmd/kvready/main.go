@@ -1,9 +1,10 @@
 // Command kvready validates runtime profiles, derives and explains KV names and
 // layout ids, draws the slot lifecycle, and runs the simulated KV cache manager.
 //
-// Exit status: 0 on success, 1 when the input was understood but is refused (an
-// unsupported profile, an invalid layout), 2 for a usage error or input that
-// cannot be read at all.
+// Exit status, the same for every command: 0 done; 1 the input was read and is
+// invalid (an unsupported profile, an invalid layout), or the run was unsafe;
+// 2 a usage error, or input that cannot be read at all (a missing file, text
+// that is not JSON). -h prints the usage once, to stdout, and exits 0.
 package main
 
 import (
@@ -26,8 +27,9 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// errorf writes one error line to stderr, long values cut (cutLong).
 func (e *env) errorf(format string, args ...any) {
-	fmt.Fprintf(e.stderr, "kvready: "+format+"\n", args...)
+	fmt.Fprint(e.stderr, cutLong(fmt.Sprintf("kvready: "+format, args...))+"\n")
 }
 
 // command is one top-level sub-command. Each registers itself from its own file,

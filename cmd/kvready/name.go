@@ -40,6 +40,10 @@ func refused(flag string, err error) *argError {
 	return &argError{flag: flag, msg: err.Error(), status: exitFail}
 }
 
+func refusedf(flag, format string, args ...any) *argError {
+	return &argError{flag: flag, msg: fmt.Sprintf(format, args...), status: exitFail}
+}
+
 func (e *env) argFail(a *argError) int {
 	e.errorf("%s", a.Error())
 	return a.status
@@ -82,15 +86,42 @@ func parseLayers(s string) ([][]int, *argError) {
 	if s == "" {
 		return nil, malformed("--layers", "missing; want local groups separated by / and global layer ids by , (e.g. 4,5/0,1,2,3)")
 	}
+	parts, aerr := splitGroups("--layers", s)
+	if aerr != nil {
+		return nil, aerr
+	}
 	var layers [][]int
-	for _, g := range strings.Split(s, "/") {
+	first := map[int]int{} // layer id -> the group that holds it
+	for i, g := range parts {
 		ids, err := parseInts("--layers", g)
 		if err != nil {
 			return nil, err
 		}
+		for _, id := range ids {
+			if j, dup := first[id]; dup {
+				if j == i {
+					return nil, refusedf("--layers", "layer %d appears twice in group %d; each layer once", id, i)
+				}
+				return nil, refusedf("--layers", "layer %d is in group %d and in group %d; a layer belongs to one group", id, j, i)
+			}
+			first[id] = i
+		}
 		layers = append(layers, ids)
 	}
 	return layers, nil
+}
+
+// splitGroups splits a per-group flag value on "/". An empty entry — a
+// leading, trailing or doubled "/" — is refused the same way in every flag
+// that takes one entry per group.
+func splitGroups(flag, s string) ([]string, *argError) {
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if p == "" {
+			return nil, malformed(flag, "entry %d of %q is empty (a leading, trailing or doubled /); want one non-empty entry per layer group", i, s)
+		}
+	}
+	return parts, nil
 }
 
 // parseShards reads count:index per local group; empty means every group whole.
@@ -102,7 +133,10 @@ func parseShards(s string, groups int) ([]staging.Shard, *argError) {
 		}
 		return shards, nil
 	}
-	parts := strings.Split(s, "/")
+	parts, aerr := splitGroups("--shards", s)
+	if aerr != nil {
+		return nil, aerr
+	}
 	if len(parts) != groups {
 		return nil, malformed("--shards", "%d shards for %d layer groups; want one count:index per group", len(parts), groups)
 	}

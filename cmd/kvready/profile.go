@@ -65,7 +65,7 @@ func runProfileValidate(e *env, args []string) int {
 		return exitOK
 	case errors.As(err, &pe):
 		for _, v := range pe.Violations {
-			fmt.Fprintln(e.stdout, v.Error())
+			fmt.Fprintln(e.stdout, cutLong(v.Error()))
 		}
 		e.errorf("profile refused: %d violation(s)", len(pe.Violations))
 		return exitFail

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -56,6 +57,7 @@ func runSimulate(e *env, args []string) int {
 	fs.StringVar(&cfg.Device, "device", cfg.Device, "the GPU: sim (simulated, virtual clock) or cuda (GPU 0 through the CUDA driver: pinned staging, copies on a CUDA stream)")
 	fs.StringVar(&cfg.CUDALibrary, "cuda-library", cfg.CUDALibrary, "the CUDA driver library with --device cuda (`PATH`; default $KVREADY_CUDA_LIBRARY, else libcuda.so.1; make fakecuda builds bin/libfakecuda.so)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
+	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	if done, status := parseFlags(e, fs, args); done {
 		return status
@@ -70,15 +72,18 @@ func runSimulate(e *env, args []string) int {
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 	}
 	if err := cfg.Validate(); err != nil {
-		var fe *simulate.FieldError
-		for _, one := range unjoin(err) {
-			if errors.As(one, &fe) {
-				e.errorf("-%s: %s", fe.Field, fe.Msg)
-			} else {
-				e.errorf("%v", one)
-			}
-		}
+		reportConfig(e, fs, err)
 		usable = false
+	}
+	if *compare && (cfg.Naive || cfg.Redis()) {
+		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store; drop --naive and --backend")
+		usable = false
+	}
+	if *report != "" {
+		if err := checkWritable(*report); err != nil {
+			e.errorf("--report: %v; want a directory this process can write (it is created if missing)", err)
+			usable = false
+		}
 	}
 	if !usable {
 		return exitUsage
@@ -94,29 +99,32 @@ func runSimulate(e *env, args []string) int {
 		defer l.stop() // the client's goroutines may outlive the run
 		progressOut = shared
 	}
-	sum, err := simulate.Run(context.Background(), cfg, progressReporter(progressOut, cfg.Requests))
+	sum, status := simulateOnce(e, cfg, progressOut, *asJSON)
 	if sum == nil {
-		e.errorf("%v", err)
-		return exitFail
+		return status
 	}
-	status := exitOK
-	if err != nil {
-		e.errorf("%v", err)
-		status = exitFail
-	}
-	if *asJSON {
-		out, jerr := json.Marshal(sum)
-		if jerr != nil {
-			e.errorf("encoding the summary: %v", jerr)
+	var naive *simulate.Summary
+	if *compare {
+		if !*asJSON {
+			fmt.Fprintln(e.stdout, "\n--- the same workload with a naive release policy (free on outcome, error or timeout):")
+		}
+		naiveCfg := cfg
+		naiveCfg.Naive = true
+		if naive, _ = simulateOnce(e, naiveCfg, progressOut, *asJSON); naive == nil {
 			return exitFail
 		}
-		fmt.Fprintf(e.stdout, "%s\n", out)
-	} else if werr := sum.WriteTable(e.stdout); werr != nil {
-		e.errorf("writing the summary: %v", werr)
-		return exitFail
+		if !*asJSON && !naive.Safe() {
+			fmt.Fprintln(e.stdout, "naive manager: the checker caught it recycling slots before their fence, as expected")
+		}
 	}
 	if *report != "" {
-		if rerr := simulate.WriteReport(*report, sum); rerr != nil {
+		rerr := error(nil)
+		if naive != nil {
+			rerr = simulate.WriteComparison(*report, sum, naive)
+		} else {
+			rerr = simulate.WriteReport(*report, sum)
+		}
+		if rerr != nil {
 			e.errorf("%v", rerr)
 			return exitFail
 		}
@@ -133,11 +141,84 @@ func runSimulate(e *env, args []string) int {
 		e.errorf("the checker found a safety violation in the engine's run")
 		status = exitFail
 	}
-	if !sum.Complete() {
+	if !sum.Complete() || (naive != nil && !naive.Complete()) {
 		// Run's error says the same; the status and the summary always agree.
 		status = exitFail
 	}
 	return status
+}
+
+// reportConfig prints each field error of a refused configuration against the
+// flag at fault. Fault rates that add up to more than 1 are blamed on the rate
+// flags the user gave, not on a flag that only kept its default.
+func reportConfig(e *env, fs *flag.FlagSet, err error) {
+	var fe *simulate.FieldError
+	for _, one := range unjoin(err) {
+		if !errors.As(one, &fe) {
+			e.errorf("%v", one)
+			continue
+		}
+		field := "--" + fe.Field
+		if fe.Field == "fault-rates" {
+			var given []string
+			fs.Visit(func(f *flag.Flag) {
+				if strings.HasSuffix(f.Name, "-rate") && slices.Contains(memOnly, f.Name) {
+					given = append(given, "--"+f.Name)
+				}
+			})
+			if len(given) > 0 {
+				field = strings.Join(given, ", ")
+			} else {
+				field = "the fault rates"
+			}
+		}
+		e.errorf("%s: %s", field, fe.Msg)
+	}
+}
+
+// checkWritable makes dir if it is missing and proves a file can be created
+// in it, so that a run is not lost to a report that cannot be written.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".kvready-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	cerr := f.Close()
+	if rerr := os.Remove(name); cerr == nil {
+		cerr = rerr
+	}
+	return cerr
+}
+
+// simulateOnce runs cfg and prints its summary (a table, or one JSON line).
+// It returns a nil summary when there is none to show, with the status.
+func simulateOnce(e *env, cfg simulate.Config, progressOut io.Writer, asJSON bool) (*simulate.Summary, int) {
+	sum, err := simulate.Run(context.Background(), cfg, progressReporter(progressOut, cfg.Requests))
+	if sum == nil {
+		e.errorf("%v", err)
+		return nil, exitFail
+	}
+	status := exitOK
+	if err != nil {
+		e.errorf("%v", err)
+		status = exitFail
+	}
+	if asJSON {
+		out, jerr := json.Marshal(sum)
+		if jerr != nil {
+			e.errorf("encoding the summary: %v", jerr)
+			return nil, exitFail
+		}
+		fmt.Fprintf(e.stdout, "%s\n", out)
+	} else if werr := sum.WriteTable(e.stdout); werr != nil {
+		e.errorf("writing the summary: %v", werr)
+		return nil, exitFail
+	}
+	return sum, status
 }
 
 // memOnly are the flags that describe the in-process store: its injected
@@ -151,7 +232,7 @@ func storeFlags(e *env, fs *flag.FlagSet) bool {
 	ok := true
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(memOnly, f.Name) {
-			e.errorf("-%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
+			e.errorf("--%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
 			ok = false
 		}
 	})
@@ -217,14 +298,29 @@ func progressReporter(w io.Writer, total int) simulate.Progress {
 		probe = l.w
 	}
 	if f, ok := probe.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		bar := progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("simulate"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionThrottle(0))
-		return func(done, _ int) { _ = bar.Set(done) }
+		return progressBar(w, total)
 	}
+	return progressLines(w, total)
+}
+
+// barRedraw is the shortest time between two redraws of the progress bar:
+// at most ten a second, however fast requests end.
+const barRedraw = 100 * time.Millisecond
+
+// progressBar draws a bar on a terminal, redrawn at most every barRedraw
+// and once more at the end.
+func progressBar(w io.Writer, total int) simulate.Progress {
+	bar := progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("simulate"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(barRedraw))
+	return func(done, _ int) { _ = bar.Set(done) }
+}
+
+// progressLines prints a plain line every tenth of the run (logs, CI, pipes).
+func progressLines(w io.Writer, total int) simulate.Progress {
 	step := max(1, total/10)
 	next := step
 	return func(done, total int) {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 )
 
 // subcommand is one verb under a command ("profile validate").
@@ -42,7 +44,9 @@ func subUsage(w io.Writer, parent string, subs []subcommand) {
 }
 
 // newFlags returns a flag set that reports errors instead of exiting, with a usage
-// line that names the command.
+// line that names the command. Every command builds its flags here and parses
+// them with parseFlags: -h, bad flags and their exit statuses then behave the
+// same in every command, including ones added later.
 func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -54,16 +58,63 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 }
 
 // parseFlags parses args. It returns done=true with the exit status when the
-// command should stop: 0 after -h (usage on stdout), 2 after a bad flag.
+// command should stop: 0 after -h (usage once, on stdout), 2 after a bad flag
+// (one line on stderr naming it, long values cut).
 func parseFlags(e *env, fs *flag.FlagSet, args []string) (done bool, status int) {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package prints usage on every error: hold it back
 	err := fs.Parse(args)
+	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(e.stdout)
 		fs.Usage()
+		fs.SetOutput(out)
 		return true, exitOK
 	}
 	if err != nil {
-		return true, exitUsage // the flag package has already named the bad flag
+		// The flag package's message names the bad flag; its usage dump is
+		// left to -h.
+		e.errorf("%v; run 'kvready %s -h' for the usage", err, fs.Name())
+		return true, exitUsage
 	}
 	return false, exitOK
 }
+
+// Values echoed in messages are cut to this many bytes.
+const (
+	longWord = 96
+	keepWord = 40
+)
+
+// cutLong returns s with every run of non-space bytes longer than longWord
+// cut to its first keepWord bytes and a note of its length: a message names
+// a huge value, it never echoes it whole.
+func cutLong(s string) string {
+	if len(s) <= longWord {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && !isSpace(s[j]) {
+			j++
+		}
+		if j-i > longWord {
+			keep := i + keepWord
+			for keep > i && !utf8.RuneStart(s[keep]) {
+				keep--
+			}
+			fmt.Fprintf(&b, "%s…(cut: %d bytes in all)", s[i:keep], j-i)
+		} else {
+			b.WriteString(s[i:j])
+		}
+		for j < len(s) && isSpace(s[j]) {
+			b.WriteByte(s[j])
+			j++
+		}
+		i = j
+	}
+	return b.String()
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
