@@ -757,7 +757,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	m.checkOutcome(l, info, synced)
 	if synced {
 		m.checkSynced(l, info)
-		if m.ended(l) && m.attempt(l) != nil && info.State != fsm.Quarantined && !m.copiesInFlight(l) && !l.copyFailed && !m.lost {
+		if m.ended(l) && m.attempt(l) != nil && info.State != fsm.Quarantined && !m.copiesInFlight(l) && !l.copyFailed && !m.lost && !m.proofMayBeDistrusted(m.attempt(l)) {
 			l.settledSeen = true
 		}
 	}
@@ -975,6 +975,22 @@ func (m *model) checkOutcome(l *mLease, info readiness.LeaseInfo, synced bool) {
 	}
 }
 
+// proofMayBeDistrusted reports whether the engine may have set aside the
+// backend's latest proof: the runner does not trust a true that comes back
+// after its Quiesce context ended, and asks again after a back-off on the
+// clock. The context's deadline passing is the only way that happens, and
+// the engine looked before now: if now is before the deadline, the engine saw
+// a live context and trusted the answer. Only a loaded machine makes it race.
+func (m *model) proofMayBeDistrusted(a *attempt) bool {
+	if a == nil {
+		return false
+	}
+	m.be.mu.Lock()
+	by := a.trueBy
+	m.be.mu.Unlock()
+	return !by.IsZero() && !time.Now().Before(by)
+}
+
 // checkSynced holds after a synced round: the engine has taken in every piece
 // of evidence made observable before it.
 func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
@@ -995,8 +1011,10 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 		(l.seen == readiness.Served || l.seen == readiness.Partial) && info.Outcome != readiness.Violation {
 		m.fail(rule3, "lease %d: its backend changed its answer before access was proven; the engine still reports %v", l.serial, info.Outcome)
 	}
-	// Rule 1: a proof the backend gave is taken in once the outcome is latched.
-	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil {
+	// Rule 1: a proof the backend gave is taken in once the outcome is latched
+	// — unless the runner's Quiesce timeout may have run out before it looked
+	// at the answer (proofMayBeDistrusted).
+	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil && !m.proofMayBeDistrusted(a) {
 		switch info.State {
 		case fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed:
 			m.fail(rule5, "lease %d: its backend proved access over and the outcome is latched, yet it is still %v", l.serial, info.State)
@@ -1204,7 +1222,13 @@ func (m *model) lendServed(groups, blocks, served int) {
 	for _, r := range l.rows {
 		m.byDevice[r.Device] = l
 	}
-	for range 4 {
+	// The backend cooperates, but its Quiesce runs under a real timeout
+	// (quiesceWait): on a loaded machine a proof can miss it and be retried
+	// after a back-off on the clock. So the clock moves past the longest
+	// back-off every round, and the rounds go on until the lease is done —
+	// bounded well inside its request deadline, so that a lease that never
+	// completes is still a failure, not a containment.
+	for i := 0; i < lendServedRounds; i++ {
 		m.round(true)
 		if a := m.attempt(l); a != nil && m.pendingOutcome(a) {
 			m.be.deliver(a, asked(a, served))
@@ -1214,11 +1238,31 @@ func (m *model) lendServed(groups, blocks, served int) {
 			m.spy.resolve(true)
 		}
 		m.be.mu.Unlock()
+		if i >= 3 && m.settledIn(l, fsm.LogicallyComplete, fsm.Released) {
+			break
+		}
+		m.clock.Advance(2 * maxBackoff)
 	}
 	if err := m.d.release(l.h); err == nil {
 		l.releaseReq = true
 	}
-	m.round(true)
+	for range lendServedRounds {
+		m.round(true)
+		if m.settledIn(l, fsm.Released) {
+			break
+		}
+		m.clock.Advance(2 * maxBackoff)
+	}
+}
+
+// lendServedRounds bounds lendServed: 2·maxBackoff per round stays far inside
+// the request deadline (64 × 16 ms ≈ 1 s of a 3 s deadline).
+const lendServedRounds = 64
+
+// settledIn reports whether the lease is in one of the states.
+func (m *model) settledIn(l *mLease, states ...fsm.State) bool {
+	info, err := m.d.lease(l.h)
+	return err == nil && slices.Contains(states, info.State)
 }
 
 func (m *model) pendingOutcome(a *attempt) bool {
