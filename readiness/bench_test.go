@@ -9,10 +9,13 @@ import (
 	"time"
 
 	looplab "github.com/looplab/fsm"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -78,6 +81,12 @@ type benchRig struct {
 
 func newBenchRig(b *testing.B, leases int, pending bool) *benchRig {
 	b.Helper()
+	return newObservedBenchRig(b, leases, pending, nil)
+}
+
+// newObservedBenchRig is newBenchRig with an Observer (nil: none).
+func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.Observer) *benchRig {
+	b.Helper()
 	dev, err := sim.New(0, 1<<16)
 	if err != nil {
 		b.Fatal(err)
@@ -94,7 +103,7 @@ func newBenchRig(b *testing.B, leases int, pending bool) *benchRig {
 	be.pending.Store(pending)
 	eng, err := readiness.New(readiness.Config{
 		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream,
-		RequestTimeout: time.Hour, DrainGrace: time.Hour,
+		RequestTimeout: time.Hour, DrainGrace: time.Hour, Observer: obs,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -176,10 +185,11 @@ var lifecycle = []struct {
 
 // BenchmarkLifecycle compares, per lease, the whole lifecycle through the
 // runner users embed with what a per-slot looplab/fsm pays for the
-// transitions alone, and with the bare table's transitions (the floor).
+// transitions alone, and with the bare table's transitions (the floor);
+// engine-metrics is the runner with a Prometheus collector registered.
 func BenchmarkLifecycle(b *testing.B) {
-	b.Run("engine", func(b *testing.B) {
-		r := newBenchRig(b, 64, false)
+	engine := func(b *testing.B, obs readiness.Observer) {
+		r := newObservedBenchRig(b, 64, false, obs)
 		defer r.close(b)
 		hs := make([]readiness.Handle, 64)
 		r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
@@ -187,6 +197,17 @@ func BenchmarkLifecycle(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i += 64 {
 			r.lifecycleRound(b, hs, min(64, b.N-i))
+		}
+	}
+	b.Run("engine", func(b *testing.B) { engine(b, nil) })
+	b.Run("engine-metrics", func(b *testing.B) {
+		c := metrics.New(prometheus.Labels{"device": "0"})
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(c)
+		engine(b, c)
+		b.StopTimer()
+		if n, err := testutil.GatherAndCount(reg, "kvready_leases_lent_total"); err != nil || n != 1 {
+			b.Fatalf("the collector exported %d lent series (%v), want 1", n, err)
 		}
 	})
 	b.Run("looplab", func(b *testing.B) {

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kvready/kvready/metrics"
 )
 
 // Config describes one simulation run. The zero value is not valid; start from
@@ -76,6 +78,12 @@ type Config struct {
 	// Runs that share the server, the prefix and the seed share units: the
 	// second one fetches what the first published.
 	RedisPrefix string
+
+	// Metrics, if set, is shown the engine's counters as the run goes
+	// (readiness.Config.Observer): MetricsServer.Collector, for
+	// `kvready simulate --metrics-addr`. The engine only; one run per
+	// collector.
+	Metrics *metrics.Collector
 }
 
 // DefaultRedisPrefix is the key prefix a run over a Redis store uses unless
@@ -225,6 +233,9 @@ func (c Config) Validate() error {
 		if strings.ContainsAny(c.RedisPrefix, "{}") {
 			bad("redis-prefix", "%q contains '{' or '}', which would take over the Redis Cluster hash tag", c.RedisPrefix)
 		}
+	}
+	if c.Naive && c.Metrics != nil {
+		bad("metrics-addr", "the naive manager has no engine whose metrics could be served; drop --naive or --metrics-addr")
 	}
 	return errors.Join(errs...)
 }

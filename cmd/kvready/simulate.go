@@ -53,6 +53,7 @@ func runSimulate(e *env, args []string) int {
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
+	metricsAddr := fs.String("metrics-addr", "", "serve the engine's Prometheus metrics on http://`HOST:PORT`/metrics while the run goes on (port 0: any free port)")
 	if done, status := parseFlags(e, fs, args); done {
 		return status
 	}
@@ -64,6 +65,14 @@ func runSimulate(e *env, args []string) int {
 	if cfg.Redis() {
 		usable = storeFlags(e, fs)
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
+	}
+	metricsURL := ""
+	if *metricsAddr != "" {
+		url, stop, ok := serveMetrics(e, &cfg, *metricsAddr)
+		if ok {
+			defer stop()
+		}
+		metricsURL, usable = url, usable && ok
 	}
 	if err := cfg.Validate(); err != nil {
 		var fe *simulate.FieldError
@@ -78,6 +87,9 @@ func runSimulate(e *env, args []string) int {
 	}
 	if !usable {
 		return exitUsage
+	}
+	if metricsURL != "" {
+		fmt.Fprintf(e.stderr, "simulate: serving metrics on %s\n", metricsURL)
 	}
 
 	progressOut := e.stderr
