@@ -26,7 +26,8 @@ import (
 // registry.
 type Collector struct {
 	// MaxWait bounds how long a scrape waits for the engine's next round
-	// (default 100ms, set before the first scrape). An owner loop that runs
+	// (New sets DefaultMaxWait; 0 never waits). Set it before the first
+	// scrape. An owner loop that runs
 	// rounds answers within one round; one that has stopped (or a drained
 	// engine) is served the latest snapshot, whose kvready_rounds_total and
 	// kvready_last_round_timestamp_seconds then stand still.
