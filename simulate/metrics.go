@@ -41,7 +41,7 @@ func ServeMetrics(addr string) (*MetricsServer, error) {
 	m.reg.MustRegister(m.c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("simulate: serving metrics: %w", err)
+		return nil, fmt.Errorf("simulate: listening for metrics scrapes: %w", err)
 	}
 	m.ln = ln
 	mux := http.NewServeMux()
