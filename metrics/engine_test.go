@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,6 +239,15 @@ func checkAgainstStats(t *testing.T, mfs []*dto.MetricFamily, device string, st 
 			}
 		}
 	}
+}
+
+// labels formats a series' labels as name=value pairs.
+func labels(m *dto.Metric) string {
+	var parts []string
+	for _, lp := range m.GetLabel() {
+		parts = append(parts, lp.GetName()+"="+lp.GetValue())
+	}
+	return strings.Join(parts, ",")
 }
 
 func labelOf(m *dto.Metric, name string) string {
