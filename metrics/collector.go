@@ -26,11 +26,11 @@ import (
 // registry.
 type Collector struct {
 	// MaxWait bounds how long a scrape waits for the engine's next round
-	// (New sets DefaultMaxWait; 0 never waits). Set it before the first
-	// scrape. An owner loop that runs
-	// rounds answers within one round; one that has stopped (or a drained
-	// engine) is served the latest snapshot, whose kvready_rounds_total and
-	// kvready_last_round_timestamp_seconds then stand still.
+	// (New sets DefaultMaxWait; 0 never waits); set it before the first
+	// scrape. An owner loop that runs rounds answers within one round; one
+	// that has stopped (or a drained engine) is served the latest snapshot,
+	// whose kvready_rounds_total and kvready_last_round_timestamp_seconds
+	// then stand still.
 	MaxWait time.Duration
 
 	want atomic.Bool // a scrape is waiting for a snapshot
@@ -120,21 +120,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	st := &s.Stats
-	d := &c.desc
+	send := func(f family, t prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(c.desc[f], t, v, labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(c.desc[f], err) // the registry reports it; never a panic
+		}
+		ch <- m
+	}
 	for state := range fsm.NumStates {
-		ch <- prometheus.MustNewConstMetric(d[leases], prometheus.GaugeValue, float64(st.Leases[state]), state.String())
+		send(leases, prometheus.GaugeValue, float64(st.Leases[state]), state.String())
 	}
 	for i := range readiness.NumCauses {
-		ch <- prometheus.MustNewConstMetric(d[transitions], prometheus.CounterValue, float64(s.Moves[i]), readiness.CauseName(i))
+		send(transitions, prometheus.CounterValue, float64(s.Moves[i]), readiness.CauseName(i))
 	}
 	for r := fsm.NoResult + 1; r < fsm.NumResults; r++ {
-		ch <- prometheus.MustNewConstMetric(d[outcomes], prometheus.CounterValue, float64(st.Outcomes[r]), r.String())
+		send(outcomes, prometheus.CounterValue, float64(st.Outcomes[r]), r.String())
 	}
 	for g, gs := range s.Groups {
 		group := strconv.Itoa(g)
-		ch <- prometheus.MustNewConstMetric(d[slots], prometheus.GaugeValue, float64(gs.Free), group, "free")
-		ch <- prometheus.MustNewConstMetric(d[slots], prometheus.GaugeValue, float64(gs.Held), group, "held")
-		ch <- prometheus.MustNewConstMetric(d[slots], prometheus.GaugeValue, float64(gs.Quarantined), group, "quarantined")
+		send(slots, prometheus.GaugeValue, float64(gs.Free), group, "free")
+		send(slots, prometheus.GaugeValue, float64(gs.Held), group, "held")
+		send(slots, prometheus.GaugeValue, float64(gs.Quarantined), group, "quarantined")
 	}
 	for _, cv := range []struct {
 		f family
@@ -146,11 +152,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		{refused, st.Refused}, {violations, st.Violations}, {breaches, st.InvariantBreaches},
 		{rounds, s.Rounds},
 	} {
-		ch <- prometheus.MustNewConstMetric(d[cv.f], prometheus.CounterValue, float64(cv.v))
+		send(cv.f, prometheus.CounterValue, float64(cv.v))
 	}
-	ch <- prometheus.MustNewConstMetric(d[lastRound], prometheus.GaugeValue, float64(s.At.UnixNano())/1e9)
-	ch <- histogram(d[readinessLatency], &st.ReadyLatency)
-	ch <- histogram(d[fenceLatency], &st.FenceLatency)
+	send(lastRound, prometheus.GaugeValue, float64(s.At.UnixNano())/1e9)
+	ch <- c.histogram(readinessLatency, &st.ReadyLatency)
+	ch <- c.histogram(fenceLatency, &st.FenceLatency)
 }
 
 // Bucket bounds. The engine counts durations in power-of-two buckets of
@@ -175,7 +181,7 @@ func BucketBounds() []float64 {
 }
 
 // histogram turns the engine's histogram into a Prometheus one.
-func histogram(desc *prometheus.Desc, h *readiness.Histogram) prometheus.Metric {
+func (c *Collector) histogram(f family, h *readiness.Histogram) prometheus.Metric {
 	buckets := make(map[float64]uint64, (lastBucket-firstBucket)/bucketStep+1)
 	var cum uint64
 	next := firstBucket
@@ -186,7 +192,11 @@ func histogram(desc *prometheus.Desc, h *readiness.Histogram) prometheus.Metric 
 			next += bucketStep
 		}
 	}
-	return prometheus.MustNewConstHistogram(desc, h.Total, float64(h.Sum)/1e9, buckets)
+	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets)
+	if err != nil {
+		return prometheus.NewInvalidMetric(c.desc[f], err)
+	}
+	return m
 }
 
 // family is one metric family the collector exports.

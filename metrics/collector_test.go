@@ -294,3 +294,37 @@ func value(mfs []*dto.MetricFamily, name string, labels map[string]string) (floa
 	}
 	return 0, false
 }
+
+// TestBadConstLabelsAreRefused: constant labels Prometheus would refuse, or
+// that clash with a family's own, fail the registration with the reason, and
+// a scrape through an unchecked registry reports them; nothing panics.
+func TestBadConstLabelsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels prometheus.Labels
+	}{
+		{"not UTF-8", prometheus.Labels{"gpu\xff": "0"}},
+		{"empty name", prometheus.Labels{"": "0"}},
+		{"a family's own label", prometheus.Labels{"state": "x"}},
+		{"reserved", prometheus.Labels{"__name__": "x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := shown(tc.labels, handmade())
+			err := prometheus.NewRegistry().Register(c)
+			require.Error(t, err)
+			unchecked := prometheus.NewRegistry()
+			require.NoError(t, unchecked.Register(uncheckedCollector{c}))
+			assert.NotPanics(t, func() {
+				_, err := unchecked.Gather()
+				assert.Error(t, err, "the scrape reports the bad series")
+			})
+		})
+	}
+}
+
+// uncheckedCollector hides its descriptors, so that the registry does not
+// check them at registration.
+type uncheckedCollector struct{ c *metrics.Collector }
+
+func (uncheckedCollector) Describe(chan<- *prometheus.Desc)      {}
+func (u uncheckedCollector) Collect(ch chan<- prometheus.Metric) { u.c.Collect(ch) }

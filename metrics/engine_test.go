@@ -3,6 +3,8 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -91,7 +93,7 @@ func newRig(t *testing.T, device string) *rig {
 	r.eng, err = readiness.New(readiness.Config{
 		Memory: staged, TokensPerBlock: 16, Fetcher: r.store, Stream: stream, Clock: r.clk,
 		RequestTimeout: time.Second, DrainGrace: time.Second, QuiesceTimeout: time.Second,
-		Observer: r.c,
+		Observer: r.c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	for k := range len(modes) {
