@@ -5,10 +5,11 @@
 // evidence, and the readiness and fence latency histograms.
 //
 // The engine never imports Prometheus. A Collector is the engine's
-// readiness.Observer: the engine shows it what it counted at the end of each
-// round, on the owner goroutine, and a scrape reads that copy. An engine with
-// no Observer pays nothing; with one, a round pays for one copy of its
-// counters (docs/performance.md: BenchmarkLifecycle/engine-metrics).
+// readiness.Observer: a scrape asks for a snapshot, the engine copies its
+// counters at the end of its next round, on the owner goroutine, and the scrape
+// reads that copy — never the engine. An engine with no Observer pays nothing;
+// with one, a round pays an atomic load and a move a counter increment
+// (docs/performance.md: BenchmarkLifecycle/engine-metrics against /engine).
 //
 // Every family is prefixed kvready_, counts in base units (seconds, leases,
 // slots), and carries only bounded labels — state, event, outcome, group — and
