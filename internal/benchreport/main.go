@@ -116,6 +116,8 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "the `maplookup` row shows what it takes on this one, and the ratio row beside it travels.")
 	fmt.Fprintln(w, "`engine-metrics` is `engine` with a `metrics.Collector` as its Observer, registered (not")
 	fmt.Fprintln(w, "scraped): what exporting to Prometheus costs a manager between scrapes (docs/operations.md).")
+	fmt.Fprintln(w, "`rounds/op` counts `Progress` rounds per lease: how many depends on how soon the engine's")
+	fmt.Fprintln(w, "goroutines answer, so on the machine's load, and the lifecycle's ns/op follows it.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Every benchmark")
 	fmt.Fprintln(w)
