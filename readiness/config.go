@@ -86,6 +86,10 @@ type Config struct {
 	// OnTransition, if set, is called on the owner goroutine for every move,
 	// for tracing. It must not call the engine.
 	OnTransition func(Transition)
+	// Observer, if set, is shown what the engine counted, on the owner
+	// goroutine, whenever it says a snapshot is due: how a metrics exporter
+	// (package kvready/metrics) watches the engine. Nil costs nothing.
+	Observer Observer
 	// Logger receives the few events worth logging (quarantine, containment,
 	// ungrantable leases, contract violations, device loss); nil means
 	// slog.Default().

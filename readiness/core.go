@@ -136,6 +136,9 @@ type Core struct {
 	closed bool
 	lost   bool
 	stats  Stats
+	// byCause counts moves by cause while counting is set (an Observer is).
+	counting bool
+	byCause  [causeSlots]uint64
 }
 
 // NewCore assembles a core. It refuses a config missing what it needs, naming

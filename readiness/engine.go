@@ -57,6 +57,8 @@ type Engine struct {
 
 	handed  int // items handed to the background in the latest round
 	stopped bool
+
+	obs *observing // nil unless Config.Observer is set
 }
 
 // attemptSlot is the runner's record of a lease's attempt: the one thing the
@@ -114,6 +116,9 @@ func New(cfg Config) (*Engine, error) {
 	core.Tick(cfg.Clock.Now())
 	e.watch = startWatcher()
 	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.QuiesceTimeout)
+	if cfg.Observer != nil {
+		e.observeWith(cfg.Observer)
+	}
 	return e, nil
 }
 
@@ -213,6 +218,9 @@ func (e *Engine) Progress() int {
 	e.perform()
 	e.flush()
 	e.stopIfDrained()
+	if e.obs != nil {
+		e.observed()
+	}
 	return int(e.core.moves - before)
 }
 

@@ -109,6 +109,9 @@ func (c *Core) enter(id uint32, step fsm.Step) {
 	if c.cfg.OnTransition != nil {
 		c.cfg.OnTransition(Transition{Lease: c.handle(id), Step: step})
 	}
+	if c.counting {
+		c.countMove(&step)
+	}
 	switch step.To {
 	case fsm.Granted:
 		c.place(id)

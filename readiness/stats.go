@@ -55,6 +55,9 @@ const histBuckets = 40
 type Histogram struct {
 	Counts [histBuckets]uint64
 	Total  uint64
+	// Sum is the total of every duration counted, in nanoseconds: Sum/Total
+	// is the mean.
+	Sum uint64
 }
 
 func (h *Histogram) init() {}
@@ -66,6 +69,7 @@ func (h *Histogram) add(ns int64) {
 	i := min(bits.Len64(uint64(ns)), histBuckets-1)
 	h.Counts[i]++
 	h.Total++
+	h.Sum += uint64(ns)
 }
 
 // Quantile returns an upper bound of the q-quantile (0 ≤ q ≤ 1): the top of

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -93,6 +94,11 @@ type Config struct {
 	// $KVREADY_CUDA_LIBRARY, else libcuda.so.1); `make fakecuda` builds a
 	// fake one, bin/libfakecuda.so.
 	CUDALibrary string
+	// Metrics, if set, is shown the engine's counters as the run goes
+	// (readiness.Config.Observer): MetricsServer.Collector, for
+	// `kvready simulate --metrics-addr`. The engine only; one run per
+	// collector.
+	Metrics *metrics.Collector
 }
 
 // DefaultRedisPrefix is the key prefix a run over a Redis store uses unless
@@ -250,6 +256,9 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.deviceErrors()...)
+	if c.Naive && c.Metrics != nil {
+		bad("metrics-addr", "the naive manager has no engine whose metrics could be served; drop --naive or --metrics-addr")
+	}
 	return errors.Join(errs...)
 }
 

@@ -62,6 +62,10 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 	if em.realTime {
 		clk = nil // the engine's default: the system clock
 	}
+	var obs readiness.Observer
+	if d.cfg.Metrics != nil {
+		obs = d.cfg.Metrics
+	}
 	eng, err := readiness.New(readiness.Config{
 		Memory:         d.mem,
 		TokensPerBlock: TokensPerBlock,
@@ -80,6 +84,7 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		OnTransition:    em.hook,
 		OnContainment:   func(readiness.Containment) { em.containments++ },
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer:        obs,
 	})
 	if err != nil {
 		return nil, err

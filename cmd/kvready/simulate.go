@@ -59,6 +59,7 @@ func runSimulate(e *env, args []string) int {
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
+	metricsAddr := fs.String("metrics-addr", "", "serve the engine's Prometheus metrics on http://`HOST:PORT`/metrics while the run goes on (port 0: any free port)")
 	if done, status := parseFlags(e, fs, args); done {
 		return status
 	}
@@ -71,12 +72,20 @@ func runSimulate(e *env, args []string) int {
 		usable = storeFlags(e, fs)
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 	}
+	metricsURL := ""
+	if *metricsAddr != "" {
+		url, stop, ok := serveMetrics(e, &cfg, *metricsAddr)
+		if ok {
+			defer stop()
+		}
+		metricsURL, usable = url, usable && ok
+	}
 	if err := cfg.Validate(); err != nil {
 		reportConfig(e, fs, err)
 		usable = false
 	}
-	if *compare && (cfg.Naive || cfg.Redis()) {
-		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store; drop --naive and --backend")
+	if *compare && (cfg.Naive || cfg.Redis() || cfg.Device == simulate.CUDADevice) {
+		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store and the simulated device; drop --naive, --backend and --device cuda")
 		usable = false
 	}
 	if *report != "" {
@@ -87,6 +96,9 @@ func runSimulate(e *env, args []string) int {
 	}
 	if !usable {
 		return exitUsage
+	}
+	if metricsURL != "" {
+		fmt.Fprintf(e.stderr, "simulate: serving metrics on %s\n", metricsURL)
 	}
 
 	progressOut := e.stderr
@@ -110,6 +122,7 @@ func runSimulate(e *env, args []string) int {
 		}
 		naiveCfg := cfg
 		naiveCfg.Naive = true
+		naiveCfg.Metrics = nil // the naive manager has no engine to observe
 		if naive, _ = simulateOnce(e, naiveCfg, progressOut, *asJSON); naive == nil {
 			return exitFail
 		}

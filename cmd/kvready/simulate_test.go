@@ -77,12 +77,23 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--blocks", "x"}, "invalid value \"x\" for flag -blocks"},
 		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, "takes no arguments"},
+		{[]string{"--compare-naive", "--device", "cuda"}, "drop --naive, --backend and --device cuda"},
+		{[]string{"--compare-naive", "--naive"}, "drop --naive, --backend and --device cuda"},
 	} {
 		status, out, stderr := runCLI(t, "", append([]string{"simulate"}, tc.args...)...)
 		assert.Equal(t, exitUsage, status, tc.args)
 		assert.Contains(t, stderr, tc.msg, tc.args)
 		assert.Empty(t, out, "a refused run prints no summary")
 	}
+}
+
+// The naive half of --compare-naive has no engine: serving the engine's
+// metrics beside it must not refuse the comparison.
+func TestSimulateCompareNaiveWithMetrics(t *testing.T) {
+	status, out, stderr := runCLI(t, "", "simulate", "--compare-naive", "--metrics-addr", "127.0.0.1:0", "--requests", "200")
+	require.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stderr, "serving metrics on http://127.0.0.1:")
+	assert.Contains(t, out, "naive manager: the checker caught it recycling slots before their fence")
 }
 
 // killOnLine is a stderr that kills the server when a line containing at is

@@ -1,0 +1,268 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/readiness"
+)
+
+// Collector exports one engine's counters to Prometheus. It is the engine's
+// readiness.Observer: set it as Config.Observer, then register it. A scrape
+// asks the engine for a snapshot, which the engine makes at the end of its
+// next round, on its owner goroutine; the scrape waits for it at most
+// MaxWait and otherwise serves the latest one it has. Scraping never touches
+// the engine, so it is safe from any goroutine, and an engine that nobody
+// scrapes pays one atomic load a round.
+//
+// Several engines in one process (one per GPU) each get their own Collector,
+// told apart by a constant label such as device="0"; they can share one
+// registry.
+type Collector struct {
+	// MaxWait bounds how long a scrape waits for the engine's next round
+	// (New sets DefaultMaxWait; 0 never waits); set it before the first
+	// scrape. An owner loop that runs rounds answers within one round; one
+	// that has stopped (or a drained engine) is served the latest snapshot,
+	// whose kvready_rounds_total and kvready_last_round_timestamp_seconds
+	// then stand still.
+	MaxWait time.Duration
+
+	want atomic.Bool // a scrape is waiting for a snapshot
+
+	mu        sync.Mutex
+	snap      readiness.Snapshot // the latest snapshot shown, with Groups copied
+	shown     bool
+	published chan struct{} // closed when the next snapshot is shown
+	desc      [numFamilies]*prometheus.Desc
+}
+
+// DefaultMaxWait is how long a scrape waits for the engine's next round
+// unless Collector.MaxWait says otherwise.
+const DefaultMaxWait = 100 * time.Millisecond
+
+// New returns a collector whose every series carries constLabels (nil for
+// none), for example prometheus.Labels{"device": "0"}.
+func New(constLabels prometheus.Labels) *Collector {
+	c := &Collector{MaxWait: DefaultMaxWait, published: make(chan struct{})}
+	for f, spec := range families {
+		c.desc[f] = prometheus.NewDesc(Namespace+"_"+spec.name, spec.help, spec.labels, constLabels)
+	}
+	return c
+}
+
+// Due reports whether a scrape is waiting for a snapshot; the engine asks at
+// the end of every round.
+func (c *Collector) Due() bool { return c.want.Load() }
+
+// Observe keeps a copy of the engine's snapshot and wakes the scrapes waiting
+// for it; the engine calls it on its owner goroutine.
+func (c *Collector) Observe(s *readiness.Snapshot) {
+	c.want.Store(false)
+	c.mu.Lock()
+	groups := c.snap.Groups
+	c.snap = *s
+	c.snap.Groups = append(groups[:0], s.Groups...)
+	c.shown = true
+	close(c.published)
+	c.published = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// Latest returns a copy of the latest snapshot the engine showed, and false
+// if it has shown none (the collector is not any engine's Observer).
+func (c *Collector) Latest() (readiness.Snapshot, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.snap
+	s.Groups = append([]readiness.GroupSlots(nil), c.snap.Groups...)
+	return s, c.shown
+}
+
+// Fresh asks the engine for a snapshot and waits for it, at most MaxWait
+// (or until ctx ends); then it returns the latest one, fresh or not, and
+// false if the engine has shown none. A drained engine's last snapshot is
+// final, so Fresh returns it without waiting.
+func (c *Collector) Fresh(ctx context.Context) (readiness.Snapshot, bool) {
+	c.mu.Lock()
+	ch, final := c.published, c.snap.Drained
+	c.mu.Unlock()
+	if !final {
+		c.want.Store(true)
+		t := time.NewTimer(c.MaxWait)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return c.Latest()
+}
+
+// Describe sends the descriptor of every family the collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.desc {
+		ch <- d
+	}
+}
+
+// Collect sends a fresh snapshot as metrics (see Fresh). Before the engine
+// has shown one it sends nothing.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s, ok := c.Fresh(context.Background())
+	if !ok {
+		return
+	}
+	st := &s.Stats
+	send := func(f family, t prometheus.ValueType, v float64, labels ...string) {
+		m, err := prometheus.NewConstMetric(c.desc[f], t, v, labels...)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(c.desc[f], err) // the registry reports it; never a panic
+		}
+		ch <- m
+	}
+	for state := range fsm.NumStates {
+		send(leases, prometheus.GaugeValue, float64(st.Leases[state]), state.String())
+	}
+	for i := range readiness.NumCauses {
+		send(transitions, prometheus.CounterValue, float64(s.Moves[i]), readiness.CauseName(i))
+	}
+	for r := fsm.NoResult + 1; r < fsm.NumResults; r++ {
+		send(outcomes, prometheus.CounterValue, float64(st.Outcomes[r]), r.String())
+	}
+	for g, gs := range s.Groups {
+		group := strconv.Itoa(g)
+		send(slots, prometheus.GaugeValue, float64(gs.Free), group, "free")
+		send(slots, prometheus.GaugeValue, float64(gs.Held), group, "held")
+		send(slots, prometheus.GaugeValue, float64(gs.Quarantined), group, "quarantined")
+	}
+	for _, cv := range []struct {
+		f family
+		v uint64
+	}{
+		{lent, st.Lent}, {released, st.Released}, {quarantinedLeases, st.QuarantinedLeases},
+		{quiesceCalls, st.QuiesceCalls}, {quiesceRetries, st.QuiesceRetries}, {unproven, st.Unproven},
+		{containments, st.Containments}, {ungrantable, st.Ungrantable}, {stale, st.StaleEvidence},
+		{refused, st.Refused}, {violations, st.Violations}, {breaches, st.InvariantBreaches},
+		{rounds, s.Rounds},
+	} {
+		send(cv.f, prometheus.CounterValue, float64(cv.v))
+	}
+	send(lastRound, prometheus.GaugeValue, float64(s.At.UnixNano())/1e9)
+	ch <- c.histogram(readinessLatency, &st.ReadyLatency)
+	ch <- c.histogram(fenceLatency, &st.FenceLatency)
+}
+
+// Bucket bounds. The engine counts durations in power-of-two buckets of
+// nanoseconds (readiness.Histogram: bucket i holds [2^(i-1), 2^i) ns, so
+// everything up to bucket i is at most 2^i - 1 ns). Every second one from
+// about a microsecond to about a minute is exported: factor-4 steps, exact
+// counts, no interpolation.
+const (
+	firstBucket = 10 // 2^10 ns ≈ 1 µs
+	lastBucket  = 36 // 2^36 ns ≈ 69 s
+	bucketStep  = 2
+)
+
+// BucketBounds returns the upper bounds, in seconds, of the latency
+// histograms' buckets (the +Inf bucket aside).
+func BucketBounds() []float64 {
+	var out []float64
+	for i := firstBucket; i <= lastBucket; i += bucketStep {
+		out = append(out, float64(uint64(1)<<i-1)/1e9)
+	}
+	return out
+}
+
+// histogram turns the engine's histogram into a Prometheus one.
+func (c *Collector) histogram(f family, h *readiness.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, (lastBucket-firstBucket)/bucketStep+1)
+	var cum uint64
+	next := firstBucket
+	for i, n := range h.Counts {
+		cum += n
+		if i == next && i <= lastBucket {
+			buckets[float64(uint64(1)<<i-1)/1e9] = cum
+			next += bucketStep
+		}
+	}
+	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets)
+	if err != nil {
+		return prometheus.NewInvalidMetric(c.desc[f], err)
+	}
+	return m
+}
+
+// family is one metric family the collector exports.
+type family int
+
+const (
+	leases family = iota
+	transitions
+	outcomes
+	slots
+	lent
+	released
+	quarantinedLeases
+	quiesceCalls
+	quiesceRetries
+	unproven
+	containments
+	ungrantable
+	stale
+	refused
+	violations
+	breaches
+	rounds
+	lastRound
+	readinessLatency
+	fenceLatency
+	numFamilies
+)
+
+// families names, explains and labels every family; package docs
+// (docs/operations.md) say what healthy looks like for each.
+var families = [numFamilies]struct {
+	name, help string
+	labels     []string
+}{
+	leases:            {"leases", "Live leases by lifecycle state.", []string{"state"}},
+	transitions:       {"transitions_total", "Lifecycle moves by cause: the event, or the guard of a completion in brackets.", []string{"event"}},
+	outcomes:          {"outcomes_total", "Outcomes latched, by kind. A miss is never a failure.", []string{"outcome"}},
+	slots:             {"slots", "Staging slots by pool group and state: free, held (lent) or quarantined (out of circulation for ever).", []string{"group", "state"}},
+	lent:              {"leases_lent_total", "Leases lent.", nil},
+	released:          {"leases_released_total", "Leases released: their slots returned to the allocator.", nil},
+	quarantinedLeases: {"leases_quarantined_total", "Leases quarantined: their slots never return.", nil},
+	quiesceCalls:      {"quiesce_calls_total", "Quiesce calls made to the backends (one per batch).", nil},
+	quiesceRetries:    {"quiesce_retries_total", "Quiesce retries: asking again after an answer that proved nothing.", nil},
+	unproven:          {"quiesce_unproven_total", "Quiesce answers that did not prove access over (false, error, timeout).", nil},
+	containments:      {"containments_total", "Leases contained at their containment deadline with access or a copy unproven.", nil},
+	ungrantable:       {"ungrantable_leases_total", "Waiting leases that quarantine made impossible to grant.", nil},
+	stale:             {"stale_evidence_total", "Evidence refused because it named a lease already retired.", nil},
+	refused:           {"refused_evidence_total", "Evidence the lifecycle table refused (duplicates, late evidence).", nil},
+	violations:        {"contract_violations_total", "Backend contract violations seen: changed answers, unasked names, answers that are no outcome.", nil},
+	breaches:          {"invariant_breaches_total", "States the lifecycle's guarantees rule out; 0 unless kvready has a bug.", nil},
+	rounds:            {"rounds_total", "Engine rounds run by the owner loop (Progress).", nil},
+	lastRound:         {"last_round_timestamp_seconds", "The engine's clock at its latest round, in seconds since the Unix epoch.", nil},
+	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed).", nil},
+	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over).", nil},
+}
+
+// Namespace prefixes every family the collector exports.
+const Namespace = "kvready"
+
+// Names returns the name of every family the collector exports, histograms by
+// their base name (the exposition adds _bucket, _sum and _count).
+func Names() []string {
+	out := make([]string, 0, numFamilies)
+	for _, f := range families {
+		out = append(out, Namespace+"_"+f.name)
+	}
+	return out
+}

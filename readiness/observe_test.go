@@ -1,0 +1,140 @@
+package readiness_test
+
+import (
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
+)
+
+// recorder is an Observer that keeps every snapshot it is shown; the test
+// says when one is due.
+type recorder struct {
+	due   atomic.Bool
+	shown []readiness.Snapshot
+}
+
+func (r *recorder) Due() bool { return r.due.Load() }
+
+func (r *recorder) Observe(s *readiness.Snapshot) {
+	c := *s
+	c.Groups = slices.Clone(s.Groups)
+	r.shown = append(r.shown, c)
+	r.due.Store(false)
+}
+
+func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
+	dev, err := sim.New(0, 1<<16)
+	require.NoError(t, err)
+	stream, err := dev.NewStream()
+	require.NoError(t, err)
+	staged, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16}, staging.Group{Slots: 6, SlotBytes: 16})
+	require.NoError(t, err)
+	store, err := mem.New(staged, mem.WithPolicy(func(c mem.Call) mem.Mode {
+		return []mem.Mode{mem.Normal, mem.Miss, mem.Fail}[(c.Seq-1)%3]
+	}))
+	require.NoError(t, err)
+	defer store.Close()
+	var byCause [readiness.NumCauses]uint64 // the oracle: every move as OnTransition sees it
+	obs := &recorder{}
+	eng, err := readiness.New(readiness.Config{
+		Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream, Observer: obs,
+		OnTransition: func(tr readiness.Transition) { byCause[readiness.Cause(tr.Step)]++ },
+	})
+	require.NoError(t, err)
+
+	require.Len(t, obs.shown, 1, "a snapshot at New")
+	assert.Equal(t, []readiness.GroupSlots{{Free: 4}, {Free: 6}}, obs.shown[0].Groups)
+	assert.Zero(t, obs.shown[0].Rounds)
+
+	var hs []readiness.Handle
+	for k := range 3 {
+		req := readiness.Request{Kind: readiness.Fetch}
+		for g := range 2 {
+			var name contract.Name
+			name[0], name[1] = byte(k), byte(g)
+			store.Put(staging.ExtentName, name, make([]byte, 16))
+			p, err := dev.Alloc(16)
+			require.NoError(t, err)
+			req.Rows = append(req.Rows, readiness.Row{Name: name, Group: g, Device: p})
+		}
+		h, err := eng.Lend(req)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	rounds := uint64(0)
+	for _, h := range hs {
+		for {
+			dev.CompleteAll()
+			eng.Progress()
+			rounds++
+			if info, err := eng.Lease(h); err == nil && info.State == fsm.LogicallyComplete {
+				break
+			}
+			require.Less(t, rounds, uint64(1_000_000), "the lease never completed")
+		}
+	}
+	assert.Len(t, obs.shown, 1, "no snapshot while none is due")
+
+	obs.due.Store(true)
+	eng.Progress()
+	rounds++
+	require.Len(t, obs.shown, 2, "one snapshot once one is due")
+	s := obs.shown[1]
+	assert.Equal(t, eng.Stats(), s.Stats)
+	assert.Equal(t, rounds, s.Rounds)
+	assert.Equal(t, byCause, s.Moves, "moves by cause, as OnTransition saw them")
+	for _, name := range []string{"slots_granted", "[fetch]", "submitted", "outcome_served", "outcome_missed", "outcome_failed", "access_proven", "copies_landed"} {
+		i := -1
+		for c := range readiness.NumCauses {
+			if readiness.CauseName(c) == name {
+				i = c
+			}
+		}
+		require.GreaterOrEqual(t, i, 0, "a cause named %s", name)
+		assert.NotZero(t, s.Moves[i], "moves caused by %s", name)
+	}
+	var free, held, quarantined int
+	for _, g := range s.Groups {
+		free, held, quarantined = free+g.Free, held+g.Held, quarantined+g.Quarantined
+	}
+	assert.Equal(t, [3]int{s.Stats.SlotsFree, s.Stats.SlotsHeld, s.Stats.SlotsQuarantined}, [3]int{free, held, quarantined})
+	assert.Positive(t, held, "the completed leases still hold their slots")
+	assert.False(t, s.Drained)
+
+	for _, h := range hs {
+		require.NoError(t, eng.Release(h))
+	}
+	drain(eng, dev)
+	last := obs.shown[len(obs.shown)-1]
+	assert.True(t, last.Drained, "the round that drains shows a final snapshot, due or not")
+	assert.Equal(t, eng.Stats(), last.Stats)
+	n := len(obs.shown)
+	eng.Progress()
+	assert.Len(t, obs.shown, n, "nothing more after the final snapshot unless due")
+}
+
+func TestCauseNames(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range readiness.NumCauses {
+		name := readiness.CauseName(i)
+		require.NotEmpty(t, name, "cause %d", i)
+		assert.False(t, seen[name], "cause %q named twice", name)
+		seen[name] = true
+	}
+	assert.Empty(t, readiness.CauseName(-1))
+	assert.Empty(t, readiness.CauseName(readiness.NumCauses))
+	step := fsm.Step{Event: fsm.Deadline}
+	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
+	step = fsm.Step{Completion: true, Guard: fsm.NothingToCopy}
+	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
+}
