@@ -126,15 +126,15 @@ type attempt struct {
 	changes int              // answers Poll gave that differ from the first
 	polled  int
 
-	mode     quiesceMode
-	notYet   int
-	gate     chan struct{}
-	ended    bool // Quiesce answered true: it never touches memory again
+	mode   quiesceMode
+	notYet int
+	gate   chan struct{}
+	ended  bool // Quiesce answered true: it never touches memory again
 	// trueBy is the deadline of the context of the latest true answer (zero:
 	// none). A runner that checks its context after the call sets a true
 	// aside once that deadline has passed, so a caller may have trusted the
 	// answer only if it looked before trueBy.
-	trueBy time.Time
+	trueBy   time.Time
 	torn     bool // it wrote torn bytes into served rows after its outcome; it rewrites them before ending
 	unproven int  // Quiesce calls that proved nothing
 	calls    int
