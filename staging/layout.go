@@ -264,7 +264,7 @@ func (l Layout) Validate() error {
 		}
 	}
 	if len(l.LayerGroups) == 0 {
-		return errors.New("staging: layout: layer_groups is empty; want at least one layer group")
+		return fmt.Errorf("staging: layout: layer_groups is empty; want at least one layer group: %w", ErrNothingToStage)
 	}
 	for i, g := range l.LayerGroups {
 		if err := g.validate(l); err != nil {

@@ -8,8 +8,9 @@ import (
 	"slices"
 )
 
-// ErrNothingToStage is wrapped by the error of sizing a layout whose one fetch
-// needs no bytes: no layer groups, so there are no pages to stage.
+// ErrNothingToStage is wrapped by the error of a layout with no layer groups,
+// which [Layout.Validate] refuses, and of sizing a layout whose one fetch needs
+// no bytes: there are no pages to stage.
 var ErrNothingToStage = errors.New("staging: the layout has no pages to stage")
 
 // ErrBelowOneFetch is wrapped by the error of sizing with MaxBytes below one

@@ -23,9 +23,12 @@ type sizingGroup struct {
 }
 
 // sizingLayout builds a valid layout whose pool group g has one pool of
-// pageBytes, and one buffer per layer group, so that PageBytes is the page.
+// pageBytes, and one one-byte buffer per layer group, so that PageBytes is the
+// page; layer groups sharing a pool group get disjoint offsets in its slot
+// (the page must have a byte for each).
 func sizingLayout(t testing.TB, tpb int, groups ...sizingGroup) Layout {
 	l := Layout{TokensPerBlock: tpb, PoolGroups: map[int][]int{}}
+	used := map[int]int{} // bytes of each pool group's slot given out so far
 	for i, g := range groups {
 		l.PoolGroups[g.poolGroup] = []int{g.pageBytes}
 		lg := LayerGroup{Kind: "attention", SinkBlocks: g.sinks, PoolGroup: g.poolGroup, Layers: []int{i}, Shard: Whole}
@@ -34,7 +37,8 @@ func sizingLayout(t testing.TB, tpb int, groups ...sizingGroup) Layout {
 			lg.Window = &w
 		}
 		l.LayerGroups = append(l.LayerGroups, lg)
-		l.Buffers = append(l.Buffers, Buffer{Layer: i, Role: "kv", Pool: [2]int{g.poolGroup, 0}, Size: 1, Mapper: Indexed, Expansion: 1})
+		l.Buffers = append(l.Buffers, Buffer{Layer: i, Role: "kv", Pool: [2]int{g.poolGroup, 0}, Offset: used[g.poolGroup], Size: 1, Mapper: Indexed, Expansion: 1})
+		used[g.poolGroup]++
 	}
 	require.NoError(t, l.Validate())
 	return l
@@ -201,7 +205,9 @@ func randomSizingLayout(t testing.TB, rng *rand.Rand) (Layout, []Attention) {
 	tpb := []int{4, 8, 16, 32}[rng.IntN(4)]
 	pages := make([]int, between(1, 3))
 	for g := range pages {
-		pages[g] = between(1, 1000)
+		// The reference draws 1..1000; from 4, so that the up to four layer
+		// groups sharing a pool group have a byte each (sizingLayout).
+		pages[g] = between(4, 1000)
 	}
 	var groups []sizingGroup
 	var attn []Attention
