@@ -79,6 +79,10 @@ var figures = []figure{
 		"×", "≤ 1.5×", func(v float64) bool { return v <= 1.5 }, "BenchmarkScale"},
 	{"copy + event record + query: gpu/cuda on the fake driver ÷ gpu/sim", ratio("BenchmarkCUDACopyEvent/cuda", "ns/op", "BenchmarkCUDACopyEvent/sim", "ns/op"),
 		"×", "≤ 3×", func(v float64) bool { return v <= 3 }, "BenchmarkCUDACopyEvent"},
+	{"readiness with sliding windows ÷ full attention, 4 groups × 512 blocks", ratio("BenchmarkReadinessWindows/groups=4,blocks=512", "ns/op", "BenchmarkReadiness/groups=4,blocks=512", "ns/op"),
+		"×", "≤ 2×", func(v float64) bool { return v <= 2 }, "BenchmarkReadinessWindows"},
+	{"readiness with sliding windows: allocations", value("BenchmarkReadinessWindows/groups=4,blocks=512", "allocs/op"),
+		"allocs/op", "0", func(v float64) bool { return v == 0 }, "BenchmarkReadinessWindows"},
 }
 
 func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
