@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -119,9 +120,18 @@ var symbols = []string{
 // loadLibrary opens path and resolves every symbol the package needs; a
 // missing library or symbol is an error wrapping gpu.ErrNoDriver.
 func loadLibrary(path string) (*driver, error) {
+	// dlerror is per thread: the goroutine stays on one for the call, so that
+	// the reason read back is this call's.
+	runtime.LockOSThread()
 	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	runtime.UnlockOSThread()
 	if err != nil {
-		return nil, fmt.Errorf("cuda: loading %s: %w: %v", path, gpu.ErrNoDriver, err)
+		reason := err.Error()
+		if reason == "" {
+			// The loader does not always say why; the likely cause, then.
+			reason = "the dynamic loader cannot open it (no CUDA driver installed here, or not on the library path)"
+		}
+		return nil, fmt.Errorf("cuda: loading %s: %w: %s", path, gpu.ErrNoDriver, reason)
 	}
 	syms := map[string]uintptr{}
 	for _, name := range symbols {
