@@ -35,6 +35,13 @@ import (
 // containment.
 const zooGrace = 5 * time.Second
 
+// zooQuiesceWait is the runner's Quiesce timeout in the zoo. No script makes
+// Quiesce block, so it is never waited out; it is long so that a true answer
+// on a loaded machine is not set aside as late (a true that outlives its
+// context proves nothing), which would leave the lease waiting for a retry
+// the script's clock never reaches.
+const zooQuiesceWait = 10 * time.Second
+
 // manager is what a script drives.
 type manager interface {
 	lend(name string, serial int, publish bool, rows int, deadline time.Time, dev []gpu.DevicePtr) error
@@ -143,7 +150,7 @@ func newEngineMgr(w *zooWorld) *engineMgr {
 	var err error
 	e.eng, err = readiness.New(readiness.Config{
 		Memory: w.mem, TokensPerBlock: tpb, Fetcher: w.be, Publisher: w.be, Stream: w.stream, Health: w.dev,
-		Clock: w.clock, RequestTimeout: time.Minute, DrainGrace: zooGrace, QuiesceTimeout: quiesceWait,
+		Clock: w.clock, RequestTimeout: time.Minute, DrainGrace: zooGrace, QuiesceTimeout: zooQuiesceWait,
 		RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff, Logger: discardLogger(),
 	})
 	require.NoError(w.t, err)
