@@ -67,13 +67,11 @@ type mLease struct {
 	cancelled   bool
 	closedReq   bool
 	timedOut    bool // a synced round passed its deadline with no answer taken
-	answerSeen  bool // a synced round took its first answer
 	copyFailed  bool // a local copy touching it failed or its device was lost
 	settledSeen bool // a synced round took in its access proof, and no copy of it was in flight
 	refused     map[gpu.DevicePtr]bool
 	seen        readiness.OutcomeKind
 	submitAt    time.Time // when the backend was handed it
-	containedN  int
 }
 
 // model is the reference the engine is checked against after every step.

@@ -59,11 +59,11 @@ func (c *CoreConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("TokensPerBlock = %d; want a positive number", c.TokensPerBlock))
 	}
 	if c.Memory != nil && len(c.Attention) > c.Memory.NumGroups() {
-		errs = append(errs, fmt.Errorf("Attention has %d layer groups; want at most the memory's %d", len(c.Attention), c.Memory.NumGroups()))
+		errs = append(errs, fmt.Errorf("the Attention list has %d layer groups; want at most the memory's %d", len(c.Attention), c.Memory.NumGroups()))
 	}
 	for g, a := range c.Attention {
 		if err := a.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("Attention[%d]: %w", g, err))
+			errs = append(errs, fmt.Errorf("layer group %d's Attention: %w", g, err))
 		}
 	}
 	for _, d := range []struct {

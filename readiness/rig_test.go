@@ -181,7 +181,6 @@ type rig struct {
 	be        *script
 	eng       *Engine
 	contained []Containment
-	devRows   []gpu.DevicePtr
 }
 
 type rigOption func(*Config)

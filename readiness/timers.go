@@ -30,9 +30,6 @@ func (t *timerHeap) index(id uint32) int32 {
 	return t.pos[id]
 }
 
-// len returns the number of armed timers.
-func (t *timerHeap) len() int { return len(t.h) }
-
 // arm sets id's timer to at, replacing any earlier one.
 func (t *timerHeap) arm(id uint32, at int64) {
 	if i := t.index(id); i >= 0 {
@@ -63,9 +60,6 @@ func (t *timerHeap) disarm(id uint32) {
 		t.fix(i)
 	}
 }
-
-// armed reports whether id has a timer.
-func (t *timerHeap) armed(id uint32) bool { return int(id) < len(t.pos) && t.pos[id] >= 0 }
 
 // popExpired removes and returns the lease of the earliest timer if it is due.
 func (t *timerHeap) popExpired(now int64) (uint32, bool) {

@@ -93,8 +93,8 @@ func TestEngineRefusesBadAttention(t *testing.T) {
 		attn []staging.Attention
 		msg  string
 	}{
-		{[]staging.Attention{{Window: -1}}, "Attention[0]: staging: window -1"},
-		{[]staging.Attention{staging.Full, staging.Full}, "Attention has 2 layer groups; want at most the memory's 1"},
+		{[]staging.Attention{{Window: -1}}, "layer group 0's Attention: staging: window -1"},
+		{[]staging.Attention{staging.Full, staging.Full}, "the Attention list has 2 layer groups; want at most the memory's 1"},
 	} {
 		_, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Attention: tc.attn, Fetcher: store, Stream: stream})
 		assert.ErrorContains(t, err, tc.msg)

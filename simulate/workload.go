@@ -49,7 +49,6 @@ const (
 
 // lease is one fetch or publish of a request, as the simulation tracks it.
 type lease struct {
-	id      int
 	req     *request
 	kind    readiness.Kind
 	first   int     // first block moved

@@ -84,7 +84,7 @@ func Start(t testing.TB, extra ...string) *Server {
 func New(parent string, extra ...string) (*Server, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			return nil, errors.New(InstallHint)
+			return nil, errors.New(strings.TrimSpace(InstallHint))
 		}
 	}
 	var last error
