@@ -434,8 +434,14 @@ func (s *Stream) Record() (gpu.Event, error) {
 	var ev uintptr
 	if k := len(s.spare); k > 0 {
 		ev, s.spare = s.spare[k-1], s.spare[:k-1]
-	} else if err := drv.check("cuEventCreate", drv.eventCreate(&ev, eventDisableTiming)); err != nil {
-		return gpu.Event{}, err
+	} else {
+		// Its own variable: the driver writes through its address, so it
+		// lives on the heap, and only a new event pays for that.
+		var created uintptr
+		if err := drv.check("cuEventCreate", drv.eventCreate(&created, eventDisableTiming)); err != nil {
+			return gpu.Event{}, err
+		}
+		ev = created
 	}
 	if err := drv.check("cuEventRecord", drv.eventRecord(ev, s.h)); err != nil {
 		s.spare = append(s.spare, ev) // never recorded: it may be used again

@@ -61,6 +61,7 @@ const (
 // functions. Open fills it from libcuda.so.1; tests fill it with a fake.
 type driver struct {
 	path              string // the library it was loaded from
+	calls             string // how the hot calls are made: "cgo" or "purego"
 	init              func(flags uint32) result
 	deviceGetCount    func(n *int32) result
 	deviceGet         func(dev *int32, ordinal int32) result
@@ -118,8 +119,13 @@ var symbols = []string{
 }
 
 // loadLibrary opens path and resolves every symbol the package needs; a
-// missing library or symbol is an error wrapping gpu.ErrNoDriver.
-func loadLibrary(path string) (*driver, error) {
+// missing library or symbol is an error wrapping gpu.ErrNoDriver. The calls a
+// copy, its event and polling make go through cgo where it is available.
+func loadLibrary(path string) (*driver, error) { return loadLibraryWith(path, true) }
+
+// loadLibraryWith is loadLibrary; with cgoCalls false every call goes through
+// purego (the build without cgo, and the tests of that path).
+func loadLibraryWith(path string, cgoCalls bool) (*driver, error) {
 	// dlerror is per thread: the goroutine stays on one for the call, so that
 	// the reason read back is this call's.
 	runtime.LockOSThread()
@@ -239,6 +245,10 @@ func loadLibrary(path string) (*driver, error) {
 			return ""
 		}
 		return cString(s)
+	}
+	d.calls = "purego"
+	if cgoCalls && hotPathCgo(d, call) {
+		d.calls = "cgo"
 	}
 	return d, nil
 }

@@ -54,6 +54,38 @@ func openRig(t *testing.T, path string, ctl *fakecuda.Control, ordinal int) *fak
 	t.Helper()
 	d, err := Open(ordinal, WithLibrary(path))
 	require.NoError(t, err)
+	return rigOn(t, d, ctl)
+}
+
+// eachCallPath runs test once for each way the hot calls (copies, event
+// record and query, the context switch) can be made: through cgo, the
+// default where cgo is built, and through purego, the only way without it.
+// newRig opens a rig on the fake driver that makes them that way.
+func eachCallPath(t *testing.T, test func(t *testing.T, newRig func(t *testing.T) *fakeRig)) {
+	for _, cgoCalls := range []bool{true, false} {
+		name := map[bool]string{true: "cgo", false: "purego"}[cgoCalls]
+		t.Run(name, func(t *testing.T) {
+			test(t, func(t *testing.T) *fakeRig {
+				t.Helper()
+				path, ctl := fakeLib(t)
+				if cgoCalls {
+					return openRig(t, path, ctl, 0)
+				}
+				drv, err := loadLibraryWith(path, false)
+				require.NoError(t, err)
+				require.Equal(t, "purego", drv.calls)
+				d, err := open(drv, 0)
+				require.NoError(t, err)
+				return rigOn(t, d, ctl)
+			})
+		})
+	}
+}
+
+// rigOn gives the device a stream and memory, released when the test ends.
+func rigOn(t *testing.T, d *Device, ctl *fakecuda.Control) *fakeRig {
+	t.Helper()
+	var err error
 	s, err := d.NewStream()
 	require.NoError(t, err)
 	mem, err := d.Alloc(rigBytes)
@@ -156,8 +188,10 @@ func TestFakeOpenErrors(t *testing.T) {
 	require.NoError(t, d.Close())
 }
 
-func TestFakeRoundTrip(t *testing.T) {
-	r := newFakeRig(t, 0)
+func TestFakeRoundTrip(t *testing.T) { eachCallPath(t, testFakeRoundTrip) }
+
+func testFakeRoundTrip(t *testing.T, newRig func(*testing.T) *fakeRig) {
+	r := newRig(t)
 	require.NoError(t, r.ctl.SetDelay(2*time.Millisecond))
 	for i := range r.host {
 		r.host[i] = byte(i * 7)
@@ -182,8 +216,10 @@ func TestFakeRoundTrip(t *testing.T) {
 
 // In hold mode nothing runs until the test steps the stream: copies happen
 // when they run, and events complete in stream order.
-func TestFakeStreamOrder(t *testing.T) {
-	r := newFakeRig(t, 0)
+func TestFakeStreamOrder(t *testing.T) { eachCallPath(t, testFakeStreamOrder) }
+
+func testFakeStreamOrder(t *testing.T, newRig func(*testing.T) *fakeRig) {
+	r := newRig(t)
 	r.ctl.Hold(true)
 	var evs []gpu.Event
 	for i := range 5 {
@@ -353,43 +389,45 @@ func TestFakeInjectedErrors(t *testing.T) {
 		{"device lost (unknown error)", func(r *fakeRig) error { return r.ctl.Lose(0, fakecuda.ErrorUnknown) }, false, "CUDA_ERROR_UNKNOWN"},
 		{"device lost (sticky)", func(r *fakeRig) error { return r.ctl.Lose(0, fakecuda.ErrorIllegalAddress) }, true, "CUDA_ERROR_ILLEGAL_ADDRESS"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newFakeRig(t, 0)
-			ok, err := r.st.Record()
-			require.NoError(t, err)
-			require.Equal(t, gpu.Complete, settle(t, r.st, ok))
-			r.ctl.Hold(true)
-			copy(r.host, "fresh")
-			require.NoError(t, tt.inject(r))
-			// The copy is queued, or refused when the fault came first.
-			copyErr := r.st.CopyHtoD(r.mem, r.host[:5])
-			ev, recErr := r.st.Record()
-			r.ctl.Hold(false)
-			if recErr == nil {
-				assert.Equal(t, gpu.Failed, settle(t, r.st, ev), "no evidence of completion")
-			} else {
-				assert.ErrorContains(t, recErr, tt.want)
-			}
-			if copyErr != nil {
-				assert.ErrorContains(t, copyErr, tt.want)
-			}
-			s, err := r.st.Query(ok)
-			require.NoError(t, err)
-			assert.Equal(t, gpu.Complete, s, "an event resolved before the fault stays complete")
+	eachCallPath(t, func(t *testing.T, newRig func(*testing.T) *fakeRig) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := newRig(t)
+				ok, err := r.st.Record()
+				require.NoError(t, err)
+				require.Equal(t, gpu.Complete, settle(t, r.st, ok))
+				r.ctl.Hold(true)
+				copy(r.host, "fresh")
+				require.NoError(t, tt.inject(r))
+				// The copy is queued, or refused when the fault came first.
+				copyErr := r.st.CopyHtoD(r.mem, r.host[:5])
+				ev, recErr := r.st.Record()
+				r.ctl.Hold(false)
+				if recErr == nil {
+					assert.Equal(t, gpu.Failed, settle(t, r.st, ev), "no evidence of completion")
+				} else {
+					assert.ErrorContains(t, recErr, tt.want)
+				}
+				if copyErr != nil {
+					assert.ErrorContains(t, copyErr, tt.want)
+				}
+				s, err := r.st.Query(ok)
+				require.NoError(t, err)
+				assert.Equal(t, gpu.Complete, s, "an event resolved before the fault stays complete")
 
-			err = r.st.CopyHtoD(r.mem, r.host[:5])
-			require.Error(t, err, "the context stays broken")
-			assert.ErrorContains(t, err, tt.want)
-			assert.Equal(t, tt.lost, errorIsLost(err), "%v", err)
-			_, err = r.st.Record()
-			assert.Error(t, err)
-			got := make([]byte, 5)
-			if r.dev.Read(got, r.mem) == nil {
-				assert.NotEqual(t, "fresh", string(got), "the faulted copy did not land")
-			}
-		})
-	}
+				err = r.st.CopyHtoD(r.mem, r.host[:5])
+				require.Error(t, err, "the context stays broken")
+				assert.ErrorContains(t, err, tt.want)
+				assert.Equal(t, tt.lost, errorIsLost(err), "%v", err)
+				_, err = r.st.Record()
+				assert.Error(t, err)
+				got := make([]byte, 5)
+				if r.dev.Read(got, r.mem) == nil {
+					assert.NotEqual(t, "fresh", string(got), "the faulted copy did not land")
+				}
+			})
+		}
+	})
 }
 
 func errorIsLost(err error) bool { return errors.Is(err, gpu.ErrDeviceLost) }
