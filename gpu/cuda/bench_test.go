@@ -56,9 +56,9 @@ func BenchmarkCUDACopyEvent(b *testing.B) {
 		})
 	})
 	// One call into the library through purego (a counter read), for
-	// comparison: a cycle makes five calls — the copy and the record two each
-	// (cuCtxSetCurrent first), the query one — through cgo trampolines where
-	// cgo is built (hotpath_cgo.go), each about a third of this.
+	// comparison: where cgo is built a cycle crosses three times through C
+	// trampolines (hotpath_cgo.go) — the context switch and the copy, the
+	// switch and the record, the query — each about a third of this.
 	b.Run("crossing", func(b *testing.B) {
 		_, ctl := benchDriver(b)
 		b.ReportAllocs()

@@ -364,15 +364,27 @@ func (s *Stream) Handle() uintptr {
 
 // CopyHtoD queues a copy from pinned host memory to the device.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
+	drv := s.dev.drv
+	if drv.htodInCtx != nil {
+		return s.copyAsyncInCtx("cuMemcpyHtoDAsync", src, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
+			return drv.htodInCtx(ctx, uint64(dst), host, uintptr(len(src)), h)
+		})
+	}
 	return s.copyAsync("cuMemcpyHtoDAsync", src, func(host unsafe.Pointer, h uintptr) result {
-		return s.dev.drv.memcpyHtoDAsync(uint64(dst), host, uintptr(len(src)), h)
+		return drv.memcpyHtoDAsync(uint64(dst), host, uintptr(len(src)), h)
 	})
 }
 
 // CopyDtoH queues a copy from the device into pinned host memory.
 func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
+	drv := s.dev.drv
+	if drv.dtohInCtx != nil {
+		return s.copyAsyncInCtx("cuMemcpyDtoHAsync", dst, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
+			return drv.dtohInCtx(ctx, host, uint64(src), uintptr(len(dst)), h)
+		})
+	}
 	return s.copyAsync("cuMemcpyDtoHAsync", dst, func(host unsafe.Pointer, h uintptr) result {
-		return s.dev.drv.memcpyDtoHAsync(host, uint64(src), uintptr(len(dst)), h)
+		return drv.memcpyDtoHAsync(host, uint64(src), uintptr(len(dst)), h)
 	})
 }
 
@@ -396,6 +408,28 @@ func (s *Stream) copyAsync(call string, host []byte, issue func(host unsafe.Poin
 	}
 	defer runtime.UnlockOSThread()
 	return s.dev.drv.check(call, issue(p, s.h))
+}
+
+// copyAsyncInCtx is copyAsync where the driver makes the context current and
+// the copy in one call (driver.htodInCtx and dtohInCtx).
+func (s *Stream) copyAsyncInCtx(call string, host []byte, issue func(ctx uintptr, host unsafe.Pointer, stream uintptr) (set, r result)) error {
+	if len(host) == 0 {
+		return nil
+	}
+	p, err := s.dev.pinnedPtr(host)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.h == 0 {
+		return errStreamClosed
+	}
+	set, r := issue(s.dev.ctx, p, s.h)
+	if err := s.dev.drv.check("cuCtxSetCurrent", set); err != nil {
+		return err
+	}
+	return s.dev.drv.check(call, r)
 }
 
 // Addressable asks the driver which allocation holds p
@@ -426,12 +460,26 @@ func (s *Stream) Record() (gpu.Event, error) {
 	if s.h == 0 {
 		return gpu.Event{}, errStreamClosed
 	}
+	drv := s.dev.drv
+	var ev uintptr
+	if k := len(s.spare); k > 0 && drv.recordInCtx != nil {
+		// A recycled event: the context switch and the record in one call.
+		ev, s.spare = s.spare[k-1], s.spare[:k-1]
+		set, r := drv.recordInCtx(s.dev.ctx, ev, s.h)
+		err := drv.check("cuCtxSetCurrent", set)
+		if err == nil {
+			err = drv.check("cuEventRecord", r)
+		}
+		if err != nil {
+			s.spare = append(s.spare, ev) // never recorded: it may be used again
+			return gpu.Event{}, err
+		}
+		return s.recorded(ev), nil
+	}
 	if err := s.dev.enter(); err != nil {
 		return gpu.Event{}, err
 	}
 	defer runtime.UnlockOSThread()
-	drv := s.dev.drv
-	var ev uintptr
 	if k := len(s.spare); k > 0 {
 		ev, s.spare = s.spare[k-1], s.spare[:k-1]
 	} else {
@@ -447,6 +495,12 @@ func (s *Stream) Record() (gpu.Event, error) {
 		s.spare = append(s.spare, ev) // never recorded: it may be used again
 		return gpu.Event{}, err
 	}
+	return s.recorded(ev), nil
+}
+
+// recorded puts the driver event just recorded in the in-flight ring and
+// returns the event that stands for it. The caller holds s.mu.
+func (s *Stream) recorded(ev uintptr) gpu.Event {
 	s.issued++
 	if s.n == len(s.ring) {
 		ring := make([]inflight, max(2*len(s.ring), 16))
@@ -457,7 +511,7 @@ func (s *Stream) Record() (gpu.Event, error) {
 	}
 	s.ring[(s.head+s.n)%len(s.ring)] = inflight{seq: s.issued, ev: ev}
 	s.n++
-	return gpu.MakeEvent(s.id, s.issued), nil
+	return gpu.MakeEvent(s.id, s.issued)
 }
 
 // Query reports ev's status without blocking. It asks the driver only about

@@ -77,14 +77,21 @@ type driver struct {
 	eventDestroy      func(e uintptr) result
 	memcpyHtoDAsync   func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) result
 	memcpyDtoHAsync   func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) result
-	memcpyHtoD        func(dst uint64, src unsafe.Pointer, n uintptr) result
-	memcpyDtoH        func(dst unsafe.Pointer, src uint64, n uintptr) result
-	memAlloc          func(p *uint64, n uintptr) result
-	memFree           func(p uint64) result
-	memHostAlloc      func(p *unsafe.Pointer, n uintptr, flags uint32) result
-	memFreeHost       func(p unsafe.Pointer) result
-	memAddressRange   func(base *uint64, size *uintptr, p uint64) result
-	errorName         func(r result) string
+	// Where set (the cgo trampolines), these make ctx current and then the
+	// call, in one crossing and so on one thread: set is cuCtxSetCurrent's
+	// answer, call the call's (not made when set failed). Nil: enter, then
+	// the call.
+	htodInCtx       func(ctx uintptr, dst uint64, src unsafe.Pointer, n uintptr, s uintptr) (set, call result)
+	dtohInCtx       func(ctx uintptr, dst unsafe.Pointer, src uint64, n uintptr, s uintptr) (set, call result)
+	recordInCtx     func(ctx, e, s uintptr) (set, call result)
+	memcpyHtoD      func(dst uint64, src unsafe.Pointer, n uintptr) result
+	memcpyDtoH      func(dst unsafe.Pointer, src uint64, n uintptr) result
+	memAlloc        func(p *uint64, n uintptr) result
+	memFree         func(p uint64) result
+	memHostAlloc    func(p *unsafe.Pointer, n uintptr, flags uint32) result
+	memFreeHost     func(p unsafe.Pointer) result
+	memAddressRange func(base *uint64, size *uintptr, p uint64) result
+	errorName       func(r result) string
 }
 
 var (

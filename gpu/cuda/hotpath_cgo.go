@@ -2,8 +2,9 @@
 
 package cuda
 
-// The five driver calls a copy, its event and the polling make go through
-// these C trampolines when cgo is available: a cgo call costs about a third
+// The driver calls a copy, its event and the polling make go through these C
+// trampolines when cgo is available, a context switch and the call it is for
+// in one crossing: a cgo call costs about a third
 // of a purego call and allocates nothing (BenchmarkCUDACopyEvent). The driver
 // is still loaded at run time (purego.Dlopen); only the call is made from C.
 // Handles travel as uintptr_t and are cast to the driver's pointer types in
@@ -29,6 +30,30 @@ static kv_result kv_memcpy_htod_async(uintptr_t f, unsigned long long dst, uintp
 }
 static kv_result kv_memcpy_dtoh_async(uintptr_t f, uintptr_t dst, unsigned long long src, size_t n, uintptr_t stream) {
 	return ((kv_result (*)(void *, unsigned long long, size_t, void *))f)((void *)dst, src, n, (void *)stream);
+}
+
+// The context switch and the call in one crossing: a C call cannot move to
+// another thread, so the context is current for the call without locking
+// the goroutine to its thread.
+typedef struct { kv_result set, call; } kv_pair;
+
+static kv_pair kv_in_ctx_htod(uintptr_t setf, uintptr_t ctx, uintptr_t f, unsigned long long dst, uintptr_t src, size_t n, uintptr_t stream) {
+	kv_pair p = { kv_ctx_set_current(setf, ctx), 0 };
+	if (p.set == 0)
+		p.call = kv_memcpy_htod_async(f, dst, src, n, stream);
+	return p;
+}
+static kv_pair kv_in_ctx_dtoh(uintptr_t setf, uintptr_t ctx, uintptr_t f, uintptr_t dst, unsigned long long src, size_t n, uintptr_t stream) {
+	kv_pair p = { kv_ctx_set_current(setf, ctx), 0 };
+	if (p.set == 0)
+		p.call = kv_memcpy_dtoh_async(f, dst, src, n, stream);
+	return p;
+}
+static kv_pair kv_in_ctx_record(uintptr_t setf, uintptr_t ctx, uintptr_t f, uintptr_t ev, uintptr_t stream) {
+	kv_pair p = { kv_ctx_set_current(setf, ctx), 0 };
+	if (p.set == 0)
+		p.call = kv_event_record(f, ev, stream);
+	return p;
 }
 */
 import "C"
@@ -57,6 +82,18 @@ func hotPathCgo(d *driver, sym func(string) uintptr) bool {
 	dtoh := C.uintptr_t(sym("cuMemcpyDtoHAsync_v2"))
 	d.memcpyDtoHAsync = func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) result {
 		return result(C.kv_memcpy_dtoh_async(dtoh, C.uintptr_t(uintptr(dst)), C.ulonglong(src), C.size_t(n), C.uintptr_t(s)))
+	}
+	d.htodInCtx = func(ctx uintptr, dst uint64, src unsafe.Pointer, n uintptr, s uintptr) (result, result) {
+		p := C.kv_in_ctx_htod(setCur, C.uintptr_t(ctx), htod, C.ulonglong(dst), C.uintptr_t(uintptr(src)), C.size_t(n), C.uintptr_t(s))
+		return result(p.set), result(p.call)
+	}
+	d.dtohInCtx = func(ctx uintptr, dst unsafe.Pointer, src uint64, n uintptr, s uintptr) (result, result) {
+		p := C.kv_in_ctx_dtoh(setCur, C.uintptr_t(ctx), dtoh, C.uintptr_t(uintptr(dst)), C.ulonglong(src), C.size_t(n), C.uintptr_t(s))
+		return result(p.set), result(p.call)
+	}
+	d.recordInCtx = func(ctx, e, s uintptr) (result, result) {
+		p := C.kv_in_ctx_record(setCur, C.uintptr_t(ctx), record, C.uintptr_t(e), C.uintptr_t(s))
+		return result(p.set), result(p.call)
 	}
 	return true
 }

@@ -127,6 +127,9 @@ struct op {
 	struct op *next;
 };
 
+static struct op *op_new(void);
+static void op_free(struct op *o);
+
 struct fstream {
 	unsigned magic;
 	struct fctx *ctx;
@@ -312,7 +315,7 @@ static void *worker(void *arg)
 		}
 		pop(s);
 		run(s, o, 0, 0);
-		free(o);
+		op_free(o);
 	}
 	pthread_mutex_unlock(&mu);
 	return NULL;
@@ -327,10 +330,30 @@ static void wake(struct fstream *s)
 		pthread_cond_signal(&s->cv);
 }
 
+/* Ops are recycled through a free list (under mu), as a driver queues work
+   into rings it owns rather than allocating per call. */
+static struct op *free_ops;
+
+static struct op *op_new(void)
+{
+	struct op *o = free_ops;
+	if (!o)
+		return calloc(1, sizeof *o);
+	free_ops = o->next;
+	memset(o, 0, sizeof *o);
+	return o;
+}
+
+static void op_free(struct op *o)
+{
+	o->next = free_ops;
+	free_ops = o;
+}
+
 static CUresult enqueue(struct fstream *s, int kind, uintptr_t dst, uintptr_t src, size_t n, struct fevent *ev,
 			uint64_t *seq)
 {
-	struct op *o = calloc(1, sizeof *o);
+	struct op *o = op_new();
 	if (!o)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	o->kind = kind;
@@ -542,7 +565,7 @@ CUresult cuStreamDestroy_v2(CUstream s)
 	pthread_join(s->thr, NULL);
 	pthread_mutex_lock(&mu);
 	while (s->head)
-		free(pop(s));
+		op_free(pop(s));
 	counters[FC_STREAMS_LIVE]--;
 	pthread_mutex_unlock(&mu);
 	return CUDA_SUCCESS;
@@ -781,7 +804,7 @@ static long long step_locked(struct fstream *s, long long events, CUresult fail,
 		run(s, o, fail, poison);
 		if (o->kind == OP_MARK)
 			stepped++;
-		free(o);
+		op_free(o);
 	}
 	return stepped;
 }
