@@ -158,3 +158,17 @@ func TestExtentBuilderDoesNotAllocate(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.Equal(t, 32, e.Len())
 }
+
+// The reference's test_empty_view_and_miss_are_valid: an empty view has no
+// addresses to expose and no delivered rows; building its extent and its
+// masks is no error.
+func TestEmptyViewAndMissAreValid(t *testing.T) {
+	ext, err := BuildExtent(&View{}, nil, []byte(ExtentName), true)
+	require.NoError(t, err)
+	assert.Zero(t, ext.Len())
+	assert.Equal(t, ExtentName, string(ext.Name()))
+	assert.True(t, ext.IsLast())
+	masks, err := ServedMasks(&View{}, contract.NameSet{})
+	require.NoError(t, err)
+	assert.Empty(t, masks)
+}
