@@ -46,8 +46,17 @@ type Device struct {
 	ctx     uintptr
 
 	mu     sync.Mutex
-	pinned []hostSpan // sorted by start
-	closed bool
+	pinned []hostSpan // sorted by start; guarded by mu
+	// pinnedView is a copy of pinned, published after every change, so that
+	// the check of every asynchronous copy reads it without taking mu.
+	pinnedView atomic.Pointer[[]hostSpan]
+	closed     bool
+}
+
+// publishPinned publishes a copy of pinned; the caller holds mu.
+func (d *Device) publishPinned() {
+	v := slices.Clone(d.pinned)
+	d.pinnedView.Store(&v)
 }
 
 type hostSpan struct {
@@ -264,6 +273,7 @@ func (d *Device) HostAlloc(n int) ([]byte, error) {
 	s := hostSpan{start: uintptr(p), n: n, p: p}
 	i, _ := slices.BinarySearchFunc(d.pinned, s.start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
 	d.pinned = slices.Insert(d.pinned, i, s)
+	d.publishPinned()
 	return unsafe.Slice((*byte)(p), n), nil
 }
 
@@ -291,6 +301,7 @@ func (d *Device) FreeHost(b []byte) error {
 	}
 	d.mu.Lock()
 	d.pinned = slices.DeleteFunc(d.pinned, func(h hostSpan) bool { return h.start == start })
+	d.publishPinned()
 	d.mu.Unlock()
 	return nil
 }
@@ -298,16 +309,18 @@ func (d *Device) FreeHost(b []byte) error {
 // pinnedPtr returns the address of b if it lies inside one pinned allocation.
 func (d *Device) pinnedPtr(b []byte) (unsafe.Pointer, error) {
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	i, found := slices.BinarySearchFunc(d.pinned, start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
+	var pinned []hostSpan
+	if v := d.pinnedView.Load(); v != nil {
+		pinned = *v
+	}
+	i, found := slices.BinarySearchFunc(pinned, start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
 	if !found {
 		i--
 	}
-	if i < 0 || start+uintptr(len(b)) > d.pinned[i].start+uintptr(d.pinned[i].n) {
+	if i < 0 || start+uintptr(len(b)) > pinned[i].start+uintptr(pinned[i].n) {
 		return nil, fmt.Errorf("%w: %w: [%#x, +%d)", gpu.ErrCopyRefused, ErrNotPinned, start, len(b))
 	}
-	return unsafe.Add(d.pinned[i].p, start-d.pinned[i].start), nil
+	return unsafe.Add(pinned[i].p, start-pinned[i].start), nil
 }
 
 var streamIDs atomic.Uint64
