@@ -266,6 +266,9 @@ func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *p
 	}
 	h.FillColor = color.RGBA{R: 70, G: 110, B: 190, A: 255}
 	p.Add(h)
+	// Room past the last bin, so that the last tick's label is not cut at
+	// the plot's right edge.
+	p.X.Max += 0.05 * (p.X.Max - p.X.Min)
 	if deadline <= 0 {
 		return p
 	}
