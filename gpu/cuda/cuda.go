@@ -123,6 +123,7 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 }
 
 func open(drv *driver, ordinal int) (*Device, error) {
+	drv.fillInCtx()
 	if ordinal < 0 {
 		return nil, fmt.Errorf("cuda: device ordinal %d; want >= 0", ordinal)
 	}
@@ -377,55 +378,22 @@ func (s *Stream) Handle() uintptr {
 
 // CopyHtoD queues a copy from pinned host memory to the device.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
-	drv := s.dev.drv
-	if drv.htodInCtx != nil {
-		return s.copyAsyncInCtx("cuMemcpyHtoDAsync", src, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
-			return drv.htodInCtx(ctx, uint64(dst), host, uintptr(len(src)), h)
-		})
-	}
-	return s.copyAsync("cuMemcpyHtoDAsync", src, func(host unsafe.Pointer, h uintptr) result {
-		return drv.memcpyHtoDAsync(uint64(dst), host, uintptr(len(src)), h)
+	return s.copyAsync("cuMemcpyHtoDAsync", src, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
+		return s.dev.drv.htodInCtx(ctx, uint64(dst), host, uintptr(len(src)), h)
 	})
 }
 
 // CopyDtoH queues a copy from the device into pinned host memory.
 func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
-	drv := s.dev.drv
-	if drv.dtohInCtx != nil {
-		return s.copyAsyncInCtx("cuMemcpyDtoHAsync", dst, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
-			return drv.dtohInCtx(ctx, host, uint64(src), uintptr(len(dst)), h)
-		})
-	}
-	return s.copyAsync("cuMemcpyDtoHAsync", dst, func(host unsafe.Pointer, h uintptr) result {
-		return drv.memcpyDtoHAsync(host, uint64(src), uintptr(len(dst)), h)
+	return s.copyAsync("cuMemcpyDtoHAsync", dst, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
+		return s.dev.drv.dtohInCtx(ctx, host, uint64(src), uintptr(len(dst)), h)
 	})
 }
 
 // copyAsync checks that host is pinned and the stream open, then issues the
-// driver call on the device's context.
-func (s *Stream) copyAsync(call string, host []byte, issue func(host unsafe.Pointer, stream uintptr) result) error {
-	if len(host) == 0 {
-		return nil
-	}
-	p, err := s.dev.pinnedPtr(host)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.h == 0 {
-		return errStreamClosed
-	}
-	if err := s.dev.enter(); err != nil {
-		return err
-	}
-	defer runtime.UnlockOSThread()
-	return s.dev.drv.check(call, issue(p, s.h))
-}
-
-// copyAsyncInCtx is copyAsync where the driver makes the context current and
-// the copy in one call (driver.htodInCtx and dtohInCtx).
-func (s *Stream) copyAsyncInCtx(call string, host []byte, issue func(ctx uintptr, host unsafe.Pointer, stream uintptr) (set, r result)) error {
+// copy on the device's context: the driver makes the context current and the
+// copy in one call (driver.htodInCtx and dtohInCtx).
+func (s *Stream) copyAsync(call string, host []byte, issue func(ctx uintptr, host unsafe.Pointer, stream uintptr) (set, r result)) error {
 	if len(host) == 0 {
 		return nil
 	}
@@ -473,42 +441,43 @@ func (s *Stream) Record() (gpu.Event, error) {
 	if s.h == 0 {
 		return gpu.Event{}, errStreamClosed
 	}
-	drv := s.dev.drv
-	var ev uintptr
-	if k := len(s.spare); k > 0 && drv.recordInCtx != nil {
-		// A recycled event: the context switch and the record in one call.
-		ev, s.spare = s.spare[k-1], s.spare[:k-1]
-		set, r := drv.recordInCtx(s.dev.ctx, ev, s.h)
-		err := drv.check("cuCtxSetCurrent", set)
-		if err == nil {
-			err = drv.check("cuEventRecord", r)
-		}
+	if len(s.spare) == 0 {
+		ev, err := s.dev.newEvent()
 		if err != nil {
-			s.spare = append(s.spare, ev) // never recorded: it may be used again
 			return gpu.Event{}, err
 		}
-		return s.recorded(ev), nil
+		s.spare = append(s.spare, ev)
 	}
-	if err := s.dev.enter(); err != nil {
-		return gpu.Event{}, err
+	// A spare event, recorded with the context switch in one call.
+	k := len(s.spare)
+	ev := s.spare[k-1]
+	s.spare = s.spare[:k-1]
+	drv := s.dev.drv
+	set, r := drv.recordInCtx(s.dev.ctx, ev, s.h)
+	err := drv.check("cuCtxSetCurrent", set)
+	if err == nil {
+		err = drv.check("cuEventRecord", r)
 	}
-	defer runtime.UnlockOSThread()
-	if k := len(s.spare); k > 0 {
-		ev, s.spare = s.spare[k-1], s.spare[:k-1]
-	} else {
-		// Its own variable: the driver writes through its address, so it
-		// lives on the heap, and only a new event pays for that.
-		var created uintptr
-		if err := drv.check("cuEventCreate", drv.eventCreate(&created, eventDisableTiming)); err != nil {
-			return gpu.Event{}, err
-		}
-		ev = created
-	}
-	if err := drv.check("cuEventRecord", drv.eventRecord(ev, s.h)); err != nil {
+	if err != nil {
 		s.spare = append(s.spare, ev) // never recorded: it may be used again
 		return gpu.Event{}, err
 	}
 	return s.recorded(ev), nil
+}
+
+// newEvent creates a driver event on the device's context.
+func (d *Device) newEvent() (uintptr, error) {
+	if err := d.enter(); err != nil {
+		return 0, err
+	}
+	defer runtime.UnlockOSThread()
+	// Its own variable: the driver writes through its address, so it lives
+	// on the heap, and only a new event pays for that.
+	var created uintptr
+	if err := d.drv.check("cuEventCreate", d.drv.eventCreate(&created, eventDisableTiming)); err != nil {
+		return 0, err
+	}
+	return created, nil
 }
 
 // recorded puts the driver event just recorded in the in-flight ring and

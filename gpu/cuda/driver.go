@@ -77,10 +77,10 @@ type driver struct {
 	eventDestroy      func(e uintptr) result
 	memcpyHtoDAsync   func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) result
 	memcpyDtoHAsync   func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) result
-	// Where set (the cgo trampolines), these make ctx current and then the
-	// call, in one crossing and so on one thread: set is cuCtxSetCurrent's
-	// answer, call the call's (not made when set failed). Nil: enter, then
-	// the call.
+	// These make ctx current and then the call, on one thread: set is
+	// cuCtxSetCurrent's answer, call the call's (not made when set failed).
+	// The cgo trampolines do it in one crossing; fillInCtx builds them from
+	// the single calls for any other driver.
 	htodInCtx       func(ctx uintptr, dst uint64, src unsafe.Pointer, n uintptr, s uintptr) (set, call result)
 	dtohInCtx       func(ctx uintptr, dst unsafe.Pointer, src uint64, n uintptr, s uintptr) (set, call result)
 	recordInCtx     func(ctx, e, s uintptr) (set, call result)
@@ -257,7 +257,37 @@ func loadLibraryWith(path string, cgoCalls bool) (*driver, error) {
 	if cgoCalls && hotPathCgo(d, call) {
 		d.calls = "cgo"
 	}
+	d.fillInCtx()
 	return d, nil
+}
+
+// fillInCtx gives the driver the context-and-call forms it lacks, from its
+// single calls: the goroutine stays on its thread from the context switch to
+// the call.
+func (d *driver) fillInCtx() {
+	inCtx := func(ctx uintptr, call func() result) (result, result) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if set := d.ctxSetCurrent(ctx); set != cudaSuccess {
+			return set, cudaSuccess
+		}
+		return cudaSuccess, call()
+	}
+	if d.htodInCtx == nil {
+		d.htodInCtx = func(ctx uintptr, dst uint64, src unsafe.Pointer, n uintptr, s uintptr) (result, result) {
+			return inCtx(ctx, func() result { return d.memcpyHtoDAsync(dst, src, n, s) })
+		}
+	}
+	if d.dtohInCtx == nil {
+		d.dtohInCtx = func(ctx uintptr, dst unsafe.Pointer, src uint64, n uintptr, s uintptr) (result, result) {
+			return inCtx(ctx, func() result { return d.memcpyDtoHAsync(dst, src, n, s) })
+		}
+	}
+	if d.recordInCtx == nil {
+		d.recordInCtx = func(ctx, e, s uintptr) (result, result) {
+			return inCtx(ctx, func() result { return d.eventRecord(e, s) })
+		}
+	}
 }
 
 // cString copies a NUL-terminated C string the driver owns (static storage).
