@@ -26,7 +26,7 @@ type Engine struct {
 	core   *Core
 	stream gpu.Stream
 
-	attempts []attemptSlot // by lease id
+	attempts attemptTable
 	watch    *watcher
 	quiet    *quiescer
 	// The round's Quiesce work, one batch per backend, handed out at the
@@ -47,7 +47,6 @@ type Engine struct {
 	onCopy      func(int32, gpu.Status) // bound once so that polling never allocates
 
 	// Scratch, reused every round.
-	toWatch   []watchItem
 	outcomes  []outcomeMsg
 	answers   []*batch
 	results   []submitResult
@@ -59,18 +58,6 @@ type Engine struct {
 	stopped bool
 
 	obs *observing // nil unless Config.Observer is set
-}
-
-// attemptSlot is the runner's record of a lease's attempt: the one thing the
-// core never holds. It is kept until the lease is fenced — for ever if it is
-// quarantined.
-type attemptSlot struct {
-	a         contract.Attempt
-	gen       uint32
-	kind      Kind
-	retries   uint8
-	asking    bool // a Quiesce call for it is queued or running
-	scheduled bool // a retry is scheduled on the clock
 }
 
 type submitResult struct {
@@ -114,7 +101,7 @@ func New(cfg Config) (*Engine, error) {
 		e.quiescePublish = cfg.Publisher.Quiesce
 	}
 	core.Tick(cfg.Clock.Now())
-	e.watch = startWatcher()
+	e.watch = startWatcher(&e.attempts)
 	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.QuiesceTimeout)
 	if cfg.Observer != nil {
 		e.observeWith(cfg.Observer)
@@ -208,6 +195,7 @@ func (e *Engine) Retry(h Handle) error {
 // flight: each source of evidence is checked in O(what it delivered + 1).
 func (e *Engine) Progress() int {
 	before := e.core.moves
+	e.handed = 0
 	now := e.cfg.Clock.Now()
 	e.core.Tick(now)
 	e.checkHealth()
@@ -338,7 +326,7 @@ func (e *Engine) takeAnswers() {
 			if s == nil {
 				continue // the lease was retired meanwhile
 			}
-			s.asking = false
+			s.flags &^= asking
 			if b.proven[i] {
 				// The re-poll first: an answer changed before the proof is a
 				// violation, caught before anything is copied.
@@ -354,7 +342,7 @@ func (e *Engine) takeAnswers() {
 			if e.core.AwaitingProof(h) && !mutant("never-retry") {
 				backoff := e.cfg.RetryBackoff << min(s.retries, 20)
 				s.retries = min(s.retries+1, 255)
-				s.scheduled = true
+				s.flags |= scheduled
 				e.retries.push(now+int64(min(backoff, e.cfg.MaxRetryBackoff)), h)
 			}
 		}
@@ -371,7 +359,7 @@ func (e *Engine) retryDue(now int64) {
 			return
 		}
 		s := e.slot(h)
-		if s == nil || !s.scheduled || !e.core.AwaitingProof(h) {
+		if s == nil || s.flags&scheduled == 0 || !e.core.AwaitingProof(h) {
 			continue // fenced, contained, or already asked again explicitly
 		}
 		e.retried++
@@ -380,25 +368,20 @@ func (e *Engine) retryDue(now int64) {
 }
 
 // slot returns the lease's attempt record, or nil if the handle is stale.
-func (e *Engine) slot(h Handle) *attemptSlot {
-	if int(h.id) >= len(e.attempts) || e.attempts[h.id].gen != h.gen || e.attempts[h.id].a == nil {
-		return nil
-	}
-	return &e.attempts[h.id]
-}
+func (e *Engine) slot(h Handle) *attemptSlot { return e.attempts.get(h) }
 
 // ask adds a lease to this round's Quiesce batch of its backend.
 func (e *Engine) ask(h Handle, explicit bool) {
 	s := e.slot(h)
-	if s == nil || s.asking {
+	if s == nil || s.flags&asking != 0 {
 		return
 	}
 	if explicit {
 		e.retried++
 	}
-	s.asking, s.scheduled = true, false
+	s.flags = s.flags&^scheduled | asking
 	b, fn := &e.qFetch, e.quiesceFetch
-	if s.kind == Publish {
+	if s.kind() == Publish {
 		b, fn = &e.qPublish, e.quiescePublish
 	}
 	if *b == nil {
@@ -434,7 +417,7 @@ func (e *Engine) perform() {
 		}
 		for _, c := range rd.Containments {
 			// Its attempt is kept for ever; only the polling stops.
-			e.toWatch = append(e.toWatch, watchItem{h: c.Lease})
+			e.attempts.unwatch(c.Lease)
 		}
 		e.contained = append(e.contained, rd.Containments...)
 		e.core.Advance()
@@ -500,23 +483,16 @@ func (e *Engine) report() {
 	e.contained = e.contained[:0]
 }
 
-// keep records a lease's attempt and hands it to the watcher.
+// keep records a lease's attempt, for the watcher to poll from the next wake.
 func (e *Engine) keep(h Handle, k Kind, a contract.Attempt) {
-	for int(h.id) >= len(e.attempts) {
-		e.attempts = append(e.attempts, attemptSlot{})
-	}
-	e.attempts[h.id] = attemptSlot{a: a, gen: h.gen, kind: k}
-	e.toWatch = append(e.toWatch, watchItem{h: h, a: a})
+	e.attempts.keep(h, k, a)
+	e.handed++
 }
 
 // forget drops a fenced lease's attempt: the backend's access is proven over,
-// so nothing about it is needed any more.
-func (e *Engine) forget(h Handle) {
-	if s := e.slot(h); s != nil {
-		*s = attemptSlot{gen: h.gen}
-		e.toWatch = append(e.toWatch, watchItem{h: h})
-	}
-}
+// so nothing about it is needed any more. The watcher is not woken: it has
+// nothing new to poll.
+func (e *Engine) forget(h Handle) { e.attempts.drop(h) }
 
 // queueCopy queues one copy. A refusal before it started is reported as such;
 // any other error leaves the copy unproven, and the lease's other copies are
@@ -568,7 +544,6 @@ func (e *Engine) record(h Handle) {
 // flush records the event after this round's copies and hands the round's
 // attempts and Quiesce batches to the background goroutines.
 func (e *Engine) flush() {
-	e.handed = 0
 	if idx := e.open; idx >= 0 {
 		e.open = -1
 		ev, err := e.stream.Record()
@@ -582,11 +557,8 @@ func (e *Engine) flush() {
 			e.recycleBatch(idx)
 		}
 	}
-	if len(e.toWatch) > 0 {
-		e.handed += len(e.toWatch)
-		e.watch.in.put(e.toWatch...)
-		clear(e.toWatch)
-		e.toWatch = e.toWatch[:0]
+	if e.handed > 0 {
+		e.watch.wake()
 	}
 	for _, b := range []**batch{&e.qFetch, &e.qPublish} {
 		if *b != nil {

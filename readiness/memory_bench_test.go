@@ -44,8 +44,8 @@ func heapNow() int64 {
 // holds with every slot lent to a lease in flight (submitted, outcome
 // pending, its attempt watched):
 //   - B/slot: the engine's own state — lease records, the lifecycle state,
-//     the allocator, the timers, the runner's attempt table and the watcher's
-//     list — excluding the staging payload and the row descriptors (names,
+//     the allocator, the timers and the runner's attempt table (which the
+//     watcher polls from) — excluding the staging payload and the row descriptors (names,
 //     view, extent units, masks) it keeps for the caller;
 //   - B/slot-total: everything except the staging payload.
 //

@@ -1,21 +1,20 @@
 package readiness
 
-// timer is the one armed deadline of one lease: its request deadline while
-// its outcome is pending, then its containment deadline.
-type timer struct {
-	at int64 // clock nanoseconds
-	id uint32
-}
-
-// timerHeap is a binary min-heap on at, indexed by lease id so that a lease's
-// timer is disarmed the moment it stops mattering (the outcome arrived, the
-// lease was fenced or released). Arming and disarming cost O(log n); finding
-// what expired costs O(expired + 1), so an idle progress round does not depend
-// on how many leases are in flight. Its size is bounded by the leases that
-// still need it, and it never allocates once grown.
+// timerHeap holds the one armed deadline of each lease that needs one — its
+// request deadline while its outcome is pending, then its containment
+// deadline: a binary min-heap on the time, indexed by lease id so that a
+// lease's timer is disarmed the moment it stops mattering (the outcome
+// arrived, the lease was fenced or released). Arming and disarming cost
+// O(log n); finding what expired costs O(expired + 1), so an idle progress
+// round does not depend on how many leases are in flight. Its size is bounded
+// by the leases that still need it, and it never allocates once grown.
+//
+// Times and ids are parallel arrays, 12 bytes a timer: a struct of the two
+// would be padded to 16, and a timer is kept for every lease in flight.
 type timerHeap struct {
-	h   []timer
-	pos []int32 // pos[id] is id's index in h, or -1
+	at  []int64  // clock nanoseconds, heap-ordered
+	id  []uint32 // id[i] is the lease whose timer at[i] is
+	pos []int32  // pos[id] is id's index in the heap, or -1
 }
 
 // grow makes room for lease ids below n.
@@ -33,12 +32,13 @@ func (t *timerHeap) index(id uint32) int32 {
 // arm sets id's timer to at, replacing any earlier one.
 func (t *timerHeap) arm(id uint32, at int64) {
 	if i := t.index(id); i >= 0 {
-		t.h[i].at = at
+		t.at[i] = at
 		t.fix(int(i))
 		return
 	}
-	t.h = append(t.h, timer{at: at, id: id})
-	i := len(t.h) - 1
+	t.at = append(t.at, at)
+	t.id = append(t.id, id)
+	i := len(t.at) - 1
 	t.pos[id] = int32(i)
 	t.up(i)
 }
@@ -50,12 +50,12 @@ func (t *timerHeap) disarm(id uint32) {
 	}
 	i := int(t.pos[id])
 	t.pos[id] = -1
-	last := len(t.h) - 1
+	last := len(t.at) - 1
 	if i != last {
-		t.h[i] = t.h[last]
-		t.pos[t.h[i].id] = int32(i)
+		t.at[i], t.id[i] = t.at[last], t.id[last]
+		t.pos[t.id[i]] = int32(i)
 	}
-	t.h = t.h[:last]
+	t.at, t.id = t.at[:last], t.id[:last]
 	if i != last {
 		t.fix(i)
 	}
@@ -63,10 +63,10 @@ func (t *timerHeap) disarm(id uint32) {
 
 // popExpired removes and returns the lease of the earliest timer if it is due.
 func (t *timerHeap) popExpired(now int64) (uint32, bool) {
-	if len(t.h) == 0 || t.h[0].at > now {
+	if len(t.at) == 0 || t.at[0] > now {
 		return 0, false
 	}
-	id := t.h[0].id
+	id := t.id[0]
 	t.disarm(id)
 	return id, true
 }
@@ -81,7 +81,7 @@ func (t *timerHeap) up(i int) bool {
 	moved := false
 	for i > 0 {
 		p := (i - 1) / 2
-		if t.h[p].at <= t.h[i].at {
+		if t.at[p] <= t.at[i] {
 			break
 		}
 		t.swap(i, p)
@@ -91,12 +91,13 @@ func (t *timerHeap) up(i int) bool {
 }
 
 func (t *timerHeap) down(i int) {
+	n := len(t.at)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(t.h) && t.h[l].at < t.h[m].at {
+		if l < n && t.at[l] < t.at[m] {
 			m = l
 		}
-		if r < len(t.h) && t.h[r].at < t.h[m].at {
+		if r < n && t.at[r] < t.at[m] {
 			m = r
 		}
 		if m == i {
@@ -108,7 +109,8 @@ func (t *timerHeap) down(i int) {
 }
 
 func (t *timerHeap) swap(i, j int) {
-	t.h[i], t.h[j] = t.h[j], t.h[i]
-	t.pos[t.h[i].id] = int32(i)
-	t.pos[t.h[j].id] = int32(j)
+	t.at[i], t.at[j] = t.at[j], t.at[i]
+	t.id[i], t.id[j] = t.id[j], t.id[i]
+	t.pos[t.id[i]] = int32(i)
+	t.pos[t.id[j]] = int32(j)
 }

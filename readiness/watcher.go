@@ -7,14 +7,6 @@ import (
 	"github.com/kvready/kvready/contract"
 )
 
-// watchItem asks the watcher to poll a lease's attempt, or, with a nil
-// attempt, to stop polling it. One mailbox carries both, so they are applied
-// in the order the owner sent them.
-type watchItem struct {
-	h Handle
-	a contract.Attempt
-}
-
 // outcomeMsg is what the watcher saw: an answer, or a panic in Poll.
 type outcomeMsg struct {
 	h       Handle
@@ -24,10 +16,13 @@ type outcomeMsg struct {
 
 // watcher polls submitted attempts on its own goroutine, so that the owner's
 // round learns of outcomes in O(outcomes + 1), however many attempts are
-// pending. It only observes: every decision is taken by the owner when it
-// takes the outcomes out of the mailbox.
+// pending. It polls the attempts the owner marked as watched in the attempt
+// table, and stops watching one once it found its outcome. It only observes:
+// every decision is taken by the owner when it takes the outcomes out of the
+// mailbox.
 type watcher struct {
-	in     *mailbox[watchItem]
+	table  *attemptTable
+	signal chan struct{}           // capacity 1: "the table changed"
 	syncs  *mailbox[chan struct{}] // closed after the next whole sweep
 	out    *mailbox[outcomeMsg]
 	stop   chan struct{}
@@ -47,19 +42,24 @@ const (
 	maxSweepSleep = 50 * time.Millisecond
 )
 
-func startWatcher() *watcher {
+// sweepChunk is how many slots of the attempt table the watcher looks at per
+// hold of its lock: the owner, which takes the lock to keep and drop attempts,
+// never waits for more than one chunk's copy.
+const sweepChunk = 256
+
+func startWatcher(t *attemptTable) *watcher {
 	w := &watcher{
-		in: newMailbox[watchItem](), syncs: newMailbox[chan struct{}](),
+		table: t, signal: make(chan struct{}, 1), syncs: newMailbox[chan struct{}](),
 		out: newMailbox[outcomeMsg](), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go w.run()
 	return w
 }
 
-// wake signals the watcher that something was handed to it.
+// wake signals the watcher that the table changed.
 func (w *watcher) wake() {
 	select {
-	case w.in.signal <- struct{}{}:
+	case w.signal <- struct{}{}:
 	default:
 	}
 }
@@ -67,55 +67,19 @@ func (w *watcher) wake() {
 func (w *watcher) run() {
 	defer close(w.done)
 	var (
-		pending []watchItem
-		pos     []int32 // by lease id: index in pending, or -1
-		cmds    []watchItem
-		found   []outcomeMsg
-		syncs   []chan struct{}
+		polled []watchedAttempt
+		found  []outcomeMsg
+		syncs  []chan struct{}
 	)
-	index := func(h Handle) int {
-		if int(h.id) < len(pos) {
-			if i := pos[h.id]; i >= 0 && pending[i].h == h {
-				return int(i)
-			}
-		}
-		return -1
-	}
-	remove := func(i int) {
-		if pos[pending[i].h.id] == int32(i) {
-			pos[pending[i].h.id] = -1
-		}
-		last := len(pending) - 1
-		if i != last {
-			pending[i] = pending[last]
-			pos[pending[i].h.id] = int32(i)
-		}
-		pending[last] = watchItem{}
-		pending = pending[:last]
-	}
 	sleep := time.NewTimer(time.Hour)
 	sleep.Stop()
 	idle := 0
 	for {
 		syncs = w.syncs.take(syncs[:0])
-		cmds = w.in.take(cmds[:0])
-		for _, c := range cmds {
-			if c.a == nil {
-				if i := index(c.h); i >= 0 {
-					remove(i)
-				}
-				continue
-			}
-			for len(pos) <= int(c.h.id) {
-				pos = append(pos, -1)
-			}
-			pos[c.h.id] = int32(len(pending))
-			pending = append(pending, c)
-		}
-		clear(cmds)
-		if len(pending) == 0 && len(syncs) == 0 {
+		n, watched := w.table.size()
+		if watched == 0 && len(syncs) == 0 {
 			select {
-			case <-w.in.signal:
+			case <-w.signal:
 				continue
 			case <-w.stop:
 				return
@@ -128,15 +92,14 @@ func (w *watcher) run() {
 		if idle >= spinRounds {
 			start = time.Now()
 		}
-		for i := 0; i < len(pending); {
-			it := pending[i]
-			o, p := safePoll(it.a)
-			if o == nil && p == "" {
-				i++
-				continue
+		for from := 0; from < n && watched > 0; from += sweepChunk {
+			polled, n = w.table.collect(polled[:0], from, from+sweepChunk)
+			for _, it := range polled {
+				if o, p := safePoll(it.a); o != nil || p != "" {
+					found = append(found, outcomeMsg{h: it.h, outcome: o, panic: p})
+				}
 			}
-			found = append(found, outcomeMsg{h: it.h, outcome: o, panic: p})
-			remove(i)
+			clear(polled)
 		}
 		var swept time.Duration
 		if idle >= spinRounds {
@@ -144,6 +107,7 @@ func (w *watcher) run() {
 		}
 		w.sweeps++
 		if len(found) > 0 {
+			found = w.table.claim(found)
 			w.out.put(found...)
 			clear(found)
 		}
@@ -170,7 +134,7 @@ func (w *watcher) run() {
 		d = min(max(d, 4*swept), maxSweepSleep)
 		sleep.Reset(d)
 		select {
-		case <-w.in.signal:
+		case <-w.signal:
 		case <-sleep.C:
 		case <-w.stop:
 			sleep.Stop()

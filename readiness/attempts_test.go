@@ -1,0 +1,191 @@
+package readiness
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// lateAttempt answers nothing until the test resolves it, from another
+// goroutine than the watcher's.
+type lateAttempt struct {
+	mu      sync.Mutex
+	outcome contract.Outcome
+}
+
+func (a *lateAttempt) Poll() contract.Outcome {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.outcome
+}
+
+func (a *lateAttempt) resolve(o contract.Outcome) {
+	a.mu.Lock()
+	a.outcome = o
+	a.mu.Unlock()
+}
+
+func TestAttemptTable(t *testing.T) {
+	a, b := &lateAttempt{}, &lateAttempt{}
+	h := Handle{id: 2, gen: 7}
+	stale := Handle{id: 2, gen: 6}
+	for _, tc := range []struct {
+		name         string
+		do           func(*attemptTable)
+		held         contract.Attempt // what get(h) returns, nil for none
+		watched      int
+		kind         Kind
+		claimed      int // of one outcome for h and one for stale
+		collectedIDs []uint32
+	}{
+		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, Publish, a) },
+			held: a, watched: 1, kind: Publish, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.unwatch(h) },
+			held: a, watched: 0, kind: Fetch},
+		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.drop(h) },
+			watched: 0},
+		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.drop(stale); t.unwatch(stale) },
+			held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "a new generation replaces the old", do: func(t *attemptTable) {
+			t.keep(stale, Fetch, b)
+			t.drop(stale)
+			t.keep(h, Fetch, a)
+		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "handles past the table", do: func(t *attemptTable) { t.drop(Handle{id: 99}); t.unwatch(Handle{id: 99}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tab attemptTable
+			tab.keep(Handle{id: 0, gen: 1}, Fetch, b) // a neighbour the cases never touch
+			tab.unwatch(Handle{id: 0, gen: 1})
+			tc.do(&tab)
+			s := tab.get(h)
+			if tc.held == nil {
+				assert.Nil(t, s)
+			} else {
+				require.NotNil(t, s)
+				assert.Same(t, tc.held, s.a)
+				assert.Equal(t, tc.kind, s.kind())
+			}
+			assert.Nil(t, tab.get(stale), "a stale handle reads nothing")
+			_, watched := tab.size()
+			assert.Equal(t, tc.watched, watched)
+			got, _ := tab.collect(nil, 0, 100)
+			var ids []uint32
+			for _, w := range got {
+				ids = append(ids, w.h.id)
+				assert.Equal(t, h, w.h)
+			}
+			assert.Equal(t, tc.collectedIDs, ids)
+			if tab.slots != nil && int(h.id) < len(tab.slots) {
+				found := tab.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}, {h: stale, outcome: contract.Failed{Reason: "gone"}}})
+				assert.Len(t, found, tc.claimed)
+				assert.Empty(t, tab.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}}), "an outcome is claimed once")
+			}
+		})
+	}
+}
+
+// The watcher, polling late attempts that the owner keeps, resolves,
+// unwatches and drops concurrently: each outcome is reported at most once,
+// never for an attempt stopped before it resolved, and — once a sweep that
+// began afterwards is over — for every attempt resolved while watched.
+func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var tab attemptTable
+		w := startWatcher(&tab)
+		defer w.close()
+		type lease struct {
+			h        Handle
+			a        *lateAttempt
+			resolved bool
+			stopped  bool // unwatched or dropped
+			early    bool // stopped before it resolved: never reported
+		}
+		var live [8]*lease // by id
+		var all []*lease
+		reported := map[Handle]int{}
+		take := func() {
+			for _, m := range w.out.take(nil) {
+				reported[m.h]++
+			}
+		}
+		sync := func() {
+			done := make(chan struct{})
+			w.syncs.put(done)
+			w.wake()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				rt.Fatalf("the watcher did not finish a sweep in 10s")
+			}
+			take()
+		}
+		gens := map[uint32]uint32{}
+		for range rapid.IntRange(1, 60).Draw(rt, "ops") {
+			id := rapid.Uint32Range(0, uint32(len(live)-1)).Draw(rt, "id")
+			l := live[id]
+			op := rapid.IntRange(0, 4).Draw(rt, "op")
+			switch {
+			case l == nil || l.stopped && op == 0:
+				gens[id]++
+				l = &lease{h: Handle{id: id, gen: gens[id]}, a: &lateAttempt{}}
+				live[id] = l
+				all = append(all, l)
+				tab.keep(l.h, Fetch, l.a)
+				w.wake()
+			case op == 1 && !l.resolved:
+				l.resolved = true
+				l.a.resolve(contract.Delivered{})
+			case op == 2 && !l.stopped:
+				l.stopped, l.early = true, !l.resolved
+				tab.drop(l.h)
+			case op == 3 && !l.stopped:
+				l.stopped, l.early = true, !l.resolved
+				tab.unwatch(l.h)
+			case op == 4:
+				sync()
+			}
+			take()
+		}
+		for _, l := range all {
+			if !l.resolved {
+				l.resolved = true
+				l.a.resolve(contract.Failed{Reason: "gone"})
+			}
+		}
+		sync()
+		for _, l := range all {
+			n := reported[l.h]
+			switch {
+			case n > 1:
+				rt.Fatalf("%v reported %d times", l.h, n)
+			case l.early && n > 0:
+				rt.Fatalf("%v reported although it was stopped before it resolved", l.h)
+			case !l.stopped && n != 1:
+				rt.Fatalf("%v resolved while watched, and not reported after a whole sweep", l.h)
+			}
+		}
+		_, watched := tab.size()
+		for _, l := range all {
+			if !l.stopped && reported[l.h] == 1 {
+				assert.Nil(rt, claimAgain(&tab, l.h), "a reported attempt is no longer watched")
+			}
+		}
+		require.Equal(rt, 0, watched, "every resolved attempt was claimed or stopped")
+	})
+}
+
+// claimAgain returns the outcome a second claim of h would report, or nil.
+func claimAgain(t *attemptTable, h Handle) contract.Outcome {
+	found := t.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}})
+	if len(found) == 0 {
+		return nil
+	}
+	return found[0].outcome
+}
