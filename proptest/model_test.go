@@ -56,6 +56,7 @@ type mLease struct {
 	deadline time.Time // explicit deadline; zero: from the submission
 	reject   bool
 	escape   bool
+	instant  bool // answered at submission
 	lentAt   time.Time
 
 	granted     bool
@@ -262,6 +263,8 @@ func (m *model) lend(t *rapid.T) {
 		l.reject = true
 	case 1:
 		l.escape = true
+	case 2, 3:
+		l.instant = true
 	}
 	badRow := -1
 	if !m.lost && !m.closed && rapid.IntRange(0, 15).Draw(t, "bad_device_row") == 0 {
@@ -289,7 +292,7 @@ func (m *model) lend(t *rapid.T) {
 	}
 	l.rows = req.Rows
 	m.be.mu.Lock()
-	m.be.reject[l.serial], m.be.escape[l.serial] = l.reject, l.escape
+	m.be.reject[l.serial], m.be.escape[l.serial], m.be.instant[l.serial] = l.reject, l.escape, l.instant
 	m.be.mu.Unlock()
 	stats := m.d.stats()
 	h, err := m.d.lend(req)
@@ -804,9 +807,15 @@ func (m *model) granted(l *mLease, st fsm.State) {
 			row, _ := m.mem.Row(s.g, s.s)
 			m.be.mu.Lock()
 			clean := filled(row, tagCanary)
-			copy(row, pattern(tagStamp, l.serial, rowID(r.Group, l.known+k)))
+			// A lease answered at submission was written in the round that
+			// granted it, before the model saw the grant: its own content is
+			// the one thing its slots may hold already.
+			own := l.instant && l.kind == readiness.Fetch && string(row) == string(pattern(tagContent, l.serial, rowID(r.Group, l.known+k)))
+			if !own {
+				copy(row, pattern(tagStamp, l.serial, rowID(r.Group, l.known+k)))
+			}
 			m.be.mu.Unlock()
-			if !clean {
+			if !clean && !own {
 				m.fail(rule1, "slot %v, just lent to lease %d, was written while free", s, l.serial)
 			}
 			m.owner[s] = l
@@ -849,8 +858,28 @@ func (m *model) gone(l *mLease) {
 	for _, s := range l.slots {
 		delete(m.owner, s)
 		row, _ := m.mem.Row(s.g, s.s)
+		if m.rewrittenAtSubmission(row) {
+			continue // lent again, and written, in the round that released it
+		}
 		fill(row, tagCanary)
 	}
+}
+
+// rewrittenAtSubmission reports a free slot holding the content of a lease
+// answered at submission that the model has not seen granted yet: the round
+// that released the slot lent it again, and the backend wrote it before
+// returning. The check at the grant then finds the lease's own content; any
+// other lease's content there fails it.
+func (m *model) rewrittenAtSubmission(row []byte) bool {
+	if row[0] != tagContent {
+		return false
+	}
+	for _, x := range m.leases {
+		if x.instant && !x.granted && !x.gone && byte(x.serial) == row[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // sawQuarantine checks a quarantine: only by containment, only with something

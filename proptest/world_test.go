@@ -154,6 +154,7 @@ type adversary struct {
 	mem      *staging.Memory
 	reject   map[int]bool // serials whose submission is rejected
 	escape   map[int]bool // serials whose submission fails without an attempt
+	instant  map[int]bool // serials answered before the submission returns (a local hit)
 	byID     map[int]*attempt
 	device   func(serial, g, b int) []byte // what a publish must find staged
 	faults   []string                      // contract facts the engine broke, seen from the backend
@@ -162,7 +163,7 @@ type adversary struct {
 }
 
 func newAdversary(m *staging.Memory) *adversary {
-	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
+	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
 }
 
 var (
@@ -204,6 +205,12 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 	}
 	a.asked = contract.NewNameSet(names...)
 	b.byID[serial] = a
+	if b.instant[serial] && !b.escape[serial] {
+		// Served from a local cache: written, and answered, before the call
+		// returns; the access itself still ends only when Quiesce says so.
+		a.outcome = contract.Delivered{Served: a.asked}
+		b.writeServedLocked(a)
+	}
 	if b.escape[serial] {
 		// Something escaped — this attempt may still write — but the caller
 		// gets no attempt to quiesce.

@@ -55,8 +55,8 @@ func (t *attemptTable) get(h Handle) *attemptSlot {
 	return &t.slots[h.id]
 }
 
-// keep records a lease's new attempt and marks it watched.
-func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt) {
+// keep records a lease's new attempt, watched if watch is set.
+func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	var f attemptFlags
 	if k == Publish {
 		f = publishing
@@ -69,8 +69,10 @@ func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt) {
 	if s.watching {
 		t.watched-- // a retired lease's slot is never still watched; stay exact if it were
 	}
-	*s = attemptSlot{a: a, gen: h.gen, watching: true, flags: f}
-	t.watched++
+	*s = attemptSlot{a: a, gen: h.gen, watching: watch, flags: f}
+	if watch {
+		t.watched++
+	}
 	t.mu.Unlock()
 }
 

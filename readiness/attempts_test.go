@@ -44,24 +44,24 @@ func TestAttemptTable(t *testing.T) {
 		claimed      int // of one outcome for h and one for stale
 		collectedIDs []uint32
 	}{
-		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, Publish, a) },
+		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, Publish, a, true) },
 			held: a, watched: 1, kind: Publish, claimed: 1, collectedIDs: []uint32{2}},
-		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.unwatch(h) },
+		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.unwatch(h) },
 			held: a, watched: 0, kind: Fetch},
-		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.drop(h) },
+		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(h) },
 			watched: 0},
-		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, Fetch, a); t.drop(stale); t.unwatch(stale) },
+		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(stale); t.unwatch(stale) },
 			held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "a new generation replaces the old", do: func(t *attemptTable) {
-			t.keep(stale, Fetch, b)
+			t.keep(stale, Fetch, b, true)
 			t.drop(stale)
-			t.keep(h, Fetch, a)
+			t.keep(h, Fetch, a, true)
 		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "handles past the table", do: func(t *attemptTable) { t.drop(Handle{id: 99}); t.unwatch(Handle{id: 99}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tab attemptTable
-			tab.keep(Handle{id: 0, gen: 1}, Fetch, b) // a neighbour the cases never touch
+			tab.keep(Handle{id: 0, gen: 1}, Fetch, b, true) // a neighbour the cases never touch
 			tab.unwatch(Handle{id: 0, gen: 1})
 			tc.do(&tab)
 			s := tab.get(h)
@@ -137,7 +137,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 				l = &lease{h: Handle{id: id, gen: gens[id]}, a: &lateAttempt{}}
 				live[id] = l
 				all = append(all, l)
-				tab.keep(l.h, Fetch, l.a)
+				tab.keep(l.h, Fetch, l.a, true)
 				w.wake()
 			case op == 1 && !l.resolved:
 				l.resolved = true

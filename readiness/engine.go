@@ -449,10 +449,20 @@ func (e *Engine) report() {
 		case r.panics != "":
 			_ = e.core.Escaped(r.h, r.panics)
 		case r.a != nil:
-			e.keep(r.h, r.kind, r.a)
+			// Poll once here, on the owner (Poll never blocks, by contract):
+			// an attempt already answered is not handed to the watcher.
+			o, p := safePoll(r.a)
+			answered := o != nil || p != ""
+			e.keep(r.h, r.kind, r.a, !answered)
 			_ = e.core.Submitted(r.h)
 			if r.err != nil {
 				_ = e.core.Violation(r.h, fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err))
+			}
+			switch {
+			case p != "":
+				_ = e.core.Violation(r.h, p)
+			case o != nil:
+				_ = e.core.Answer(r.h, o)
 			}
 		case errors.Is(r.err, contract.ErrSubmissionRejected):
 			_ = e.core.Rejected(r.h, r.err.Error())
@@ -483,10 +493,12 @@ func (e *Engine) report() {
 	e.contained = e.contained[:0]
 }
 
-// keep records a lease's attempt, for the watcher to poll from the next wake.
-func (e *Engine) keep(h Handle, k Kind, a contract.Attempt) {
-	e.attempts.keep(h, k, a)
-	e.handed++
+// keep records a lease's attempt and, if watch is set, has the watcher poll it.
+func (e *Engine) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
+	e.attempts.keep(h, k, a, watch)
+	if watch {
+		e.handed++
+	}
 }
 
 // forget drops a fenced lease's attempt: the backend's access is proven over,
