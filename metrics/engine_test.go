@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,24 +26,6 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // modes is what the adversarial backend does with submission k (cycled):
 // every outcome kind, Quiesce answers that prove nothing for a while or for
 // ever, a contract violation, and a delivery held past its deadline.
@@ -61,7 +42,7 @@ type rig struct {
 	eng   *readiness.Engine
 	dev   *sim.Device
 	store *mem.Backend
-	clk   *manualClock
+	clk   *sim.ManualClock
 	c     *metrics.Collector
 	gate  chan struct{}
 	reqs  []readiness.Request
@@ -69,7 +50,7 @@ type rig struct {
 
 func newRig(t *testing.T, device string) *rig {
 	t.Helper()
-	r := &rig{clk: &manualClock{now: time.Unix(1_000, 0)}, gate: make(chan struct{}),
+	r := &rig{clk: sim.NewManualClock(time.Unix(1_000, 0)), gate: make(chan struct{}),
 		c: metrics.New(prometheus.Labels{"device": device})}
 	var err error
 	r.dev, err = sim.New(0, 1<<20)
