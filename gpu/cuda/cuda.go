@@ -314,10 +314,18 @@ func (d *Device) pinnedPtr(b []byte) (unsafe.Pointer, error) {
 	if v := d.pinnedView.Load(); v != nil {
 		pinned = *v
 	}
-	i, found := slices.BinarySearchFunc(pinned, start, func(h hostSpan, a uintptr) int { return cmp.Compare(h.start, a) })
-	if !found {
-		i--
+	// The last span starting at or before start (every copy searches: no
+	// comparison closure).
+	lo, hi := 0, len(pinned)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if pinned[m].start <= start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
+	i := lo - 1
 	if i < 0 || start+uintptr(len(b)) > pinned[i].start+uintptr(pinned[i].n) {
 		return nil, fmt.Errorf("%w: %w: [%#x, +%d)", gpu.ErrCopyRefused, ErrNotPinned, start, len(b))
 	}
@@ -351,7 +359,7 @@ type Stream struct {
 	issued uint64
 	done   uint64     // every event up to here is resolved
 	failed []uint64   // resolved events that failed, ascending
-	ring   []inflight // unresolved events, oldest at head
+	ring   []inflight // unresolved events, oldest at head; its length a power of two
 	head   int
 	n      int
 	spare  []uintptr // completed driver events, ready to record again
@@ -378,22 +386,19 @@ func (s *Stream) Handle() uintptr {
 
 // CopyHtoD queues a copy from pinned host memory to the device.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
-	return s.copyAsync("cuMemcpyHtoDAsync", src, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
-		return s.dev.drv.htodInCtx(ctx, uint64(dst), host, uintptr(len(src)), h)
-	})
+	return s.copyAsync(true, dst, src)
 }
 
 // CopyDtoH queues a copy from the device into pinned host memory.
 func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
-	return s.copyAsync("cuMemcpyDtoHAsync", dst, func(ctx uintptr, host unsafe.Pointer, h uintptr) (result, result) {
-		return s.dev.drv.dtohInCtx(ctx, host, uint64(src), uintptr(len(dst)), h)
-	})
+	return s.copyAsync(false, src, dst)
 }
 
 // copyAsync checks that host is pinned and the stream open, then issues the
 // copy on the device's context: the driver makes the context current and the
-// copy in one call (driver.htodInCtx and dtohInCtx).
-func (s *Stream) copyAsync(call string, host []byte, issue func(ctx uintptr, host unsafe.Pointer, stream uintptr) (set, r result)) error {
+// copy in one call (driver.htodInCtx and dtohInCtx). It is on every round's
+// path, so it calls the driver directly and unlocks without a defer.
+func (s *Stream) copyAsync(toDevice bool, dev gpu.DevicePtr, host []byte) error {
 	if len(host) == 0 {
 		return nil
 	}
@@ -401,16 +406,29 @@ func (s *Stream) copyAsync(call string, host []byte, issue func(ctx uintptr, hos
 	if err != nil {
 		return err
 	}
+	drv := s.dev.drv
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.h == 0 {
+		s.mu.Unlock()
 		return errStreamClosed
 	}
-	set, r := issue(s.dev.ctx, p, s.h)
-	if err := s.dev.drv.check("cuCtxSetCurrent", set); err != nil {
-		return err
+	var set, r result
+	if toDevice {
+		set, r = drv.htodInCtx(s.dev.ctx, uint64(dev), p, uintptr(len(host)), s.h)
+	} else {
+		set, r = drv.dtohInCtx(s.dev.ctx, p, uint64(dev), uintptr(len(host)), s.h)
 	}
-	return s.dev.drv.check(call, r)
+	s.mu.Unlock()
+	if set != cudaSuccess || r != cudaSuccess {
+		if err := drv.check("cuCtxSetCurrent", set); err != nil {
+			return err
+		}
+		if toDevice {
+			return drv.check("cuMemcpyHtoDAsync", r)
+		}
+		return drv.check("cuMemcpyDtoHAsync", r)
+	}
+	return nil
 }
 
 // Addressable asks the driver which allocation holds p
@@ -437,7 +455,12 @@ func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
 // Record records an event after everything queued so far.
 func (s *Stream) Record() (gpu.Event, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	ev, err := s.recordLocked()
+	s.mu.Unlock()
+	return ev, err
+}
+
+func (s *Stream) recordLocked() (gpu.Event, error) {
 	if s.h == 0 {
 		return gpu.Event{}, errStreamClosed
 	}
@@ -454,11 +477,11 @@ func (s *Stream) Record() (gpu.Event, error) {
 	s.spare = s.spare[:k-1]
 	drv := s.dev.drv
 	set, r := drv.recordInCtx(s.dev.ctx, ev, s.h)
-	err := drv.check("cuCtxSetCurrent", set)
-	if err == nil {
-		err = drv.check("cuEventRecord", r)
-	}
-	if err != nil {
+	if set != cudaSuccess || r != cudaSuccess {
+		err := drv.check("cuCtxSetCurrent", set)
+		if err == nil {
+			err = drv.check("cuEventRecord", r)
+		}
 		s.spare = append(s.spare, ev) // never recorded: it may be used again
 		return gpu.Event{}, err
 	}
@@ -487,11 +510,11 @@ func (s *Stream) recorded(ev uintptr) gpu.Event {
 	if s.n == len(s.ring) {
 		ring := make([]inflight, max(2*len(s.ring), 16))
 		for i := range s.n {
-			ring[i] = s.ring[(s.head+i)%len(s.ring)]
+			ring[i] = s.ring[(s.head+i)&(len(s.ring)-1)]
 		}
 		s.ring, s.head = ring, 0
 	}
-	s.ring[(s.head+s.n)%len(s.ring)] = inflight{seq: s.issued, ev: ev}
+	s.ring[(s.head+s.n)&(len(s.ring)-1)] = inflight{seq: s.issued, ev: ev}
 	s.n++
 	return gpu.MakeEvent(s.id, s.issued)
 }
@@ -500,7 +523,12 @@ func (s *Stream) recorded(ev uintptr) gpu.Event {
 // the oldest unresolved events, up to ev, in order.
 func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	st, err := s.queryLocked(ev)
+	s.mu.Unlock()
+	return st, err
+}
+
+func (s *Stream) queryLocked(ev gpu.Event) (gpu.Status, error) {
 	if err := gpu.CheckEvent(ev, s.id, s.issued); err != nil {
 		return gpu.Pending, err
 	}
@@ -533,7 +561,7 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 			}
 			s.done = h.seq
 			s.ring[s.head] = inflight{}
-			s.head = (s.head + 1) % len(s.ring)
+			s.head = (s.head + 1) & (len(s.ring) - 1)
 			s.n--
 		}
 		if entered {
@@ -567,7 +595,7 @@ func (s *Stream) Close() error {
 		s.failed = append(s.failed, h.seq)
 		s.done = h.seq
 		drv.eventDestroy(h.ev)
-		s.head = (s.head + 1) % len(s.ring)
+		s.head = (s.head + 1) & (len(s.ring) - 1)
 	}
 	for _, ev := range s.spare {
 		drv.eventDestroy(ev)
