@@ -107,7 +107,10 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 			stopped  bool // unwatched or dropped
 			early    bool // stopped before it resolved: never reported
 		}
-		var live [8]*lease // by id
+		// Ids on both sides of the watcher's chunk boundaries, so that a sweep
+		// crosses them.
+		ids := [...]uint32{0, 1, sweepChunk - 1, sweepChunk, sweepChunk + 1, 2*sweepChunk - 1, 2 * sweepChunk, 3*sweepChunk + 7}
+		var live [len(ids)]*lease // by index into ids
 		var all []*lease
 		reported := map[Handle]int{}
 		take := func() {
@@ -128,14 +131,15 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		}
 		gens := map[uint32]uint32{}
 		for range rapid.IntRange(1, 60).Draw(rt, "ops") {
-			id := rapid.Uint32Range(0, uint32(len(live)-1)).Draw(rt, "id")
-			l := live[id]
+			k := rapid.IntRange(0, len(ids)-1).Draw(rt, "lease")
+			id := ids[k]
+			l := live[k]
 			op := rapid.IntRange(0, 4).Draw(rt, "op")
 			switch {
 			case l == nil || l.stopped && op == 0:
 				gens[id]++
 				l = &lease{h: Handle{id: id, gen: gens[id]}, a: &lateAttempt{}}
-				live[id] = l
+				live[k] = l
 				all = append(all, l)
 				tab.keep(l.h, Fetch, l.a, true)
 				w.wake()
