@@ -17,7 +17,10 @@ type outcomeMsg struct {
 // watcher polls submitted attempts on its own goroutine, so that the owner's
 // round learns of outcomes in O(outcomes + 1), however many attempts are
 // pending. It polls the attempts the owner marked as watched in the attempt
-// table, and stops watching one once it found its outcome. It only observes:
+// table, and stops watching one once it found its outcome. A sweep reads the
+// whole table, one slot per lease id the engine has used (at most the peak of
+// leases held at once, since ids are reused), and sleeps longer the longer a
+// sweep takes. It only observes:
 // every decision is taken by the owner when it takes the outcomes out of the
 // mailbox.
 type watcher struct {
