@@ -332,17 +332,19 @@ func (c *Core) contain(id uint32) {
 	_ = c.fire(id, fsm.Containment)
 }
 
-// rearm sets the lease's one timer to what it waits for in its state: its
-// deadline while the outcome is pending, then its containment deadline while
-// something may stay unproven.
+// rearm makes the lease's one timer fire by what it waits for in its state:
+// its deadline while the outcome is pending, then its containment deadline
+// while something may stay unproven. A timer armed earlier is left alone:
+// when it fires, expire finds nothing due and calls rearm again, so a lease
+// that completes before its deadline never moves its timer at all.
 func (c *Core) rearm(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	switch {
 	case l.m.State == fsm.Requested:
-		c.timers.arm(id, min(b.deadline, b.containAt))
+		c.timers.armBy(id, min(b.deadline, b.containAt))
 	case c.table.Containable(l.m.State) && b.containAt != 0:
-		c.timers.arm(id, b.containAt)
+		c.timers.armBy(id, b.containAt)
 	default:
 		c.timers.disarm(id)
 	}

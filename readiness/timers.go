@@ -43,6 +43,17 @@ func (t *timerHeap) arm(id uint32, at int64) {
 	t.up(i)
 }
 
+// armBy makes id's timer fire at or before at: it arms it, or moves it
+// earlier, and leaves an earlier timer alone. A timer that fires early costs
+// one re-arm in expire; moving it later on every state change would cost a
+// heap fix each time.
+func (t *timerHeap) armBy(id uint32, at int64) {
+	if i := t.index(id); i >= 0 && t.at[i] <= at {
+		return
+	}
+	t.arm(id, at)
+}
+
 // disarm removes id's timer, if any.
 func (t *timerHeap) disarm(id uint32) {
 	if int(id) >= len(t.pos) || t.pos[id] < 0 {

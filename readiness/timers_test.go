@@ -18,11 +18,17 @@ func TestTimerHeapAgreesWithAScan(t *testing.T) {
 		ids := rapid.Uint32Range(0, 40)
 		times := rapid.Int64Range(0, 100)
 		for range rapid.IntRange(1, 200).Draw(t, "ops") {
-			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0:
 				id, at := ids.Draw(t, "id"), times.Draw(t, "at")
 				h.arm(id, at)
 				model[id] = at
+			case 3:
+				id, at := ids.Draw(t, "id"), times.Draw(t, "at")
+				h.armBy(id, at)
+				if was, armed := model[id]; !armed || at < was {
+					model[id] = at
+				}
 			case 1:
 				id := ids.Draw(t, "id")
 				h.disarm(id)
