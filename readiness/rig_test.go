@@ -46,6 +46,9 @@ type script struct {
 	gate     chan struct{} // if set, Quiesce waits for it to close (or its ctx)
 	entered  chan struct{} // signalled when Quiesce is entered
 	calls    int
+	// onSubmit, if set, runs (under mu) before a submission returns: a
+	// backend that answers at once, from a local cache.
+	onSubmit func(a *scriptAttempt)
 }
 
 type scriptAttempt struct {
@@ -76,6 +79,9 @@ func (s *script) submit(ext contract.CacheExtent) (contract.Attempt, error) {
 	}
 	a := &scriptAttempt{s: s, ext: ext}
 	s.attempts = append(s.attempts, a)
+	if s.onSubmit != nil {
+		s.onSubmit(a)
+	}
 	return a, nil
 }
 

@@ -751,3 +751,41 @@ func TestRule1XidMakesInFlightCopiesUnproven(t *testing.T) {
 	assert.Equal(t, fsm.Quarantined, r.state(h))
 	require.Len(t, r.contained, 1)
 }
+
+// An attempt answered before its submission returns (a backend serving from
+// a local cache) is taken in by the round that submitted it, on the owner,
+// and never handed to the watcher; the rest of the lifecycle is the usual
+// one: the proof, then the copies of the served rows.
+func TestAnswerAtSubmissionIsTakenInAtOnce(t *testing.T) {
+	r := newRig(t, 4)
+	rows := r.rows(1, 2)
+	r.be.onSubmit = func(a *scriptAttempt) {
+		var names []contract.Name
+		for i := range a.ext.Len() {
+			r.be.write(a, i, pattern(0xC0, 1, i))
+			names = append(names, a.ext.Unit(i).Name)
+		}
+		a.outcome = contract.Delivered{Served: contract.NewNameSet(names...)}
+	}
+	h := r.lend(Request{Kind: Fetch, Rows: rows})
+	r.eng.Progress() // grant, submit and, at once, the answer
+	a := r.be.last(t)
+	require.Equal(t, 1, pollsOf(r.be, a), "polled once, by the round that submitted it")
+	assert.NotEqual(t, fsm.Requested, r.state(h), "the answer was taken in by the submitting round")
+	_, watched := r.eng.attempts.size()
+	assert.Zero(t, watched, "an answered attempt is not handed to the watcher")
+	r.sync() // the proof, then the copies
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, fsm.LogicallyComplete, r.state(h))
+	for i, row := range rows {
+		assert.Equal(t, pattern(0xC0, 1, i), r.deviceRow(row), "row %d copied after the proof", i)
+	}
+	assert.Equal(t, 2, pollsOf(r.be, a), "then only the re-poll after the proof")
+}
+
+func pollsOf(s *script, a *scriptAttempt) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return a.polls
+}
