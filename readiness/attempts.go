@@ -1,34 +1,37 @@
 package readiness
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/kvready/kvready/contract"
 )
 
 // attemptTable is the runner's record of every lease's attempt, by lease id:
-// the one thing the core never holds. The watcher polls the attempts it marks
-// as watched straight from this table, so an attempt is held once, in one
-// 24-byte slot per lease id, however many goroutines look at it.
+// the one thing the core never holds. The watcher polls the attempts marked
+// watched straight from this table, so an attempt is held once, in one 24-byte
+// slot per lease id, however many goroutines look at it. Which ids are watched
+// is a bitmap, so a sweep costs O(ids/64 + watched): a table grown by a burst
+// of leases costs the watcher little once the burst is over.
 //
-// Sharing follows the fields: a, gen and watching are written by the owner
-// under mu and read by the watcher under mu (which also clears watching when
-// it found an outcome); retries and flags are the owner's alone and never
-// locked. The owner reads its own writes without the lock.
+// Sharing follows the fields: a and gen, and the bitmap, are written by the
+// owner under mu and read by the watcher under mu (which also clears a bit
+// when it found the outcome); retries and flags are the owner's alone and
+// never locked. The owner reads its own writes without the lock.
 type attemptTable struct {
 	mu      sync.Mutex
 	slots   []attemptSlot
-	watched int // slots with watching set, under mu
+	watch   []uint64 // bit id%64 of word id/64: the watcher polls slots[id].a
+	watched int      // bits set in watch
 }
 
 // attemptSlot is one lease's attempt. It is kept until the lease is fenced —
 // for ever if it is quarantined.
 type attemptSlot struct {
-	a        contract.Attempt
-	gen      uint32
-	watching bool // the watcher polls a
-	retries  uint8
-	flags    attemptFlags
+	a       contract.Attempt
+	gen     uint32
+	retries uint8
+	flags   attemptFlags
 }
 
 type attemptFlags uint8
@@ -55,6 +58,19 @@ func (t *attemptTable) get(h Handle) *attemptSlot {
 	return &t.slots[h.id]
 }
 
+// setWatched sets or clears id's bit, keeping the count; the caller holds mu.
+func (t *attemptTable) setWatched(id uint32, on bool) {
+	w, bit := &t.watch[id/64], uint64(1)<<(id%64)
+	switch was := *w&bit != 0; {
+	case on && !was:
+		*w |= bit
+		t.watched++
+	case !on && was:
+		*w &^= bit
+		t.watched--
+	}
+}
+
 // keep records a lease's new attempt, watched if watch is set.
 func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	var f attemptFlags
@@ -65,14 +81,11 @@ func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	for int(h.id) >= len(t.slots) {
 		t.slots = append(t.slots, attemptSlot{})
 	}
-	s := &t.slots[h.id]
-	if s.watching {
-		t.watched-- // a retired lease's slot is never still watched; stay exact if it were
+	for len(t.watch)*64 < len(t.slots) {
+		t.watch = append(t.watch, 0)
 	}
-	*s = attemptSlot{a: a, gen: h.gen, watching: watch, flags: f}
-	if watch {
-		t.watched++
-	}
+	t.slots[h.id] = attemptSlot{a: a, gen: h.gen, flags: f}
+	t.setWatched(h.id, watch)
 	t.mu.Unlock()
 }
 
@@ -88,10 +101,7 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 		return
 	}
 	t.mu.Lock()
-	if s.watching {
-		s.watching = false
-		t.watched--
-	}
+	t.setWatched(h.id, false)
 	if forget {
 		s.a = nil
 	}
@@ -108,18 +118,21 @@ type watchedAttempt struct {
 	a contract.Attempt
 }
 
-// collect appends the watched attempts of ids [from, to) to dst, and returns
-// dst and the table's length. Watcher side.
-func (t *attemptTable) collect(dst []watchedAttempt, from, to int) ([]watchedAttempt, int) {
+// collect appends to dst the watched attempts found from bitmap word from on,
+// stopping at the end of the word in which dst reaches max entries. It
+// returns dst, the word to continue from, and the bitmap's length in words.
+// Watcher side.
+func (t *attemptTable) collect(dst []watchedAttempt, from, max int) ([]watchedAttempt, int, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	to = min(to, len(t.slots))
-	for id := from; id < to; id++ {
-		if s := &t.slots[id]; s.watching {
-			dst = append(dst, watchedAttempt{h: Handle{id: uint32(id), gen: s.gen}, a: s.a})
+	w := from
+	for ; w < len(t.watch) && len(dst) < max; w++ {
+		for word := t.watch[w]; word != 0; word &= word - 1 {
+			id := uint32(w*64 + bits.TrailingZeros64(word))
+			dst = append(dst, watchedAttempt{h: Handle{id: id, gen: t.slots[id].gen}, a: t.slots[id].a})
 		}
 	}
-	return dst, len(t.slots)
+	return dst, w, len(t.watch)
 }
 
 // size returns the table's length and how many slots are watched. Watcher side.
@@ -131,14 +144,15 @@ func (t *attemptTable) size() (n, watched int) {
 
 // claim keeps, of the outcomes the watcher found, those whose attempt is
 // still watched, and stops watching them: an outcome is reported once, and
-// never for an attempt the owner stopped watching meanwhile. Watcher side.
+// never for an attempt the owner stopped watching meanwhile or whose lease id
+// now carries another generation. Watcher side.
 func (t *attemptTable) claim(found []outcomeMsg) []outcomeMsg {
 	t.mu.Lock()
 	k := 0
 	for _, m := range found {
-		if s := &t.slots[m.h.id]; s.gen == m.h.gen && s.watching {
-			s.watching = false
-			t.watched--
+		id := m.h.id
+		if t.slots[id].gen == m.h.gen && t.watch[id/64]&(1<<(id%64)) != 0 {
+			t.setWatched(id, false)
 			found[k] = m
 			k++
 		}

@@ -75,7 +75,7 @@ func TestAttemptTable(t *testing.T) {
 			assert.Nil(t, tab.get(stale), "a stale handle reads nothing")
 			_, watched := tab.size()
 			assert.Equal(t, tc.watched, watched)
-			got, _ := tab.collect(nil, 0, 100)
+			got, _, _ := tab.collect(nil, 0, 100)
 			var ids []uint32
 			for _, w := range got {
 				ids = append(ids, w.h.id)
@@ -107,9 +107,9 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 			stopped  bool // unwatched or dropped
 			early    bool // stopped before it resolved: never reported
 		}
-		// Ids on both sides of the watcher's chunk boundaries, so that a sweep
-		// crosses them.
-		ids := [...]uint32{0, 1, sweepChunk - 1, sweepChunk, sweepChunk + 1, 2*sweepChunk - 1, 2 * sweepChunk, 3*sweepChunk + 7}
+		// Ids on both sides of the bitmap's word boundaries and far apart, so
+		// that a sweep crosses words and skips empty ones.
+		ids := [...]uint32{0, 1, 63, 64, 65, 127, 128, 1000}
 		var live [len(ids)]*lease // by index into ids
 		var all []*lease
 		reported := map[Handle]int{}

@@ -18,9 +18,9 @@ type outcomeMsg struct {
 // round learns of outcomes in O(outcomes + 1), however many attempts are
 // pending. It polls the attempts the owner marked as watched in the attempt
 // table, and stops watching one once it found its outcome. A sweep reads the
-// whole table, one slot per lease id the engine has used (at most the peak of
-// leases held at once, since ids are reused), and sleeps longer the longer a
-// sweep takes. It only observes:
+// table's bitmap of watched ids (one bit per lease id the engine has used) and
+// the watched slots, and the watcher sleeps longer the longer a sweep takes.
+// It only observes:
 // every decision is taken by the owner when it takes the outcomes out of the
 // mailbox.
 type watcher struct {
@@ -45,9 +45,9 @@ const (
 	maxSweepSleep = 50 * time.Millisecond
 )
 
-// sweepChunk is how many slots of the attempt table the watcher looks at per
-// hold of its lock: the owner, which takes the lock to keep and drop attempts,
-// never waits for more than one chunk's copy.
+// sweepChunk is about how many watched attempts the watcher copies out of the
+// attempt table per hold of its lock: the owner, which takes the lock to keep
+// and drop attempts, never waits for more than one chunk's copy.
 const sweepChunk = 256
 
 func startWatcher(t *attemptTable) *watcher {
@@ -79,7 +79,7 @@ func (w *watcher) run() {
 	idle := 0
 	for {
 		syncs = w.syncs.take(syncs[:0])
-		n, watched := w.table.size()
+		_, watched := w.table.size()
 		if watched == 0 && len(syncs) == 0 {
 			select {
 			case <-w.signal:
@@ -95,8 +95,8 @@ func (w *watcher) run() {
 		if idle >= spinRounds {
 			start = time.Now()
 		}
-		for from := 0; from < n && watched > 0; from += sweepChunk {
-			polled, n = w.table.collect(polled[:0], from, from+sweepChunk)
+		for word, words := 0, 1; word < words && watched > 0; {
+			polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 			for _, it := range polled {
 				if o, p := safePoll(it.a); o != nil || p != "" {
 					found = append(found, outcomeMsg{h: it.h, outcome: o, panic: p})
