@@ -135,11 +135,11 @@ func (t *attemptTable) collect(dst []watchedAttempt, from, max int) ([]watchedAt
 	return dst, w, len(t.watch)
 }
 
-// size returns the table's length and how many slots are watched. Watcher side.
-func (t *attemptTable) size() (n, watched int) {
+// watching returns how many attempts are watched. Watcher side.
+func (t *attemptTable) watching() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.slots), t.watched
+	return t.watched
 }
 
 // claim keeps, of the outcomes the watcher found, those whose attempt is

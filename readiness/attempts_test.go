@@ -73,7 +73,7 @@ func TestAttemptTable(t *testing.T) {
 				assert.Equal(t, tc.kind, s.kind())
 			}
 			assert.Nil(t, tab.get(stale), "a stale handle reads nothing")
-			_, watched := tab.size()
+			watched := tab.watching()
 			assert.Equal(t, tc.watched, watched)
 			got, _, _ := tab.collect(nil, 0, 100)
 			var ids []uint32
@@ -175,7 +175,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 				rt.Fatalf("%v resolved while watched, and not reported after a whole sweep", l.h)
 			}
 		}
-		_, watched := tab.size()
+		watched := tab.watching()
 		for _, l := range all {
 			if !l.stopped && reported[l.h] == 1 {
 				assert.Nil(rt, claimAgain(&tab, l.h), "a reported attempt is no longer watched")

@@ -772,7 +772,7 @@ func TestAnswerAtSubmissionIsTakenInAtOnce(t *testing.T) {
 	a := r.be.last(t)
 	require.Equal(t, 1, pollsOf(r.be, a), "polled once, by the round that submitted it")
 	assert.NotEqual(t, fsm.Requested, r.state(h), "the answer was taken in by the submitting round")
-	_, watched := r.eng.attempts.size()
+	watched := r.eng.attempts.watching()
 	assert.Zero(t, watched, "an answered attempt is not handed to the watcher")
 	r.sync() // the proof, then the copies
 	r.dev.CompleteAll()

@@ -79,7 +79,7 @@ func (w *watcher) run() {
 	idle := 0
 	for {
 		syncs = w.syncs.take(syncs[:0])
-		_, watched := w.table.size()
+		watched := w.table.watching()
 		if watched == 0 && len(syncs) == 0 {
 			select {
 			case <-w.signal:
