@@ -24,7 +24,8 @@ var backendSurface = []string{
 // values, and the runtime profile. None of them is part of what a backend
 // implements.
 var support = []string{
-	"Revision", "NameSize", "Name", "NameFromBytes", "NameSet", "NewNameSet",
+	"Revision", "RevisionCancelRequest", "CancelDisposition", "CancelUnsupported", "CancelRequested",
+	"Cancellable", "RequestCancel", "Notifier", "NameSize", "Name", "NameFromBytes", "NameSet", "NewNameSet",
 	"NewCacheExtent", "ErrDuplicateUnit", "ErrInvalidHint",
 	"Profile", "Parallelism", "SupportedProfile",
 	"SupportedBackendKind", "SupportedManagerKind", "SupportedCacheDType", "SupportedAttentionBackend",
