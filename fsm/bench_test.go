@@ -7,6 +7,7 @@ import (
 	looplab "github.com/looplab/fsm"
 
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/fsm/declaration"
 )
 
 // cycleStep is one transition of a lease's lifecycle: an event, or the
@@ -62,7 +63,7 @@ func BenchmarkTransition(b *testing.B) {
 				names[i] = fsm.CompletionName(c.guard)
 			}
 		}
-		f := looplab.NewFSM(fsm.Waiting.String(), fsm.Declaration(), nil)
+		f := looplab.NewFSM(fsm.Waiting.String(), declaration.Lifecycle(), nil)
 		ctx := context.Background()
 		i := 0
 		b.ReportAllocs()

@@ -66,7 +66,7 @@ func Example() {
 	// outcome_missed      move        requested -> missed (missed)
 	// access_proven       redelivered missed -> access_fenced
 	// [nothing_to_copy]   completion  access_fenced -> logically_complete
-	// outcome_served      refused: access already proven over: the fence stands and a late answer is only counted
+	// outcome_served      refused: access already proven over: the fence stands and a late answer changes nothing
 	// release_requested   move        logically_complete -> released
 	// release_requested   refused: released: the handle is stale
 }

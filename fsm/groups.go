@@ -9,6 +9,8 @@ type groups struct {
 	answerable  [NumStates]bool
 	containable [NumStates]bool
 	outcome     [NumStates]bool
+	pending     [NumStates]bool
+	copying     [NumStates]bool
 }
 
 func deriveGroups(t *Table) groups {
@@ -25,6 +27,11 @@ func deriveGroups(t *Table) groups {
 		g.exposed[s] = t.entries[s][AccessProven].Kind != Refuse
 		// The containment deadline matters wherever it can move the lease.
 		g.containable[s] = t.entries[s][Containment].Kind == Move
+		// The outcome is pending wherever the request deadline can still
+		// fail the lease.
+		g.pending[s] = t.entries[s][Deadline].Kind == Move
+		// Local copies are in flight wherever their landing moves the lease.
+		g.copying[s] = t.entries[s][CopiesLanded].Kind == Move
 		for e := range NumEvents {
 			if en := t.entries[s][e]; en.Kind == Move && en.Result != NoResult && en.Next != Released {
 				g.outcome[en.Next] = true
@@ -85,3 +92,11 @@ func (t *Table) Containable(s State) bool { return s < NumStates && t.groups.con
 // Outcome reports whether s is entered with a latched outcome: served,
 // partial, missed and failed.
 func (t *Table) Outcome(s State) bool { return s < NumStates && t.groups.outcome[s] }
+
+// Pending reports whether a lease in s waits for its outcome: where the
+// request deadline can still fail it.
+func (t *Table) Pending(s State) bool { return s < NumStates && t.groups.pending[s] }
+
+// Copying reports whether a lease in s may have local copies in flight:
+// where their landing moves it. A lost device makes them unproven.
+func (t *Table) Copying(s State) bool { return s < NumStates && t.groups.copying[s] }

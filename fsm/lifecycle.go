@@ -1,16 +1,17 @@
 package fsm
 
-// This file is the lifecycle's single source of truth (SPEC §4, revision 2):
-// every state, every event, every guard, and what every (state, event) pair
-// does — a move, a latch or a refusal with its reason — plus the guarded
-// completion moves a state takes the moment it is entered. The engine runs from
+// This file is the lifecycle's single source of truth (SPEC §4, revision 3):
+// every state, every event, every guard, what every (state, event) pair does —
+// a move, a latch or a refusal with its reason — the guarded completion moves
+// a state takes the moment it is entered, and what entering each state (and
+// keeping each latch) does: its effects, declared as data. The engine runs from
 // the table compiled from it, the diagrams and docs/states.md are drawn from it,
 // and the tests check it against an oracle written independently of it. Change
 // the lifecycle here and nowhere else.
 
 // State is where one lease (the staging rows of one fetch or publish) stands.
 // A lease has exactly one state; evidence that arrives early is kept in its
-// [Latches], not in extra states.
+// [Latches], what it has been through in its [Marks], not in extra states.
 type State uint8
 
 // The states, in lifecycle order. The order is part of the declaration: the
@@ -35,6 +36,10 @@ const (
 
 // Event is one piece of evidence about a lease, or an owner's request. Its
 // numeric order is the order in which latched events are re-delivered.
+//
+// Backend evidence and the owner's requests are distinct events: the owner's
+// cancel is [CancelRequested], never the backend's [OutcomeCancelled], and
+// engine shutdown is [Close].
 type Event uint8
 
 // The events.
@@ -47,16 +52,19 @@ const (
 	Submitted                      // the backend accepted the submission and returned an attempt
 	Rejected                       // the backend answered SubmissionRejected: nothing escaped
 	SubmitEscaped                  // the submission failed without an attempt: something may have escaped
+	ExtentRefused                  // staging refused to build the extent: nothing was handed to the backend
 	OutcomeServed                  // Delivered, naming every requested row
 	OutcomePartial                 // Delivered, naming some of the requested rows
 	OutcomeMissed                  // Delivered, naming none of them
-	OutcomeFailed                  // the Failed outcome
-	OutcomeCancelled               // the Cancelled outcome (the peer's, or the owner's local cancel)
+	OutcomeFailed                  // the backend's Failed outcome
+	OutcomeCancelled               // the backend's Cancelled outcome (a peer's cancel, or one made outside the engine)
 	ContractViolation              // a changed answer, names never asked for, or an answer that is no outcome
 	Deadline                       // the request deadline passed with no outcome
+	CancelRequested                // the owner cancels the lease (a local Cancelled, then one request to the backend)
 	AccessProven                   // Quiesce answered true: the backend never touches the slots again
-	AccessUnproven                 // Quiesce answered false, failed or timed out: the drain has started
+	AccessUnproven                 // Quiesce answered false, failed or did not answer in time: the drain has started
 	Containment                    // the containment deadline passed with access or a copy unproven
+	CancelAnswered                 // the backend answered the engine's cancel request (a disposition, or an error)
 	ReleaseRequested               // the owner is done with the lease
 	Close                          // engine shutdown
 	// NumEvents is the number of events; it is not an event.
@@ -65,8 +73,8 @@ const (
 
 // Guard is a fact about a lease that a completion move tests the moment the
 // lease enters a state. Guards read only what the lease already holds — its
-// kind, its latches, what it was exposed to — never a clock the engine would
-// have to invent an event for.
+// kind, its latches and marks, what it was served — never a clock the engine
+// would have to invent an event for.
 type Guard uint8
 
 // The guards.
@@ -99,6 +107,47 @@ const (
 	Violation        // the backend broke the contract; nothing it said is trusted
 	// NumResults is the number of results; it is not a result.
 	NumResults
+)
+
+// Effect is one thing entering a state, or keeping a latch, does. The engine
+// performs effects through one switch and nowhere else: it is the only code
+// that places rows, queues copies, submits, asks for proofs, frees,
+// quarantines or retires a handle.
+type Effect uint8
+
+// The effects, in the order the engine performs those of one state.
+const (
+	Place         Effect = iota // record where each row's staging slot is
+	CopyIn                      // queue a publish's device→staging copies
+	Submit                      // build the extent the backend keeps and hand it over
+	ArmDeadline                 // fix the request deadline and the containment deadline (deadline + drain grace)
+	StartDrain                  // the drain starts: the containment deadline moves earlier, never later
+	RequestCancel               // ask the backend, best effort and once, to stop (where it returned an attempt)
+	AskProof                    // ask Quiesce: now, or after back-off when the last answer proved nothing
+	Forget                      // the attempt is no longer needed: access is proven over
+	CopyOut                     // queue the staging→device copies of the served whole rows
+	DropRow                     // the refused row does not count as arrived
+	Answer                      // compute readiness: every local copy landed
+	Withdraw                    // take the request out of the allocator's line
+	Quarantine                  // the slots leave circulation for ever; the containment signal is raised
+	Park                        // the handle goes stale; the record and what the backend was handed are kept for ever
+	Free                        // the slots return to the allocator
+	Retire                      // the handle goes stale; the record is reused
+	// NumEffects is the number of effects; it is not an effect.
+	NumEffects
+)
+
+// Mark is a fact a lease acquires by a move and never loses: what it has been
+// through, which no state alone says.
+type Mark uint8
+
+// The marks.
+const (
+	Exposed   Mark = iota // the backend was handed the slots (it may have touched them)
+	Attempted             // the backend returned an attempt: there is something to ask Quiesce about
+	Fenced                // the backend's access was proven over (or never began)
+	// NumMarks is the number of marks; it is not a mark.
+	NumMarks
 )
 
 var stateInfo = [NumStates]describedState{
@@ -139,16 +188,19 @@ var eventInfo = [NumEvents]struct{ name, meaning string }{
 	Submitted:         {"submitted", "The backend accepted the fetch or publish and returned an attempt."},
 	Rejected:          {"rejected", "The backend answered SubmissionRejected: nothing escaped."},
 	SubmitEscaped:     {"submit_escaped", "The submission failed without an attempt (an error, a panic): something may have escaped."},
+	ExtentRefused:     {"extent_refused", "Staging refused to build the extent: nothing was handed to the backend."},
 	OutcomeServed:     {"outcome_served", "Delivered, naming every requested row."},
 	OutcomePartial:    {"outcome_partial", "Delivered, naming some of the requested rows."},
 	OutcomeMissed:     {"outcome_missed", "Delivered, naming none of the requested rows."},
-	OutcomeFailed:     {"outcome_failed", "The Failed outcome."},
-	OutcomeCancelled:  {"outcome_cancelled", "The Cancelled outcome: the peer's, or the owner's local cancel."},
+	OutcomeFailed:     {"outcome_failed", "The backend's Failed outcome."},
+	OutcomeCancelled:  {"outcome_cancelled", "The backend's Cancelled outcome: a peer's cancel, or one made outside the engine."},
 	ContractViolation: {"contract_violation", "A changed answer, names that were never asked for, or an answer that is no outcome."},
 	Deadline:          {"deadline", "The request deadline passed with no outcome."},
+	CancelRequested:   {"cancel_requested", "The owner cancels the lease: a local Cancelled is latched first, then one request goes to the backend."},
 	AccessProven:      {"access_proven", "Quiesce answered true: the backend will never touch the slots again."},
-	AccessUnproven:    {"access_unproven", "Quiesce answered false, failed or timed out: cannot be established yet."},
+	AccessUnproven:    {"access_unproven", "Quiesce answered false, failed or did not answer in time: cannot be established yet."},
 	Containment:       {"containment", "The containment deadline, fixed at submission, passed with access or a copy unproven."},
+	CancelAnswered:    {"cancel_answered", "The backend answered the engine's cancel request: a disposition, or an error."},
 	ReleaseRequested:  {"release_requested", "The owner is done with the lease."},
 	Close:             {"close", "Engine shutdown."},
 }
@@ -160,6 +212,31 @@ var guardInfo = [NumGuards]struct{ name, meaning string }{
 	DeadlinePassed:    {"deadline_passed", "The request deadline passed before the submission."},
 	NeverExposed:      {"never_exposed", "The backend never saw the slots: the submission was rejected, or never made."},
 	NothingToCopy:     {"nothing_to_copy", "No staging→device copy to issue: a publish, no served row, or the owner released the lease."},
+}
+
+var effectInfo = [NumEffects]struct{ name, meaning string }{
+	Place:         {"place", "Record where each row's staging slot is."},
+	CopyIn:        {"copy_in", "Queue the publish's device→staging copies; one event recorded after them."},
+	Submit:        {"submit", "Build the extent (it stays the lease's until the fence) and hand it to the backend."},
+	ArmDeadline:   {"arm_deadline", "Fix the request deadline and the containment deadline: the request deadline plus the drain grace."},
+	StartDrain:    {"start_drain", "The drain starts: the containment deadline moves to its start plus the drain grace if that is earlier, never later."},
+	RequestCancel: {"request_cancel", "Ask the backend once, best effort, to stop (only where it returned an attempt). It proves nothing."},
+	AskProof:      {"ask_proof", "Ask Quiesce: at once the first time, after back-off when the last answer proved nothing; never twice at a time."},
+	Forget:        {"forget", "Drop the attempt: the backend's access is proven over."},
+	CopyOut:       {"copy_out", "Queue the staging→device copies of the served whole rows; one event recorded after them."},
+	DropRow:       {"drop_row", "The refused row does not count as arrived."},
+	Answer:        {"answer", "Compute readiness: every local copy landed."},
+	Withdraw:      {"withdraw", "Take the request out of the allocator's line: the leases behind it move on."},
+	Quarantine:    {"quarantine", "The slots leave circulation for ever and the containment signal is raised once."},
+	Park:          {"park", "The handle goes stale; the record, its slots and everything the backend was handed stay out for ever."},
+	Free:          {"free", "Return the slots to the allocator (only once access is proven over and every copy landed)."},
+	Retire:        {"retire", "The handle goes stale: its generation moves on and the record is reused."},
+}
+
+var markInfo = [NumMarks]struct{ name, meaning string }{
+	Exposed:   {"exposed", "The backend was handed the slots."},
+	Attempted: {"attempted", "The backend returned an attempt."},
+	Fenced:    {"fenced", "The backend's access was proven over."},
 }
 
 var resultNames = [NumResults]string{
@@ -174,19 +251,33 @@ const (
 	whyHoldsNothing   = "holds no slots: no local copy is involved"
 	whyNotStaged      = "not staged: only a staged lease is submitted"
 	whyNotSubmitted   = "not submitted: no outcome, violation or deadline applies before submission"
+	whyNothingToStop  = "not submitted: there is nothing to cancel; release the lease to withdraw it"
 	whyNotExposed     = "nothing exposed to the backend: no access to prove, drain or contain"
+	whyNoCancelSent   = "no cancel request was made: there is no answer to record"
 	whyNoCopy         = "no local copy in flight in this state"
 	whyAnswered       = "submission already answered"
 	whyLatched        = "outcome already latched: the first outcome wins (a changed answer arrives as contract_violation)"
-	whyMissStays      = "a latched miss stays a miss: nothing is copied either way; the violation is counted"
+	whyDelivered      = "outcome already latched: the first outcome wins, and a delivered lease is not cancelled"
+	whyMissStays      = "a latched miss stays a miss: nothing is copied either way"
 	whyFailedStays    = "outcome already latched as a failure"
-	whyFenced         = "access already proven over: the fence stands and a late answer is only counted"
+	whyCancelSent     = "outcome already latched as a failure: its one cancel request is sent by the engine"
+	whyFenced         = "access already proven over: the fence stands and a late answer changes nothing"
 	whyNoDeadline     = "no outcome pending: the deadline no longer applies"
 	whyCopyUnproven   = "a failed copy is never proven: only containment follows"
 	whyComplete       = "every copy landed and access is proven: nothing is unproven"
 	whyQuarantined    = "quarantined slots never return: the end of access can never be proven"
 	whyReleased       = "released: the handle is stale"
+	whyAfterFence     = "access is proven over: there is nothing left to cancel"
+	whyNothingToClose = "nothing to shut down: the lease is quarantined for good"
 )
+
+// outcomeEvents are the backend's answers once latched: refused alike in most
+// states.
+var outcomeEvents = []Event{OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled}
+
+func with(events []Event, more ...Event) []Event {
+	return append(append([]Event(nil), events...), more...)
+}
 
 // declaration is the lifecycle. Every (state, event) pair appears exactly once —
 // as a move, a latch or a refusal — and compile refuses anything else.
@@ -200,17 +291,21 @@ var declaration = []block{
 			on(Close, Released).latching(Cancel),
 		},
 		latches: []latch{
-			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable),
+			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable).doing(Withdraw),
 		},
 		refusals: []refusal{
 			refuse(whyHoldsNothing, CopiesLanded, CopyRefused, CopyFailed),
-			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped),
-			refuse(whyNotSubmitted, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation, Deadline),
+			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
+			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
 	{
 		state:       Granted,
+		entry:       effects(Place),
+		rest:        effects(CopyIn),
 		completions: []completion{when(IsFetch, Staged)},
 		moves: []move{
 			on(CopiesLanded, Staged),
@@ -222,13 +317,16 @@ var declaration = []block{
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped),
-			refuse(whyNotSubmitted, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation, Deadline),
+			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
+			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
 	{
 		state: Staged,
+		rest:  effects(Submit),
 		completions: []completion{
 			// Checked in this order, the moment staging is ready: nothing is
 			// exposed for a lease nobody wants, or cannot be correct, or is late.
@@ -237,13 +335,16 @@ var declaration = []block{
 			when(DeadlinePassed, Failed).latching(Timeout),
 		},
 		moves: []move{
-			on(Submitted, Requested),
+			on(Submitted, Requested).marking(Exposed, Attempted),
 			// The rejection proves nothing escaped: failed's never_exposed
 			// completion fences it at once.
 			on(Rejected, Failed).latching(Rejection),
 			// Something may have escaped and there is no attempt to quiesce:
 			// only containment can end it.
-			on(SubmitEscaped, Failed).latching(Failure),
+			on(SubmitEscaped, Failed).latching(Failure).marking(Exposed),
+			// Nothing was handed over: failed's never_exposed completion
+			// fences it at once.
+			on(ExtentRefused, Failed).latching(Failure),
 		},
 		latches: []latch{
 			keep("the submission already handed out goes ahead; the lease is released once fenced", ReleaseRequested, Close),
@@ -251,12 +352,15 @@ var declaration = []block{
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
-			refuse(whyNotSubmitted, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation, Deadline),
+			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
+			refuse("the submission is being handed out: its answer comes first", CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
 	{
 		state: Requested,
+		entry: effects(ArmDeadline),
 		moves: []move{
 			on(OutcomeServed, Served).latching(Delivered),
 			on(OutcomePartial, Partial).latching(Partly),
@@ -265,65 +369,79 @@ var declaration = []block{
 			on(OutcomeCancelled, Failed).latching(Cancel),
 			on(ContractViolation, Failed).latching(Violation),
 			on(Deadline, Failed).latching(Timeout),
+			// The owner's cancel wins over an outcome the engine has not yet
+			// observed; the request to the backend follows (failed's entry).
+			on(CancelRequested, Failed).latching(Cancel),
+			// Close cancels a lease still waiting for its outcome at once, as
+			// the owner's cancel does, and stays latched so that the lease is
+			// released once complete.
+			on(Close, Failed).latching(Cancel).keeping(),
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
 			keep("access may end before the outcome arrives; it fences only once the outcome is in", AccessProven),
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("the outcome and the fence come first", ReleaseRequested),
-			// Close cancels a lease still waiting for its outcome at once (its
-			// local outcome_cancelled); the close stays latched so that the
-			// lease is released once complete.
-			keep("released once complete; Close cancels a pending lease locally at once", Close),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
 	delivered(Served),
 	delivered(Partial),
 	{
 		state: Missed,
+		rest:  effects(AskProof),
 		moves: []move{
 			on(AccessProven, AccessFenced),
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first", ReleaseRequested, Close),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
-			refuse(whyLatched, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyLatched, outcomeEvents...),
 			refuse(whyMissStays, ContractViolation),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyDelivered, CancelRequested),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
 	{
 		state:       Failed,
+		entry:       effects(StartDrain, RequestCancel),
+		rest:        effects(AskProof),
 		completions: []completion{when(NeverExposed, AccessFenced)},
 		moves: []move{
 			on(AccessProven, AccessFenced),
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
-			keep("the drain goes on: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven),
+			keep("the drain goes on: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first", ReleaseRequested, Close),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
-			refuse(whyFailedStays, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyCancelSent, CancelRequested),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
 		},
 	},
 	{
 		state:       AccessFenced,
+		entry:       effects(Forget),
+		rest:        effects(CopyOut),
+		marks:       marks(Fenced),
 		completions: []completion{when(NothingToCopy, LogicallyComplete)},
 		moves: []move{
 			on(CopiesLanded, LogicallyComplete),
@@ -331,56 +449,72 @@ var declaration = []block{
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
-			keep("that row does not count as arrived; nothing touches its memory", CopyRefused),
+			keep("that row does not count as arrived; nothing touches its memory", CopyRefused).doing(DropRow),
 			keep("copies already issued must land first; nothing more is copied", ReleaseRequested, Close),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
-			refuse(whyFenced, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation, AccessProven, AccessUnproven),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyAfterFence, CancelRequested),
 		},
 	},
 	{
 		state: CopyUnproven,
+		entry: effects(StartDrain),
 		moves: []move{
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
 			keep("the slots are held until containment", ReleaseRequested, Close),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyCopyUnproven, CopiesLanded, CopyRefused, CopyFailed, AccessProven, AccessUnproven),
-			refuse(whyFenced, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation),
+			refuse(whyFenced, with(outcomeEvents, ContractViolation)...),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyAfterFence, CancelRequested),
 		},
 	},
 	{
 		state: LogicallyComplete,
+		entry: effects(Answer),
 		moves: []move{
 			on(ReleaseRequested, Released),
 			on(Close, Released),
 		},
+		latches: []latch{
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
-			refuse(whyFenced, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled, ContractViolation, AccessProven, AccessUnproven),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
 			refuse("every local copy already landed", CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyAfterFence, CancelRequested),
 			refuse(whyComplete, Containment),
 		},
 	},
 	{
 		state: Quarantined,
+		entry: effects(Quarantine),
 		latches: []latch{
-			keep("the owner is done: the handle goes stale, the slots and what the backend was handed stay out for ever", ReleaseRequested),
+			keep("the owner is done: the handle goes stale, the slots and what the backend was handed stay out for ever", ReleaseRequested).doing(Park),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
-		refusals: []refusal{refuse(whyQuarantined, allBut(ReleaseRequested)...)},
+		refusals: []refusal{
+			refuse(whyNothingToClose, Close),
+			refuse(whyQuarantined, allBut(ReleaseRequested, CancelAnswered, Close)...),
+		},
 	},
 	{
 		state:    Released,
+		entry:    effects(Free, Retire),
 		refusals: []refusal{refuse(whyReleased, allBut()...)},
 	},
 }
@@ -390,6 +524,7 @@ var declaration = []block{
 func delivered(s State) block {
 	return block{
 		state: s,
+		rest:  effects(AskProof),
 		moves: []move{
 			on(AccessProven, AccessFenced),
 			// A changed answer or an unasked name: the served rows are not
@@ -398,15 +533,17 @@ func delivered(s State) block {
 			on(Containment, Quarantined),
 		},
 		latches: []latch{
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first; then nothing is copied", ReleaseRequested, Close),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped),
-			refuse(whyLatched, OutcomeServed, OutcomePartial, OutcomeMissed, OutcomeFailed, OutcomeCancelled),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyLatched, outcomeEvents...),
 			refuse(whyNoDeadline, Deadline),
+			refuse(whyDelivered, CancelRequested),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	}
 }

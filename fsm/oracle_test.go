@@ -28,6 +28,8 @@ const oracleMoves = `
 # fetch:   waiting → granted → staged → requested → served|partial|missed|failed
 #          → access_fenced → logically_complete → released
 # publish: waiting → granted (device→staging copies) → staged (landed) → … likewise
+# Fields after the next state: the result the move latches, +mark for a mark
+# the move gives, keep when the move keeps its event latched.
 waiting            slots_granted        granted
 waiting            release_requested    released                  # holds no slots: nothing to fence
 waiting            close                released          cancelled # rule 10: a local cancel at once
@@ -39,9 +41,10 @@ granted            copy_failed          copy_unproven             # rule 5: a co
 staged             [withdrawn]          access_fenced             # never exposed: nothing to prove
 staged             [staging_incomplete] failed            failed    # rule 11: a refused copy; never submitted
 staged             [deadline_passed]    failed            timeout   # rule 9: no outcome before the deadline
-staged             submitted            requested                 # the backend may touch the slots from now on
+staged             submitted            requested  +exposed +attempted # the backend may touch the slots from now on
 staged             rejected             failed            rejected  # SubmissionRejected: a declared move of its own
-staged             submit_escaped       failed            failed    # something escaped, no attempt: containment only
+staged             submit_escaped       failed            failed +exposed # something escaped, no attempt: containment only
+staged             extent_refused       failed            failed    # nothing handed over: its own declared move
 
 requested          outcome_served       served            served    # the three kinds of Delivered…
 requested          outcome_partial      partial           partial
@@ -50,6 +53,8 @@ requested          outcome_failed       failed            failed    # …or fail
 requested          outcome_cancelled    failed            cancelled # rule 2: Cancelled stays Cancelled
 requested          contract_violation   failed            violation # rule 3
 requested          deadline             failed            timeout   # rule 9
+requested          cancel_requested     failed            cancelled # §2: the owner's cancel latches Cancelled first
+requested          close                failed            cancelled keep # rule 10: cancelled at once, released once complete
 requested          containment          quarantined               # rule 5
 
 served             access_proven        access_fenced             # rule 1: Quiesce true
@@ -75,21 +80,39 @@ logically_complete close                released                  # rule 10: a p
 `
 
 // oracleLatches lists, per state, the events that are kept there for a later
-// state (a latch, drawn as a self-loop). Every pair not listed here or above
-// is a refusal.
+// state (a latch, drawn as a self-loop), each with what keeping it does
+// (event:effect+effect). Every pair not listed here or above is a refusal.
 const oracleLatches = `
-waiting            slots_unavailable                              # rule 8: reported ungrantable; the owner releases it
+waiting            slots_unavailable:withdraw                     # rule 8: reported ungrantable; out of the line
 granted            copy_refused release_requested close           # the publish's copies land first
 staged             release_requested close                        # the submission handed out goes ahead
-requested          access_proven access_unproven release_requested close # proof before outcome; drain started;
-                                                                  # rule 10: close's local Cancelled arrives as outcome_cancelled
-served             access_unproven release_requested close
-partial            access_unproven release_requested close
-missed             access_unproven release_requested close
-failed             access_unproven release_requested close
-access_fenced      copy_refused release_requested close           # issued copies land first
-copy_unproven      release_requested close                        # held until containment
-quarantined        release_requested                              # the handle goes stale; the slots never return
+requested          access_proven access_unproven:start_drain+ask_proof release_requested # proof before outcome; drain started
+served             access_unproven:start_drain+ask_proof release_requested close
+partial            access_unproven:start_drain+ask_proof release_requested close
+missed             access_unproven:start_drain+ask_proof release_requested close
+failed             access_unproven:start_drain+ask_proof release_requested close cancel_answered
+access_fenced      copy_refused:drop_row release_requested close cancel_answered # issued copies land first
+copy_unproven      release_requested close cancel_answered        # held until containment
+logically_complete cancel_answered                                # §2: a cancel's answer is only recorded
+quarantined        release_requested:park cancel_answered         # the handle goes stale; the slots never return
+`
+
+// oracleEffects lists what entering each state does (entry: whether or not the
+// lease rests there), what a lease that comes to rest there does (rest), and
+// the marks entering it gives. States not listed do nothing.
+const oracleEffects = `
+granted            entry:place                 rest:copy_in      # rule 4: a publish copies device→staging first
+staged                                         rest:submit       # rule 6: the extent is built and kept
+requested          entry:arm_deadline                            # rule 5: the containment deadline is fixed at submission
+served                                         rest:ask_proof
+partial                                        rest:ask_proof
+missed                                         rest:ask_proof
+failed             entry:start_drain+request_cancel rest:ask_proof # §2: one cancel request follows a failure
+access_fenced      entry:forget                rest:copy_out     marks:fenced # rule 4: copies only after the fence
+copy_unproven      entry:start_drain
+logically_complete entry:answer
+quarantined        entry:quarantine                              # rule 5
+released           entry:free+retire                             # rule 1
 `
 
 // pair is one (state, cause) of the oracle: Event for a move or latch, or
@@ -104,13 +127,42 @@ type pair struct {
 type oracleMove struct {
 	to     fsm.State
 	result fsm.Result
+	marks  fsm.Marks
+	keep   bool
 }
 
 // oracle is the parsed hand-written lifecycle.
 type oracle struct {
 	moves       map[pair]oracleMove
 	completions [fsm.NumStates][]fsm.Guard // in the order they are tried
-	latches     map[pair]bool
+	latches     map[pair]fsm.Effects
+	entry, rest [fsm.NumStates]fsm.Effects
+	marks       [fsm.NumStates]fsm.Marks
+}
+
+func parseEffects(names string) (fsm.Effects, error) {
+	var out fsm.Effects
+	for _, name := range strings.Split(names, "+") {
+		found := false
+		for e := range fsm.NumEffects {
+			if e.String() == name {
+				out, found = out.With(e), true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown effect %q", name)
+		}
+	}
+	return out, nil
+}
+
+func parseMark(name string) (fsm.Mark, error) {
+	for m := range fsm.NumMarks {
+		if m.String() == name {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown mark %q", name)
 }
 
 func parseGuard(name string) (fsm.Guard, error) {
@@ -145,10 +197,10 @@ func lines(text string) [][]string {
 }
 
 func parseOracle() (*oracle, error) {
-	o := &oracle{moves: map[pair]oracleMove{}, latches: map[pair]bool{}}
+	o := &oracle{moves: map[pair]oracleMove{}, latches: map[pair]fsm.Effects{}}
 	for _, f := range lines(oracleMoves) {
-		if len(f) != 3 && len(f) != 4 {
-			return nil, fmt.Errorf("oracle move %q: want state, cause, next state and an optional result", f)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("oracle move %q: want state, cause, next state, then an optional result, marks and keep", f)
 		}
 		from, err := fsm.ParseState(f[0])
 		if err != nil {
@@ -159,9 +211,20 @@ func parseOracle() (*oracle, error) {
 			return nil, err
 		}
 		m := oracleMove{to: to}
-		if len(f) == 4 {
-			if m.result, err = parseResult(f[3]); err != nil {
-				return nil, err
+		for _, extra := range f[3:] {
+			switch name, isMark := strings.CutPrefix(extra, "+"); {
+			case isMark:
+				mk, err := parseMark(name)
+				if err != nil {
+					return nil, err
+				}
+				m.marks = m.marks.With(mk)
+			case extra == "keep":
+				m.keep = true
+			default:
+				if m.result, err = parseResult(extra); err != nil {
+					return nil, err
+				}
 			}
 		}
 		p := pair{state: from}
@@ -184,16 +247,60 @@ func parseOracle() (*oracle, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, name := range f[1:] {
+		for _, item := range f[1:] {
+			name, effects, hasEffects := strings.Cut(item, ":")
 			e, err := fsm.ParseEvent(name)
 			if err != nil {
 				return nil, err
 			}
 			p := pair{state: s, event: e}
-			if _, isMove := o.moves[p]; isMove || o.latches[p] {
+			if _, isMove := o.moves[p]; isMove {
 				return nil, fmt.Errorf("oracle lists (%s, %s) twice", s, e)
 			}
-			o.latches[p] = true
+			if _, dup := o.latches[p]; dup {
+				return nil, fmt.Errorf("oracle lists (%s, %s) twice", s, e)
+			}
+			var fx fsm.Effects
+			if hasEffects {
+				if fx, err = parseEffects(effects); err != nil {
+					return nil, err
+				}
+			}
+			o.latches[p] = fx
+		}
+	}
+	for _, f := range lines(oracleEffects) {
+		s, err := fsm.ParseState(f[0])
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range f[1:] {
+			kind, names, ok := strings.Cut(item, ":")
+			if !ok {
+				return nil, fmt.Errorf("oracle effects of %s: %q is not kind:names", s, item)
+			}
+			if kind == "marks" {
+				for _, n := range strings.Split(names, "+") {
+					mk, err := parseMark(n)
+					if err != nil {
+						return nil, err
+					}
+					o.marks[s] = o.marks[s].With(mk)
+				}
+				continue
+			}
+			fx, err := parseEffects(names)
+			if err != nil {
+				return nil, err
+			}
+			switch kind {
+			case "entry":
+				o.entry[s] = fx
+			case "rest":
+				o.rest[s] = fx
+			default:
+				return nil, fmt.Errorf("oracle effects of %s: unknown kind %q", s, kind)
+			}
 		}
 	}
 	return o, nil
@@ -213,17 +320,27 @@ func mustOracle(t testing.TB) *oracle {
 func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completions func(fsm.State) []fsm.Completion) []string {
 	var diffs []string
 	report := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	tab := fsm.Lifecycle()
 	for s := range fsm.NumStates {
+		if tab.OnEntry(s) != o.entry[s] || tab.AtRest(s) != o.rest[s] || tab.MarksOf(s) != o.marks[s] {
+			report("%s: the oracle's effects are entry %v, rest %v, marks %v; the table's %v, %v, %v",
+				s, o.entry[s], o.rest[s], o.marks[s].List(), tab.OnEntry(s), tab.AtRest(s), tab.MarksOf(s).List())
+		}
 		for e := range fsm.NumEvents {
 			p := pair{state: s, event: e}
 			en := lookup(s, e)
 			want, isMove := o.moves[p]
+			latchFx, isLatch := o.latches[p]
 			switch {
 			case isMove && (en.Kind != fsm.Move || en.Next != want.to || en.Result != want.result):
 				report("(%s, %s): the oracle moves to %s latching %s, the table does %s to %s latching %s", s, e, want.to, want.result, en.Kind, en.Next, en.Result)
-			case !isMove && o.latches[p] && en.Kind != fsm.Latch:
+			case isMove && (en.Marks != want.marks || en.Keep != want.keep):
+				report("(%s, %s): the oracle's move marks %v and keeps %v, the table's marks %v and keeps %v", s, e, want.marks.List(), want.keep, en.Marks.List(), en.Keep)
+			case isLatch && en.Kind != fsm.Latch:
 				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Kind, en.Next)
-			case !isMove && !o.latches[p] && en.Kind != fsm.Refuse:
+			case isLatch && en.Effects != latchFx:
+				report("(%s, %s): keeping it does %v for the oracle, %v for the table", s, e, latchFx, en.Effects)
+			case !isMove && !isLatch && en.Kind != fsm.Refuse:
 				report("(%s, %s): the oracle refuses it, the table does %s (to %s)", s, e, en.Kind, en.Next)
 			}
 		}
@@ -364,6 +481,7 @@ func TestDerivedGroups(t *testing.T) {
 type model struct {
 	o       *oracle
 	state   fsm.State
+	marks   fsm.Marks
 	latched [fsm.NumEvents]bool
 }
 
@@ -374,12 +492,13 @@ func (m *model) fire(e fsm.Event) (fsm.Step, bool) {
 	p := pair{state: from, event: e}
 	if mv, ok := m.o.moves[p]; ok {
 		m.state = mv.to
-		m.latched[e] = false
-		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result}, true
+		m.marks |= mv.marks | m.o.marks[mv.to]
+		m.latched[e] = mv.keep
+		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: m.o.entry[mv.to]}, true
 	}
-	if m.o.latches[p] {
+	if fx, ok := m.o.latches[p]; ok {
 		m.latched[e] = true
-		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch}, true
+		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch, Effects: fx}, true
 	}
 	return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Refuse}, false
 }
@@ -391,7 +510,8 @@ func (m *model) complete(facts fsm.Facts) (fsm.Step, bool) {
 			from := m.state
 			mv := m.o.moves[pair{state: from, completion: true, guard: g}]
 			m.state = mv.to
-			return fsm.Step{From: from, To: mv.to, Completion: true, Guard: g, Kind: fsm.Move, Result: mv.result}, true
+			m.marks |= mv.marks | m.o.marks[mv.to]
+			return fsm.Step{From: from, To: mv.to, Completion: true, Guard: g, Kind: fsm.Move, Result: mv.result, Effects: m.o.entry[mv.to]}, true
 		}
 	}
 	return fsm.Step{}, false
@@ -431,7 +551,8 @@ func drawEvent(t *rapid.T, o *oracle, s fsm.State) fsm.Event {
 	var accepted []fsm.Event
 	for e := range fsm.NumEvents {
 		p := pair{state: s, event: e}
-		if _, ok := o.moves[p]; ok || o.latches[p] {
+		_, isMove := o.moves[p]
+		if _, isLatch := o.latches[p]; isMove || isLatch {
 			accepted = append(accepted, e)
 		}
 	}
@@ -502,8 +623,8 @@ func TestTableAgreesWithOracleInterpreter(t *testing.T) {
 					break
 				}
 			}
-			if lease.State != m.state {
-				t.Fatalf("the table is in %s, the oracle in %s", lease.State, m.state)
+			if lease.State != m.state || lease.Marks != m.marks {
+				t.Fatalf("the table is in %s marked %v, the oracle in %s marked %v", lease.State, lease.Marks.List(), m.state, m.marks.List())
 			}
 			for e := range fsm.NumEvents {
 				if lease.Latched.Has(e) != m.latched[e] {

@@ -305,7 +305,7 @@ func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 
 // TestRule7StaleHandlesAreRefused: a released lease refuses everything; a
 // quarantined one only takes the owner's release, which makes its handle stale
-// and returns nothing.
+// and returns nothing, and records the answer to a cancel request made before.
 func TestRule7StaleHandlesAreRefused(t *testing.T) {
 	tab := fsm.Lifecycle()
 	for e := range fsm.NumEvents {
@@ -313,7 +313,7 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 		assert.Equal(t, fsm.Refuse, en.Kind, "(released, %s)", e)
 		assert.Contains(t, en.Reason(), "stale", "(released, %s)", e)
 		want := fsm.Refuse
-		if e == fsm.ReleaseRequested {
+		if e == fsm.ReleaseRequested || e == fsm.CancelAnswered {
 			want = fsm.Latch
 		}
 		assert.Equal(t, want, tab.Lookup(fsm.Quarantined, e).Kind, "(quarantined, %s)", e)
@@ -426,13 +426,16 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 			assert.Contains(t, []fsm.State{fsm.Waiting, fsm.LogicallyComplete}, e.from, "%s", e)
 		}
 	}
-	// A lease waiting for its outcome keeps the close, and the engine's local
-	// Cancelled arrives as outcome_cancelled: cancelled at once, released once
-	// proven and complete.
-	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.Requested, fsm.Close).Kind)
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Cancel}, tab.Lookup(fsm.Requested, fsm.OutcomeCancelled))
+	// A lease waiting for its outcome is cancelled at once, locally, by the
+	// close itself (a declared move that keeps the close latched), and is
+	// released once proven and complete.
+	closing := tab.Lookup(fsm.Requested, fsm.Close)
+	assert.Equal(t, fsm.Move, closing.Kind)
+	assert.Equal(t, fsm.Failed, closing.Next)
+	assert.Equal(t, fsm.Cancel, closing.Result)
+	assert.True(t, closing.Keep, "the close stays latched until the lease can be released")
 	lease := fsm.Slot{State: fsm.Requested}
-	for _, e := range []fsm.Event{fsm.Close, fsm.OutcomeCancelled, fsm.AccessProven} {
+	for _, e := range []fsm.Event{fsm.Close, fsm.AccessProven} {
 		_, err := tab.Fire(&lease, e)
 		require.NoError(t, err)
 	}
@@ -440,7 +443,8 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 	require.True(t, ok)
 	step, ok := tab.Redeliver(&lease)
 	require.True(t, ok)
-	assert.Equal(t, fsm.Step{From: fsm.LogicallyComplete, To: fsm.Released, Event: fsm.Close, Kind: fsm.Move}, step,
+	assert.Equal(t, fsm.Step{From: fsm.LogicallyComplete, To: fsm.Released, Event: fsm.Close, Kind: fsm.Move,
+		Effects: tab.OnEntry(fsm.Released)}, step,
 		"a closed lease is released once proven and complete")
 	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Released, Result: fsm.Cancel}, tab.Lookup(fsm.Waiting, fsm.Close))
 	for s := range fsm.NumStates {

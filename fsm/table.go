@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
-
-	looplab "github.com/looplab/fsm"
 )
 
 // describedState says what a state means and what may happen to its slots; the
@@ -77,6 +75,98 @@ func (g Guard) Meaning() string {
 		return guardInfo[g].meaning
 	}
 	return ""
+}
+
+// String returns the effect's snake_case name, as the diagrams print it.
+func (e Effect) String() string {
+	if e < NumEffects {
+		return effectInfo[e].name
+	}
+	return fmt.Sprintf("effect(%d)", uint8(e))
+}
+
+// Meaning says what the effect does.
+func (e Effect) Meaning() string {
+	if e < NumEffects {
+		return effectInfo[e].meaning
+	}
+	return ""
+}
+
+// String returns the mark's snake_case name.
+func (m Mark) String() string {
+	if m < NumMarks {
+		return markInfo[m].name
+	}
+	return fmt.Sprintf("mark(%d)", uint8(m))
+}
+
+// Meaning says what having the mark means.
+func (m Mark) Meaning() string {
+	if m < NumMarks {
+		return markInfo[m].meaning
+	}
+	return ""
+}
+
+// Effects is a set of effects, one bit per [Effect]. Performed in the order of
+// the effects' values.
+type Effects uint32
+
+// Has reports whether e is in the set.
+func (f Effects) Has(e Effect) bool { return e < NumEffects && f&(1<<e) != 0 }
+
+// With returns the set plus e; an out-of-range e leaves it as it is.
+func (f Effects) With(e Effect) Effects {
+	if e >= NumEffects {
+		return f
+	}
+	return f | 1<<e
+}
+
+// List returns the effects in the order they are performed.
+func (f Effects) List() []Effect {
+	var out []Effect
+	for e := range NumEffects {
+		if f.Has(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// String joins the effects' names with ", ".
+func (f Effects) String() string {
+	var names []string
+	for _, e := range f.List() {
+		names = append(names, e.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// Marks is a set of marks, one bit per [Mark]. A lease's marks only grow.
+type Marks uint8
+
+// Has reports whether m is in the set.
+func (s Marks) Has(m Mark) bool { return m < NumMarks && s&(1<<m) != 0 }
+
+// With returns the set plus m.
+func (s Marks) With(m Mark) Marks {
+	if m >= NumMarks {
+		return s
+	}
+	return s | 1<<m
+}
+
+// List returns the marks in order.
+func (s Marks) List() []Mark {
+	var out []Mark
+	for m := range NumMarks {
+		if s.Has(m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // String returns the result's name: served, partial, missed, failed,
@@ -158,7 +248,17 @@ type Entry struct {
 	// Result is the outcome a Move latches for the lease (NoResult: the
 	// latched outcome does not change).
 	Result Result
-	why    string
+	// Marks are the marks a Move gives the lease (beside those of the state
+	// it enters).
+	Marks Marks
+	// Keep is set on a Move that also keeps its event latched for a later
+	// state (engine shutdown cancels a pending lease and is kept until the
+	// lease can be released).
+	Keep bool
+	// Effects are what keeping a Latch does (a Move's effects are those of
+	// the states it enters: [Table.OnEntry], [Table.AtRest]).
+	Effects Effects
+	why     string
 }
 
 // Reason is the declared reason of a refusal, or what a latch means; "" for a
@@ -166,12 +266,14 @@ type Entry struct {
 func (e Entry) Reason() string { return e.why }
 
 // Completion is a guarded move a state takes the moment a lease enters it,
-// before the state's own work, when its guard holds (UML's completion
-// transition). A state's completions are tried in declaration order.
+// after its entry effects and before its rest effects, when its guard holds
+// (UML's completion transition). A state's completions are tried in
+// declaration order.
 type Completion struct {
 	Guard  Guard
 	Next   State
 	Result Result
+	Marks  Marks
 }
 
 // Facts is the set of guards that hold for a lease, one bit per [Guard].
@@ -211,11 +313,12 @@ func (l Latches) Without(e Event) Latches {
 	return l &^ (1 << e)
 }
 
-// Slot is the per-lease machine: its state and the evidence it has latched,
-// eight bytes with padding. The zero Slot is a waiting lease with nothing
-// latched.
+// Slot is the per-lease machine: its state, its marks and the evidence it has
+// latched, eight bytes with padding. The zero Slot is a waiting lease with
+// nothing marked or latched.
 type Slot struct {
 	State   State
+	Marks   Marks
 	Latched Latches
 }
 
@@ -231,6 +334,10 @@ type Step struct {
 	Kind       Kind
 	// Result is the outcome the move latched (NoResult: unchanged).
 	Result Result
+	// Effects are what the step does: a latch's effects, or the entered
+	// state's entry effects for a move (its rest effects are separate:
+	// [Table.AtRest], performed only where the lease comes to rest).
+	Effects Effects
 }
 
 // Cause names what caused the step: its event, or its guard in brackets.
@@ -265,6 +372,8 @@ var ErrOutOfRange = errors.New("fsm: state or event out of range")
 type Table struct {
 	entries     [NumStates][NumEvents]Entry
 	completions [NumStates][]Completion
+	entry, rest [NumStates]Effects
+	marks       [NumStates]Marks
 	// refused holds one prebuilt error per refused pair, so that a refusal
 	// costs no allocation either.
 	refused  [NumStates][NumEvents]RefusedError
@@ -296,8 +405,44 @@ func (t *Table) Completions(s State) []Completion {
 	return t.completions[s]
 }
 
-// Fire applies e to the lease in s. A Move changes the state and clears e's
-// latch bit; a Latch sets the bit; a Refuse changes nothing and returns a
+// OnEntry returns what entering s does, whether or not the lease comes to
+// rest there (a completion may move it on at once).
+func (t *Table) OnEntry(s State) Effects {
+	if s >= NumStates {
+		return 0
+	}
+	return t.entry[s]
+}
+
+// AtRest returns what a lease that comes to rest in s does: the work the
+// state asks for, which a lease only passing through never starts.
+func (t *Table) AtRest(s State) Effects {
+	if s >= NumStates {
+		return 0
+	}
+	return t.rest[s]
+}
+
+// MarksOf returns the marks entering s gives a lease.
+func (t *Table) MarksOf(s State) Marks {
+	if s >= NumStates {
+		return 0
+	}
+	return t.marks[s]
+}
+
+// Refusal returns the prebuilt error for a refused pair, nil for a move or a
+// latch (or a pair out of range, which [Table.Fire] reports).
+func (t *Table) Refusal(s State, e Event) error {
+	if s >= NumStates || e >= NumEvents || t.entries[s][e].Kind != Refuse {
+		return nil
+	}
+	return &t.refused[s][e]
+}
+
+// Fire applies e to the lease in s. A Move changes the state, adds the move's
+// and the entered state's marks and clears e's latch bit (unless the move
+// keeps it); a Latch sets the bit; a Refuse changes nothing and returns a
 // *[RefusedError]. After a Move the caller settles the lease: [Table.Complete],
 // then [Table.Redeliver], until neither applies.
 func (t *Table) Fire(s *Slot, e Event) (Step, error) {
@@ -312,13 +457,18 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 	switch en.Kind {
 	case Move:
 		s.State = en.Next
-		s.Latched &^= 1 << e
+		s.Marks |= en.Marks | t.marks[en.Next]
+		if en.Keep {
+			s.Latched |= 1 << e
+		} else {
+			s.Latched &^= 1 << e
+		}
+		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: t.entry[en.Next]}, nil
 	case Latch:
 		s.Latched |= 1 << e
-	default:
-		return Step{From: from, To: from, Event: e, Kind: Refuse}, &t.refused[from][e]
+		return Step{From: from, To: from, Event: e, Kind: Latch, Effects: en.Effects}, nil
 	}
-	return Step{From: from, To: s.State, Event: e, Kind: en.Kind, Result: en.Result}, nil
+	return Step{From: from, To: from, Event: e, Kind: Refuse}, &t.refused[from][e]
 }
 
 // Complete applies the first completion of the lease's state whose guard is in
@@ -331,7 +481,8 @@ func (t *Table) Complete(s *Slot, facts Facts) (step Step, ok bool) {
 		if facts&(1<<c.Guard) != 0 {
 			from := s.State
 			s.State = c.Next
-			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Kind: Move, Result: c.Result}, true
+			s.Marks |= c.Marks | t.marks[c.Next]
+			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Kind: Move, Result: c.Result, Effects: t.entry[c.Next]}, true
 		}
 	}
 	return Step{}, false
@@ -347,42 +498,21 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 	row := &t.entries[s.State]
 	for pending := uint32(s.Latched) & (1<<NumEvents - 1); pending != 0; pending &= pending - 1 {
 		e := Event(bits.TrailingZeros32(pending))
-		if row[e].Kind == Move {
+		if en := &row[e]; en.Kind == Move {
 			from := s.State
-			s.State = row[e].Next
-			s.Latched &^= 1 << e
-			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: row[e].Result}, true
+			s.State = en.Next
+			s.Marks |= en.Marks | t.marks[en.Next]
+			if !en.Keep {
+				s.Latched &^= 1 << e
+			}
+			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: t.entry[en.Next]}, true
 		}
 	}
 	return Step{}, false
 }
 
-// Declaration returns the lifecycle's moves and latches as looplab/fsm event
-// descriptions, in declaration order: a latch is a self-loop (Dst equals its
-// only Src), and a completion is an event named by its guard in brackets, such
-// as "[fetch]". Refusals are every pair it leaves out; [Table.Lookup] gives
-// their reasons. The result is a fresh copy.
-func Declaration() []looplab.EventDesc {
-	var out []looplab.EventDesc
-	for _, b := range declaration {
-		src := []string{b.state.String()}
-		for _, c := range b.completions {
-			out = append(out, looplab.EventDesc{Name: CompletionName(c.guard), Src: append([]string(nil), src...), Dst: c.to.String()})
-		}
-		for _, m := range b.moves {
-			out = append(out, looplab.EventDesc{Name: m.event.String(), Src: append([]string(nil), src...), Dst: m.to.String()})
-		}
-		for _, l := range b.latches {
-			for _, e := range l.events {
-				out = append(out, looplab.EventDesc{Name: e.String(), Src: append([]string(nil), src...), Dst: b.state.String()})
-			}
-		}
-	}
-	return out
-}
-
-// CompletionName is how [Declaration] names the completion guarded by g: the
-// guard in brackets.
+// CompletionName is how drawings and traces name the completion guarded by g:
+// the guard in brackets.
 func CompletionName(g Guard) string { return "[" + g.String() + "]" }
 
 // The declaration's building blocks.
@@ -390,16 +520,36 @@ func CompletionName(g Guard) string { return "[" + g.String() + "]" }
 // block is everything declared about one state.
 type block struct {
 	state       State
+	entry, rest Effects
+	marks       Marks
 	completions []completion
 	moves       []move
 	latches     []latch
 	refusals    []refusal
 }
 
+func effects(es ...Effect) Effects {
+	var f Effects
+	for _, e := range es {
+		f |= 1 << e
+	}
+	return f
+}
+
+func marks(ms ...Mark) Marks {
+	var s Marks
+	for _, m := range ms {
+		s |= 1 << m
+	}
+	return s
+}
+
 type move struct {
 	event  Event
 	to     State
 	result Result
+	marks  Marks
+	keep   bool
 }
 
 func on(e Event, to State) move { return move{event: e, to: to} }
@@ -407,10 +557,17 @@ func on(e Event, to State) move { return move{event: e, to: to} }
 // latching declares the outcome the move latches.
 func (m move) latching(r Result) move { m.result = r; return m }
 
+// marking declares marks the move gives the lease.
+func (m move) marking(ms ...Mark) move { m.marks |= marks(ms...); return m }
+
+// keeping declares that the move keeps its event latched for a later state.
+func (m move) keeping() move { m.keep = true; return m }
+
 type completion struct {
 	guard  Guard
 	to     State
 	result Result
+	marks  Marks
 }
 
 func when(g Guard, to State) completion { return completion{guard: g, to: to} }
@@ -422,9 +579,13 @@ func (c completion) latching(r Result) completion { c.result = r; return c }
 type latch struct {
 	meaning string
 	events  []Event
+	effects Effects
 }
 
 func keep(meaning string, events ...Event) latch { return latch{meaning: meaning, events: events} }
+
+// doing declares what keeping the latch does.
+func (l latch) doing(es ...Effect) latch { l.effects |= effects(es...); return l }
 
 // refusal declares that events change nothing in a state, and why.
 type refusal struct {
@@ -487,6 +648,10 @@ func compile(decl []block) (*Table, error) {
 			return nil, fmt.Errorf("fsm: state %s declared in two blocks", s)
 		}
 		seen[s] = true
+		if b.entry >= 1<<NumEffects || b.rest >= 1<<NumEffects || b.marks >= 1<<NumMarks {
+			return nil, fmt.Errorf("fsm: effects or marks of %s: %w", s, ErrOutOfRange)
+		}
+		t.entry[s], t.rest[s], t.marks[s] = b.entry, b.rest, b.marks
 		for _, c := range b.completions {
 			if c.guard >= NumGuards || c.to >= NumStates || c.result >= NumResults {
 				return nil, fmt.Errorf("fsm: completion of %s: %w", s, ErrOutOfRange)
@@ -494,7 +659,7 @@ func compile(decl []block) (*Table, error) {
 			if c.to == s {
 				return nil, fmt.Errorf("fsm: completion [%s] of %s loops to itself; a completion must move", c.guard, s)
 			}
-			t.completions[s] = append(t.completions[s], Completion{Guard: c.guard, Next: c.to, Result: c.result})
+			t.completions[s] = append(t.completions[s], Completion{Guard: c.guard, Next: c.to, Result: c.result, Marks: c.marks})
 		}
 		for _, m := range b.moves {
 			if m.to >= NumStates || m.result >= NumResults {
@@ -503,7 +668,10 @@ func compile(decl []block) (*Table, error) {
 			if m.to == s {
 				return nil, fmt.Errorf("fsm: (%s, %s) moves to itself; declare it as a latch", s, m.event)
 			}
-			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result}); err != nil {
+			if m.marks >= 1<<NumMarks {
+				return nil, fmt.Errorf("fsm: marks of (%s, %s): %w", s, m.event, ErrOutOfRange)
+			}
+			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep}); err != nil {
 				return nil, err
 			}
 		}
@@ -511,8 +679,11 @@ func compile(decl []block) (*Table, error) {
 			if l.meaning == "" {
 				return nil, fmt.Errorf("fsm: latch in %s of %v says nothing about what keeping them means", s, l.events)
 			}
+			if l.effects >= 1<<NumEffects {
+				return nil, fmt.Errorf("fsm: effects of the latch in %s of %v: %w", s, l.events, ErrOutOfRange)
+			}
 			for _, e := range l.events {
-				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning}); err != nil {
+				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning, Effects: l.effects}); err != nil {
 					return nil, err
 				}
 			}
@@ -525,6 +696,13 @@ func compile(decl []block) (*Table, error) {
 				if err := set(s, e, Entry{Kind: Refuse, Next: s, why: r.reason}); err != nil {
 					return nil, err
 				}
+			}
+		}
+	}
+	for s := range NumStates {
+		for e := range NumEvents {
+			if en := t.entries[s][e]; en.Kind == Move && en.Keep && t.entries[en.Next][e].Kind == Refuse {
+				return nil, fmt.Errorf("fsm: (%s, %s) keeps its event latched, but %s refuses it: keep it only for a state that latches or moves on it", s, e, en.Next)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/fsm/declaration"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
@@ -226,7 +227,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.Run("engine", func(b *testing.B) { engine(b, false) })
 	b.Run("engine-metrics", func(b *testing.B) { engine(b, true) })
 	b.Run("looplab", func(b *testing.B) {
-		decl := fsm.Declaration()
+		decl := declaration.Lifecycle()
 		names := make([]string, len(lifecycle))
 		for i, st := range lifecycle {
 			names[i] = st.event.String()

@@ -4,9 +4,12 @@
 //
 // The drawings show the declared table only (no current state). Moves are solid
 // edges labelled with their events, each followed by the outcome it latches in
-// parentheses; completions — guarded moves a state takes the moment it is
-// entered — are dotted edges labelled "[guard]" (and their outcome); latches are
-// dashed self-loops labelled "event / latch". Refusals are too many to draw and
+// parentheses, the marks it gives (+exposed) and "keep" when it keeps its event
+// latched; completions — guarded moves a state takes the moment it is entered —
+// are dotted edges labelled "[guard]" (and their outcome); latches are dashed
+// self-loops labelled "event {effects} / latch". Each state is drawn with its
+// declared effects: "entry / …" (whenever it is entered) and "rest / …" (only
+// where a lease comes to rest). Refusals are too many to draw and
 // are listed in the Markdown reference with their reasons. The states that decide
 // slot safety stand out: quarantined (red), access_fenced (green), released
 // (grey), and copy_unproven (amber, a warning: only containment follows).
@@ -32,10 +35,14 @@ const (
 	latchEdge
 )
 
-// cause is one event of an edge and the outcome it latches.
+// cause is one event of an edge, the outcome it latches, the marks it gives,
+// whether it keeps its event latched, and what keeping a latch does.
 type cause struct {
-	Event  fsm.Event
-	Result fsm.Result
+	Event   fsm.Event
+	Result  fsm.Result
+	Marks   fsm.Marks
+	Keep    bool
+	Effects fsm.Effects
 }
 
 // edge is one drawn arrow: every event that moves (or latches, for a latch edge)
@@ -45,9 +52,11 @@ type edge struct {
 	Kind     edgeKind
 	// Causes are the events of a move or latch edge.
 	Causes []cause
-	// Guard and Result are a completion edge's guard and latched outcome.
+	// Guard, Result and Marks are a completion edge's guard, latched outcome
+	// and marks.
 	Guard  fsm.Guard
 	Result fsm.Result
+	Marks  fsm.Marks
 }
 
 // edges lists the table's completions, moves and latches as arrows, state by
@@ -58,7 +67,7 @@ func edges(t *fsm.Table) []edge {
 	var out []edge
 	for s := range fsm.NumStates {
 		for _, c := range t.Completions(s) {
-			out = append(out, edge{From: s, To: c.Next, Kind: completionEdge, Guard: c.Guard, Result: c.Result})
+			out = append(out, edge{From: s, To: c.Next, Kind: completionEdge, Guard: c.Guard, Result: c.Result, Marks: c.Marks})
 		}
 		index := map[fsm.State]int{}
 		for e := range fsm.NumEvents {
@@ -72,12 +81,12 @@ func edges(t *fsm.Table) []edge {
 				index[en.Next] = i
 				out = append(out, edge{From: s, To: en.Next, Kind: moveEdge})
 			}
-			out[i].Causes = append(out[i].Causes, cause{Event: e, Result: en.Result})
+			out[i].Causes = append(out[i].Causes, cause{Event: e, Result: en.Result, Marks: en.Marks, Keep: en.Keep})
 		}
 		latch := edge{From: s, To: s, Kind: latchEdge}
 		for e := range fsm.NumEvents {
-			if t.Lookup(s, e).Kind == fsm.Latch {
-				latch.Causes = append(latch.Causes, cause{Event: e})
+			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
+				latch.Causes = append(latch.Causes, cause{Event: e, Effects: en.Effects})
 			}
 		}
 		if len(latch.Causes) > 0 {
@@ -95,15 +104,51 @@ func withResult(name string, r fsm.Result) string {
 	return name + " (" + r.String() + ")"
 }
 
-// label is an edge's text: its events (each with the outcome it latches) joined
-// by sep, "/ latch" after a latch's events, or a completion's "[guard]".
+// withMarks appends the marks a move gives, each as +mark.
+func withMarks(name string, m fsm.Marks) string {
+	for _, mk := range m.List() {
+		name += " +" + mk.String()
+	}
+	return name
+}
+
+// causeLabel is one cause of an edge: the event, the outcome it latches, its
+// marks, "keep", and a latch's effects in braces.
+func causeLabel(c cause) string {
+	l := withMarks(withResult(c.Event.String(), c.Result), c.Marks)
+	if c.Keep {
+		l += " keep"
+	}
+	if c.Effects != 0 {
+		l += " {" + strings.ReplaceAll(c.Effects.String(), ", ", "+") + "}"
+	}
+	return l
+}
+
+// effectLines are a state's declared effects, one line each for entry and rest.
+func effectLines(t *fsm.Table, s fsm.State) []string {
+	var out []string
+	if fx := t.OnEntry(s); fx != 0 {
+		out = append(out, "entry / "+fx.String())
+	}
+	if fx := t.AtRest(s); fx != 0 {
+		out = append(out, "rest / "+fx.String())
+	}
+	for _, mk := range t.MarksOf(s).List() {
+		out = append(out, "+"+mk.String())
+	}
+	return out
+}
+
+// label is an edge's text: its causes joined by sep, "/ latch" after a
+// latch's events, or a completion's "[guard]".
 func label(e edge, sep string) string {
 	if e.Kind == completionEdge {
-		return withResult(fsm.CompletionName(e.Guard), e.Result)
+		return withMarks(withResult(fsm.CompletionName(e.Guard), e.Result), e.Marks)
 	}
 	parts := make([]string, len(e.Causes))
 	for i, c := range e.Causes {
-		parts[i] = withResult(c.Event.String(), c.Result)
+		parts[i] = causeLabel(c)
 	}
 	l := strings.Join(parts, sep)
 	if e.Kind == latchEdge {
@@ -148,6 +193,11 @@ func Mermaid(t *fsm.Table) string {
 	b.WriteString("    classDef done " + doneStyle + "\n")
 	b.WriteString("    classDef warning " + warningStyle + "\n")
 	fmt.Fprintf(&b, "    [*] --> %s\n", fsm.Waiting)
+	for s := range fsm.NumStates {
+		for _, line := range effectLines(t, s) {
+			fmt.Fprintf(&b, "    %s : %s\n", s, line)
+		}
+	}
 	for _, e := range edges(t) {
 		fmt.Fprintf(&b, "    %s --> %s : %s\n", e.From, e.To, label(e, ", "))
 	}
@@ -211,12 +261,16 @@ func DOT(t *fsm.Table) string {
 	b.WriteString("  nodesep=0.6;\n")
 	b.WriteString("  labelloc=t;\n")
 	b.WriteString("  fontname=\"Helvetica\";\n")
-	b.WriteString("  label=\"kvready lease lifecycle, revision 2\\nsolid: move (outcome latched)   dotted: [guard] completion on entry   dashed: latch\";\n")
+	b.WriteString("  label=\"kvready lease lifecycle, revision 3\\nsolid: move (outcome latched, +marks, keep)   dotted: [guard] completion on entry   dashed: latch {effects}\\nin each state: entry / effects on entering, rest / effects where a lease comes to rest\";\n")
 	b.WriteString("  node [shape=box style=\"rounded,filled\" fillcolor=white fontname=\"Helvetica\"];\n")
 	b.WriteString("  edge [fontname=\"Helvetica\" fontsize=10];\n")
 	b.WriteString("  start [shape=point width=0.15 label=\"\"];\n")
 	for s := range fsm.NumStates {
-		fmt.Fprintf(&b, "  %s [label=\"%s\"%s];\n", s, s, nodeStyle(s))
+		text := s.String()
+		for _, line := range effectLines(t, s) {
+			text += "\\n" + line
+		}
+		fmt.Fprintf(&b, "  %s [label=\"%s\"%s];\n", s, text, nodeStyle(s))
 	}
 	// The outcome states share a rank, and the terminal states the bottom one,
 	// so every path reads downwards.

@@ -21,13 +21,17 @@ type drawn struct {
 	moves map[[2]string]string
 	// completions maps a state to its "[guard] next result" items, in order.
 	completions map[string][]string
-	// latches holds every drawn (state, event) latch.
-	latches map[[2]string]bool
+	// latches maps every drawn (state, event) latch to its drawn effects.
+	latches map[[2]string]string
+	// effects maps a state to its drawn "entry / …" and "rest / …" lines.
+	effects map[string][]string
 	// labels are the label lines of every edge, for the SVG check.
 	labels []string
 }
 
-var causeRE = regexp.MustCompile(`^(\[?[a-z_]+\]?)(?: \(([a-z]+)\))?$`)
+// causeRE is one cause: the event or [guard], the result, +marks, keep, and a
+// latch's {effects}.
+var causeRE = regexp.MustCompile(`^(\[?[a-z_]+\]?)(?: \(([a-z]+)\))?((?: \+[a-z]+)*)( keep)?(?: \{([a-z_+]+)\})?$`)
 
 // parseEdge records one drawn edge, from → to, whose label lines are items.
 func (d *drawn) parseEdge(t *testing.T, from, to string, items []string) (kind edgeKind) {
@@ -36,10 +40,13 @@ func (d *drawn) parseEdge(t *testing.T, from, to string, items []string) (kind e
 	if last := items[len(items)-1]; strings.HasSuffix(last, " / latch") {
 		items[len(items)-1] = strings.TrimSuffix(last, " / latch")
 		assert.Equal(t, from, to, "latch %v is not a self-loop", items)
-		for _, ev := range items {
-			key := [2]string{from, ev}
-			assert.False(t, d.latches[key], "(%s, %s) drawn twice", from, ev)
-			d.latches[key] = true
+		for _, item := range items {
+			m := causeRE.FindStringSubmatch(item)
+			require.NotNil(t, m, "latch label %q", item)
+			key := [2]string{from, m[1]}
+			_, dup := d.latches[key]
+			assert.False(t, dup, "(%s, %s) drawn twice", from, m[1])
+			d.latches[key] = m[5]
 		}
 		return latchEdge
 	}
@@ -47,7 +54,7 @@ func (d *drawn) parseEdge(t *testing.T, from, to string, items []string) (kind e
 	for _, item := range items {
 		m := causeRE.FindStringSubmatch(item)
 		require.NotNil(t, m, "label %q", item)
-		target := strings.TrimSpace(to + " " + m[2])
+		target := strings.Join(strings.Fields(to+" "+m[2]+m[3]+m[4]), " ")
 		if strings.HasPrefix(m[1], "[") {
 			require.Len(t, items, 1, "a completion is drawn on its own: %v", items)
 			d.completions[from] = append(d.completions[from], m[1]+" "+target)
@@ -78,13 +85,22 @@ func (d *drawn) check(t *testing.T, tab *fsm.Table) {
 				if en.Result != fsm.NoResult {
 					want += " " + en.Result.String()
 				}
+				for _, mk := range en.Marks.List() {
+					want += " +" + mk.String()
+				}
+				if en.Keep {
+					want += " keep"
+				}
 				assert.Equal(t, want, d.moves[key], "move (%s, %s)", s, e)
 			case fsm.Latch:
 				latches++
-				assert.True(t, d.latches[key], "latch (%s, %s) is not drawn", s, e)
+				fx, drawn := d.latches[key]
+				assert.True(t, drawn, "latch (%s, %s) is not drawn", s, e)
+				assert.Equal(t, strings.ReplaceAll(en.Effects.String(), ", ", "+"), fx, "what keeping (%s, %s) does", s, e)
 			default:
 				_, isMove := d.moves[key]
-				assert.False(t, isMove || d.latches[key], "refused (%s, %s) is drawn", s, e)
+				_, isLatch := d.latches[key]
+				assert.False(t, isMove || isLatch, "refused (%s, %s) is drawn", s, e)
 			}
 		}
 		var want []string
@@ -96,6 +112,19 @@ func (d *drawn) check(t *testing.T, tab *fsm.Table) {
 			want = append(want, w)
 		}
 		assert.Equal(t, want, d.completions[s.String()], "completions of %s, in order", s)
+		if d.effects != nil {
+			var lines []string
+			if fx := tab.OnEntry(s); fx != 0 {
+				lines = append(lines, "entry / "+fx.String())
+			}
+			if fx := tab.AtRest(s); fx != 0 {
+				lines = append(lines, "rest / "+fx.String())
+			}
+			for _, mk := range tab.MarksOf(s).List() {
+				lines = append(lines, "+"+mk.String())
+			}
+			assert.Equal(t, lines, d.effects[s.String()], "the effects drawn in %s", s)
+		}
 	}
 	assert.Equal(t, moves, len(d.moves), "moves drawn")
 	assert.Equal(t, latches, len(d.latches), "latches drawn")
@@ -104,11 +133,14 @@ func (d *drawn) check(t *testing.T, tab *fsm.Table) {
 }
 
 func newDrawn() *drawn {
-	return &drawn{moves: map[[2]string]string{}, completions: map[string][]string{}, latches: map[[2]string]bool{}}
+	return &drawn{moves: map[[2]string]string{}, completions: map[string][]string{}, latches: map[[2]string]string{}}
 }
 
 // mermaidEdge matches one drawn transition: "    from --> to : label".
 var mermaidEdge = regexp.MustCompile(`^    ([a-z_]+) --> ([a-z_]+) : (.+)$`)
+
+// mermaidEffects matches one line of a state's effects: "    state : entry / …".
+var mermaidEffects = regexp.MustCompile(`^    ([a-z_]+) : ((?:entry|rest) / .+|\+[a-z]+)$`)
 
 // TestMermaidDrawsTheTable parses the Mermaid drawing back and checks that it
 // is exactly the table's moves (with the outcomes they latch), completions and
@@ -116,9 +148,12 @@ var mermaidEdge = regexp.MustCompile(`^    ([a-z_]+) --> ([a-z_]+) : (.+)$`)
 func TestMermaidDrawsTheTable(t *testing.T) {
 	tab := fsm.Lifecycle()
 	d := newDrawn()
+	d.effects = map[string][]string{}
 	for _, line := range strings.Split(Mermaid(tab), "\n") {
 		if m := mermaidEdge.FindStringSubmatch(line); m != nil {
 			d.parseEdge(t, m[1], m[2], strings.Split(m[3], ", "))
+		} else if m := mermaidEffects.FindStringSubmatch(line); m != nil {
+			d.effects[m[1]] = append(d.effects[m[1]], m[2])
 		}
 	}
 	d.check(t, tab)
@@ -130,6 +165,9 @@ func TestMermaidDrawsTheTable(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(m, "--> [*]"), "only the terminal states end")
 }
 
+// dotNode matches one DOT state: `  state [label="state\nentry / …" attrs];`.
+var dotNode = regexp.MustCompile(`^  ([a-z_]+) \[label="([^"]+)".*\];$`)
+
 // dotEdge matches one DOT edge: `  from -> to [label="l1\nl2" attrs];`.
 var dotEdge = regexp.MustCompile(`^  ([a-z_]+) -> ([a-z_]+) \[label="([^"]+)"(.*)\];$`)
 
@@ -139,8 +177,17 @@ var dotEdge = regexp.MustCompile(`^  ([a-z_]+) -> ([a-z_]+) \[label="([^"]+)"(.*
 func TestDOTDrawsTheTable(t *testing.T) {
 	tab := fsm.Lifecycle()
 	d := newDrawn()
+	d.effects = map[string][]string{}
 	edgesSeen := 0
 	for _, line := range strings.Split(DOT(tab), "\n") {
+		if m := dotNode.FindStringSubmatch(line); m != nil {
+			lines := strings.Split(m[2], `\n`)
+			require.Equal(t, m[1], lines[0], "a node is labelled with its state first")
+			if len(lines) > 1 {
+				d.effects[m[1]] = lines[1:]
+			}
+			continue
+		}
 		m := dotEdge.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -169,10 +216,10 @@ func TestSafetyStatesStandOut(t *testing.T) {
 	assert.Contains(t, m, "class copy_unproven warning\n")
 	assert.Contains(t, m, "classDef warning "+warningStyle+"\n")
 	d := DOT(tab)
-	assert.Regexp(t, `(?m)^  quarantined \[label="quarantined" shape=octagon fillcolor="#fde2e2"`, d)
-	assert.Regexp(t, `(?m)^  access_fenced \[label="access_fenced" fillcolor="#dcfce7"`, d)
-	assert.Regexp(t, `(?m)^  released \[label="released" fillcolor="#e5e7eb"`, d)
-	assert.Regexp(t, `(?m)^  copy_unproven \[label="copy_unproven" style="rounded,filled,dashed" fillcolor="#fef3c7"`, d)
+	assert.Regexp(t, `(?m)^  quarantined \[label="quarantined\\nentry / quarantine" shape=octagon fillcolor="#fde2e2"`, d)
+	assert.Regexp(t, `(?m)^  access_fenced \[label="access_fenced\\nentry / forget\\nrest / copy_out\\n\+fenced" fillcolor="#dcfce7"`, d)
+	assert.Regexp(t, `(?m)^  released \[label="released\\nentry / free, retire" fillcolor="#e5e7eb"`, d)
+	assert.Regexp(t, `(?m)^  copy_unproven \[label="copy_unproven\\nentry / start_drain" style="rounded,filled,dashed" fillcolor="#fef3c7"`, d)
 	assert.Regexp(t, `(?m)^  \{ rank=sink; quarantined; released; \}$`, d)
 	assert.Regexp(t, `(?m)^  \{ rank=same; served; partial; missed; failed; \}$`, d)
 	assert.Regexp(t, `(?m)^  served -> access_fenced \[label="access_proven" color="#15803d"`, d)
@@ -235,9 +282,9 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 			var row string
 			switch en.Kind {
 			case fsm.Move:
-				row = fmt.Sprintf("| `%s` | move | `%s`%s |", e, en.Next, latching(en.Result))
+				row = fmt.Sprintf("| `%s` | move | `%s`%s |", e, en.Next, latching(en.Result)+moveExtras(en))
 			case fsm.Latch:
-				row = fmt.Sprintf("| `%s` | latch | kept: %s |", e, cell(en.Reason()))
+				row = fmt.Sprintf("| `%s` | latch | kept: %s%s |", e, cell(en.Reason()), doing(en.Effects))
 			default:
 				row = fmt.Sprintf("| `%s` | refuse | %s |", e, cell(en.Reason()))
 			}
@@ -278,10 +325,18 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	for s := range fsm.NumStates {
 		for e := range fsm.NumEvents {
 			if en := tab.Lookup(s, e); en.Kind == fsm.Latch {
-				assert.Regexp(t, regexp.MustCompile("(?m)^\\| `"+s.String()+"` \\| [^|]*`"+e.String()+"`[^|]*\\| "+regexp.QuoteMeta(cell(en.Reason()))+" \\|$"), latches, "(%s, %s)", s, e)
+				assert.Regexp(t, regexp.MustCompile("(?m)^\\| `"+s.String()+"` \\| [^|]*`"+e.String()+"`[^|]*\\| "+regexp.QuoteMeta(cell(en.Reason()))+" \\| "+regexp.QuoteMeta(orDash(en.Effects.String()))+" \\|$"), latches, "(%s, %s)", s, e)
 			}
 		}
 	}
+	effects := section(t, md, "## Effects")
+	for fx := range fsm.NumEffects {
+		assert.Contains(t, effects, fmt.Sprintf("| `%s` | %s |", fx, cell(fx.Meaning())))
+	}
+	assert.Contains(t, effects, "| `copy_out` | "+cell(fsm.CopyOut.Meaning())+" | resting in `access_fenced` |")
+	assert.Contains(t, effects, "keeping `access_unproven` in `served`")
+	assert.Contains(t, section(t, md, "### `failed`"), "Entering it: start_drain, request_cancel.\nAt rest in it: ask_proof.\n")
+	assert.Contains(t, section(t, md, "## Marks"), "| `exposed` | The backend was handed the slots. | `staged` `submitted` → `requested`<br>`staged` `submit_escaped` → `failed` |")
 	glance := section(t, md, "## Every pair at a glance")
 	assert.Contains(t, glance, "| `staged` | [withdrawn] → access_fenced<br>[staging_incomplete] → failed<br>[deadline_passed] → failed |")
 	assert.Equal(t, int(fsm.NumStates), strings.Count(glance, "\n| `"), "one row per state")

@@ -196,22 +196,71 @@ func Markdown(t *fsm.Table) string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r, failure, strings.Join(by, "<br>"))
 	}
 
-	b.WriteString("\n## Latches\n\n")
-	b.WriteString("Evidence kept for a later state, and what keeping it means where it is kept.\n\n")
-	b.WriteString("| state | events | what keeping them means |\n|---|---|---|\n")
-	for s := range fsm.NumStates {
-		var order []string
-		byMeaning := map[string][]string{}
-		for e := range fsm.NumEvents {
-			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
-				if _, ok := byMeaning[en.Reason()]; !ok {
-					order = append(order, en.Reason())
+	b.WriteString("\n## Effects\n\n")
+	b.WriteString("What entering a state does is declared with the state, as data: *entry* effects\n")
+	b.WriteString("run whenever the state is entered, *rest* effects only where a lease comes to rest\n")
+	b.WriteString("(a lease a completion moves on at once never starts the work of the state it\n")
+	b.WriteString("passes). What keeping a latch does is declared with the latch. The engine performs\n")
+	b.WriteString("them through one switch, in this order, and nowhere else.\n\n")
+	b.WriteString("| effect | does | declared on |\n|---|---|---|\n")
+	for fx := range fsm.NumEffects {
+		var where []string
+		for s := range fsm.NumStates {
+			if t.OnEntry(s).Has(fx) {
+				where = append(where, fmt.Sprintf("entering `%s`", s))
+			}
+			if t.AtRest(s).Has(fx) {
+				where = append(where, fmt.Sprintf("resting in `%s`", s))
+			}
+			for e := range fsm.NumEvents {
+				if en := t.Lookup(s, e); en.Kind == fsm.Latch && en.Effects.Has(fx) {
+					where = append(where, fmt.Sprintf("keeping `%s` in `%s`", e, s))
 				}
-				byMeaning[en.Reason()] = append(byMeaning[en.Reason()], "`"+e.String()+"`")
 			}
 		}
-		for _, meaning := range order {
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s, strings.Join(byMeaning[meaning], ", "), cell(meaning))
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", fx, cell(fx.Meaning()), strings.Join(where, "<br>"))
+	}
+
+	b.WriteString("\n## Marks\n\n")
+	b.WriteString("Facts a lease acquires by a move and never loses: what it has been through, which\n")
+	b.WriteString("no state alone says. Guards and the engine's invariants read them.\n\n")
+	b.WriteString("| mark | means | given by |\n|---|---|---|\n")
+	for mk := range fsm.NumMarks {
+		var by []string
+		for s := range fsm.NumStates {
+			if t.MarksOf(s).Has(mk) {
+				by = append(by, fmt.Sprintf("entering `%s`", s))
+			}
+			for e := range fsm.NumEvents {
+				if en := t.Lookup(s, e); en.Kind == fsm.Move && en.Marks.Has(mk) {
+					by = append(by, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", mk, cell(mk.Meaning()), strings.Join(by, "<br>"))
+	}
+
+	b.WriteString("\n## Latches\n\n")
+	b.WriteString("Evidence kept for a later state, and what keeping it means where it is kept.\n\n")
+	b.WriteString("| state | events | what keeping them means | does |\n|---|---|---|---|\n")
+	for s := range fsm.NumStates {
+		type kept struct {
+			meaning string
+			effects fsm.Effects
+		}
+		var order []kept
+		byMeaning := map[kept][]string{}
+		for e := range fsm.NumEvents {
+			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
+				k := kept{en.Reason(), en.Effects}
+				if _, ok := byMeaning[k]; !ok {
+					order = append(order, k)
+				}
+				byMeaning[k] = append(byMeaning[k], "`"+e.String()+"`")
+			}
+		}
+		for _, k := range order {
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s, strings.Join(byMeaning[k], ", "), cell(k.meaning), orDash(k.effects.String()))
 		}
 	}
 
@@ -248,6 +297,22 @@ func Markdown(t *fsm.Table) string {
 	b.WriteString("\n## What each event does, state by state\n")
 	for s := range fsm.NumStates {
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s %s\n\n", s, s.Meaning(), s.Slots())
+		if fx := t.OnEntry(s); fx != 0 {
+			fmt.Fprintf(&b, "Entering it: %s.\n", fx)
+		}
+		if fx := t.AtRest(s); fx != 0 {
+			fmt.Fprintf(&b, "At rest in it: %s.\n", fx)
+		}
+		if mk := t.MarksOf(s); mk != 0 {
+			var names []string
+			for _, m := range mk.List() {
+				names = append(names, m.String())
+			}
+			fmt.Fprintf(&b, "Entering it marks the lease %s.\n", strings.Join(names, ", "))
+		}
+		if t.OnEntry(s) != 0 || t.AtRest(s) != 0 || t.MarksOf(s) != 0 {
+			b.WriteString("\n")
+		}
 		if cs := t.Completions(s); len(cs) > 0 {
 			b.WriteString("On entering, in this order:\n\n")
 			for _, c := range cs {
@@ -264,9 +329,9 @@ func Markdown(t *fsm.Table) string {
 				}
 				switch kind {
 				case fsm.Move:
-					fmt.Fprintf(&b, "| `%s` | move | `%s`%s |\n", e, en.Next, latching(en.Result))
+					fmt.Fprintf(&b, "| `%s` | move | `%s`%s |\n", e, en.Next, latching(en.Result)+moveExtras(en))
 				case fsm.Latch:
-					fmt.Fprintf(&b, "| `%s` | latch | kept: %s |\n", e, cell(en.Reason()))
+					fmt.Fprintf(&b, "| `%s` | latch | kept: %s%s |\n", e, cell(en.Reason()), doing(en.Effects))
 				default:
 					fmt.Fprintf(&b, "| `%s` | refuse | %s |\n", e, cell(en.Reason()))
 				}
@@ -303,6 +368,27 @@ func latching(r fsm.Result) string {
 		return ""
 	}
 	return ", latching `" + r.String() + "`"
+}
+
+// moveExtras is the text after a move's result: the marks it gives, and
+// whether it keeps its event latched.
+func moveExtras(en fsm.Entry) string {
+	var out string
+	for _, m := range en.Marks.List() {
+		out += ", marking `" + m.String() + "`"
+	}
+	if en.Keep {
+		out += ", keeping the event latched"
+	}
+	return out
+}
+
+// doing is the text after a latch's meaning: what keeping it does.
+func doing(fx fsm.Effects) string {
+	if fx == 0 {
+		return ""
+	}
+	return " (" + fx.String() + ")"
 }
 
 // resultCell is a result in a table cell: its name, or a dash for none.

@@ -1,4 +1,4 @@
-package fsm
+package declaration_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 
 	looplab "github.com/looplab/fsm"
 	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/fsm/declaration"
 )
 
 // TestAgreesWithLooplab checks the compiler, not the lifecycle: a looplab/fsm
@@ -23,23 +26,23 @@ import (
 // Latches are modelled beside looplab with a plain set, re-delivered in event
 // order after every move.
 func TestAgreesWithLooplab(t *testing.T) {
-	tab := Lifecycle()
+	tab := fsm.Lifecycle()
 	ctx := context.Background() // a cancelled context leaves looplab stuck
-	var states []State
-	for s := range NumStates {
+	var states []fsm.State
+	for s := range fsm.NumStates {
 		states = append(states, s)
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		start := rapid.SampledFrom(states).Draw(t, "start")
-		machine := looplab.NewFSM(start.String(), Declaration(), nil)
-		latched := map[Event]bool{}
-		s := Slot{State: start}
+		machine := looplab.NewFSM(start.String(), declaration.Lifecycle(), nil)
+		latched := map[fsm.Event]bool{}
+		s := fsm.Slot{State: start}
 		for range rapid.IntRange(1, 50).Draw(t, "steps") {
 			from := s.State
 			if rapid.IntRange(0, 3).Draw(t, "completion") == 0 {
-				g := Guard(rapid.IntRange(0, int(NumGuards)-1).Draw(t, "guard"))
-				err := machine.Event(ctx, CompletionName(g))
-				step, ok := tab.Complete(&s, Facts(0).With(g))
+				g := fsm.Guard(rapid.IntRange(0, int(fsm.NumGuards)-1).Draw(t, "guard"))
+				err := machine.Event(ctx, fsm.CompletionName(g))
+				step, ok := tab.Complete(&s, fsm.Facts(0).With(g))
 				var invalid looplab.InvalidEventError
 				var unknown looplab.UnknownEventError // a guard no state tests
 				switch {
@@ -56,26 +59,30 @@ func TestAgreesWithLooplab(t *testing.T) {
 					t.Fatalf("[%s] in %s: unexpected looplab error %v", g, from, err)
 				}
 			} else {
-				e := Event(rapid.IntRange(0, int(NumEvents)-1).Draw(t, "event"))
+				e := fsm.Event(rapid.IntRange(0, int(fsm.NumEvents)-1).Draw(t, "event"))
 				err := machine.Event(ctx, e.String())
 				step, ferr := tab.Fire(&s, e)
 				var noTransition looplab.NoTransitionError
 				var invalid looplab.InvalidEventError
 				switch {
 				case err == nil:
-					if step.Kind != Move || ferr != nil {
+					if step.Kind != fsm.Move || ferr != nil {
 						t.Fatalf("%s in %s: looplab moved to %s, table answered %s (%v)", e, from, machine.Current(), step.Kind, ferr)
 					}
-					delete(latched, e)
+					if tab.Lookup(from, e).Keep {
+						latched[e] = true // the move keeps its event latched
+					} else {
+						delete(latched, e)
+					}
 					redeliverBoth(t, ctx, machine, latched, tab, &s)
 				case errors.As(err, &noTransition):
-					if step.Kind != Latch || ferr != nil {
+					if step.Kind != fsm.Latch || ferr != nil {
 						t.Fatalf("%s in %s: looplab self-loop, table answered %s (%v)", e, from, step.Kind, ferr)
 					}
 					latched[e] = true
 				case errors.As(err, &invalid):
-					var re *RefusedError
-					if step.Kind != Refuse || !errors.As(ferr, &re) || re.Reason == "" {
+					var re *fsm.RefusedError
+					if step.Kind != fsm.Refuse || !errors.As(ferr, &re) || re.Reason == "" {
 						t.Fatalf("%s in %s: looplab refused, table answered %s (%v)", e, from, step.Kind, ferr)
 					}
 				default:
@@ -85,7 +92,7 @@ func TestAgreesWithLooplab(t *testing.T) {
 			if machine.Current() != s.State.String() {
 				t.Fatalf("looplab in %s, table in %s", machine.Current(), s.State)
 			}
-			for e := range NumEvents {
+			for e := range fsm.NumEvents {
 				if latched[e] != s.Latched.Has(e) {
 					t.Fatalf("latch %s is %v beside looplab, %v in the slot", e, latched[e], s.Latched.Has(e))
 				}
@@ -95,11 +102,11 @@ func TestAgreesWithLooplab(t *testing.T) {
 }
 
 // redeliverBoth fires the lowest latched event that looplab moves on, again and
-// again, and checks that Table.Redeliver makes the same moves.
-func redeliverBoth(t *rapid.T, ctx context.Context, machine *looplab.FSM, latched map[Event]bool, tab *Table, s *Slot) {
+// again, and checks that fsm.Table.Redeliver makes the same moves.
+func redeliverBoth(t *rapid.T, ctx context.Context, machine *looplab.FSM, latched map[fsm.Event]bool, tab *fsm.Table, s *fsm.Slot) {
 	for {
 		moved := false
-		for e := range NumEvents {
+		for e := range fsm.NumEvents {
 			if !latched[e] {
 				continue
 			}
@@ -107,9 +114,12 @@ func redeliverBoth(t *rapid.T, ctx context.Context, machine *looplab.FSM, latche
 			if err := machine.Event(ctx, e.String()); err != nil {
 				continue // still a latch or a refusal here: it stays latched
 			}
-			delete(latched, e)
+			fromState, _ := fsm.ParseState(from)
+			if !tab.Lookup(fromState, e).Keep {
+				delete(latched, e)
+			}
 			step, ok := tab.Redeliver(s)
-			if !ok || step.Event != e || step.Kind != Move || step.From.String() != from || step.To.String() != machine.Current() {
+			if !ok || step.Event != e || step.Kind != fsm.Move || step.From.String() != from || step.To.String() != machine.Current() {
 				t.Fatalf("redelivery: looplab moved %s on %s to %s, table %+v (ok=%v)", from, e, machine.Current(), step, ok)
 			}
 			moved = true
