@@ -87,3 +87,13 @@ func (c *Completions[T]) Poll(s Stream, fn func(T, Status)) (int, error) {
 
 // Len returns the number of events still tracked.
 func (c *Completions[T]) Len() int { return c.n }
+
+// Oldest returns the oldest event not yet handed to Poll's callback, and false
+// when there is none. A caller waits on it to know when Poll has work: events
+// on one stream complete in order.
+func (c *Completions[T]) Oldest() (Event, bool) {
+	if c.n == 0 {
+		return Event{}, false
+	}
+	return c.ring[c.head].ev, true
+}

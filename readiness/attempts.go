@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // attemptTable is the runner's record of every lease's attempt, by lease id:
@@ -16,8 +17,8 @@ import (
 //
 // Sharing follows the fields: a and gen, and the bitmap, are written by the
 // owner under mu and read by the watcher under mu (which also clears a bit
-// when it found the outcome); retries and flags are the owner's alone and
-// never locked. The owner reads its own writes without the lock.
+// when it found the outcome); kind is the owner's alone. The owner reads its
+// own writes without the lock.
 type attemptTable struct {
 	mu      sync.Mutex
 	slots   []attemptSlot
@@ -28,34 +29,24 @@ type attemptTable struct {
 // attemptSlot is one lease's attempt. It is kept until the lease is fenced —
 // for ever if it is quarantined.
 type attemptSlot struct {
-	a       contract.Attempt
-	gen     uint32
-	retries uint8
-	flags   attemptFlags
+	a    contract.Attempt
+	gen  uint32
+	kind Kind
 }
 
-type attemptFlags uint8
+// genOf and handleAt split and join a handle as the table stores it.
+func genOf(h core.Handle) uint32 { return uint32(h.Uint64() >> 32) }
 
-const (
-	publishing attemptFlags = 1 << iota // the attempt is a publish's, not a fetch's
-	asking                              // a Quiesce call for it is queued or running
-	scheduled                           // a retry is scheduled on the clock
-)
-
-func (s *attemptSlot) kind() Kind {
-	if s.flags&publishing != 0 {
-		return Publish
-	}
-	return Fetch
-}
+func handleAt(id uint32, gen uint32) core.Handle { return core.HandleOf(uint64(gen)<<32 | uint64(id)) }
 
 // get returns the lease's slot, or nil if the handle is stale or the attempt
 // already dropped. Owner only.
 func (t *attemptTable) get(h Handle) *attemptSlot {
-	if int(h.id) >= len(t.slots) || t.slots[h.id].gen != h.gen || t.slots[h.id].a == nil {
+	id := h.Index()
+	if id >= len(t.slots) || t.slots[id].gen != genOf(h) || t.slots[id].a == nil {
 		return nil
 	}
-	return &t.slots[h.id]
+	return &t.slots[id]
 }
 
 // setWatched sets or clears id's bit, keeping the count; the caller holds mu.
@@ -73,19 +64,16 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 
 // keep records a lease's new attempt, watched if watch is set.
 func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
-	var f attemptFlags
-	if k == Publish {
-		f = publishing
-	}
+	id := uint32(h.Index())
 	t.mu.Lock()
-	for int(h.id) >= len(t.slots) {
+	for int(id) >= len(t.slots) {
 		t.slots = append(t.slots, attemptSlot{})
 	}
 	for len(t.watch)*64 < len(t.slots) {
 		t.watch = append(t.watch, 0)
 	}
-	t.slots[h.id] = attemptSlot{a: a, gen: h.gen, flags: f}
-	t.setWatched(h.id, watch)
+	t.slots[id] = attemptSlot{a: a, gen: genOf(h), kind: k}
+	t.setWatched(id, watch)
 	t.mu.Unlock()
 }
 
@@ -101,14 +89,11 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 		return
 	}
 	t.mu.Lock()
-	t.setWatched(h.id, false)
+	t.setWatched(uint32(h.Index()), false)
 	if forget {
 		s.a = nil
 	}
 	t.mu.Unlock()
-	if forget {
-		s.retries, s.flags = 0, 0
-	}
 }
 
 // watchedAttempt is what the watcher copies out of the table to poll without
@@ -129,7 +114,7 @@ func (t *attemptTable) collect(dst []watchedAttempt, from, max int) ([]watchedAt
 	for ; w < len(t.watch) && len(dst) < max; w++ {
 		for word := t.watch[w]; word != 0; word &= word - 1 {
 			id := uint32(w*64 + bits.TrailingZeros64(word))
-			dst = append(dst, watchedAttempt{h: Handle{id: id, gen: t.slots[id].gen}, a: t.slots[id].a})
+			dst = append(dst, watchedAttempt{h: handleAt(id, t.slots[id].gen), a: t.slots[id].a})
 		}
 	}
 	return dst, w, len(t.watch)
@@ -146,12 +131,12 @@ func (t *attemptTable) watching() int {
 // still watched, and stops watching them: an outcome is reported once, and
 // never for an attempt the owner stopped watching meanwhile or whose lease id
 // now carries another generation. Watcher side.
-func (t *attemptTable) claim(found []outcomeMsg) []outcomeMsg {
+func (t *attemptTable) claim(found []letter) []letter {
 	t.mu.Lock()
 	k := 0
 	for _, m := range found {
-		id := m.h.id
-		if t.slots[id].gen == m.h.gen && t.watch[id/64]&(1<<(id%64)) != 0 {
+		id := uint32(m.ev.Lease.Index())
+		if t.slots[id].gen == genOf(m.ev.Lease) && t.watch[id/64]&(1<<(id%64)) != 0 {
 			t.setWatched(id, false)
 			found[k] = m
 			k++

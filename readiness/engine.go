@@ -1,63 +1,71 @@
 package readiness
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"time"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
-// Engine is the runner managers embed: a Core driven by goroutines that
-// observe the backend. The owner goroutine calls every method; a round
-// (Progress) takes in the evidence that became observable and performs the
-// work the core asks for — it submits, queues copies and records their event,
-// hands attempts to the watcher and access proofs to the Quiesce workers. The
-// background goroutines only observe and answer through mailboxes; they never
-// call the core, and nothing blocking ever runs on the owner goroutine.
+// Engine is the runner managers embed: a core.Core driven by the few
+// goroutines the contract demands — Quiesce may block, so it runs on workers;
+// Poll and an event's Query never notify, so one watcher turns them into
+// wake-ups — and the stream the copies go through. The owner goroutine calls
+// every method. A round (Progress) takes in everything that arrived at once,
+// through the core's one door, and performs the work the core asks for; it
+// never blocks. The owner is woken when a round has work (Wake), or waits for
+// a lease with Wait: an embedding needs no sleep loop.
+//
+// The background goroutines only observe: they put evidence in one bounded
+// mailbox and never call the core; backends' goroutines never call the engine.
 type Engine struct {
 	cfg    Config
-	core   *Core
+	core   *core.Core
 	stream gpu.Stream
+	clock  Clock
+	timers TimerClock // the clock, when it can wake the engine; nil otherwise
 
+	wake     chan struct{}
+	mail     *mailbox
 	attempts attemptTable
 	watch    *watcher
 	quiet    *quiescer
-	// The round's Quiesce work, one batch per backend, handed out at the
-	// round's end; outstanding counts batches not yet taken back.
+	// This round's Quiesce work, one batch per backend.
 	qFetch, qPublish             *batch
 	quiesceFetch, quiescePublish quiesceFunc
-	seq                          uint64
-	outstanding                  int
-	retries                      retryHeap
-	calls, retried               uint64
+	calls                        uint64
 
 	// Copies queued in one round share one event: a stream completes in
 	// order, so the event after the round's last copy proves all of them.
 	copies      gpu.Completions[int32]
 	batches     [][]Handle
 	freeBatches []int32
-	open        int32                   // batch collecting this round's copies, or -1
-	onCopy      func(int32, gpu.Status) // bound once so that polling never allocates
+	open        int32 // batch collecting this round's copies, or -1
+	onCopy      func(int32, gpu.Status)
 
 	// Scratch, reused every round.
-	outcomes  []outcomeMsg
-	answers   []*batch
-	results   []submitResult
-	refusals  []copyRefusal
-	failures  []copyFailure
-	contained []Containment
+	letters []letter
+	results []submitResult
+	refused []copyRefusal
+	failed  []copyFailure
+	replies []core.Evidence
+	contain []Containment
 
-	handed  int // items handed to the background in the latest round
-	stopped bool
+	refusedEvidence, staleEvidence uint64
 
-	obs *observing // nil unless Config.Observer is set
+	timerAt   int64      // when the armed wake-up timer fires (0: none)
+	stopTimer func() bool // stops it
+	timerFire func()     // bound once: signals wake
+	haltSeen  bool
+	stopped   bool
+	obs       *observing // nil unless Config.Observer is set
 }
 
 type submitResult struct {
@@ -79,83 +87,121 @@ type copyFailure struct {
 	err error
 }
 
-// New assembles an engine over the caller's staging memory and starts the
-// goroutines that observe the backend: one that polls attempts and
-// QuiesceWorkers that run Quiesce calls.
+// New assembles an engine over the caller's staging memory. Its goroutines
+// start as they are needed: QuiesceWorkers for Quiesce calls, one watcher once
+// an attempt cannot notify or a copy is in flight.
 func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	core, err := newCore(cfg.core())
+	c, err := core.New(cfg.Core)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, core: core, stream: cfg.Stream, open: -1}
-	e.cfg.ExtentName = core.cfg.ExtentName
+	cfg.Core = c.Config()
+	slots := 0
+	for g := range cfg.Core.Memory.NumGroups() {
+		slots += cfg.Core.Memory.Group(g).Slots
+	}
+	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
+	e.timers, _ = cfg.Clock.(TimerClock)
+	e.timerFire = func() { signal(e.wake) }
 	e.onCopy = e.batchDone
+	// Each lease in flight has at most one outcome letter and one answered
+	// Quiesce call (two letters) outstanding, and a call's batch adds one.
+	e.mail = newMailbox(4*slots+64, e.wake)
+	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail, e.wake)
+	e.quiet = startQuiescer(cfg.QuiesceWorkers, e.mail)
 	if cfg.Fetcher != nil {
 		e.quiesceFetch = cfg.Fetcher.Quiesce
 	}
 	if cfg.Publisher != nil {
 		e.quiescePublish = cfg.Publisher.Quiesce
 	}
-	core.Tick(cfg.Clock.Now())
-	e.watch = startWatcher(&e.attempts)
-	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.QuiesceTimeout)
+	c.Tick(cfg.Clock.Now())
 	if cfg.Observer != nil {
 		e.observeWith(cfg.Observer)
 	}
 	return e, nil
 }
 
-// Core returns the core the engine drives, for reading (Lease, Readiness,
-// Stats); evidence must not be reported to it behind the engine's back.
-func (e *Engine) Core() *Core { return e.core }
+// Wake returns the channel that receives a value when a round has work:
+// evidence arrived, a copy event completed, or a deadline, Quiesce timeout or
+// retry came due (with a TimerClock). Run Progress when it fires. One value
+// stands for any number of wake-ups; a spurious one costs an idle round.
+func (e *Engine) Wake() <-chan struct{} { return e.wake }
 
 // Lend asks for a lease. Bad input — a kind without its backend, a row of an
-// unknown group, a device row the stream cannot address — is refused with an
-// error wrapping ErrInvalidRequest and changes nothing. The lease waits for
-// slots in arrival order; it is granted and submitted in a later Progress.
+// unknown group, a device row the stream cannot address, a fetch row below
+// KnownBlocks — is refused with an error wrapping ErrInvalidRequest and
+// changes nothing. The lease waits for slots in arrival order; it is granted
+// and submitted in a later round.
 func (e *Engine) Lend(req Request) (Handle, error) {
 	switch {
-	case e.core.closed:
+	case e.core.Err() != nil:
+		return Handle{}, e.core.Err()
+	case e.core.Closed():
 		return Handle{}, ErrClosed
 	case req.Kind == Fetch && e.cfg.Fetcher == nil:
 		return Handle{}, fmt.Errorf("%w: a fetch, but the engine has no Fetcher", ErrInvalidRequest)
 	case req.Kind == Publish && e.cfg.Publisher == nil:
 		return Handle{}, fmt.Errorf("%w: a publish, but the engine has no Publisher", ErrInvalidRequest)
 	}
-	groups := e.cfg.Memory.NumGroups()
+	mem := e.cfg.Core.Memory
 	for i, r := range req.Rows {
-		if r.Group < 0 || r.Group >= groups || r.Device == 0 {
+		if r.Group < 0 || r.Group >= mem.NumGroups() || r.Device == 0 {
 			continue // the core names what is wrong
 		}
-		if err := e.stream.Addressable(r.Device, e.cfg.Memory.Group(r.Group).SlotBytes); err != nil {
+		if err := e.stream.Addressable(r.Device, mem.Group(r.Group).SlotBytes); err != nil {
 			if errors.Is(err, gpu.ErrDeviceLost) {
 				return Handle{}, fmt.Errorf("%w: %w", ErrDeviceLost, err)
 			}
 			return Handle{}, fmt.Errorf("%w: row %d: the stream cannot copy a %d-byte row at device address %#x: %w",
-				ErrInvalidRequest, i, e.cfg.Memory.Group(r.Group).SlotBytes, uint64(r.Device), err)
+				ErrInvalidRequest, i, mem.Group(r.Group).SlotBytes, uint64(r.Device), err)
 		}
 	}
-	return e.core.Lend(req)
+	h, err := e.core.Lend(req)
+	if err == nil {
+		signal(e.wake) // a round will grant it
+	}
+	return h, err
 }
 
-// Release says the manager is done with the lease; see Core.Release.
-func (e *Engine) Release(h Handle) error { return e.core.Release(h) }
+// Release says the manager is done with the lease; see core.Core.Release.
+func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
 
-// Cancel cancels a submitted lease still waiting for its outcome, locally;
-// see Core.Cancel.
-func (e *Engine) Cancel(h Handle) error { return e.core.Cancel(h) }
+// Cancel cancels a submitted lease still waiting for its outcome, locally,
+// and asks its backend once to stop; see core.Core.Cancel.
+func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
 
-// Lease describes the lease h names; see Core.Lease.
+// Retry asks the backend again, at the next round, whether the lease's access
+// has ended; see core.Core.Retry.
+func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
+
+// owner wakes the owner for the work an owner's request made (a cancel
+// request, a release, a proof to ask for).
+func (e *Engine) owner(err error) error {
+	if e.core.HasReady() {
+		signal(e.wake)
+	}
+	return err
+}
+
+// Lease describes the lease h names; see core.Core.Lease.
 func (e *Engine) Lease(h Handle) (LeaseInfo, error) { return e.core.Lease(h) }
 
-// Readiness returns where a fetched request may resume; see Core.Readiness.
+// Readiness returns where a fetched request may resume; see
+// core.Core.Readiness.
 func (e *Engine) Readiness(h Handle) (staging.Interval, error) { return e.core.Readiness(h) }
 
-// Runs appends to dst the staging runs the lease holds; see Core.Runs.
+// Arrived appends which blocks of each layer group landed for a fetch; see
+// core.Core.Arrived.
+func (e *Engine) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
+	return e.core.Arrived(h, dst)
+}
+
+// Runs appends to dst the staging runs the lease holds; see core.Core.Runs.
 func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
 	return e.core.Runs(h, dst)
 }
@@ -163,244 +209,218 @@ func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
 // Count returns the number of leases in state s.
 func (e *Engine) Count(s fsm.State) int { return e.core.Count(s) }
 
+// Err returns why the engine halted (wrapping ErrHalted), or nil while it
+// runs.
+func (e *Engine) Err() error { return e.core.Err() }
+
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.core.Stats()
-	s.QuiesceCalls, s.QuiesceRetries = e.calls, e.retried
+	s.QuiesceCalls = e.calls
+	s.Refused, s.StaleEvidence = e.refusedEvidence, e.staleEvidence
 	return s
 }
 
-// Retry asks the backend again, at the next round, whether the lease's access
-// has ended — an explicit evidence retry. The engine retries by itself with
-// back-off; Retry asks now. It changes nothing for a lease whose proof is not
-// awaited or already being asked for.
-func (e *Engine) Retry(h Handle) error {
-	if _, err := e.core.lookup(h); err != nil {
-		return err
-	}
-	if !e.core.AwaitingProof(h) {
-		return nil
-	}
-	e.ask(h, true)
-	return nil
-}
-
-// Progress runs one round: it tells the core the time (deadlines and
-// containment deadlines fire first), takes in every piece of evidence that
-// has become observable — device loss, outcomes, copy completions, Quiesce
-// answers — and performs the work the core asks for. It never blocks. It
+// Progress runs one round: it tells the core the time (deadlines, containment
+// deadlines, Quiesce timeouts and retries fire first), takes in every piece of
+// evidence that has become observable — device loss, the mailbox, copy
+// completions — and performs the work the core asks for. It never blocks. It
 // returns the number of moves made.
 //
 // A round in which nothing happened costs the same however many leases are in
 // flight: each source of evidence is checked in O(what it delivered + 1).
 func (e *Engine) Progress() int {
-	before := e.core.moves
-	e.handed = 0
-	now := e.cfg.Clock.Now()
-	e.core.Tick(now)
+	before := e.core.Moves()
+	e.core.Tick(e.clock.Now())
+	e.perform()
 	e.checkHealth()
-	e.takeOutcomes()
+	e.takeMail()
 	e.pollCopies()
-	e.takeAnswers()
-	e.retryDue(now.UnixNano())
 	e.perform()
 	e.flush()
 	e.stopIfDrained()
+	e.noticeHalt()
 	if e.obs != nil {
 		e.observed()
 	}
-	return int(e.core.moves - before)
+	return int(e.core.Moves() - before)
+}
+
+// Until names what Wait waits for.
+type Until uint8
+
+const (
+	// UntilSettled waits until the lease can go no further without its owner:
+	// readiness is answerable (logically_complete), or it was quarantined, or
+	// it can never be granted. Release it then.
+	UntilSettled Until = iota + 1
+	// UntilReleased waits until the lease's slots are back (released) or out
+	// for good (quarantined).
+	UntilReleased
+)
+
+// Wait runs rounds on the owner goroutine until the lease h reaches what
+// until names, and returns its description; between rounds it sleeps until
+// woken (Wake) or ctx ends. It returns ctx's error (wrapped) if ctx ends
+// first, ErrHalted if the engine halts, and ErrStaleHandle once h's record is
+// no longer readable. Wait is how an owner blocks on a lease without a sleep
+// loop; a manager with many leases runs Progress on Wake instead.
+func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, error) {
+	if until != UntilSettled && until != UntilReleased {
+		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled or UntilReleased", until)
+	}
+	for {
+		info, err := e.core.Lease(h)
+		if err != nil {
+			return info, err
+		}
+		if reached(info, until) {
+			return info, nil
+		}
+		if err := e.Err(); err != nil {
+			return info, err
+		}
+		if e.Progress() > 0 || e.core.HasReady() {
+			continue
+		}
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return info, fmt.Errorf("readiness: waiting for %v (%v): %w", h, info.State, ctx.Err())
+		}
+	}
+}
+
+func reached(info LeaseInfo, until Until) bool {
+	switch {
+	case info.State == fsm.Quarantined || info.State == fsm.Released:
+		return true
+	case until == UntilSettled:
+		return info.State == fsm.LogicallyComplete || info.Ungrantable
+	}
+	return false
 }
 
 // Sync runs rounds until the engine is idle: everything handed to the
-// background goroutines before the call has been observed — every watched
-// attempt polled again, every Quiesce call answered — and a round changes
-// nothing. It waits on those goroutines, never on a backend's own timing:
-// retries scheduled for later on the clock are not waited for. With a manual
-// clock it makes each step of a test or simulation deterministic. It returns
-// the number of moves made, or ctx's error if the background did not catch up
-// in time (a Quiesce that ignores its context blocks it).
+// background before the call has been observed — every Quiesce call
+// answered, every watched attempt polled again — and a round changes nothing.
+// It waits on those goroutines, never on a backend's own timing: retries and
+// deadlines later on the clock are not waited for. With a manual clock it
+// makes each step of a test or simulation deterministic. It returns the number
+// of moves made, or ctx's error if the background did not catch up in time (a
+// Quiesce that blocks, ignoring its context, holds it up).
 func (e *Engine) Sync(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("readiness: Sync: the engine did not become idle: %w", err)
 		}
-		// Catch up first, so that each round takes in everything observable
-		// at once: how the evidence is split between rounds never depends on
-		// when a goroutine happened to run.
 		if err := e.catchUp(ctx); err != nil {
 			return total, err
 		}
 		n := e.Progress()
 		total += n
-		if n == 0 && e.handed == 0 && e.watch.out.n.Load() == 0 && e.quiet.answers.n.Load() == 0 {
+		if n == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 && e.quiet.answer.Load() == e.quiet.handed.Load() {
 			return total, nil
 		}
 	}
 }
 
-// catchUp waits until the watcher has swept everything handed to it and every
-// Quiesce batch handed out has been answered.
+// catchUp waits until every Quiesce batch handed out has been answered and
+// the watcher has swept everything handed to it.
 func (e *Engine) catchUp(ctx context.Context) error {
-	if err := e.catchUpWatcher(ctx); err != nil {
-		return err
+	for e.quiet.answer.Load() < e.quiet.handed.Load() {
+		select {
+		case <-e.wake:
+			signal(e.wake) // keep it for the round that follows
+			if e.quiet.answer.Load() < e.quiet.handed.Load() {
+				time.Sleep(10 * time.Microsecond)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("readiness: Sync: %d Quiesce calls still unanswered: %w", e.quiet.handed.Load()-e.quiet.answer.Load(), ctx.Err())
+		}
 	}
-	return e.catchUpQuiesce(ctx)
-}
-
-// catchUpWatcher waits for a whole sweep of the watcher that began after
-// everything handed to it so far.
-func (e *Engine) catchUpWatcher(ctx context.Context) error {
-	if e.stopped {
+	if e.stopped || !e.watch.started {
 		return nil
 	}
-	done := make(chan struct{})
-	e.watch.syncs.put(done)
-	e.watch.wake()
 	select {
-	case <-done:
+	case <-e.watch.sync():
 	case <-ctx.Done():
-		return fmt.Errorf("readiness: Sync: the outcome watcher did not catch up: %w", ctx.Err())
-	}
-	return nil
-}
-
-// catchUpQuiesce waits until every Quiesce batch handed out has been answered.
-func (e *Engine) catchUpQuiesce(ctx context.Context) error {
-	for int(e.quiet.answers.n.Load()) < e.outstanding {
-		select {
-		case <-e.quiet.answers.signal:
-		case <-ctx.Done():
-			return fmt.Errorf("readiness: Sync: %d Quiesce batches still unanswered: %w", e.outstanding-int(e.quiet.answers.n.Load()), ctx.Err())
-		}
+		return fmt.Errorf("readiness: Sync: the watcher did not catch up: %w", ctx.Err())
 	}
 	return nil
 }
 
 func (e *Engine) checkHealth() {
-	if e.core.lost || e.cfg.Health == nil || mutant("ignore-device-loss") {
+	if e.core.Lost() || e.cfg.Health == nil {
 		return
 	}
 	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
-		e.core.DeviceLost(fmt.Sprintf("device %d: %s", e.cfg.Device, reason))
+		e.step(core.Evidence{What: core.DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
 	}
 }
 
-// takeOutcomes reports the answers the watcher saw, in lease order: the order
-// in which the watcher happened to find them must not change what a round
-// does.
-func (e *Engine) takeOutcomes() {
-	e.outcomes = e.watch.out.take(e.outcomes[:0])
-	if len(e.outcomes) > 1 {
-		slices.SortFunc(e.outcomes, func(a, b outcomeMsg) int {
-			if c := cmp.Compare(a.h.id, b.h.id); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.h.gen, b.h.gen)
-		})
-	}
-	for _, m := range e.outcomes {
-		if m.panic != "" {
-			_ = e.core.Violation(m.h, m.panic)
-			continue
-		}
-		_ = e.core.Answer(m.h, m.outcome)
-	}
-	clear(e.outcomes)
-}
-
-// takeAnswers reports the Quiesce answers the workers produced, in the order
-// the batches were handed out, so that a round's effects do not depend on
-// which worker finished first.
-func (e *Engine) takeAnswers() {
-	e.answers = e.quiet.answers.take(e.answers[:0])
-	if len(e.answers) > 1 {
-		slices.SortFunc(e.answers, func(a, b *batch) int { return cmp.Compare(a.seq, b.seq) })
-	}
-	now := e.core.now
-	for _, b := range e.answers {
-		e.outstanding--
-		for i, h := range b.leases {
-			s := e.slot(h)
-			if s == nil {
-				continue // the lease was retired meanwhile
-			}
-			s.flags &^= asking
-			if b.proven[i] {
-				// The re-poll first: an answer changed before the proof is a
-				// violation, caught before anything is copied.
-				if b.panics[i] != "" {
-					_ = e.core.Violation(h, b.panics[i])
-				} else {
-					_ = e.core.Answer(h, b.repoll[i])
-				}
-				_ = e.core.Proven(h)
-				continue
-			}
-			_ = e.core.Unproven(h, b.reasons[i])
-			if e.core.AwaitingProof(h) && !mutant("never-retry") {
-				backoff := e.cfg.RetryBackoff << min(s.retries, 20)
-				s.retries = min(s.retries+1, 255)
-				s.flags |= scheduled
-				e.retries.push(now+int64(min(backoff, e.cfg.MaxRetryBackoff)), h)
-			}
-		}
-		e.quiet.recycle(b)
-	}
-	clear(e.answers)
-}
-
-// retryDue asks again for the proofs whose back-off has passed.
-func (e *Engine) retryDue(now int64) {
-	for {
-		h, ok := e.retries.pop(now)
-		if !ok {
-			return
-		}
-		s := e.slot(h)
-		if s == nil || s.flags&scheduled == 0 || !e.core.AwaitingProof(h) {
-			continue // fenced, contained, or already asked again explicitly
-		}
-		e.retried++
-		e.ask(h, false)
+// step reports one piece of evidence through the core's door, counting what
+// the core refused (the core itself changes nothing on a refusal).
+func (e *Engine) step(ev core.Evidence) {
+	err := e.core.Step(ev)
+	switch {
+	case err == nil:
+	case errors.Is(err, core.ErrStaleHandle):
+		e.staleEvidence++
+	case errors.Is(err, core.ErrHalted):
+	default:
+		e.refusedEvidence++
 	}
 }
 
-// slot returns the lease's attempt record, or nil if the handle is stale.
-func (e *Engine) slot(h Handle) *attemptSlot { return e.attempts.get(h) }
-
-// ask adds a lease to this round's Quiesce batch of its backend.
-func (e *Engine) ask(h Handle, explicit bool) {
-	s := e.slot(h)
-	if s == nil || s.flags&asking != 0 {
+// takeMail reports what the background and the backends' notifications made
+// observable, in the order it arrived.
+func (e *Engine) takeMail() {
+	if e.mail.over.Load() {
+		e.core.Halt(errors.New("the evidence mailbox outgrew its bound: more letters than leases in flight can produce"))
 		return
 	}
-	if explicit {
-		e.retried++
+	e.letters = e.mail.take(e.letters[:0])
+	for _, l := range e.letters {
+		switch {
+		case l.done != nil:
+			e.quiet.recycle(l.done)
+		case l.poll:
+			if s := e.attempts.get(l.ev.Lease); s != nil {
+				e.answer(l.ev.Lease, s.a)
+			}
+		default:
+			e.step(l.ev)
+		}
 	}
-	s.flags = s.flags&^scheduled | asking
-	b, fn := &e.qFetch, e.quiesceFetch
-	if s.kind() == Publish {
-		b, fn = &e.qPublish, e.quiescePublish
+	clear(e.letters)
+}
+
+// answer polls an attempt on the owner (Poll never blocks, by contract) and
+// reports what it answered.
+func (e *Engine) answer(h Handle, a contract.Attempt) (answered bool) {
+	o, p := safePoll(a)
+	switch {
+	case p != "":
+		e.step(core.Evidence{What: core.PollPanicked, Lease: h, Reason: p})
+		return true
+	case o != nil:
+		e.step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o})
+		return true
 	}
-	if *b == nil {
-		e.seq++
-		*b = e.quiet.newBatch(fn, e.seq)
-	}
-	(*b).leases = append((*b).leases, h)
-	(*b).attempts = append((*b).attempts, s.a)
+	return false
 }
 
 // perform does the work the core asks for, and reports what the backend and
 // the device answered at once, until the core asks for nothing more.
 func (e *Engine) perform() {
-	rd := &e.core.ready
-	for !rd.Empty() {
+	for e.core.HasReady() {
+		rd := e.core.Ready()
 		for _, s := range rd.Submissions {
 			e.results = append(e.results, e.submit(s))
 		}
-		failedAt := len(e.failures)
+		failedAt := len(e.failed)
 		for i := range rd.Copies {
 			e.queueCopy(&rd.Copies[i], failedAt)
 		}
@@ -409,24 +429,29 @@ func (e *Engine) perform() {
 				e.record(h)
 			}
 		}
-		for _, h := range rd.Quiesce {
-			e.ask(h, false)
+		for _, p := range rd.Proofs {
+			e.ask(p)
+		}
+		for _, h := range rd.Overdue {
+			e.quiet.overdue(h)
+		}
+		for _, h := range rd.Cancels {
+			e.replies = append(e.replies, e.requestCancel(h))
 		}
 		for _, h := range rd.Forget {
-			e.forget(h)
+			e.attempts.drop(h)
 		}
 		for _, c := range rd.Containments {
-			// Its attempt is kept for ever; only the polling stops.
-			e.attempts.unwatch(c.Lease)
+			e.attempts.unwatch(c.Lease) // its attempt is kept for ever; only the polling stops
 		}
-		e.contained = append(e.contained, rd.Containments...)
+		e.contain = append(e.contain, rd.Containments...)
 		e.core.Advance()
 		e.report()
 	}
 }
 
 // submit hands one staged lease to its backend.
-func (e *Engine) submit(s Submission) (r submitResult) {
+func (e *Engine) submit(s core.Submission) (r submitResult) {
 	r.h, r.kind = s.Lease, s.Kind
 	defer func() {
 		if p := recover(); p != nil {
@@ -441,75 +466,120 @@ func (e *Engine) submit(s Submission) (r submitResult) {
 	return r
 }
 
-// report tells the core what the round's submissions and copies answered, and
-// raises the containment signals.
+// requestCancel asks a lease's attempt, once, to stop. It never blocks, by
+// contract; a panic is recorded as the request's error.
+func (e *Engine) requestCancel(h Handle) (ev core.Evidence) {
+	ev = core.Evidence{What: core.CancelReplied, Lease: h}
+	s := e.attempts.get(h)
+	if s == nil {
+		ev.Reason = "no attempt kept for the lease"
+		return ev
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			ev.Disposition, ev.Reason = 0, fmt.Sprintf("backend panicked in RequestCancel: %v", p)
+		}
+	}()
+	d, err := contract.RequestCancel(s.a)
+	if err != nil {
+		ev.Reason = "RequestCancel: " + err.Error()
+		return ev
+	}
+	ev.Disposition = d
+	return ev
+}
+
+// report tells the core what the round's submissions, copies and cancel
+// requests answered, and raises the containment signals.
 func (e *Engine) report() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
-			_ = e.core.Escaped(r.h, r.panics)
+			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: r.panics})
 		case r.a != nil:
-			// Poll once here, on the owner (Poll never blocks, by contract):
-			// an attempt already answered is not handed to the watcher.
-			o, p := safePoll(r.a)
-			answered := o != nil || p != ""
-			e.keep(r.h, r.kind, r.a, !answered)
-			_ = e.core.Submitted(r.h)
-			if r.err != nil {
-				_ = e.core.Violation(r.h, fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err))
-			}
-			switch {
-			case p != "":
-				_ = e.core.Violation(r.h, p)
-			case o != nil:
-				_ = e.core.Answer(r.h, o)
-			}
+			e.accept(r)
 		case errors.Is(r.err, contract.ErrSubmissionRejected):
-			_ = e.core.Rejected(r.h, r.err.Error())
+			e.step(core.Evidence{What: core.SubmitRejected, Lease: r.h, Reason: r.err.Error()})
 		case r.err != nil:
-			_ = e.core.Escaped(r.h, r.err.Error())
+			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
 		default:
-			_ = e.core.Escaped(r.h, "the backend returned neither an attempt nor an error")
+			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
 		}
 	}
 	clear(e.results)
 	e.results = e.results[:0]
-	for _, r := range e.refusals {
-		_ = e.core.CopyRefused(r.h, r.row, r.err.Error())
+	for _, r := range e.refused {
+		e.step(core.Evidence{What: core.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 	}
-	clear(e.refusals)
-	e.refusals = e.refusals[:0]
-	for _, f := range e.failures {
-		_ = e.core.CopyFailed(f.h, f.err.Error())
+	clear(e.refused)
+	e.refused = e.refused[:0]
+	for _, f := range e.failed {
+		e.step(core.Evidence{What: core.CopyLost, Lease: f.h, Reason: f.err.Error()})
 	}
-	clear(e.failures)
-	e.failures = e.failures[:0]
-	for _, c := range e.contained {
+	clear(e.failed)
+	e.failed = e.failed[:0]
+	for _, ev := range e.replies {
+		e.step(ev)
+	}
+	clear(e.replies)
+	e.replies = e.replies[:0]
+	for _, c := range e.contain {
 		if e.cfg.OnContainment != nil {
 			e.cfg.OnContainment(c)
 		}
 	}
-	clear(e.contained)
-	e.contained = e.contained[:0]
+	clear(e.contain)
+	e.contain = e.contain[:0]
 }
 
-// keep records a lease's attempt and, if watch is set, has the watcher poll it.
-func (e *Engine) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
-	e.attempts.keep(h, k, a, watch)
-	if watch {
-		e.handed++
+// accept keeps a new attempt and reports it. It is polled once here, on the
+// owner: one already answered — a backend serving from a local cache — is
+// taken in at once and never watched. The rest notify the engine when they
+// can (contract.Notifier), or are watched.
+func (e *Engine) accept(r submitResult) {
+	o, p := safePoll(r.a)
+	answered := o != nil || p != ""
+	n, notifies := r.a.(contract.Notifier)
+	watch := !answered && !notifies
+	e.attempts.keep(r.h, r.kind, r.a, watch)
+	e.step(core.Evidence{What: core.SubmitAccepted, Lease: r.h})
+	if r.err != nil {
+		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
+	}
+	switch {
+	case p != "":
+		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: p})
+	case o != nil:
+		e.step(core.Evidence{What: core.PollAnswered, Lease: r.h, Outcome: o})
+	case notifies:
+		h := r.h
+		n.Notify(func() { e.mail.put(letter{ev: core.Evidence{Lease: h}, poll: true}) })
+	default:
+		e.watch.kick()
 	}
 }
 
-// forget drops a fenced lease's attempt: the backend's access is proven over,
-// so nothing about it is needed any more. The watcher is not woken: it has
-// nothing new to poll.
-func (e *Engine) forget(h Handle) { e.attempts.drop(h) }
+// ask adds a lease to this round's Quiesce batch of its backend.
+func (e *Engine) ask(p core.Proof) {
+	s := e.attempts.get(p.Lease)
+	if s == nil {
+		return // no attempt kept: the core asks only where one was returned
+	}
+	b, fn := &e.qFetch, e.quiesceFetch
+	if s.kind == Publish {
+		b, fn = &e.qPublish, e.quiescePublish
+	}
+	if *b == nil {
+		*b = e.quiet.newBatch(fn)
+	}
+	(*b).leases = append((*b).leases, p.Lease)
+	(*b).attempts = append((*b).attempts, s.a)
+}
 
 // queueCopy queues one copy. A refusal before it started is reported as such;
 // any other error leaves the copy unproven, and the lease's other copies are
 // skipped.
-func (e *Engine) queueCopy(c *Copy, failedAt int) {
+func (e *Engine) queueCopy(c *core.Copy, failedAt int) {
 	if e.failedCopy(c.Lease, failedAt) {
 		return
 	}
@@ -522,15 +592,15 @@ func (e *Engine) queueCopy(c *Copy, failedAt int) {
 	switch {
 	case err == nil:
 	case errors.Is(err, gpu.ErrCopyRefused):
-		e.refusals = append(e.refusals, copyRefusal{h: c.Lease, row: c.Row, err: err})
+		e.refused = append(e.refused, copyRefusal{h: c.Lease, row: c.Row, err: err})
 	default:
-		e.failures = append(e.failures, copyFailure{h: c.Lease, err: err})
+		e.failed = append(e.failed, copyFailure{h: c.Lease, err: err})
 	}
 }
 
 // failedCopy reports whether a copy of the lease failed in this round.
 func (e *Engine) failedCopy(h Handle, from int) bool {
-	for _, f := range e.failures[from:] {
+	for _, f := range e.failed[from:] {
 		if f.h == h {
 			return true
 		}
@@ -553,8 +623,9 @@ func (e *Engine) record(h Handle) {
 	e.batches[e.open] = append(e.batches[e.open], h)
 }
 
-// flush records the event after this round's copies and hands the round's
-// attempts and Quiesce batches to the background goroutines.
+// flush records the event after this round's copies, hands the round's
+// Quiesce batches to the workers, tells the watcher the oldest event waited
+// for, and arms the wake-up for the core's next deadline.
 func (e *Engine) flush() {
 	if idx := e.open; idx >= 0 {
 		e.open = -1
@@ -564,22 +635,44 @@ func (e *Engine) flush() {
 		}
 		if err != nil {
 			for _, h := range e.batches[idx] {
-				_ = e.core.CopyFailed(h, "recording the event after the copies failed: "+err.Error())
+				e.step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "recording the event after the copies failed: " + err.Error()})
 			}
 			e.recycleBatch(idx)
+			e.perform()
 		}
-	}
-	if e.handed > 0 {
-		e.watch.wake()
 	}
 	for _, b := range []**batch{&e.qFetch, &e.qPublish} {
 		if *b != nil {
-			e.handed++
-			e.outstanding++
 			e.calls++
-			e.quiet.work.put(*b)
+			e.quiet.hand(*b)
 			*b = nil
 		}
+	}
+	oldest, _ := e.copies.Oldest()
+	e.watch.await(oldest)
+	e.armTimer()
+}
+
+// armTimer arranges a wake-up at the core's next deadline, when the clock can.
+func (e *Engine) armTimer() {
+	if e.timers == nil {
+		return
+	}
+	at, ok := e.core.NextDue()
+	next := int64(0)
+	if ok {
+		next = at.UnixNano()
+	}
+	if next == e.timerAt {
+		return
+	}
+	if e.stopTimer != nil {
+		e.stopTimer()
+		e.stopTimer = nil
+	}
+	e.timerAt = next
+	if ok {
+		e.stopTimer = e.timers.AfterFunc(max(at.Sub(e.clock.Now()), 0), e.timerFire)
 	}
 }
 
@@ -593,9 +686,9 @@ func (e *Engine) recycleBatch(idx int32) {
 func (e *Engine) batchDone(idx int32, st gpu.Status) {
 	for _, h := range e.batches[idx] {
 		if st == gpu.Complete {
-			_ = e.core.CopiesLanded(h)
+			e.step(core.Evidence{What: core.CopiesDone, Lease: h})
 		} else {
-			_ = e.core.CopyFailed(h, "the device reported the copies' event failed")
+			e.step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "the device reported the copies' event failed"})
 		}
 	}
 	e.recycleBatch(idx)
@@ -606,29 +699,46 @@ func (e *Engine) pollCopies() {
 		return
 	}
 	if _, err := e.copies.Poll(e.stream, e.onCopy); err != nil {
-		e.cfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
+		e.cfg.Core.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
+	}
+}
+
+// noticeHalt tells the owner, once, that the engine halted.
+func (e *Engine) noticeHalt() {
+	if e.haltSeen {
+		return
+	}
+	if err := e.core.Err(); err != nil {
+		e.haltSeen = true
+		if e.cfg.OnHalt != nil {
+			e.cfg.OnHalt(err)
+		}
+		signal(e.wake)
 	}
 }
 
 // Report says what an engine still holds.
 type Report struct {
-	// Held counts leases by state; released ones stay counted while their
-	// records are readable, quarantined ones for ever.
+	// Held counts leases by state; quarantined ones stay counted for ever.
 	Held [fsm.NumStates]int
 	// SlotsHeld are slots still lent (not free, not quarantined).
 	SlotsHeld int
-	// SlotsQuarantined are slots out of circulation for ever.
+	// SlotsQuarantined are slots out of circulation.
 	SlotsQuarantined int
 	// Drained reports that the engine is closed, no lease can still change,
 	// and the background goroutines have stopped.
 	Drained bool
+	// Halted is why the engine halted (nil while it runs): it releases
+	// nothing any more, and a drain never completes.
+	Halted error
 }
 
-// Close stops admission and tells every lease (see Core.Close), then runs one
-// round without blocking and reports what is still held. Call Progress (or
-// Sync) until the report says Drained; leases whose access is never proven
-// are contained at their containment deadline, so with a clock that moves
-// every close drains. Calling it again only runs a round and reports.
+// Close stops admission and tells every lease (see core.Core.Close), then runs
+// one round without blocking and reports what is still held. Run rounds
+// (Progress on Wake, or Sync) until the report says Drained; leases whose
+// access is never proven are contained at their containment deadline, so with
+// a clock that moves every close drains. Calling it again only runs a round
+// and reports.
 func (e *Engine) Close() Report {
 	e.core.Close()
 	e.Progress()
@@ -638,16 +748,20 @@ func (e *Engine) Close() Report {
 // Report describes what the engine holds now.
 func (e *Engine) Report() Report {
 	s := e.core.Stats()
-	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped}
+	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped, Halted: e.core.Err()}
 }
 
 // stopIfDrained stops the background goroutines once a closed engine has no
 // lease that can still change and no Quiesce call outstanding.
 func (e *Engine) stopIfDrained() {
-	if e.stopped || e.outstanding > 0 || !e.core.Drained() {
+	if e.stopped || e.quiet.answer.Load() < e.quiet.handed.Load() || !e.core.Drained() {
 		return
 	}
 	e.stopped = true
+	if e.stopTimer != nil {
+		e.stopTimer()
+		e.stopTimer = nil
+	}
 	e.watch.close()
 	e.quiet.close()
 }

@@ -3,47 +3,78 @@ package readiness
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/kvready/kvready/readiness/core"
 )
 
-// mailbox hands batches between the owner goroutine and one background
-// goroutine without allocating in steady state: items accumulate in a slice that
-// keeps its capacity, and an empty mailbox costs one atomic load to check.
-type mailbox[T any] struct {
-	mu     sync.Mutex
-	items  []T
-	n      atomic.Int64  // len(items), readable without the lock
-	signal chan struct{} // capacity 1: "something was put"
+// letter is one piece of evidence the engine's goroutines (or a backend's
+// notification) made observable, for the owner's next round: evidence to step
+// into the core; with poll set, an attempt whose outcome is known and that
+// the owner polls itself; with done set, a Quiesce batch fully answered, for
+// the owner to recycle.
+type letter struct {
+	ev   core.Evidence
+	poll bool
+	done *batch
 }
 
-func newMailbox[T any]() *mailbox[T] {
-	return &mailbox[T]{signal: make(chan struct{}, 1)}
+// mailbox is the one queue between the engine's background — the Quiesce
+// workers, the watcher, backends' notifications — and the owner. Producers
+// never block; the owner takes everything that arrived at once. It is bounded
+// by construction: each lease has at most one outstanding Quiesce call (its
+// answers), one watched or notified attempt (its outcome), so a mailbox never
+// holds more than a few letters per lease in flight; put reports a breach of
+// that bound instead of growing past it.
+type mailbox struct {
+	mu      sync.Mutex
+	letters []letter
+	limit   int
+	n       atomic.Int64 // len(letters), readable without the lock
+	over    atomic.Bool  // a put was refused: the bound was broken
+	wake    chan<- struct{}
 }
 
-// put appends items and wakes the receiver.
-func (m *mailbox[T]) put(items ...T) {
-	if len(items) == 0 {
+func newMailbox(limit int, wake chan<- struct{}) *mailbox {
+	return &mailbox{limit: limit, wake: wake}
+}
+
+// put appends letters and wakes the owner. It never blocks.
+func (m *mailbox) put(ls ...letter) {
+	if len(ls) == 0 {
 		return
 	}
 	m.mu.Lock()
-	m.items = append(m.items, items...)
-	m.n.Store(int64(len(m.items)))
-	m.mu.Unlock()
-	select {
-	case m.signal <- struct{}{}:
-	default: // a wake-up is already pending
+	if len(m.letters)+len(ls) > m.limit {
+		m.mu.Unlock()
+		m.over.Store(true)
+		signal(m.wake)
+		return
 	}
+	m.letters = append(m.letters, ls...)
+	m.n.Store(int64(len(m.letters)))
+	m.mu.Unlock()
+	signal(m.wake)
 }
 
-// take appends every item to dst, empties the mailbox and returns dst.
-func (m *mailbox[T]) take(dst []T) []T {
+// take appends every letter to dst, empties the mailbox and returns dst.
+func (m *mailbox) take(dst []letter) []letter {
 	if m.n.Load() == 0 {
 		return dst
 	}
 	m.mu.Lock()
-	dst = append(dst, m.items...)
-	clear(m.items) // drop references (attempts, errors) the receiver now owns
-	m.items = m.items[:0]
+	dst = append(dst, m.letters...)
+	clear(m.letters) // drop references (outcomes) the owner now holds
+	m.letters = m.letters[:0]
 	m.n.Store(0)
 	m.mu.Unlock()
 	return dst
+}
+
+// signal sends on a capacity-1 channel without blocking: a wake-up that is
+// already pending is enough.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

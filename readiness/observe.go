@@ -3,7 +3,6 @@ package readiness
 import (
 	"time"
 
-	"github.com/kvready/kvready/fsm"
 )
 
 // Observer is shown, on the owner goroutine, what an engine has counted: once
@@ -24,55 +23,6 @@ type Observer interface {
 	// call the engine. The Snapshot is the engine's and is reused: copy
 	// what you keep.
 	Observe(*Snapshot)
-}
-
-// NumCauses is the number of things that can cause a move: each event, then
-// each guarded completion. Snapshot.Moves is indexed by cause.
-const NumCauses = int(fsm.NumEvents) + int(fsm.NumGuards)
-
-// Cause returns the index in Snapshot.Moves of what caused step: its event,
-// or NumEvents plus its guard for a completion.
-func Cause(step fsm.Step) int { return causeOf(step.Event, step.Completion, step.Guard) }
-
-func causeOf(ev fsm.Event, completion bool, g fsm.Guard) int {
-	if completion {
-		return int(fsm.NumEvents) + int(g)
-	}
-	return int(ev)
-}
-
-// causeSlots is NumCauses rounded up to a power of two: the core indexes its
-// counts by a mask rather than a checked index, cheaper on the hot path.
-const causeSlots = 32
-
-// The mask in countMove needs every cause to fit.
-var _ [causeSlots - NumCauses]struct{}
-
-// countMove counts a move by its cause, for an Observer. It reads the step's
-// fields in place: copying the seven-byte Step (as Cause(*step) does) stalls
-// on the copy and measured several times the cost.
-func (c *Core) countMove(step *fsm.Step) {
-	c.byCause[causeOf(step.Event, step.Completion, step.Guard)&(causeSlots-1)]++
-}
-
-// CauseName names cause i as fsm.Step.Cause does — the event's name, or the
-// guard's in brackets — and returns "" for an index out of range.
-func CauseName(i int) string {
-	switch {
-	case i < 0 || i >= NumCauses:
-		return ""
-	case i < int(fsm.NumEvents):
-		return fsm.Event(i).String()
-	default:
-		return fsm.CompletionName(fsm.Guard(i - int(fsm.NumEvents)))
-	}
-}
-
-// GroupSlots is where the slots of one pool group are.
-type GroupSlots struct {
-	// Free slots can be granted; Held ones are lent (granted and not yet
-	// returned); Quarantined ones are out of circulation for ever.
-	Free, Held, Quarantined int
 }
 
 // Snapshot is what an engine has counted, as of the end of a round.
@@ -106,9 +56,9 @@ type observing struct {
 // snapshot now.
 func (e *Engine) observeWith(o Observer) {
 	e.obs = &observing{o: o}
-	e.obs.snap.Groups = make([]GroupSlots, e.cfg.Memory.NumGroups())
-	e.core.counting = true
-	e.obs.snap.At = time.Unix(0, e.core.now)
+	e.obs.snap.Groups = make([]GroupSlots, 0, e.cfg.Core.Memory.NumGroups())
+	e.core.CountMoves()
+	e.obs.snap.At = e.core.Now()
 	e.observe()
 }
 
@@ -117,7 +67,7 @@ func (e *Engine) observeWith(o Observer) {
 func (e *Engine) observed() {
 	s := &e.obs.snap
 	s.Rounds++
-	s.At = time.Unix(0, e.core.now)
+	s.At = e.core.Now()
 	if e.obs.o.Due() || (e.stopped && !s.Drained) {
 		e.observe()
 	}
@@ -127,12 +77,8 @@ func (e *Engine) observed() {
 func (e *Engine) observe() {
 	s := &e.obs.snap
 	s.Drained = e.stopped
-	s.Moves = [NumCauses]uint64(e.core.byCause[:NumCauses])
+	s.Moves = e.core.MovesByCause()
 	s.Stats = e.Stats()
-	a := e.core.alloc
-	for g := range s.Groups {
-		free, q := a.FreeSlots(g), a.Quarantined(g)
-		s.Groups[g] = GroupSlots{Free: free, Held: a.Capacity(g) - free - q, Quarantined: q}
-	}
+	s.Groups = e.core.Groups(s.Groups)
 	e.obs.o.Observe(s)
 }

@@ -2,40 +2,91 @@ package readiness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // quiesceFunc is a backend's Quiesce method (Fetcher's or Publisher's).
 type quiesceFunc func(ctx context.Context, attempts []contract.Attempt) (bool, error)
 
 // batch is the Quiesce work of one round for one backend: every lease whose
-// access proof was asked for in that round. The owner fills it, a worker
-// answers it, the owner reads the answers and recycles it.
+// access proof was asked for in that round, one call for all of them. The
+// owner fills it and may cancel its context (the calls outlived
+// QuiesceTimeout on the engine's clock); a worker answers it into the mailbox;
+// the owner recycles it once answered.
 type batch struct {
-	seq      uint64
 	quiesce  quiesceFunc
-	leases   []Handle
+	leases   []core.Handle
 	attempts []contract.Attempt
-	// Per entry, filled by the worker.
-	proven  []bool
-	reasons []string           // why it is unproven
-	repoll  []contract.Outcome // what Poll answered right after the proof
-	panics  []string           // a panic in that Poll
+	ctx      callCtx
+	letters  []letter // the worker's answers, put in the mailbox at once
 }
 
 func (b *batch) reset() {
 	clear(b.attempts)
-	clear(b.repoll)
-	clear(b.reasons)
-	clear(b.panics)
-	b.leases, b.attempts, b.proven = b.leases[:0], b.attempts[:0], b.proven[:0]
-	b.reasons, b.repoll, b.panics = b.reasons[:0], b.repoll[:0], b.panics[:0]
+	clear(b.letters)
+	b.leases, b.attempts, b.letters = b.leases[:0], b.attempts[:0], b.letters[:0]
 	b.quiesce = nil
+	b.ctx.reset()
+}
+
+// callCtx is the context of one batch's Quiesce calls: cancelled by the owner
+// when the calls outlive QuiesceTimeout on the engine's clock, or when the
+// engine stops. It is reused with its batch, so that asking for proofs
+// allocates nothing; its done channel is made only if a backend asks for it.
+// A backend must not keep it after its Quiesce call returned.
+type callCtx struct {
+	mu   sync.Mutex
+	done chan struct{}
+	err  error
+}
+
+// Deadline reports none: the timeout is on the engine's clock, not the wall's.
+func (c *callCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done returns a channel closed once the call is cancelled.
+func (c *callCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// Err returns context.Canceled once the call is cancelled, nil before.
+func (c *callCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Value carries nothing.
+func (c *callCtx) Value(any) any { return nil }
+
+func (c *callCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = context.Canceled
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+}
+
+func (c *callCtx) reset() {
+	c.mu.Lock()
+	c.done, c.err = nil, nil
+	c.mu.Unlock()
 }
 
 // quiescer runs Quiesce calls on a fixed set of worker goroutines — never one
@@ -43,22 +94,23 @@ func (b *batch) reset() {
 // batch answered false or with an error is asked again entry by entry, so one
 // unproven delivery does not hold up its neighbours. After a true answer the
 // worker polls each attempt once more, so that an answer the backend changed
-// is caught before anything is copied.
+// is caught before anything is copied. Workers only observe: their answers go
+// to the mailbox, and the owner decides.
 type quiescer struct {
-	work    *mailbox[*batch]
-	answers *mailbox[*batch]
-	timeout time.Duration
-	ctx     context.Context
-	cancel  context.CancelFunc
+	mu      sync.Mutex
+	queue   []*batch      // handed out, not yet taken by a worker
+	running []*batch      // taken by a worker, not yet answered
+	signal  chan struct{} // capacity 1: "work was queued"
+	mail    *mailbox
+	stop    chan struct{}
 	wg      sync.WaitGroup
-
-	mu   sync.Mutex // guards free
-	free []*batch
+	handed  atomic.Int64 // batches handed out
+	answer  atomic.Int64 // batches answered
+	free    []*batch     // answered batches back from the owner (owner only)
 }
 
-func startQuiescer(workers int, timeout time.Duration) *quiescer {
-	q := &quiescer{work: newMailbox[*batch](), answers: newMailbox[*batch](), timeout: timeout}
-	q.ctx, q.cancel = context.WithCancel(context.Background())
+func startQuiescer(workers int, mail *mailbox) *quiescer {
+	q := &quiescer{signal: make(chan struct{}, 1), mail: mail, stop: make(chan struct{})}
 	for range workers {
 		q.wg.Add(1)
 		go q.run()
@@ -66,101 +118,135 @@ func startQuiescer(workers int, timeout time.Duration) *quiescer {
 	return q
 }
 
-// newBatch returns a recycled batch.
-func (q *quiescer) newBatch(fn quiesceFunc, seq uint64) *batch {
-	q.mu.Lock()
+// newBatch returns a recycled batch for fn. Owner only.
+func (q *quiescer) newBatch(fn quiesceFunc) *batch {
 	var b *batch
 	if n := len(q.free); n > 0 {
-		b = q.free[n-1]
-		q.free = q.free[:n-1]
-	}
-	q.mu.Unlock()
-	if b == nil {
+		b, q.free = q.free[n-1], q.free[:n-1]
+	} else {
 		b = &batch{}
 	}
-	b.quiesce, b.seq = fn, seq
+	b.quiesce = fn
 	return b
 }
 
-func (q *quiescer) recycle(b *batch) {
-	b.reset()
+// hand queues a batch for the workers. It never blocks. Owner only.
+func (q *quiescer) hand(b *batch) {
+	q.handed.Add(1)
 	q.mu.Lock()
-	q.free = append(q.free, b)
+	q.queue = append(q.queue, b)
 	q.mu.Unlock()
+	signal(q.signal)
+}
+
+// recycle takes an answered batch back. Owner only.
+func (q *quiescer) recycle(b *batch) {
+	q.mu.Lock()
+	for i, r := range q.running {
+		if r == b {
+			q.running = append(q.running[:i], q.running[i+1:]...)
+			break
+		}
+	}
+	q.mu.Unlock()
+	b.reset()
+	q.free = append(q.free, b)
+}
+
+// overdue cancels the call of the batch that asks about h, if one is queued
+// or running. Owner only.
+func (q *quiescer) overdue(h core.Handle) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, list := range [][]*batch{q.queue, q.running} {
+		for _, b := range list {
+			for _, l := range b.leases {
+				if l == h {
+					b.ctx.cancel()
+					return
+				}
+			}
+		}
+	}
+}
+
+// take hands a worker the oldest queued batch, re-signalling if more remain so
+// that another worker wakes.
+func (q *quiescer) take() *batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		return nil
+	}
+	b := q.queue[0]
+	n := copy(q.queue, q.queue[1:])
+	q.queue[n] = nil
+	q.queue = q.queue[:n]
+	q.running = append(q.running, b)
+	if n > 0 {
+		signal(q.signal)
+	}
+	return b
 }
 
 func (q *quiescer) run() {
 	defer q.wg.Done()
 	for {
-		b := q.takeOne()
+		b := q.take()
 		if b == nil {
 			select {
-			case <-q.work.signal:
+			case <-q.signal:
 				continue
-			case <-q.ctx.Done():
+			case <-q.stop:
 				return
 			}
 		}
-		q.answer(b)
-		q.answers.put(b)
+		q.answerBatch(b)
+		// Counted once the letters are in: an owner that sees every batch
+		// answered finds all their letters in the mailbox.
+		b.letters = append(b.letters, letter{done: b})
+		q.mail.put(b.letters...)
+		q.answer.Add(1)
 	}
 }
 
-// takeOne takes the oldest batch, re-signalling if more remain so another
-// worker wakes.
-func (q *quiescer) takeOne() *batch {
-	q.work.mu.Lock()
-	defer q.work.mu.Unlock()
-	if len(q.work.items) == 0 {
-		return nil
-	}
-	b := q.work.items[0]
-	n := copy(q.work.items, q.work.items[1:])
-	q.work.items[n] = nil
-	q.work.items = q.work.items[:n]
-	q.work.n.Store(int64(n))
-	if n > 0 {
-		select {
-		case q.work.signal <- struct{}{}:
-		default:
-		}
-	}
-	return b
-}
-
-func (q *quiescer) answer(b *batch) {
-	n := len(b.attempts)
-	for range n {
-		b.proven = append(b.proven, false)
-		b.reasons = append(b.reasons, "")
-		b.repoll = append(b.repoll, nil)
-		b.panics = append(b.panics, "")
-	}
-	ok, reason := q.call(b.quiesce, b.attempts)
-	switch {
-	case ok:
-		for i := range b.proven {
-			b.proven[i] = true
-		}
-	case n == 1:
-		b.reasons[0] = reason
-	default:
+func (q *quiescer) answerBatch(b *batch) {
+	ok, reason := call(&b.ctx, b.quiesce, b.attempts)
+	if ok {
 		for i := range b.attempts {
-			b.proven[i], b.reasons[i] = q.call(b.quiesce, b.attempts[i:i+1])
+			b.letters = append(b.letters, q.proven(b.leases[i], b.attempts[i])...)
 		}
+		return
 	}
-	for i, a := range b.attempts {
-		if b.proven[i] {
-			b.repoll[i], b.panics[i] = safePoll(a)
+	if len(b.attempts) == 1 {
+		b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
+		return
+	}
+	for i := range b.attempts {
+		if ok, reason := call(&b.ctx, b.quiesce, b.attempts[i:i+1]); ok {
+			b.letters = append(b.letters, q.proven(b.leases[i], b.attempts[i])...)
+		} else {
+			b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
 		}
 	}
 }
 
-// call asks once, with a bounded wait. Only (true, nil) proves anything:
-// false, an error, a timeout or a panic all mean "cannot be established".
-func (q *quiescer) call(fn quiesceFunc, attempts []contract.Attempt) (proven bool, reason string) {
-	ctx, cancel := context.WithTimeout(q.ctx, q.timeout)
-	defer cancel()
+// proven is the evidence of a true answer: the attempt polled again first, so
+// that an answer changed before the proof is a violation caught before
+// anything is copied.
+func (q *quiescer) proven(h core.Handle, a contract.Attempt) []letter {
+	o, p := safePoll(a)
+	first := letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o}}
+	if p != "" {
+		first.ev = core.Evidence{What: core.PollPanicked, Lease: h, Reason: p}
+	}
+	return []letter{first, {ev: core.Evidence{What: core.QuiesceTrue, Lease: h}}}
+}
+
+// call asks once. Only (true, nil) proves anything: false, an error or a
+// panic all mean "cannot be established". A true is evidence whenever it
+// comes: the context's end only asks the backend to stop waiting.
+func call(ctx context.Context, fn quiesceFunc, attempts []contract.Attempt) (proven bool, reason string) {
 	defer func() {
 		if r := recover(); r != nil {
 			proven, reason = false, fmt.Sprintf("backend panicked in Quiesce: %v", r)
@@ -168,26 +254,36 @@ func (q *quiescer) call(fn quiesceFunc, attempts []contract.Attempt) (proven boo
 	}()
 	ok, err := fn(ctx, attempts)
 	switch {
-	case err != nil && errors.Is(err, context.DeadlineExceeded) && mutant("quiesce-timeout-as-proof"):
-		return true, ""
-	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		return false, fmt.Sprintf("Quiesce did not answer within %v: %v", q.timeout, err)
+	case err != nil && ctx.Err() != nil:
+		return false, "Quiesce ended with its context (it outlived its timeout, or the engine stopped): " + err.Error()
 	case err != nil:
 		return false, "Quiesce error: " + err.Error()
 	case !ok:
 		return false, "Quiesce answered false: the end of access cannot be established yet"
-	case ctx.Err() != nil:
-		// The contract reports a cancelled wait as an error, never as true:
-		// a true that outlived its context is not trusted.
-		return false, "Quiesce answered true after its context ended; a cancelled wait proves nothing"
 	}
 	return true, ""
 }
 
-// close stops the workers. A worker inside a backend call that ignores its
-// context cannot be stopped; close waits for it, so call it only once no call
-// is outstanding.
+// close stops the workers, cancelling every call still outstanding. A worker
+// inside a backend call that ignores its context cannot be stopped; close
+// waits for it, so call it only once no call is outstanding.
 func (q *quiescer) close() {
-	q.cancel()
+	q.mu.Lock()
+	for _, b := range q.running {
+		b.ctx.cancel()
+	}
+	q.mu.Unlock()
+	close(q.stop)
 	q.wg.Wait()
+}
+
+// safePoll calls Poll, turning a panic into a reason: a misbehaving backend is
+// contained, never allowed to crash the manager.
+func safePoll(a contract.Attempt) (o contract.Outcome, panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, panicked = nil, fmt.Sprintf("backend panicked in Poll: %v", r)
+		}
+	}()
+	return a.Poll(), ""
 }

@@ -1,36 +1,37 @@
 package readiness
 
 import (
-	"fmt"
+	"sync"
 	"time"
 
-	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness/core"
 )
 
-// outcomeMsg is what the watcher saw: an answer, or a panic in Poll.
-type outcomeMsg struct {
-	h       Handle
-	outcome contract.Outcome
-	panic   string
-}
-
-// watcher polls submitted attempts on its own goroutine, so that the owner's
-// round learns of outcomes in O(outcomes + 1), however many attempts are
-// pending. It polls the attempts the owner marked as watched in the attempt
-// table, and stops watching one once it found its outcome. A sweep reads the
-// table's bitmap of watched ids (one bit per lease id the engine has used) and
-// the watched slots, and the watcher sleeps longer the longer a sweep takes.
-// It only observes:
-// every decision is taken by the owner when it takes the outcomes out of the
-// mailbox.
+// watcher is the one goroutine that turns the contract's non-blocking polls
+// into wake-ups: Poll and an event's Query never block and never notify, so
+// without it the owner could only learn of an outcome or a landed copy by
+// polling. It polls the attempts that cannot notify (contract.Notifier) — the
+// ones the owner marked watched in the attempt table — and the oldest copy
+// event the owner is waiting for, and puts what it finds in the mailbox (which
+// wakes the owner). A sweep costs O(ids/64 + watched); the watcher spins
+// briefly and then sleeps longer the longer nothing changes, and longer the
+// longer a sweep takes. It only observes: every decision is the owner's.
 type watcher struct {
 	table  *attemptTable
-	signal chan struct{}           // capacity 1: "the table changed"
-	syncs  *mailbox[chan struct{}] // closed after the next whole sweep
-	out    *mailbox[outcomeMsg]
+	stream gpu.Stream
+	mail   *mailbox
+	wake   chan<- struct{}
+	signal chan struct{} // capacity 1: "the table or the pending event changed"
 	stop   chan struct{}
 	done   chan struct{}
-	sweeps uint64 // owned by the watcher goroutine
+
+	mu      sync.Mutex
+	event   gpu.Event // the oldest copy event the owner waits for (zero: none)
+	told    gpu.Event // the event the watcher already woke the owner for
+	syncs   []chan struct{}
+	sweeps  uint64 // owned by the watcher goroutine
+	started bool
 }
 
 // Back-off while nothing completes: spin politely first, then sleep, doubling
@@ -50,37 +51,64 @@ const (
 // and drop attempts, never waits for more than one chunk's copy.
 const sweepChunk = 256
 
-func startWatcher(t *attemptTable) *watcher {
-	w := &watcher{
-		table: t, signal: make(chan struct{}, 1), syncs: newMailbox[chan struct{}](),
-		out: newMailbox[outcomeMsg](), stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	go w.run()
-	return w
+func newWatcher(t *attemptTable, stream gpu.Stream, mail *mailbox, wake chan<- struct{}) *watcher {
+	return &watcher{table: t, stream: stream, mail: mail, wake: wake,
+		signal: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// wake signals the watcher that the table changed.
-func (w *watcher) wake() {
-	select {
-	case w.signal <- struct{}{}:
-	default:
+// kick starts the watcher's goroutine the first time it has something to
+// watch, and wakes it. Owner only.
+func (w *watcher) kick() {
+	if !w.started {
+		w.started = true
+		go w.run()
 	}
+	signal(w.signal)
+}
+
+// await tells the watcher the oldest copy event the owner waits for (the zero
+// Event: none). Owner only.
+func (w *watcher) await(ev gpu.Event) {
+	w.mu.Lock()
+	changed := w.event != ev
+	w.event = ev
+	w.mu.Unlock()
+	if changed && !ev.IsZero() {
+		w.kick()
+	}
+}
+
+// sync returns a channel closed after the next whole sweep that begins after
+// the call. Owner only.
+func (w *watcher) sync() <-chan struct{} {
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.syncs = append(w.syncs, done)
+	w.mu.Unlock()
+	w.kick()
+	return done
 }
 
 func (w *watcher) run() {
 	defer close(w.done)
 	var (
 		polled []watchedAttempt
-		found  []outcomeMsg
+		found  []letter
 		syncs  []chan struct{}
 	)
 	sleep := time.NewTimer(time.Hour)
 	sleep.Stop()
 	idle := 0
 	for {
-		syncs = w.syncs.take(syncs[:0])
+		w.mu.Lock()
+		syncs = append(syncs[:0], w.syncs...)
+		clear(w.syncs)
+		w.syncs = w.syncs[:0]
+		ev, told := w.event, w.told
+		w.mu.Unlock()
 		watched := w.table.watching()
-		if watched == 0 && len(syncs) == 0 {
+		waiting := !ev.IsZero() && ev != told
+		if watched == 0 && !waiting && len(syncs) == 0 {
 			select {
 			case <-w.signal:
 				continue
@@ -89,8 +117,6 @@ func (w *watcher) run() {
 			}
 		}
 		found = found[:0]
-		// The sweep is timed only when the watcher is about to sleep: the
-		// clock read is not free, and a busy watcher never sleeps.
 		var start time.Time
 		if idle >= spinRounds {
 			start = time.Now()
@@ -99,10 +125,23 @@ func (w *watcher) run() {
 			polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 			for _, it := range polled {
 				if o, p := safePoll(it.a); o != nil || p != "" {
-					found = append(found, outcomeMsg{h: it.h, outcome: o, panic: p})
+					l := letter{ev: core.Evidence{What: core.PollAnswered, Lease: it.h, Outcome: o}}
+					if p != "" {
+						l.ev = core.Evidence{What: core.PollPanicked, Lease: it.h, Reason: p}
+					}
+					found = append(found, l)
 				}
 			}
 			clear(polled)
+		}
+		landed := false
+		if waiting {
+			if st, err := w.stream.Query(ev); err != nil || st != gpu.Pending {
+				landed = true
+				w.mu.Lock()
+				w.told = ev
+				w.mu.Unlock()
+			}
 		}
 		var swept time.Duration
 		if idle >= spinRounds {
@@ -111,14 +150,17 @@ func (w *watcher) run() {
 		w.sweeps++
 		if len(found) > 0 {
 			found = w.table.claim(found)
-			w.out.put(found...)
+			w.mail.put(found...)
 			clear(found)
+		}
+		if landed {
+			signal(w.wake)
 		}
 		for _, s := range syncs {
 			close(s)
 		}
 		clear(syncs)
-		if len(found) > 0 || len(syncs) > 0 {
+		if len(found) > 0 || landed || len(syncs) > 0 {
 			idle = 0
 			continue
 		}
@@ -147,18 +189,10 @@ func (w *watcher) run() {
 	}
 }
 
-// safePoll calls Poll, turning a panic into a reason: a misbehaving backend is
-// contained, never allowed to crash the manager.
-func safePoll(a contract.Attempt) (o contract.Outcome, panicked string) {
-	defer func() {
-		if r := recover(); r != nil {
-			o, panicked = nil, fmt.Sprintf("backend panicked in Poll: %v", r)
-		}
-	}()
-	return a.Poll(), ""
-}
-
 func (w *watcher) close() {
+	if !w.started {
+		return
+	}
 	close(w.stop)
 	<-w.done
 }

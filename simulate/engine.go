@@ -11,6 +11,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // manager is what the driver needs from a KV cache manager's staging side: the
@@ -67,24 +68,26 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		obs = d.cfg.Metrics
 	}
 	eng, err := readiness.New(readiness.Config{
-		Memory:         d.mem,
-		TokensPerBlock: TokensPerBlock,
-		Attention:      d.cfg.Attention(),
-		Fetcher:        d.t,
-		Publisher:      d.t,
-		Stream:         s,
-		Health:         h,
-		Clock:          clk,
-		RequestTimeout: d.cfg.Deadline,
-		DrainGrace:     d.cfg.DrainGrace,
-		// Back-off: a "not yet" is asked again a tick later, then less often.
-		RetryBackoff:    tick,
-		MaxRetryBackoff: 20 * tick,
-		KeepReleased:    64,
-		OnTransition:    em.hook,
-		OnContainment:   func(readiness.Containment) { em.containments++ },
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observer:        obs,
+		Core: core.Config{
+			Memory:         d.mem,
+			TokensPerBlock: TokensPerBlock,
+			Attention:      d.cfg.Attention(),
+			RequestTimeout: d.cfg.Deadline,
+			DrainGrace:     d.cfg.DrainGrace,
+			// Back-off: a "not yet" is asked again a tick later, then less often.
+			RetryBackoff:    tick,
+			MaxRetryBackoff: 20 * tick,
+			KeepReleased:    64,
+			OnTransition:    em.hook,
+			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
+		Fetcher:       d.t,
+		Publisher:     d.t,
+		Stream:        s,
+		Health:        h,
+		Clock:         clk,
+		OnContainment: func(readiness.Containment) { em.containments++ },
+		Observer:      obs,
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package readiness
+package core
 
 // timerHeap holds the one armed deadline of each lease that needs one — its
 // request deadline while its outcome is pending, then its containment
@@ -124,4 +124,12 @@ func (t *timerHeap) swap(i, j int) {
 	t.id[i], t.id[j] = t.id[j], t.id[i]
 	t.pos[t.id[i]] = int32(i)
 	t.pos[t.id[j]] = int32(j)
+}
+
+// next returns the earliest armed time, if any timer is armed.
+func (t *timerHeap) next() (int64, bool) {
+	if len(t.at) == 0 {
+		return 0, false
+	}
+	return t.at[0], true
 }

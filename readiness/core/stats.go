@@ -1,4 +1,4 @@
-package readiness
+package core
 
 import (
 	"math/bits"
@@ -25,26 +25,37 @@ type Stats struct {
 	FenceLatency Histogram
 	// ReadyLatency: from Lend to readiness being answerable.
 	ReadyLatency Histogram
-	// Refused counts evidence the table refused (duplicates, late evidence).
-	Refused uint64
-	// StaleEvidence counts evidence about leases already retired.
-	StaleEvidence uint64
-	// Violations counts contract violations seen (changed answers, unasked
-	// names, answers that are no outcome), latched or not.
+	// Refused counts evidence the table refused (duplicates, late evidence)
+	// and StaleEvidence evidence about leases already retired: counted by the
+	// runner that reports it (zero for a Core driven directly, which changes
+	// nothing at all on a refusal).
+	Refused, StaleEvidence uint64
+	// Violations counts contract violations the lifecycle accepted (changed
+	// answers, unasked names, answers that are no outcome).
 	Violations uint64
-	// Unproven counts Quiesce answers that could not prove access over.
+	// Unproven counts answers, and Quiesce calls timed out, that could not
+	// prove access over.
 	Unproven uint64
-	// QuiesceCalls and QuiesceRetries count the runner's Quiesce calls and
-	// the explicit retries among them (zero for a Core driven directly).
+	// QuiesceCalls counts the Quiesce calls the runner made (zero for a Core
+	// driven directly); QuiesceRetries counts the asks after an answer that
+	// proved nothing, or made explicitly (Retry).
 	QuiesceCalls, QuiesceRetries uint64
+	// QuiesceTimeouts counts Quiesce calls that outlived QuiesceTimeout.
+	QuiesceTimeouts uint64
+	// CancelRequests counts the cancel requests the engine asked for (one per
+	// lease at most); CancelErrors those that failed or panicked.
+	CancelRequests, CancelErrors uint64
 	// Ungrantable counts waiting leases taken out of the line because
 	// quarantine left no contiguous run that could ever hold them.
 	Ungrantable uint64
 	// Containments counts leases contained at their containment deadline.
 	Containments uint64
-	// InvariantBreaches counts states the table's guarantees rule out. It is
-	// 0 unless kvready has a bug.
+	// InvariantBreaches counts broken safety invariants: 0, or 1 and the
+	// engine halted (Err). It is 0 unless kvready has a bug.
 	InvariantBreaches uint64
+	// Halted reports that the engine stopped (Err says why): a broken
+	// invariant, or a containment under the fatal policy.
+	Halted bool
 }
 
 // histBuckets covers 1 ns to about 9 minutes in powers of two.
@@ -59,8 +70,6 @@ type Histogram struct {
 	// is the mean.
 	Sum uint64
 }
-
-func (h *Histogram) init() {}
 
 func (h *Histogram) add(ns int64) {
 	if ns < 0 {
@@ -95,17 +104,28 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	return time.Duration(1<<(histBuckets-1) - 1)
 }
 
-// Count returns the number of leases in state s, without copying Stats.
-func (c *Core) Count(s fsm.State) int {
-	if s >= fsm.NumStates {
-		return 0
+// GroupSlots is where the slots of one pool group are.
+type GroupSlots struct {
+	// Free slots can be granted; Held ones are lent (granted and not yet
+	// returned); Quarantined ones are out of circulation for ever.
+	Free, Held, Quarantined int
+}
+
+// Groups fills dst (grown as needed) with the slots of each pool group and
+// returns it.
+func (c *Core) Groups(dst []GroupSlots) []GroupSlots {
+	dst = dst[:0]
+	for g := range c.alloc.Groups() {
+		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
+		dst = append(dst, GroupSlots{Free: free, Held: c.alloc.Capacity(g) - free - q, Quarantined: q})
 	}
-	return c.stats.Leases[s]
+	return dst
 }
 
 // Stats returns a snapshot of the counters.
 func (c *Core) Stats() Stats {
 	s := c.stats
+	s.Halted = c.halted != nil
 	for g := range c.alloc.Groups() {
 		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
 		s.SlotsFree += free

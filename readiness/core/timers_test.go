@@ -1,4 +1,4 @@
-package readiness
+package core
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package readiness
+package core
 
 import (
 	"errors"
@@ -37,6 +37,11 @@ func (k Kind) String() string {
 // Row is one block of one layer group that a request moves: its content name
 // (the lender's, copied byte for byte), its local layer group, its block
 // ordinal within the request, and the device memory holding the block.
+//
+// Block ordinals count from the start of the request's sequence: block b holds
+// token positions [b·T, (b+1)·T). A fetch's rows start at or after
+// Request.KnownBlocks — the blocks the request already has are never fetched
+// again — and a publish's rows are any blocks the device holds.
 type Row struct {
 	Name   contract.Name
 	Group  int
@@ -50,8 +55,9 @@ type Request struct {
 	// Rows to move. Within a layer group, blocks must be distinct and
 	// increasing; every row of a fetch is a row readiness counts.
 	Rows []Row
-	// KnownBlocks is the number of leading blocks the request already has: the
-	// first block the fetch may extend.
+	// KnownBlocks is the number of leading blocks the request already has: a
+	// fetch's rows start at or after it (a fetch never fetches what it knows).
+	// A publish ignores it.
 	KnownBlocks int
 	// Deadline for the outcome. Zero means RequestTimeout after the submission
 	// (the clock starts when the backend is handed the slots, not while the
@@ -75,7 +81,22 @@ func (h Handle) String() string { return fmt.Sprintf("lease#%d.%d", h.id, h.gen)
 // IsZero reports the zero Handle, which names no lease.
 func (h Handle) IsZero() bool { return h.gen == 0 }
 
-// Errors returned by the engine. Each is wrapped with the details of the case.
+// Index returns the index of the record the handle names: small, dense, and
+// reused by later leases (at another generation). Runners index their own
+// per-lease tables by it.
+func (h Handle) Index() int { return int(h.id) }
+
+// Uint64 packs the handle into one integer (the C ABI's lease handle): the
+// generation in the high half, the record index in the low half. The zero
+// Handle packs to 0.
+func (h Handle) Uint64() uint64 { return uint64(h.gen)<<32 | uint64(h.id) }
+
+// HandleOf unpacks a handle packed by Uint64. Any integer unpacks to some
+// Handle; one that was never issued, or whose lease was retired, is refused
+// with ErrStaleHandle wherever it is used.
+func HandleOf(v uint64) Handle { return Handle{id: uint32(v), gen: uint32(v >> 32)} }
+
+// Errors returned by the core. Each is wrapped with the details of the case.
 var (
 	// ErrStaleHandle: the handle's lease was retired, or never existed.
 	ErrStaleHandle = errors.New("readiness: stale lease handle")
@@ -87,10 +108,47 @@ var (
 	ErrNotReady = errors.New("readiness: not ready")
 	// ErrInvalidRequest: the request was malformed; nothing was lent.
 	ErrInvalidRequest = errors.New("readiness: invalid request")
+	// ErrInvalidEvidence: the evidence was malformed (an unknown kind, a row
+	// out of range); nothing changed.
+	ErrInvalidEvidence = errors.New("readiness: invalid evidence")
 	// ErrUngrantable: quarantine left no contiguous run of slots that could
 	// ever hold the request; nothing was lent. It is staging.ErrUngrantable.
 	ErrUngrantable = staging.ErrUngrantable
+	// ErrHalted: the engine stopped because a safety invariant broke (a bug
+	// in kvready) or a containment under the fatal policy. It releases
+	// nothing any more; every call that would change anything is refused
+	// with an error wrapping it and the cause (errors.As an *InvariantError
+	// or a *FatalError). The manager should restart.
+	ErrHalted = errors.New("readiness: engine halted")
 )
+
+// InvariantError is why an engine halted on a broken safety invariant: a
+// state the lifecycle's guarantees rule out, caught where it would have done
+// harm (freeing slots a backend or a copy may still touch, reusing an extent a
+// backend may still read, returning slots the allocator did not lend). It is
+// never a reason to free memory: the engine stops instead.
+type InvariantError struct {
+	// What broke.
+	What  string
+	Lease Handle
+}
+
+// Error names the invariant and the lease.
+func (e *InvariantError) Error() string {
+	return fmt.Sprintf("readiness: invariant broken (%v): %s; the engine halted and releases nothing", e.Lease, e.What)
+}
+
+// FatalError is why an engine under the fatal containment policy halted: a
+// lease was contained (its access or a copy never proven over).
+type FatalError struct {
+	Containment Containment
+}
+
+// Error names the contained lease and why.
+func (e *FatalError) Error() string {
+	return fmt.Sprintf("readiness: %v contained under the fatal policy (%s); the engine halted and releases nothing",
+		e.Containment.Lease, e.Containment.Reason)
+}
 
 // OutcomeKind is the logical outcome the engine latched for a lease, as the
 // lifecycle declares it (fsm.Result): a miss is its own kind, never a failure,
@@ -110,7 +168,8 @@ const (
 	Violation = fsm.Violation // the backend broke the contract: nothing it said is trusted
 )
 
-// LeaseInfo describes a lease as the engine sees it.
+// LeaseInfo describes a lease as the engine sees it. It is derived from the
+// lease's record by one function, the same before and after the release.
 type LeaseInfo struct {
 	Handle  Handle
 	Kind    Kind
@@ -119,7 +178,7 @@ type LeaseInfo struct {
 	// ByPeer is set for a cancellation the peer made.
 	ByPeer bool
 	// Reason says why the lease failed, was cancelled, contained or refused a
-	// copy.
+	// copy, or why its access is still unproven.
 	Reason string
 	// ReleaseRequested reports that the owner released the lease and it waits
 	// for its fence.
@@ -130,7 +189,17 @@ type LeaseInfo struct {
 	Ungrantable bool
 	// Exposed reports that the backend was handed the lease's slots.
 	Exposed bool
-	Rows    int
+	// Fenced reports that the backend's access was proven over (or never
+	// began).
+	Fenced bool
+	// CancelDisposition is what the backend answered the engine's one cancel
+	// request (zero: none was made, or it has not answered); CancelError is
+	// set instead when the request failed or panicked. Neither changes the
+	// outcome or the collection of access evidence.
+	CancelDisposition contract.CancelDisposition
+	CancelError       string
+	// Rows is the number of rows the lease moves.
+	Rows int
 }
 
 // Transition is one move of one lease, for tracing.
@@ -141,8 +210,8 @@ type Transition struct {
 
 // Containment is the signal raised when a lease's containment deadline passes
 // with backend access or a local copy unproven: its memory is held out of
-// circulation for ever, and the process is in a state an operator must know
-// about.
+// circulation (for ever under the default policy), and the process is in a
+// state an operator must know about.
 type Containment struct {
 	Lease Handle
 	// Slots is the number of staging slots quarantined.

@@ -1,4 +1,4 @@
-package readiness
+package core
 
 import (
 	"fmt"
@@ -10,29 +10,18 @@ import (
 )
 
 // lease is the fixed per-lease record, kept small because the core keeps one
-// per lease in flight; records are indexed, never searched.
+// per lease in flight; records are indexed, never searched. Its lifecycle is
+// the fsm.Slot — state, marks and latches — and nothing else: every fact a
+// decision needs follows from the slot, the kind and the latched result.
 type lease struct {
-	m      fsm.Slot // state and latched evidence
+	m      fsm.Slot
 	gen    uint32
 	kind   Kind
-	flags  leaseFlags
 	result fsm.Result
+	inUse  bool // the record carries a lease (live, or parked for ever)
 	ticket staging.Ticket
 	body   *body
 }
-
-type leaseFlags uint8
-
-const (
-	inUse      leaseFlags = 1 << iota // the record carries a lease (live or released and still readable)
-	exposed                           // the backend was handed the slots (cleared by a rejection)
-	submitted                         // the backend returned an attempt
-	quiescing                         // its access proof was asked for and not yet given
-	copying                           // local copies queued and not yet landed
-	incomplete                        // a device→staging copy was refused: staging is not all valid
-	parked                            // quarantined: the record and its body are never reused
-	answered                          // readiness is answerable: every local copy landed
-)
 
 // body is the variable-size part of a lease: its rows, the structures built
 // from them, and the evidence that is not needed on every round. Bodies are
@@ -57,7 +46,21 @@ type body struct {
 	first    contract.Outcome
 	byPeer   bool
 	reason   string
+	unproven string // why access is not proven yet (the latest answer)
 	interval staging.Interval
+	// The engine's one cancel request: its answer.
+	cancelDisp contract.CancelDisposition
+	cancelErr  string
+	// copiesOut counts the lease's local copies issued and not yet landed:
+	// the slots never return while it is positive.
+	copiesOut int32
+	// Access proofs: whether a Quiesce call is outstanding, how many answers
+	// proved nothing, and the times (core nanoseconds, 0 unset) of the next
+	// ask and of the outstanding call's timeout.
+	proofOut bool
+	unproved uint8
+	askAt    int64
+	proofDue int64
 	// Times on the core's clock, in Unix nanoseconds; 0 is unset.
 	lentAt, exposedAt int64
 	deadline          int64 // the request deadline for the outcome
@@ -86,6 +89,10 @@ func (c *Core) newBody(req Request) (*body, error) {
 		}
 		if r.Block < 0 {
 			return bad("row %d: block ordinal %d; want >= 0", i, r.Block)
+		}
+		if req.Kind == Fetch && r.Block < req.KnownBlocks {
+			return bad("row %d: block %d of a fetch that already knows blocks 0..%d (KnownBlocks %d); a fetch moves only blocks it does not know, from KnownBlocks on",
+				i, r.Block, req.KnownBlocks-1, req.KnownBlocks)
 		}
 		if r.Device == 0 {
 			return bad("row %d: device address 0; want the device memory of the block", i)
@@ -155,9 +162,12 @@ func (c *Core) takeBody() *body {
 }
 
 // putBody returns a body to the pool. Its extent is rebuilt in place by the
-// next lease, so it must hold nothing a backend may still read.
+// next lease, so it must hold nothing a backend may still read: the callers
+// check that first (retire, a refused Lend).
 func (c *Core) putBody(b *body) {
-	b.first, b.byPeer, b.reason, b.interval = nil, false, "", staging.Interval{}
+	b.first, b.byPeer, b.reason, b.unproven, b.interval = nil, false, "", "", staging.Interval{}
+	b.cancelDisp, b.cancelErr, b.copiesOut = 0, "", 0
+	b.proofOut, b.unproved, b.askAt, b.proofDue = false, 0, 0, 0
 	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
 	c.bodies = append(c.bodies, b)
 }
@@ -178,3 +188,6 @@ func (b *body) mask(i int) *bool {
 	}
 	return nil
 }
+
+// served reports whether the lease's latched result delivered rows.
+func served(r fsm.Result) bool { return r == fsm.Delivered || r == fsm.Partly }

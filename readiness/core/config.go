@@ -1,0 +1,137 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/kvready/kvready/staging"
+)
+
+// Config assembles a Core. Memory and TokensPerBlock are required; every
+// duration left at zero takes its default. The runner (package readiness)
+// embeds it whole, so each field is documented once, here.
+type Config struct {
+	// Memory is the staging memory the core lends, one pool group per local
+	// layer group: staging.NewMemory with the device's pinned host allocator,
+	// or staging.MemoryOver slabs the caller pinned (staging.GoHeap only with
+	// the simulated device). Required.
+	Memory *staging.Memory
+	// TokensPerBlock is the number of token positions in one block. Required.
+	TokensPerBlock int
+	// Attention is each local layer group's attention: a sliding window and
+	// its sink blocks, or full attention (the zero value, and every group past
+	// the end of the list). Readiness needs of a window group only its sinks
+	// and its window (see staging.WindowedReadiness).
+	Attention []staging.Attention
+	// ExtentName is the extent namespace; empty means staging.ExtentName.
+	ExtentName []byte
+
+	// RequestTimeout is the deadline, after the submission, of a request that
+	// names none (default 30s).
+	RequestTimeout time.Duration
+	// DrainGrace is how long access or a local copy may stay unproven once the
+	// drain has started — at the request deadline at the latest, earlier on a
+	// failure, a cancel, a Quiesce that could not answer true, an escaped
+	// submission or a failed copy — before the slots are contained (default
+	// 10s).
+	DrainGrace time.Duration
+	// QuiesceTimeout bounds each Quiesce call, on the engine's clock (default
+	// 1s): a call still unanswered then proves nothing for now — the drain
+	// starts and its context is cancelled — though a true it answers later is
+	// still taken.
+	QuiesceTimeout time.Duration
+	// RetryBackoff is the wait before asking Quiesce again after an answer
+	// that proved nothing (default 1ms); it doubles on each retry, up to
+	// MaxRetryBackoff (default 250ms).
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// KeepReleased is how many of the latest released leases stay readable
+	// through their handles (Lease, Readiness); default 1024.
+	KeepReleased int
+
+	// OnTransition, if set, is called for every move, for tracing. It must not
+	// call the engine.
+	OnTransition func(Transition)
+	// Logger receives the few events worth logging (quarantine, containment,
+	// ungrantable leases, contract violations, device loss, a halt); nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultRequestTimeout  = 30 * time.Second
+	defaultDrainGrace      = 10 * time.Second
+	defaultQuiesceTimeout  = time.Second
+	defaultRetryBackoff    = time.Millisecond
+	defaultMaxRetryBackoff = 250 * time.Millisecond
+	defaultKeepReleased    = 1024
+)
+
+// Validate names every problem of the config at once; nil means it assembles.
+func (c *Config) Validate() []error {
+	var errs []error
+	if c.Memory == nil {
+		errs = append(errs, errors.New("no Memory: want the staging memory from staging.NewMemory or staging.MemoryOver"))
+	}
+	if c.TokensPerBlock <= 0 {
+		errs = append(errs, fmt.Errorf("TokensPerBlock = %d; want a positive number", c.TokensPerBlock))
+	}
+	if c.Memory != nil && len(c.Attention) > c.Memory.NumGroups() {
+		errs = append(errs, fmt.Errorf("the Attention list has %d layer groups; want at most the memory's %d", len(c.Attention), c.Memory.NumGroups()))
+	}
+	for g, a := range c.Attention {
+		if err := a.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("layer group %d's Attention: %w", g, err))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"RequestTimeout", c.RequestTimeout}, {"DrainGrace", c.DrainGrace}, {"QuiesceTimeout", c.QuiesceTimeout},
+		{"RetryBackoff", c.RetryBackoff}, {"MaxRetryBackoff", c.MaxRetryBackoff},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s = %v; want a non-negative duration (0 means the default)", d.name, d.v))
+		}
+	}
+	if c.KeepReleased < 0 {
+		errs = append(errs, fmt.Errorf("KeepReleased = %d; want a non-negative number (0 means the default)", c.KeepReleased))
+	}
+	return errs
+}
+
+// withDefaults returns the config with every zero default filled in and the
+// extent name copied.
+func (c Config) withDefaults() Config {
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = defaultRequestTimeout
+	}
+	if c.DrainGrace == 0 {
+		c.DrainGrace = defaultDrainGrace
+	}
+	if c.QuiesceTimeout == 0 {
+		c.QuiesceTimeout = defaultQuiesceTimeout
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = defaultRetryBackoff
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = defaultMaxRetryBackoff
+	}
+	c.MaxRetryBackoff = max(c.MaxRetryBackoff, c.RetryBackoff)
+	if c.KeepReleased == 0 {
+		c.KeepReleased = defaultKeepReleased
+	}
+	if len(c.ExtentName) == 0 {
+		c.ExtentName = []byte(staging.ExtentName)
+	}
+	c.ExtentName = slices.Clone(c.ExtentName)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+

@@ -1,0 +1,479 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/staging"
+)
+
+// Core is kvready's lifecycle engine without I/O: like etcd raft's RawNode it
+// applies evidence to the compiled lifecycle table and hands back, through
+// [Core.Ready], the work the evidence calls for — submissions, copies, access
+// proofs to ask for, cancel requests, containment signals. It starts no
+// goroutine, calls no backend and touches no device; its clock is the one its
+// caller gives it in Tick. Every method must be called from one goroutine.
+//
+// Evidence enters through one door, [Core.Step] (the owner's requests —
+// Release, Cancel, Close — go through the same door): it is classified, the
+// table answers, and on a refusal nothing is touched. Only an accepted move or
+// latch stores a reason, settles the lease, and performs the effects the table
+// declares for the states entered.
+//
+// Package readiness's Engine is the runner that drives a Core with goroutines;
+// it is what most managers embed. Drive a Core directly to fit kvready into an
+// event loop of your own, or to step it deterministically.
+type Core struct {
+	cfg   Config
+	table *fsm.Table
+	mem   *staging.Memory
+	parts staging.Parts
+	alloc *staging.Allocator
+
+	leases []lease
+	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
+	bodies []*body  // bodies ready for a new lease
+	// kept is a ring of the latest KeepReleased released leases, so that their
+	// handles stay readable after their records are reused.
+	kept     []keptLease
+	keptNext int
+	byTicket []uint32 // lease id by ticket index
+	builder  staging.ExtentBuilder
+	timers   timerHeap
+	grants   []staging.Ticket
+	hopeless []staging.Ticket
+	runs     []staging.Run
+	masks    [][]bool // scratch: served masks classified, taken by the lease only if the table accepts
+	follow   []followUp
+
+	ready  Ready
+	moves  uint64
+	now    int64
+	closed bool
+	lost   bool
+	halted error
+	stats  Stats
+	// byCause counts moves by cause while counting is set.
+	counting bool
+	byCause  [causeSlots]uint64
+}
+
+// followUp is evidence an effect produced about its own lease (staging refused
+// to build the extent), applied through the door once the current step is
+// done.
+type followUp struct {
+	id uint32
+	v  verdict
+}
+
+// New assembles a core. It refuses a config missing what it needs, naming
+// every problem at once.
+func New(cfg Config) (*Core, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("readiness: invalid config: %w", errors.Join(errs...))
+	}
+	cfg = cfg.withDefaults()
+	slots := make([]int, cfg.Memory.NumGroups())
+	for g := range slots {
+		slots[g] = cfg.Memory.Group(g).Slots
+	}
+	alloc, err := staging.NewAllocator(slots)
+	if err != nil {
+		return nil, fmt.Errorf("readiness: %w", err)
+	}
+	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: alloc}, nil
+}
+
+// Config returns the core's config, defaults filled in.
+func (c *Core) Config() Config { return c.cfg }
+
+// Tick tells the core the time. Deadlines, containment deadlines, Quiesce
+// calls that outlived their timeout and retries that came due fire now —
+// before any evidence reported after the Tick, so that a proof arriving at the
+// containment deadline itself never releases anything. Then the allocator's
+// grants are taken.
+func (c *Core) Tick(now time.Time) {
+	c.now = now.UnixNano()
+	if c.halted != nil {
+		return
+	}
+	c.expire()
+	c.pump()
+}
+
+// Now returns the time of the latest Tick.
+func (c *Core) Now() time.Time { return time.Unix(0, c.now) }
+
+// NextDue returns the earliest time at which a Tick will fire something (a
+// deadline, a containment deadline, a Quiesce timeout, a retry), and false
+// when nothing is armed. A runner sleeps until then, or until evidence
+// arrives.
+func (c *Core) NextDue() (time.Time, bool) {
+	at, ok := c.timers.next()
+	if !ok || c.halted != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, at), true
+}
+
+// Ready returns the work the core asks for. The Ready is the core's and is
+// reused: take its work, call Advance, perform it, then report the evidence.
+func (c *Core) Ready() *Ready { return &c.ready }
+
+// HasReady reports whether the core asks for any work.
+func (c *Core) HasReady() bool { return !c.ready.Empty() }
+
+// Advance acknowledges that the work in Ready was taken: the next Ready holds
+// only what evidence reported afterwards asks for.
+func (c *Core) Advance() { c.ready.reset() }
+
+// Err returns why the core halted (an *InvariantError or a *FatalError,
+// wrapped with ErrHalted), or nil while it runs.
+func (c *Core) Err() error {
+	if c.halted == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrHalted, c.halted)
+}
+
+// Moves returns the number of moves made since the core was assembled.
+func (c *Core) Moves() uint64 { return c.moves }
+
+// Lend asks for a lease. Bad input is refused with an error wrapping
+// ErrInvalidRequest (or ErrUngrantable: quarantine left no run that could ever
+// hold it) and changes nothing. The lease waits for slots in arrival order.
+// Grants are taken in rounds — at the next Tick, or with the evidence
+// reported after it — never inside an owner's call, so that a lease is staged
+// on the clock of the round that will submit it.
+func (c *Core) Lend(req Request) (Handle, error) {
+	switch {
+	case c.halted != nil:
+		return Handle{}, c.Err()
+	case c.closed:
+		return Handle{}, ErrClosed
+	case c.lost:
+		return Handle{}, fmt.Errorf("%w: no lease can copy to or from it", ErrDeviceLost)
+	}
+	b, err := c.newBody(req)
+	if err != nil {
+		return Handle{}, err
+	}
+	t, err := c.alloc.Request(b.counts)
+	if err != nil {
+		c.putBody(b)
+		if errors.Is(err, staging.ErrUngrantable) {
+			return Handle{}, fmt.Errorf("readiness: %w", err)
+		}
+		return Handle{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	id := c.newRecord()
+	l := &c.leases[id]
+	l.m = fsm.Slot{State: fsm.Waiting}
+	l.kind, l.result, l.ticket, l.body, l.inUse = req.Kind, fsm.NoResult, t, b, true
+	for len(c.byTicket) <= t.Index() {
+		c.byTicket = append(c.byTicket, 0)
+	}
+	c.byTicket[t.Index()] = id
+	b.lentAt = c.now
+	c.stats.Leases[fsm.Waiting]++
+	c.stats.Lent++
+	return Handle{id: id, gen: l.gen}, nil
+}
+
+// newRecord returns a record for a new lease: the latest retired one, else a
+// new one.
+func (c *Core) newRecord() uint32 {
+	if n := len(c.spare); n > 0 {
+		id := c.spare[n-1]
+		c.spare = c.spare[:n-1]
+		return id
+	}
+	c.leases = append(c.leases, lease{gen: 1})
+	c.timers.grow(len(c.leases))
+	return uint32(len(c.leases) - 1)
+}
+
+// Release says the owner is done with the lease. The slots return to the
+// allocator only once it is logically complete — access proven over and every
+// local copy landed; until then the release is latched and nothing more is
+// copied into its device rows. Releasing a quarantined lease retires its
+// handle; its slots never return. A stale handle, or a lease already
+// released, is refused and changes nothing.
+func (c *Core) Release(h Handle) error {
+	if err := c.owner(h, verdict{event: fsm.ReleaseRequested}); err != nil {
+		return fmt.Errorf("readiness: release of %v: %w", h, err)
+	}
+	return nil
+}
+
+// Cancel cancels, locally, a submitted lease still waiting for its outcome:
+// the lease latches Cancelled (not by the peer) at once — an outcome the
+// engine has not yet observed loses to it — its drain starts, and on the next
+// round the backend is asked, once and best effort, to stop. It proves
+// nothing about access: the slots return only once Quiesce answers true. A
+// lease in another state (an outcome already latched stays) refuses it,
+// saying why, and changes nothing.
+func (c *Core) Cancel(h Handle) error {
+	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true}); err != nil {
+		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
+	}
+	return nil
+}
+
+// Retry asks Quiesce again, at the next round, whether the lease's access has
+// ended — an explicit evidence retry. The core retries by itself with
+// back-off; Retry asks now. It changes nothing for a lease whose proof is not
+// awaited, or whose Quiesce call is outstanding.
+func (c *Core) Retry(h Handle) error {
+	if c.halted != nil {
+		return c.Err()
+	}
+	id, err := c.lookup(h)
+	if err != nil {
+		return err
+	}
+	l := &c.leases[id]
+	if c.awaitingProof(l) && !l.body.proofOut {
+		c.ask(id)
+		c.rearm(id)
+	}
+	return nil
+}
+
+// AwaitingProof reports whether the lease still needs its access proven: the
+// backend returned an attempt and the lease is where its proof is awaited.
+func (c *Core) AwaitingProof(h Handle) bool {
+	id, err := c.lookup(h)
+	return err == nil && c.awaitingProof(&c.leases[id])
+}
+
+func (c *Core) awaitingProof(l *lease) bool {
+	return l.m.Marks.Has(fsm.Attempted) && c.table.Exposed(l.m.State)
+}
+
+// Close stops admission: Lend then fails with ErrClosed. Every lease is told
+// through the door: waiting ones are released at once, those still waiting
+// for an outcome are cancelled locally (their backend asked to stop, once),
+// and every other one is released once it is fenced and its copies landed —
+// or contained at its containment deadline. Close never frees quarantined or
+// unproven memory. Calling it again changes nothing.
+func (c *Core) Close() {
+	if c.closed || c.halted != nil {
+		return
+	}
+	c.closed = true
+	for i := range c.leases {
+		id := uint32(i)
+		if l := &c.leases[id]; l.inUse && !l.m.State.Terminal() {
+			_ = c.apply(id, verdict{event: fsm.Close, reason: "engine closed: cancelled locally", setReason: true})
+		}
+	}
+	c.pump()
+}
+
+// Closed reports whether Close was called.
+func (c *Core) Closed() bool { return c.closed }
+
+// Lost reports whether the device was reported lost.
+func (c *Core) Lost() bool { return c.lost }
+
+// Drained reports that a closed core holds no lease that can still change:
+// every lease is released or quarantined.
+func (c *Core) Drained() bool {
+	if !c.closed {
+		return false
+	}
+	for s := range fsm.NumStates {
+		if c.stats.Leases[s] > 0 && !s.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// owner applies an owner's request through the door.
+func (c *Core) owner(h Handle, v verdict) error {
+	if c.halted != nil {
+		return c.Err()
+	}
+	id, err := c.lookup(h)
+	if err != nil {
+		if _, ok := c.released(h); ok {
+			return fmt.Errorf("%w: %v is already released", ErrStaleHandle, h)
+		}
+		return err
+	}
+	err = c.apply(id, v)
+	c.expire()
+	c.pump()
+	return err
+}
+
+// lookup resolves a handle to a record that still carries its lease.
+func (c *Core) lookup(h Handle) (uint32, error) {
+	if h.gen == 0 || int(h.id) >= len(c.leases) {
+		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
+	}
+	l := &c.leases[h.id]
+	if !l.inUse || l.gen != h.gen {
+		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
+	}
+	return h.id, nil
+}
+
+func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.leases[id].gen} }
+
+// keptLease is what a released lease's handle can still read: its record's
+// slot and outcome, and the part of its body LeaseInfo and Readiness read.
+type keptLease struct {
+	h          Handle
+	m          fsm.Slot
+	kind       Kind
+	result     fsm.Result
+	byPeer     bool
+	rows       int32
+	reason     string
+	cancelDisp contract.CancelDisposition
+	cancelErr  string
+	interval   staging.Interval
+}
+
+// released finds a released lease that is still kept.
+func (c *Core) released(h Handle) (*keptLease, bool) {
+	if h.gen == 0 {
+		return nil, false
+	}
+	for i := range c.kept {
+		if c.kept[i].h == h {
+			return &c.kept[i], true
+		}
+	}
+	return nil, false
+}
+
+// Lease describes the lease h names. The latest KeepReleased released leases
+// stay readable (state released), described from the same record fields.
+func (c *Core) Lease(h Handle) (LeaseInfo, error) {
+	id, err := c.lookup(h)
+	if err != nil {
+		if k, ok := c.released(h); ok {
+			return describe(h, k.m, k.kind, k.result, k.byPeer, k.reason, k.cancelDisp, k.cancelErr, int(k.rows)), nil
+		}
+		return LeaseInfo{}, err
+	}
+	l := &c.leases[id]
+	b := l.body
+	return describe(h, l.m, l.kind, l.result, b.byPeer, b.reason, b.cancelDisp, b.cancelErr, len(b.rows)), nil
+}
+
+// describe derives a LeaseInfo from what a record holds: the one place that
+// does, for a live lease and a released one alike.
+func describe(h Handle, m fsm.Slot, k Kind, r fsm.Result, byPeer bool, reason string, disp contract.CancelDisposition, cancelErr string, rows int) LeaseInfo {
+	return LeaseInfo{
+		Handle: h, Kind: k, State: m.State, Outcome: r, ByPeer: byPeer, Reason: reason,
+		ReleaseRequested:  m.Latched.Has(fsm.ReleaseRequested),
+		Ungrantable:       m.Latched.Has(fsm.SlotsUnavailable),
+		Exposed:           m.Marks.Has(fsm.Exposed),
+		Fenced:            m.Marks.Has(fsm.Fenced),
+		CancelDisposition: disp,
+		CancelError:       cancelErr,
+		Rows:              rows,
+	}
+}
+
+// Runs appends to dst the staging runs the lease holds (one per pool group it
+// uses) and returns it. A lease that holds no slots — waiting, released or
+// quarantined — adds none.
+func (c *Core) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
+	id, err := c.lookup(h)
+	if err != nil {
+		return dst, err
+	}
+	l := &c.leases[id]
+	if !c.table.Holding(l.m.State) {
+		return dst, nil
+	}
+	return c.alloc.Runs(l.ticket, dst)
+}
+
+// Readiness returns where a fetched request may resume: answerable once every
+// local copy has landed (logically_complete), and still after the release.
+// With full attention the interval starts at 0 and ends at TokensPerBlock ×
+// the end of the contiguous run of blocks, from KnownBlocks, whose rows
+// arrived in every layer group. A window group (Config.Attention) needs only
+// its sinks and its window at the resume position. A miss or a failure
+// answers what was already known: [0, KnownBlocks × TokensPerBlock] with full
+// attention; the lease's outcome says which it was.
+func (c *Core) Readiness(h Handle) (staging.Interval, error) {
+	id, err := c.lookup(h)
+	if err != nil {
+		k, ok := c.released(h)
+		switch {
+		case !ok:
+			return staging.Interval{}, err
+		case k.kind != Fetch:
+			return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+		case !c.table.Answerable(k.m.State):
+			return staging.Interval{}, fmt.Errorf("%w: %v was released before its copies landed", ErrNotReady, h)
+		}
+		return k.interval, nil
+	}
+	l := &c.leases[id]
+	switch {
+	case l.kind != Fetch:
+		return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+	case !c.table.Answerable(l.m.State):
+		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered once every local copy has landed", ErrNotReady, h, l.m.State)
+	}
+	return l.body.interval, nil
+}
+
+// Arrived appends to dst, for a fetch whose readiness is answerable, the
+// block ordinals of each layer group whose rows landed on the device, one
+// slice per group in the order of the request's groups, and returns it: after
+// a partial hit, which rows arrived (not only the contiguous interval).
+func (c *Core) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
+	id, err := c.lookup(h)
+	if err != nil {
+		return dst, err
+	}
+	l := &c.leases[id]
+	switch {
+	case l.kind != Fetch:
+		return dst, fmt.Errorf("%w: %v is a publish; arrivals are a fetch's answer", ErrNotReady, h)
+	case !c.table.Answerable(l.m.State):
+		return dst, fmt.Errorf("%w: %v is %v; arrivals are answered once every local copy has landed", ErrNotReady, h, l.m.State)
+	}
+	b := l.body
+	row := 0
+	for _, run := range b.groupRun {
+		gb := GroupBlocks{Group: run.LayerGroup}
+		for k, ord := range run.Ordinals {
+			if served(l.result) {
+				if m := b.mask(row + k); m != nil && *m {
+					gb.Blocks = append(gb.Blocks, ord)
+				}
+			}
+		}
+		row += len(run.Ordinals)
+		dst = append(dst, gb)
+	}
+	return dst, nil
+}
+
+// GroupBlocks is one layer group's arrived block ordinals.
+type GroupBlocks struct {
+	Group  int
+	Blocks []int
+}
+
+// Count returns the number of leases in state s, without copying Stats.
+func (c *Core) Count(s fsm.State) int {
+	if s >= fsm.NumStates {
+		return 0
+	}
+	return c.stats.Leases[s]
+}

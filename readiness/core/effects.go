@@ -1,0 +1,351 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/staging"
+)
+
+// perform does what the table declares, effect by effect, in the effects'
+// order: the one switch that places rows, queues copies, submits, asks for
+// proofs and cancels, frees, quarantines and retires handles. Nothing else in
+// the core does any of it. The invariants that make memory safe are asserted
+// here, where breaking them would do harm; a broken one halts the engine
+// instead of acting.
+func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
+	for e := fsm.Effect(0); fx != 0 && e < fsm.NumEffects; e++ {
+		if !fx.Has(e) {
+			continue
+		}
+		fx &^= 1 << e
+		if c.halted != nil {
+			return
+		}
+		switch e {
+		case fsm.Place:
+			c.place(id)
+		case fsm.CopyIn:
+			c.copyIn(id)
+		case fsm.Submit:
+			c.submit(id)
+		case fsm.ArmDeadline:
+			c.armDeadline(id)
+		case fsm.StartDrain:
+			c.startDrain(id, step)
+		case fsm.RequestCancel:
+			c.requestCancel(id)
+		case fsm.AskProof:
+			c.askProof(id)
+		case fsm.Forget:
+			c.forget(id)
+		case fsm.CopyOut:
+			c.copyOut(id)
+		case fsm.DropRow:
+			if m := c.leases[id].body.mask(v.row); m != nil {
+				*m = false
+			}
+		case fsm.Answer:
+			c.answer(id)
+		case fsm.Withdraw:
+			c.withdraw(id)
+		case fsm.Quarantine:
+			c.quarantine(id, step)
+		case fsm.Park:
+			c.park(id)
+		case fsm.Free:
+			c.free(id)
+		case fsm.Retire:
+			c.retire(id)
+		}
+	}
+}
+
+// place records where each row's staging slot is.
+func (c *Core) place(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	var err error
+	if c.runs, err = c.alloc.Runs(l.ticket, c.runs[:0]); err != nil {
+		c.halt("the allocator has no runs for a granted lease: "+err.Error(), id)
+		return
+	}
+	row := 0
+	for _, r := range c.runs {
+		part := c.parts.Part(r.Group)
+		for k := range r.Count {
+			b.addrs[row] = part.SlotAddress(r.First + k)
+			b.slots[row] = int32(r.First + k)
+			row++
+		}
+	}
+}
+
+// copyIn asks for a publish's device→staging copies.
+func (c *Core) copyIn(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	h := c.handle(id)
+	for i := range b.rows {
+		c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Device: b.rows[i].Device, Staging: c.slot(b, i)})
+	}
+	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
+	b.copiesOut = int32(len(b.rows))
+}
+
+// copyOut asks for a fetch's staging→device copies of its served whole rows:
+// only ever after the fence, never for a lease the owner has released (the
+// nothing_to_copy completion moved those on).
+func (c *Core) copyOut(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	if !l.m.Marks.Has(fsm.Fenced) {
+		c.halt("staging→device copies asked for before the backend's access was proven over", id)
+		return
+	}
+	h := c.handle(id)
+	n := int32(0)
+	for i := range b.rows {
+		if m := b.mask(i); m != nil && *m {
+			c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, ToDevice: true, Device: b.rows[i].Device, Staging: c.slot(b, i)})
+			n++
+		}
+	}
+	if n == 0 {
+		c.halt("a fenced lease with nothing to copy came to rest in access_fenced", id)
+		return
+	}
+	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
+	b.copiesOut = n
+}
+
+// submit builds the extent the backend will hold and asks for its submission.
+// From here the slots count as exposed: the backend may touch them the moment
+// it is called, whatever it then answers. A refused build hands nothing over;
+// it is reported back through the door as extent_refused.
+func (c *Core) submit(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	if err := c.builder.Build(&b.extent, &b.view, c.parts, c.cfg.ExtentName, b.isLast); err != nil {
+		c.follow = append(c.follow, followUp{id: id, v: verdict{event: fsm.ExtentRefused, reason: "extent refused: " + err.Error(), setReason: true}})
+		return
+	}
+	c.ready.Submissions = append(c.ready.Submissions, Submission{Lease: c.handle(id), Kind: l.kind, Extent: &b.extent})
+}
+
+// armDeadline fixes, at submission, the request deadline (unless the request
+// named one) and the containment deadline: the request deadline plus the
+// grace. A drain that starts earlier only moves it earlier.
+func (c *Core) armDeadline(id uint32) {
+	b := c.leases[id].body
+	b.exposedAt = c.now
+	if b.deadline == 0 {
+		b.deadline = c.now + int64(c.cfg.RequestTimeout)
+	}
+	b.containAt = b.deadline + int64(c.cfg.DrainGrace)
+}
+
+// startDrain starts the drain now — at the request deadline itself when the
+// deadline is what started it, not when the engine noticed — if that moves
+// the containment deadline earlier: later triggers never extend the grace.
+func (c *Core) startDrain(id uint32, step fsm.Step) {
+	b := c.leases[id].body
+	at := c.now
+	if step.Event == fsm.Deadline && !step.Completion && b.deadline != 0 {
+		at = b.deadline
+	}
+	if due := at + int64(c.cfg.DrainGrace); b.containAt == 0 || due < b.containAt {
+		b.containAt = due
+	}
+}
+
+// requestCancel asks for the one cancel request of a lease whose backend
+// returned an attempt.
+func (c *Core) requestCancel(id uint32) {
+	if !c.leases[id].m.Marks.Has(fsm.Attempted) {
+		return
+	}
+	c.stats.CancelRequests++
+	c.ready.Cancels = append(c.ready.Cancels, c.handle(id))
+}
+
+// askProof asks for the access proof of a lease the backend may still touch:
+// at once the first time, after back-off when the last answer proved nothing,
+// never while a call is outstanding (its answer asks again).
+func (c *Core) askProof(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	if !l.m.Marks.Has(fsm.Attempted) || b.proofOut {
+		return // no attempt to ask about (an escaped submission waits for containment), or asked already
+	}
+	if b.unproved == 0 {
+		c.ask(id)
+		return
+	}
+	backoff := min(c.cfg.RetryBackoff<<min(b.unproved-1, 20), c.cfg.MaxRetryBackoff)
+	if at := c.now + int64(backoff); b.askAt == 0 || at < b.askAt {
+		b.askAt = at
+	}
+}
+
+// ask hands out one Quiesce call for the lease now.
+func (c *Core) ask(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	b.proofOut, b.askAt = true, 0
+	b.proofDue = c.now + int64(c.cfg.QuiesceTimeout)
+	c.ready.Proofs = append(c.ready.Proofs, Proof{Lease: c.handle(id), Kind: l.kind})
+}
+
+// forget drops a fenced lease's attempt: the backend's access is proven over,
+// so nothing about it is needed any more.
+func (c *Core) forget(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	b.askAt, b.proofDue = 0, 0
+	if b.exposedAt != 0 {
+		c.stats.FenceLatency.add(c.now - b.exposedAt)
+	}
+	if l.m.Marks.Has(fsm.Attempted) {
+		c.ready.Forget = append(c.ready.Forget, c.handle(id))
+	}
+}
+
+// answer computes readiness once every local copy has landed.
+func (c *Core) answer(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	if b.lentAt != 0 {
+		c.stats.ReadyLatency.add(c.now - b.lentAt)
+	}
+	if l.kind != Fetch {
+		return
+	}
+	if !served(l.result) {
+		b.masks, _ = staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
+	}
+	iv, err := staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, b.masks)
+	if err != nil {
+		c.halt("readiness of a validated view is not computable: "+err.Error(), id)
+		return
+	}
+	b.interval = iv
+}
+
+// withdraw takes an ungrantable lease out of the allocator's line.
+func (c *Core) withdraw(id uint32) {
+	l := &c.leases[id]
+	if err := c.alloc.Cancel(l.ticket); err != nil {
+		c.halt("the allocator refused to withdraw a waiting request: "+err.Error(), id)
+		return
+	}
+	c.stats.Ungrantable++
+	c.cfg.Logger.Warn("kvready: lease can never be granted; it is out of the line until released",
+		slog.String("lease", c.handle(id).String()), slog.String("reason", l.body.reason), slog.Int("rows", len(l.body.rows)))
+}
+
+// quarantine takes the lease's slots out of circulation and raises the
+// containment signal.
+func (c *Core) quarantine(id uint32, step fsm.Step) {
+	l := &c.leases[id]
+	b := l.body
+	c.timers.disarm(id)
+	b.askAt, b.proofDue = 0, 0
+	if err := c.alloc.Quarantine(l.ticket); err != nil {
+		c.halt("the allocator refused to quarantine a lease's slots: "+err.Error(), id)
+		return
+	}
+	c.stats.QuarantinedLeases++
+	c.stats.Containments++
+	sig := Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}
+	c.ready.Containments = append(c.ready.Containments, sig)
+	c.cfg.Logger.Error("kvready: containment: access never proven; the slots are quarantined",
+		slog.String("lease", sig.Lease.String()), slog.String("from", step.From.String()),
+		slog.String("reason", sig.Reason), slog.Int("slots", sig.Slots))
+	c.findHopeless()
+}
+
+// park makes a quarantined lease's handle stale once its owner is done; the
+// record, its body and everything the backend was handed stay for ever.
+func (c *Core) park(id uint32) {
+	l := &c.leases[id]
+	l.gen = nextGen(l.gen)
+}
+
+// free returns the lease's slots: only once the backend's access is proven
+// over (or never began) and every local copy landed.
+func (c *Core) free(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	switch {
+	case l.m.Marks.Has(fsm.Exposed) && !l.m.Marks.Has(fsm.Fenced):
+		c.halt("slots about to be freed while the backend's access was never proven over", id)
+		return
+	case b.copiesOut != 0:
+		c.halt(fmt.Sprintf("slots about to be freed with %d local copies not landed", b.copiesOut), id)
+		return
+	}
+	c.timers.disarm(id)
+	var err error
+	switch {
+	case c.alloc.Granted(l.ticket):
+		err = c.alloc.Free(l.ticket)
+	case l.m.Latched.Has(fsm.SlotsUnavailable):
+		// Its request left the line when it became ungrantable.
+	default:
+		err = c.alloc.Cancel(l.ticket)
+	}
+	if err != nil {
+		c.halt("the allocator refused to take the lease's slots back: "+err.Error(), id)
+		return
+	}
+	c.stats.Released++
+}
+
+// retire ends a released lease's hold on its record: what its handle can
+// still read goes to the kept ring, its body is reused, and its generation
+// moves on so that the handle never reaches the record's next lease.
+func (c *Core) retire(id uint32) {
+	l := &c.leases[id]
+	b := l.body
+	if l.m.Marks.Has(fsm.Exposed) && !l.m.Marks.Has(fsm.Fenced) {
+		// The extent is rebuilt in place by the next lease: never while a
+		// backend may still read it.
+		c.halt("a lease's extent, which its backend may still read, was about to be reused", id)
+		return
+	}
+	if c.cfg.KeepReleased > 0 {
+		k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
+			byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval}
+		if len(c.kept) < c.cfg.KeepReleased {
+			c.kept = append(c.kept, k)
+		} else {
+			c.kept[c.keptNext] = k
+			c.keptNext = (c.keptNext + 1) % len(c.kept)
+		}
+	}
+	c.stats.Leases[fsm.Released]--
+	c.putBody(b)
+	*l = lease{gen: nextGen(l.gen)}
+	c.spare = append(c.spare, id)
+}
+
+// nextGen is the generation after g; 0 is never issued, so the zero Handle is
+// always stale.
+func nextGen(g uint32) uint32 {
+	if g++; g == 0 {
+		g = 1
+	}
+	return g
+}
+
+// timeOf turns core nanoseconds into a time; 0 is the zero time.
+func timeOf(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
