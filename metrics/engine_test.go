@@ -23,6 +23,7 @@ import (
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -72,9 +73,18 @@ func newRig(t *testing.T, device string) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.store.Close() })
 	r.eng, err = readiness.New(readiness.Config{
-		Memory: staged, TokensPerBlock: 16, Fetcher: r.store, Stream: stream, Clock: r.clk,
-		RequestTimeout: time.Second, DrainGrace: time.Second, QuiesceTimeout: time.Second,
-		Observer: r.c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 16,
+			RequestTimeout: time.Second,
+			DrainGrace:     time.Second,
+			QuiesceTimeout: time.Second,
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
+		Fetcher:  r.store,
+		Stream:   stream,
+		Clock:    r.clk,
+		Observer: r.c,
 	})
 	require.NoError(t, err)
 	for k := range len(modes) {

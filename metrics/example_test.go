@@ -12,6 +12,7 @@ import (
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -29,7 +30,13 @@ func Example() {
 	store, _ := mem.New(staged)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
-		Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream, Observer: c,
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 32,
+		},
+		Fetcher:  store,
+		Stream:   stream,
+		Observer: c,
 	})
 	if err != nil {
 		panic(err)

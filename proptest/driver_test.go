@@ -10,6 +10,7 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -61,10 +62,24 @@ type runnerDriver struct{ eng *readiness.Engine }
 
 func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 	eng, err := readiness.New(readiness.Config{
-		Memory: w.mem, TokensPerBlock: tpb, Fetcher: w.be, Publisher: w.be, Stream: w.stream, Health: w.health,
-		Clock: w.clock, RequestTimeout: requestTimeout, DrainGrace: drainGrace, QuiesceTimeout: quiesceWait,
-		RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff, QuiesceWorkers: 2, KeepReleased: keepReleased,
-		OnContainment: w.contained, Logger: discardLogger(),
+		Core: core.Config{
+			Memory:          w.mem,
+			TokensPerBlock:  tpb,
+			RequestTimeout:  requestTimeout,
+			DrainGrace:      drainGrace,
+			QuiesceTimeout:  quiesceWait,
+			RetryBackoff:    retryBackoff,
+			MaxRetryBackoff: maxBackoff,
+			KeepReleased:    keepReleased,
+			Logger:          discardLogger(),
+		},
+		Fetcher:        w.be,
+		Publisher:      w.be,
+		Stream:         w.stream,
+		Health:         w.health,
+		Clock:          w.clock,
+		QuiesceWorkers: 2,
+		OnContainment:  w.contained,
 	})
 	if err != nil {
 		return nil, err

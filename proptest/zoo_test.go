@@ -20,6 +20,7 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -149,9 +150,21 @@ func newEngineMgr(w *zooWorld) *engineMgr {
 	w.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
 	var err error
 	e.eng, err = readiness.New(readiness.Config{
-		Memory: w.mem, TokensPerBlock: tpb, Fetcher: w.be, Publisher: w.be, Stream: w.stream, Health: w.dev,
-		Clock: w.clock, RequestTimeout: time.Minute, DrainGrace: zooGrace, QuiesceTimeout: zooQuiesceWait,
-		RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff, Logger: discardLogger(),
+		Core: core.Config{
+			Memory:          w.mem,
+			TokensPerBlock:  tpb,
+			RequestTimeout:  time.Minute,
+			DrainGrace:      zooGrace,
+			QuiesceTimeout:  zooQuiesceWait,
+			RetryBackoff:    retryBackoff,
+			MaxRetryBackoff: maxBackoff,
+			Logger:          discardLogger(),
+		},
+		Fetcher:   w.be,
+		Publisher: w.be,
+		Stream:    w.stream,
+		Health:    w.dev,
+		Clock:     w.clock,
 	})
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() {

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // lateAttempt answers nothing until the test resolves it, from another
@@ -33,8 +34,8 @@ func (a *lateAttempt) resolve(o contract.Outcome) {
 
 func TestAttemptTable(t *testing.T) {
 	a, b := &lateAttempt{}, &lateAttempt{}
-	h := Handle{id: 2, gen: 7}
-	stale := Handle{id: 2, gen: 6}
+	h := handleAt(2, 7)
+	stale := handleAt(2, 6)
 	for _, tc := range []struct {
 		name         string
 		do           func(*attemptTable)
@@ -57,12 +58,12 @@ func TestAttemptTable(t *testing.T) {
 			t.drop(stale)
 			t.keep(h, Fetch, a, true)
 		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
-		{name: "handles past the table", do: func(t *attemptTable) { t.drop(Handle{id: 99}); t.unwatch(Handle{id: 99}) }},
+		{name: "handles past the table", do: func(t *attemptTable) { t.drop(handleAt(99, 0)); t.unwatch(handleAt(99, 0)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tab attemptTable
-			tab.keep(Handle{id: 0, gen: 1}, Fetch, b, true) // a neighbour the cases never touch
-			tab.unwatch(Handle{id: 0, gen: 1})
+			tab.keep(handleAt(0, 1), Fetch, b, true) // a neighbour the cases never touch
+			tab.unwatch(handleAt(0, 1))
 			tc.do(&tab)
 			s := tab.get(h)
 			if tc.held == nil {
@@ -70,7 +71,7 @@ func TestAttemptTable(t *testing.T) {
 			} else {
 				require.NotNil(t, s)
 				assert.Same(t, tc.held, s.a)
-				assert.Equal(t, tc.kind, s.kind())
+				assert.Equal(t, tc.kind, s.kind)
 			}
 			assert.Nil(t, tab.get(stale), "a stale handle reads nothing")
 			watched := tab.watching()
@@ -78,14 +79,14 @@ func TestAttemptTable(t *testing.T) {
 			got, _, _ := tab.collect(nil, 0, 100)
 			var ids []uint32
 			for _, w := range got {
-				ids = append(ids, w.h.id)
+				ids = append(ids, uint32(w.h.Index()))
 				assert.Equal(t, h, w.h)
 			}
 			assert.Equal(t, tc.collectedIDs, ids)
-			if tab.slots != nil && int(h.id) < len(tab.slots) {
-				found := tab.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}, {h: stale, outcome: contract.Failed{Reason: "gone"}}})
+			if tab.slots != nil && h.Index() < len(tab.slots) {
+				found := tab.claim([]letter{answered(h), answered(stale)})
 				assert.Len(t, found, tc.claimed)
-				assert.Empty(t, tab.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}}), "an outcome is claimed once")
+				assert.Empty(t, tab.claim([]letter{answered(h)}), "an outcome is claimed once")
 			}
 		})
 	}
@@ -98,7 +99,9 @@ func TestAttemptTable(t *testing.T) {
 func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var tab attemptTable
-		w := startWatcher(&tab)
+		wake := make(chan struct{}, 1)
+		mail := newMailbox(1<<20, wake)
+		w := newWatcher(&tab, nil, mail, wake)
 		defer w.close()
 		type lease struct {
 			h        Handle
@@ -114,16 +117,13 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		var all []*lease
 		reported := map[Handle]int{}
 		take := func() {
-			for _, m := range w.out.take(nil) {
-				reported[m.h]++
+			for _, m := range mail.take(nil) {
+				reported[m.ev.Lease]++
 			}
 		}
 		sync := func() {
-			done := make(chan struct{})
-			w.syncs.put(done)
-			w.wake()
 			select {
-			case <-done:
+			case <-w.sync():
 			case <-time.After(10 * time.Second):
 				rt.Fatalf("the watcher did not finish a sweep in 10s")
 			}
@@ -138,11 +138,11 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 			switch {
 			case l == nil || l.stopped && op == 0:
 				gens[id]++
-				l = &lease{h: Handle{id: id, gen: gens[id]}, a: &lateAttempt{}}
+				l = &lease{h: handleAt(id, gens[id]), a: &lateAttempt{}}
 				live[k] = l
 				all = append(all, l)
 				tab.keep(l.h, Fetch, l.a, true)
-				w.wake()
+				w.kick()
 			case op == 1 && !l.resolved:
 				l.resolved = true
 				l.a.resolve(contract.Delivered{})
@@ -187,9 +187,14 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 
 // claimAgain returns the outcome a second claim of h would report, or nil.
 func claimAgain(t *attemptTable, h Handle) contract.Outcome {
-	found := t.claim([]outcomeMsg{{h: h, outcome: contract.Failed{Reason: "gone"}}})
+	found := t.claim([]letter{answered(h)})
 	if len(found) == 0 {
 		return nil
 	}
-	return found[0].outcome
+	return found[0].ev.Outcome
+}
+
+// answered is the letter of an outcome the watcher found for h.
+func answered(h Handle) letter {
+	return letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: contract.Failed{Reason: "gone"}}}
 }

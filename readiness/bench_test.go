@@ -18,6 +18,7 @@ import (
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -104,8 +105,15 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 	be := newInstantBackend(min(leases, 64))
 	be.pending.Store(pending)
 	eng, err := readiness.New(readiness.Config{
-		Memory: m, TokensPerBlock: 32, Fetcher: be, Stream: stream,
-		RequestTimeout: time.Hour, DrainGrace: time.Hour, Observer: obs,
+		Core: core.Config{
+			Memory:         m,
+			TokensPerBlock: 32,
+			RequestTimeout: time.Hour,
+			DrainGrace:     time.Hour,
+		},
+		Fetcher:  be,
+		Stream:   stream,
+		Observer: obs,
 	})
 	if err != nil {
 		b.Fatal(err)

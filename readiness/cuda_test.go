@@ -19,6 +19,7 @@ import (
 	"github.com/kvready/kvready/gpu/cuda"
 	"github.com/kvready/kvready/gpu/cuda/fakecuda"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -87,9 +88,16 @@ func newCUDARig(t *testing.T, slots int, fake bool) *cudaRig {
 	require.NoError(t, err)
 	r := &cudaRig{dev: dev, ctl: ctl, st: s.(*cuda.Stream), store: store, mem: m}
 	r.eng, err = readiness.New(readiness.Config{
-		Memory: m, TokensPerBlock: cudaTPB, Fetcher: store, Publisher: store, Stream: s,
-		RequestTimeout: 5 * time.Second, DrainGrace: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Core: core.Config{
+			Memory:         m,
+			TokensPerBlock: cudaTPB,
+			RequestTimeout: 5 * time.Second,
+			DrainGrace:     200 * time.Millisecond,
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
+		Fetcher:   store,
+		Publisher: store,
+		Stream:    s,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -60,9 +60,9 @@ type Engine struct {
 
 	refusedEvidence, staleEvidence uint64
 
-	timerAt   int64      // when the armed wake-up timer fires (0: none)
+	timerAt   int64       // when the armed wake-up timer fires (0: none)
 	stopTimer func() bool // stops it
-	timerFire func()     // bound once: signals wake
+	timerFire func()      // bound once: signals wake
 	haltSeen  bool
 	stopped   bool
 	obs       *observing // nil unless Config.Observer is set

@@ -10,6 +10,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -51,7 +52,12 @@ func Example_fetch() {
 	store, _ := mem.New(staged)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
-		Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream,
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 32,
+		},
+		Fetcher: store,
+		Stream:  stream,
 	})
 	if err != nil {
 		panic(err)
@@ -98,7 +104,12 @@ func Example_publish() {
 	store, _ := mem.New(staged)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
-		Memory: staged, TokensPerBlock: 32, Publisher: store, Stream: stream,
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 32,
+		},
+		Publisher: store,
+		Stream:    stream,
 	})
 	if err != nil {
 		panic(err)
@@ -123,49 +134,4 @@ func Example_publish() {
 	// Output:
 	// stored: true "kkkk"
 	// served: 1 released: 1
-}
-
-// The core without I/O, driven by hand as etcd raft's RawNode is: every step
-// reads Ready, performs the work, acknowledges it with Advance and reports
-// what happened. Nothing is copied to the device before the access proof.
-func ExampleCore() {
-	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 2, SlotBytes: 16})
-	c, _ := readiness.NewCore(readiness.CoreConfig{Memory: staged, TokensPerBlock: 32})
-	c.Tick(time.Unix(100, 0))
-	var name contract.Name
-	name[0] = 7
-	h, _ := c.Lend(readiness.Request{Kind: readiness.Fetch,
-		Rows: []readiness.Row{{Name: name, Device: 0x1000}}})
-
-	show := func(what string) {
-		info, _ := c.Lease(h)
-		rd := c.Ready()
-		fmt.Printf("%-22s %-18v submit %d, quiesce %d, copies %d\n", what, info.State, len(rd.Submissions), len(rd.Quiesce), len(rd.Copies))
-	}
-	c.Tick(time.Unix(100, 0)) // the round takes the grant: staged, the extent handed out
-	show("tick")
-	c.Advance()
-	_ = c.Submitted(h) // the backend accepted it and returned an attempt
-	show("submitted")
-	_ = c.Answer(h, contract.Delivered{Served: contract.NewNameSet(name)})
-	show("answer: served")
-	c.Advance()
-	_ = c.Proven(h) // Quiesce answered true: only now are rows copied
-	show("proven")
-	c.Advance()
-	_ = c.CopiesLanded(h) // the event after the copies completed
-	iv, _ := c.Readiness(h)
-	show("copies landed")
-	fmt.Println("readiness:", iv)
-	_ = c.Release(h)
-	info, _ := c.Lease(h)
-	fmt.Println(info.State == fsm.Released)
-	// Output:
-	// tick                   staged             submit 1, quiesce 0, copies 0
-	// submitted              requested          submit 0, quiesce 0, copies 0
-	// answer: served         served             submit 0, quiesce 1, copies 0
-	// proven                 access_fenced      submit 0, quiesce 0, copies 1
-	// copies landed          logically_complete submit 0, quiesce 0, copies 0
-	// readiness: [0, 32]
-	// true
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -74,7 +75,15 @@ func BenchmarkSlotMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				payload := int64(shape.groups * slots * 64)
-				e, err := New(Config{Memory: m, TokensPerBlock: 32, Fetcher: pendingFetcher{}, Stream: stream, RequestTimeout: time.Hour})
+				e, err := New(Config{
+					Core: core.Config{
+						Memory:         m,
+						TokensPerBlock: 32,
+						RequestTimeout: time.Hour,
+					},
+					Fetcher: pendingFetcher{},
+					Stream:  stream,
+				})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -110,27 +119,13 @@ func BenchmarkSlotMemory(b *testing.B) {
 				// The row descriptors, measured alone: the same bodies built
 				// the same way, placed, with their extents and masks.
 				before := heapNow()
-				bodies := make([]*body, leases)
-				c := e.core
-				for k := range bodies {
-					for i := range req.Rows {
-						req.Rows[i].Name[0] = byte(k)
-						req.Rows[i].Name[1] = byte(k >> 8)
-						req.Rows[i].Name[2] = byte(k >> 16)
-					}
-					bd, err := c.newBody(req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for i := range bd.addrs {
-						bd.addrs[i] = c.parts.Part(req.Rows[i].Group).SlotAddress(i % shape.blocks)
-						bd.slots[i] = int32(i % shape.blocks)
-					}
-					if err := c.builder.Build(&bd.extent, &bd.view, c.parts, c.cfg.ExtentName, false); err != nil {
-						b.Fatal(err)
-					}
-					bd.masks, _ = staging.ServedMasksInto(bd.masks, &bd.view, contract.NameSet{})
-					bodies[k] = bd
+				bodies, err := e.core.Descriptors(req, leases, func(k, i int) contract.Name {
+					var n contract.Name
+					n[0], n[1], n[2], n[3] = byte(k), byte(k>>8), byte(k>>16), byte(i)
+					return n
+				})
+				if err != nil {
+					b.Fatal(err)
 				}
 				descriptors = heapNow() - before
 				engine = total - descriptors

@@ -2,7 +2,6 @@ package readiness
 
 import (
 	"time"
-
 )
 
 // Observer is shown, on the owner goroutine, what an engine has counted: once

@@ -13,6 +13,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -47,8 +48,14 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 	var byCause [readiness.NumCauses]uint64 // the oracle: every move as OnTransition sees it
 	obs := &recorder{}
 	eng, err := readiness.New(readiness.Config{
-		Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream, Observer: obs,
-		OnTransition: func(tr readiness.Transition) { byCause[readiness.Cause(tr.Step)]++ },
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 32,
+			OnTransition:   func(tr readiness.Transition) { byCause[readiness.Cause(tr.Step)]++ },
+		},
+		Fetcher:  store,
+		Stream:   stream,
+		Observer: obs,
 	})
 	require.NoError(t, err)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -36,8 +37,14 @@ func Example_oneEnginePerDevice() {
 		store, _ := mem.New(staged)
 		defer store.Close()
 		eng, err := readiness.New(readiness.Config{
-			Memory: staged, TokensPerBlock: tpb, Fetcher: store, Stream: stream,
-			Device: id, Health: dev, // each engine asks about its own device
+			Core: core.Config{
+				Memory:         staged,
+				TokensPerBlock: tpb,
+			},
+			Fetcher: store,
+			Stream:  stream,
+			Device:  id,
+			Health:  dev, // each engine asks about its own device
 		})
 		if err != nil {
 			panic(err)

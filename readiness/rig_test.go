@@ -16,6 +16,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -209,11 +210,20 @@ func newRig(t *testing.T, slots int, opts ...rigOption) *rig {
 	}
 	r.be = newScript(r.mem)
 	cfg := Config{
-		Memory: r.mem, TokensPerBlock: rigTPB, Fetcher: r.be, Publisher: r.be, Stream: r.stream,
-		Health: r.dev, Clock: r.clk, RequestTimeout: 5 * time.Second, DrainGrace: 5 * time.Second,
-		QuiesceTimeout: 10 * time.Second,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnContainment:  func(c Containment) { r.contained = append(r.contained, c) },
+		Core: core.Config{
+			Memory:         r.mem,
+			TokensPerBlock: rigTPB,
+			RequestTimeout: 5 * time.Second,
+			DrainGrace:     5 * time.Second,
+			QuiesceTimeout: 10 * time.Second,
+			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
+		Fetcher:       r.be,
+		Publisher:     r.be,
+		Stream:        r.stream,
+		Health:        r.dev,
+		Clock:         r.clk,
+		OnContainment: func(c Containment) { r.contained = append(r.contained, c) },
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -272,9 +282,14 @@ func (r *rig) sync() {
 	}
 	for {
 		n := r.eng.Progress()
-		handed := r.eng.handed
-		require.NoError(r.t, r.eng.catchUpWatcher(ctx))
-		if n == 0 && handed == 0 && r.eng.watch.out.n.Load() == 0 && r.eng.quiet.answers.n.Load() == 0 {
+		if r.eng.watch.started {
+			select {
+			case <-r.eng.watch.sync():
+			case <-ctx.Done():
+				r.t.Fatal("the watcher did not catch up")
+			}
+		}
+		if n == 0 && !r.eng.core.HasReady() && r.eng.mail.n.Load() == 0 {
 			return
 		}
 	}

@@ -336,7 +336,7 @@ func TestRule5UnprovenAccessIsRetried(t *testing.T) {
 
 // Rule 5: the engine retries by itself, with back-off measured on its clock.
 func TestRule5RetryWithBackoff(t *testing.T) {
-	r := newRig(t, 4, func(c *Config) { c.RetryBackoff = time.Millisecond })
+	r := newRig(t, 4, func(c *Config) { c.Core.RetryBackoff = time.Millisecond })
 	r.be.setAnswer(false, nil)
 	h, _, a := r.fetch(1, 1)
 	r.deliver(a, 1, 0)
@@ -516,7 +516,7 @@ func TestRule11CallerMistakesAreRefusedAtTheDoor(t *testing.T) {
 
 // Rule 7: stale handles are refused and change nothing.
 func TestRule7StaleHandlesAreRefused(t *testing.T) {
-	r := newRig(t, 2, func(c *Config) { c.KeepReleased = 1 })
+	r := newRig(t, 2, func(c *Config) { c.Core.KeepReleased = 1 })
 	h, _, a := r.fetch(1, 1)
 	r.be.set(a, contract.Delivered{})
 	r.sync()
@@ -534,7 +534,7 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 	assert.ErrorIs(t, r.eng.Release(Handle{}), ErrStaleHandle)
 	// A live lease on the record h once named: the old handle never reaches it.
 	live, _, _ := r.fetch(9, 1)
-	require.Equal(t, h.id, live.id, "the record was reused")
+	require.Equal(t, h.Index(), live.Index(), "the record was reused")
 	assert.ErrorIs(t, r.eng.Release(h), ErrStaleHandle)
 	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
 	assert.Equal(t, fsm.Requested, r.state(live), "the stale calls changed nothing")
@@ -543,15 +543,16 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 
 // Rule 5: a Quiesce that does not answer within its timeout proves nothing.
 func TestRule5QuiesceTimeoutIsNoProof(t *testing.T) {
-	r := newRig(t, 2, func(c *Config) { c.QuiesceTimeout = 5 * time.Millisecond })
+	r := newRig(t, 2, func(c *Config) { c.Core.QuiesceTimeout = 5 * time.Millisecond })
 	r.be.gate = make(chan struct{}) // never opened while the test looks
 	h, rows, a := r.fetch(1, 1)
 	r.deliver(a, 1, 0)
 	r.sync()
 	r.entered()
-	require.NoError(t, r.eng.catchUpQuiesce(contextWithTimeout(t)))
+	r.clk.Advance(5 * time.Millisecond) // the call's timeout, on the engine's clock
 	r.sync()
 	assert.Equal(t, fsm.Served, r.state(h), "a timed-out Quiesce is not a proof")
+	assert.Equal(t, uint64(1), r.eng.Stats().QuiesceTimeouts)
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 	assert.Positive(t, r.eng.Stats().Unproven)
 }
@@ -593,7 +594,7 @@ func TestRegressionMasksOfLargeViewsStartClear(t *testing.T) {
 // after the owner releases it and later leases are lent, the extent the
 // backend holds still names the same slot and name.
 func TestRule6QuarantinedExtentIsNeverRebuilt(t *testing.T) {
-	r := newRig(t, 4, func(c *Config) { c.KeepReleased = 1 })
+	r := newRig(t, 4, func(c *Config) { c.Core.KeepReleased = 1 })
 	r.be.setAnswer(false, nil)
 	h, _, a := r.fetch(1, 1)
 	held := a.ext

@@ -9,6 +9,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,7 +54,15 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 	store, err := mem.New(staged)
 	require.NoError(t, err)
 	defer store.Close()
-	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Attention: attn, Fetcher: store, Stream: stream})
+	eng, err := readiness.New(readiness.Config{
+		Core: core.Config{
+			Memory:         staged,
+			TokensPerBlock: 32,
+			Attention:      attn,
+		},
+		Fetcher: store,
+		Stream:  stream,
+	})
 	require.NoError(t, err)
 	defer drain(eng, dev)
 
@@ -96,7 +105,15 @@ func TestEngineRefusesBadAttention(t *testing.T) {
 		{[]staging.Attention{{Window: -1}}, "layer group 0's Attention: staging: window -1"},
 		{[]staging.Attention{staging.Full, staging.Full}, "the Attention list has 2 layer groups; want at most the memory's 1"},
 	} {
-		_, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Attention: tc.attn, Fetcher: store, Stream: stream})
+		_, err := readiness.New(readiness.Config{
+			Core: core.Config{
+				Memory:         staged,
+				TokensPerBlock: 32,
+				Attention:      tc.attn,
+			},
+			Fetcher: store,
+			Stream:  stream,
+		})
 		assert.ErrorContains(t, err, tc.msg)
 	}
 }

@@ -134,4 +134,3 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
-

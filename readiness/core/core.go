@@ -271,7 +271,6 @@ func (c *Core) Close() {
 			_ = c.apply(id, verdict{event: fsm.Close, reason: "engine closed: cancelled locally", setReason: true})
 		}
 	}
-	c.pump()
 }
 
 // Closed reports whether Close was called.
@@ -306,10 +305,10 @@ func (c *Core) owner(h Handle, v verdict) error {
 		}
 		return err
 	}
-	err = c.apply(id, v)
-	c.expire()
-	c.pump()
-	return err
+	// Grants and deadlines are taken in rounds (Tick, Step), never inside an
+	// owner's call: a lease is staged on the clock of the round that submits
+	// it.
+	return c.apply(id, v)
 }
 
 // lookup resolves a handle to a record that still carries its lease.

@@ -388,6 +388,7 @@ func (c *Core) due(id uint32) {
 	if live() && b.proofDue != 0 && c.now >= b.proofDue {
 		b.proofDue = 0
 		c.stats.QuiesceTimeouts++
+		c.stats.Unproven++
 		c.ready.Overdue = append(c.ready.Overdue, c.handle(id))
 		why := fmt.Sprintf("Quiesce did not answer within %v", c.cfg.QuiesceTimeout)
 		_ = c.apply(id, verdict{event: fsm.AccessUnproven, unproven: why})
