@@ -35,8 +35,10 @@ type driver interface {
 }
 
 // The timing of the suite: the deadline and the grace are long enough that
-// the clock decides them, the Quiesce timeout (real time) short enough that a
-// blocked or timing-out backend costs the suite little.
+// the clock decides them; the Quiesce timeout is short: on the model's clock,
+// its steps time calls out; in real time, a blocked or timing-out backend
+// gives up soon (the runner cancels the call's context, the core driver bounds
+// its inline call), and its error is an answer like any other.
 const (
 	requestTimeout = 3 * time.Second
 	drainGrace     = 5 * time.Second
@@ -115,24 +117,24 @@ func (d *runnerDriver) round(synced bool) error {
 }
 
 // coreDriver steps the I/O-free core on the test's goroutine: it polls every
-// watched attempt, asks Quiesce inline with a short context, queues copies on
-// the stream and records one event per round, and reports each answer back.
-// It shares no code with the runner.
+// submitted attempt, asks Quiesce inline with a short context, queues copies
+// on the stream and records one event per round, asks cancels, and reports
+// each answer back through the core's one door. It shares no code with the
+// runner.
 type coreDriver struct {
-	c        *readiness.Core
+	c        *core.Core
 	w        worldConfig
 	attempts map[readiness.Handle]contract.Attempt
 	watching []readiness.Handle
-	asks     []readiness.Handle
-	retryAt  map[readiness.Handle]time.Time
 	events   gpu.Completions[int]
 	batches  [][]readiness.Handle
 	lost     bool
 }
 
 func newCoreDriver(w worldConfig) (*coreDriver, error) {
-	c, err := readiness.NewCore(readiness.CoreConfig{
+	c, err := core.New(core.Config{
 		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
+		QuiesceTimeout: quiesceWait, RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff,
 		KeepReleased: keepReleased, Logger: discardLogger(),
 		OnTransition: func(tr readiness.Transition) {
 			if os.Getenv("MODEL_DEBUG") != "" {
@@ -144,7 +146,7 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 		return nil, err
 	}
 	c.Tick(w.clock.Now())
-	return &coreDriver{c: c, w: w, attempts: map[readiness.Handle]contract.Attempt{}, retryAt: map[readiness.Handle]time.Time{}}, nil
+	return &coreDriver{c: c, w: w, attempts: map[readiness.Handle]contract.Attempt{}}, nil
 }
 
 func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
@@ -163,13 +165,10 @@ func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
 }
 func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(h) }
 func (d *coreDriver) cancel(h readiness.Handle) error  { return d.c.Cancel(h) }
-func (d *coreDriver) retry(h readiness.Handle) error {
-	if d.c.AwaitingProof(h) {
-		d.retryAt[h] = d.w.clock.Now()
-	}
-	return nil
+func (d *coreDriver) retry(h readiness.Handle) error   { return d.c.Retry(h) }
+func (d *coreDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) {
+	return d.c.Lease(h)
 }
-func (d *coreDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) { return d.c.Lease(h) }
 func (d *coreDriver) readiness(h readiness.Handle) (staging.Interval, error) {
 	return d.c.Readiness(h)
 }
@@ -182,11 +181,11 @@ func (d *coreDriver) close() {
 }
 
 func (d *coreDriver) round(bool) error {
-	now := d.w.clock.Now()
-	d.c.Tick(now)
+	d.c.Tick(d.w.clock.Now())
+	d.perform()
 	if lost, why := d.w.health.Lost(0); lost && !d.lost {
 		d.lost = true
-		d.c.DeviceLost(why)
+		_ = d.c.Step(core.Evidence{What: core.DeviceGone, Reason: why})
 	}
 	kept := d.watching[:0]
 	for _, h := range d.watching {
@@ -195,7 +194,7 @@ func (d *coreDriver) round(bool) error {
 			continue
 		}
 		if o := a.Poll(); o != nil {
-			_ = d.c.Answer(h, o)
+			_ = d.c.Step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o})
 			continue
 		}
 		kept = append(kept, h)
@@ -205,51 +204,39 @@ func (d *coreDriver) round(bool) error {
 		_, _ = d.events.Poll(d.w.stream, func(i int, st gpu.Status) {
 			for _, h := range d.batches[i] {
 				if st == gpu.Complete {
-					_ = d.c.CopiesLanded(h)
+					_ = d.c.Step(core.Evidence{What: core.CopiesDone, Lease: h})
 				} else {
-					_ = d.c.CopyFailed(h, "the event failed")
+					_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "the event failed"})
 				}
 			}
 			d.batches[i] = nil
 		})
 	}
-	for h, at := range d.retryAt {
-		if !now.Before(at) {
-			delete(d.retryAt, h)
-			d.asks = append(d.asks, h)
-		}
-	}
-	asks := d.asks
-	d.asks = nil
-	for _, h := range asks {
-		a, ok := d.attempts[h]
-		if !ok || !d.c.AwaitingProof(h) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), quiesceWait)
-		proven, err := d.quiesce(ctx, h, a)
-		cancel()
-		if proven && err == nil {
-			_ = d.c.Answer(h, a.Poll())
-			_ = d.c.Proven(h)
-			continue
-		}
-		reason := "false"
-		if err != nil {
-			reason = err.Error()
-		}
-		_ = d.c.Unproven(h, reason)
-		if d.c.AwaitingProof(h) {
-			d.retryAt[h] = now.Add(retryBackoff)
-		}
-	}
 	d.perform()
 	return nil
 }
 
-// quiesce asks the backend (one adversary serves both kinds).
-func (d *coreDriver) quiesce(ctx context.Context, _ readiness.Handle, a contract.Attempt) (bool, error) {
-	return d.w.be.Quiesce(ctx, []contract.Attempt{a})
+// prove asks the backend (one adversary serves both kinds) inline, bounded by
+// quiesceWait of real time, and reports the answer.
+func (d *coreDriver) prove(h readiness.Handle) {
+	a, ok := d.attempts[h]
+	if !ok {
+		_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: "no attempt kept"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), quiesceWait)
+	proven, err := d.w.be.Quiesce(ctx, []contract.Attempt{a})
+	cancel()
+	if proven && err == nil {
+		_ = d.c.Step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: a.Poll()})
+		_ = d.c.Step(core.Evidence{What: core.QuiesceTrue, Lease: h})
+		return
+	}
+	reason := "false"
+	if err != nil {
+		reason = err.Error()
+	}
+	_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: reason})
 }
 
 // perform does what the core's Ready asks, reporting every answer, until it
@@ -304,7 +291,24 @@ func (d *coreDriver) perform() {
 				batch = append(batch, h)
 			}
 		}
-		d.asks = append(d.asks, rd.Quiesce...)
+		proofs := make([]readiness.Handle, 0, len(rd.Proofs))
+		for _, p := range rd.Proofs {
+			proofs = append(proofs, p.Lease)
+		}
+		var replies []core.Evidence
+		for _, h := range rd.Cancels {
+			ev := core.Evidence{What: core.CancelReplied, Lease: h}
+			if a, ok := d.attempts[h]; ok {
+				if disp, err := contract.RequestCancel(a); err != nil {
+					ev.Reason = err.Error()
+				} else {
+					ev.Disposition = disp
+				}
+			} else {
+				ev.Reason = "no attempt kept"
+			}
+			replies = append(replies, ev)
+		}
 		for _, h := range rd.Forget {
 			delete(d.attempts, h)
 		}
@@ -315,18 +319,24 @@ func (d *coreDriver) perform() {
 			case s.a != nil:
 				d.attempts[s.h] = s.a
 				d.watching = append(d.watching, s.h)
-				_ = d.c.Submitted(s.h)
+				_ = d.c.Step(core.Evidence{What: core.SubmitAccepted, Lease: s.h})
 			case errors.Is(s.err, contract.ErrSubmissionRejected):
-				_ = d.c.Rejected(s.h, s.err.Error())
+				_ = d.c.Step(core.Evidence{What: core.SubmitRejected, Lease: s.h, Reason: s.err.Error()})
 			default:
-				_ = d.c.Escaped(s.h, fmt.Sprint(s.err))
+				_ = d.c.Step(core.Evidence{What: core.SubmitEscaped, Lease: s.h, Reason: fmt.Sprint(s.err)})
 			}
 		}
 		for _, r := range refused {
-			_ = d.c.CopyRefused(r.h, r.row, r.err.Error())
+			_ = d.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 		}
 		for h, err := range failed {
-			_ = d.c.CopyFailed(h, err.Error())
+			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: err.Error()})
+		}
+		for _, ev := range replies {
+			_ = d.c.Step(ev)
+		}
+		for _, h := range proofs {
+			d.prove(h)
 		}
 		for _, c := range contained {
 			d.w.contained(c)
@@ -342,7 +352,7 @@ func (d *coreDriver) perform() {
 	}
 	if err != nil {
 		for _, h := range batch {
-			_ = d.c.CopyFailed(h, "recording the event failed: "+err.Error())
+			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "recording the event failed: " + err.Error()})
 		}
 		d.perform()
 	}

@@ -758,7 +758,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	m.checkOutcome(l, info, synced)
 	if synced {
 		m.checkSynced(l, info)
-		if m.ended(l) && m.attempt(l) != nil && info.State != fsm.Quarantined && !m.copiesInFlight(l) && !l.copyFailed && !m.lost && !m.proofMayBeDistrusted(m.attempt(l)) {
+		if m.ended(l) && m.attempt(l) != nil && info.State != fsm.Quarantined && !m.copiesInFlight(l) && !l.copyFailed && !m.lost {
 			l.settledSeen = true
 		}
 	}
@@ -1002,22 +1002,6 @@ func (m *model) checkOutcome(l *mLease, info readiness.LeaseInfo, synced bool) {
 	}
 }
 
-// proofMayBeDistrusted reports whether the engine may have set aside the
-// backend's latest proof: the runner does not trust a true that comes back
-// after its Quiesce context ended, and asks again after a back-off on the
-// clock. The context's deadline passing is the only way that happens, and
-// the engine looked before now: if now is before the deadline, the engine saw
-// a live context and trusted the answer. Only a loaded machine makes it race.
-func (m *model) proofMayBeDistrusted(a *attempt) bool {
-	if a == nil {
-		return false
-	}
-	m.be.mu.Lock()
-	by := a.trueBy
-	m.be.mu.Unlock()
-	return !by.IsZero() && !time.Now().Before(by)
-}
-
 // checkSynced holds after a synced round: the engine has taken in every piece
 // of evidence made observable before it.
 func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
@@ -1038,10 +1022,10 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 		(l.seen == readiness.Served || l.seen == readiness.Partial) && info.Outcome != readiness.Violation {
 		m.fail(rule3, "lease %d: its backend changed its answer before access was proven; the engine still reports %v", l.serial, info.Outcome)
 	}
-	// Rule 1: a proof the backend gave is taken in once the outcome is latched
-	// — unless the runner's Quiesce timeout may have run out before it looked
-	// at the answer (proofMayBeDistrusted).
-	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil && !m.proofMayBeDistrusted(a) {
+	// Rule 1: a proof the backend gave is taken in once the outcome is
+	// latched — whenever it comes, even after its call timed out on the
+	// engine's clock.
+	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil {
 		switch info.State {
 		case fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed:
 			m.fail(rule5, "lease %d: its backend proved access over and the outcome is latched, yet it is still %v", l.serial, info.State)

@@ -126,15 +126,10 @@ type attempt struct {
 	changes int              // answers Poll gave that differ from the first
 	polled  int
 
-	mode   quiesceMode
-	notYet int
-	gate   chan struct{}
-	ended  bool // Quiesce answered true: it never touches memory again
-	// trueBy is the deadline of the context of the latest true answer (zero:
-	// none). A runner that checks its context after the call sets a true
-	// aside once that deadline has passed, so a caller may have trusted the
-	// answer only if it looked before trueBy.
-	trueBy   time.Time
+	mode     quiesceMode
+	notYet   int
+	gate     chan struct{}
+	ended    bool // Quiesce answered true: it never touches memory again
 	torn     bool // it wrote torn bytes into served rows after its outcome; it rewrites them before ending
 	unproven int  // Quiesce calls that proved nothing
 	calls    int
@@ -321,10 +316,8 @@ func (b *adversary) Quiesce(ctx context.Context, list []contract.Attempt) (bool,
 		b.unprovenLocked(list)
 		return false, err
 	}
-	trueBy, _ := ctx.Deadline()
 	for _, x := range list {
 		a := x.(advAttempt).a
-		a.trueBy = trueBy
 		if a.ended {
 			continue
 		}

@@ -112,7 +112,7 @@ func New(cfg Config) (*Engine, error) {
 	// Quiesce call (two letters) outstanding, and a call's batch adds one.
 	e.mail = newMailbox(4*slots+64, e.wake)
 	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail, e.wake)
-	e.quiet = startQuiescer(cfg.QuiesceWorkers, e.mail)
+	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
 	if cfg.Fetcher != nil {
 		e.quiesceFetch = cfg.Fetcher.Quiesce
 	}

@@ -107,10 +107,15 @@ type quiescer struct {
 	handed  atomic.Int64 // batches handed out
 	answer  atomic.Int64 // batches answered
 	free    []*batch     // answered batches back from the owner (owner only)
+	// wall bounds a batch's calls in real time too: the engine's clock decides
+	// when a call stops counting (it proves nothing from then on), and this
+	// makes sure a backend blocked on a clock that does not move still gets
+	// its context cancelled, so that no worker is pinned for longer.
+	wall time.Duration
 }
 
-func startQuiescer(workers int, mail *mailbox) *quiescer {
-	q := &quiescer{signal: make(chan struct{}, 1), mail: mail, stop: make(chan struct{})}
+func startQuiescer(workers int, wall time.Duration, mail *mailbox) *quiescer {
+	q := &quiescer{signal: make(chan struct{}, 1), mail: mail, stop: make(chan struct{}), wall: wall}
 	for range workers {
 		q.wg.Add(1)
 		go q.run()
@@ -191,6 +196,21 @@ func (q *quiescer) take() *batch {
 
 func (q *quiescer) run() {
 	defer q.wg.Done()
+	var (
+		mu      sync.Mutex
+		current *batch
+	)
+	// One timer per worker, reset for each batch: cancelling on time
+	// allocates nothing.
+	timer := time.AfterFunc(time.Hour, func() {
+		mu.Lock()
+		if current != nil {
+			current.ctx.cancel()
+		}
+		mu.Unlock()
+	})
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		b := q.take()
 		if b == nil {
@@ -201,7 +221,15 @@ func (q *quiescer) run() {
 				return
 			}
 		}
+		mu.Lock()
+		current = b
+		mu.Unlock()
+		timer.Reset(q.wall)
 		q.answerBatch(b)
+		timer.Stop()
+		mu.Lock()
+		current = nil
+		mu.Unlock()
 		// Counted once the letters are in: an owner that sees every batch
 		// answered finds all their letters in the mailbox.
 		b.letters = append(b.letters, letter{done: b})

@@ -38,10 +38,12 @@ type Config struct {
 	// submission or a failed copy — before the slots are contained (default
 	// 10s).
 	DrainGrace time.Duration
-	// QuiesceTimeout bounds each Quiesce call, on the engine's clock (default
-	// 1s): a call still unanswered then proves nothing for now — the drain
-	// starts and its context is cancelled — though a true it answers later is
-	// still taken.
+	// QuiesceTimeout bounds each Quiesce call (default 1s). On the engine's
+	// clock it decides: a call still unanswered then proves nothing for now —
+	// the drain starts, and its context is cancelled — though a true it
+	// answers later is still taken. The runner also cancels a call's context
+	// after as long in real time, so that a backend waiting on a clock that
+	// does not move never pins a worker.
 	QuiesceTimeout time.Duration
 	// RetryBackoff is the wait before asking Quiesce again after an answer
 	// that proved nothing (default 1ms); it doubles on each retry, up to
