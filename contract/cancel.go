@@ -10,7 +10,8 @@ const RevisionCancelRequest = Revision + "+cancel-request-v1"
 
 // CancelDisposition is what a cancellation request answered: a best-effort
 // request was made, or the attempt does not support one. Neither is an outcome,
-// and neither says anything about memory access.
+// and neither says anything about memory access. The zero value is neither
+// (Valid reports false): a caller judging a backend's answer should check it.
 type CancelDisposition uint8
 
 const (

@@ -1,5 +1,7 @@
 // Package contract is the Go rendering of the shared, content-addressed KV backend
-// contract (revision [Revision]) and of the runtime profile that gates its use.
+// contract (revision [Revision], or [RevisionCancelRequest] with the optional
+// cancellation extension: [Cancellable], [RequestCancel], and the [Notifier]
+// capability) and of the runtime profile that gates its use.
 //
 // The backend surface is thirteen symbols: [Unit], [CacheExtent], [Delivered],
 // [Failed], [Cancelled], [Outcome], [Attempt], [ErrSubmissionRejected], [Route],
@@ -17,6 +19,8 @@
 // success, a failure, a cancellation, a timeout — authorises reusing memory.
 package contract
 
-// Revision is the pinned revision of the shared backend contract. A backend or
-// runtime profile that names any other revision is refused.
+// Revision is the pinned upstream revision of the shared backend contract. A
+// backend or runtime profile may name it or [RevisionCancelRequest] (the same
+// contract with the cancellation extension); one that names any other
+// revision is refused.
 const Revision = "147ed68276e7fb89d5de60002d4e793a78707a8c"

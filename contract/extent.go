@@ -34,8 +34,10 @@ var ErrDuplicateUnit = errors.New("contract: two units in one extent share a nam
 // CacheExtent is the immutable description of one fetch destination or publish
 // source: an extent name, its units and an explicit sequence-end flag.
 //
-// The extent name is a stable, versioned namespace such as
+// The extent name should be a stable, versioned namespace such as
 // "trtllm:shared-kv:staging:1" — never a request id or an allocation identity.
+// It is opaque bytes, and any bytes are valid, the empty name included, with or
+// without units, as the reference's CacheExtent and build_extent accept.
 // Only sequence-aware backends may read IsLast; a name-addressed store must not.
 //
 // A backend must not keep a CacheExtent after Quiesce has answered true for the
@@ -50,11 +52,10 @@ type CacheExtent struct {
 }
 
 // NewCacheExtent validates and snapshots an extent. The units are copied, so later
-// changes to the caller's slice do not reach the extent. An empty extent — no
-// units — is valid whatever its name, an empty name included (the reference's
-// own contract test says so: there is nothing to name). It fails for an empty
-// extent name carrying units, a unit with a negative coordinate, or two units
-// with one name.
+// changes to the caller's slice do not reach the extent. Any name is valid, the
+// empty one included, with or without units, and so is an extent with no units
+// (the reference's CacheExtent checks neither). It fails for a unit with a
+// negative coordinate or two units with one name.
 func NewCacheExtent(name []byte, units []Unit, isLast bool) (CacheExtent, error) {
 	var e CacheExtent
 	if err := e.Reset(name, units, isLast); err != nil {
@@ -70,9 +71,6 @@ func NewCacheExtent(name []byte, units []Unit, isLast bool) (CacheExtent, error)
 // Reset must not be called while a backend may still hold e: only after Quiesce
 // answered true for every attempt that carried it.
 func (e *CacheExtent) Reset(name []byte, units []Unit, isLast bool) error {
-	if len(name) == 0 && len(units) > 0 {
-		return errors.New("contract: extent name is empty but it carries units; want a stable versioned namespace such as \"trtllm:shared-kv:staging:1\"")
-	}
 	seen, err := checkUnits(units, e.seen)
 	e.seen = seen
 	if err != nil {

@@ -48,7 +48,8 @@ const (
 )
 
 // SupportedProfile returns the one supported profile, naming backendRevision as
-// the backend build.
+// the backend build and [Revision] as the contract revision (a profile naming
+// [RevisionCancelRequest] instead is supported as well).
 func SupportedProfile(backendRevision string) Profile {
 	return Profile{
 		ContractRevision:     Revision,
@@ -144,7 +145,9 @@ func (e *ProfileError) Unwrap() []error {
 }
 
 // Validate reports every violated field at once, as a *ProfileError, or nil when
-// p is the supported profile. In a Go value a blank string is reported missing.
+// p is the supported profile. The contract revision may be either pinned
+// revision, [Revision] or [RevisionCancelRequest], and nothing else. In a Go
+// value a blank string is reported missing.
 func (p Profile) Validate() error {
 	var c checker
 	p.check(&c, nil)
@@ -166,7 +169,19 @@ func (p Profile) check(c *checker, skip map[string]bool) {
 			c.add(field, Unsupported, strconv.Quote(given), strconv.Quote(supported))
 		}
 	}
-	want("contract_revision", p.ContractRevision, Revision)
+	if !skip["contract_revision"] {
+		// Either pinned revision, byte for byte, and nothing else: the suffix
+		// names a local extension, so no other suffix (nor the suffix alone) is
+		// a revision.
+		supported := strconv.Quote(Revision) + " or " + strconv.Quote(RevisionCancelRequest)
+		switch p.ContractRevision {
+		case Revision, RevisionCancelRequest:
+		case "":
+			c.add("contract_revision", Missing, "", supported)
+		default:
+			c.add("contract_revision", Unsupported, strconv.Quote(p.ContractRevision), supported)
+		}
+	}
 	if !skip["backend_revision"] {
 		const what = "a non-blank backend build identifier"
 		switch {

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,25 +52,39 @@ func LoadProfile(data []byte) (Profile, error) {
 		return Profile{}, err
 	}
 	p.check(&c, bad)
-	slices.SortStableFunc(c.violations, func(a, b *FieldError) int { return fieldRank(a.Field) - fieldRank(b.Field) })
+	slices.SortStableFunc(c.violations, func(a, b *FieldError) int {
+		ta, sa := fieldRank(a.Field)
+		tb, sb := fieldRank(b.Field)
+		return cmp.Or(cmp.Compare(ta, tb), cmp.Compare(sa, sb))
+	})
 	if err := c.result(); err != nil {
 		return Profile{}, err
 	}
 	return p, nil
 }
 
-func fieldRank(field string) int {
-	top, _, _ := strings.Cut(field, ".")
-	top, _, _ = strings.Cut(top, "[")
-	if i := slices.Index(profileKeys, top); i >= 0 {
-		return i
+// fieldRank orders violations as a profile lists its keys: by top-level key,
+// then, inside parallelism, by axis (tp, dp, pp, cp, then unknown axes), so
+// that shape and value violations of one object read in document order.
+func fieldRank(field string) (top, sub int) {
+	name, nested, _ := strings.Cut(field, ".")
+	name, _, _ = strings.Cut(name, "[")
+	top = slices.Index(profileKeys, name)
+	if top < 0 {
+		top = len(profileKeys)
 	}
-	return len(profileKeys)
+	if nested != "" {
+		if sub = slices.Index(parallelismKeys, nested); sub < 0 {
+			sub = len(parallelismKeys)
+		}
+	}
+	return top, sub
 }
 
 // decodeProfile returns the decoded fields, the shape violations, and the set of
 // fields whose Go values are not meaningful because they were missing or of the
-// wrong type.
+// wrong type. A parallelism axis is judged on its own ("parallelism.tp"), so
+// that one malformed axis does not hide the others' values.
 func decodeProfile(data []byte) (Profile, checker, map[string]bool, error) {
 	var p Profile
 	var c checker
@@ -79,9 +94,7 @@ func decodeProfile(data []byte) (Profile, checker, map[string]bool, error) {
 			c.add(key, UnknownKey, describe(raw), strings.Join(profileKeys, ", "))
 			return
 		}
-		if !decodeField(&p, key, raw, &c) {
-			bad[key] = true
-		}
+		decodeField(&p, key, raw, &c, bad)
 	})
 	if err != nil {
 		return Profile{}, checker{}, nil, err
@@ -157,31 +170,30 @@ func syntaxError(dec *json.Decoder, err error) error {
 var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
 // decodeField stores raw into p's field key, or records why it cannot and
-// returns false.
-func decodeField(p *Profile, key string, raw json.RawMessage, c *checker) bool {
-	wrong := func(field, want string) bool {
+// marks the field (for parallelism, each axis that could not be read) in bad.
+func decodeField(p *Profile, key string, raw json.RawMessage, c *checker, bad map[string]bool) {
+	wrong := func(field, want string) {
 		c.add(field, WrongType, describe(raw), want)
-		return false
+		bad[field] = true
 	}
 	switch key {
 	case "parallelism":
 		if kindOf(raw) != "object" {
-			return wrong(key, `an object {"tp":1,"dp":1,"pp":1,"cp":1}`)
+			wrong(key, `an object {"tp":1,"dp":1,"pp":1,"cp":1}`)
+			return
 		}
 		axes := map[string]*int{"tp": &p.Parallelism.TP, "dp": &p.Parallelism.DP, "pp": &p.Parallelism.PP, "cp": &p.Parallelism.CP}
-		ok := true
 		seen, _ := decodeObject(raw, c, "parallelism.", func(axis string, v json.RawMessage) {
 			field := "parallelism." + axis
 			dst, known := axes[axis]
 			if !known {
 				c.add(field, UnknownKey, describe(v), strings.Join(parallelismKeys, ", "))
-				ok = false
 				return
 			}
 			n, err := strconv.Atoi(string(v))
 			if !integerLiteral.Match(v) || err != nil {
-				c.add(field, WrongType, describe(v), "an integer literal")
-				ok = false
+				c.add(field, WrongType, describe(v), "the integer 1")
+				bad[field] = true
 				return
 			}
 			*dst = n
@@ -189,10 +201,9 @@ func decodeField(p *Profile, key string, raw json.RawMessage, c *checker) bool {
 		for _, axis := range parallelismKeys {
 			if !seen[axis] {
 				c.add("parallelism."+axis, Missing, "", "1")
-				ok = false
+				bad["parallelism."+axis] = true
 			}
 		}
-		return ok
 	case "committed_whole_blocks":
 		switch string(raw) {
 		case "true":
@@ -200,35 +211,36 @@ func decodeField(p *Profile, key string, raw json.RawMessage, c *checker) bool {
 		case "false":
 			p.CommittedWholeBlocks = false
 		default:
-			return wrong(key, "a boolean (true)")
+			wrong(key, "a boolean (true)")
 		}
-		return true
 	case "extra_features":
 		if kindOf(raw) != "array" {
-			return wrong(key, "an array of strings ([])")
+			wrong(key, "an array of strings ([])")
+			return
 		}
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
-			return wrong(key, "an array of strings ([])")
+			wrong(key, "an array of strings ([])")
+			return
 		}
 		features := make([]string, 0, len(items))
 		for i, item := range items {
 			var s string
 			if kindOf(item) != "string" || json.Unmarshal(item, &s) != nil {
 				c.add(fmt.Sprintf("extra_features[%d]", i), WrongType, describe(item), "a string")
-				return false
+				bad[key] = true
+				return
 			}
 			features = append(features, s)
 		}
 		p.ExtraFeatures = features
-		return true
 	default:
 		var s string
 		if kindOf(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-			return wrong(key, "a string")
+			wrong(key, "a string")
+			return
 		}
 		*stringField(p, key) = s
-		return true
 	}
 }
 
@@ -260,6 +272,8 @@ func stringField(p *Profile, key string) *string {
 func supportedJSON(key string) string {
 	s := SupportedProfile("<build id>")
 	switch key {
+	case "contract_revision":
+		return strconv.Quote(Revision) + " or " + strconv.Quote(RevisionCancelRequest)
 	case "backend_revision":
 		return "a non-blank backend build identifier"
 	case "parallelism":

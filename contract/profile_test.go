@@ -27,7 +27,10 @@ func TestRefusedProfiles(t *testing.T) {
 		given  string
 	}{
 		{"foreign contract revision", func(p *contract.Profile) { p.ContractRevision = "0000000000000000000000000000000000000000" }, "contract_revision", `"0000000000000000000000000000000000000000"`},
-		{"revision with suffix", func(p *contract.Profile) { p.ContractRevision = contract.Revision + "+cancel-request-v1" }, "contract_revision", `"` + contract.Revision + `+cancel-request-v1"`},
+		{"revision with another suffix", func(p *contract.Profile) { p.ContractRevision = contract.Revision + "+cancel-request-v2" }, "contract_revision", `"` + contract.Revision + `+cancel-request-v2"`},
+		{"the suffix alone", func(p *contract.Profile) { p.ContractRevision = "+cancel-request-v1" }, "contract_revision", `"+cancel-request-v1"`},
+		{"suffixed revision with a trailing space", func(p *contract.Profile) { p.ContractRevision = contract.RevisionCancelRequest + " " }, "contract_revision", `"` + contract.RevisionCancelRequest + ` "`},
+		{"suffix on a foreign revision", func(p *contract.Profile) { p.ContractRevision = "0+cancel-request-v1" }, "contract_revision", `"0+cancel-request-v1"`},
 		{"blank backend revision", func(p *contract.Profile) { p.BackendRevision = "   " }, "backend_revision", `"   "`},
 		{"missing backend revision", func(p *contract.Profile) { p.BackendRevision = "" }, "backend_revision", ""},
 		{"mooncake", func(p *contract.Profile) { p.BackendKind = "mooncake" }, "backend_kind", `"mooncake"`},
@@ -66,6 +69,33 @@ func TestRefusedProfiles(t *testing.T) {
 			assert.Contains(t, lErr.Error(), tc.field+":")
 		})
 	}
+}
+
+// TestBothPinnedRevisionsAreSupported: a profile may name the pinned revision or
+// the revision with the cancellation extension (SPEC §2), through Validate and
+// through the JSON loader; a refusal of any other names both.
+func TestBothPinnedRevisionsAreSupported(t *testing.T) {
+	for _, rev := range []string{contract.Revision, contract.RevisionCancelRequest} {
+		t.Run(rev, func(t *testing.T) {
+			p := supported()
+			p.ContractRevision = rev
+			require.NoError(t, p.Validate())
+			data, err := json.Marshal(p)
+			require.NoError(t, err)
+			got, err := contract.LoadProfile(data)
+			require.NoError(t, err)
+			assert.Equal(t, rev, got.ContractRevision)
+		})
+	}
+	p := supported()
+	p.ContractRevision = "x"
+	var fe *contract.FieldError
+	require.ErrorAs(t, p.Validate(), &fe)
+	assert.Equal(t, `"`+contract.Revision+`" or "`+contract.RevisionCancelRequest+`"`, fe.Supported)
+	_, err := contract.LoadProfile([]byte(replace(`"contract_revision":"147ed68276e7fb89d5de60002d4e793a78707a8c",`, ``)(goodJSON)))
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, contract.Missing, fe.Problem)
+	assert.Contains(t, fe.Supported, contract.RevisionCancelRequest, "a missing revision names both supported ones")
 }
 
 func TestValidateReportsEveryViolation(t *testing.T) {
@@ -160,6 +190,63 @@ func TestLoadProfileReportsShapeAndValueTogether(t *testing.T) {
 	assert.Len(t, pe.Violations, 1, "DecodeProfile checks shape only")
 }
 
+// TestLoadProfileReportsEveryAxis: one malformed parallelism axis does not hide
+// the others (SPEC §2: every violated field at once, each naming the field,
+// what was given and what is supported), and the axes read in document order
+// whatever kind of violation each is.
+func TestLoadProfileReportsEveryAxis(t *testing.T) {
+	type violation struct {
+		field   string
+		problem contract.Problem
+		given   string
+	}
+	for _, tc := range []struct {
+		desc string
+		axes string
+		want []violation
+	}{
+		{"1.5, -1, 0, 1", `{"tp":1.5,"dp":-1,"pp":0,"cp":1}`, []violation{
+			{"parallelism.tp", contract.WrongType, "number 1.5"},
+			{"parallelism.dp", contract.Unsupported, "-1"},
+			{"parallelism.pp", contract.Unsupported, "0"},
+		}},
+		{"a value before a type", `{"tp":2,"dp":"1","pp":1,"cp":1}`, []violation{
+			{"parallelism.tp", contract.Unsupported, "2"},
+			{"parallelism.dp", contract.WrongType, `string "1"`},
+		}},
+		{"a missing axis and a bad one", `{"tp":1,"dp":1,"pp":3}`, []violation{
+			{"parallelism.pp", contract.Unsupported, "3"},
+			{"parallelism.cp", contract.Missing, ""},
+		}},
+		{"an unknown axis hides nothing", `{"tp":1,"dp":2,"pp":1,"cp":1,"ep":1}`, []violation{
+			{"parallelism.dp", contract.Unsupported, "2"},
+			{"parallelism.ep", contract.UnknownKey, "number 1"},
+		}},
+		{"a repeated axis", `{"tp":4,"tp":1,"dp":1,"pp":1,"cp":1}`, []violation{
+			{"parallelism.tp", contract.Unsupported, "4"},
+			{"parallelism.tp", contract.DuplicateKey, "number 1"},
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			input := replace(`{"tp":1,"dp":1,"pp":1,"cp":1}`, tc.axes)(goodJSON)
+			require.NotEqual(t, goodJSON, input)
+			_, err := contract.LoadProfile([]byte(input))
+			var pe *contract.ProfileError
+			require.ErrorAs(t, err, &pe)
+			var got []violation
+			for _, v := range pe.Violations {
+				got = append(got, violation{v.Field, v.Problem, v.Given})
+				assert.Contains(t, v.Error(), v.Field+": ")
+				if v.Problem != contract.DuplicateKey {
+					assert.NotEmpty(t, v.Supported, "%s says what is supported", v.Field)
+				}
+			}
+			assert.ElementsMatch(t, tc.want, got)
+			assert.Equal(t, tc.want[0].field, got[0].field, "document order")
+		})
+	}
+}
+
 func TestLoadProfileSyntaxErrors(t *testing.T) {
 	for _, tc := range []struct {
 		desc, input, msg string
@@ -198,6 +285,8 @@ func FuzzLoadProfile(f *testing.F) {
 	f.Add([]byte(goodJSON))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"parallelism":{"tp":1.0}}`))
+	f.Add([]byte(replace(`{"tp":1,"dp":1,"pp":1,"cp":1}`, `{"tp":1.5,"dp":-1,"pp":0,"cp":1}`)(goodJSON)))
+	f.Add([]byte(replace(`147ed68276e7fb89d5de60002d4e793a78707a8c`, contract.RevisionCancelRequest)(goodJSON)))
 	f.Add([]byte(goodJSON + "{}"))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -58,6 +58,20 @@ func TestBuildExtent(t *testing.T) {
 	}, e.Units())
 }
 
+// The extent name is any bytes, the empty name included, with units or
+// without: the reference's build_extent only asks that it be bytes, and its
+// CacheExtent checks nothing of it.
+func TestBuildExtentAnyName(t *testing.T) {
+	v, err := NewView(GroupRun{LayerGroup: 0, Ordinals: []int{0}, Names: []contract.Name{nameOf(1)}, Addresses: []int{0x1000}, Part: 0})
+	require.NoError(t, err)
+	for _, name := range [][]byte{nil, {}, {0}, []byte("\xff\xfe"), []byte(ExtentName)} {
+		e, err := BuildExtent(v, testParts, name, false)
+		require.NoError(t, err, "%q", name)
+		assert.Equal(t, string(name), e.Name())
+		assert.Equal(t, []contract.Unit{{Name: nameOf(1), LocalGroup: 0, Local: 0}}, e.Units())
+	}
+}
+
 func TestBuildExtentRefusals(t *testing.T) {
 	row := func(g, part, addr, ord int, n contract.Name) GroupRun {
 		return GroupRun{LayerGroup: g, Ordinals: []int{ord}, Names: []contract.Name{n}, Addresses: []int{addr}, Part: part}

@@ -3,7 +3,9 @@ package staging
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzExplain feeds arbitrary text to what `kvready name explain` runs: it must
@@ -40,10 +42,23 @@ func FuzzLayout(f *testing.F) {
 	f.Add(golden)
 	f.Add([]byte(`{"tokens_per_block":4,"pool_groups":{"1":[8,8]},"layer_groups":[{"kind":"state","window":2,"sink_blocks":0,"pool_group":1,"layers":[3],"shard":{"count":2,"index":1}}],"buffers":[{"layer":3,"role":"\u00e9","pool":[1,1],"offset":0,"size":8,"mapper":"SECTIONED","geometry":{"section_bytes":[4,4]},"transfer":false,"expansion":2}]}`))
 	f.Add([]byte(`{}`))
+	// What the reference hashes: two layers' buffers at one offset, no layer
+	// groups, an empty group, a layer in two groups.
+	f.Add([]byte(`{"tokens_per_block":32,"pool_groups":{"0":[100,40]},"layer_groups":[{"kind":"attention","pool_group":0,"layers":[0,1]}],"buffers":[{"layer":0,"role":"key","pool":[0,0],"offset":0,"size":50},{"layer":1,"role":"key","pool":[0,0],"offset":0,"size":50}]}`))
+	f.Add([]byte(`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[],"buffers":[]}`))
+	f.Add([]byte(`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[{"kind":"attention","pool_group":0,"layers":[]},{"kind":"state","pool_group":0,"layers":[3]},{"kind":"attention","pool_group":0,"layers":[3,3]}],"buffers":[]}`))
+	// What Go cannot represent as the reference does: lone surrogates, bytes
+	// that are not UTF-8.
+	f.Add([]byte(`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[],"buffers":[{"layer":0,"role":"\ud800","pool":[0,0],"offset":0,"size":8}]}`))
+	f.Add([]byte(`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[],"buffers":[{"layer":0,"role":"\\ud800\ud83d\ude00\udc00","pool":[0,0],"offset":0,"size":8}]}`))
+	f.Add([]byte("{\"tokens_per_block\":32,\"pool_groups\":{\"0\":[64]},\"layer_groups\":[],\"buffers\":[{\"layer\":0,\"role\":\"\xed\xa0\x80\",\"pool\":[0,0],\"offset\":0,\"size\":8}]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := ParseLayout(data)
 		if err != nil {
 			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("accepted input that is not UTF-8: %q", data)
 		}
 		a, err := l.ID()
 		if err != nil {
@@ -57,6 +72,14 @@ func FuzzLayout(f *testing.F) {
 		for _, c := range doc {
 			if c >= 0x80 {
 				t.Fatalf("canonical JSON is not pure ASCII: %q", doc)
+			}
+		}
+		if want := oracleDocument(l); string(doc) != want {
+			t.Fatalf("document\n%s\ndiffers from the reference algorithm's\n%s", doc, want)
+		}
+		for _, b := range l.Buffers {
+			if strings.ContainsRune(b.Role, utf8.RuneError) && !bytes.Contains(data, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(data), []byte(`\ufffd`)) {
+				t.Fatalf("role %q holds U+FFFD that the input never wrote: a replacement", b.Role)
 			}
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // LayoutIDVersion is the reference's layout id version. A new field left out at
@@ -105,6 +106,13 @@ type jsonBuffer struct {
 	Expansion *int      `json:"expansion"`
 }
 
+// ErrLoneSurrogate is wrapped by ParseLayout's error for a JSON string holding
+// a UTF-16 surrogate escape that is not half of a pair ("\ud800" alone, or a low
+// surrogate first). Python keeps such a code unit in a string and hashes it as
+// written; a Go string cannot hold it, so kvready refuses instead of hashing a
+// replacement.
+var ErrLoneSurrogate = errors.New("a lone UTF-16 surrogate in a JSON string")
+
 // ErrNotJSON is wrapped by ParseLayout's error when the input is not one JSON
 // object at all (a syntax error, truncated input, data after the object), as
 // opposed to JSON that is not a valid layout.
@@ -156,8 +164,15 @@ func jsonKind(t reflect.Type) string {
 
 // ParseLayout reads a layout description from JSON and validates it. Unknown keys,
 // missing required keys and trailing data are refused, as is every layout
-// [Layout.Validate] refuses.
+// [Layout.Validate] refuses. So is input Go cannot represent as the reference
+// does: bytes that are not UTF-8 (wrapping [ErrNotJSON]) and a lone UTF-16
+// surrogate escape such as "\ud800" in any JSON string (wrapping
+// [ErrLoneSurrogate]). Go's decoder would silently turn either into U+FFFD, and
+// a role holding it would then take the layout id of a role holding U+FFFD.
 func ParseLayout(data []byte) (Layout, error) {
+	if !utf8.Valid(data) {
+		return Layout{}, fmt.Errorf("%w: the input is not UTF-8 (first bad byte at offset %d)", ErrNotJSON, invalidUTF8At(data))
+	}
 	var in jsonLayout
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -166,6 +181,10 @@ func ParseLayout(data []byte) (Layout, error) {
 	}
 	if _, err := dec.Token(); err == nil {
 		return Layout{}, fmt.Errorf("%w: data after the layout object", ErrNotJSON)
+	}
+	if at, unit, lone := loneSurrogate(data); lone {
+		return Layout{}, fmt.Errorf("staging: layout: %w: \\u%04x at byte %d; a Go string cannot hold it as the reference's Python string does, and replacing it with U+FFFD would give the layout id of a different layout; want a valid code point (a high surrogate followed at once by a low one)",
+			ErrLoneSurrogate, unit, at)
 	}
 	if in.TokensPerBlock == nil {
 		return Layout{}, errors.New("staging: layout: tokens_per_block is missing")
@@ -242,10 +261,16 @@ func (jb jsonBuffer) buffer() (Buffer, error) {
 
 // Validate refuses a layout whose id would be meaningless: a non-positive
 // tokens_per_block or slot width, an unknown kind, mapper or pool, a negative
-// layer id, an invalid shard, a duplicate (layer, role), a non-positive size, a
-// negative offset, a buffer past its slot, two buffers overlapping in one slot,
-// no layer group at all, an expansion that does not divide tokens_per_block,
-// and geometry inconsistent with the size.
+// layer id, an invalid shard, a duplicate (layer, role), a role that is not
+// valid UTF-8, a non-positive size, a negative offset, a buffer past its slot,
+// an expansion that does not divide tokens_per_block, and geometry
+// inconsistent with the size.
+//
+// It accepts what the reference hashes: no layer group at all, a layer group
+// without layers, a layer in two groups, and buffers whose bytes overlap in
+// one slot (the reference's own layer_membership test hashes two layers'
+// buffers at one offset). [Layout.Overlaps] lists such buffers for a caller
+// that wants to warn.
 func (l Layout) Validate() error {
 	if l.TokensPerBlock < 1 {
 		return fmt.Errorf("staging: layout: tokens_per_block is %d; want at least 1", l.TokensPerBlock)
@@ -263,9 +288,6 @@ func (l Layout) Validate() error {
 			}
 		}
 	}
-	if len(l.LayerGroups) == 0 {
-		return fmt.Errorf("staging: layout: layer_groups is empty; want at least one layer group: %w", ErrNothingToStage)
-	}
 	for i, g := range l.LayerGroups {
 		if err := g.validate(l); err != nil {
 			return fmt.Errorf("staging: layout: layer_groups[%d]: %w", i, err)
@@ -282,36 +304,70 @@ func (l Layout) Validate() error {
 		}
 		seen[k] = i
 	}
-	return l.checkOverlap()
+	return nil
 }
 
-// checkOverlap refuses two buffers whose bytes overlap in one slot: in the
-// same pool, their [offset, offset+size) ranges intersect. The buffers have
-// been validated one by one (sizes positive, inside their slots).
-func (l Layout) checkOverlap() error {
-	order := make([]int, len(l.Buffers))
-	for i := range order {
-		order[i] = i
+// Overlap is two buffers of a layout whose bytes share part of one pool's
+// slot: A and B index the layout's Buffers, A < B.
+type Overlap struct {
+	A, B int
+	// Pool is the (pool group, pool index) whose slot both lie in.
+	Pool [2]int
+	// From and To bound the bytes both cover: [From, To) of the slot.
+	From, To int
+}
+
+// Overlaps lists buffers whose bytes overlap in one slot of a pool: for every
+// buffer that starts inside another one of the same pool, it names the one it
+// starts in that reaches furthest, so a layout has overlapping buffers exactly
+// when the list is not empty, and it never holds more entries than buffers.
+// The list is in (pool, offset) order. Overlapping buffers are valid (the
+// reference hashes them; see [Layout.Validate]): the list is for a caller
+// that wants to warn, since two buffers sharing bytes usually mean a mistaken
+// description. Buffers of a non-positive size are skipped.
+func (l Layout) Overlaps() []Overlap {
+	order := make([]int, 0, len(l.Buffers))
+	for i, b := range l.Buffers {
+		if b.Size > 0 {
+			order = append(order, i)
+		}
 	}
 	slices.SortFunc(order, func(i, j int) int {
 		a, b := l.Buffers[i], l.Buffers[j]
 		return cmp.Or(cmp.Compare(a.Pool[0], b.Pool[0]), cmp.Compare(a.Pool[1], b.Pool[1]), cmp.Compare(a.Offset, b.Offset), cmp.Compare(i, j))
 	})
-	for k := 1; k < len(order); k++ {
-		a, b := l.Buffers[order[k-1]], l.Buffers[order[k]]
-		if a.Pool != b.Pool {
+	var out []Overlap
+	reach := -1 // the buffer of the current pool reaching furthest so far
+	for _, k := range order {
+		b := l.Buffers[k]
+		if reach < 0 || l.Buffers[reach].Pool != b.Pool {
+			reach = k
 			continue
 		}
-		// Sorted by offset: with no overlap so far, the previous buffer is the
-		// one reaching furthest, so comparing neighbours finds any overlap.
-		if b.Offset < a.Offset+a.Size {
-			i, j := min(order[k-1], order[k]), max(order[k-1], order[k])
-			bi, bj := l.Buffers[i], l.Buffers[j]
-			return fmt.Errorf("staging: layout: buffers[%d] (layer %d, role %q; bytes %d..%d) and buffers[%d] (layer %d, role %q; bytes %d..%d) overlap in the slot of pool %v; want disjoint byte ranges",
-				i, bi.Layer, bi.Role, bi.Offset, bi.Offset+bi.Size, j, bj.Layer, bj.Role, bj.Offset, bj.Offset+bj.Size, bi.Pool)
+		r := l.Buffers[reach]
+		// Sorted by offset, r starts at or before b; it is the one reaching
+		// furthest, so b overlaps some earlier buffer exactly when it starts
+		// before r ends.
+		if b.Offset < r.Offset+r.Size {
+			out = append(out, Overlap{A: min(reach, k), B: max(reach, k), Pool: b.Pool,
+				From: b.Offset, To: min(b.Offset+b.Size, r.Offset+r.Size)})
+		}
+		if b.Offset+b.Size > r.Offset+r.Size {
+			reach = k
 		}
 	}
-	return nil
+	return out
+}
+
+// Describe says, for a person, which buffers of l an overlap names and which
+// bytes they share.
+func (o Overlap) Describe(l Layout) string {
+	if o.A < 0 || o.B >= len(l.Buffers) || o.A >= o.B {
+		return fmt.Sprintf("buffers[%d] and buffers[%d] overlap (not buffers of this layout)", o.A, o.B)
+	}
+	a, b := l.Buffers[o.A], l.Buffers[o.B]
+	return fmt.Sprintf("buffers[%d] (layer %d, role %q; bytes %d..%d) and buffers[%d] (layer %d, role %q; bytes %d..%d) share bytes %d..%d of the slot of pool %v",
+		o.A, a.Layer, a.Role, a.Offset, a.Offset+a.Size, o.B, b.Layer, b.Role, b.Offset, b.Offset+b.Size, o.From, o.To, o.Pool)
 }
 
 type layerRole struct {
@@ -342,6 +398,10 @@ func (g LayerGroup) validate(l Layout) error {
 
 func (b Buffer) validate(l Layout) error {
 	at := fmt.Sprintf("(layer %d, role %q)", b.Layer, b.Role)
+	if !utf8.ValidString(b.Role) {
+		return fmt.Errorf("%s: role is not valid UTF-8 (first bad byte at offset %d); hashing it would replace that byte with U+FFFD and give the id of another layout; want valid UTF-8",
+			at, invalidUTF8At([]byte(b.Role)))
+	}
 	if b.Layer < 0 {
 		return fmt.Errorf("%s: layer is negative", at)
 	}
@@ -534,4 +594,77 @@ func compareString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// invalidUTF8At returns the offset of the first byte of b that does not start
+// a valid UTF-8 sequence, or len(b).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// loneSurrogate finds the first \uXXXX escape in a JSON string of data that is
+// a UTF-16 surrogate not paired as JSON pairs them (a high surrogate D800–DBFF
+// followed at once by an escaped low surrogate DC00–DFFF). It returns the
+// escape's byte offset (at its backslash) and code unit. data must be valid
+// JSON: it runs after the decoder has accepted it.
+func loneSurrogate(data []byte) (at int, unit uint16, found bool) {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			start := i
+			i++ // the escaped character
+			if i+4 >= len(data) || data[i] != 'u' {
+				continue
+			}
+			u, ok := hex4(data[i+1 : i+5])
+			i += 4
+			switch {
+			case !ok || u < 0xD800 || u > 0xDFFF:
+			case u <= 0xDBFF && i+6 < len(data) && data[i+1] == '\\' && data[i+2] == 'u':
+				if low, ok := hex4(data[i+3 : i+7]); ok && low >= 0xDC00 && low <= 0xDFFF {
+					i += 6 // the pair's low half
+					continue
+				}
+				return start, u, true
+			default:
+				return start, u, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// hex4 reads four hexadecimal digits, either case.
+func hex4(b []byte) (uint16, bool) {
+	var v uint16
+	for _, c := range b {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(d)
+	}
+	return v, true
 }

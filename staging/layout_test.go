@@ -2,6 +2,7 @@ package staging
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -101,9 +102,9 @@ func TestParseLayoutRefusals(t *testing.T) {
 		{"shard outside count", strings.Replace(buf(``), `"index":0`, `"index":1`, 1), "shard 1 of 1"},
 		{"negative layer", strings.Replace(buf(``), `"layers":[0]`, `"layers":[-1]`, 1), "layer id -1"},
 		{"not JSON", `{`, "layout JSON"},
-		{"overlapping buffers", buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":16},{"layer":0,"role":"v","pool":[0,0],"offset":8,"size":16}`), "buffers[0] (layer 0, role \"k\"; bytes 0..16) and buffers[1] (layer 0, role \"v\"; bytes 8..24) overlap"},
-		{"buffer inside another", buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":64},{"layer":1,"role":"k","pool":[0,0],"offset":8,"size":8}`), "overlap in the slot of pool [0 0]"},
-		{"empty layer_groups", strings.Replace(buf(``), valid[strings.Index(valid, `[{"kind"`):strings.Index(valid, `,"buffers"`)], `[]`, 1), "layer_groups is empty"},
+		{"lone high surrogate in a role", buf(`{"layer":0,"role":"k\ud800","pool":[0,0],"offset":0,"size":8}`), `\ud800 at byte`},
+		{"lone low surrogate in a role", buf(`{"layer":0,"role":"\uDC00k","pool":[0,0],"offset":0,"size":8}`), `lone UTF-16 surrogate in a JSON string: \udc00`},
+		{"role not UTF-8", buf(`{"layer":0,"role":"k` + "\xff" + `","pool":[0,0],"offset":0,"size":8}`), "not UTF-8"},
 		{"wrong type names the field, not the Go type", strings.Replace(buf(``), `32`, `"32"`, 1), `tokens_per_block: got string, want an integer`},
 		{"wrong type deep inside", strings.Replace(buf(``), `"layers":[0]`, `"layers":{}`, 1), `layer_groups.layers: got object, want an array`},
 	} {
@@ -117,6 +118,40 @@ func TestParseLayoutRefusals(t *testing.T) {
 	assert.NoError(t, err, "the base of the table is valid")
 	_, err = ParseLayout([]byte(buf(`{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":8},{"layer":0,"role":"v","pool":[0,0],"offset":8,"size":8}`)))
 	assert.NoError(t, err, "adjacent buffers do not overlap")
+}
+
+// What the reference hashes, kvready hashes (SPEC §3, "and nothing else"):
+// each of these was refused before and is a valid layout now.
+func TestParseLayoutAcceptsWhatTheReferenceHashes(t *testing.T) {
+	valid := `{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[%g],"buffers":[%b]}`
+	group := `{"kind":"attention","window":null,"sink_blocks":0,"pool_group":0,"layers":%s,"shard":{"count":1,"index":0}}`
+	layout := func(groups, buffers string) string {
+		return strings.NewReplacer("%g", groups, "%b", buffers).Replace(valid)
+	}
+	key := `{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":8}`
+	for _, tc := range []struct {
+		name, json string
+		overlaps   int
+	}{
+		{"overlapping buffers", layout(strings.Replace(group, "%s", "[0]", 1), key+`,{"layer":0,"role":"v","pool":[0,0],"offset":4,"size":16}`), 1},
+		{"two layers at one offset", layout(strings.Replace(group, "%s", "[0,1]", 1), key+`,{"layer":1,"role":"k","pool":[0,0],"offset":0,"size":8}`), 1},
+		{"a buffer inside another", layout(strings.Replace(group, "%s", "[0,1]", 1), `{"layer":0,"role":"k","pool":[0,0],"offset":0,"size":64},{"layer":1,"role":"k","pool":[0,0],"offset":8,"size":8},{"layer":1,"role":"v","pool":[0,0],"offset":16,"size":8}`), 2},
+		{"no layer groups", layout(``, key), 0},
+		{"no layer groups and no buffers", layout(``, ``), 0},
+		{"an empty layer group", layout(strings.Replace(group, "%s", "[]", 1)+","+strings.Replace(group, "%s", "[0]", 1), key), 0},
+		{"a layer in two groups", layout(strings.Replace(group, "%s", "[0]", 1)+","+strings.Replace(group, "%s", "[0]", 1), key), 0},
+		{"a layer twice in one group", layout(strings.Replace(group, "%s", "[0,0]", 1), key), 0},
+		{"an escaped backslash before u is no escape", layout(strings.Replace(group, "%s", "[0]", 1), `{"layer":0,"role":"\\ud800","pool":[0,0],"offset":0,"size":8}`), 0},
+		{"a surrogate pair", layout(strings.Replace(group, "%s", "[0]", 1), `{"layer":0,"role":"\ud83d\ude00","pool":[0,0],"offset":0,"size":8}`), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := ParseLayout([]byte(tc.json))
+			require.NoError(t, err)
+			_, err = l.ID()
+			require.NoError(t, err)
+			assert.Len(t, l.Overlaps(), tc.overlaps)
+		})
+	}
 }
 
 // No refusal names a Go type, and input that is not JSON at all is told from
@@ -137,8 +172,10 @@ func TestParseLayoutErrorKinds(t *testing.T) {
 	}
 }
 
-// Overlap, by an oracle that compares every pair of buffers: Validate refuses a
-// layout exactly when two buffers of one pool share a byte.
+// Overlap, by an oracle that compares every pair of buffers: Overlaps reports
+// something exactly when two buffers of one pool share a byte, every pair it
+// reports does share the bytes it names, and no more pairs than buffers.
+// Validate accepts overlapping buffers, as the reference hashes them.
 func TestLayoutOverlapProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l := Layout{TokensPerBlock: 1, PoolGroups: map[int][]int{0: {64, 64}},
@@ -151,16 +188,47 @@ func TestLayoutOverlapProperty(t *testing.T) {
 			l.Buffers = append(l.Buffers, Buffer{Layer: i, Role: "k", Pool: [2]int{0, pool}, Offset: off, Size: size, Mapper: Indexed, Expansion: 1})
 		}
 		overlap := false
+		shared := func(a, b Buffer) (from, to int) {
+			from, to = -1, -1
+			for x := a.Offset; x < a.Offset+a.Size; x++ {
+				if a.Pool == b.Pool && x >= b.Offset && x < b.Offset+b.Size {
+					if from < 0 {
+						from = x
+					}
+					to = x + 1
+				}
+			}
+			return from, to
+		}
 		for i, a := range l.Buffers {
 			for _, b := range l.Buffers[i+1:] {
-				for x := a.Offset; x < a.Offset+a.Size; x++ {
-					overlap = overlap || (a.Pool == b.Pool && x >= b.Offset && x < b.Offset+b.Size)
+				if from, _ := shared(a, b); from >= 0 {
+					overlap = true
 				}
 			}
 		}
-		err := l.Validate()
-		if overlap != (err != nil) {
-			t.Fatalf("overlap %v, Validate %v", overlap, err)
+		if err := l.Validate(); err != nil {
+			t.Fatalf("Validate refused a layout the reference hashes: %v", err)
+		}
+		got := l.Overlaps()
+		if overlap != (len(got) > 0) {
+			t.Fatalf("overlap %v, Overlaps %v", overlap, got)
+		}
+		if len(got) > len(l.Buffers) {
+			t.Fatalf("%d overlaps of %d buffers", len(got), len(l.Buffers))
+		}
+		for _, o := range got {
+			if o.A >= o.B {
+				t.Fatalf("overlap %+v is not ordered", o)
+			}
+			a, b := l.Buffers[o.A], l.Buffers[o.B]
+			from, to := shared(a, b)
+			if from < 0 || o.From != from || o.To != to || o.Pool != a.Pool {
+				t.Fatalf("overlap %+v: the buffers share [%d, %d)", o, from, to)
+			}
+			if d := o.Describe(l); !strings.Contains(d, fmt.Sprintf("buffers[%d]", o.A)) || !strings.Contains(d, fmt.Sprintf("buffers[%d]", o.B)) {
+				t.Fatalf("description %q does not name the buffers", d)
+			}
 		}
 	})
 }

@@ -8,9 +8,10 @@ import (
 	"slices"
 )
 
-// ErrNothingToStage is wrapped by the error of a layout with no layer groups,
-// which [Layout.Validate] refuses, and of sizing a layout whose one fetch needs
-// no bytes: there are no pages to stage.
+// ErrNothingToStage is wrapped by the error of sizing a layout whose one fetch
+// needs no bytes, a layout with no layer groups among them: there are no pages
+// to stage. Such a layout is valid and has a layout id ([Layout.Validate]);
+// it only cannot be staged.
 var ErrNothingToStage = errors.New("staging: the layout has no pages to stage")
 
 // ErrBelowOneFetch is wrapped by the error of sizing with MaxBytes below one

@@ -18,6 +18,12 @@
 // for) are injected per submission by Mode, so a readiness engine and a
 // conformance kit can be tested against each.
 //
+// Every attempt is cancellable (contract.Cancellable, +cancel-request-v1) and
+// tells when its outcome is known (contract.Notifier). A cancellation request
+// suppresses a delivery that has not started yet: it ends Cancelled (a local
+// cancel) without ever touching memory. A delivery already running finishes
+// as it would have, and its outcome stays.
+//
 // The store is unbounded unless WithCapacity bounds it; then it evicts the
 // least recently used row, and a fetch of an evicted name is a miss.
 package mem
@@ -149,6 +155,7 @@ type Backend struct {
 	tornEvery time.Duration
 
 	seq        atomic.Uint64
+	suppressed atomic.Uint64
 	wg         sync.WaitGroup
 	closed     chan struct{}
 	closing    sync.Once
@@ -166,6 +173,8 @@ var (
 	_ contract.Fetcher       = (*Backend)(nil)
 	_ contract.Publisher     = (*Backend)(nil)
 	_ contract.PoolRegistrar = (*Backend)(nil)
+	_ contract.Cancellable   = (*attempt)(nil)
+	_ contract.Notifier      = (*attempt)(nil)
 )
 
 // New returns a backend that resolves staging rows through mem.
@@ -246,6 +255,12 @@ func (b *Backend) Len() int {
 // a row under the same name is not an eviction.
 func (b *Backend) Evictions() uint64 { return b.store.evictions.Load() }
 
+// Suppressed reports how many deliveries a cancellation request stopped before
+// they started: each ended Cancelled{ByPeer: false} without touching memory.
+// Repeated requests for one attempt count once; a request that came after its
+// delivery started counts nothing.
+func (b *Backend) Suppressed() uint64 { return b.suppressed.Load() }
+
 // TornPasses reports how many passes TornUntilQuiesce attempts have made over
 // their served rows after reporting the outcome: for a fetch, rewrites
 // (alternately Poison and the true content); for a publication, re-reads.
@@ -285,7 +300,7 @@ func (b *Backend) submit(op Op, extent contract.CacheExtent) (contract.Attempt, 
 	if mode == Reject {
 		return nil, fmt.Errorf("mem: %s %q: %w: injected rejection", op, call.Extent, contract.ErrSubmissionRejected)
 	}
-	a := &attempt{b: b, mode: mode, ready: make(chan struct{}), done: make(chan struct{})}
+	a := &attempt{b: b, mode: mode, ready: make(chan struct{}), done: make(chan struct{}), cancel: make(chan struct{})}
 	if mode == TornUntilQuiesce {
 		a.stop = make(chan struct{})
 	}
@@ -304,6 +319,20 @@ type attempt struct {
 	polls atomic.Uint64
 	ready chan struct{} // closed once out is set
 	done  chan struct{} // closed once the goroutine stops touching memory
+
+	// Cancellation (+cancel-request-v1). phase gains phaseBegun when the
+	// delivery decides to run and phaseCancel at the first RequestCancel; an
+	// atomic Or sets each, so exactly one of the two comes first: a cancel
+	// that comes first suppresses the delivery, one that comes second changes
+	// nothing. cancel is closed by the first RequestCancel, to wake a
+	// delivery held by its delay or gate.
+	phase  atomic.Uint32
+	cancel chan struct{}
+
+	// Notify's callbacks, until the outcome is set; guarded by nmu.
+	nmu      sync.Mutex
+	notified bool
+	notify   []func()
 
 	// QuiesceNotYet: how many calls to Quiesce have counted against it.
 	quiesceCalls atomic.Int64
@@ -337,9 +366,64 @@ func (a *attempt) Poll() contract.Outcome {
 	return box.o
 }
 
+// The bits of attempt.phase.
+const (
+	phaseBegun  uint32 = 1 << iota // the delivery decided to run (or to end untouched)
+	phaseCancel                    // a cancellation was requested
+)
+
+// settle sets the outcome, once, and then calls the callbacks Notify was given
+// before it, on the settling goroutine.
 func (a *attempt) settle(o contract.Outcome) {
 	a.out.Store(&outcomeBox{o})
 	close(a.ready)
+	a.nmu.Lock()
+	fs := a.notify
+	a.notify, a.notified = nil, true
+	a.nmu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// begin decides, once, whether the delivery may start touching memory: false
+// when a cancellation was requested first.
+func (a *attempt) begin() bool { return a.phase.Or(phaseBegun)&phaseCancel == 0 }
+
+// RequestCancel asks, best effort, that the delivery stop, and answers
+// contract.CancelRequested, every time. It never blocks and starts no work:
+// it marks the attempt and wakes a delivery held by its delay or gate. A
+// delivery that has not started when the first request arrives never starts:
+// it ends Cancelled{ByPeer: false} without touching memory (and counts in
+// Suppressed). One that has started finishes as it would have: its outcome,
+// whatever it is, stays, and its memory access ends only when it would have
+// (TornUntilQuiesce passes go on until Quiesce). A request never rolls back a
+// publication, never touches memory, and never changes what Quiesce answers or
+// has answered. Repeated requests do nothing more.
+func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
+	if a.phase.Or(phaseCancel)&phaseCancel == 0 {
+		close(a.cancel)
+	}
+	return contract.CancelRequested, nil
+}
+
+// Notify calls f, once, when the attempt has an outcome: at once, before
+// Notify returns, if Poll already answers one; otherwise on the delivery's
+// goroutine right after the outcome is set, before it goes on (a failed
+// fetch's poisoning, torn passes). Each call's f is called once; a nil f is
+// ignored. f must not block.
+func (a *attempt) Notify(f func()) {
+	if f == nil {
+		return
+	}
+	a.nmu.Lock()
+	if a.notified {
+		a.nmu.Unlock()
+		f()
+		return
+	}
+	a.notify = append(a.notify, f)
+	a.nmu.Unlock()
 }
 
 // stopPasses asks a TornUntilQuiesce attempt to end its passes; idempotent.
@@ -352,7 +436,14 @@ func (a *attempt) stopPasses() {
 func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 	defer b.wg.Done()
 	defer close(a.done)
-	if !b.hold(call) {
+	open := b.hold(a, call)
+	if !a.begin() {
+		// Cancelled before the delivery touched anything: it never will.
+		b.suppressed.Add(1)
+		a.settle(contract.Cancelled{ByPeer: false})
+		return
+	}
+	if !open {
 		a.settle(contract.Failed{Reason: "backend closed before the delivery started"})
 		return
 	}
@@ -548,14 +639,17 @@ func (b *Backend) pass(a *attempt, op Op, ext contract.CacheExtent, served []int
 	}
 }
 
-// hold waits for the call's delay and gate; false means the backend closed.
-func (b *Backend) hold(call Call) bool {
+// hold waits for the call's delay and gate, or until a's cancellation is
+// requested; false means the backend closed.
+func (b *Backend) hold(a *attempt, call Call) bool {
 	if b.delay != nil {
 		if d := b.delay(call); d > 0 {
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:
+			case <-a.cancel:
+				return true
 			case <-b.closed:
 				return false
 			}
@@ -565,6 +659,7 @@ func (b *Backend) hold(call Call) bool {
 		if g := b.gate(call); g != nil {
 			select {
 			case <-g:
+			case <-a.cancel:
 			case <-b.closed:
 				return false
 			}
@@ -769,17 +864,16 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	return nil
 }
 
-// Probe reports which units the store holds under the extent name. It always
-// answers (answered is true) unless the policy injects Fail, which is an error.
+// Probe reports which units the store holds under the extent name, which may
+// be any bytes, the empty name included (an extent's name may be empty). It
+// always answers (answered is true) unless the policy injects Fail, which is
+// an error.
 // It is advisory: a row it reports may be evicted before a later fetch. It
 // does not count as a use of the rows.
 func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (contract.NameSet, bool, error) {
 	b.fireLate()
 	if err := ctx.Err(); err != nil {
 		return contract.NameSet{}, false, fmt.Errorf("mem: Probe: %w", err)
-	}
-	if len(name) == 0 {
-		return contract.NameSet{}, false, errors.New("mem: Probe: extent name is empty; want the namespace the units were published under")
 	}
 	call := Call{Op: OpProbe, Extent: string(name), Seq: b.seq.Add(1), Units: len(units)}
 	if b.policy(call) == Fail {

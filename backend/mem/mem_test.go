@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -377,8 +378,13 @@ func TestProbe(t *testing.T) {
 	_, answered, err = b.Probe(ctx, []byte("broken"), []contract.Name{name(1)})
 	assert.ErrorContains(t, err, "injected failure")
 	assert.False(t, answered)
-	_, _, err = b.Probe(ctx, nil, nil)
-	assert.ErrorContains(t, err, "empty")
+	// An extent name is any bytes, the empty one included: what was stored
+	// under it is found under it, and only there.
+	b.Put("", name(2), content(2))
+	hits, answered, err = b.Probe(ctx, nil, []contract.Name{name(1), name(2)})
+	require.NoError(t, err)
+	assert.True(t, answered)
+	assert.Equal(t, []contract.Name{name(2)}, slices.Collect(hits.All()))
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, _, err = b.Probe(cancelled, []byte(extName), nil)

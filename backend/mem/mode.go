@@ -66,9 +66,10 @@ const (
 
 	// WriteAfterQuiesce (broken) delivers like Normal, lets Quiesce answer true,
 	// and keeps a goroutine that writes Poison into every served row again
-	// later: at the next call into the backend (or any of its attempts) after
-	// that answer. The call waits for the write, so the bug is deterministic
-	// and race-detector clean.
+	// later: at the next call into the backend (or to Poll on any of its
+	// attempts) after that answer. The call waits for the write, so the bug is
+	// deterministic and race-detector clean. RequestCancel and Notify, which
+	// must not wait, do not run it.
 	WriteAfterQuiesce
 	// WriteUnserved (broken) serves like Partial but writes Poison into the
 	// destinations of every unit it does not serve.

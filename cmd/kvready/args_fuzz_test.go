@@ -1,18 +1,25 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 // FuzzNameArgs: the --layers, --shards and hex parsers never panic; what they
-// accept round-trips, and what they refuse names its flag.
+// accept round-trips, and what they refuse names its flag. --layers refuses
+// only what is not a list of non-negative integers: empty groups, a layer in
+// two groups and a layer twice in one are the reference's to hash.
 func FuzzNameArgs(f *testing.F) {
 	f.Add("4,5/0,1,2,3", "4:3/1:0", "00ff")
 	f.Add("", "", "0")
 	f.Add("1//2", "1:0", "zz")
 	f.Add("-1", "0:0", "")
+	f.Add("4/4", "1:0/2:1", "")
+	f.Add("4,4/", "1:0/", "")
+	f.Add("/", "1:0//1:0", "")
+	f.Add("4,,5", "", "")
 	f.Fuzz(func(t *testing.T, layers, shards, hexArg string) {
 		ls, err := parseLayers(layers)
 		if err != nil {
@@ -21,17 +28,10 @@ func FuzzNameArgs(f *testing.F) {
 			}
 		} else {
 			var groups []string
-			seen := map[int]bool{}
+			if len(ls) != strings.Count(layers, "/")+1 {
+				t.Fatalf("%q parsed to %d groups; every entry between slashes is one", layers, len(ls))
+			}
 			for _, g := range ls {
-				if len(g) == 0 {
-					t.Fatalf("accepted an empty layer group in %q", layers)
-				}
-				for _, id := range g {
-					if seen[id] {
-						t.Fatalf("accepted layer %d twice in %q", id, layers)
-					}
-					seen[id] = true
-				}
 				var ids []string
 				for _, id := range g {
 					if id < 0 {
@@ -41,8 +41,8 @@ func FuzzNameArgs(f *testing.F) {
 				}
 				groups = append(groups, strings.Join(ids, ","))
 			}
-			if again, err := parseLayers(strings.Join(groups, "/")); err != nil || len(again) != len(ls) {
-				t.Fatalf("%q parsed to %v, which does not parse back (%v)", layers, ls, err)
+			if again, err := parseLayers(strings.Join(groups, "/")); err != nil || !slices.EqualFunc(again, ls, slices.Equal) {
+				t.Fatalf("%q parsed to %v, which does not parse back (%v, %v)", layers, ls, again, err)
 			}
 			sh, err := parseShards(shards, len(ls))
 			if err != nil && err.flag != "--shards" {

@@ -46,6 +46,26 @@ func runLayoutID(e *env, args []string) int {
 		e.errorf("%s: invalid layout: %v", fs.Arg(0), err)
 		return exitFail
 	}
+	warnOverlaps(e, fs.Arg(0), l)
 	fmt.Fprintln(e.stdout, hex.EncodeToString(id[:]))
 	return exitOK
+}
+
+// maxOverlapWarnings bounds the warning lines one layout prints.
+const maxOverlapWarnings = 8
+
+// warnOverlaps prints, on stderr, a warning for buffers whose bytes overlap in
+// one slot. They are hashed, never refused: the reference hashes such layouts
+// (its layer_membership test has two layers' buffers at one offset), and
+// kvready must give them the same id; but two buffers sharing bytes usually
+// mean a mistaken description, so a person should hear of it.
+func warnOverlaps(e *env, file string, l staging.Layout) {
+	overlaps := l.Overlaps()
+	for i, o := range overlaps {
+		if i == maxOverlapWarnings {
+			e.errorf("warning: %s: %d more overlapping buffers not listed", file, len(overlaps)-i)
+			break
+		}
+		e.errorf("warning: %s: %s; hashed as the reference hashes it", file, o.Describe(l))
+	}
 }

@@ -81,30 +81,22 @@ func parseInts(flag, s string) ([]int, *argError) {
 	return out, nil
 }
 
+// missingLayers is the refusal of a name command given no --layers.
+var missingLayers = malformed("--layers", "missing; want local groups separated by / and global layer ids by , (e.g. 4,5/0,1,2,3)")
+
 // parseLayers reads local layer groups separated by "/", global ids by ",".
+// Every entry is a group, an empty one included: "4,5//0" is three groups, the
+// middle one empty, and "" is one empty group. As in the reference lender,
+// nothing else is checked: a layer may be in two groups, or twice in one; the
+// canonical order only reads each group's smallest id, and an empty group
+// sorts last.
 func parseLayers(s string) ([][]int, *argError) {
-	if s == "" {
-		return nil, malformed("--layers", "missing; want local groups separated by / and global layer ids by , (e.g. 4,5/0,1,2,3)")
-	}
-	parts, aerr := splitGroups("--layers", s)
-	if aerr != nil {
-		return nil, aerr
-	}
-	var layers [][]int
-	first := map[int]int{} // layer id -> the group that holds it
-	for i, g := range parts {
+	parts := strings.Split(s, "/")
+	layers := make([][]int, 0, len(parts))
+	for _, g := range parts {
 		ids, err := parseInts("--layers", g)
 		if err != nil {
 			return nil, err
-		}
-		for _, id := range ids {
-			if j, dup := first[id]; dup {
-				if j == i {
-					return nil, refusedf("--layers", "layer %d appears twice in group %d; each layer once", id, i)
-				}
-				return nil, refusedf("--layers", "layer %d is in group %d and in group %d; a layer belongs to one group", id, j, i)
-			}
-			first[id] = i
 		}
 		layers = append(layers, ids)
 	}
@@ -112,13 +104,12 @@ func parseLayers(s string) ([][]int, *argError) {
 }
 
 // splitGroups splits a per-group flag value on "/". An empty entry — a
-// leading, trailing or doubled "/" — is refused the same way in every flag
-// that takes one entry per group.
+// leading, trailing or doubled "/" — is refused: a shard is never empty.
 func splitGroups(flag, s string) ([]string, *argError) {
 	parts := strings.Split(s, "/")
 	for i, p := range parts {
 		if p == "" {
-			return nil, malformed(flag, "entry %d of %q is empty (a leading, trailing or doubled /); want one non-empty entry per layer group", i, s)
+			return nil, malformed(flag, "entry %d of %q is empty (a leading, trailing or doubled /); want one count:index per layer group", i, s)
 		}
 	}
 	return parts, nil
@@ -166,7 +157,7 @@ func runNameDerive(e *env, args []string) int {
 	layoutHex := fs.String("layout-hex", "", "the layout id, in hex")
 	scopeHex := fs.String("scope-hex", "", "the scope, in hex")
 	scopeFile := fs.String("scope-file", "", "a file holding the scope bytes")
-	layersArg := fs.String("layers", "", "global layer ids per local group: groups by /, ids by ,")
+	layersArg := fs.String("layers", "", "global layer ids per local group: groups by /, ids by , (an empty entry is an empty group)")
 	shardsArg := fs.String("shards", "", "count:index per local group, by /; omitted: every group whole")
 	groupArg := fs.String("group", "", "the row's local layer group")
 	keyHex := fs.String("key-hex", "", "the row's 32-byte block key, in hex")
@@ -203,7 +194,7 @@ func runNameDerive(e *env, args []string) int {
 	if aerr != nil {
 		return e.argFail(aerr)
 	}
-	id, aerr := identityFlags(*layoutHex, scope, *layersArg, *shardsArg)
+	id, aerr := identityFlags(*layoutHex, scope, *layersArg, given(fs, "layers"), *shardsArg)
 	if aerr != nil {
 		return e.argFail(aerr)
 	}
@@ -226,14 +217,18 @@ func runNameDerive(e *env, args []string) int {
 	return exitOK
 }
 
-// identityFlags builds the identity the name flags describe.
-func identityFlags(layoutHex string, scope []byte, layersArg, shardsArg string) (*staging.Identity, *argError) {
+// identityFlags builds the identity the name flags describe; layersGiven says
+// whether --layers was given at all ("" given is one empty group).
+func identityFlags(layoutHex string, scope []byte, layersArg string, layersGiven bool, shardsArg string) (*staging.Identity, *argError) {
 	layoutID, aerr := parseHex("--layout-hex", layoutHex, -1)
 	if aerr != nil {
 		return nil, aerr
 	}
 	if len(layoutID) == 0 {
 		return nil, refused("--layout-hex", staging.ErrEmptyLayoutID)
+	}
+	if !layersGiven {
+		return nil, missingLayers
 	}
 	layers, aerr := parseLayers(layersArg)
 	if aerr != nil {
@@ -253,7 +248,7 @@ func identityFlags(layoutHex string, scope []byte, layersArg, shardsArg string) 
 func runNamePart(e *env, args []string) int {
 	fs := newFlags(e, "name part", "--layout-hex HEX --layers 4,5/0,1,2,3 --groups 0,1")
 	layoutHex := fs.String("layout-hex", "", "the layout id, in hex")
-	layersArg := fs.String("layers", "", "global layer ids per local group: groups by /, ids by ,")
+	layersArg := fs.String("layers", "", "global layer ids per local group: groups by /, ids by , (an empty entry is an empty group)")
 	groupsArg := fs.String("groups", "", "the local layer groups the part serves, by ,")
 	if done, status := parseFlags(e, fs, args); done {
 		return status
@@ -262,7 +257,7 @@ func runNamePart(e *env, args []string) int {
 		e.errorf("name part takes only flags, got %q", fs.Args())
 		return exitUsage
 	}
-	id, aerr := identityFlags(*layoutHex, nil, *layersArg, "")
+	id, aerr := identityFlags(*layoutHex, nil, *layersArg, given(fs, "layers"), "")
 	if aerr != nil {
 		return e.argFail(aerr)
 	}

@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // runOut runs kvready in process; it returns the output first, as these tests read it.
@@ -146,4 +150,156 @@ func TestLayoutIDRefusals(t *testing.T) {
 	status = run(&env{stdin: bytes.NewReader(data), stdout: &stdout, stderr: &bytes.Buffer{}}, []string{"layout", "id", "-"})
 	assert.Equal(t, exitOK, status)
 	assert.Equal(t, "cb34d92ec6d4961a36d053db281528986f5614c44e0cc7871dc06c0b897ffc9d\n", stdout.String())
+}
+
+// refName and refPart are the reference lender's name and part name
+// (_identity.py, KEY_FORMAT_VERSION 2), written here from its description as
+// an oracle, independent of package staging: the namespace is the first 16
+// bytes of SHA-256 over "trtllm-kv-object", u16(2), then scope and layout id
+// each behind its u16 length; local groups sort by (smallest layer id, or
+// 1<<62 for an empty group; local index); a part names the sorted set of the
+// canonical indices it serves.
+func refCanonical(layers [][]int) []int {
+	order := make([]int, len(layers))
+	for i := range order {
+		order[i] = i
+	}
+	low := func(g int) int {
+		m := 1 << 62
+		for _, id := range layers[g] {
+			m = min(m, id)
+		}
+		return m
+	}
+	sort.SliceStable(order, func(a, b int) bool { return low(order[a]) < low(order[b]) })
+	canonical := make([]int, len(layers))
+	for i, g := range order {
+		canonical[g] = i
+	}
+	return canonical
+}
+
+func refName(scope, layout []byte, layers [][]int, shard [2]int, group int, key []byte) string {
+	u16 := func(v int) []byte { return []byte{byte(v >> 8), byte(v)} }
+	var msg []byte
+	msg = append(msg, "trtllm-kv-object"...)
+	msg = append(msg, u16(2)...)
+	msg = append(append(msg, u16(len(scope))...), scope...)
+	msg = append(append(msg, u16(len(layout))...), layout...)
+	digest := sha256.Sum256(msg)
+	name := append(append([]byte{}, digest[:16]...), key...)
+	name = append(name, u16(refCanonical(layers)[group])...)
+	name = append(append(name, u16(shard[0])...), u16(shard[1])...)
+	return hex.EncodeToString(name)
+}
+
+func refPart(layout []byte, layers [][]int, groups []int) string {
+	canonical := refCanonical(layers)
+	set := map[int]bool{}
+	for _, g := range groups {
+		set[canonical[g]] = true
+	}
+	var served []int
+	for c := range set {
+		served = append(served, c)
+	}
+	sort.Ints(served)
+	var parts []string
+	for _, c := range served {
+		parts = append(parts, strconv.Itoa(c))
+	}
+	prefix := hex.EncodeToString(layout)
+	return prefix[:min(16, len(prefix))] + ":lg" + strings.Join(parts, "+")
+}
+
+// The name commands do what the reference does, checked against the oracle
+// above and, where pinned, against values derived by hand from the algorithm
+// with Python's hashlib: repeated --groups count once, an empty --scope-hex is
+// the empty scope, a layer may be in two groups (or twice in one), and an
+// empty group is a group that sorts last. The last four used to be refused.
+func TestNameCommandsFollowTheReference(t *testing.T) {
+	layoutHex := hexSum("golden-layout")
+	layout, _ := hex.DecodeString(layoutHex)
+	key, _ := hex.DecodeString(goldenKey)
+	for _, tc := range []struct {
+		desc   string
+		scope  string // hex
+		layers string
+		parsed [][]int
+		group  int
+		groups string
+		pinned string // a value derived by hand, or ""
+	}{
+		{"repeated groups count once", "00", "4,5/0,1,2,3", [][]int{{4, 5}, {0, 1, 2, 3}}, 0, "0,0", "94ede4f3bb6ba356:lg1"},
+		{"repeated groups, both", "00", "4,5/0,1,2,3", [][]int{{4, 5}, {0, 1, 2, 3}}, 1, "1,0,1,0", "94ede4f3bb6ba356:lg0+1"},
+		{"the empty scope", "", "4,5/0,1,2,3", [][]int{{4, 5}, {0, 1, 2, 3}}, 1, "1",
+			"27f6083e5521a62b592de896aea3a2b6" + goldenKey + "000000010000"},
+		{"a layer in two groups", "00", "4/4", [][]int{{4}, {4}}, 1, "1",
+			"27db9f58e5be975f388e9fcf92aa20a4" + goldenKey + "000100010000"},
+		{"a layer twice in one group", "00", "4,4/1", [][]int{{4, 4}, {1}}, 0, "0,1", ""},
+		{"an empty group sorts last", "00", "/4", [][]int{{}, {4}}, 0, "0",
+			"27db9f58e5be975f388e9fcf92aa20a4" + goldenKey + "000100010000"},
+		{"an empty group in the middle", "00", "4,5//0,1", [][]int{{4, 5}, {}, {0, 1}}, 1, "1,2", "94ede4f3bb6ba356:lg0+2"},
+		{"one empty group", "00", "", [][]int{{}}, 0, "0", "94ede4f3bb6ba356:lg0"},
+		{"only empty groups keep local order", "00", "//", [][]int{{}, {}, {}}, 2, "2,0", "94ede4f3bb6ba356:lg0+2"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			scope, err := hex.DecodeString(tc.scope)
+			require.NoError(t, err)
+			wantName := refName(scope, layout, tc.parsed, [2]int{1, 0}, tc.group, key)
+			out, errOut, status := runOut("name", "derive", "--layout-hex", layoutHex, "--scope-hex", tc.scope,
+				"--layers", tc.layers, "--group", strconv.Itoa(tc.group), "--key-hex", goldenKey)
+			require.Equal(t, exitOK, status, errOut)
+			assert.Empty(t, errOut)
+			assert.Equal(t, wantName+"\n", out)
+
+			var groups []int
+			for _, g := range strings.Split(tc.groups, ",") {
+				v, _ := strconv.Atoi(g)
+				groups = append(groups, v)
+			}
+			wantPart := refPart(layout, tc.parsed, groups)
+			out, errOut, status = runOut("name", "part", "--layout-hex", layoutHex, "--layers", tc.layers, "--groups", tc.groups)
+			require.Equal(t, exitOK, status, errOut)
+			assert.Equal(t, wantPart+"\n", out)
+			if tc.pinned != "" {
+				assert.Contains(t, []string{wantName, wantPart}, tc.pinned, "the oracle agrees with the hand-derived value")
+			}
+		})
+	}
+}
+
+// Against the oracle on random flags: any --layers of up to four groups
+// (empty ones, shared and repeated layers included), any --groups, any scope.
+func TestNameCommandsMatchOracle(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		layers := rapid.SliceOfN(rapid.SliceOfN(rapid.IntRange(0, 9), 0, 3), 1, 4).Draw(t, "layers")
+		var entries []string
+		for _, g := range layers {
+			var ids []string
+			for _, id := range g {
+				ids = append(ids, strconv.Itoa(id))
+			}
+			entries = append(entries, strings.Join(ids, ","))
+		}
+		layersArg := strings.Join(entries, "/")
+		layout := rapid.SliceOfN(rapid.Byte(), 1, 40).Draw(t, "layout id")
+		scope := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "scope")
+		group := rapid.IntRange(0, len(layers)-1).Draw(t, "group")
+		groups := rapid.SliceOfN(rapid.IntRange(0, len(layers)-1), 1, 5).Draw(t, "groups")
+		var groupArgs []string
+		for _, g := range groups {
+			groupArgs = append(groupArgs, strconv.Itoa(g))
+		}
+		out, errOut, status := runOut("name", "derive", "--layout-hex", hex.EncodeToString(layout), "--scope-hex", hex.EncodeToString(scope),
+			"--layers", layersArg, "--group", strconv.Itoa(group), "--key-hex", goldenKey)
+		key, _ := hex.DecodeString(goldenKey)
+		if want := refName(scope, layout, layers, [2]int{1, 0}, group, key) + "\n"; status != exitOK || out != want {
+			t.Fatalf("derive --layers %q --group %d: status %d, %q %s; want %q", layersArg, group, status, out, errOut, want)
+		}
+		out, errOut, status = runOut("name", "part", "--layout-hex", hex.EncodeToString(layout), "--layers", layersArg, "--groups", strings.Join(groupArgs, ","))
+		if want := refPart(layout, layers, groups) + "\n"; status != exitOK || out != want {
+			t.Fatalf("part --layers %q --groups %v: status %d, %q %s; want %q", layersArg, groups, status, out, errOut, want)
+		}
+	})
 }
