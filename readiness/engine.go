@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -382,6 +383,9 @@ func (e *Engine) takeMail() {
 		return
 	}
 	e.letters = e.mail.take(e.letters[:0])
+	if len(e.letters) > 1 {
+		slices.SortStableFunc(e.letters, letterOrder)
+	}
 	for _, l := range e.letters {
 		switch {
 		case l.done != nil:
@@ -764,4 +768,26 @@ func (e *Engine) stopIfDrained() {
 	}
 	e.watch.close()
 	e.quiet.close()
+}
+
+// Shutdown closes the engine (Close) and runs rounds, woken as they have
+// work, until it has drained, ctx ends, or it halts. Leases whose access is
+// never proven are contained at their containment deadline, so with a clock
+// that moves every shutdown drains. It returns the final report, and ctx's
+// error (wrapped) or the halt if the engine did not drain.
+func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
+	rep := e.Close()
+	for !rep.Drained {
+		if rep.Halted != nil {
+			return rep, rep.Halted
+		}
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return rep, fmt.Errorf("readiness: shutdown did not drain (%d slots still held): %w", rep.SlotsHeld, ctx.Err())
+		}
+		e.Progress()
+		rep = e.Report()
+	}
+	return rep, nil
 }

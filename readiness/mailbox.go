@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 
@@ -16,6 +17,23 @@ type letter struct {
 	ev   core.Evidence
 	poll bool
 	done *batch
+	// seq is the answering batch's sequence number; 0 for an outcome the
+	// watcher or a notification made observable. A round takes letters in
+	// the order (seq, lease): never in the order goroutines happened to run.
+	seq uint64
+}
+
+// letterOrder is the order a round takes its letters in: outcomes first, by
+// lease, then the Quiesce answers batch by batch, each batch's in the order
+// its worker wrote them.
+func letterOrder(a, b letter) int {
+	switch {
+	case a.seq != b.seq:
+		return cmp.Compare(a.seq, b.seq)
+	case a.seq != 0:
+		return 0 // one batch: keep the worker's order (the sort is stable)
+	}
+	return cmp.Compare(a.ev.Lease.Uint64(), b.ev.Lease.Uint64())
 }
 
 // mailbox is the one queue between the engine's background — the Quiesce

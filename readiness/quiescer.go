@@ -25,6 +25,7 @@ type batch struct {
 	attempts []contract.Attempt
 	ctx      callCtx
 	letters  []letter // the worker's answers, put in the mailbox at once
+	seq      uint64   // handed out in this order, from 1
 }
 
 func (b *batch) reset() {
@@ -107,6 +108,7 @@ type quiescer struct {
 	handed  atomic.Int64 // batches handed out
 	answer  atomic.Int64 // batches answered
 	free    []*batch     // answered batches back from the owner (owner only)
+	seq     uint64       // the last batch's sequence number (owner only)
 	// wall bounds a batch's calls in real time too: the engine's clock decides
 	// when a call stops counting (it proves nothing from then on), and this
 	// makes sure a backend blocked on a clock that does not move still gets
@@ -137,6 +139,8 @@ func (q *quiescer) newBatch(fn quiesceFunc) *batch {
 
 // hand queues a batch for the workers. It never blocks. Owner only.
 func (q *quiescer) hand(b *batch) {
+	q.seq++
+	b.seq = q.seq
 	q.handed.Add(1)
 	q.mu.Lock()
 	q.queue = append(q.queue, b)
@@ -233,6 +237,9 @@ func (q *quiescer) run() {
 		// Counted once the letters are in: an owner that sees every batch
 		// answered finds all their letters in the mailbox.
 		b.letters = append(b.letters, letter{done: b})
+		for i := range b.letters {
+			b.letters[i].seq = b.seq
+		}
 		q.mail.put(b.letters...)
 		q.answer.Add(1)
 	}

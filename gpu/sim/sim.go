@@ -46,13 +46,28 @@ type Clock interface {
 	Now() time.Time
 }
 
+// WallClock is a Clock that reads the system's clock: with WithLatency, a
+// simulated device whose copies complete by themselves, as a real GPU's do.
+type WallClock struct{}
+
+// Now returns time.Now().
+func (WallClock) Now() time.Time { return time.Now() }
+
 // ManualClock is a Clock that moves only when Advance is called. The zero value
 // starts at the zero time and is ready to use; NewManualClock starts it at an
 // ordinary instant, which callers that measure in Unix nanoseconds (the
 // readiness engine) need: the zero time has none.
 type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+}
+
+// manualTimer is one AfterFunc of a ManualClock.
+type manualTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
 }
 
 // NewManualClock returns a manual clock reading start.
@@ -73,7 +88,52 @@ func (c *ManualClock) Advance(d time.Duration) {
 	}
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	var due []func()
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		switch {
+		case t.stopped:
+		case !t.at.After(c.now):
+			t.stopped = true
+			due = append(due, t.f)
+		default:
+			kept = append(kept, t)
+		}
+	}
+	clear(c.timers[len(kept):])
+	c.timers = kept
 	c.mu.Unlock()
+	for _, f := range due {
+		f() // outside the lock: f may read the clock
+	}
+}
+
+// AfterFunc calls f, once, from the goroutine that advances the clock, once
+// the clock has moved d past now (at once, on this goroutine, for d <= 0). It
+// returns a function that stops it, reporting whether it stopped it before it
+// fired. It makes a ManualClock a readiness.TimerClock.
+func (c *ManualClock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	if d <= 0 {
+		f()
+		return func() bool { return false }
+	}
+	c.mu.Lock()
+	t := &manualTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		for i, x := range c.timers {
+			if x == t {
+				c.timers = append(c.timers[:i], c.timers[i+1:]...)
+				break
+			}
+		}
+		return was
+	}
 }
 
 // Option configures a Device.
