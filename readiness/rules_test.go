@@ -790,3 +790,55 @@ func pollsOf(s *script, a *scriptAttempt) int {
 	defer s.mu.Unlock()
 	return a.polls
 }
+
+// Rule 11 and §7, through the runner users embed: a refused owner call of any
+// kind leaves every lease's LeaseInfo and the engine's Stats exactly as they
+// were.
+func TestRefusedOwnerCallsChangeNothing(t *testing.T) {
+	r := newRig(t, 4)
+	served, _, a := r.fetch(1, 1)
+	r.deliver(a, 1, 0)
+	peer, _, b := r.fetch(2, 1)
+	r.be.set(b, contract.Cancelled{ByPeer: true})
+	r.be.gate = make(chan struct{}) // proofs stay outstanding: nothing is fenced while the test looks
+	r.sync()
+	done := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 1)})
+	r.sync()
+	c := r.be.last(t)
+	r.be.set(c, contract.Delivered{})
+	r.sync()
+	hs := []Handle{served, peer, done}
+	snapshot := func() ([]LeaseInfo, Stats) {
+		var infos []LeaseInfo
+		for _, h := range hs {
+			infos = append(infos, r.info(h))
+		}
+		return infos, r.eng.Stats()
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"cancel of a served lease", func() error { return r.eng.Cancel(served) }},
+		{"cancel of a lease the peer cancelled", func() error { return r.eng.Cancel(peer) }},
+		{"cancel of a stale handle", func() error { return r.eng.Cancel(HandleOf(served.Uint64() + 1<<32)) }},
+		{"release of a stale handle", func() error { return r.eng.Release(Handle{}) }},
+		{"retry of a stale handle", func() error { return r.eng.Retry(HandleOf(done.Uint64() + 1<<32)) }},
+		{"a lend of no rows", func() error { _, err := r.eng.Lend(Request{Kind: Fetch}); return err }},
+		{"a lend of an unknown kind", func() error { _, err := r.eng.Lend(Request{Rows: r.rows(4, 1)}); return err }},
+		{"a fetch of blocks it knows", func() error {
+			_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(5, 1), KnownBlocks: 1})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			infos, stats := snapshot()
+			require.Error(t, tc.call())
+			gotInfos, gotStats := snapshot()
+			assert.Equal(t, infos, gotInfos, "LeaseInfo changed")
+			assert.Equal(t, stats, gotStats, "Stats changed")
+		})
+	}
+	assert.True(t, r.info(peer).ByPeer, "the peer's cancel stays the peer's")
+	close(r.be.gate)
+}

@@ -32,6 +32,12 @@ type Run struct {
 // reports it.
 var ErrStaleTicket = errors.New("staging: ticket is not live (freed twice, cancelled, or never issued)")
 
+// ErrInvariant is wrapped by the error for an operation that would break the
+// allocator's own bookkeeping — granting a slot that is held, taking back one
+// it did not lend. It never happens unless kvready has a bug; the operation
+// is refused and changes nothing, and a broken allocator grants nothing more.
+var ErrInvariant = errors.New("staging: allocator invariant broken")
+
 // ErrUngrantable is wrapped by the error for a request that no run of slots
 // could ever hold: quarantine has left no contiguous run that long in one of
 // its pool groups.
@@ -79,7 +85,12 @@ type Allocator struct {
 	qlen    int
 	waiting int
 	grants  []Ticket
+	broken  error // set once the bookkeeping was found corrupt: nothing more is granted
 }
+
+// Err reports the allocator's own bookkeeping found broken (wrapping
+// ErrInvariant), after which it grants nothing; nil while it is sound.
+func (a *Allocator) Err() error { return a.broken }
 
 // NewAllocator returns an allocator over len(slots) pool groups, group g holding
 // slots[g] slots. It refuses no groups and a count outside [0, MaxSlots].
@@ -208,9 +219,17 @@ func (a *Allocator) Free(t Ticket) error {
 	if !a.Granted(t) {
 		return fmt.Errorf("%w: cannot free ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
 	}
-	for g, s := range a.recSpans(t.idx) {
+	spans := a.recSpans(t.idx)
+	for g, s := range spans {
+		if s.count > 0 && !a.pools[g].all(int(s.first), int(s.count), true) {
+			return fmt.Errorf("%w: ticket %d.%d's slots [%d, %d) of pool group %d are not all lent", ErrInvariant, t.idx, t.gen, s.first, s.first+s.count, g)
+		}
+	}
+	for g, s := range spans {
 		if s.count > 0 {
-			a.pools[g].give(int(s.first), int(s.count))
+			if err := a.pools[g].give(int(s.first), int(s.count)); err != nil {
+				return err // checked above: unreachable
+			}
 		}
 	}
 	a.retire(t.idx)
@@ -340,7 +359,7 @@ func (a *Allocator) pop() {
 // pump grants from the head of the line for as long as the head fits. A request
 // takes its runs in every group or in none.
 func (a *Allocator) pump() {
-	for a.qlen > 0 {
+	for a.qlen > 0 && a.broken == nil {
 		r := a.queue[a.qhead]
 		rec := &a.recs[r]
 		if rec.state == cancelled {
@@ -362,7 +381,12 @@ func (a *Allocator) pump() {
 		}
 		for g, s := range sp {
 			if s.count > 0 {
-				a.pools[g].take(int(s.first), int(s.count))
+				if err := a.pools[g].take(int(s.first), int(s.count)); err != nil {
+					// find chose free slots: this is unreachable unless the
+					// bookkeeping is corrupt. Grant nothing more, ever.
+					a.broken = err
+					return
+				}
 			}
 		}
 		rec.state = granted

@@ -390,3 +390,35 @@ func longestRun(owner []int) int {
 	}
 	return best
 }
+
+// The allocator is a guard, not a ledger that trusts its caller: it refuses to
+// take back a slot it did not lend, and the refusal changes nothing.
+func TestAllocatorRefusesSlotsItDidNotLend(t *testing.T) {
+	a, err := NewAllocator([]int{8})
+	require.NoError(t, err)
+	tk, err := a.Request([]int{3})
+	require.NoError(t, err)
+	require.Len(t, a.TakeGrants(nil), 1)
+	// Corrupt the bookkeeping the way a bug would: one of the ticket's slots
+	// reads free.
+	a.pools[0].held[0] &^= 1 << 1
+	free := a.FreeSlots(0)
+	err = a.Free(tk)
+	require.ErrorIs(t, err, ErrInvariant)
+	assert.Contains(t, err.Error(), "not all lent")
+	assert.Equal(t, free, a.FreeSlots(0), "a refused Free changes nothing")
+	assert.True(t, a.Granted(tk), "the ticket is still granted")
+	// A grant that would lend a held slot twice is refused too, and the
+	// allocator grants nothing more.
+	b, err := NewAllocator([]int{4})
+	require.NoError(t, err)
+	b.pools[0].free = 4 // the count says free; the bitmap below says held
+	b.pools[0].held[0] |= 1
+	b.pools[0].low = 0
+	_, err = b.Request([]int{1})
+	require.NoError(t, err)
+	require.NoError(t, b.Err())
+	err = b.pools[0].take(0, 1)
+	require.ErrorIs(t, err, ErrInvariant)
+	assert.Equal(t, uint64(1), b.pools[0].held[0]&1, "a refused take changes nothing")
+}

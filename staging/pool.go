@@ -94,30 +94,50 @@ func rangeMasks(s, n int, f func(w int, m uint64)) {
 	}
 }
 
-func (p *pool) take(s, n int) {
-	rangeMasks(s, n, func(w int, m uint64) {
-		if p.held[w]&m != 0 {
-			panic(fmt.Sprintf("staging: allocator invariant broken: granting held slots in [%d, %d)", s, s+n))
-		}
-		p.held[w] |= m
-	})
+// take marks [s, s+n) held. It refuses, changing nothing, a range with a
+// slot already held: granting it would lend one slot twice.
+func (p *pool) take(s, n int) error {
+	if !p.all(s, n, false) {
+		return fmt.Errorf("%w: granting slots [%d, %d), some of which are held", ErrInvariant, s, s+n)
+	}
+	rangeMasks(s, n, func(w int, m uint64) { p.held[w] |= m })
 	p.free -= n
 	if s == p.low {
 		p.low = s + n
 	}
+	return nil
 }
 
-// give releases [s, s+n), except its quarantined slots, which stay held for ever.
-func (p *pool) give(s, n int) {
+// give releases [s, s+n), except its quarantined slots, which stay held for
+// ever. It refuses, changing nothing, a range with a slot that is not held:
+// the allocator never takes back a slot it did not lend.
+func (p *pool) give(s, n int) error {
+	if !p.all(s, n, true) {
+		return fmt.Errorf("%w: returning slots [%d, %d), some of which are not lent", ErrInvariant, s, s+n)
+	}
 	rangeMasks(s, n, func(w int, m uint64) {
-		if p.held[w]&m != m {
-			panic(fmt.Sprintf("staging: allocator invariant broken: returning free slots in [%d, %d)", s, s+n))
-		}
 		back := m &^ p.quar[w]
 		p.held[w] &^= back
 		p.free += bits.OnesCount64(back)
 	})
 	p.low = min(p.low, s)
+	return nil
+}
+
+// all reports whether every slot of [s, s+n) is held (held set) or free.
+func (p *pool) all(s, n int, held bool) bool {
+	if s < 0 || n < 0 || s+n > p.size {
+		return false
+	}
+	ok := true
+	rangeMasks(s, n, func(w int, m uint64) {
+		if held {
+			ok = ok && p.held[w]&m == m
+		} else {
+			ok = ok && p.held[w]&m == 0
+		}
+	})
+	return ok
 }
 
 func (p *pool) quarantine(s, n int) {

@@ -53,6 +53,9 @@ func (c *Core) Step(ev Evidence) error {
 		return c.Err()
 	}
 	if ev.What == DeviceGone {
+		if c.lost {
+			return fmt.Errorf("%w: the device was already reported lost", ErrDeviceLost)
+		}
 		c.deviceLost(ev.Reason)
 		c.pump()
 		return nil
@@ -65,10 +68,12 @@ func (c *Core) Step(ev Evidence) error {
 	if err != nil || !ok {
 		return err
 	}
-	err = c.apply(id, v)
+	if err := c.apply(id, v); err != nil {
+		return err
+	}
 	c.expire()
 	c.pump()
-	return err
+	return nil
 }
 
 // classify turns evidence into the verdict the table is asked about. It reads
@@ -462,6 +467,11 @@ func (c *Core) rearm(id uint32) {
 func (c *Core) pump() {
 	for c.halted == nil {
 		c.grants = c.alloc.TakeGrants(c.grants[:0])
+		if err := c.alloc.Err(); err != nil {
+			c.haltWith(&InvariantError{What: err.Error()})
+			c.stats.InvariantBreaches++
+			return
+		}
 		if len(c.grants) == 0 {
 			return
 		}

@@ -1,0 +1,137 @@
+package core_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/staging"
+)
+
+// snapshot is everything a refused call must leave as it was: every lease's
+// description, the counters, and the work the core asks for.
+type snapshot struct {
+	infos []core.LeaseInfo
+	errs  []string
+	stats core.Stats
+	ready string
+}
+
+func take(c *core.Core, hs []core.Handle) snapshot {
+	var s snapshot
+	for _, h := range hs {
+		info, err := c.Lease(h)
+		s.infos = append(s.infos, info)
+		if err != nil {
+			s.errs = append(s.errs, err.Error())
+		} else {
+			s.errs = append(s.errs, "")
+		}
+	}
+	s.stats = c.Stats()
+	rd := c.Ready()
+	s.ready = describeReady(rd)
+	return s
+}
+
+func describeReady(rd *core.Ready) string {
+	return fmt.Sprintf("%v %v %v %v %v %v %v %v", rd.Submissions, rd.Copies, rd.CopyLeases, rd.Proofs, rd.Overdue, rd.Cancels, rd.Forget, rd.Containments)
+}
+
+// TestRefusedCallsChangeNothing drives random owner calls and evidence of
+// every kind — most of it out of place — into a core, and checks the door's
+// promise: a call that returns an error leaves every lease's LeaseInfo, the
+// Stats and the Ready exactly as they were (SPEC §4 rule 11, §7).
+func TestRefusedCallsChangeNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 6, SlotBytes: 16}, staging.Group{Slots: 6, SlotBytes: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := core.New(core.Config{Memory: mem, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
+			QuiesceTimeout: 100 * time.Millisecond, KeepReleased: 3, Logger: discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(100, 0)
+		c.Tick(now)
+		var hs []core.Handle
+		refusals := 0
+		for step := range rapid.IntRange(1, 120).Draw(t, "steps") {
+			_ = step
+			before := take(c, hs)
+			var h core.Handle
+			if len(hs) > 0 {
+				h = hs[rapid.IntRange(0, len(hs)-1).Draw(t, "lease")]
+			}
+			var err error
+			switch op := rapid.IntRange(0, 9).Draw(t, "op"); op {
+			case 0:
+				rows := rapid.IntRange(0, 5).Draw(t, "rows")
+				req := core.Request{Kind: core.Kind(rapid.IntRange(0, 3).Draw(t, "kind")), KnownBlocks: rapid.IntRange(-1, 2).Draw(t, "known")}
+				for i := range rows {
+					var n contract.Name
+					n[0], n[1] = byte(len(hs)), byte(i)
+					if rapid.IntRange(0, 9).Draw(t, "dup") == 0 {
+						n[0], n[1] = 0, 0
+					}
+					req.Rows = append(req.Rows, core.Row{Name: n, Group: rapid.IntRange(-1, 2).Draw(t, "group"),
+						Block: rapid.IntRange(-1, 4).Draw(t, "block"), Device: gpu.DevicePtr(rapid.IntRange(0, 1).Draw(t, "dev") * 0x1000)})
+				}
+				var l core.Handle
+				l, err = c.Lend(req)
+				if err == nil {
+					hs = append(hs, l)
+				}
+			case 1:
+				err = c.Release(h)
+			case 2:
+				err = c.Cancel(h)
+			case 3:
+				err = c.Retry(h)
+			case 4:
+				now = now.Add(time.Duration(rapid.IntRange(0, 1500).Draw(t, "ms")) * time.Millisecond)
+				c.Tick(now)
+			case 5:
+				c.Advance()
+			case 6:
+				c.Close()
+			default:
+				ev := core.Evidence{What: core.Observed(rapid.IntRange(0, 14).Draw(t, "what")), Lease: h,
+					Row: rapid.IntRange(-1, 6).Draw(t, "row"), Reason: "because",
+					Disposition: contract.CancelDisposition(rapid.IntRange(0, 3).Draw(t, "disposition"))}
+				if rapid.Bool().Draw(t, "stale") {
+					ev.Lease = core.HandleOf(ev.Lease.Uint64() + 1<<32)
+				}
+				switch rapid.IntRange(0, 6).Draw(t, "outcome") {
+				case 1:
+					ev.Outcome = contract.Delivered{}
+				case 2:
+					var n contract.Name
+					n[0] = byte(rapid.IntRange(0, 3).Draw(t, "served"))
+					ev.Outcome = contract.Delivered{Served: contract.NewNameSet(n)}
+				case 3:
+					ev.Outcome = contract.Failed{Reason: "no"}
+				case 4:
+					ev.Outcome = contract.Cancelled{ByPeer: rapid.Bool().Draw(t, "peer")}
+				}
+				err = c.Step(ev)
+			}
+			if err == nil {
+				continue
+			}
+			refusals++
+			after := take(c, hs)
+			if !reflect.DeepEqual(before, after) {
+				t.Fatalf("a refused call (%v) changed something:\nbefore %+v\nafter  %+v", err, before, after)
+			}
+		}
+		_ = refusals
+	})
+}

@@ -1,0 +1,367 @@
+package core_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/staging"
+)
+
+// The transcripts in testdata/transcripts are scenarios a reviewer reads as a
+// story, one per rule of SPEC §4, in etcd raft's style: every command that
+// reaches the core prints what it answered, every move it made, and the Ready
+// it left — the work the core asks for — which the harness then takes
+// (Advance). A change in behaviour shows as a diff of the transcript.
+// Regenerate with: go test ./readiness/core -run TestTranscripts -rewrite
+//
+// Commands:
+//
+//	new [slots=N] [groups=G] [timeout=D] [grace=D] [quiesce=D] [backoff=D] [keep=N]
+//	lend NAME kind=fetch|publish rows=N [known=K] [deadline=D]  (D: after now)
+//	tick D                                    (the clock moves by D, then Tick)
+//	release NAME | cancel NAME | retry NAME | close
+//	submitted NAME | rejected NAME | escaped NAME
+//	answer NAME served|partial|miss|failed|cancelled|cancelled-by-peer|unasked
+//	panicked NAME                              (Poll panicked)
+//	proven NAME | unproven NAME
+//	landed NAME | refused NAME row=R | lost NAME
+//	cancel-replied NAME requested|unsupported|error
+//	device-lost
+//	info NAME | readiness NAME | stats
+//	evidence NAME WHAT                        (raw evidence of any kind, by number)
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/transcripts", func(t *testing.T, path string) {
+		h := &harness{t: t, names: map[string]core.Handle{}}
+		datadriven.RunTest(t, path, h.run)
+		if filepath.Ext(path) != ".txt" {
+			t.Errorf("%s: transcripts are .txt files", path)
+		}
+	})
+}
+
+type harness struct {
+	t     *testing.T
+	c     *core.Core
+	now   time.Time
+	names map[string]core.Handle
+	order []string
+	trace []string
+	mem   *staging.Memory
+}
+
+func (h *harness) name(l core.Handle) string {
+	for n, x := range h.names {
+		if x == l {
+			return n
+		}
+	}
+	return l.String()
+}
+
+func (h *harness) lease(d *datadriven.TestData) core.Handle {
+	if len(d.CmdArgs) == 0 {
+		d.Fatalf(h.t, "%s: which lease?", d.Cmd)
+	}
+	l, ok := h.names[d.CmdArgs[0].Key]
+	if !ok {
+		d.Fatalf(h.t, "%s: no lease named %q", d.Cmd, d.CmdArgs[0].Key)
+	}
+	return l
+}
+
+func duration(t *testing.T, d *datadriven.TestData, key string, def time.Duration) time.Duration {
+	if !d.HasArg(key) {
+		return def
+	}
+	var s string
+	d.ScanArgs(t, key, &s)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.Fatalf(t, "%s=%q: %v", key, s, err)
+	}
+	return v
+}
+
+func intArg(t *testing.T, d *datadriven.TestData, key string, def int) int {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v int
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	h.trace = h.trace[:0]
+	var out strings.Builder
+	report := func(err error) {
+		if err != nil {
+			fmt.Fprintf(&out, "error: %v\n", err)
+		} else {
+			out.WriteString("ok\n")
+		}
+	}
+	switch d.Cmd {
+	case "new":
+		slots, groups := intArg(t, d, "slots", 4), intArg(t, d, "groups", 1)
+		gs := make([]staging.Group, groups)
+		for g := range gs {
+			gs[g] = staging.Group{Slots: slots, SlotBytes: 16}
+		}
+		var err error
+		h.mem, err = staging.NewMemory(staging.GoHeap, gs...)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		h.now = time.Unix(10, 0)
+		h.c, err = core.New(core.Config{
+			Memory: h.mem, TokensPerBlock: 32,
+			RequestTimeout: duration(t, d, "timeout", 5*time.Second), DrainGrace: duration(t, d, "grace", 5*time.Second),
+			QuiesceTimeout: duration(t, d, "quiesce", time.Second), RetryBackoff: duration(t, d, "backoff", 100*time.Millisecond),
+			MaxRetryBackoff: time.Second, KeepReleased: intArg(t, d, "keep", 4),
+			Logger:       discard,
+			OnTransition: func(tr core.Transition) { h.trace = append(h.trace, h.move(tr)) },
+		})
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		h.c.Tick(h.now)
+		return "ok\n"
+	case "lend":
+		name := d.CmdArgs[0].Key
+		var kind string
+		d.ScanArgs(t, "kind", &kind)
+		req := core.Request{Kind: core.Fetch, KnownBlocks: intArg(t, d, "known", 0)}
+		if kind == "publish" {
+			req.Kind = core.Publish
+		}
+		groups := h.mem.NumGroups()
+		for i := range intArg(t, d, "rows", 1) {
+			var n contract.Name
+			n[0], n[1] = name[0], byte(i)
+			req.Rows = append(req.Rows, core.Row{Name: n, Group: i % groups, Block: req.KnownBlocks + i/groups, Device: gpu.DevicePtr(0x1000 + 0x100*i)})
+		}
+		if d.HasArg("deadline") {
+			req.Deadline = h.now.Add(duration(t, d, "deadline", 0))
+		}
+		l, err := h.c.Lend(req)
+		if err == nil {
+			h.names[name] = l
+			h.order = append(h.order, name)
+		}
+		report(err)
+	case "tick":
+		var s string
+		if len(d.CmdArgs) > 0 {
+			s = d.CmdArgs[0].Key
+		}
+		dd, err := time.ParseDuration(s)
+		if err != nil {
+			d.Fatalf(t, "tick %q: %v", s, err)
+		}
+		h.now = h.now.Add(dd)
+		h.c.Tick(h.now)
+		fmt.Fprintf(&out, "now %v\n", h.now.Sub(time.Unix(10, 0)))
+	case "release":
+		report(h.c.Release(h.lease(d)))
+	case "cancel":
+		report(h.c.Cancel(h.lease(d)))
+	case "retry":
+		report(h.c.Retry(h.lease(d)))
+	case "close":
+		h.c.Close()
+		out.WriteString("ok\n")
+	case "device-lost":
+		report(h.c.Step(core.Evidence{What: core.DeviceGone, Reason: "the device fell off the bus"}))
+	case "submitted", "rejected", "escaped", "panicked", "proven", "unproven", "landed", "lost":
+		l := h.lease(d)
+		what := map[string]core.Observed{"submitted": core.SubmitAccepted, "rejected": core.SubmitRejected, "escaped": core.SubmitEscaped,
+			"panicked": core.PollPanicked, "proven": core.QuiesceTrue, "unproven": core.QuiesceUnproven, "landed": core.CopiesDone, "lost": core.CopyLost}[d.Cmd]
+		report(h.c.Step(core.Evidence{What: what, Lease: l, Reason: "(" + d.Cmd + " in the script)"}))
+	case "refused":
+		report(h.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: h.lease(d), Row: intArg(t, d, "row", 0), Reason: "(refused in the script)"}))
+	case "answer":
+		l := h.lease(d)
+		report(h.c.Step(core.Evidence{What: core.PollAnswered, Lease: l, Outcome: h.outcome(d, l)}))
+	case "cancel-replied":
+		ev := core.Evidence{What: core.CancelReplied, Lease: h.lease(d)}
+		switch d.CmdArgs[1].Key {
+		case "requested":
+			ev.Disposition = contract.CancelRequested
+		case "unsupported":
+			ev.Disposition = contract.CancelUnsupported
+		default:
+			ev.Reason = "the backend failed to cancel"
+		}
+		report(h.c.Step(ev))
+	case "evidence":
+		w, _ := strconv.Atoi(d.CmdArgs[1].Key)
+		report(h.c.Step(core.Evidence{What: core.Observed(w), Lease: h.lease(d)}))
+	case "info":
+		info, err := h.c.Lease(h.lease(d))
+		if err != nil {
+			report(err)
+			break
+		}
+		fmt.Fprintf(&out, "%s %v outcome=%v exposed=%v fenced=%v release-requested=%v ungrantable=%v by-peer=%v",
+			h.name(info.Handle), info.State, info.Outcome, info.Exposed, info.Fenced, info.ReleaseRequested, info.Ungrantable, info.ByPeer)
+		if info.CancelDisposition != 0 {
+			fmt.Fprintf(&out, " cancel=%v", info.CancelDisposition)
+		}
+		if info.CancelError != "" {
+			fmt.Fprintf(&out, " cancel-error=%q", info.CancelError)
+		}
+		if info.Reason != "" {
+			fmt.Fprintf(&out, "\n  reason: %s", info.Reason)
+		}
+		out.WriteString("\n")
+		return out.String()
+	case "readiness":
+		iv, err := h.c.Readiness(h.lease(d))
+		if err != nil {
+			report(err)
+		} else {
+			fmt.Fprintf(&out, "%v\n", iv)
+		}
+		return out.String()
+	case "stats":
+		s := h.c.Stats()
+		var states []string
+		for st := range fsm.NumStates {
+			if s.Leases[st] > 0 {
+				states = append(states, fmt.Sprintf("%v=%d", st, s.Leases[st]))
+			}
+		}
+		fmt.Fprintf(&out, "leases: %s\nslots: free=%d held=%d quarantined=%d\nlent=%d released=%d containments=%d violations=%d unproven=%d halted=%v\n",
+			strings.Join(states, " "), s.SlotsFree, s.SlotsHeld, s.SlotsQuarantined, s.Lent, s.Released, s.Containments, s.Violations, s.Unproven, s.Halted)
+		return out.String()
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	for _, line := range h.trace {
+		out.WriteString(line + "\n")
+	}
+	out.WriteString(h.ready())
+	h.c.Advance()
+	return out.String()
+}
+
+// move prints one transition: lease, from → to, cause, the outcome latched
+// and the entered state's effects.
+func (h *harness) move(tr core.Transition) string {
+	s := fmt.Sprintf("%s: %v -> %v on %s", h.name(tr.Lease), tr.From, tr.To, tr.Cause())
+	if tr.Result != fsm.NoResult {
+		s += " (" + tr.Result.String() + ")"
+	}
+	if tr.Effects != 0 {
+		s += " {" + tr.Effects.String() + "}"
+	}
+	return s
+}
+
+// outcome builds the answer a script names for the lease's rows.
+func (h *harness) outcome(d *datadriven.TestData, l core.Handle) contract.Outcome {
+	info, err := h.c.Lease(l)
+	if err != nil {
+		d.Fatalf(h.t, "%v", err)
+	}
+	var all []contract.Name
+	name := h.name(l)
+	for i := range info.Rows {
+		var n contract.Name
+		n[0], n[1] = name[0], byte(i)
+		all = append(all, n)
+	}
+	switch d.CmdArgs[1].Key {
+	case "served":
+		return contract.Delivered{Served: contract.NewNameSet(all...)}
+	case "partial":
+		return contract.Delivered{Served: contract.NewNameSet(all[0])}
+	case "miss":
+		return contract.Delivered{}
+	case "failed":
+		return contract.Failed{Reason: "the store said no"}
+	case "cancelled":
+		return contract.Cancelled{}
+	case "cancelled-by-peer":
+		return contract.Cancelled{ByPeer: true}
+	case "unasked":
+		var n contract.Name
+		n[0] = 0xFF
+		return contract.Delivered{Served: contract.NewNameSet(n)}
+	case "nil":
+		return nil
+	}
+	d.Fatalf(h.t, "unknown answer %q", d.CmdArgs[1].Key)
+	return nil
+}
+
+// ready prints the work the core asks for, lease names sorted within each
+// kind of work.
+func (h *harness) ready() string {
+	rd := h.c.Ready()
+	if rd.Empty() {
+		return "ready: none\n"
+	}
+	var b strings.Builder
+	b.WriteString("ready:\n")
+	names := func(hs []core.Handle) string {
+		var ns []string
+		for _, l := range hs {
+			ns = append(ns, h.name(l))
+		}
+		sort.Strings(ns)
+		return strings.Join(ns, " ")
+	}
+	var subs, proofs []core.Handle
+	for _, s := range rd.Submissions {
+		subs = append(subs, s.Lease)
+	}
+	for _, p := range rd.Proofs {
+		proofs = append(proofs, p.Lease)
+	}
+	if len(subs) > 0 {
+		fmt.Fprintf(&b, "  submit: %s\n", names(subs))
+	}
+	if len(rd.Copies) > 0 {
+		var cs []string
+		for _, c := range rd.Copies {
+			dir := "device->staging"
+			if c.ToDevice {
+				dir = "staging->device"
+			}
+			cs = append(cs, fmt.Sprintf("%s row %d %s", h.name(c.Lease), c.Row, dir))
+		}
+		slices.Sort(cs)
+		fmt.Fprintf(&b, "  copies: %s; then one event for %s\n", strings.Join(cs, ", "), names(rd.CopyLeases))
+	}
+	if len(proofs) > 0 {
+		fmt.Fprintf(&b, "  quiesce: %s\n", names(proofs))
+	}
+	if len(rd.Overdue) > 0 {
+		fmt.Fprintf(&b, "  overdue (cancel the call): %s\n", names(rd.Overdue))
+	}
+	if len(rd.Cancels) > 0 {
+		fmt.Fprintf(&b, "  request cancel: %s\n", names(rd.Cancels))
+	}
+	if len(rd.Forget) > 0 {
+		fmt.Fprintf(&b, "  forget: %s\n", names(rd.Forget))
+	}
+	for _, c := range rd.Containments {
+		fmt.Fprintf(&b, "  contained: %s (%d slots, deadline %v): %s\n", h.name(c.Lease), c.Slots, c.Deadline.Sub(time.Unix(10, 0)), c.Reason)
+	}
+	return b.String()
+}
+
