@@ -239,6 +239,27 @@ func (d *coreDriver) prove(h readiness.Handle) {
 	_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: reason})
 }
 
+// requestCancel asks the lease's attempt to stop, once, containing a panic.
+func (d *coreDriver) requestCancel(h readiness.Handle) (ev core.Evidence) {
+	ev = core.Evidence{What: core.CancelReplied, Lease: h}
+	a, ok := d.attempts[h]
+	if !ok {
+		ev.Reason = "no attempt kept"
+		return ev
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			ev.Disposition, ev.Reason = 0, fmt.Sprint("RequestCancel panicked: ", p)
+		}
+	}()
+	if disp, err := contract.RequestCancel(a); err != nil {
+		ev.Reason = err.Error()
+	} else {
+		ev.Disposition = disp
+	}
+	return ev
+}
+
 // perform does what the core's Ready asks, reporting every answer, until it
 // asks for nothing more; then records the round's copy event.
 func (d *coreDriver) perform() {
@@ -297,17 +318,7 @@ func (d *coreDriver) perform() {
 		}
 		var replies []core.Evidence
 		for _, h := range rd.Cancels {
-			ev := core.Evidence{What: core.CancelReplied, Lease: h}
-			if a, ok := d.attempts[h]; ok {
-				if disp, err := contract.RequestCancel(a); err != nil {
-					ev.Reason = err.Error()
-				} else {
-					ev.Disposition = disp
-				}
-			} else {
-				ev.Reason = "no attempt kept"
-			}
-			replies = append(replies, ev)
+			replies = append(replies, d.requestCancel(h))
 		}
 		for _, h := range rd.Forget {
 			delete(d.attempts, h)

@@ -35,6 +35,8 @@ const (
 	rule10 = "rule 10, shutdown"
 	rule11 = "rule 11, caller mistakes are refused at the door"
 	ruleA  = "allocator invariant"
+	// ruleCancel is SPEC §2's cancellation extension.
+	ruleCancel = "cancel requests (§2), one per failed attempt, recorded, never a proof"
 )
 
 const (
@@ -293,6 +295,7 @@ func (m *model) lend(t *rapid.T) {
 	l.rows = req.Rows
 	m.be.mu.Lock()
 	m.be.reject[l.serial], m.be.escape[l.serial], m.be.instant[l.serial] = l.reject, l.escape, l.instant
+	m.be.cancel[l.serial] = cancelMode(rapid.IntRange(0, 3).Draw(t, "cancel_mode"))
 	m.be.mu.Unlock()
 	stats := m.d.stats()
 	h, err := m.d.lend(req)
@@ -1007,6 +1010,7 @@ func (m *model) checkOutcome(l *mLease, info readiness.LeaseInfo, synced bool) {
 func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	now := m.clock.Now()
 	a := m.attempt(l)
+	m.checkCancels(l, info, a)
 	var ended, changedBeforeEnd bool
 	if a != nil {
 		m.be.mu.Lock()
@@ -1048,6 +1052,43 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 		}
 		if info.Ungrantable && !hopeless {
 			m.fail(rule8, "lease %d is reported ungrantable, but a run of %d slots can still be granted", l.serial, l.blocks)
+		}
+	}
+}
+
+// checkCancels holds after a synced round (SPEC §2, +cancel-request-v1): a
+// lease whose outcome is a failure of any kind and whose backend returned an
+// attempt has had exactly one cancel request; a delivered one none; the answer
+// — a disposition, or the error or panic — is recorded on the lease.
+func (m *model) checkCancels(l *mLease, info readiness.LeaseInfo, a *attempt) {
+	if a == nil || l.escape {
+		return
+	}
+	m.be.mu.Lock()
+	cancels, mode := a.cancels, a.cancelMode
+	m.be.mu.Unlock()
+	failure := info.Outcome.Failure() && info.Outcome != readiness.Rejected
+	switch {
+	case cancels > 1:
+		m.fail(ruleCancel, "lease %d: %d cancel requests; the engine sends exactly one", l.serial, cancels)
+	case cancels > 0 && !failure:
+		m.fail(ruleCancel, "lease %d reports %v, yet its backend was asked to cancel", l.serial, info.Outcome)
+	case failure && cancels == 0:
+		m.fail(ruleCancel, "lease %d latched %v with an attempt, and its backend was never asked to cancel", l.serial, info.Outcome)
+	case cancels == 1 && info.State != fsm.Released:
+		switch mode {
+		case cancelRequested:
+			if info.CancelDisposition != contract.CancelRequested {
+				m.fail(ruleCancel, "lease %d: the backend answered the cancel requested; the lease records %v %q", l.serial, info.CancelDisposition, info.CancelError)
+			}
+		case cancelUnsupported:
+			if info.CancelDisposition != contract.CancelUnsupported {
+				m.fail(ruleCancel, "lease %d: the backend answered the cancel unsupported; the lease records %v %q", l.serial, info.CancelDisposition, info.CancelError)
+			}
+		default:
+			if info.CancelError == "" {
+				m.fail(ruleCancel, "lease %d: the backend's cancel failed (%v); the lease records no error", l.serial, mode)
+			}
 		}
 	}
 }

@@ -137,7 +137,22 @@ type attempt struct {
 	// moment Quiesce answered true: the engine must catch it then.
 	changedBeforeEnd bool
 	late             int // late writes made
+	// Cancellation requests (+cancel-request-v1): how the attempt answers
+	// them, how many it got, and whether one came after its proof.
+	cancelMode  cancelMode
+	cancels     int
+	cancelAfter bool // a request came after Quiesce answered true
 }
+
+// cancelMode is how an attempt answers RequestCancel.
+type cancelMode uint8
+
+const (
+	cancelRequested cancelMode = iota // a best-effort request was made
+	cancelUnsupported
+	cancelFails  // RequestCancel returns an error
+	cancelPanics // RequestCancel panics
+)
 
 // adversary is a backend that does everything the contract allows: it keeps
 // the extent it was handed and reads it late, writes until Quiesce says true,
@@ -149,6 +164,7 @@ type adversary struct {
 	mem      *staging.Memory
 	reject   map[int]bool // serials whose submission is rejected
 	escape   map[int]bool // serials whose submission fails without an attempt
+	cancel   map[int]cancelMode
 	instant  map[int]bool // serials answered before the submission returns (a local hit)
 	byID     map[int]*attempt
 	device   func(serial, g, b int) []byte // what a publish must find staged
@@ -158,7 +174,8 @@ type adversary struct {
 }
 
 func newAdversary(m *staging.Memory) *adversary {
-	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
+	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, cancel: map[int]cancelMode{},
+		byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
 }
 
 var (
@@ -186,7 +203,7 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 	if _, dup := b.byID[serial]; dup {
 		b.fault("lease %d was submitted twice", serial)
 	}
-	a := &attempt{serial: serial, publish: publish, held: ext, units: ext.Units()}
+	a := &attempt{serial: serial, publish: publish, held: ext, units: ext.Units(), cancelMode: b.cancel[serial]}
 	names := make([]contract.Name, len(a.units))
 	for i, u := range a.units {
 		names[i] = u.Name
@@ -251,6 +268,31 @@ func (h advAttempt) Poll() contract.Outcome {
 	}
 	return a.outcome
 }
+
+// RequestCancel records the request and answers as the attempt's mode says:
+// it never changes the outcome or ends access (the contract's promise), so
+// the engine must not take it for either.
+func (h advAttempt) RequestCancel() (contract.CancelDisposition, error) {
+	h.b.mu.Lock()
+	a := h.a
+	a.cancels++
+	if a.ended {
+		a.cancelAfter = true
+	}
+	mode := a.cancelMode
+	h.b.mu.Unlock()
+	switch mode {
+	case cancelUnsupported:
+		return contract.CancelUnsupported, nil
+	case cancelFails:
+		return 0, errors.New("adversary: cancel refused by the transport")
+	case cancelPanics:
+		panic("adversary: RequestCancel panicked")
+	}
+	return contract.CancelRequested, nil
+}
+
+var _ contract.Cancellable = advAttempt{}
 
 // Quiesce answers from each attempt's mode: true for the whole list only if
 // every attempt's access ends now.

@@ -1,22 +1,27 @@
-// Command mutants is `make mutants`: it breaks each safety guard of the
-// readiness engine, one at a time, runs the property suite against the broken
-// engine — the runner users embed and the core stepped synchronously — and
-// the engine's deterministic regression tests, and prints which caught it. A
-// mutant the property suite does not kill is a promise it does not check.
+// Command mutants is `make mutants`: it breaks each safety guard of the engine,
+// one at a time, and runs the property suites against the broken engine — the
+// runner users embed and the core stepped synchronously — and the engine's
+// deterministic tests, and prints which caught it. A mutant the property
+// suites do not kill is a promise they do not check.
 //
-// It must be built with the kvready_mutants tag, the only build in which the
-// engine's guards can be switched off:
+// A mutant is a source patch (mutants.go): text replaced in production files.
+// Nothing in the tree changes and no production file carries a test hook: each
+// mutant's patched files are written to a scratch directory and the test
+// binaries are compiled from an overlay of them (go test -overlay). An edit
+// whose text no longer occurs exactly once stops the run: the mutant must be
+// updated with the code it breaks.
 //
-//	go run -tags kvready_mutants ./proptest/mutants
+//	go run ./proptest/mutants [-run REGEXP]
 //
-// Each mutant runs the test binaries, built once, with KVREADY_MUTANT naming
-// the guard to break, RAPID_NOFAILFILE set (a mutant's failure is expected and
-// must not be kept as a regression input) and RAPID_CHECKS from the
-// environment (default 100), with shrinking bounded to 2s.
+// The test binaries run with RAPID_NOFAILFILE set (a mutant's failure is
+// expected and must not be kept as a regression input), RAPID_CHECKS from the
+// environment (default 100) and shrinking bounded to 2s.
 package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,94 +30,206 @@ import (
 	"strings"
 )
 
-func main() {
-	os.Exit(run())
+func main() { os.Exit(run()) }
+
+// suite is one test binary: the package it tests and the tests it runs.
+type suite struct {
+	pkg, dir, run string
 }
 
-// suiteOf is one test binary: the package it tests and the tests it runs.
-type suiteOf struct {
-	pkg, dir, run string
-	bin           string
-}
+var (
+	// The property suites: a mutant they do not kill fails the run.
+	property = []suite{
+		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
+		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused"},
+	}
+	// The deterministic tests: reported beside, for information.
+	regression = []suite{
+		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestTranscripts|^Example"},
+		{pkg: "./readiness", dir: "readiness", run: "^TestRule|^TestRegression|^TestMiss|^TestPublish|^TestRefused"},
+	}
+)
 
 func run() int {
-	names := mutantNames()
-	if len(names) == 0 {
-		fmt.Fprintln(os.Stderr, "mutants: no mutants listed; build with -tags kvready_mutants (go run -tags kvready_mutants ./proptest/mutants)")
+	only := flag.String("run", "", "run only the mutants whose name matches this regular expression")
+	flag.Parse()
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants: -run:", err)
 		return 2
 	}
 	goCmd := os.Getenv("GO")
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	dir, err := os.MkdirTemp("", "kvready-mutants-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mutants:", err)
-		return 2
-	}
-	defer os.RemoveAll(dir)
-	property := &suiteOf{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"}
-	regression := &suiteOf{pkg: "./readiness", dir: "readiness", run: "^TestRule|^TestRegression|^TestMiss|^TestPublish"}
-	for _, s := range []*suiteOf{property, regression} {
-		s.bin = filepath.Join(dir, filepath.Base(s.dir)+".test")
-		build := exec.Command(goCmd, "test", "-c", "-tags", "kvready_mutants", "-o", s.bin, s.pkg)
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "mutants: building %s with -tags kvready_mutants: %v\n", s.pkg, err)
-			return 2
-		}
-	}
 	checks := os.Getenv("RAPID_CHECKS")
 	if checks == "" {
 		checks = "100"
 	}
+	root, err := moduleRoot(goCmd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		return 2
+	}
+	scratch, err := os.MkdirTemp("", "kvready-mutants-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		return 2
+	}
+	defer os.RemoveAll(scratch)
+
 	// The unbroken engine must pass first: a suite that fails anyway kills
 	// every mutant and proves nothing.
-	for _, s := range []*suiteOf{property, regression} {
-		if out, err := s.exec("", checks); err != nil {
+	for _, s := range append(append([]suite(nil), property...), regression...) {
+		if out, err := s.exec(goCmd, root, scratch, nil, checks); err != nil {
 			fmt.Fprintf(os.Stderr, "mutants: %s fails on the unbroken engine: %v\n%s", s.pkg, err, out)
 			return 2
 		}
 	}
 	failRe := regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
-	ruleRe := regexp.MustCompile(`(rule \d+, [^:]+|allocator invariant|conformance: [a-z -]+)`)
-	killed := 0
-	fmt.Printf("%-26s %-9s %-44s %s\n", "mutant", "property", "how", "regression tests")
-	for _, name := range names {
-		out, err := property.exec(name, checks)
-		verdict, how := "SURVIVED", "the property suite passed with this guard broken"
+	ruleRe := regexp.MustCompile(`(rule \d+, [^:]+|allocator invariant|invariant broken \([^)]*\): [^;]+)`)
+	killed, total := 0, 0
+	fmt.Printf("%-26s %-9s %-52s %s\n", "mutant", "property", "how", "deterministic tests")
+	for _, m := range mutants {
+		if !filter.MatchString(m.name) {
+			continue
+		}
+		total++
+		overlay, err := m.overlay(root, scratch)
 		if err != nil {
-			killed++
+			fmt.Fprintf(os.Stderr, "mutants: %s: %v\n", m.name, err)
+			return 2
+		}
+		verdict, how := "SURVIVED", "the property suites passed with this guard broken"
+		for _, s := range property {
+			out, err := s.exec(goCmd, root, scratch, overlay, checks)
+			if err == nil {
+				continue
+			}
 			verdict = "killed"
 			var tests []string
-			for _, m := range failRe.FindAllStringSubmatch(string(out), -1) {
-				if !strings.Contains(m[1], "/") && len(tests) < 2 {
-					tests = append(tests, m[1])
+			for _, f := range failRe.FindAllStringSubmatch(string(out), -1) {
+				if !strings.Contains(f[1], "/") && len(tests) < 2 {
+					tests = append(tests, f[1])
 				}
 			}
 			how = strings.Join(tests, ", ")
-			if m := ruleRe.FindString(string(out)); m != "" {
-				how += " (" + m + ")"
+			if r := ruleRe.FindString(string(out)); r != "" {
+				how += " (" + r + ")"
 			}
+			if len(tests) == 0 {
+				how = firstLine(out)
+			}
+			break
 		}
-		rout, rerr := regression.exec(name, checks)
-		reg := "passed (not caught)"
-		if rerr != nil {
-			var tests []string
-			for _, m := range failRe.FindAllStringSubmatch(string(rout), -1) {
-				if !strings.Contains(m[1], "/") {
-					tests = append(tests, m[1])
+		if verdict == "killed" {
+			killed++
+		}
+		var failed []string
+		for _, s := range regression {
+			out, err := s.exec(goCmd, root, scratch, overlay, checks)
+			if err != nil {
+				for _, f := range failRe.FindAllStringSubmatch(string(out), -1) {
+					if !strings.Contains(f[1], "/") {
+						failed = append(failed, f[1])
+					}
+				}
+				if len(failed) == 0 {
+					failed = append(failed, s.pkg+": "+firstLine(out))
 				}
 			}
-			reg = fmt.Sprintf("%d failed: %s", len(tests), strings.Join(first(tests, 3), ", "))
 		}
-		fmt.Printf("%-26s %-9s %-44s %s\n", name, verdict, how, reg)
+		reg := "passed (not caught)"
+		if len(failed) > 0 {
+			reg = fmt.Sprintf("%d failed: %s", len(failed), strings.Join(first(failed, 3), ", "))
+		}
+		fmt.Printf("%-26s %-9s %-52s %s\n", m.name, verdict, how, reg)
 	}
-	fmt.Printf("%d/%d mutants killed by the property suite\n", killed, len(names))
-	if killed != len(names) {
+	fmt.Printf("%d/%d mutants killed by the property suites\n", killed, total)
+	if killed != total {
 		return 1
 	}
 	return 0
+}
+
+// overlay writes the mutant's patched files to the scratch directory and
+// returns the overlay file go build reads.
+func (m mutant) overlay(root, scratch string) (string, error) {
+	dir := filepath.Join(scratch, m.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	patched := map[string]string{}
+	for _, e := range m.edits {
+		src, ok := patched[e.file]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(root, e.file))
+			if err != nil {
+				return "", err
+			}
+			src = string(b)
+		}
+		if n := strings.Count(src, e.old); n != 1 {
+			return "", fmt.Errorf("the text to replace in %s occurs %d times, want exactly once: update the mutant with the code it breaks:\n%s", e.file, n, e.old)
+		}
+		patched[e.file] = strings.Replace(src, e.old, e.new, 1)
+	}
+	replace := map[string]string{}
+	for file, src := range patched {
+		out := filepath.Join(dir, strings.ReplaceAll(file, "/", "_"))
+		if err := os.WriteFile(out, []byte(src), 0o644); err != nil {
+			return "", err
+		}
+		replace[filepath.Join(root, file)] = out
+	}
+	b, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "overlay.json")
+	return path, os.WriteFile(path, b, 0o644)
+}
+
+// exec compiles s's test binary (from the overlay, if any) and runs it.
+func (s suite) exec(goCmd, root, scratch string, overlay any, checks string) ([]byte, error) {
+	bin := filepath.Join(scratch, strings.ReplaceAll(s.dir, "/", "_")+".test")
+	args := []string{"test", "-c", "-o", bin}
+	if path, ok := overlay.(string); ok && path != "" {
+		args = append(args, "-overlay", path)
+	}
+	build := exec.Command(goCmd, append(args, s.pkg)...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return out, fmt.Errorf("building %s: %w", s.pkg, err)
+	}
+	cmd := exec.Command(bin, "-test.count=1", "-test.run", s.run)
+	cmd.Dir = filepath.Join(root, s.dir)
+	// Shrinking a mutant's failure only makes the report prettier: keep it short.
+	cmd.Env = append(os.Environ(), "RAPID_NOFAILFILE=1", "RAPID_CHECKS="+checks, "RAPID_SHRINKTIME=2s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+func moduleRoot(goCmd string) (string, error) {
+	out, err := exec.Command(goCmd, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run it inside the kvready module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func firstLine(out []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if len(line) > 80 {
+		line = line[:80] + "…"
+	}
+	return line
 }
 
 func first(xs []string, n int) []string {
@@ -120,15 +237,4 @@ func first(xs []string, n int) []string {
 		return append(xs[:n:n], "…")
 	}
 	return xs
-}
-
-func (s *suiteOf) exec(mutant, checks string) ([]byte, error) {
-	cmd := exec.Command(s.bin, "-test.count=1", "-test.run", s.run)
-	cmd.Dir = s.dir
-	// Shrinking a mutant's failure only makes the report prettier: keep it short.
-	cmd.Env = append(os.Environ(), "KVREADY_MUTANT="+mutant, "RAPID_NOFAILFILE=1", "RAPID_CHECKS="+checks, "RAPID_SHRINKTIME=2s")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
 }
