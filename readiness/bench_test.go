@@ -3,7 +3,8 @@ package readiness_test
 import (
 	"context"
 	"fmt"
-	"runtime"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/fsm/declaration"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
@@ -102,7 +104,7 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 	if err != nil {
 		b.Fatal(err)
 	}
-	be := newInstantBackend(min(leases, 64))
+	be := newInstantBackend(min(leases, 256))
 	be.pending.Store(pending)
 	eng, err := readiness.New(readiness.Config{
 		Core: core.Config{
@@ -123,7 +125,7 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 	if err != nil {
 		b.Fatal(err)
 	}
-	for k := range min(leases, 64) {
+	for k := range min(leases, 256) {
 		r.reqs = append(r.reqs, readiness.Request{Kind: readiness.Fetch,
 			Rows: []readiness.Row{{Name: benchName(k), Group: 0, Block: 0, Device: ptr}}})
 	}
@@ -149,9 +151,10 @@ func (r *benchRig) close(b *testing.B) {
 	}
 }
 
-// lifecycleRound runs up to 64 whole one-row fetch lifecycles through the
-// runner: lend, then rounds (the sim device completing copies) until every
-// lease is logically complete, then release.
+// lifecycleRound runs n whole one-row fetch lifecycles through the runner,
+// all in flight at once: lend them, run rounds — the sim device completing
+// copies, the owner sleeping on Wake when a round has nothing to do — until
+// every lease is logically complete, then release them.
 func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 	for k := range n {
 		h, err := r.eng.Lend(r.reqs[k])
@@ -162,17 +165,128 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 	}
 	for spins := 0; r.eng.Count(fsm.LogicallyComplete) < n; spins++ {
 		r.dev.CompleteAll()
-		r.eng.Progress()
 		r.rounds++
+		if r.eng.Progress() == 0 && r.eng.Count(fsm.LogicallyComplete) < n {
+			<-r.eng.Wake() // a Quiesce answer, or the copies' event
+		}
 		if spins > 10_000_000 {
 			b.Fatalf("leases not complete: %v", r.eng.Stats().Leases)
-		}
-		if spins > 2 {
-			runtime.Gosched() // the background goroutines need the core
 		}
 	}
 	for k := range n {
 		if err := r.eng.Release(hs[k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// coreRig drives the I/O-free core synchronously, on the bench's goroutine,
+// with the same zero-allocation backend and simulated device: the floor the
+// runner's goroutine hand-offs are measured against.
+type coreRig struct {
+	c        *core.Core
+	dev      *sim.Device
+	stream   gpu.Stream
+	be       *instantBackend
+	reqs     []readiness.Request
+	attempts []contract.Attempt // by lease index
+	list     []contract.Attempt
+	subs     []core.Submission
+	proofs   []core.Proof
+	copies   []core.Copy
+	landing  []readiness.Handle
+	events   gpu.Completions[int]
+	now      time.Time
+}
+
+func newCoreRig(b *testing.B, leases int) *coreRig {
+	b.Helper()
+	r := newBenchRig(b, leases, false)
+	r.close(b) // only its device, memory, backend and requests are kept
+	m, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: leases, SlotBytes: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := core.New(core.Config{Memory: m, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream, err := r.dev.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr := &coreRig{c: c, dev: r.dev, stream: stream, be: r.be, reqs: r.reqs, attempts: make([]contract.Attempt, leases),
+		list: make([]contract.Attempt, 1), now: time.Unix(1000, 0)}
+	c.Tick(cr.now)
+	return cr
+}
+
+// round runs n whole lifecycles through the core, performing its Ready
+// inline: submissions, Poll, Quiesce, copies and their event.
+func (r *coreRig) round(b *testing.B, hs []readiness.Handle, n int) {
+	step := func(ev core.Evidence) {
+		if err := r.c.Step(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for k := range n {
+		h, err := r.c.Lend(r.reqs[k])
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[k] = h
+	}
+	r.c.Tick(r.now)
+	for r.c.HasReady() {
+		rd := r.c.Ready()
+		r.subs = append(r.subs[:0], rd.Submissions...)
+		r.proofs = append(r.proofs[:0], rd.Proofs...)
+		r.copies = append(r.copies[:0], rd.Copies...)
+		r.landing = append(r.landing[:0], rd.CopyLeases...)
+		r.c.Advance()
+		for _, s := range r.subs {
+			a, err := r.be.Fetch(*s.Extent, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.attempts[s.Lease.Index()] = a
+			step(core.Evidence{What: core.SubmitAccepted, Lease: s.Lease})
+			step(core.Evidence{What: core.PollAnswered, Lease: s.Lease, Outcome: a.Poll()})
+		}
+		for _, p := range r.proofs {
+			a := r.attempts[p.Lease.Index()]
+			r.list[0] = a
+			if ok, err := r.be.Quiesce(context.Background(), r.list); !ok || err != nil {
+				b.Fatalf("Quiesce: %v %v", ok, err)
+			}
+			step(core.Evidence{What: core.PollAnswered, Lease: p.Lease, Outcome: a.Poll()})
+			step(core.Evidence{What: core.QuiesceTrue, Lease: p.Lease})
+		}
+		for _, c := range r.copies {
+			if err := r.stream.CopyHtoD(c.Device, c.Staging); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if len(r.landing) > 0 {
+			ev, err := r.stream.Record()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.events.Push(ev, 0); err != nil {
+				b.Fatal(err)
+			}
+			r.dev.CompleteAll()
+			if _, err := r.events.Poll(r.stream, func(int, gpu.Status) {}); err != nil {
+				b.Fatal(err)
+			}
+			for _, h := range r.landing {
+				step(core.Evidence{What: core.CopiesDone, Lease: h})
+			}
+		}
+	}
+	for k := range n {
+		if err := r.c.Release(hs[k]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -200,8 +314,11 @@ var lifecycle = []struct {
 // engine-metrics is the runner with a Prometheus collector as its Observer,
 // registered and not scraped: what exporting costs between scrapes.
 func BenchmarkLifecycle(b *testing.B) {
-	engine := func(b *testing.B, observed bool) {
-		// Both variants build the collector and its registry, so that they
+	// engine runs the lifecycles through the runner, perRound leases in
+	// flight at a time; observed gives it a Prometheus collector as its
+	// Observer.
+	engine := func(b *testing.B, perRound int, observed bool) {
+		// Every variant builds the collector and its registry, so that they
 		// differ only in whether the engine is observed (the allocations
 		// alone move the rig's memory, which shows in a 5% comparison).
 		c := metrics.New(prometheus.Labels{"device": "0"})
@@ -211,15 +328,15 @@ func BenchmarkLifecycle(b *testing.B) {
 		if observed {
 			obs = c
 		}
-		r := newObservedBenchRig(b, 64, false, obs)
+		r := newObservedBenchRig(b, perRound, false, obs)
 		defer r.close(b)
-		hs := make([]readiness.Handle, 64)
-		r.lifecycleRound(b, hs, 64) // warm up: grow every buffer once
+		hs := make([]readiness.Handle, perRound)
+		r.lifecycleRound(b, hs, perRound) // warm up: grow every buffer once
 		b.ReportAllocs()
 		b.ResetTimer()
 		r.rounds = 0
-		for i := 0; i < b.N; i += 64 {
-			r.lifecycleRound(b, hs, min(64, b.N-i))
+		for i := 0; i < b.N; i += perRound {
+			r.lifecycleRound(b, hs, min(perRound, b.N-i))
 		}
 		b.StopTimer()
 		// Rounds per lease depend on how soon the background goroutines
@@ -232,8 +349,19 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 		}
 	}
-	b.Run("engine", func(b *testing.B) { engine(b, false) })
-	b.Run("engine-metrics", func(b *testing.B) { engine(b, true) })
+	b.Run("core", func(b *testing.B) {
+		r := newCoreRig(b, 256)
+		hs := make([]readiness.Handle, 256)
+		r.round(b, hs, 256) // warm up
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += 256 {
+			r.round(b, hs, min(256, b.N-i))
+		}
+	})
+	b.Run("engine", func(b *testing.B) { engine(b, 1, false) })
+	b.Run("engine-256", func(b *testing.B) { engine(b, 256, false) })
+	b.Run("engine-metrics", func(b *testing.B) { engine(b, 256, true) })
 	b.Run("looplab", func(b *testing.B) {
 		decl := declaration.Lifecycle()
 		names := make([]string, len(lifecycle))

@@ -17,23 +17,48 @@ type Clock interface {
 	Now() time.Time
 }
 
-// TimerClock is a Clock that can also wake the engine when it reaches a time:
-// AfterFunc calls f, once, from any goroutine, once the clock has moved d past
-// now, and returns a function that stops it (reporting whether it stopped it
-// in time). The engine uses it to wake its owner at the next deadline; the
-// system clock is one, and so is a manual clock that fires when advanced.
-// With a Clock that is not a TimerClock, deadlines fire only when the owner
-// runs a round.
+// TimerClock is a Clock that can also wake the engine when it reaches a time.
+// The engine uses it to wake its owner at the next deadline; the system clock
+// is one, and so is a manual clock that fires when advanced (gpu/sim's
+// ManualClock). With a Clock that is not a TimerClock, deadlines fire only
+// when the owner runs a round.
 type TimerClock interface {
 	Clock
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
+	// NewTimer returns a stopped timer that calls f, from any goroutine, once
+	// the clock has moved the duration of its latest Reset past the moment of
+	// that Reset; Reset replaces any earlier arming, Stop disarms it. The
+	// engine makes one and resets it every round it needs to: arming it must
+	// not allocate. (The result is an unnamed interface so that a clock need
+	// not import this package to be one.)
+	NewTimer(f func()) interface {
+		Reset(d time.Duration)
+		Stop()
+	}
+}
+
+// Timer is what a TimerClock's NewTimer returns.
+type Timer = interface {
+	Reset(d time.Duration)
+	Stop()
 }
 
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+func (systemClock) NewTimer(f func()) interface {
+	Reset(d time.Duration)
+	Stop()
+} {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return wallTimer{t}
+}
+
+type wallTimer struct{ t *time.Timer }
+
+func (w wallTimer) Reset(d time.Duration) { w.t.Reset(d) }
+func (w wallTimer) Stop()                 { w.t.Stop() }
 
 // Config assembles an Engine. Core.Memory, Core.TokensPerBlock and Stream are
 // required, and at least one of Fetcher and Publisher.

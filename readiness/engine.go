@@ -31,7 +31,6 @@ type Engine struct {
 	core   *core.Core
 	stream gpu.Stream
 	clock  Clock
-	timers TimerClock // the clock, when it can wake the engine; nil otherwise
 
 	wake     chan struct{}
 	mail     *mailbox
@@ -61,12 +60,11 @@ type Engine struct {
 
 	refusedEvidence, staleEvidence uint64
 
-	timerAt   int64       // when the armed wake-up timer fires (0: none)
-	stopTimer func() bool // stops it
-	timerFire func()      // bound once: signals wake
-	haltSeen  bool
-	stopped   bool
-	obs       *observing // nil unless Config.Observer is set
+	timer    Timer // wakes the owner at the core's next deadline; nil without a TimerClock
+	timerAt  int64 // when it fires (0: disarmed)
+	haltSeen bool
+	stopped  bool
+	obs      *observing // nil unless Config.Observer is set
 }
 
 type submitResult struct {
@@ -106,8 +104,9 @@ func New(cfg Config) (*Engine, error) {
 		slots += cfg.Core.Memory.Group(g).Slots
 	}
 	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
-	e.timers, _ = cfg.Clock.(TimerClock)
-	e.timerFire = func() { signal(e.wake) }
+	if tc, ok := cfg.Clock.(TimerClock); ok {
+		e.timer = tc.NewTimer(func() { signal(e.wake) })
+	}
 	e.onCopy = e.batchDone
 	// Each lease in flight has at most one outcome letter and one answered
 	// Quiesce call (two letters) outstanding, and a call's batch adds one.
@@ -659,7 +658,7 @@ func (e *Engine) flush() {
 
 // armTimer arranges a wake-up at the core's next deadline, when the clock can.
 func (e *Engine) armTimer() {
-	if e.timers == nil {
+	if e.timer == nil {
 		return
 	}
 	at, ok := e.core.NextDue()
@@ -670,14 +669,12 @@ func (e *Engine) armTimer() {
 	if next == e.timerAt {
 		return
 	}
-	if e.stopTimer != nil {
-		e.stopTimer()
-		e.stopTimer = nil
-	}
 	e.timerAt = next
-	if ok {
-		e.stopTimer = e.timers.AfterFunc(max(at.Sub(e.clock.Now()), 0), e.timerFire)
+	if !ok {
+		e.timer.Stop()
+		return
 	}
+	e.timer.Reset(max(at.Sub(e.clock.Now()), 0))
 }
 
 func (e *Engine) recycleBatch(idx int32) {
@@ -762,9 +759,8 @@ func (e *Engine) stopIfDrained() {
 		return
 	}
 	e.stopped = true
-	if e.stopTimer != nil {
-		e.stopTimer()
-		e.stopTimer = nil
+	if e.timer != nil {
+		e.timer.Stop()
 	}
 	e.watch.close()
 	e.quiet.close()

@@ -249,7 +249,7 @@ func (q *quiescer) answerBatch(b *batch) {
 	ok, reason := call(&b.ctx, b.quiesce, b.attempts)
 	if ok {
 		for i := range b.attempts {
-			b.letters = append(b.letters, q.proven(b.leases[i], b.attempts[i])...)
+			b.proven(b.leases[i], b.attempts[i])
 		}
 		return
 	}
@@ -259,23 +259,23 @@ func (q *quiescer) answerBatch(b *batch) {
 	}
 	for i := range b.attempts {
 		if ok, reason := call(&b.ctx, b.quiesce, b.attempts[i:i+1]); ok {
-			b.letters = append(b.letters, q.proven(b.leases[i], b.attempts[i])...)
+			b.proven(b.leases[i], b.attempts[i])
 		} else {
 			b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
 		}
 	}
 }
 
-// proven is the evidence of a true answer: the attempt polled again first, so
-// that an answer changed before the proof is a violation caught before
-// anything is copied.
-func (q *quiescer) proven(h core.Handle, a contract.Attempt) []letter {
+// proven writes the evidence of a true answer: the attempt polled again
+// first, so that an answer changed before the proof is a violation caught
+// before anything is copied.
+func (b *batch) proven(h core.Handle, a contract.Attempt) {
 	o, p := safePoll(a)
 	first := letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o}}
 	if p != "" {
 		first.ev = core.Evidence{What: core.PollPanicked, Lease: h, Reason: p}
 	}
-	return []letter{first, {ev: core.Evidence{What: core.QuiesceTrue, Lease: h}}}
+	b.letters = append(b.letters, first, letter{ev: core.Evidence{What: core.QuiesceTrue, Lease: h}})
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a

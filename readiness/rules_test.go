@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -842,3 +843,10 @@ func TestRefusedOwnerCallsChangeNothing(t *testing.T) {
 	assert.True(t, r.info(peer).ByPeer, "the peer's cancel stays the peer's")
 	close(r.be.gate)
 }
+
+// Both clocks the engine ships with can wake it: the system clock and
+// gpu/sim's manual clock are TimerClocks.
+var (
+	_ TimerClock = systemClock{}
+	_ TimerClock = (*sim.ManualClock)(nil) // gpu/sim
+)

@@ -60,14 +60,7 @@ func (WallClock) Now() time.Time { return time.Now() }
 type ManualClock struct {
 	mu     sync.Mutex
 	now    time.Time
-	timers []*manualTimer
-}
-
-// manualTimer is one AfterFunc of a ManualClock.
-type manualTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
+	timers []*ManualTimer
 }
 
 // NewManualClock returns a manual clock reading start.
@@ -108,31 +101,58 @@ func (c *ManualClock) Advance(d time.Duration) {
 	}
 }
 
-// AfterFunc calls f, once, from the goroutine that advances the clock, once
-// the clock has moved d past now (at once, on this goroutine, for d <= 0). It
-// returns a function that stops it, reporting whether it stopped it before it
-// fired. It makes a ManualClock a readiness.TimerClock.
-func (c *ManualClock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
-	if d <= 0 {
-		f()
-		return func() bool { return false }
-	}
+// NewTimer returns a stopped timer that calls f, from the goroutine that
+// advances the clock, once the clock has moved the duration of its latest
+// Reset past the moment of that Reset (at once, on the resetting goroutine,
+// for a duration <= 0). It makes a ManualClock a readiness.TimerClock.
+func (c *ManualClock) NewTimer(f func()) interface {
+	Reset(d time.Duration)
+	Stop()
+} {
+	return &ManualTimer{c: c, f: f, stopped: true}
+}
+
+// ManualTimer is a ManualClock's timer.
+type ManualTimer struct {
+	c       *ManualClock
+	f       func()
+	at      time.Time
+	stopped bool
+}
+
+// Reset arms the timer to fire d from the clock's now, replacing any earlier
+// arming.
+func (t *ManualTimer) Reset(d time.Duration) {
+	c := t.c
 	c.mu.Lock()
-	t := &manualTimer{at: c.now.Add(d), f: f}
+	if d <= 0 {
+		t.stopped = true
+		c.remove(t)
+		c.mu.Unlock()
+		t.f()
+		return
+	}
+	t.at, t.stopped = c.now.Add(d), false
+	c.remove(t)
 	c.timers = append(c.timers, t)
 	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		for i, x := range c.timers {
-			if x == t {
-				c.timers = append(c.timers[:i], c.timers[i+1:]...)
-				break
-			}
+}
+
+// Stop disarms the timer.
+func (t *ManualTimer) Stop() {
+	t.c.mu.Lock()
+	t.stopped = true
+	t.c.remove(t)
+	t.c.mu.Unlock()
+}
+
+// remove drops t from the armed timers; the caller holds mu.
+func (c *ManualClock) remove(t *ManualTimer) {
+	for i, x := range c.timers {
+		if x == t {
+			c.timers = append(c.timers[:i], c.timers[i+1:]...)
+			return
 		}
-		return was
 	}
 }
 

@@ -364,4 +364,3 @@ func (h *harness) ready() string {
 	}
 	return b.String()
 }
-
