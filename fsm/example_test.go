@@ -51,6 +51,7 @@ func Example() {
 		}
 	}
 	fire(fsm.SlotsGranted)
+	fire(fsm.AdmissionGranted) // the backend's bound on outstanding submissions has room
 	fire(fsm.Submitted)
 	fire(fsm.AccessProven) // Quiesce answered true before the outcome
 	facts = facts.With(fsm.NothingToCopy)
@@ -61,7 +62,8 @@ func Example() {
 	// Output:
 	// slots_granted       move        waiting -> granted
 	// [fetch]             completion  granted -> staged
-	// submitted           move        staged -> requested
+	// admission_granted   move        staged -> admitted
+	// submitted           move        admitted -> requested
 	// access_proven       latch       requested -> requested
 	// outcome_missed      move        requested -> missed (missed)
 	// access_proven       redelivered missed -> access_fenced

@@ -43,6 +43,11 @@ func deriveGroups(t *Table) groups {
 			}
 		}
 	}
+	// An outcome state waits for its access proof: a lease withdrawn before
+	// its submission enters the fence with its result, and is not one.
+	for s := range NumStates {
+		g.outcome[s] = g.outcome[s] && t.entries[s][AccessProven].Kind == Move
+	}
 	return g
 }
 

@@ -19,7 +19,8 @@ type State uint8
 const (
 	Waiting           State = iota // queued for slots, holds none
 	Granted                        // slots held; a publish's device→staging copies in flight
-	Staged                         // staging ready; the extent is handed to the backend
+	Staged                         // staging ready; waiting for admission to the backend
+	Admitted                       // admitted: the extent is handed to the backend
 	Requested                      // submitted: outcome pending, the backend may touch the slots
 	Served                         // outcome latched: every requested row delivered
 	Partial                        // outcome latched: some rows delivered
@@ -28,6 +29,7 @@ const (
 	AccessFenced                   // backend access proven over; staging→device copies of served rows in flight
 	CopyUnproven                   // a local copy failed without a completion record: only containment follows
 	LogicallyComplete              // every local copy landed: readiness is answerable
+	Contained                      // the containment deadline passed with access unproven (recover policy: asked again, slowly)
 	Quarantined                    // access end can never be proven: the slots never return
 	Released                       // slots back in the allocator
 	// NumStates is the number of states; it is not a state.
@@ -46,6 +48,7 @@ type Event uint8
 const (
 	SlotsGranted      Event = iota // the allocator lent the lease its slots
 	SlotsUnavailable               // quarantine left no contiguous run that could ever hold the lease
+	AdmissionGranted               // the backend's admission bound has room for the lease's submission
 	CopiesLanded                   // the event recorded after the lease's local copies completed
 	CopyRefused                    // the device refused a copy before it started: nothing touches memory
 	CopyFailed                     // a local copy failed without a completion record, or its device was lost
@@ -85,6 +88,7 @@ const (
 	DeadlinePassed                 // the request deadline passed before the submission
 	NeverExposed                   // the backend never saw the slots (rejected, or never submitted)
 	NothingToCopy                  // no staging→device copy to issue: a publish, nothing served, or the owner released it
+	NotRecoverable                 // a contained lease stays out for good: the policy is not recover, or nothing can prove it
 	// NumGuards is the number of guards; it is not a guard.
 	NumGuards
 )
@@ -119,6 +123,7 @@ type Effect uint8
 const (
 	Place         Effect = iota // record where each row's staging slot is
 	CopyIn                      // queue a publish's device→staging copies
+	Admit                       // join the line for admission to the backend (its bound on outstanding submissions)
 	Submit                      // build the extent the backend keeps and hand it over
 	ArmDeadline                 // fix the request deadline and the containment deadline (deadline + drain grace)
 	StartDrain                  // the drain starts: the containment deadline moves earlier, never later
@@ -129,7 +134,9 @@ const (
 	DropRow                     // the refused row does not count as arrived
 	Answer                      // compute readiness: every local copy landed
 	Withdraw                    // take the request out of the allocator's line
-	Quarantine                  // the slots leave circulation for ever; the containment signal is raised
+	Contain                     // raise the containment signal, once; the admission slot is given back
+	Recover                     // count and signal a contained lease whose access was proven over after all
+	Quarantine                  // the slots leave circulation for ever (under the fatal policy, the engine halts)
 	Park                        // the handle goes stale; the record and what the backend was handed are kept for ever
 	Free                        // the slots return to the allocator
 	Retire                      // the handle goes stale; the record is reused
@@ -146,6 +153,7 @@ const (
 	Exposed   Mark = iota // the backend was handed the slots (it may have touched them)
 	Attempted             // the backend returned an attempt: there is something to ask Quiesce about
 	Fenced                // the backend's access was proven over (or never began)
+	WasContained          // the containment deadline passed with something unproven
 	// NumMarks is the number of marks; it is not a mark.
 	NumMarks
 )
@@ -155,7 +163,9 @@ var stateInfo = [NumStates]describedState{
 		"Holds none."},
 	Granted: {"granted", "Slots held; nothing exposed to the backend yet.",
 		"A publish's device→staging copies may be in flight."},
-	Staged: {"staged", "Staging ready; the extent is handed to the backend.",
+	Staged: {"staged", "Staging ready; waiting, in arrival order, for admission to the backend (its bound on outstanding submissions).",
+		"Held; nothing exposed yet."},
+	Admitted: {"admitted", "Admitted: the extent is handed to the backend.",
 		"Exposed from the moment the backend is called."},
 	Requested: {"requested", "Submitted; the outcome is pending.",
 		"The backend may read or write them at any time."},
@@ -173,6 +183,8 @@ var stateInfo = [NumStates]describedState{
 		"The copy may still touch them: they are held until containment."},
 	LogicallyComplete: {"logically_complete", "Every local copy landed: readiness is answerable.",
 		"Nothing touches them: they return once the owner releases the lease."},
+	Contained: {"contained", "The containment deadline passed with backend access unproven. Under the recover policy the backend is asked again, slowly; under the others the lease moves on to quarantined at once.",
+		"Held, out of use: they return only if a later Quiesce answers true (recover policy)."},
 	Quarantined: {"quarantined", "The end of access can never be proven. Terminal.",
 		"Out of circulation for ever, with everything the backend was handed."},
 	Released: {"released", "Slots returned to the allocator. Terminal; readiness stays readable.",
@@ -182,6 +194,7 @@ var stateInfo = [NumStates]describedState{
 var eventInfo = [NumEvents]struct{ name, meaning string }{
 	SlotsGranted:      {"slots_granted", "The allocator lent the lease its staging slots."},
 	SlotsUnavailable:  {"slots_unavailable", "Quarantine left no contiguous run of slots that could ever hold the lease."},
+	AdmissionGranted:  {"admission_granted", "The backend's admission bound has room: the lease's submission may go out."},
 	CopiesLanded:      {"copies_landed", "The event recorded after the lease's local copies completed."},
 	CopyRefused:       {"copy_refused", "The device refused a copy before it started: nothing touches the memory."},
 	CopyFailed:        {"copy_failed", "A local copy failed without a completion record, or its device was lost."},
@@ -212,11 +225,13 @@ var guardInfo = [NumGuards]struct{ name, meaning string }{
 	DeadlinePassed:    {"deadline_passed", "The request deadline passed before the submission."},
 	NeverExposed:      {"never_exposed", "The backend never saw the slots: the submission was rejected, or never made."},
 	NothingToCopy:     {"nothing_to_copy", "No staging→device copy to issue: a publish, no served row, or the owner released the lease."},
+	NotRecoverable:    {"not_recoverable", "The contained lease stays out for good: the policy is quarantine or fatal, or nothing can prove its end (no attempt, a local copy involved, a lost device)."},
 }
 
 var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Place:         {"place", "Record where each row's staging slot is."},
 	CopyIn:        {"copy_in", "Queue the publish's device→staging copies; one event recorded after them."},
+	Admit:         {"admit", "Join the line, in arrival order, for admission to the backend: its bound on submissions outstanding."},
 	Submit:        {"submit", "Build the extent (it stays the lease's until the fence) and hand it to the backend."},
 	ArmDeadline:   {"arm_deadline", "Fix the request deadline and the containment deadline: the request deadline plus the drain grace."},
 	StartDrain:    {"start_drain", "The drain starts: the containment deadline moves to its start plus the drain grace if that is earlier, never later."},
@@ -227,7 +242,9 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 	DropRow:       {"drop_row", "The refused row does not count as arrived."},
 	Answer:        {"answer", "Compute readiness: every local copy landed."},
 	Withdraw:      {"withdraw", "Take the request out of the allocator's line: the leases behind it move on."},
-	Quarantine:    {"quarantine", "The slots leave circulation for ever and the containment signal is raised once."},
+	Contain:       {"contain", "Raise the containment signal, once, and give the lease's admission slot back."},
+	Recover:       {"recover", "Count and signal a contained lease whose access a later Quiesce proved over (recover policy)."},
+	Quarantine:    {"quarantine", "The slots leave circulation for ever; under the fatal policy the engine halts."},
 	Park:          {"park", "The handle goes stale; the record, its slots and everything the backend was handed stay out for ever."},
 	Free:          {"free", "Return the slots to the allocator (only once access is proven over and every copy landed)."},
 	Retire:        {"retire", "The handle goes stale: its generation moves on and the record is reused."},
@@ -237,6 +254,7 @@ var markInfo = [NumMarks]struct{ name, meaning string }{
 	Exposed:   {"exposed", "The backend was handed the slots."},
 	Attempted: {"attempted", "The backend returned an attempt."},
 	Fenced:    {"fenced", "The backend's access was proven over."},
+	WasContained: {"contained", "The containment deadline passed with something unproven."},
 }
 
 var resultNames = [NumResults]string{
@@ -295,7 +313,7 @@ var declaration = []block{
 		},
 		refusals: []refusal{
 			refuse(whyHoldsNothing, CopiesLanded, CopyRefused, CopyFailed),
-			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
@@ -317,7 +335,7 @@ var declaration = []block{
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse(whyNotStaged, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
@@ -326,7 +344,7 @@ var declaration = []block{
 	},
 	{
 		state: Staged,
-		rest:  effects(Submit),
+		rest:  effects(Admit),
 		completions: []completion{
 			// Checked in this order, the moment staging is ready: nothing is
 			// exposed for a lease nobody wants, or cannot be correct, or is late.
@@ -334,6 +352,29 @@ var declaration = []block{
 			when(StagingIncomplete, Failed).latching(Failure),
 			when(DeadlinePassed, Failed).latching(Timeout),
 		},
+		moves: []move{
+			on(AdmissionGranted, Admitted),
+			// Nothing is exposed while the lease waits for admission: the
+			// owner's release or the engine's close withdraws it at once (the
+			// event stays latched, to release it once fenced), and an explicit
+			// deadline that passes fails it without exposing anything.
+			on(ReleaseRequested, AccessFenced).keeping(),
+			on(Close, AccessFenced).latching(Cancel).keeping(),
+			on(Deadline, Failed).latching(Timeout),
+		},
+		refusals: []refusal{
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("waiting for admission: nothing was submitted yet", Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation)...),
+			refuse(whyNothingToStop, CancelRequested),
+			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
+			refuse(whyNoCancelSent, CancelAnswered),
+		},
+	},
+	{
+		state: Admitted,
+		rest:  effects(Submit),
 		moves: []move{
 			on(Submitted, Requested).marking(Exposed, Attempted),
 			// The rejection proves nothing escaped: failed's never_exposed
@@ -351,6 +392,7 @@ var declaration = []block{
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse("already admitted", AdmissionGranted),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse("the submission is being handed out: its answer comes first", CancelRequested),
@@ -376,7 +418,7 @@ var declaration = []block{
 			// the owner's cancel does, and stays latched so that the lease is
 			// released once complete.
 			on(Close, Failed).latching(Cancel).keeping(),
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("access may end before the outcome arrives; it fences only once the outcome is in", AccessProven),
@@ -384,7 +426,7 @@ var declaration = []block{
 			keep("the outcome and the fence come first", ReleaseRequested),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNoCancelSent, CancelAnswered),
@@ -397,14 +439,14 @@ var declaration = []block{
 		rest:  effects(AskProof),
 		moves: []move{
 			on(AccessProven, AccessFenced),
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first", ReleaseRequested, Close),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyLatched, outcomeEvents...),
 			refuse(whyMissStays, ContractViolation),
@@ -421,7 +463,7 @@ var declaration = []block{
 		completions: []completion{when(NeverExposed, AccessFenced)},
 		moves: []move{
 			on(AccessProven, AccessFenced),
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("the drain goes on: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
@@ -429,7 +471,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),
 			refuse(whyNoDeadline, Deadline),
@@ -446,7 +488,7 @@ var declaration = []block{
 		moves: []move{
 			on(CopiesLanded, LogicallyComplete),
 			on(CopyFailed, CopyUnproven),
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("that row does not count as arrived; nothing touches its memory", CopyRefused).doing(DropRow),
@@ -454,7 +496,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
 			refuse(whyNoDeadline, Deadline),
@@ -465,14 +507,14 @@ var declaration = []block{
 		state: CopyUnproven,
 		entry: effects(StartDrain),
 		moves: []move{
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("the slots are held until containment", ReleaseRequested, Close),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyCopyUnproven, CopiesLanded, CopyRefused, CopyFailed, AccessProven, AccessUnproven),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation)...),
@@ -491,13 +533,39 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
 			refuse("every local copy already landed", CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNoDeadline, Deadline),
 			refuse(whyAfterFence, CancelRequested),
 			refuse(whyComplete, Containment),
+		},
+	},
+	{
+		// Under the quarantine and fatal policies (and for what nothing could
+		// ever prove: no attempt, a local copy, a lost device) the lease is
+		// passed through at once to quarantined; under recover it rests here,
+		// out of use, and the backend is asked again at a slow cadence.
+		state:       Contained,
+		entry:       effects(Contain),
+		rest:        effects(AskProof),
+		marks:       marks(WasContained),
+		completions: []completion{when(NotRecoverable, Quarantined)},
+		moves: []move{
+			on(AccessProven, AccessFenced).doing(Recover),
+		},
+		latches: []latch{
+			keep("still unproven: asked again at the slow cadence", AccessUnproven).doing(AskProof),
+			keep("the slots return only if a later Quiesce answers true", ReleaseRequested, Close),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+		},
+		refusals: []refusal{
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
+			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
+			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("contained: the outcome latched before stays", with(outcomeEvents, ContractViolation, CancelRequested)...),
+			refuse("already contained", Deadline, Containment),
 		},
 	},
 	{
@@ -530,14 +598,14 @@ func delivered(s State) block {
 			// A changed answer or an unasked name: the served rows are not
 			// trusted, and nothing has been copied yet.
 			on(ContractViolation, Failed).latching(Violation),
-			on(Containment, Quarantined),
+			on(Containment, Contained),
 		},
 		latches: []latch{
 			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first; then nothing is copied", ReleaseRequested, Close),
 		},
 		refusals: []refusal{
-			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
+			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyLatched, outcomeEvents...),
 			refuse(whyNoDeadline, Deadline),

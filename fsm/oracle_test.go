@@ -25,7 +25,7 @@ import (
 // moment it is entered, listed in the order they are tried) and the next
 // state, then the outcome the move latches, if any. Comments cite the SPEC.
 const oracleMoves = `
-# fetch:   waiting → granted → staged → requested → served|partial|missed|failed
+# fetch:   waiting → granted → staged → admitted → requested → served|partial|missed|failed
 #          → access_fenced → logically_complete → released
 # publish: waiting → granted (device→staging copies) → staged (landed) → … likewise
 # Fields after the next state: the result the move latches, +mark for a mark
@@ -41,10 +41,15 @@ granted            copy_failed          copy_unproven             # rule 5: a co
 staged             [withdrawn]          access_fenced             # never exposed: nothing to prove
 staged             [staging_incomplete] failed            failed    # rule 11: a refused copy; never submitted
 staged             [deadline_passed]    failed            timeout   # rule 9: no outcome before the deadline
-staged             submitted            requested  +exposed +attempted # the backend may touch the slots from now on
-staged             rejected             failed            rejected  # SubmissionRejected: a declared move of its own
-staged             submit_escaped       failed            failed +exposed # something escaped, no attempt: containment only
-staged             extent_refused       failed            failed    # nothing handed over: its own declared move
+staged             admission_granted    admitted                  # rule 12: the backend's bound has room
+staged             release_requested    access_fenced     keep      # withdrawn while waiting for admission: never exposed
+staged             close                access_fenced     cancelled keep
+staged             deadline             failed            timeout   # rule 12: an explicit deadline passes before submission
+
+admitted           submitted            requested  +exposed +attempted # the backend may touch the slots from now on
+admitted           rejected             failed            rejected  # SubmissionRejected: a declared move of its own
+admitted           submit_escaped       failed            failed +exposed # something escaped, no attempt: containment only
+admitted           extent_refused       failed            failed    # nothing handed over: its own declared move
 
 requested          outcome_served       served            served    # the three kinds of Delivered…
 requested          outcome_partial      partial           partial
@@ -55,25 +60,28 @@ requested          contract_violation   failed            violation # rule 3
 requested          deadline             failed            timeout   # rule 9
 requested          cancel_requested     failed            cancelled # §2: the owner's cancel latches Cancelled first
 requested          close                failed            cancelled keep # rule 10: cancelled at once, released once complete
-requested          containment          quarantined               # rule 5
+requested          containment          contained                 # rule 5
 
 served             access_proven        access_fenced             # rule 1: Quiesce true
 served             contract_violation   failed            violation # rule 3: a changed answer is never trusted
-served             containment          quarantined
+served             containment          contained
 partial            access_proven        access_fenced
 partial            contract_violation   failed            violation
-partial            containment          quarantined
+partial            containment          contained
 missed             access_proven        access_fenced             # no violation: a miss stays a miss (rule 2)
-missed             containment          quarantined
+missed             containment          contained
 failed             [never_exposed]      access_fenced             # rule 1: a rejection proves nothing escaped
 failed             access_proven        access_fenced
-failed             containment          quarantined
+failed             containment          contained
 
 access_fenced      [nothing_to_copy]    logically_complete        # rule 4: a miss, a failure, a publish, or released
 access_fenced      copies_landed        logically_complete        # rule 1: every local copy landed
 access_fenced      copy_failed          copy_unproven             # rule 5
-access_fenced      containment          quarantined               # rule 5: a copy still unproven
-copy_unproven      containment          quarantined               # rule 5: only containment follows
+access_fenced      containment          contained                 # rule 5: a copy still unproven
+copy_unproven      containment          contained                 # rule 5: only containment follows
+
+contained          [not_recoverable]    quarantined               # rule 5: quarantine and fatal policies, or nothing can prove it
+contained          access_proven        access_fenced     do:recover # rule 5, recover policy: proven after all
 
 logically_complete release_requested    released                  # rule 1: fence and landed copies
 logically_complete close                released                  # rule 10: a proven lease is released
@@ -85,7 +93,7 @@ logically_complete close                released                  # rule 10: a p
 const oracleLatches = `
 waiting            slots_unavailable:withdraw                     # rule 8: reported ungrantable; out of the line
 granted            copy_refused release_requested close           # the publish's copies land first
-staged             release_requested close                        # the submission handed out goes ahead
+admitted           release_requested close                        # the submission handed out goes ahead
 requested          access_proven access_unproven:start_drain+ask_proof release_requested # proof before outcome; drain started
 served             access_unproven:start_drain+ask_proof release_requested close
 partial            access_unproven:start_drain+ask_proof release_requested close
@@ -94,6 +102,7 @@ failed             access_unproven:start_drain+ask_proof release_requested close
 access_fenced      copy_refused:drop_row release_requested close cancel_answered # issued copies land first
 copy_unproven      release_requested close cancel_answered        # held until containment
 logically_complete cancel_answered                                # §2: a cancel's answer is only recorded
+contained          access_unproven:ask_proof release_requested close cancel_answered # recover policy: asked again, slowly
 quarantined        release_requested:park cancel_answered         # the handle goes stale; the slots never return
 `
 
@@ -102,7 +111,8 @@ quarantined        release_requested:park cancel_answered         # the handle g
 // the marks entering it gives. States not listed do nothing.
 const oracleEffects = `
 granted            entry:place                 rest:copy_in      # rule 4: a publish copies device→staging first
-staged                                         rest:submit       # rule 6: the extent is built and kept
+staged                                         rest:admit        # rule 12: in line for the backend's bound
+admitted                                       rest:submit       # rule 6: the extent is built and kept
 requested          entry:arm_deadline                            # rule 5: the containment deadline is fixed at submission
 served                                         rest:ask_proof
 partial                                        rest:ask_proof
@@ -111,6 +121,7 @@ failed             entry:start_drain+request_cancel rest:ask_proof # §2: one ca
 access_fenced      entry:forget                rest:copy_out     marks:fenced # rule 4: copies only after the fence
 copy_unproven      entry:start_drain
 logically_complete entry:answer
+contained          entry:contain               rest:ask_proof    marks:contained # rule 5: the signal, once
 quarantined        entry:quarantine                              # rule 5
 released           entry:free+retire                             # rule 1
 `
@@ -125,10 +136,11 @@ type pair struct {
 }
 
 type oracleMove struct {
-	to     fsm.State
-	result fsm.Result
-	marks  fsm.Marks
-	keep   bool
+	to      fsm.State
+	result  fsm.Result
+	marks   fsm.Marks
+	keep    bool
+	effects fsm.Effects
 }
 
 // oracle is the parsed hand-written lifecycle.
@@ -221,6 +233,10 @@ func parseOracle() (*oracle, error) {
 				m.marks = m.marks.With(mk)
 			case extra == "keep":
 				m.keep = true
+			case strings.HasPrefix(extra, "do:"):
+				if m.effects, err = parseEffects(strings.TrimPrefix(extra, "do:")); err != nil {
+					return nil, err
+				}
 			default:
 				if m.result, err = parseResult(extra); err != nil {
 					return nil, err
@@ -334,8 +350,9 @@ func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completi
 			switch {
 			case isMove && (en.Kind != fsm.Move || en.Next != want.to || en.Result != want.result):
 				report("(%s, %s): the oracle moves to %s latching %s, the table does %s to %s latching %s", s, e, want.to, want.result, en.Kind, en.Next, en.Result)
-			case isMove && (en.Marks != want.marks || en.Keep != want.keep):
-				report("(%s, %s): the oracle's move marks %v and keeps %v, the table's marks %v and keeps %v", s, e, want.marks.List(), want.keep, en.Marks.List(), en.Keep)
+			case isMove && (en.Marks != want.marks || en.Keep != want.keep || en.Effects != want.effects):
+				report("(%s, %s): the oracle's move marks %v, keeps %v and does %v; the table's marks %v, keeps %v and does %v",
+					s, e, want.marks.List(), want.keep, want.effects, en.Marks.List(), en.Keep, en.Effects)
 			case isLatch && en.Kind != fsm.Latch:
 				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Kind, en.Next)
 			case isLatch && en.Effects != latchFx:
@@ -453,19 +470,23 @@ func TestDerivedGroups(t *testing.T) {
 		return out
 	}
 	outcomes := []fsm.State{fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed}
-	exposed := set(append([]fsm.State{fsm.Requested}, outcomes...)...)
+	// Contained is exposed: under the recover policy its access proof is
+	// still awaited.
+	exposed := set(append([]fsm.State{fsm.Requested, fsm.Contained}, outcomes...)...)
 	groups := []struct {
 		name string
 		of   func(fsm.State) bool
 		want [fsm.NumStates]bool
 	}{
-		{"holding", tab.Holding, set(fsm.Granted, fsm.Staged, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed,
-			fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.LogicallyComplete)},
+		{"holding", tab.Holding, set(fsm.Granted, fsm.Staged, fsm.Admitted, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed,
+			fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.LogicallyComplete, fsm.Contained)},
 		{"exposed", tab.Exposed, exposed},
 		{"answerable", tab.Answerable, set(fsm.LogicallyComplete, fsm.Released)},
 		{"containable", tab.Containable, set(fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed,
 			fsm.AccessFenced, fsm.CopyUnproven)},
 		{"outcome", tab.Outcome, set(outcomes...)},
+		{"pending", tab.Pending, set(fsm.Staged, fsm.Requested)},
+		{"copying", tab.Copying, set(fsm.Granted, fsm.AccessFenced)},
 		{"terminal", fsm.State.Terminal, set(fsm.Quarantined, fsm.Released)},
 	}
 	for _, g := range groups {
@@ -494,7 +515,7 @@ func (m *model) fire(e fsm.Event) (fsm.Step, bool) {
 		m.state = mv.to
 		m.marks |= mv.marks | m.o.marks[mv.to]
 		m.latched[e] = mv.keep
-		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: m.o.entry[mv.to]}, true
+		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: mv.effects | m.o.entry[mv.to]}, true
 	}
 	if fx, ok := m.o.latches[p]; ok {
 		m.latched[e] = true

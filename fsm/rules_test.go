@@ -120,7 +120,7 @@ func TestRule1NoSlotRecycledBeforeItsFence(t *testing.T) {
 			assert.False(t, reach(g, s, avoiding(fsm.LogicallyComplete))[fsm.Released], "a path from %s reaches released without logically_complete", s)
 		}
 	}
-	require.Equal(t, 10, holding, "the check above must not pass vacuously")
+	require.Equal(t, 12, holding, "the check above must not pass vacuously")
 	require.True(t, reach(g, fsm.Requested, nil)[fsm.Released])
 }
 
@@ -201,15 +201,18 @@ func TestRule3OutcomesLatchOnce(t *testing.T) {
 			assert.NotEmpty(t, en.Reason(), "(%s, %s)", s, e)
 		}
 		from := reach(g, s, nil)
-		for _, before := range []fsm.State{fsm.Waiting, fsm.Granted, fsm.Staged, fsm.Requested} {
+		for _, before := range []fsm.State{fsm.Waiting, fsm.Granted, fsm.Staged, fsm.Admitted, fsm.Requested} {
 			assert.False(t, from[before], "%s leads back to %s", s, before)
 		}
 	}
 	for _, e := range g {
-		for _, ev := range append(outcomeEvents, fsm.Deadline) {
+		for _, ev := range outcomeEvents {
 			if e.is(ev) {
 				assert.Equal(t, fsm.Requested, e.from, "%s: only a submitted lease takes an outcome", e)
 			}
+		}
+		if e.is(fsm.Deadline) {
+			assert.Contains(t, []fsm.State{fsm.Requested, fsm.Staged}, e.from, "%s: a deadline fails a submitted lease, or one still waiting for admission", e)
 		}
 		if tab.Outcome(e.from) && e.result != fsm.NoResult {
 			assert.True(t, e.is(fsm.ContractViolation) && e.to == fsm.Failed && e.result == fsm.Violation,
@@ -235,6 +238,9 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{
 		"staged -[withdrawn]-> access_fenced",
+		"staged -release_requested-> access_fenced", // withdrawn while waiting for admission: never exposed
+		"staged -close-> access_fenced",
+		"contained -access_proven-> access_fenced", // recover policy: proven after all
 		"served -access_proven-> access_fenced",
 		"partial -access_proven-> access_fenced",
 		"missed -access_proven-> access_fenced",
@@ -247,7 +253,7 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 		}
 	}
 	// (waiting holds nothing and copies nothing: its release is no readiness.)
-	for _, s := range []fsm.State{fsm.Granted, fsm.Staged, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed} {
+	for _, s := range []fsm.State{fsm.Granted, fsm.Staged, fsm.Admitted, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.Contained} {
 		from := reach(g, s, avoiding(fsm.AccessFenced))
 		for a := range fsm.NumStates {
 			assert.False(t, from[a] && tab.Answerable(a), "%s reaches answerable %s without the fence", s, a)
@@ -261,18 +267,27 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 
 // TestRule5UnprovenIsRetriedThenContained: access_unproven never moves a lease
 // — the drain starts and a later proof still fences it — and only containment,
-// whose deadline is fixed at submission, moves a lease to quarantined, from
-// every state where access or a copy may be unproven.
+// whose deadline is fixed at submission, moves a lease to contained, from every
+// state where access or a copy may be unproven. From contained the only ways
+// out are quarantined (for good: the policy is not recover, or nothing can
+// prove it) and, under the recover policy, a later access proof.
 func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 	tab := fsm.Lifecycle()
 	g := graph(tab)
 	for _, e := range g {
 		assert.False(t, e.is(fsm.AccessUnproven), "%s: an unproven access is never assumed either way", e)
 		if e.to == fsm.Quarantined {
-			assert.True(t, e.is(fsm.Containment), "%s quarantines without containment", e)
+			assert.True(t, e.from == fsm.Contained && e.guarded(fsm.NotRecoverable), "%s quarantines without containment", e)
 		}
 		if e.is(fsm.Containment) {
-			assert.Equal(t, fsm.Quarantined, e.to, "%s", e)
+			assert.Equal(t, fsm.Contained, e.to, "%s", e)
+		}
+		if e.to == fsm.Contained {
+			assert.True(t, e.is(fsm.Containment), "%s contains without the containment deadline", e)
+		}
+		if e.from == fsm.Contained {
+			assert.True(t, e.guarded(fsm.NotRecoverable) || (e.is(fsm.AccessProven) && e.to == fsm.AccessFenced),
+				"%s leaves contained other than for good or by a proof", e)
 		}
 	}
 	for s := range fsm.NumStates {
@@ -280,9 +295,12 @@ func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 			assert.Equal(t, fsm.Latch, tab.Lookup(s, fsm.AccessUnproven).Kind, "(%s, access_unproven): the drain starts", s)
 		}
 		if tab.Containable(s) {
-			assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Quarantined}, tab.Lookup(s, fsm.Containment), "(%s, containment)", s)
+			en := tab.Lookup(s, fsm.Containment)
+			assert.Equal(t, fsm.Move, en.Kind, "(%s, containment)", s)
+			assert.Equal(t, fsm.Contained, en.Next, "(%s, containment)", s)
 		}
 	}
+	assert.Equal(t, []fsm.Completion{{Guard: fsm.NotRecoverable, Next: fsm.Quarantined}}, tab.Completions(fsm.Contained))
 	// A later Quiesce true fences a lease whose first answer was unproven.
 	for _, s := range outcomeStates {
 		lease := fsm.Slot{State: s}
@@ -349,7 +367,7 @@ func TestRule8Liveness(t *testing.T) {
 func TestRule8LivenessFromAnyPrefix(t *testing.T) {
 	tab := fsm.Lifecycle()
 	o := mustOracle(t)
-	happy := []fsm.Event{fsm.SlotsGranted, fsm.CopiesLanded, fsm.Submitted, fsm.OutcomeServed, fsm.AccessProven, fsm.CopiesLanded, fsm.ReleaseRequested}
+	happy := []fsm.Event{fsm.SlotsGranted, fsm.CopiesLanded, fsm.AdmissionGranted, fsm.Submitted, fsm.OutcomeServed, fsm.AccessProven, fsm.CopiesLanded, fsm.ReleaseRequested}
 	rapid.Check(t, func(t *rapid.T) {
 		lease := fsm.Slot{State: rapid.SampledFrom(allStates).Draw(t, "start")}
 		facts := drawFacts(t)
@@ -386,8 +404,9 @@ func TestRule8LivenessFromAnyPrefix(t *testing.T) {
 }
 
 // TestRule9DeadlineNeverReleases: the request deadline moves only a submitted
-// lease, only to failed, and latches a timeout; before submission the
-// deadline_passed completion does the same. A timeout releases nothing: the
+// lease or one still waiting for admission, only to failed, and latches a
+// timeout; as staging becomes ready the deadline_passed completion does the
+// same. A timeout releases nothing: the
 // drain starts (rule 1 covers the rest of the path).
 func TestRule9DeadlineNeverReleases(t *testing.T) {
 	tab := fsm.Lifecycle()
@@ -402,10 +421,12 @@ func TestRule9DeadlineNeverReleases(t *testing.T) {
 		}
 	}
 	for s := range fsm.NumStates {
-		if s != fsm.Requested {
+		if s != fsm.Requested && s != fsm.Staged {
 			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Deadline).Kind, "(%s, deadline)", s)
 		}
 	}
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout}, tab.Lookup(fsm.Staged, fsm.Deadline),
+		"an explicit deadline passing while the lease waits for admission fails it, never exposed")
 	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout}, tab.Lookup(fsm.Requested, fsm.Deadline))
 }
 

@@ -255,8 +255,8 @@ type Entry struct {
 	// state (engine shutdown cancels a pending lease and is kept until the
 	// lease can be released).
 	Keep bool
-	// Effects are what keeping a Latch does (a Move's effects are those of
-	// the states it enters: [Table.OnEntry], [Table.AtRest]).
+	// Effects are what keeping a Latch does, or what a Move does besides the
+	// effects of the state it enters ([Table.OnEntry], [Table.AtRest]).
 	Effects Effects
 	why     string
 }
@@ -463,7 +463,7 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 		} else {
 			s.Latched &^= 1 << e
 		}
-		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: t.entry[en.Next]}, nil
+		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, nil
 	case Latch:
 		s.Latched |= 1 << e
 		return Step{From: from, To: from, Event: e, Kind: Latch, Effects: en.Effects}, nil
@@ -505,7 +505,7 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 			if !en.Keep {
 				s.Latched &^= 1 << e
 			}
-			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: t.entry[en.Next]}, true
+			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, true
 		}
 	}
 	return Step{}, false
@@ -545,11 +545,12 @@ func marks(ms ...Mark) Marks {
 }
 
 type move struct {
-	event  Event
-	to     State
-	result Result
-	marks  Marks
-	keep   bool
+	event   Event
+	to      State
+	result  Result
+	marks   Marks
+	keep    bool
+	effects Effects
 }
 
 func on(e Event, to State) move { return move{event: e, to: to} }
@@ -562,6 +563,9 @@ func (m move) marking(ms ...Mark) move { m.marks |= marks(ms...); return m }
 
 // keeping declares that the move keeps its event latched for a later state.
 func (m move) keeping() move { m.keep = true; return m }
+
+// doing declares what the move does besides the entered state's effects.
+func (m move) doing(es ...Effect) move { m.effects |= effects(es...); return m }
 
 type completion struct {
 	guard  Guard
@@ -671,7 +675,10 @@ func compile(decl []block) (*Table, error) {
 			if m.marks >= 1<<NumMarks {
 				return nil, fmt.Errorf("fsm: marks of (%s, %s): %w", s, m.event, ErrOutOfRange)
 			}
-			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep}); err != nil {
+			if m.effects >= 1<<NumEffects {
+				return nil, fmt.Errorf("fsm: effects of (%s, %s): %w", s, m.event, ErrOutOfRange)
+			}
+			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep, Effects: m.effects}); err != nil {
 				return nil, err
 			}
 		}

@@ -119,11 +119,11 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		}), "has no reason", false},
 		{"state out of range", edit(func(d []block) []block {
 			return append(d, block{state: NumStates})
-		}), "block for state(13)", true},
+		}), "block for state(15)", true},
 		{"move event out of range", edit(func(d []block) []block {
 			d[Waiting].moves = append(d[Waiting].moves, on(NumEvents, Granted))
 			return d
-		}), "event(23) in waiting", true},
+		}), "event(24) in waiting", true},
 		{"move target out of range", edit(func(d []block) []block {
 			d[Waiting].moves = []move{on(SlotsGranted, NumStates)}
 			return d
@@ -135,7 +135,7 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		{"latch event out of range", edit(func(d []block) []block {
 			d[Waiting].latches = append(d[Waiting].latches, keep("kept", NumEvents))
 			return d
-		}), "event(23) in waiting", true},
+		}), "event(24) in waiting", true},
 		{"refusal event out of range", edit(func(d []block) []block {
 			d[Released].refusals = append(d[Released].refusals, refuse("no", Event(200)))
 			return d
@@ -305,22 +305,22 @@ func TestRedeliver(t *testing.T) {
 		latch  Latches
 	}{
 		{"an access proof before the outcome fences once the outcome is in",
-			fetch, []Event{SlotsGranted, Submitted, AccessProven, OutcomeServed}, AccessFenced, 0},
+			fetch, []Event{SlotsGranted, AdmissionGranted, Submitted, AccessProven, OutcomeServed}, AccessFenced, 0},
 		{"a release before the fence waits for the landed copies",
-			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, OutcomeServed, AccessProven, CopiesLanded}, Released, 0},
+			fetch, []Event{SlotsGranted, AdmissionGranted, Submitted, ReleaseRequested, OutcomeServed, AccessProven, CopiesLanded}, Released, 0},
 		{"a rejection is fenced at once and copies nothing",
-			fetch.With(NeverExposed).With(NothingToCopy), []Event{SlotsGranted, Rejected}, LogicallyComplete, 0},
+			fetch.With(NeverExposed).With(NothingToCopy), []Event{SlotsGranted, AdmissionGranted, Rejected}, LogicallyComplete, 0},
 		{"a publish withdrawn while its staging copies are in flight",
 			Facts(0).With(Withdrawn).With(NothingToCopy), []Event{SlotsGranted, ReleaseRequested, CopiesLanded}, Released, 0},
 		{"a failed copy holds the slots until containment",
-			fetch, []Event{SlotsGranted, Submitted, OutcomeServed, AccessProven, ReleaseRequested, CopyFailed}, CopyUnproven, Latches(0).With(ReleaseRequested)},
+			fetch, []Event{SlotsGranted, AdmissionGranted, Submitted, OutcomeServed, AccessProven, ReleaseRequested, CopyFailed}, CopyUnproven, Latches(0).With(ReleaseRequested)},
 		{"containment keeps the release latched for ever",
-			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, AccessUnproven, Containment}, Quarantined,
+			fetch.With(NotRecoverable), []Event{SlotsGranted, AdmissionGranted, Submitted, ReleaseRequested, AccessUnproven, Containment}, Quarantined,
 			Latches(0).With(ReleaseRequested).With(AccessUnproven)},
 		{"a deadline never releases",
-			fetch, []Event{SlotsGranted, Submitted, ReleaseRequested, Deadline}, Failed, Latches(0).With(ReleaseRequested)},
+			fetch, []Event{SlotsGranted, AdmissionGranted, Submitted, ReleaseRequested, Deadline}, Failed, Latches(0).With(ReleaseRequested)},
 		{"close waits for the fence and the copies",
-			fetch, []Event{SlotsGranted, Submitted, OutcomeMissed, Close, AccessProven, CopiesLanded}, Released, 0},
+			fetch, []Event{SlotsGranted, AdmissionGranted, Submitted, OutcomeMissed, Close, AccessProven, CopiesLanded}, Released, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,7 +350,7 @@ func TestRedeliverOrder(t *testing.T) {
 func TestZeroAllocations(t *testing.T) {
 	tab := Lifecycle()
 	facts := Facts(0).With(IsFetch)
-	cycle := []Event{SlotsGranted, Submitted, AccessProven, ReleaseRequested, OutcomeServed, CopiesLanded, Close}
+	cycle := []Event{SlotsGranted, AdmissionGranted, Submitted, AccessProven, ReleaseRequested, OutcomeServed, CopiesLanded, Close}
 	allocs := testing.AllocsPerRun(100, func() {
 		var s Slot
 		for _, e := range cycle {
@@ -405,9 +405,9 @@ func TestNames(t *testing.T) {
 		assert.False(t, results[r.String()])
 		results[r.String()] = true
 	}
-	assert.Equal(t, "state(13)", NumStates.String())
-	assert.Equal(t, "event(23)", NumEvents.String())
-	assert.Equal(t, "guard(6)", NumGuards.String())
+	assert.Equal(t, "state(15)", NumStates.String())
+	assert.Equal(t, "event(24)", NumEvents.String())
+	assert.Equal(t, "guard(7)", NumGuards.String())
 	assert.Equal(t, "result(9)", NumResults.String())
 	assert.Equal(t, "kind(3)", Kind(3).String())
 	assert.Equal(t, []string{"refuse", "move", "latch"}, []string{Refuse.String(), Move.String(), Latch.String()})

@@ -92,6 +92,10 @@ type Config struct {
 	// local copy unproven, and its memory is held out of circulation. It must
 	// not call the engine.
 	OnContainment func(Containment)
+	// OnRecovery, if set, is called on the owner goroutine when a contained
+	// lease's access was proven over after all (the Recover policy): its
+	// slots return as any fenced lease's do. It must not call the engine.
+	OnRecovery func(Handle)
 	// OnHalt, if set, is called once on the owner goroutine when the engine
 	// halts (a broken invariant, or a containment under the fatal policy):
 	// from then on it releases nothing and every call that would change
@@ -122,9 +126,26 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// Admitter is what a backend may implement to say how many submissions it can
+// serve at once without queueing inside itself (its connection pool, say).
+// When Core.MaxOutstanding is 0, the engine bounds the submissions outstanding
+// at its backends by the smallest positive AdmissionLimit they report.
+type Admitter interface {
+	AdmissionLimit() int
+}
+
 func (c *Config) applyDefaults() {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
+	}
+	if c.Core.MaxOutstanding == 0 {
+		for _, be := range []any{c.Fetcher, c.Publisher} {
+			if a, ok := be.(Admitter); ok {
+				if n := a.AdmissionLimit(); n > 0 && (c.Core.MaxOutstanding == 0 || n < c.Core.MaxOutstanding) {
+					c.Core.MaxOutstanding = n
+				}
+			}
+		}
 	}
 	if c.QuiesceWorkers == 0 {
 		c.QuiesceWorkers = defaultQuiesceWorkers

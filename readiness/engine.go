@@ -51,12 +51,13 @@ type Engine struct {
 	onCopy      func(int32, gpu.Status)
 
 	// Scratch, reused every round.
-	letters []letter
-	results []submitResult
-	refused []copyRefusal
-	failed  []copyFailure
-	replies []core.Evidence
-	contain []Containment
+	letters   []letter
+	results   []submitResult
+	refused   []copyRefusal
+	failed    []copyFailure
+	replies   []core.Evidence
+	contain   []Containment
+	recovered []Handle
 
 	refusedEvidence, staleEvidence uint64
 
@@ -448,6 +449,7 @@ func (e *Engine) perform() {
 			e.attempts.unwatch(c.Lease) // its attempt is kept for ever; only the polling stops
 		}
 		e.contain = append(e.contain, rd.Containments...)
+		e.recovered = append(e.recovered, rd.Recovered...)
 		e.core.Advance()
 		e.report()
 	}
@@ -533,6 +535,12 @@ func (e *Engine) report() {
 	}
 	clear(e.contain)
 	e.contain = e.contain[:0]
+	for _, h := range e.recovered {
+		if e.cfg.OnRecovery != nil {
+			e.cfg.OnRecovery(h)
+		}
+	}
+	e.recovered = e.recovered[:0]
 }
 
 // accept keeps a new attempt and reports it. It is polled once here, on the

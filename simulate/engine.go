@@ -97,17 +97,12 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 }
 
 // hook runs inside engine calls. It only records, except for keeping the line
-// of staged leases: a lease that comes to rest in staged is submitted in that
-// order, in the same round; one that passes through (withdrawn, late) is not.
+// of admitted leases: a lease admitted to the backend is submitted in that
+// order, in the same round.
 func (em *engineManager) hook(tr readiness.Transition) {
-	switch {
-	case tr.To == fsm.Staged:
+	if tr.To == fsm.Admitted {
 		if l := em.byHandle[tr.Lease]; l != nil {
 			em.staged = append(em.staged, l)
-		}
-	case tr.From == fsm.Staged && tr.Completion:
-		if l := em.byHandle[tr.Lease]; l != nil && len(em.staged) > 0 && em.staged[len(em.staged)-1] == l {
-			em.staged = em.staged[:len(em.staged)-1]
 		}
 	}
 	em.events = append(em.events, tr)

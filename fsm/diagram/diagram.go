@@ -11,8 +11,9 @@
 // declared effects: "entry / …" (whenever it is entered) and "rest / …" (only
 // where a lease comes to rest). Refusals are too many to draw and
 // are listed in the Markdown reference with their reasons. The states that decide
-// slot safety stand out: quarantined (red), access_fenced (green), released
-// (grey), and copy_unproven (amber, a warning: only containment follows).
+// slot safety stand out: quarantined (red), contained (orange), access_fenced
+// (green), released (grey), and copy_unproven (amber, a warning: only
+// containment follows).
 package diagram
 
 import (
@@ -179,6 +180,7 @@ const (
 	fenceStyle      = "fill:#dcfce7,stroke:#15803d,stroke-width:3px,color:#14532d"
 	doneStyle       = "fill:#e5e7eb,stroke:#374151,stroke-width:2px"
 	warningStyle    = "fill:#fef3c7,stroke:#b45309,stroke-width:2px,stroke-dasharray:5 3,color:#78350f"
+	containedStyle  = "fill:#ffedd5,stroke:#c2410c,stroke-width:3px,color:#7c2d12"
 )
 
 // Mermaid returns the lifecycle as a Mermaid state diagram. Mermaid cannot
@@ -192,6 +194,7 @@ func Mermaid(t *fsm.Table) string {
 	b.WriteString("    classDef fence " + fenceStyle + "\n")
 	b.WriteString("    classDef done " + doneStyle + "\n")
 	b.WriteString("    classDef warning " + warningStyle + "\n")
+	b.WriteString("    classDef contained " + containedStyle + "\n")
 	fmt.Fprintf(&b, "    [*] --> %s\n", fsm.Waiting)
 	for s := range fsm.NumStates {
 		for _, line := range effectLines(t, s) {
@@ -210,6 +213,7 @@ func Mermaid(t *fsm.Table) string {
 	fmt.Fprintf(&b, "    class %s fence\n", fsm.AccessFenced)
 	fmt.Fprintf(&b, "    class %s done\n", fsm.Released)
 	fmt.Fprintf(&b, "    class %s warning\n", fsm.CopyUnproven)
+	fmt.Fprintf(&b, "    class %s contained\n", fsm.Contained)
 	return b.String()
 }
 
@@ -224,6 +228,8 @@ func nodeStyle(s fsm.State) string {
 		return ` fillcolor="#e5e7eb" color="#374151" peripheries=2`
 	case fsm.CopyUnproven:
 		return ` style="rounded,filled,dashed" fillcolor="#fef3c7" color="#b45309" penwidth=2 fontcolor="#78350f"`
+	case fsm.Contained:
+		return ` fillcolor="#ffedd5" color="#c2410c" penwidth=3 fontcolor="#7c2d12"`
 	}
 	return ""
 }
@@ -248,6 +254,8 @@ func edgeStyle(e edge) string {
 		}
 	case fsm.CopyUnproven:
 		attrs += ` color="#b45309" fontcolor="#b45309"`
+	case fsm.Contained:
+		attrs += ` color="#c2410c" fontcolor="#c2410c"`
 	}
 	return attrs
 }

@@ -224,7 +224,9 @@ func TestSafetyStatesStandOut(t *testing.T) {
 	assert.Regexp(t, `(?m)^  \{ rank=same; served; partial; missed; failed; \}$`, d)
 	assert.Regexp(t, `(?m)^  served -> access_fenced \[label="access_proven" color="#15803d"`, d)
 	assert.Regexp(t, `(?m)^  failed -> access_fenced \[label="\[never_exposed\]" style=dotted`, d)
-	assert.Regexp(t, `(?m)^  requested -> quarantined \[label="containment" color="#b91c1c"`, d)
+	assert.Regexp(t, `(?m)^  requested -> contained \[label="containment" color="#c2410c"`, d)
+	assert.Regexp(t, `(?m)^  contained -> quarantined \[label="\[not_recoverable\]" style=dotted penwidth=2 arrowhead=vee color="#b91c1c"`, d)
+	assert.Contains(t, m, "class contained contained\n")
 	assert.Regexp(t, `(?m)^  requested -> failed \[label="outcome_failed \(failed\)\\noutcome_cancelled \(cancelled\)`, d)
 }
 
@@ -311,7 +313,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	assert.Contains(t, completions, "| `access_fenced` | `[nothing_to_copy]` | `logically_complete` | — |")
 	results := section(t, md, "## Results")
 	assert.Contains(t, results, "| `missed` | no | `requested` `outcome_missed` → `missed` |")
-	assert.Contains(t, results, "| `timeout` | yes | `staged` `[deadline_passed]` → `failed`<br>`requested` `deadline` → `failed` |")
+	assert.Contains(t, results, "| `timeout` | yes | `staged` `[deadline_passed]` → `failed`<br>`staged` `deadline` → `failed`<br>`requested` `deadline` → `failed` |")
 	assert.Contains(t, results, "`requested` `outcome_cancelled` → `failed`")
 	assert.NotContains(t, results, "| `none` |")
 	for s := range fsm.NumStates {
@@ -336,7 +338,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	assert.Contains(t, effects, "| `copy_out` | "+cell(fsm.CopyOut.Meaning())+" | resting in `access_fenced` |")
 	assert.Contains(t, effects, "keeping `access_unproven` in `served`")
 	assert.Contains(t, section(t, md, "### `failed`"), "Entering it: start_drain, request_cancel.\nAt rest in it: ask_proof.\n")
-	assert.Contains(t, section(t, md, "## Marks"), "| `exposed` | The backend was handed the slots. | `staged` `submitted` → `requested`<br>`staged` `submit_escaped` → `failed` |")
+	assert.Contains(t, section(t, md, "## Marks"), "| `exposed` | The backend was handed the slots. | `admitted` `submitted` → `requested`<br>`admitted` `submit_escaped` → `failed` |")
 	glance := section(t, md, "## Every pair at a glance")
 	assert.Contains(t, glance, "| `staged` | [withdrawn] → access_fenced<br>[staging_incomplete] → failed<br>[deadline_passed] → failed |")
 	assert.Equal(t, int(fsm.NumStates), strings.Count(glance, "\n| `"), "one row per state")

@@ -19,18 +19,18 @@ func ExampleMermaid() {
 		}
 	}
 	// Output:
-	// staged : rest / submit
+	// staged : rest / admit
 	// requested : entry / arm_deadline
 	// staged --> access_fenced : [withdrawn]
 	// staged --> failed : [staging_incomplete] (failed)
 	// staged --> failed : [deadline_passed] (timeout)
-	// staged --> requested : submitted +exposed +attempted
-	// staged --> failed : rejected (rejected), submit_escaped (failed) +exposed, extent_refused (failed)
-	// staged --> staged : release_requested, close / latch
+	// staged --> admitted : admission_granted
+	// staged --> failed : deadline (timeout)
+	// staged --> access_fenced : release_requested keep, close (cancelled) keep
 	// requested --> served : outcome_served (served)
 	// requested --> partial : outcome_partial (partial)
 	// requested --> missed : outcome_missed (missed)
 	// requested --> failed : outcome_failed (failed), outcome_cancelled (cancelled), contract_violation (violation), deadline (timeout), cancel_requested (cancelled), close (cancelled) keep
-	// requested --> quarantined : containment
+	// requested --> contained : containment
 	// requested --> requested : access_proven, access_unproven {start_drain+ask_proof}, release_requested / latch
 }

@@ -53,6 +53,21 @@ type Config struct {
 	// through their handles (Lease, Readiness); default 1024.
 	KeepReleased int
 
+	// MaxOutstanding bounds the submissions outstanding at the backend: from
+	// admission until the lease's access is fenced (or it is contained). A
+	// staged lease beyond the bound waits, holding its slots but exposing
+	// nothing, in arrival order (SPEC §4 rule 12): its request deadline starts
+	// only at its submission, so it measures the backend's service, never the
+	// engine's queue. 0 means no bound (the runner takes the backend's own
+	// AdmissionLimit when it has one).
+	MaxOutstanding int
+	// Containment is what containment does (SPEC §4 rule 5): Quarantine (the
+	// default), Fatal or Recover.
+	Containment Policy
+	// RecoverEvery is how often a contained lease's backend is asked again
+	// under the Recover policy (default 1s): the slow cadence.
+	RecoverEvery time.Duration
+
 	// OnTransition, if set, is called for every move, for tracing. It must not
 	// call the engine.
 	OnTransition func(Transition)
@@ -69,7 +84,55 @@ const (
 	defaultRetryBackoff    = time.Millisecond
 	defaultMaxRetryBackoff = 250 * time.Millisecond
 	defaultKeepReleased    = 1024
+	defaultRecoverEvery    = time.Second
 )
+
+// Policy is what the engine does when a lease's containment deadline passes
+// with access or a local copy unproven (SPEC §4 rule 5). Every policy raises
+// the containment signal once and never frees what is unproven.
+type Policy uint8
+
+const (
+	// Quarantine (the default, as the reference does with one lease): the
+	// lease's slots leave circulation for ever; the rest of the engine goes
+	// on.
+	Quarantine Policy = iota
+	// Fatal (the reference's stance: "a fatal lifecycle decision refuses
+	// teardown even if late evidence arrives"): the slots are quarantined and
+	// the engine halts — it releases nothing any more and reports fatal
+	// (ErrHalted wrapping a *FatalError); the manager restarts.
+	Fatal
+	// Recover (beyond the reference, opt-in): a contained lease whose backend
+	// returned an attempt keeps being asked at a slow cadence (RecoverEvery),
+	// and a later Quiesce true — with every copy landed — releases its slots,
+	// counted and signalled as recovered. Never for a lost device, a local
+	// copy that failed, or a submission that escaped without an attempt:
+	// those are quarantined as under Quarantine.
+	Recover
+)
+
+// String names the policy: quarantine, fatal or recover.
+func (p Policy) String() string {
+	switch p {
+	case Quarantine:
+		return "quarantine"
+	case Fatal:
+		return "fatal"
+	case Recover:
+		return "recover"
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// ParsePolicy returns the policy named name: quarantine, fatal or recover.
+func ParsePolicy(name string) (Policy, error) {
+	for p := Quarantine; p <= Recover; p++ {
+		if p.String() == name {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("readiness: containment policy %q; want quarantine, fatal or recover", name)
+}
 
 // Validate names every problem of the config at once; nil means it assembles.
 func (c *Config) Validate() []error {
@@ -99,6 +162,15 @@ func (c *Config) Validate() []error {
 			errs = append(errs, fmt.Errorf("%s = %v; want a non-negative duration (0 means the default)", d.name, d.v))
 		}
 	}
+	if c.MaxOutstanding < 0 {
+		errs = append(errs, fmt.Errorf("MaxOutstanding = %d; want a non-negative number (0 means no bound)", c.MaxOutstanding))
+	}
+	if c.Containment > Recover {
+		errs = append(errs, fmt.Errorf("Containment = %v; want Quarantine, Fatal or Recover", c.Containment))
+	}
+	if c.RecoverEvery < 0 {
+		errs = append(errs, fmt.Errorf("RecoverEvery = %v; want a non-negative duration (0 means the default)", c.RecoverEvery))
+	}
 	if c.KeepReleased < 0 {
 		errs = append(errs, fmt.Errorf("KeepReleased = %d; want a non-negative number (0 means the default)", c.KeepReleased))
 	}
@@ -126,6 +198,9 @@ func (c Config) withDefaults() Config {
 	c.MaxRetryBackoff = max(c.MaxRetryBackoff, c.RetryBackoff)
 	if c.KeepReleased == 0 {
 		c.KeepReleased = defaultKeepReleased
+	}
+	if c.RecoverEvery == 0 {
+		c.RecoverEvery = defaultRecoverEvery
 	}
 	if len(c.ExtentName) == 0 {
 		c.ExtentName = []byte(staging.ExtentName)

@@ -48,6 +48,11 @@ type Core struct {
 	runs     []staging.Run
 	masks    [][]bool // scratch: served masks classified, taken by the lease only if the table accepts
 	follow   []followUp
+	// Admission: the line of staged leases waiting for the backend's bound,
+	// and how many submissions are outstanding.
+	admitLine   []Handle
+	admitHead   int
+	outstanding int
 
 	ready  Ready
 	moves  uint64

@@ -349,6 +349,11 @@ func (c *Core) facts(id uint32) fsm.Facts {
 	if l.kind == Publish || !served(l.result) || l.m.Latched.Has(fsm.ReleaseRequested) || !c.anyServed(b) {
 		f = f.With(fsm.NothingToCopy)
 	}
+	// Only an attempt's access can be proven later: never a local copy's, a
+	// lost device's, or an escaped submission's.
+	if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || l.m.Marks.Has(fsm.Fenced) || c.lost {
+		f = f.With(fsm.NotRecoverable)
+	}
 	return f
 }
 
@@ -460,11 +465,46 @@ func (c *Core) rearm(id uint32) {
 	c.timers.armBy(id, at)
 }
 
-// pump takes the allocator's grants and applies them through the door. It
-// runs only in rounds (Tick and evidence), after the clock was read: a lease
-// is staged, and its deadline judged, on the clock of the round that submits
-// it.
+// pump takes the allocator's grants and then the admissions the backend's
+// bound allows, and applies them through the door. It runs only in rounds
+// (Tick and evidence), after the clock was read: a lease is staged, and its
+// deadline judged, on the clock of the round that submits it.
 func (c *Core) pump() {
+	c.grant()
+	c.admit()
+}
+
+// admit lets staged leases through to their submission, in arrival order,
+// while the backend's bound on outstanding submissions has room.
+func (c *Core) admit() {
+	for c.admitHead < len(c.admitLine) && c.halted == nil &&
+		(c.cfg.MaxOutstanding == 0 || c.outstanding < c.cfg.MaxOutstanding) {
+		h := c.admitLine[c.admitHead]
+		c.admitLine[c.admitHead] = Handle{}
+		c.admitHead++
+		id, err := c.lookup(h)
+		if err != nil {
+			continue // retired while it waited
+		}
+		l := &c.leases[id]
+		if c.table.Lookup(l.m.State, fsm.AdmissionGranted).Kind != fsm.Move {
+			continue // withdrawn, timed out or closed while it waited
+		}
+		l.body.outstanding = true
+		c.outstanding++
+		_ = c.apply(id, verdict{event: fsm.AdmissionGranted})
+	}
+	if c.admitHead == len(c.admitLine) {
+		c.admitLine, c.admitHead = c.admitLine[:0], 0
+	} else if c.admitHead > len(c.admitLine)/2 {
+		n := copy(c.admitLine, c.admitLine[c.admitHead:])
+		clear(c.admitLine[n:])
+		c.admitLine, c.admitHead = c.admitLine[:n], 0
+	}
+}
+
+// grant takes the allocator's grants.
+func (c *Core) grant() {
 	for c.halted == nil {
 		c.grants = c.alloc.TakeGrants(c.grants[:0])
 		if err := c.alloc.Err(); err != nil {

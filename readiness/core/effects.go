@@ -30,6 +30,8 @@ func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
 			c.place(id)
 		case fsm.CopyIn:
 			c.copyIn(id)
+		case fsm.Admit:
+			c.admitLine = append(c.admitLine, c.handle(id))
 		case fsm.Submit:
 			c.submit(id)
 		case fsm.ArmDeadline:
@@ -52,8 +54,12 @@ func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
 			c.answer(id)
 		case fsm.Withdraw:
 			c.withdraw(id)
+		case fsm.Contain:
+			c.contain(id, step)
+		case fsm.Recover:
+			c.recover(id)
 		case fsm.Quarantine:
-			c.quarantine(id, step)
+			c.quarantine(id)
 		case fsm.Park:
 			c.park(id)
 		case fsm.Free:
@@ -129,6 +135,10 @@ func (c *Core) copyOut(id uint32) {
 func (c *Core) submit(id uint32) {
 	l := &c.leases[id]
 	b := l.body
+	if !b.outstanding {
+		c.halt("a submission handed out without an admission slot", id)
+		return
+	}
 	if err := c.builder.Build(&b.extent, &b.view, c.parts, c.cfg.ExtentName, b.isLast); err != nil {
 		c.follow = append(c.follow, followUp{id: id, v: verdict{event: fsm.ExtentRefused, reason: "extent refused: " + err.Error(), setReason: true}})
 		return
@@ -181,11 +191,14 @@ func (c *Core) askProof(id uint32) {
 	if !l.m.Marks.Has(fsm.Attempted) || b.proofOut {
 		return // no attempt to ask about (an escaped submission waits for containment), or asked already
 	}
-	if b.unproved == 0 {
+	if b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {
 		c.ask(id)
 		return
 	}
-	backoff := min(c.cfg.RetryBackoff<<min(b.unproved-1, 20), c.cfg.MaxRetryBackoff)
+	backoff := min(c.cfg.RetryBackoff<<min(max(b.unproved, 1)-1, 20), c.cfg.MaxRetryBackoff)
+	if l.m.Marks.Has(fsm.WasContained) {
+		backoff = max(backoff, c.cfg.RecoverEvery) // the slow cadence of the Recover policy
+	}
 	if at := c.now + int64(backoff); b.askAt == 0 || at < b.askAt {
 		b.askAt = at
 	}
@@ -206,6 +219,7 @@ func (c *Core) forget(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	b.askAt, b.proofDue = 0, 0
+	c.unadmit(b)
 	if b.exposedAt != 0 {
 		c.stats.FenceLatency.add(c.now - b.exposedAt)
 	}
@@ -247,9 +261,46 @@ func (c *Core) withdraw(id uint32) {
 		slog.String("lease", c.handle(id).String()), slog.String("reason", l.body.reason), slog.Int("rows", len(l.body.rows)))
 }
 
-// quarantine takes the lease's slots out of circulation and raises the
-// containment signal.
-func (c *Core) quarantine(id uint32, step fsm.Step) {
+// unadmit gives the lease's admission slot back, if it holds one: its
+// submission is no longer outstanding (fenced, or given up on).
+func (c *Core) unadmit(b *body) {
+	if b.outstanding {
+		b.outstanding = false
+		c.outstanding--
+	}
+}
+
+// contain raises the containment signal, once: the lease's containment
+// deadline passed with access or a local copy unproven. Its admission slot
+// goes back — the engine no longer waits on the submission — but nothing of
+// its memory is freed.
+func (c *Core) contain(id uint32, step fsm.Step) {
+	l := &c.leases[id]
+	b := l.body
+	c.unadmit(b)
+	c.stats.Containments++
+	sig := Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}
+	c.ready.Containments = append(c.ready.Containments, sig)
+	c.cfg.Logger.Error("kvready: containment: access or a local copy never proven by the containment deadline; the slots are held out of use",
+		slog.String("lease", sig.Lease.String()), slog.String("from", step.From.String()), slog.String("policy", c.cfg.Containment.String()),
+		slog.String("reason", sig.Reason), slog.Int("slots", sig.Slots))
+}
+
+// recover counts and signals a contained lease whose access a later Quiesce
+// proved over (Recover policy); it goes on through the fence as any lease.
+func (c *Core) recover(id uint32) {
+	// Its containment deadline has passed: the copies the fence now issues
+	// get a grace of their own to land before they are contained.
+	c.leases[id].body.containAt = c.now + int64(c.cfg.DrainGrace)
+	c.stats.Recovered++
+	h := c.handle(id)
+	c.ready.Recovered = append(c.ready.Recovered, h)
+	c.cfg.Logger.Warn("kvready: a contained lease was proven over after all; its slots return once its copies land", slog.String("lease", h.String()))
+}
+
+// quarantine takes a contained lease's slots out of circulation for ever.
+// Under the Fatal policy the engine then halts.
+func (c *Core) quarantine(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	c.timers.disarm(id)
@@ -259,13 +310,10 @@ func (c *Core) quarantine(id uint32, step fsm.Step) {
 		return
 	}
 	c.stats.QuarantinedLeases++
-	c.stats.Containments++
-	sig := Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}
-	c.ready.Containments = append(c.ready.Containments, sig)
-	c.cfg.Logger.Error("kvready: containment: access never proven; the slots are quarantined",
-		slog.String("lease", sig.Lease.String()), slog.String("from", step.From.String()),
-		slog.String("reason", sig.Reason), slog.Int("slots", sig.Slots))
 	c.findHopeless()
+	if c.cfg.Containment == Fatal {
+		c.haltWith(&FatalError{Containment: Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}})
+	}
 }
 
 // park makes a quarantined lease's handle stale once its owner is done; the

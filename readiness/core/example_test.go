@@ -28,7 +28,7 @@ func Example() {
 		fmt.Printf("%-16s %-18v submit %d, proofs %d, copies %d\n", what, info.State, len(rd.Submissions), len(rd.Proofs), len(rd.Copies))
 		c.Advance() // the work is taken: a real caller performs it now
 	}
-	c.Tick(time.Unix(100, 0)) // the round takes the grant: staged, the extent handed out
+	c.Tick(time.Unix(100, 0)) // the round takes the grant: staged, admitted, the extent handed out
 	show("tick")
 	_ = c.Step(core.Evidence{What: core.SubmitAccepted, Lease: h}) // the backend returned an attempt
 	show("submitted")
@@ -46,7 +46,7 @@ func Example() {
 	info, _ := c.Lease(h)
 	fmt.Println(info.State == fsm.Released)
 	// Output:
-	// tick             staged             submit 1, proofs 0, copies 0
+	// tick             admitted           submit 1, proofs 0, copies 0
 	// submitted        requested          submit 0, proofs 0, copies 0
 	// served           served             submit 0, proofs 1, copies 0
 	// proven           access_fenced      submit 0, proofs 0, copies 1

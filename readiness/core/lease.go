@@ -59,8 +59,10 @@ type body struct {
 	// ask and of the outstanding call's timeout.
 	proofOut bool
 	unproved uint8
-	askAt    int64
-	proofDue int64
+	// outstanding: the lease holds one of the backend's admission slots.
+	outstanding bool
+	askAt       int64
+	proofDue    int64
 	// Times on the core's clock, in Unix nanoseconds; 0 is unset.
 	lentAt, exposedAt int64
 	deadline          int64 // the request deadline for the outcome
@@ -167,7 +169,7 @@ func (c *Core) takeBody() *body {
 func (c *Core) putBody(b *body) {
 	b.first, b.byPeer, b.reason, b.unproven, b.interval = nil, false, "", "", staging.Interval{}
 	b.cancelDisp, b.cancelErr, b.copiesOut = 0, "", 0
-	b.proofOut, b.unproved, b.askAt, b.proofDue = false, 0, 0, 0
+	b.proofOut, b.unproved, b.askAt, b.proofDue, b.outstanding = false, 0, 0, 0, false
 	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
 	c.bodies = append(c.bodies, b)
 }

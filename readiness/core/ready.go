@@ -46,8 +46,12 @@ type Ready struct {
 	// given): their attempts are no longer needed.
 	Forget []Handle
 	// Containments are the leases contained in this round: their slots are
-	// quarantined. Keep what their backend was handed.
+	// quarantined (or, under the Recover policy, held out of use). Keep what
+	// their backend was handed.
 	Containments []Containment
+	// Recovered are contained leases whose access a later Quiesce proved over
+	// (Recover policy): their slots return as any fenced lease's do.
+	Recovered []Handle
 }
 
 // Submission asks for one lease's extent to be handed to its backend.
@@ -81,7 +85,7 @@ type Proof struct {
 // Empty reports whether the Ready holds no work.
 func (r *Ready) Empty() bool {
 	return len(r.Submissions) == 0 && len(r.Copies) == 0 && len(r.Proofs) == 0 && len(r.Overdue) == 0 &&
-		len(r.Cancels) == 0 && len(r.Forget) == 0 && len(r.Containments) == 0
+		len(r.Cancels) == 0 && len(r.Forget) == 0 && len(r.Containments) == 0 && len(r.Recovered) == 0
 }
 
 func (r *Ready) reset() {
@@ -90,7 +94,7 @@ func (r *Ready) reset() {
 	clear(r.Containments)
 	r.Submissions, r.Copies, r.CopyLeases = r.Submissions[:0], r.Copies[:0], r.CopyLeases[:0]
 	r.Proofs, r.Overdue, r.Cancels = r.Proofs[:0], r.Overdue[:0], r.Cancels[:0]
-	r.Forget, r.Containments = r.Forget[:0], r.Containments[:0]
+	r.Forget, r.Containments, r.Recovered = r.Forget[:0], r.Containments[:0], r.Recovered[:0]
 }
 
 // Observed is what a piece of evidence reports.

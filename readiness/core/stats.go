@@ -48,8 +48,13 @@ type Stats struct {
 	// Ungrantable counts waiting leases taken out of the line because
 	// quarantine left no contiguous run that could ever hold them.
 	Ungrantable uint64
-	// Containments counts leases contained at their containment deadline.
-	Containments uint64
+	// Containments counts leases contained at their containment deadline;
+	// Recovered those of them whose access a later Quiesce proved over
+	// (Recover policy).
+	Containments, Recovered uint64
+	// Outstanding is the submissions outstanding at the backend now, and
+	// MaxOutstanding their bound (0: none); Leases[fsm.Staged] wait for it.
+	Outstanding, MaxOutstanding int
 	// InvariantBreaches counts broken safety invariants: 0, or 1 and the
 	// engine halted (Err). It is 0 unless kvready has a bug.
 	InvariantBreaches uint64
@@ -126,6 +131,7 @@ func (c *Core) Groups(dst []GroupSlots) []GroupSlots {
 func (c *Core) Stats() Stats {
 	s := c.stats
 	s.Halted = c.halted != nil
+	s.Outstanding, s.MaxOutstanding = c.outstanding, c.cfg.MaxOutstanding
 	for g := range c.alloc.Groups() {
 		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
 		s.SlotsFree += free

@@ -131,6 +131,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			RequestTimeout: duration(t, d, "timeout", 5*time.Second), DrainGrace: duration(t, d, "grace", 5*time.Second),
 			QuiesceTimeout: duration(t, d, "quiesce", time.Second), RetryBackoff: duration(t, d, "backoff", 100*time.Millisecond),
 			MaxRetryBackoff: time.Second, KeepReleased: intArg(t, d, "keep", 4),
+			MaxOutstanding: intArg(t, d, "outstanding", 0), Containment: h.policy(d),
+			RecoverEvery: duration(t, d, "recover-every", time.Second),
 			Logger:       discard,
 			OnTransition: func(tr core.Transition) { h.trace = append(h.trace, h.move(tr)) },
 		})
@@ -244,8 +246,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 				states = append(states, fmt.Sprintf("%v=%d", st, s.Leases[st]))
 			}
 		}
-		fmt.Fprintf(&out, "leases: %s\nslots: free=%d held=%d quarantined=%d\nlent=%d released=%d containments=%d violations=%d unproven=%d halted=%v\n",
-			strings.Join(states, " "), s.SlotsFree, s.SlotsHeld, s.SlotsQuarantined, s.Lent, s.Released, s.Containments, s.Violations, s.Unproven, s.Halted)
+		fmt.Fprintf(&out, "leases: %s\nslots: free=%d held=%d quarantined=%d\nlent=%d released=%d containments=%d recovered=%d violations=%d unproven=%d outstanding=%d/%d halted=%v\n",
+			strings.Join(states, " "), s.SlotsFree, s.SlotsHeld, s.SlotsQuarantined, s.Lent, s.Released, s.Containments, s.Recovered,
+			s.Violations, s.Unproven, s.Outstanding, s.MaxOutstanding, s.Halted)
+		if err := h.c.Err(); err != nil {
+			fmt.Fprintf(&out, "err: %v\n", err)
+		}
 		return out.String()
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
@@ -256,6 +262,20 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	out.WriteString(h.ready())
 	h.c.Advance()
 	return out.String()
+}
+
+// policy reads the containment policy a script names (policy=…).
+func (h *harness) policy(d *datadriven.TestData) core.Policy {
+	if !d.HasArg("policy") {
+		return core.Quarantine
+	}
+	var name string
+	d.ScanArgs(h.t, "policy", &name)
+	p, err := core.ParsePolicy(name)
+	if err != nil {
+		d.Fatalf(h.t, "%v", err)
+	}
+	return p
 }
 
 // move prints one transition: lease, from → to, cause, the outcome latched
@@ -358,6 +378,9 @@ func (h *harness) ready() string {
 	}
 	if len(rd.Forget) > 0 {
 		fmt.Fprintf(&b, "  forget: %s\n", names(rd.Forget))
+	}
+	if len(rd.Recovered) > 0 {
+		fmt.Fprintf(&b, "  recovered: %s\n", names(rd.Recovered))
 	}
 	for _, c := range rd.Containments {
 		fmt.Fprintf(&b, "  contained: %s (%d slots, deadline %v): %s\n", h.name(c.Lease), c.Slots, c.Deadline.Sub(time.Unix(10, 0)), c.Reason)
