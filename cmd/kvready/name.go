@@ -233,7 +233,7 @@ func identityFlags(layoutHex string, scope []byte, layersArg, shardsArg string) 
 		return nil, aerr
 	}
 	if len(layoutID) == 0 {
-		return nil, refused("--layout-hex", staging.ErrEmptyLayoutID)
+		return nil, malformed("--layout-hex", "missing or empty: %v", staging.ErrEmptyLayoutID) // an empty value is a missing one: exit 2
 	}
 	layers, aerr := parseLayers(layersArg)
 	if aerr != nil {
