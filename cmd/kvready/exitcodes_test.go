@@ -165,3 +165,17 @@ func mustRead(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// kvready -h and README.md say what every exit status means, the same codes
+// the commands return.
+func TestExitStatusesAreDocumented(t *testing.T) {
+	status, out, _ := runCLI(t, "", "-h")
+	require.Equal(t, exitOK, status)
+	assert.Contains(t, out, exitStatuses)
+	readme := string(mustRead(t, "../../README.md"))
+	for _, code := range []int{exitOK, exitFail, exitUsage, exitInterrupted} {
+		c := strconv.Itoa(code)
+		assert.Contains(t, exitStatuses, "  "+c+" ", "kvready -h explains %d", code)
+		assert.Regexp(t, `(?m)^\| `+c+` \| \S`, readme, "README.md explains %d", code)
+	}
+}
