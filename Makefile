@@ -13,7 +13,7 @@ export RAPID_CHECKS
 CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_CFLAGS
 
-.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda
+.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots
 
 all: build
 
@@ -45,6 +45,12 @@ mutants:
 demo:
 	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
 	$(GO) run ./cmd/kvready simulate --compare-naive --report bin/report
+
+## report-screenshots: render the pages of the demo's report in headless Chromium
+## (Debian's chromium, installed here only when missing; never by `make test`) to
+## PNGs in bin/report-screenshots/, each page at 1280 and 760 pixels wide.
+report-screenshots:
+	GO=$(GO) ./scripts/report-screenshots.sh
 
 ## demo-redis: two KV cache managers, one store. Starts a throwaway redis-server on a
 ## free loopback port, runs `kvready simulate --backend redis://...` twice (two processes,

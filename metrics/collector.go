@@ -30,13 +30,14 @@ type Collector struct {
 	// scrape. An owner loop that runs rounds answers within one round; one
 	// that has stopped (or a drained engine) is served the latest snapshot,
 	// whose kvready_rounds_total and kvready_last_round_timestamp_seconds
-	// then stand still.
+	// (wall-clock time, whatever the engine's Clock) then stand still.
 	MaxWait time.Duration
 
 	want atomic.Bool // a scrape is waiting for a snapshot
 
 	mu        sync.Mutex
 	snap      readiness.Snapshot // the latest snapshot shown, with Groups copied
+	shownAt   time.Time          // the system's wall clock when it was shown
 	shown     bool
 	published chan struct{} // closed when the next snapshot is shown
 	desc      [numFamilies]*prometheus.Desc
@@ -60,11 +61,14 @@ func New(constLabels prometheus.Labels) *Collector {
 // the end of every round.
 func (c *Collector) Due() bool { return c.want.Load() }
 
-// Observe keeps a copy of the engine's snapshot and wakes the scrapes waiting
-// for it; the engine calls it on its owner goroutine.
+// Observe keeps a copy of the engine's snapshot, with the wall-clock time at
+// which the round that made it ended, and wakes the scrapes waiting for it;
+// the engine calls it on its owner goroutine, at the end of a round.
 func (c *Collector) Observe(s *readiness.Snapshot) {
+	now := time.Now()
 	c.want.Store(false)
 	c.mu.Lock()
+	c.shownAt = now
 	groups := c.snap.Groups
 	c.snap = *s
 	c.snap.Groups = append(groups[:0], s.Groups...)
@@ -119,6 +123,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		return
 	}
+	c.mu.Lock()
+	shownAt := c.shownAt
+	c.mu.Unlock()
 	st := &s.Stats
 	send := func(f family, t prometheus.ValueType, v float64, labels ...string) {
 		m, err := prometheus.NewConstMetric(c.desc[f], t, v, labels...)
@@ -154,7 +161,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		send(cv.f, prometheus.CounterValue, float64(cv.v))
 	}
-	send(lastRound, prometheus.GaugeValue, float64(s.At.UnixNano())/1e9)
+	// Wall-clock time, never the engine's Clock (s.At): under kvready simulate
+	// that clock is virtual, and a timestamp is compared with time().
+	send(lastRound, prometheus.GaugeValue, float64(shownAt.UnixNano())/1e9)
 	ch <- c.histogram(readinessLatency, &st.ReadyLatency)
 	ch <- c.histogram(fenceLatency, &st.FenceLatency)
 }
@@ -249,7 +258,7 @@ var families = [numFamilies]struct {
 	violations:        {"contract_violations_total", "Backend contract violations seen: changed answers, unasked names, answers that are no outcome.", nil},
 	breaches:          {"invariant_breaches_total", "States the lifecycle's guarantees rule out; 0 unless kvready has a bug.", nil},
 	rounds:            {"rounds_total", "Engine rounds run by the owner loop (Progress).", nil},
-	lastRound:         {"last_round_timestamp_seconds", "The engine's clock at its latest round, in seconds since the Unix epoch.", nil},
+	lastRound:         {"last_round_timestamp_seconds", "Wall-clock time (the system clock, never the engine's own clock, which may be virtual) at the end of the engine's latest round that a scrape saw, in seconds since the Unix epoch.", nil},
 	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed).", nil},
 	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over).", nil},
 }

@@ -1,295 +1,50 @@
 package proptest
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/kvready/kvready/contract"
-
-	"github.com/kvready/kvready/backend/mem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/conformance"
 )
 
-func memFetcher(mode mem.Mode) NewFetcher {
-	return func(m Memory) (FetchSubject, error) {
-		b, err := mem.New(m, mem.WithMode(mode), mem.WithSlowQuiesce(time.Millisecond))
-		if err != nil {
-			return FetchSubject{}, err
+// The deprecated names forward to package conformance: a check through them
+// passes a correct backend and reports a broken one under the same rule.
+func TestKitForwardsToConformance(t *testing.T) {
+	fetcher := func(mode mem.Mode) NewFetcher {
+		return func(m Memory) (FetchSubject, error) {
+			b, err := mem.New(m, mem.WithMode(mode))
+			if err != nil {
+				return FetchSubject{}, err
+			}
+			return FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
 		}
-		return FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
 	}
-}
-
-func memPublisher(mode mem.Mode) NewPublisher {
-	return func(m Memory) (PublishSubject, error) {
-		b, err := mem.New(m, mem.WithMode(mode), mem.WithSlowQuiesce(time.Millisecond))
+	require.NoError(t, Run("forwarded", func(tb TB) { CheckFetcher(tb, fetcher(mem.Normal), Wait(time.Second)) }))
+	err := Run("forwarded-broken", func(tb TB) {
+		CheckFetcher(tb, fetcher(mem.WriteAfterQuiesce), FailFiles(t.TempDir()))
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), RuleNoLateWrite)
+	assert.Equal(t, conformance.RuleNoLateWrite, RuleNoLateWrite)
+	assert.Equal(t, conformance.DefaultFailDir(), DefaultFailDir())
+	var v *Violation
+	assert.False(t, errors.As(err, &v), "Run reports text, not the violation value")
+	publisher := func(m Memory) (PublishSubject, error) {
+		b, err := mem.New(m)
 		if err != nil {
 			return PublishSubject{}, err
 		}
 		return PublishSubject{Publisher: b, Get: b.Get, Close: b.Close}, nil
 	}
-}
-
-// faulty modes fail or cancel on purpose: the known-miss rule cannot apply.
-func kitOptions(mode mem.Mode) []Option {
-	switch mode {
-	case mem.Fail, mem.CancelLocal, mem.CancelByPeer:
-		return []Option{MayFail()}
-	}
-	return nil
-}
-
-// The kit passes backend/mem in every correct mode.
-func TestKitPassesEveryCorrectMemMode(t *testing.T) {
-	for _, mode := range mem.Modes() {
-		if mode.Broken() {
-			continue
-		}
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Run("fetch", func(t *testing.T) { CheckFetcher(t, memFetcher(mode), kitOptions(mode)...) })
-			t.Run("publish", func(t *testing.T) { CheckPublisher(t, memPublisher(mode), kitOptions(mode)...) })
-		})
-	}
-}
-
-// The kit fails for every deliberately broken mode of backend/mem, naming the
-// rule the mode breaks. It runs the kit's own trials (the generator
-// CheckFetcher and CheckPublisher draw from) until one fails.
-func TestKitCatchesEveryBrokenMemMode(t *testing.T) {
-	want := map[mem.Mode]string{
-		mem.WriteAfterQuiesce: RuleNoLateWrite,
-		mem.WriteUnserved:     RuleUnservedUntouched,
-		mem.FlipOutcome:       RuleStable,
-		mem.ServeUnasked:      RuleServedSubset,
-	}
-	for _, mode := range mem.Modes() {
-		if !mode.Broken() {
-			continue
-		}
-		rule, ok := want[mode]
-		require.True(t, ok, "broken mode %v has no expected rule: add it here", mode)
-		t.Run(mode.String(), func(t *testing.T) {
-			caught := func(run func(trial) error) bool {
-				for seed := range 200 {
-					err := run(trialGen.Example(seed))
-					var v *Violation
-					if errors.As(err, &v) && v.Rule == rule {
-						return true
-					}
-				}
-				return false
-			}
-			fetch := caught(func(tr trial) error { return fetchTrial(memFetcher(mode), tr, config(nil)) })
-			publish := caught(func(tr trial) error { return publishTrial(memPublisher(mode), tr, config(nil)) })
-			assert.True(t, fetch || publish, "the kit never reported %q for %v", rule, mode)
-			if mode != mem.WriteUnserved { // a publication has no unserved destinations
-				assert.True(t, fetch, "the fetch kit missed %v", mode)
-			}
-		})
-	}
-}
-
-// A backend that reports a known miss as a failure is caught (mem has no such
-// mode: the kit is pointed at Fail without declaring MayFail).
-func TestKitCatchesAMissReportedAsFailure(t *testing.T) {
-	for seed := range 200 {
-		err := fetchTrial(memFetcher(mem.Fail), trialGen.Example(seed), config(nil))
-		var v *Violation
-		if errors.As(err, &v) && v.Rule == RuleKnownMiss {
-			return
-		}
-	}
-	t.Fatal("a failure on a fetch of known-absent names was never reported")
-}
-
-func TestViolationNamesItsRule(t *testing.T) {
-	err := violation(RuleStable, "Poll answered %v, then %v", "a", "b")
-	assert.EqualError(t, err, fmt.Sprintf("conformance: %s: Poll answered a, then b", RuleStable))
-}
-
-// pendingCopy breaks the contract the way a racy backend does: Quiesce
-// answers true while the delivery's copy is still pending. Here the copy is
-// held (a gate of backend/mem) until Settle is called, which makes the break
-// deterministic and free of data races: memory the kit reads after the
-// wrong "true" is written later, inside Settle.
-type pendingCopy struct {
-	*mem.Backend
-	gate chan struct{}
-	once sync.Once
-}
-
-func (p *pendingCopy) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return true, nil // the bug: nothing waits for the pending copy
-}
-
-func (p *pendingCopy) Settle(ctx context.Context, list []contract.Attempt) error {
-	p.once.Do(func() { close(p.gate) })
-	return p.Backend.Settle(ctx, list)
-}
-
-func pendingCopyFetcher(m Memory) (FetchSubject, error) {
-	p := &pendingCopy{gate: make(chan struct{})}
-	b, err := mem.New(m, mem.WithGate(func(mem.Call) <-chan struct{} { return p.gate }))
-	if err != nil {
-		return FetchSubject{}, err
-	}
-	p.Backend = b
-	return FetchSubject{Fetcher: p, Put: b.Put, Close: func() error {
-		p.once.Do(func() { close(p.gate) })
-		return b.Close()
-	}}, nil
-}
-
-// "Quiesce true while a copy is pending" is found among the kit's first
-// trials: half of them ask Quiesce before the outcome, while copies are
-// pending. Counted in trials, not time.
-func TestKitCatchesQuiesceTrueWhileCopyPending(t *testing.T) {
-	first := -1
-	for seed := range 50 {
-		err := fetchTrial(pendingCopyFetcher, trialGen.Example(seed), config(nil))
-		var v *Violation
-		if errors.As(err, &v) {
-			require.Equal(t, RuleNoLateWrite, v.Rule, "%v", err)
-			first = seed
-			break
-		}
-	}
-	require.GreaterOrEqual(t, first, 0, "the kit never caught Quiesce answering true while a copy was pending")
-	assert.Less(t, first, 10, "caught only at trial %d: the kit must provoke the break within its first trials", first)
-
-	// Through the public entry point, at the default budget.
-	err := Run("pending-copy", func(tb TB) { CheckFetcher(tb, pendingCopyFetcher, FailFiles(t.TempDir())) })
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), RuleNoLateWrite)
-}
-
-// flipOnQuiesce answers Failed until Quiesce is first called, a miss after:
-// an outcome that changes. A fetch of names never stored is then both a
-// changed outcome and (at first) a miss reported as a failure; the kit must
-// report the change, under the stability rule.
-type flipOnQuiesce struct {
-	*mem.Backend
-	quiesced atomic.Bool
-}
-
-type flipAttempt struct {
-	contract.Attempt
-	b *flipOnQuiesce
-}
-
-func (a flipAttempt) Poll() contract.Outcome {
-	o := a.Attempt.Poll()
-	if o == nil || a.b.quiesced.Load() {
-		return o
-	}
-	return contract.Failed{Reason: "changes its mind later"}
-}
-
-func (f *flipOnQuiesce) Fetch(ext contract.CacheExtent, r contract.Route) (contract.Attempt, error) {
-	a, err := f.Backend.Fetch(ext, r)
-	if a == nil {
-		return nil, err
-	}
-	return flipAttempt{Attempt: a, b: f}, err
-}
-
-func (f *flipOnQuiesce) unwrap(list []contract.Attempt) []contract.Attempt {
-	out := make([]contract.Attempt, len(list))
-	for i, a := range list {
-		if fa, ok := a.(flipAttempt); ok {
-			a = fa.Attempt
-		}
-		out[i] = a
-	}
-	return out
-}
-
-func (f *flipOnQuiesce) Settle(ctx context.Context, list []contract.Attempt) error {
-	return f.Backend.Settle(ctx, f.unwrap(list))
-}
-
-func (f *flipOnQuiesce) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	f.quiesced.Store(true)
-	return f.Backend.Quiesce(ctx, f.unwrap(list))
-}
-
-func TestKitReportsAChangedOutcomeUnderStability(t *testing.T) {
-	newFlip := func(m Memory) (FetchSubject, error) {
-		b, err := mem.New(m, mem.WithMode(mem.Miss))
-		if err != nil {
-			return FetchSubject{}, err
-		}
-		return FetchSubject{Fetcher: &flipOnQuiesce{Backend: b}, Put: b.Put, Close: b.Close}, nil
-	}
-	reported := map[string]int{}
-	for seed := range 100 {
-		tr := trialGen.Example(seed)
-		tr.QuiesceFirst = false // Settle first: the first answers are all Failed
-		err := fetchTrial(newFlip, tr, config(nil))
-		var v *Violation
-		if errors.As(err, &v) {
-			reported[v.Rule]++
-		}
-	}
-	assert.Positive(t, reported[RuleStable], "%v", reported)
-	assert.Zero(t, reported[RuleKnownMiss], "a changed outcome was blamed on the known-miss rule: %v", reported)
-}
-
-// rapid's failure file goes where FailFiles says, never into the package's
-// testdata/, and the report names the new place; by default it goes to
-// DefaultFailDir.
-func TestKitFailFilesGoWhereAsked(t *testing.T) {
-	list := func() []string {
-		var files []string
-		_ = filepath.WalkDir("testdata/rapid", func(path string, d fs.DirEntry, err error) error {
-			if err == nil {
-				files = append(files, path)
-			}
-			return nil
-		})
-		return files
-	}
-	before := list() // another failed test of this run may have left its own
-	dir := filepath.Join(t.TempDir(), "fails")
-	failure := Run("TestKitFailFilesGoWhereAsked", func(tb TB) { CheckFetcher(tb, memFetcher(mem.WriteAfterQuiesce), FailFiles(dir)) })
-	require.Error(t, failure)
-	files, err := filepath.Glob(filepath.Join(dir, "*.fail"))
-	require.NoError(t, err)
-	assert.Len(t, files, 1, failure.Error())
-	assert.Equal(t, before, list(), "the kit left files or folders in the package's testdata/rapid")
-	if len(files) == 1 {
-		assert.Contains(t, failure.Error(), "-rapid.failfile="+strconv.Quote(files[0]))
-	}
-	assert.Equal(t, filepath.Join(os.TempDir(), "kvready-conformance"), DefaultFailDir())
-	assert.Equal(t, DefaultFailDir(), config(nil).failDir)
-}
-
-// rapid prints the drawn trial with %#v: names appear as short hex prefixes,
-// never as 32-byte arrays.
-func TestTrialPrintsShortNames(t *testing.T) {
-	for seed := range 20 {
-		tr := trialGen.Example(seed)
-		s := fmt.Sprintf("%#v", tr)
-		assert.Less(t, len(s), 120+40*len(tr.Units), s)
-		assert.NotContains(t, s, "0x")
-		for _, u := range tr.Units {
-			assert.Contains(t, s, fmt.Sprintf("%x…", u.Name[:4]))
-		}
-	}
+	require.NoError(t, Run("forwarded-publish", func(tb TB) { CheckPublisher(tb, publisher, MayFail()) }))
 }
 
 // A committed rapid failure file goes stale when a generator changes, and
@@ -311,21 +66,6 @@ func TestNoRapidFailureFilesCommitted(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Empty(t, found, "rapid failure files under proptest/testdata: replay with -rapid.failfile=PATH, fix, then delete them")
-}
-
-// Run reports a passing check as nil, a failing one as an error holding what
-// it printed, and stops the check at FailNow without failing the caller.
-func TestRun(t *testing.T) {
-	assert.NoError(t, Run("pass", func(tb TB) { tb.Logf("fine") }))
-	err := Run("fail", func(tb TB) {
-		tb.Errorf("first %d", 1)
-		tb.FailNow()
-		tb.Errorf("never")
-	})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "first 1")
-	assert.NotContains(t, err.Error(), "never")
-	assert.Panics(t, func() { _ = Run("panics", func(TB) { panic("boom") }) }, "other panics propagate")
 }
 
 // packageStart is when this test binary started.

@@ -1,15 +1,19 @@
 package simulate
 
 import (
+	"bytes"
 	"fmt"
+	"hash/fnv"
 	"html/template"
 	"image/color"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -21,13 +25,35 @@ import (
 // as a prefix (naive-leases-by-state.svg); its page is named after it too
 // (naive.html).
 const (
-	ReportIndex    = "index.html"
-	PlotSafety     = "safety.svg"
-	PlotStates     = "leases-by-state.svg"
-	PlotFence      = "fence-latency.svg"
-	PlotReadiness  = "readiness-latency.svg"
-	reportPlotSize = 6 * vg.Inch
+	ReportIndex   = "index.html"
+	PlotSafety    = "safety.svg"
+	PlotStates    = "leases-by-state.svg"
+	PlotFence     = "fence-latency.svg"
+	PlotReadiness = "readiness-latency.svg"
 )
+
+// Plot sizes. A plot is as wide as the page's text column (pageWidthPx CSS
+// pixels, 96 to the inch) and the page scales it to the column's width, so
+// its text is drawn at the size it was laid out at.
+const (
+	pageWidthPx      = 960
+	reportPlotWidth  = pageWidthPx * vg.Inch / 96
+	reportPlotHeight = reportPlotWidth * 9 / 20
+	safetyPlotHeight = reportPlotWidth * 7 / 10
+)
+
+// fontFamily is the plots' typeface, and fontFallbacks what a browser that
+// lacks it uses instead: the plots are laid out with Liberation Sans's
+// metrics, which Arial and Helvetica share; other fallbacks run wider, so
+// every legend sits beside its plot, thumbnails first, with room to spare.
+const (
+	fontFamily    = "Liberation Sans"
+	fontFallbacks = ",Arial,Helvetica,sans-serif"
+)
+
+// legendSlack is how much wider than measured a legend's column is: room for
+// a fallback font that runs wider than Liberation Sans.
+const legendSlack = 1.35
 
 // WriteReport writes an HTML page and its SVG plots into dir (created if
 // needed): the checker's safety counters over time first, then leases by
@@ -100,22 +126,22 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 		return nil, err
 	}
 	pg := &reportPage{S: s, File: file, Table: table.String(), Safe: s.Safe()}
-	save := func(p *plot.Plot, name string) (string, error) {
-		if err := p.Save(reportPlotSize, 4*vg.Inch, filepath.Join(dir, prefix+name)); err != nil {
+	save := func(p *plot.Plot, legend *plot.Legend, name string) (string, error) {
+		if err := savePlots(filepath.Join(dir, prefix+name), reportPlotHeight, []*plot.Plot{p}, []*plot.Legend{legend}); err != nil {
 			return "", fmt.Errorf("simulate: %s: %w", prefix+name, err)
 		}
 		return prefix + name, nil
 	}
 	var err error
-	if p := statesPlot(s); p != nil {
-		if pg.States, err = save(p, PlotStates); err != nil {
+	if p, legend := statesPlot(s); p != nil {
+		if pg.States, err = save(p, legend, PlotStates); err != nil {
 			return nil, err
 		}
 	} else {
 		pg.StatesNote = "No lease was ever in flight at a sample instant: nothing to plot."
 	}
 	if len(s.FenceLatencies) > 0 {
-		if pg.Fence, err = save(histPlot("Fence latency: submission to access proven", s.clock()+" µs", s.FenceLatencies, 0), PlotFence); err != nil {
+		if pg.Fence, err = save(histPlot("Fence latency: submission to access proven", s.clock()+" µs", s.FenceLatencies, 0), nil, PlotFence); err != nil {
 			return nil, err
 		}
 	} else if s.Manager == "naive" {
@@ -124,7 +150,7 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 		pg.FenceNote = "No access was proven over in this run: no fence latency to show."
 	}
 	if len(s.ReadyLatencies) > 0 {
-		if pg.Ready, err = save(histPlot("Readiness latency: fetch lent to readiness answerable", s.clock()+" µs", s.ReadyLatencies, s.Deadline), PlotReadiness); err != nil {
+		if pg.Ready, err = save(histPlot("Readiness latency: fetch lent to readiness answerable", s.clock()+" µs", s.ReadyLatencies, s.Deadline), nil, PlotReadiness); err != nil {
 			return nil, err
 		}
 	} else {
@@ -191,29 +217,54 @@ func sameWorkload(runs []*Summary) []string {
 	return append(out, "Their outcome counts differ: "+strings.Join(diff, "; ")+". "+why)
 }
 
-// palette gives every state of a run its own colour: more entries than the
-// engine has states (fsm.NumStates) or the naive manager has.
-var palette = []color.RGBA{
-	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
-	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
-	{188, 189, 34, 255}, {23, 190, 207, 255}, {0, 100, 0, 255}, {255, 215, 0, 255},
-	{0, 0, 128, 255}, {128, 0, 0, 255}, {0, 128, 128, 255}, {255, 0, 255, 255},
+// stateColors gives every state its one colour, on every page: the engine's
+// states (fsm's names) and the naive manager's, which shares some of them
+// ("waiting", "requested"). A state of either manager is drawn in the same
+// colour wherever it appears. None is the safety plot's kvready green or
+// naive red, which mean the managers, not states.
+var stateColors = map[string]color.RGBA{
+	"waiting":            {31, 119, 180, 255},  // blue
+	"granted":            {255, 127, 14, 255},  // orange
+	"staged":             {148, 103, 189, 255}, // purple
+	"requested":          {23, 190, 207, 255},  // cyan
+	"served":             {140, 86, 75, 255},   // brown
+	"partial":            {227, 119, 194, 255}, // pink
+	"missed":             {127, 127, 127, 255}, // grey
+	"failed":             {188, 189, 34, 255},  // olive
+	"access_fenced":      {0, 0, 128, 255},     // navy
+	"copy_unproven":      {255, 215, 0, 255},   // gold
+	"logically_complete": {0, 128, 128, 255},   // teal
+	"quarantined":        {0, 0, 0, 255},       // black
+	"released":           {174, 199, 232, 255}, // light blue
+	"copying_in":         {255, 152, 150, 255}, // salmon
+	"copying_out":        {197, 176, 213, 255}, // lavender
+	"done":               {196, 156, 148, 255}, // tan
 }
 
-// stateColor is the colour of the i-th state of a run's timeline.
-func stateColor(i int) color.RGBA { return palette[i%len(palette)] }
-
-// statesPlot draws leases by state over time, or returns nil when no lease was
-// ever in flight at a sample.
-func statesPlot(s *Summary) *plot.Plot {
-	if len(s.Timeline) == 0 {
-		return nil
+// stateColor is the colour of the state named state: its own from
+// stateColors, or, for a name not listed there, a grey drawn from the name,
+// so that it too is the same on every page.
+func stateColor(state string) color.RGBA {
+	if c, ok := stateColors[state]; ok {
+		return c
 	}
-	p := plot.New()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(state))
+	g := uint8(80 + h.Sum32()%120)
+	return color.RGBA{g, g, g, 255}
+}
+
+// statesPlot draws leases by state over time, and returns the legend to
+// draw beside it, or nil, nil when no lease was ever in flight at a sample.
+func statesPlot(s *Summary) (*plot.Plot, *plot.Legend) {
+	if len(s.Timeline) == 0 {
+		return nil, nil
+	}
+	p := newPlot()
 	p.Title.Text = "Leases by state over time (" + s.Manager + " manager)"
 	p.X.Label.Text = s.clock() + " ms"
 	p.Y.Label.Text = "leases"
-	p.Legend.Top = true
+	legend := newLegend()
 	top := 0
 	for i, sc := range s.Timeline[0].States {
 		pts := make(plotter.XYs, len(s.Timeline))
@@ -234,25 +285,63 @@ func statesPlot(s *Summary) *plot.Plot {
 		if err != nil {
 			continue
 		}
-		line.Color = stateColor(i)
+		line.Color = stateColor(sc.State)
 		line.Width = vg.Points(1.2)
 		p.Add(line)
-		p.Legend.Add(sc.State, line)
+		legend.Add(sc.State, line)
 	}
 	if top == 0 {
-		return nil
+		return nil, nil
 	}
-	// Headroom above the highest line, so the legend never covers the data.
-	p.Y.Max = float64(top)*1.8 + 1
+	p.Y.Min, p.Y.Max = 0, float64(top)*1.1+1
+	return p, legend
+}
+
+// newPlot is a plot in the report's typeface.
+func newPlot() *plot.Plot {
+	p := plot.New()
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
+		sans(f)
+	}
+	p.Y.Tick.Marker = countTicks{}
 	return p
 }
+
+// countTicks are the default ticks of a count axis, labelled as whole
+// numbers (50000, not 50000.00).
+type countTicks struct{}
+
+// Ticks returns plot.DefaultTicks' ticks between lo and hi, relabelled.
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" {
+			ticks[i].Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
+// newLegend is a legend in the report's typeface, drawn thumbnails first, so
+// that text wider than measured runs into empty space, never over a thumbnail.
+func newLegend() *plot.Legend {
+	l := plot.NewLegend()
+	sans(&l.TextStyle.Font)
+	l.Top, l.Left = true, true
+	l.Padding = vg.Points(3)
+	return &l
+}
+
+func sans(f *font.Font) { f.Typeface, f.Variant = "Liberation", "Sans" }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // histPlot draws a latency histogram; a positive deadline is marked with a
-// labelled line, since the requests that time out pile up at it.
+// labelled line: fetches slower than it time out, and their readiness comes
+// once their access is proven, to the right of it.
 func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *plot.Plot {
-	p := plot.New()
+	p := newPlot()
 	p.Title.Text = title
 	p.X.Label.Text = unit
 	p.Y.Label.Text = "count"
@@ -267,14 +356,17 @@ func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *p
 	h.FillColor = color.RGBA{R: 70, G: 110, B: 190, A: 255}
 	p.Add(h)
 	// Room past the last bin, so that the last tick's label is not cut at
-	// the plot's right edge.
+	// the plot's right edge; latencies start at 0; and room above the
+	// tallest bar, which would otherwise meet the axis's top tick.
 	p.X.Max += 0.05 * (p.X.Max - p.X.Min)
-	if deadline <= 0 {
-		return p
-	}
+	p.X.Min = 0
 	top := 0.0
 	for _, b := range h.Bins {
 		top = max(top, b.Weight)
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.1
+	if deadline <= 0 {
+		return p
 	}
 	x := float64(deadline) / float64(time.Microsecond)
 	mark, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: top * 1.1}})
@@ -285,32 +377,35 @@ func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *p
 	mark.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	label, err := plotter.NewLabels(plotter.XYLabels{
 		XYs:    []plotter.XY{{X: x, Y: top * 1.1}},
-		Labels: []string{fmt.Sprintf("deadline %v: fetches that timed out", deadline)},
+		Labels: []string{fmt.Sprintf("deadline %s: slower fetches time out", formatDuration(deadline))},
 	})
 	if err != nil {
 		return p
 	}
 	label.TextStyle[0].Color = mark.Color
 	label.TextStyle[0].XAlign = draw.XRight
+	sans(&label.TextStyle[0].Font)
 	p.Add(mark, label)
 	p.Y.Max = max(p.Y.Max, top*1.25)
 	return p
 }
 
-// runColor is a run's colour in the safety plot: kvready green, naive red.
-func runColor(manager string, i int) color.RGBA {
+// runColor is a run's colour in the safety plot: kvready green, naive red,
+// another manager a grey drawn from its name.
+func runColor(manager string) color.RGBA {
 	switch manager {
 	case "kvready":
 		return color.RGBA{G: 140, A: 255}
 	case "naive":
 		return color.RGBA{R: 200, G: 30, B: 30, A: 255}
 	}
-	return stateColor(i)
+	return stateColor("manager " + manager)
 }
 
 // saveSafety writes the first plot of the report: for every run, the slot
 // grants recycled before their fence (top) and the corrupt rows (bottom),
-// cumulative, over the run's time; one figure, one line per run per panel.
+// cumulative, over the run's time; one figure, one line per run per panel,
+// each panel's legend beside it.
 func saveSafety(runs []*Summary, path string) error {
 	panels := []struct {
 		title string
@@ -320,15 +415,16 @@ func saveSafety(runs []*Summary, path string) error {
 		{"Slot grants recycled before their fence (cumulative)", func(s Sample) int { return s.Recycled }, func(s *Summary) int { return s.RecycledBeforeFence }},
 		{"Corrupt rows found, device or store (cumulative)", func(s Sample) int { return s.Corrupt }, func(s *Summary) int { return s.CorruptRows }},
 	}
-	plots := make([][]*plot.Plot, len(panels))
+	plots := make([]*plot.Plot, len(panels))
+	legends := make([]*plot.Legend, len(panels))
 	for k, pn := range panels {
-		p := plot.New()
+		p := newPlot()
 		p.Title.Text = pn.title
 		p.X.Label.Text = runs[0].clock() + " ms"
 		p.Y.Label.Text = "count"
-		p.Legend.Top, p.Legend.Left = true, true
+		legend := newLegend()
 		top := 0
-		for i, s := range runs {
+		for _, s := range runs {
 			pts := make(plotter.XYs, 0, len(s.Timeline)+1)
 			for _, smp := range s.Timeline {
 				pts = append(pts, plotter.XY{X: ms(smp.At), Y: float64(pn.at(smp))})
@@ -340,48 +436,82 @@ func saveSafety(runs []*Summary, path string) error {
 			if err != nil {
 				return err
 			}
-			line.Color = runColor(s.Manager, i)
+			line.Color = runColor(s.Manager)
 			line.Width = vg.Points(2)
 			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("%s manager: %d", s.Manager, end), line)
+			legend.Add(fmt.Sprintf("%s manager: %d", s.Manager, end), line)
 		}
-		p.Y.Min, p.Y.Max = 0, float64(top)*1.3+1
-		plots[k] = []*plot.Plot{p}
+		p.Y.Min, p.Y.Max = 0, float64(top)*1.1+1
+		plots[k], legends[k] = p, legend
 	}
-	c := vgsvg.New(reportPlotSize, 6*vg.Inch)
-	canvases := plot.Align(plots, draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Millimeter * 6, PadX: vg.Millimeter * 2,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}, draw.New(c))
-	for k := range plots {
-		plots[k][0].Draw(canvases[k][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return savePlots(path, safetyPlotHeight, plots, legends)
 }
 
-var pageTemplate = template.Must(template.New("report").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>kvready simulate — {{.P.S.Manager}}</title>
-<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f4f4f4;padding:1em}
+// savePlots writes plots stacked in one SVG as wide as the page, each with
+// its legend (nil for none) in a column of its own on the right: a legend
+// never covers a line. Every legend column is as wide as the widest legend
+// measures, with legendSlack to spare; the plots share the rest and align.
+func savePlots(path string, height vg.Length, plots []*plot.Plot, legends []*plot.Legend) error {
+	c := vgsvg.NewWith(vgsvg.UseWH(reportPlotWidth, height))
+	dc := draw.New(c)
+	legendWidth := vg.Length(0)
+	for _, l := range legends {
+		if l != nil {
+			r := l.Rectangle(dc)
+			legendWidth = max(legendWidth, vg.Length(legendSlack)*(r.Max.X-r.Min.X))
+		}
+	}
+	if legendWidth > 0 {
+		legendWidth += 4 * vg.Millimeter
+	}
+	pad := 3 * vg.Millimeter
+	rows := len(plots)
+	grid := make([][]*plot.Plot, rows)
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	plotArea := draw.Crop(dc, pad, -legendWidth-pad, pad, -pad)
+	canvases := plot.Align(grid, draw.Tiles{Rows: rows, Cols: 1, PadY: 6 * vg.Millimeter}, plotArea)
+	for i, p := range plots {
+		p.Draw(canvases[i][0])
+		if l := legends[i]; l != nil {
+			// The legend's column spans the plot's height, to the right of
+			// the whole figure, below the plot's title.
+			col := canvases[i][0]
+			col.Min.X, col.Max.X = dc.Max.X-legendWidth, dc.Max.X-pad
+			col.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Max.Y + 2*p.Title.Padding
+			l.Draw(col)
+		}
+	}
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return err
+	}
+	// Name the fallbacks a browser without Liberation Sans should use.
+	out := bytes.ReplaceAll(b.Bytes(), []byte("font-family:"+fontFamily+";"), []byte("font-family:"+fontFamily+fontFallbacks+";"))
+	return os.WriteFile(path, out, 0o644)
+}
+
+var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"ms": formatDuration}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>kvready simulate — {{.P.S.Manager}}</title>
+<style>body{font-family:"Liberation Sans",Arial,Helvetica,sans-serif;max-width:60em;margin:2em auto;padding:0 1em}
+img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}
 .ok{color:#070}.bad{color:#b00}nav a{margin-right:1em}</style></head><body>
 {{if .Compared}}<nav>{{range .Pages}}{{if eq .File $.P.File}}<strong>{{.S.Manager}} manager</strong> {{else}}<a href="{{.File}}">{{.S.Manager}} manager</a>{{end}}{{end}}</nav>{{end}}
 <h1>kvready simulate — {{.P.S.Manager}} manager</h1>
 {{if .P.Safe}}<p class="ok">The independent checker found no slot recycled before its fence, no corrupt row and no miss reported as a failure.</p>
-{{else}}<p class="bad">The independent checker found {{.P.S.RecycledBeforeFence}} slot grants recycled before their fence ({{.P.S.LateWrites}} late writes landed in re-lent slots), {{.P.S.CorruptRows}} corrupt rows and {{.P.S.MissesReportedAsFailures}} misses reported as failures.</p>{{end}}
+{{else}}<p class="bad">The independent checker found {{.P.S.RecycledBeforeFence}} slot grants recycled before their fence{{if .P.S.LateWritesWatched}} ({{.P.S.LateWrites}} late writes landed in re-lent slots){{end}}, {{.P.S.CorruptRows}} corrupt rows and {{.P.S.MissesReportedAsFailures}} misses reported as failures.</p>{{end}}
 <h2>Safety over time{{if .Compared}}: {{range $i, $p := .Pages}}{{if $i}} and {{end}}{{$p.S.Manager}}{{end}}, one workload{{end}}</h2>
 <img src="{{.Safety}}" alt="slot grants recycled before their fence and corrupt rows over time">
 {{range .Workload}}<p>{{.}}</p>
 {{end}}<h2>Summary</h2>
 <pre>{{.P.Table}}</pre>
-<h2>Leases by state over time</h2>{{if .P.States}}<img src="{{.P.States}}" alt="leases by state over time">{{else}}<p>{{.P.StatesNote}}</p>{{end}}
+<h2>Leases by state over time</h2>{{if .P.States}}<img src="{{.P.States}}" alt="leases by state over time">
+<p>Every state has one colour on every page of this report.</p>{{else}}<p>{{.P.StatesNote}}</p>{{end}}
 <h2>Fence latency</h2>{{if .P.Fence}}<img src="{{.P.Fence}}" alt="fence latency histogram">{{else}}<p>{{.P.FenceNote}}</p>{{end}}
 <h2>Readiness latency</h2>{{if .P.Ready}}<img src="{{.P.Ready}}" alt="readiness latency histogram, deadline marked">
-<p>The spike at the dashed line is the deadline ({{.P.S.Deadline}}): a fetch whose delivery is slower times out there.</p>{{else}}<p>{{.P.ReadyNote}}</p>{{end}}
+<p>The dashed line is the deadline ({{ms .P.S.Deadline}}). A fetch whose delivery is slower times out; its readiness (nothing usable) is answered once the backend's access to its slots is proven over, so the tail right of the line is mostly timed-out fetches.</p>{{else}}<p>{{.P.ReadyNote}}</p>{{end}}
 <p>See docs/simulate.md for how to read this page and how the checker works.</p>
 </body></html>
 `))

@@ -1,6 +1,9 @@
 package simulate
 
 import (
+	"fmt"
+	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvready/kvready/fsm"
+	"gonum.org/v1/plot"
 )
 
 var imgSrc = regexp.MustCompile(`<img src="([^"]+)"`)
@@ -136,42 +139,173 @@ func TestSameWorkloadText(t *testing.T) {
 	assert.Contains(t, text, "frees slots on the outcome")
 }
 
-// Every state of the engine (and of the naive manager) has its own colour.
-func TestStateColoursDistinct(t *testing.T) {
-	seen := map[[4]uint8]int{}
-	for i := range int(fsm.NumStates) {
-		c := stateColor(i)
-		k := [4]uint8{c.R, c.G, c.B, c.A}
-		j, dup := seen[k]
-		assert.False(t, dup, "states %d and %d share a colour", j, i)
-		seen[k] = i
-	}
-	// And the states plot uses them: a timeline where every state holds a
-	// lease draws one stroke colour per state.
-	var states []StateCount
-	for i := range int(fsm.NumStates) {
-		states = append(states, StateCount{State: fsm.State(i).String(), Leases: i + 1})
-	}
-	s := &Summary{Manager: "kvready", Timeline: []Sample{{At: 0, States: states}, {At: time.Millisecond, States: states}}}
-	dir := t.TempDir()
-	require.NoError(t, statesPlot(s).Save(reportPlotSize, reportPlotSize, filepath.Join(dir, "s.svg")))
-	svg, err := os.ReadFile(filepath.Join(dir, "s.svg"))
-	require.NoError(t, err)
-	strokes := map[string]bool{}
-	for _, m := range regexp.MustCompile(`stroke:(#[0-9A-F]{6})`).FindAllStringSubmatch(string(svg), -1) {
-		strokes[m[1]] = true
-	}
-	assert.Contains(t, strokes, "#000000", "the axes")
-	assert.Len(t, strokes, int(fsm.NumStates)+1, "one stroke colour per state, and black for the axes: %v", strokes)
-}
-
 // The readiness plot marks and labels the deadline, where timed-out fetches
 // pile up.
 func TestReadinessPlotLabelsTheDeadline(t *testing.T) {
 	ds := []time.Duration{time.Millisecond, 2 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}
 	dir := t.TempDir()
-	require.NoError(t, histPlot("r", "µs", ds, 10*time.Millisecond).Save(reportPlotSize, reportPlotSize, filepath.Join(dir, "r.svg")))
+	require.NoError(t, savePlots(filepath.Join(dir, "r.svg"), reportPlotHeight, []*plot.Plot{histPlot("r", "µs", ds, 10*time.Millisecond)}, []*plot.Legend{nil}))
 	svg, err := os.ReadFile(filepath.Join(dir, "r.svg"))
 	require.NoError(t, err)
-	assert.Contains(t, string(svg), "deadline 10ms: fetches that timed out")
+	assert.Contains(t, string(svg), "deadline 10.00ms: slower fetches time out")
+}
+
+// svgPath is a stroked path of an SVG the report wrote: its points, in the
+// canvas's units, and its stroke colour.
+type svgPath struct {
+	xs, ys []float64
+	stroke string
+}
+
+// svgText is a text element: where it starts, in the canvas's units (the
+// plots flip their y axis), and what it says.
+type svgText struct {
+	x, y float64
+	s    string
+}
+
+var (
+	svgPathRE  = regexp.MustCompile(`<path d="([^"]*)" style="([^"]*)"`)
+	svgPointRE = regexp.MustCompile(`[ML]([-0-9.e]+),([-0-9.e]+)`)
+	svgStroke  = regexp.MustCompile(`stroke:(#[0-9A-Fa-f]{6})`)
+	svgTextRE  = regexp.MustCompile(`<text x="([-0-9.e]+)" y="([-0-9.e]+)"[^>]*>([^<]*)</text>`)
+	svgWidth   = regexp.MustCompile(`<svg width="([0-9.]+)pt" height="([0-9.]+)pt" viewBox="0 0 ([0-9.]+) ([0-9.]+)"`)
+)
+
+func parseSVG(t *testing.T, path string) (paths []svgPath, texts []svgText, widthPt float64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	num := func(s string) float64 {
+		f, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err, s)
+		return f
+	}
+	for _, m := range svgPathRE.FindAllStringSubmatch(string(data), -1) {
+		st := svgStroke.FindStringSubmatch(m[2])
+		if st == nil {
+			continue // a fill: bars and the background
+		}
+		p := svgPath{stroke: strings.ToUpper(st[1])}
+		for _, pt := range svgPointRE.FindAllStringSubmatch(m[1], -1) {
+			p.xs, p.ys = append(p.xs, num(pt[1])), append(p.ys, num(pt[2]))
+		}
+		paths = append(paths, p)
+	}
+	for _, m := range svgTextRE.FindAllStringSubmatch(string(data), -1) {
+		texts = append(texts, svgText{x: num(m[1]), y: -num(m[2]), s: m[3]})
+	}
+	w := svgWidth.FindStringSubmatch(string(data))
+	require.NotNil(t, w, "%s: an <svg> with a width and a viewBox", path)
+	assert.Equal(t, w[1], w[3], "%s: the viewBox spans the width, so the page can scale it", path)
+	return paths, texts, num(w[1])
+}
+
+func hex(c color.RGBA) string { return fmt.Sprintf("#%02X%02X%02X", c.R, c.G, c.B) }
+
+// legendSwatch returns the colour of the legend thumbnail drawn beside the
+// legend entry text: the two-point path that ends just left of it, on its
+// line.
+func legendSwatch(t *testing.T, paths []svgPath, texts []svgText, text string) string {
+	t.Helper()
+	for _, tx := range texts {
+		if tx.s != text {
+			continue
+		}
+		best, dist := "", math.Inf(1)
+		for _, p := range paths {
+			if len(p.xs) != 2 || p.ys[0] != p.ys[1] || p.xs[1] > tx.x {
+				continue
+			}
+			if d := math.Abs(p.ys[0]-tx.y) + (tx.x - p.xs[1]); d < dist {
+				best, dist = p.stroke, d
+			}
+		}
+		require.NotEmpty(t, best, "no thumbnail beside the legend entry %q", text)
+		return best
+	}
+	t.Fatalf("no legend entry %q", text)
+	return ""
+}
+
+// The report, read without a browser: a state has one colour on every page
+// (its legend thumbnail and its line), every plot is as wide as the page's
+// text column and scales to it, and every legend sits to the right of every
+// line it could cover.
+func TestReportColoursWidthAndLegends(t *testing.T) {
+	c := small()
+	c.Requests = 300
+	engine := run(t, c)
+	c.Naive = true
+	naive := run(t, c)
+	dir := t.TempDir()
+	require.NoError(t, WriteComparison(dir, engine, naive))
+
+	// One colour per state, on both pages: "waiting" and "requested" are
+	// states of both managers.
+	swatches := map[string]map[string]string{} // state -> page -> colour
+	for _, file := range []string{PlotStates, "naive-" + PlotStates} {
+		paths, texts, _ := parseSVG(t, filepath.Join(dir, file))
+		for _, state := range []string{"waiting", "requested"} {
+			if swatches[state] == nil {
+				swatches[state] = map[string]string{}
+			}
+			swatches[state][file] = legendSwatch(t, paths, texts, state)
+		}
+	}
+	for state, byPage := range swatches {
+		assert.Len(t, byPage, 2)
+		for page, colour := range byPage {
+			assert.Equal(t, hex(stateColor(state)), colour, "%s on %s", state, page)
+		}
+	}
+	// Every state, of either manager, has a colour of its own, and none is
+	// a manager's colour in the safety plot.
+	seen := map[string]string{}
+	for state := range stateColors {
+		h := hex(stateColor(state))
+		other, dup := seen[h]
+		assert.False(t, dup, "%s and %s share %s", state, other, h)
+		seen[h] = state
+		for _, m := range []string{"kvready", "naive"} {
+			assert.NotEqual(t, hex(runColor(m)), h, "state %s has the %s manager's colour", state, m)
+		}
+	}
+
+	// Width: the page's column is 60em and every image fills it; every plot
+	// is drawn at that width (960 CSS pixels, 720 points).
+	for _, page := range []string{ReportIndex, "naive.html"} {
+		html, err := os.ReadFile(filepath.Join(dir, page))
+		require.NoError(t, err)
+		assert.Contains(t, string(html), "max-width:60em")
+		assert.Regexp(t, `img\{[^}]*width:100%`, string(html), "%s: plots fill the column", page)
+		assert.NotRegexp(t, `<img[^>]* (width|height)=`, string(html), "%s: no fixed size on an image", page)
+		for _, file := range images(t, dir, page) {
+			paths, texts, widthPt := parseSVG(t, filepath.Join(dir, file))
+			assert.InDelta(t, pageWidthPx*72/96, widthPt, 0.5, "%s is drawn at the page's width", file)
+
+			// Legends: every legend entry starts right of every data line
+			// (a path of more than two points) of the plot.
+			lineMaxX := 0.0
+			for _, p := range paths {
+				if len(p.xs) > 2 {
+					for _, x := range p.xs {
+						lineMaxX = max(lineMaxX, x)
+					}
+				}
+			}
+			for _, tx := range texts {
+				if isLegendEntry(tx.s) {
+					assert.Greater(t, tx.x, lineMaxX, "%s: legend entry %q at x=%.1f, over a line reaching x=%.1f", file, tx.s, tx.x, lineMaxX)
+				}
+			}
+		}
+	}
+}
+
+// isLegendEntry tells the legend entries of the report's plots from titles,
+// axis labels and tick labels: state names and "… manager: N".
+func isLegendEntry(s string) bool {
+	_, state := stateColors[s]
+	return state || strings.Contains(s, " manager: ")
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -571,7 +572,7 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 func (d *driver) summary(wall time.Duration) *Summary {
 	s := &d.sum
 	s.Manager, s.Requests, s.RefusedRequests, s.Wall, s.Virtual = "kvready", d.cfg.Requests, d.refused, wall, d.clk.since()
-	s.Store, s.RealTime = d.t.store, d.clk.real()
+	s.Store, s.RealTime, s.Device = d.t.store, d.clk.real(), cmp.Or(d.cfg.Device, SimDevice)
 	if d.cfg.Naive {
 		s.Manager = "naive"
 	}

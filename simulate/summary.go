@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,8 @@ type Summary struct {
 	// RealTime is true for a run on the system clock (over Redis): latencies
 	// and Virtual are then real time.
 	RealTime bool
+	// Device names the GPU the run used: "sim" or "cuda".
+	Device   string
 	Requests int
 	// RefusedRequests could not start (the device was lost).
 	RefusedRequests int
@@ -100,10 +103,39 @@ func (s *Summary) Safe() bool {
 // Complete reports whether every request ended.
 func (s *Summary) Complete() bool { return s.UnfinishedRequests == 0 }
 
+// LateWritesWatched reports whether the checker watched for late writes into
+// re-lent slots: over the in-process store only, whose deliveries land at
+// known instants. Over a real store LateWrites is not a count of anything.
+func (s *Summary) LateWritesWatched() bool { return !s.RealTime }
+
+// RecycledByLateWriteOnly counts the slot grants recycled before their fence
+// that only a late write revealed: the grant itself found the previous
+// tenant fenced. RegrantsUnproven plus this is RecycledBeforeFence.
+func (s *Summary) RecycledByLateWriteOnly() int { return s.RecycledBeforeFence - s.RegrantsUnproven }
+
+// OtherFailures counts the failed outcomes that are none of the kinds Failed
+// breaks down (timeouts, cancellations, rejections, violations): the
+// backend's own failures. Timeouts, Cancelled, Rejected, Violations and
+// OtherFailures add up to Failed.
+func (s *Summary) OtherFailures() int {
+	return s.Failed - s.Timeouts - s.Cancelled - s.Rejected - s.Violations
+}
+
+// formatDuration prints a duration the one way the summary, the report and
+// the command line print them: milliseconds with two decimals (1.93ms).
+func formatDuration(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
+}
+
+// FormatDuration prints d as every kvready output does: milliseconds with
+// two decimals, such as 1.93ms or 210.00ms.
+func FormatDuration(d time.Duration) string { return formatDuration(d) }
+
 type summaryJSON struct {
 	Manager                  string  `json:"manager"`
 	Store                    string  `json:"store"`
-	Clock                    string  `json:"clock"` // "virtual" or "real"
+	Clock                    string  `json:"clock"`  // "virtual" or "real"
+	Device                   string  `json:"device"` // "sim" or "cuda"
 	Requests                 int     `json:"requests"`
 	Leases                   int     `json:"leases"`
 	Served                   int     `json:"served"`
@@ -120,10 +152,14 @@ type summaryJSON struct {
 	UnfinishedReason         string  `json:"unfinished_reason,omitempty"`
 	Containments             int     `json:"containments"`
 	Violations               int     `json:"violations"`
+	OtherFailures            int     `json:"other_failures"`
 	Refused                  int     `json:"refused"`
 	SlotsQuarantined         int     `json:"slots_quarantined"`
+	SlotGrantsWatched        int     `json:"slot_grants_watched"`
 	RecycledBeforeFence      int     `json:"recycled_before_fence"`
-	LateWrites               int     `json:"late_writes"`
+	RegrantsUnproven         int     `json:"regrants_unproven"`
+	RecycledByLateWriteOnly  *int    `json:"recycled_by_late_write_only"` // null: late writes not watched
+	LateWrites               *int    `json:"late_writes"`                 // null: not watched
 	CorruptRows              int     `json:"corrupt_rows"`
 	MissesReportedAsFailures int     `json:"misses_reported_as_failures"`
 	ReadinessOverclaims      int     `json:"readiness_overclaims"`
@@ -139,17 +175,26 @@ type summaryJSON struct {
 // (leases, served, partial, missed, failed, quarantined, released,
 // recycled_before_fence, misses_reported_as_failures, hit_token_ratio,
 // readiness_p50_us, readiness_p99_us, throughput_leases_per_s) and a few more.
+// A counter the checker did not watch (late writes, over a real store) is
+// null, never 0.
 func (s *Summary) MarshalJSON() ([]byte, error) {
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	var late, lateOnly *int
+	if s.LateWritesWatched() {
+		n, m := s.LateWrites, s.RecycledByLateWriteOnly()
+		late, lateOnly = &n, &m
+	}
 	return json.Marshal(summaryJSON{
-		Manager: s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Requests: s.Requests, Leases: s.Leases,
+		Manager: s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
+		Requests: s.Requests, Leases: s.Leases,
 		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
 		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
 		Quarantined: s.Quarantined, Released: s.Released, Unfinished: s.Unfinished,
 		UnfinishedRequests: s.UnfinishedRequests, UnfinishedReason: s.UnfinishedReason,
-		Containments: s.Containments, Violations: s.Violations,
+		Containments: s.Containments, Violations: s.Violations, OtherFailures: s.OtherFailures(),
 		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
-		RecycledBeforeFence: s.RecycledBeforeFence, LateWrites: s.LateWrites, CorruptRows: s.CorruptRows,
+		SlotGrantsWatched: s.SlotGrants, RecycledBeforeFence: s.RecycledBeforeFence, RegrantsUnproven: s.RegrantsUnproven,
+		RecycledByLateWriteOnly: lateOnly, LateWrites: late, CorruptRows: s.CorruptRows,
 		MissesReportedAsFailures: s.MissesReportedAsFailures, RowsVerified: s.RowsVerified,
 		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
@@ -158,14 +203,20 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 	})
 }
 
-// WriteTable prints the summary as a human-readable table.
+// WriteTable prints the summary as a human-readable table. Every count that
+// is broken down is broken into parts that add up to it; a counter the
+// checker did not watch says so.
 func (s *Summary) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", k, v) }
+	device := ""
+	if s.Device != "" {
+		device = ", device " + s.Device
+	}
 	if s.RealTime {
-		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests, %v real time\n", s.Manager, s.Requests, s.Wall.Round(time.Millisecond))
+		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests%s, %s real time\n", s.Manager, s.Requests, device, formatDuration(s.Wall))
 	} else {
-		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests, %v virtual, %v wall\n", s.Manager, s.Requests, s.Virtual.Round(time.Millisecond), s.Wall.Round(time.Millisecond))
+		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests%s, %s virtual, %s wall\n", s.Manager, s.Requests, device, formatDuration(s.Virtual), formatDuration(s.Wall))
 	}
 	if s.Store != "" {
 		fmt.Fprintf(tw, "store: %s\n", s.Store)
@@ -183,22 +234,25 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("served", s.Served)
 	row("partial", s.Partial)
 	row("missed", s.Missed)
-	row("failed", fmt.Sprintf("%d (timeouts %d, cancelled %d, rejected %d, violations %d)", s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations))
+	row("failed", fmt.Sprintf("%d = timeouts %d + cancelled %d + rejected %d + violations %d + other failures %d",
+		s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations, s.OtherFailures()))
 	fmt.Fprintln(tw, "service")
 	row("slots quarantined", fmt.Sprintf("%d (containments %d)", s.SlotsQuarantined, s.Containments))
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
-	row("readiness p50 / p99", fmt.Sprintf("%v / %v (%s)", s.ReadinessP50, s.ReadinessP99, s.clock()))
+	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
 	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
 	fmt.Fprintln(tw, "independent checker")
 	row("slot grants watched", s.SlotGrants)
-	row("recycled before fence", fmt.Sprintf("%d%s", s.RecycledBeforeFence, verdict(s.RecycledBeforeFence)))
-	row("  re-lent with access unproven", s.RegrantsUnproven)
-	if s.RealTime {
+	row("recycled before fence", fmt.Sprintf("%d slot grants%s", s.RecycledBeforeFence, verdict(s.RecycledBeforeFence)))
+	row("  found at the grant: access unproven", s.RegrantsUnproven)
+	if s.LateWritesWatched() {
+		row("  found by a late write alone", s.RecycledByLateWriteOnly())
+		row("late writes into re-lent slots", fmt.Sprintf("%d writes (into grants counted above, found either way)", s.LateWrites))
+	} else {
 		// A real store's goroutines write staging directly: the checker
 		// cannot see when. Re-grants, device rows and the store it still sees.
-		row("  late writes into re-lent slots", "not watched over a real store")
-	} else {
-		row("  late writes into re-lent slots", s.LateWrites)
+		row("  found by a late write alone", "not watched over a real store")
+		row("late writes into re-lent slots", "not watched over a real store")
 	}
 	row("corrupt rows (device or store)", fmt.Sprintf("%d of %d verified", s.CorruptRows, s.RowsVerified))
 	if s.StoreChecksFailed > 0 {

@@ -208,7 +208,7 @@ func TestProgressBarIsThrottled(t *testing.T) {
 	var out bytes.Buffer
 	const total = 20000
 	start := time.Now()
-	p := progressBar(&out, total)
+	p := progressBar(&out, total, "kvready")
 	for done := 1; done <= total; done++ {
 		p(done, total)
 	}

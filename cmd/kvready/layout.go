@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 
 	"github.com/kvready/kvready/staging"
@@ -33,13 +32,8 @@ func runLayoutID(e *env, args []string) int {
 		return exitUsage
 	}
 	l, err := staging.ParseLayout(data)
-	if errors.Is(err, staging.ErrNotJSON) {
-		e.errorf("%s: %v", fs.Arg(0), err) // not a layout description at all: unreadable input
-		return exitUsage
-	}
 	if err != nil {
-		e.errorf("%s: invalid layout: %v", fs.Arg(0), err)
-		return exitFail
+		return e.layoutRefused(fs.Arg(0), data, err)
 	}
 	id, err := l.ID()
 	if err != nil {

@@ -1,10 +1,23 @@
 // Command kvready validates runtime profiles, derives and explains KV names and
 // layout ids, draws the slot lifecycle, and runs the simulated KV cache manager.
 //
-// Exit status, the same for every command: 0 done; 1 the input was read and is
-// invalid (an unsupported profile, an invalid layout), or the run was unsafe;
-// 2 a usage error, or input that cannot be read at all (a missing file, text
-// that is not JSON). -h prints the usage once, to stdout, and exits 0.
+// Exit status, one meaning per code in every command (exitStatuses, printed
+// by kvready -h):
+//
+//	0    done
+//	1    refused: the input was read and breaks a rule (a profile with
+//	     violations, an invalid layout, layers, shards, groups or arrived rows
+//	     the layout or identity does not allow), or the run failed, was unsafe
+//	     or did not finish
+//	2    usage: the command line is wrong (an unknown command or flag, a value
+//	     that does not parse, is out of range, missing or empty, flags that do
+//	     not go together, the wrong arguments), or an input cannot be used at
+//	     all (a missing or unreadable file, bytes that are not one JSON object,
+//	     a report directory it cannot write, an address it cannot listen on)
+//	130  interrupted (Ctrl-C, SIGTERM): simulate prints the summary so far and
+//	     writes its report first
+//
+// -h prints the usage once, to stdout, and exits 0.
 package main
 
 import (
@@ -19,6 +32,8 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+	// exitInterrupted: Ctrl-C or SIGTERM stopped a run (128 + SIGINT).
+	exitInterrupted = 130
 )
 
 // env is what a command may touch, so that tests can run commands in process.
@@ -78,4 +93,23 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'kvready <command> -h' for a command's usage.")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitStatuses)
 }
+
+// exitStatuses is what every command's exit status means; kvready -h prints
+// it and README.md repeats it.
+const exitStatuses = `exit status, the same in every command:
+  0    done
+  1    refused: the input was read and breaks a rule (a profile with violations,
+       an invalid layout, layers, shards, groups or arrived rows the layout or
+       identity does not allow), or the run failed, was unsafe or did not
+       finish
+  2    usage: the command line is wrong (an unknown command or flag, a value
+       that does not parse, is out of range, missing or empty, flags that do
+       not go together, the wrong arguments), or an input cannot be used at all
+       (a missing or unreadable file, bytes that are not one JSON object, a
+       report directory it cannot write, an address it cannot listen on)
+  130  interrupted (Ctrl-C, SIGTERM): simulate prints the summary so far and
+       writes its report first
+`

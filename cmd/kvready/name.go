@@ -225,7 +225,7 @@ func identityFlags(layoutHex string, scope []byte, layersArg string, layersGiven
 		return nil, aerr
 	}
 	if len(layoutID) == 0 {
-		return nil, refused("--layout-hex", staging.ErrEmptyLayoutID)
+		return nil, malformed("--layout-hex", "missing or empty: %v", staging.ErrEmptyLayoutID) // an empty value is a missing one: exit 2
 	}
 	if !layersGiven {
 		return nil, missingLayers

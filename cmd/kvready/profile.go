@@ -63,7 +63,7 @@ func runProfileValidate(e *env, args []string) int {
 	case err == nil:
 		fmt.Fprintln(e.stdout, "profile ok")
 		return exitOK
-	case errors.As(err, &pe):
+	case errors.As(err, &pe) && oneJSONObject(data): // read, and refused
 		for _, v := range pe.Violations {
 			fmt.Fprintln(e.stdout, cutLong(v.Error()))
 		}

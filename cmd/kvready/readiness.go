@@ -50,8 +50,8 @@ func runReadiness(e *env, args []string) int {
 		return e.argFail(malformed("readiness", "takes no arguments, got %q", fs.Args()))
 	case !given(fs, "layout"):
 		return e.argFail(malformed("--layout", "missing; want the layout JSON file"))
-	case !given(fs, "arrived"):
-		return e.argFail(malformed("--arrived", "missing; want the arrived block ordinals per layer group, e.g. 0-9/0,8-9"))
+	case !given(fs, "arrived") || *arrivedArg == "":
+		return e.argFail(malformed("--arrived", "missing or empty; want the arrived block ordinals per layer group, e.g. 0-9/0,8-9 (0-3/ when the second group has none)"))
 	case *known < 0 || *known > maxCLIBlock:
 		return e.argFail(malformed("--known", "%d; want 0..%d", *known, maxCLIBlock))
 	case given(fs, "end") && (*endArg < 0 || *endArg > maxCLIBlock):

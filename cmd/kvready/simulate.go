@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -100,34 +101,48 @@ func runSimulate(e *env, args []string) int {
 	if metricsURL != "" {
 		fmt.Fprintf(e.stderr, "simulate: serving metrics on %s\n", metricsURL)
 	}
-
-	progressOut := e.stderr
 	if cfg.Redis() {
-		// The client logs from its own goroutines, the progress lines come
-		// from the run's: one lock keeps their lines whole.
-		shared := &lockedWriter{w: e.stderr}
-		l := &clientLog{w: shared}
-		goredis.SetLogger(l)
-		defer l.stop() // the client's goroutines may outlive the run
-		progressOut = shared
+		// The client would log every failed dial from its own goroutines;
+		// what failed is the one-line error, and the summary's counts.
+		goredis.SetLogger(quietClient{})
 	}
-	sum, status := simulateOnce(e, cfg, progressOut, *asJSON)
+
+	// Ctrl-C (or SIGTERM) stops the run early: the summary so far is printed,
+	// the report written, and the status is exitInterrupted. A second one
+	// ends the process at once.
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() {
+		<-ctx.Done()
+		stopSignals() // the default handling again: a second Ctrl-C ends the process
+	}()
+
+	status := exitOK
+	sum, err := simulateOnce(ctx, e, cfg, e.stderr, *asJSON)
 	if sum == nil {
-		return status
+		return exitFail
+	}
+	if err != nil {
+		status = exitFail
 	}
 	var naive *simulate.Summary
-	if *compare {
+	if *compare && ctx.Err() == nil {
 		if !*asJSON {
 			fmt.Fprintln(e.stdout, "\n--- the same workload with a naive release policy (free on outcome, error or timeout):")
 		}
 		naiveCfg := cfg
 		naiveCfg.Naive = true
 		naiveCfg.Metrics = nil // the naive manager has no engine to observe
-		if naive, _ = simulateOnce(e, naiveCfg, progressOut, *asJSON); naive == nil {
+		if naive, _ = simulateOnce(ctx, e, naiveCfg, e.stderr, *asJSON); naive == nil {
 			return exitFail
 		}
 		if !*asJSON && !naive.Safe() {
 			fmt.Fprintln(e.stdout, "naive manager: the checker caught it recycling slots before their fence, as expected")
+		}
+	}
+	if *asJSON {
+		if s := printSummaryJSON(e, sum, naive); s != exitOK {
+			return s
 		}
 	}
 	if *report != "" {
@@ -158,7 +173,28 @@ func runSimulate(e *env, args []string) int {
 		// Run's error says the same; the status and the summary always agree.
 		status = exitFail
 	}
+	if ctx.Err() != nil {
+		e.errorf("interrupted: the summary and the report cover the run so far")
+		status = exitInterrupted
+	}
 	return status
+}
+
+// printSummaryJSON prints the run's summary as one JSON object; with the
+// naive manager's run beside it, one object holding both, under their
+// managers' names: {"kvready": {...}, "naive": {...}}.
+func printSummaryJSON(e *env, sum, naive *simulate.Summary) int {
+	var v any = sum
+	if naive != nil {
+		v = map[string]*simulate.Summary{sum.Manager: sum, naive.Manager: naive}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		e.errorf("encoding the summary: %v", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "%s\n", out)
+	return exitOK
 }
 
 // reportConfig prints each field error of a refused configuration against the
@@ -207,31 +243,29 @@ func checkWritable(dir string) error {
 	return cerr
 }
 
-// simulateOnce runs cfg and prints its summary (a table, or one JSON line).
-// It returns a nil summary when there is none to show, with the status.
-func simulateOnce(e *env, cfg simulate.Config, progressOut io.Writer, asJSON bool) (*simulate.Summary, int) {
-	sum, err := simulate.Run(context.Background(), cfg, progressReporter(progressOut, cfg.Requests))
-	if sum == nil {
-		e.errorf("%v", err)
-		return nil, exitFail
+// simulateOnce runs cfg, its progress on progressOut named after its
+// manager, and prints its summary as a table unless asJSON (the caller prints
+// the JSON once every run is done). It returns the summary — nil when there
+// is none to show, having said why — and the run's error, already printed.
+func simulateOnce(ctx context.Context, e *env, cfg simulate.Config, progressOut io.Writer, asJSON bool) (*simulate.Summary, error) {
+	name := "kvready"
+	if cfg.Naive {
+		name = "naive"
 	}
-	status := exitOK
+	sum, err := simulate.Run(ctx, cfg, progressReporter(progressOut, cfg.Requests, name))
 	if err != nil {
 		e.errorf("%v", err)
-		status = exitFail
 	}
-	if asJSON {
-		out, jerr := json.Marshal(sum)
-		if jerr != nil {
-			e.errorf("encoding the summary: %v", jerr)
-			return nil, exitFail
+	if sum == nil {
+		return nil, err
+	}
+	if !asJSON {
+		if werr := sum.WriteTable(e.stdout); werr != nil {
+			e.errorf("writing the summary: %v", werr)
+			return nil, werr
 		}
-		fmt.Fprintf(e.stdout, "%s\n", out)
-	} else if werr := sum.WriteTable(e.stdout); werr != nil {
-		e.errorf("writing the summary: %v", werr)
-		return nil, exitFail
 	}
-	return sum, status
+	return sum, err
 }
 
 // memOnly are the flags that describe the in-process store: its injected
@@ -252,49 +286,13 @@ func storeFlags(e *env, fs *flag.FlagSet) bool {
 	return ok
 }
 
-// lockedWriter serialises writes from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
+// quietClient is the Redis client's logger during a run: it drops every
+// message. A store that cannot be reached is one error line from the run,
+// and a store lost mid-run shows in the summary's counts.
+type quietClient struct{}
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// clientLog prints the Redis client's first few messages (a store gone away
-// makes it log every failed dial) and drops the rest: the summary counts what
-// failed.
-type clientLog struct {
-	w       io.Writer
-	mu      sync.Mutex
-	seen    int
-	stopped bool
-}
-
-// stop makes the log write nothing more.
-func (l *clientLog) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
-}
-
-const clientLogLines = 3
-
-func (l *clientLog) Printf(_ context.Context, format string, v ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seen++
-	switch {
-	case l.stopped:
-	case l.seen <= clientLogLines:
-		fmt.Fprintf(l.w, "kvready: redis client: "+strings.TrimSuffix(format, "\n")+"\n", v...)
-	case l.seen == clientLogLines+1:
-		fmt.Fprintln(l.w, "kvready: redis client: further messages suppressed")
-	}
-}
+// Printf drops the message.
+func (quietClient) Printf(context.Context, string, ...any) {}
 
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -304,16 +302,13 @@ func unjoin(err error) []error {
 }
 
 // progressReporter draws a progress bar on a terminal, and prints a plain line
-// every tenth of the run otherwise (logs, CI, pipes).
-func progressReporter(w io.Writer, total int) simulate.Progress {
-	probe := w
-	if l, ok := w.(*lockedWriter); ok {
-		probe = l.w
+// every tenth of the run otherwise (logs, CI, pipes); both name the run
+// ("simulate kvready", "simulate naive").
+func progressReporter(w io.Writer, total int, run string) simulate.Progress {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return progressBar(w, total, run)
 	}
-	if f, ok := probe.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return progressBar(w, total)
-	}
-	return progressLines(w, total)
+	return progressLines(w, total, run)
 }
 
 // barRedraw is the shortest time between two redraws of the progress bar:
@@ -322,10 +317,10 @@ const barRedraw = 100 * time.Millisecond
 
 // progressBar draws a bar on a terminal, redrawn at most every barRedraw
 // and once more at the end.
-func progressBar(w io.Writer, total int) simulate.Progress {
+func progressBar(w io.Writer, total int, run string) simulate.Progress {
 	bar := progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("simulate"),
+		progressbar.OptionSetDescription("simulate "+run),
 		progressbar.OptionShowCount(),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(barRedraw))
@@ -333,12 +328,12 @@ func progressBar(w io.Writer, total int) simulate.Progress {
 }
 
 // progressLines prints a plain line every tenth of the run (logs, CI, pipes).
-func progressLines(w io.Writer, total int) simulate.Progress {
+func progressLines(w io.Writer, total int, run string) simulate.Progress {
 	step := max(1, total/10)
 	next := step
 	return func(done, total int) {
 		for done >= next && next <= total {
-			fmt.Fprintf(w, "simulate: %d/%d requests\n", next, total)
+			fmt.Fprintf(w, "simulate %s: %d/%d requests\n", run, next, total)
 			next += step
 		}
 	}

@@ -27,7 +27,7 @@ func TestSimulateJSON(t *testing.T) {
 	}
 	assert.EqualValues(t, 0, m["recycled_before_fence"])
 	assert.EqualValues(t, 0, m["misses_reported_as_failures"])
-	assert.Contains(t, stderr, "simulate: 200/200 requests", "plain progress lines when not on a terminal")
+	assert.Contains(t, stderr, "simulate kvready: 200/200 requests", "plain progress lines when not on a terminal, naming the run")
 }
 
 func TestSimulateNaiveShowsCorruption(t *testing.T) {
@@ -129,7 +129,7 @@ func (k *killOnLine) String() string {
 // summary is printed, and the checker is clean.
 func TestSimulateRedisServerKilledMidRun(t *testing.T) {
 	srv := redistest.Start(t)
-	stderr := &killOnLine{at: "simulate: 120/400 requests", kill: srv.Kill}
+	stderr := &killOnLine{at: "simulate kvready: 120/400 requests", kill: srv.Kill}
 	var out bytes.Buffer
 	status := run(&env{stdin: strings.NewReader(""), stdout: &out, stderr: stderr}, []string{"simulate",
 		"--backend", srv.URL(), "--redis-prefix", "killed:", "--requests", "400", "--slots", "256",
@@ -138,9 +138,14 @@ func TestSimulateRedisServerKilledMidRun(t *testing.T) {
 	require.Equal(t, exitOK, status, "complete and safe: %s", stderr.String())
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(out.Bytes(), &m), out.String())
-	for _, k := range []string{"recycled_before_fence", "misses_reported_as_failures", "corrupt_rows", "late_writes",
+	for _, k := range []string{"recycled_before_fence", "misses_reported_as_failures", "corrupt_rows",
 		"unfinished", "unfinished_requests"} {
 		assert.EqualValues(t, 0, m[k], k)
+	}
+	for _, k := range []string{"late_writes", "recycled_by_late_write_only"} {
+		v, present := m[k]
+		assert.True(t, present, k)
+		assert.Nil(t, v, "%s is not watched over a real store: null, never 0", k)
 	}
 	assert.Positive(t, m["failed"], "submissions fail once the server is gone")
 	assert.Equal(t, m["leases"], m["released"].(float64)+m["quarantined"].(float64), "every lease ended")
@@ -148,7 +153,7 @@ func TestSimulateRedisServerKilledMidRun(t *testing.T) {
 		"every lease reports one outcome")
 	assert.EqualValues(t, "real", m["clock"])
 	assert.Contains(t, m["store"], srv.Addr)
-	assert.Contains(t, stderr.String(), "simulate: 400/400 requests")
+	assert.Contains(t, stderr.String(), "simulate kvready: 400/400 requests")
 }
 
 // Two processes, one store: the second run of the workload is served what the
@@ -193,8 +198,43 @@ func TestSimulateRedisFlagRefusals(t *testing.T) {
 
 	srv := redistest.Start(t)
 	srv.Kill()
-	status, out, stderr := runCLI(t, "", "simulate", "--backend", srv.URL()+"?max_retries=-1")
-	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stderr, "does not answer PING")
-	assert.Empty(t, out, "no run, no summary")
+	for _, url := range []string{srv.URL() + "?max_retries=-1", srv.URL()} {
+		status, out, stderr := runCLI(t, "", "simulate", "--backend", url)
+		assert.Equal(t, exitFail, status)
+		assert.Contains(t, stderr, "does not answer PING")
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line, none from the Redis client: %q", stderr)
+		assert.Empty(t, out, "no run, no summary")
+	}
+}
+
+// --compare-naive --json prints one JSON object, as -h says: both summaries
+// in it, under their managers' names; the progress lines say which run they
+// belong to.
+func TestSimulateCompareNaiveJSONIsOneObject(t *testing.T) {
+	status, out, stderr := runCLI(t, "", "simulate", "--requests", "150", "--compare-naive", "--json")
+	require.Equal(t, exitOK, status, stderr)
+	dec := json.NewDecoder(strings.NewReader(out))
+	var both map[string]map[string]any
+	require.NoError(t, dec.Decode(&both), out)
+	assert.False(t, dec.More(), "exactly one JSON value: %s", out)
+	require.Contains(t, both, "kvready")
+	require.Contains(t, both, "naive")
+	assert.Equal(t, "kvready", both["kvready"]["manager"])
+	assert.Equal(t, "naive", both["naive"]["manager"])
+	assert.EqualValues(t, 0, both["kvready"]["recycled_before_fence"])
+	assert.Positive(t, both["naive"]["recycled_before_fence"])
+	assert.Contains(t, stderr, "simulate kvready: 150/150 requests")
+	assert.Contains(t, stderr, "simulate naive: 150/150 requests")
+	assert.NotContains(t, stderr, "simulate: ", "every progress line names its run")
+
+	// A single run is one object too, with the device, the clock and the
+	// slot grants the checker watched.
+	status, out, stderr = runCLI(t, "", "simulate", "--requests", "60", "--json")
+	require.Equal(t, exitOK, status, stderr)
+	var one map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &one), out)
+	assert.Equal(t, "sim", one["device"])
+	assert.Equal(t, "virtual", one["clock"])
+	assert.Positive(t, one["slot_grants_watched"])
+	assert.EqualValues(t, 0, one["late_writes"], "watched over the in-process store: a count")
 }

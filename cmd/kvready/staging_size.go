@@ -122,7 +122,7 @@ func printJSON(e *env, v any) int {
 }
 
 // loadLayout reads and parses the layout at path: exit 2 when it cannot be
-// read, 1 when it is read but invalid.
+// read or is not one JSON object, 1 when it is one and is not a valid layout.
 func loadLayout(e *env, path string) (staging.Layout, int, bool) {
 	data, err := readInput(e, path)
 	if err != nil {
@@ -131,8 +131,7 @@ func loadLayout(e *env, path string) (staging.Layout, int, bool) {
 	}
 	l, err := staging.ParseLayout(data)
 	if err != nil {
-		e.errorf("%s: invalid layout: %v", path, err)
-		return staging.Layout{}, exitFail, false
+		return staging.Layout{}, e.layoutRefused(path, data, err), false
 	}
 	return l, exitOK, true
 }

@@ -1,4 +1,4 @@
-package proptest
+package conformance
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ func Run(name string, check func(t TB)) (err error) {
 	return nil
 }
 
-var errStopped = errors.New("proptest: check stopped by FailNow")
+var errStopped = errors.New("conformance: check stopped by FailNow")
 
 // recorder is Run's TB: it keeps what is reported, and FailNow unwinds to
 // Run by panicking with errStopped.

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// How every command is fed the same bad inputs. A verb is in exactly one of
+// the three tables, so a command added later fails TestEveryCommandOnTheSameBadInputs
+// until it says how it reads its input.
+var (
+	// jsonReaders read one JSON document from a file (or - for standard
+	// input, as the second form).
+	jsonReaders = map[string]func(path string) []string{
+		"layout id":        func(p string) []string { return []string{"layout", "id", p} },
+		"profile validate": func(p string) []string { return []string{"profile", "validate", p} },
+		"readiness":        func(p string) []string { return []string{"readiness", "--layout", p, "--arrived", "0-1"} },
+		"staging size": func(p string) []string {
+			return []string{"staging", "size", "--layout", p, "--fetch-tokens", "64", "--max-fetches", "1"}
+		},
+	}
+	// rawReaders read a file as bytes: any bytes are valid, only a file that
+	// cannot be read is refused.
+	rawReaders = map[string]func(path string) []string{
+		"name derive": func(p string) []string {
+			return []string{"name", "derive", "--layout-hex", "aa", "--scope-file", p, "--layers", "0", "--group", "0", "--key-hex", strings.Repeat("ab", 32)}
+		},
+	}
+	// noFile read no file; their bad input is the command line alone.
+	noFile = map[string]bool{"version": true, "profile example": true, "name part": true, "name explain": true, "diagram": true, "simulate": true}
+
+	// emptyValues gives every verb's required values empty, one at a time:
+	// an empty value is a missing one (exit 2) in every command.
+	emptyValues = map[string][][]string{
+		"layout id":        {{"layout", "id", ""}},
+		"profile validate": {{"profile", "validate", ""}},
+		"readiness": {
+			{"readiness", "--layout", "", "--arrived", "0"},
+			{"readiness", "--layout", "LAYOUT", "--arrived", ""},
+		},
+		"staging size": {
+			{"staging", "size", "--layout", "", "--fetch-tokens", "64", "--max-fetches", "1"},
+			{"staging", "size", "--layout", "LAYOUT", "--fetch-tokens", "", "--max-fetches", "1"},
+		},
+		"name derive": {
+			{"name", "derive", "--layout-hex", "", "--scope-hex", "00", "--layers", "0", "--group", "0", "--key-hex", strings.Repeat("ab", 32)},
+			{"name", "derive", "--layout-hex", "aa", "--scope-hex", "00", "--layers", "", "--group", "0", "--key-hex", strings.Repeat("ab", 32)},
+			{"name", "derive", "--layout-hex", "aa", "--scope-hex", "00", "--layers", "0", "--group", "", "--key-hex", strings.Repeat("ab", 32)},
+			{"name", "derive", "--layout-hex", "aa", "--scope-hex", "00", "--layers", "0", "--group", "0", "--key-hex", ""},
+		},
+		"name part": {
+			{"name", "part", "--layout-hex", "aa", "--layers", "", "--groups", "0"},
+			{"name", "part", "--layout-hex", "aa", "--layers", "0", "--groups", ""},
+		},
+		"name explain":    {{"name", "explain", ""}},
+		"diagram":         {{"diagram", "--format", ""}},
+		"simulate":        {{"simulate", "--requests", ""}},
+		"version":         nil, // takes nothing
+		"profile example": nil, // takes nothing
+	}
+)
+
+// The same bad input gets the same exit status in every command that reads
+// it: bytes that are not one JSON object (binary, an array, a string,
+// truncated, trailing data, nothing) and a missing file are 2; one JSON
+// object that breaks the document's rules is 1. On the command line, an
+// extra argument and an empty required value are 2 everywhere.
+func TestEveryCommandOnTheSameBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, content []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, content, 0o600))
+		return p
+	}
+	binary := make([]byte, 512)
+	for i := range binary {
+		binary[i] = byte(i * 37)
+	}
+	layout := write("layout.json", mustRead(t, "../../staging/testdata/layout-simple.json"))
+	inputs := []struct {
+		name   string
+		data   []byte // nil: the file does not exist
+		status int
+	}{
+		{"binary file", binary, exitUsage},
+		{"JSON array", []byte(`[{"tokens_per_block":32}]`), exitUsage},
+		{"JSON string", []byte(`"layout"`), exitUsage},
+		{"truncated object", []byte(`{"tokens_per_block":`), exitUsage},
+		{"data after the object", []byte(`{} {}`), exitUsage},
+		{"empty file", []byte{}, exitUsage},
+		{"missing file", nil, exitUsage},
+		{"object that breaks the rules", []byte(`{"no_such_field": 1}`), exitFail},
+	}
+
+	for _, verb := range verbs(t) {
+		name := strings.Join(verb, " ")
+		json, raw := jsonReaders[name], rawReaders[name]
+		kinds := 0
+		for _, in := range []bool{json != nil, raw != nil, noFile[name]} {
+			if in {
+				kinds++
+			}
+		}
+		require.Equal(t, 1, kinds, "%q must be in exactly one of jsonReaders, rawReaders, noFile", name)
+		_, listed := emptyValues[name]
+		require.True(t, listed, "%q has no entry in emptyValues", name)
+
+		t.Run(name, func(t *testing.T) {
+			for i, in := range inputs {
+				path := filepath.Join(dir, "none", "missing.json")
+				if in.data != nil {
+					path = write(strings.ReplaceAll(name, " ", "-")+"-"+strconv.Itoa(i), in.data)
+				}
+				switch {
+				case json != nil:
+					status, out, errOut := runCLI(t, "", json(path)...)
+					assert.Equal(t, in.status, status, "%s: %s", in.name, errOut)
+					assert.Equal(t, 1, strings.Count(errOut, "\n"), "%s: one line: %q", in.name, errOut)
+					if in.status == exitUsage {
+						assert.Empty(t, out, in.name)
+					}
+					if in.data != nil { // the same bytes on standard input
+						status, _, errOut = runCLI(t, string(in.data), json("-")...)
+						assert.Equal(t, in.status, status, "%s on stdin: %s", in.name, errOut)
+					}
+				case raw != nil && in.data == nil:
+					status, out, errOut := runCLI(t, "", raw(path)...)
+					assert.Equal(t, exitUsage, status, "%s: %s", in.name, errOut)
+					assert.Empty(t, out)
+				}
+			}
+			// An extra argument.
+			args := append(append([]string(nil), verb...), "stray-argument")
+			if json != nil {
+				args = append(json(layout), "stray-argument")
+			}
+			status, out, errOut := runCLI(t, "", args...)
+			assert.Equal(t, exitUsage, status, "extra argument %q: %s", args, errOut)
+			assert.Empty(t, out)
+			// Empty required values.
+			for _, a := range emptyValues[name] {
+				a = append([]string(nil), a...)
+				for i := range a {
+					if a[i] == "LAYOUT" {
+						a[i] = layout
+					}
+				}
+				status, out, errOut := runCLI(t, "", a...)
+				assert.Equal(t, exitUsage, status, "%q: %s", a, errOut)
+				assert.Empty(t, out, "%q", a)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// kvready -h and README.md say what every exit status means, the same codes
+// the commands return.
+func TestExitStatusesAreDocumented(t *testing.T) {
+	status, out, _ := runCLI(t, "", "-h")
+	require.Equal(t, exitOK, status)
+	assert.Contains(t, out, exitStatuses)
+	readme := string(mustRead(t, "../../README.md"))
+	for _, code := range []int{exitOK, exitFail, exitUsage, exitInterrupted} {
+		c := strconv.Itoa(code)
+		assert.Contains(t, exitStatuses, "  "+c+" ", "kvready -h explains %d", code)
+		assert.Regexp(t, `(?m)^\| `+c+` \| \S`, readme, "README.md explains %d", code)
+	}
+}

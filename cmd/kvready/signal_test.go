@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cliEnv, when set, makes this test binary be the kvready command: it runs
+// its arguments as kvready would, so that a test can send it a real signal.
+const cliEnv = "KVREADY_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) != "" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// interruptBound bounds each wait on the interrupted child: its first
+// progress line, and its exit once interrupted.
+const interruptBound = 3 * time.Minute
+
+// Ctrl-C during a long run: the child is sent SIGINT once it has printed its
+// first progress line. It exits 130, having printed the summary so far (the
+// unfinished requests counted) and written the report.
+func TestSimulateInterruptedPrintsTheSummaryAndWritesTheReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*interruptBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "simulate", "--requests", "40000", "--report", dir)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderrPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+
+	// Read stderr as it comes; signal at the first progress line.
+	progressed := make(chan struct{})
+	var stderr strings.Builder
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderrPipe)
+		once := sync.Once{}
+		for sc.Scan() {
+			mu.Lock()
+			stderr.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.HasPrefix(sc.Text(), "simulate kvready: ") {
+				once.Do(func() { close(progressed) })
+			}
+		}
+	}()
+	select {
+	case <-progressed:
+	case <-time.After(interruptBound):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no progress line within %v", interruptBound)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	<-done
+	err = cmd.Wait()
+	require.NoError(t, ctx.Err(), "the interrupted run did not end within %v", 2*interruptBound)
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "exit status: %v", err)
+	mu.Lock()
+	errOut := stderr.String()
+	mu.Unlock()
+	assert.Equal(t, exitInterrupted, exit.ExitCode(), "stderr: %s", errOut)
+
+	out := stdout.String()
+	assert.Contains(t, out, "kvready simulate — manager: kvready, 40000 requests")
+	assert.Contains(t, out, "UNFINISHED REQUESTS", "the summary counts what did not end")
+	assert.Contains(t, out, "recycled before fence")
+	assert.Contains(t, out, "report: "+dir+"/index.html")
+	assert.Contains(t, errOut, "kvready: interrupted: the summary and the report cover the run so far")
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err, "the report was written")
+	assert.Contains(t, string(page), "UNFINISHED REQUESTS")
+	assert.Contains(t, string(page), `<img src="safety.svg"`)
+}
