@@ -67,7 +67,7 @@ demo-redis:
 BENCHCOUNT ?= 5
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS) | tee bench.out
-	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkServedMasks|BenchmarkCUDACopyEvent)$$' -benchmem \
+	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkServedMasks|BenchmarkCUDACopyEvent)$$' -benchmem \
 		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ | tee -a bench.out
 	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
 	@grep -A14 '^## SPEC' docs/performance.md

@@ -19,7 +19,7 @@ func TestMetricsOverheadFigure(t *testing.T) {
 		{"1030", "| metrics: engine with a Prometheus collector ÷ engine | 1.03 × | ≤ 1.05× | yes |"},
 		{"1100", "| metrics: engine with a Prometheus collector ÷ engine | 1.10 × | ≤ 1.05× | no |"},
 	} {
-		in := "BenchmarkLifecycle/engine-2 1000000 1000 ns/op 4 B/op 0 allocs/op\n" +
+		in := "BenchmarkLifecycle/engine-256-2 1000000 1000 ns/op 4 B/op 0 allocs/op\n" +
 			"BenchmarkLifecycle/engine-metrics-2 1000000 " + tc.withMetrics + " ns/op 4 B/op 0 allocs/op\n"
 		rep, err := parse(strings.NewReader(in))
 		require.NoError(t, err)
