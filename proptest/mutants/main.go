@@ -52,6 +52,7 @@ var (
 
 func run() int {
 	only := flag.String("run", "", "run only the mutants whose name matches this regular expression")
+	check := flag.Bool("check", false, "only check that every mutant still applies to the code it breaks")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
 	if err != nil {
@@ -77,6 +78,16 @@ func run() int {
 		return 2
 	}
 	defer os.RemoveAll(scratch)
+	if *check {
+		for _, m := range mutants {
+			if _, err := m.overlay(root, scratch); err != nil {
+				fmt.Fprintf(os.Stderr, "mutants: %s: %v\n", m.name, err)
+				return 1
+			}
+		}
+		fmt.Printf("%d mutants apply\n", len(mutants))
+		return 0
+	}
 
 	// The unbroken engine must pass first: a suite that fails anyway kills
 	// every mutant and proves nothing.
