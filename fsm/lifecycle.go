@@ -554,17 +554,24 @@ var declaration = []block{
 		completions: []completion{when(NotRecoverable, Quarantined)},
 		moves: []move{
 			on(AccessProven, AccessFenced).doing(Recover),
+			// A backend that changed its answer is never trusted again: its
+			// rows are never copied, its slots never return. The outcome
+			// latched before stays (a miss stays a miss); the violation is
+			// counted and its reason kept.
+			on(ContractViolation, Quarantined),
+			// Shutdown stops waiting for a proof that may never come.
+			on(Close, Quarantined),
 		},
 		latches: []latch{
 			keep("still unproven: asked again at the slow cadence", AccessUnproven).doing(AskProof),
-			keep("the slots return only if a later Quiesce answers true", ReleaseRequested, Close),
+			keep("the slots return only if a later Quiesce answers true", ReleaseRequested),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
-			refuse("contained: the outcome latched before stays", with(outcomeEvents, ContractViolation, CancelRequested)...),
+			refuse("contained: the outcome latched before stays", with(outcomeEvents, CancelRequested)...),
 			refuse("already contained", Deadline, Containment),
 		},
 	},

@@ -82,6 +82,8 @@ copy_unproven      containment          contained                 # rule 5: only
 
 contained          [not_recoverable]    quarantined               # rule 5: quarantine and fatal policies, or nothing can prove it
 contained          access_proven        access_fenced     do:recover # rule 5, recover policy: proven after all
+contained          close                quarantined               # rule 10: shutdown stops waiting for a proof
+contained          contract_violation   quarantined               # rule 3: a changed answer is never trusted; the outcome stays
 
 logically_complete release_requested    released                  # rule 1: fence and landed copies
 logically_complete close                released                  # rule 10: a proven lease is released
@@ -102,7 +104,7 @@ failed             access_unproven:start_drain+ask_proof release_requested close
 access_fenced      copy_refused:drop_row release_requested close cancel_answered # issued copies land first
 copy_unproven      release_requested close cancel_answered        # held until containment
 logically_complete cancel_answered                                # §2: a cancel's answer is only recorded
-contained          access_unproven:ask_proof release_requested close cancel_answered # recover policy: asked again, slowly
+contained          access_unproven:ask_proof release_requested cancel_answered # recover policy: asked again, slowly
 quarantined        release_requested:park cancel_answered         # the handle goes stale; the slots never return
 `
 

@@ -277,7 +277,7 @@ func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 	for _, e := range g {
 		assert.False(t, e.is(fsm.AccessUnproven), "%s: an unproven access is never assumed either way", e)
 		if e.to == fsm.Quarantined {
-			assert.True(t, e.from == fsm.Contained && e.guarded(fsm.NotRecoverable), "%s quarantines without containment", e)
+			assert.True(t, e.from == fsm.Contained && (e.guarded(fsm.NotRecoverable) || e.is(fsm.Close) || e.is(fsm.ContractViolation)), "%s quarantines without containment", e)
 		}
 		if e.is(fsm.Containment) {
 			assert.Equal(t, fsm.Contained, e.to, "%s", e)
@@ -286,7 +286,7 @@ func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 			assert.True(t, e.is(fsm.Containment), "%s contains without the containment deadline", e)
 		}
 		if e.from == fsm.Contained {
-			assert.True(t, e.guarded(fsm.NotRecoverable) || (e.is(fsm.AccessProven) && e.to == fsm.AccessFenced),
+			assert.True(t, e.guarded(fsm.NotRecoverable) || e.is(fsm.Close) || e.is(fsm.ContractViolation) || (e.is(fsm.AccessProven) && e.to == fsm.AccessFenced),
 				"%s leaves contained other than for good or by a proof", e)
 		}
 	}

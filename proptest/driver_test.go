@@ -56,7 +56,15 @@ type worldConfig struct {
 	health    gpu.Health
 	clock     readiness.Clock
 	contained func(readiness.Containment)
+	// policy and outstanding are the engine's containment policy and bound
+	// on outstanding submissions, drawn per case.
+	policy      core.Policy
+	outstanding int
 }
+
+// recoverEvery is the slow cadence of the Recover policy in the suite:
+// quicker than the grace, so that a contained lease is asked again.
+const recoverEvery = 10 * time.Millisecond
 
 // runnerDriver is the runner users embed: readiness.Engine, its goroutines and
 // real timing.
@@ -74,6 +82,9 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 			MaxRetryBackoff: maxBackoff,
 			KeepReleased:    keepReleased,
 			Logger:          discardLogger(),
+			Containment:     w.policy,
+			MaxOutstanding:  w.outstanding,
+			RecoverEvery:    recoverEvery,
 		},
 		Fetcher:        w.be,
 		Publisher:      w.be,
@@ -136,6 +147,7 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
 		QuiesceTimeout: quiesceWait, RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff,
 		KeepReleased: keepReleased, Logger: discardLogger(),
+		Containment: w.policy, MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
 		OnTransition: func(tr readiness.Transition) {
 			if os.Getenv("MODEL_DEBUG") != "" {
 				fmt.Printf("  %v %v -> %v (%s) at %v\n", tr.Lease, tr.From, tr.To, tr.Cause(), w.clock.Now().UnixMilli()%100000)

@@ -17,6 +17,7 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -34,6 +35,7 @@ const (
 	rule9  = "rule 9, deadlines never release"
 	rule10 = "rule 10, shutdown"
 	rule11 = "rule 11, caller mistakes are refused at the door"
+	rule12 = "rule 12, a real store never eats staging capacity"
 	ruleA  = "allocator invariant"
 	// ruleCancel is SPEC §2's cancellation extension.
 	ruleCancel = "cancel requests (§2), one per failed attempt, recorded, never a proof"
@@ -100,6 +102,8 @@ type model struct {
 	closed      bool
 	contained   map[readiness.Handle][]readiness.Containment
 	copyFaults  []string
+	policy      core.Policy
+	outstanding int // the bound on submissions outstanding (0: none)
 }
 
 func newModel(t *rapid.T, core bool) *model {
@@ -109,8 +113,8 @@ func newModel(t *rapid.T, core bool) *model {
 }
 
 // newModelOn is newModel on another device, with staging from host.
-func newModelOn(t *rapid.T, core bool, dev modelDevice, host staging.Alloc) *model {
-	m := &model{t: t, core: core, clock: newClock(), bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{},
+func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *model {
+	m := &model{t: t, core: onCore, clock: newClock(), bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{},
 		owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{}}
 	var err error
 	m.dev = dev
@@ -133,9 +137,16 @@ func newModelOn(t *rapid.T, core bool, dev modelDevice, host staging.Alloc) *mod
 	m.spy.onCopy = m.judgeCopy
 	m.be = newAdversary(m.mem)
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
+	m.policy = core.Quarantine
+	if rapid.IntRange(0, 2).Draw(t, "recover_policy") == 0 {
+		m.policy = core.Recover
+	}
+	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
 	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock,
-		contained: func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) }}
-	if core {
+		contained:   func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) },
+		policy:      m.policy,
+		outstanding: m.outstanding}
+	if onCore {
 		m.d, err = newCoreDriver(w)
 	} else {
 		m.d, err = newRunnerDriver(w)
@@ -719,6 +730,7 @@ func (m *model) check(synced bool) {
 			m.checkLease(l, synced)
 		}
 	}
+	m.checkAdmission()
 	m.checkBytes()
 	m.checkCounts()
 }
@@ -757,6 +769,8 @@ func (m *model) checkLease(l *mLease, synced bool) {
 		}
 	case fsm.Quarantined:
 		m.sawQuarantine(l, info)
+	case fsm.Contained:
+		m.sawContained(l, info)
 	}
 	m.checkOutcome(l, info, synced)
 	if synced {
@@ -885,6 +899,48 @@ func (m *model) rewrittenAtSubmission(row []byte) bool {
 	return false
 }
 
+// checkAdmission holds rule 12: never more submissions outstanding at the
+// backend — exposed, not fenced, not given up on — than the bound.
+func (m *model) checkAdmission() {
+	if m.outstanding == 0 {
+		return
+	}
+	n := 0
+	for _, l := range m.leases {
+		if l.gone {
+			continue
+		}
+		info, err := m.d.lease(l.h)
+		if err != nil {
+			continue
+		}
+		if info.Exposed && !info.Fenced && info.State != fsm.Contained && info.State != fsm.Quarantined {
+			n++
+		}
+	}
+	if n > m.outstanding {
+		m.fail(rule12, "%d submissions outstanding at the backend; the bound is %d", n, m.outstanding)
+	}
+}
+
+// sawContained checks a lease resting in contained: only under the Recover
+// policy (the others pass through to quarantined at once), only for a lease
+// whose backend returned an attempt, signalled once; its slots stay held.
+func (m *model) sawContained(l *mLease, info readiness.LeaseInfo) {
+	if m.policy != core.Recover {
+		m.fail(rule5, "lease %d rests in contained under the %v policy: only recover waits there", l.serial, m.policy)
+	}
+	if m.attempt(l) == nil || l.escape {
+		m.fail(rule5, "lease %d rests in contained without an attempt: nothing could ever prove it", l.serial)
+	}
+	if n := len(m.contained[l.h]); n != 1 {
+		m.fail(rule5, "lease %d is contained; OnContainment was called %d times for it, want once", l.serial, n)
+	}
+	if m.clock.Now().Before(l.lentAt.Add(drainGrace)) {
+		m.fail(rule5, "lease %d was contained at %v, before the grace (%v) had passed since it was even lent (%v)", l.serial, m.clock.Now(), drainGrace, l.lentAt)
+	}
+}
+
 // sawQuarantine checks a quarantine: only by containment, only with something
 // unproven, never before the grace after the earliest possible trigger, once.
 func (m *model) sawQuarantine(l *mLease, info readiness.LeaseInfo) {
@@ -902,7 +958,9 @@ func (m *model) sawQuarantine(l *mLease, info readiness.LeaseInfo) {
 			m.fail(rule5, "lease %d was quarantined at %v, before the grace (%v) had passed since it was even lent (%v)", l.serial, m.clock.Now(), drainGrace, l.lentAt)
 		}
 	}
-	if n := len(m.contained[l.h]); n != 1 {
+	// Under Recover a lease contained, proven after all, and contained again
+	// (the copies its fence issued never landed) is signalled each time.
+	if n := len(m.contained[l.h]); n != 1 && !(m.policy == core.Recover && n == 2) {
 		m.fail(rule5, "lease %d is quarantined; OnContainment was called %d times for it, want once", l.serial, n)
 	}
 	if !l.releaseReq && info.ReleaseRequested {
@@ -1037,9 +1095,9 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	}
 	// Rule 5: the containment deadline is fixed at submission: nothing
 	// submitted stays unproven past the request deadline plus the grace.
-	if a != nil && !deadline.IsZero() && !now.Before(deadline.Add(drainGrace)) {
+	if a != nil && !deadline.IsZero() && !now.Before(deadline.Add(drainGrace)) && !info.Contained {
 		switch info.State {
-		case fsm.LogicallyComplete, fsm.Quarantined, fsm.Waiting, fsm.Granted:
+		case fsm.LogicallyComplete, fsm.Quarantined, fsm.Contained, fsm.Waiting, fsm.Granted:
 		default:
 			m.fail(rule5, "lease %d is %v at %v, past its request deadline %v plus the grace: it must be contained", l.serial, info.State, now, deadline)
 		}

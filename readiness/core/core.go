@@ -382,6 +382,7 @@ func describe(h Handle, m fsm.Slot, k Kind, r fsm.Result, byPeer bool, reason st
 		Ungrantable:       m.Latched.Has(fsm.SlotsUnavailable),
 		Exposed:           m.Marks.Has(fsm.Exposed),
 		Fenced:            m.Marks.Has(fsm.Fenced),
+		Contained:         m.Marks.Has(fsm.WasContained),
 		CancelDisposition: disp,
 		CancelError:       cancelErr,
 		Rows:              rows,

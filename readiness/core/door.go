@@ -96,7 +96,7 @@ func (c *Core) classify(id uint32, ev *Evidence) (v verdict, ok bool, err error)
 	case PollAnswered:
 		return c.classifyAnswer(l, ev.Outcome)
 	case PollPanicked:
-		v = onResult(fsm.ContractViolation, "contract violation: "+ev.Reason)
+		v = always(fsm.ContractViolation, "contract violation: "+ev.Reason)
 		v.violation = true
 		return v, true, nil
 	case QuiesceTrue:
@@ -135,7 +135,7 @@ func (c *Core) classify(id uint32, ev *Evidence) (v verdict, ok bool, err error)
 func (c *Core) classifyAnswer(l *lease, o contract.Outcome) (verdict, bool, error) {
 	b := l.body
 	violation := func(reason string) (verdict, bool, error) {
-		return verdict{event: fsm.ContractViolation, reason: "contract violation: " + reason, setReason: true, violation: true}, true, nil
+		return verdict{event: fsm.ContractViolation, reason: "contract violation: " + reason, setReason: true, always: true, violation: true}, true, nil
 	}
 	if b.first != nil {
 		if o != nil && sameOutcome(b.first, o) {
@@ -351,7 +351,7 @@ func (c *Core) facts(id uint32) fsm.Facts {
 	}
 	// Only an attempt's access can be proven later: never a local copy's, a
 	// lost device's, or an escaped submission's.
-	if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || l.m.Marks.Has(fsm.Fenced) || c.lost {
+	if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || l.m.Marks.Has(fsm.Fenced) || c.lost || c.closed {
 		f = f.With(fsm.NotRecoverable)
 	}
 	return f

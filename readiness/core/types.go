@@ -192,6 +192,10 @@ type LeaseInfo struct {
 	// Fenced reports that the backend's access was proven over (or never
 	// began).
 	Fenced bool
+	// Contained reports that the lease's containment deadline passed with
+	// something unproven: it is contained, quarantined, or — under the
+	// Recover policy — was proven over after all.
+	Contained bool
 	// CancelDisposition is what the backend answered the engine's one cancel
 	// request (zero: none was made, or it has not answered); CancelError is
 	// set instead when the request failed or panicked. Neither changes the
