@@ -55,8 +55,10 @@ var mutants = []mutant{
 	}},
 	{"free-quarantined", "returns quarantined slots to the allocator", one("readiness/core/effects.go",
 		"if err := c.alloc.Quarantine(l.ticket); err != nil {", "if err := c.alloc.Free(l.ticket); err != nil {")},
-	{"recover-without-proof", "lets the recover policy release a contained lease without a proof", one("fsm/lifecycle.go",
-		"on(AccessProven, AccessFenced).doing(Recover),", "on(AccessProven, AccessFenced).doing(Recover),\n\t\t\ton(AccessUnproven, AccessFenced),")},
+	{"recover-without-proof", "lets the recover policy release a contained lease without a proof", []edit{
+		{"fsm/lifecycle.go", "\t\t\tkeep(\"still unproven: asked again at the slow cadence\", AccessUnproven).doing(AskProof),\n", ""},
+		{"fsm/lifecycle.go", "on(AccessProven, AccessFenced).doing(Recover),", "on(AccessProven, AccessFenced).doing(Recover),\n\t\t\ton(AccessUnproven, AccessFenced).doing(Recover),"},
+	}},
 	{"admission-unbounded", "submits staged leases past the backend's bound", one("readiness/core/door.go",
 		"(c.cfg.MaxOutstanding == 0 || c.outstanding < c.cfg.MaxOutstanding) {", "true {")},
 	{"ignore-device-loss", "never asks whether the device was lost", one("readiness/engine.go",
