@@ -577,7 +577,7 @@ type zooRun struct {
 func TestBugZoo(t *testing.T) {
 	files, err := filepath.Glob("testdata/bugzoo/*.txt")
 	require.NoError(t, err)
-	require.Len(t, files, 9, "one scenario per incident of SPEC §1, and the reference's two hazards (§8)")
+	require.Len(t, files, 17, "one scenario per incident of SPEC §1 and §8, the reference's two hazards (§8) and its two cancellation races (§2)")
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
 	}
