@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +25,54 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
-// The bug zoo: every incident of SPEC §1, and the two hazards of the
-// reference's own tests (§8), is a script under testdata/bugzoo, replayed
-// against two managers over the same kind of world — the runner users embed,
-// and a naive manager that frees on outcome, error, cancel, timeout or exit,
-// copies whatever arrives to the device at once and reports any answer as a
-// load of everything asked (the foil). Each script states what each manager
-// must show. The language is one command a line; see docs/testing.md.
+// The bug zoo: every incident of SPEC §1 and §8, the two hazards of the
+// reference's own tests, and its cancellation rules (§2), is a script under
+// testdata/bugzoo, replayed against two managers over the same kind of world —
+// the runner users embed, and a naive manager that frees on outcome, error,
+// cancel, timeout or exit, queues the copy of whatever arrives to the device at
+// once and reports any answer, or any failed submission, as a load of
+// everything asked (the foil). Each script states what each manager must show.
+//
+// The language is one command a line; `#` starts a comment. Every command but
+// `expect` runs in both worlds, in order:
+//
+//	slots N                         start both worlds with N staging slots (first line)
+//	lend NAME fetch|publish [rows=K] [deadline=D] [submit=rejected]
+//	                                ask for a lease of K rows (1) with a request deadline D
+//	                                from now (1m); submit=rejected: the backend refuses its
+//	                                submission (SubmissionRejected: nothing escaped)
+//	round [N]                       N rounds (1) of the manager; unless copies are held, the
+//	                                device performs what is queued (the engine's copies land
+//	                                at the next round, the foil's within the round)
+//	outcome NAME all|some=K|none|failed|cancelled|peer-cancelled
+//	                                the backend answers (all and some=K write the served rows)
+//	change NAME failed|all|some=K   the backend changes its answer
+//	quiesce NAME true|false|error   how the backend answers Quiesce for NAME from now on
+//	late-write NAME                 a transfer not yet proven over writes NAME's slots
+//	late-read NAME                  a publication not yet proven over reads NAME's slots and
+//	                                stores what it finds
+//	reuse NAME                      the manager gives NAME's device pages to another request,
+//	                                which writes them
+//	timeout D                       the clock moves D
+//	release NAME                    the owner is done with NAME
+//	cancel NAME                     the owner cancels NAME (Engine.Cancel; the foil latches
+//	                                cancelled, asks the backend once and frees); the answer is
+//	                                kept for cancel.NAME
+//	copies hold|land                hold: the device leaves every queued copy in flight (rounds
+//	                                no longer perform them); land: it performs everything queued
+//	                                now, in order, and rounds perform copies again
+//	expect engine|naive KEY=VALUE…  what that world must show now
+//
+// The expectation keys read bytes and recorded facts: corrupted=yes|no (the
+// canary check of every slot), free=N, quarantined=N, outcome.NAME,
+// state.NAME, ready.NAME (usable_until or not-ready), device.NAME (what its
+// device rows hold: untouched, content, torn, reused, foreign, mixed(…)),
+// stored.NAME (intact, corrupt, absent: what the store holds under its names),
+// inflight.NAME=yes|no (a copy to or from its device rows is queued on the
+// device and not yet performed), cancels.NAME=N (the cancel requests its
+// attempt received, as the backend counted them) and cancel.NAME
+// (accepted, refused or none: how the manager answered the owner's last
+// cancel).
 
 // zooGrace is the zoo's drain grace: scripts move the clock past it to show
 // containment.
@@ -48,6 +90,7 @@ type manager interface {
 	lend(name string, serial int, publish bool, rows int, deadline time.Time, dev []gpu.DevicePtr) error
 	round()
 	release(name string) error
+	cancel(name string) error
 	owners() map[slotID]string // lease name per held slot; quarantined slots are absent
 	quarantined() map[slotID]bool
 	free() int
@@ -62,7 +105,8 @@ type zooWorld struct {
 	t       *testing.T
 	clock   *sim.ManualClock
 	dev     *sim.Device
-	stream  gpu.Stream
+	stream  *zooStream
+	held    bool // copies hold: rounds leave queued copies in flight
 	mem     *staging.Memory
 	be      *adversary
 	slots   int
@@ -77,8 +121,9 @@ func newZooWorld(t *testing.T, slots int) *zooWorld {
 	var err error
 	w.dev, err = sim.New(0, 1<<20)
 	require.NoError(t, err)
-	w.stream, err = w.dev.NewStream()
+	inner, err := w.dev.NewStream()
 	require.NoError(t, err)
+	w.stream = &zooStream{Stream: inner}
 	w.mem, err = staging.NewMemory(staging.GoHeap, staging.Group{Slots: slots, SlotBytes: slotBytes})
 	require.NoError(t, err)
 	w.be = newAdversary(w.mem)
@@ -87,6 +132,63 @@ func newZooWorld(t *testing.T, slots int) *zooWorld {
 		fill(row, tagCanary)
 	}
 	return w
+}
+
+// runDevice performs everything queued on the device, unless copies are held.
+func (w *zooWorld) runDevice() {
+	if !w.held {
+		w.dev.CompleteAll()
+	}
+}
+
+// zooStream is a world's stream. It records the device row of every copy
+// queued on it, so that a script can ask which lease's rows a copy still
+// targets without asking the manager: the simulated stream performs its queue
+// in order, so the last Queued() entries are the ones not yet performed.
+type zooStream struct {
+	gpu.Stream
+	mu  sync.Mutex
+	ops []gpu.DevicePtr // the device row of each queued copy; 0 for an event
+}
+
+func (z *zooStream) queued(p gpu.DevicePtr, err error) error {
+	if err == nil {
+		z.ops = append(z.ops, p)
+	}
+	return err
+}
+
+func (z *zooStream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.queued(dst, z.Stream.CopyHtoD(dst, src))
+}
+
+func (z *zooStream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.queued(src, z.Stream.CopyDtoH(dst, src))
+}
+
+func (z *zooStream) Record() (gpu.Event, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	ev, err := z.Stream.Record()
+	return ev, z.queued(0, err)
+}
+
+// inFlight reports whether a copy to or from one of rows is queued and not
+// yet performed.
+func (z *zooStream) inFlight(rows []gpu.DevicePtr) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	pending := z.ops[len(z.ops)-z.Stream.(*sim.Stream).Queued():]
+	for _, p := range pending {
+		if p != 0 && slices.Contains(rows, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *zooWorld) attempt(name string) *attempt {
@@ -168,6 +270,7 @@ func newEngineMgr(w *zooWorld) *engineMgr {
 	})
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() {
+		w.held = false
 		w.be.mu.Lock()
 		for _, a := range w.be.byID {
 			a.mode = quiesceTrue
@@ -199,10 +302,10 @@ func (e *engineMgr) lend(name string, serial int, publish bool, rows int, deadli
 	return err
 }
 
-// round is one step of the runner: the device completes what is queued and
-// the engine takes in everything observable.
+// round is one step of the runner: the device completes what is queued
+// (unless copies are held) and the engine takes in everything observable.
 func (e *engineMgr) round() {
-	e.w.dev.CompleteAll()
+	e.w.runDevice()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := e.eng.Sync(ctx)
@@ -210,6 +313,7 @@ func (e *engineMgr) round() {
 }
 
 func (e *engineMgr) release(name string) error { return e.eng.Release(e.hs[name]) }
+func (e *engineMgr) cancel(name string) error  { return e.eng.Cancel(e.hs[name]) }
 
 func (e *engineMgr) owners() map[slotID]string {
 	out := map[slotID]string{}
@@ -270,10 +374,13 @@ func (e *engineMgr) ready(name string) string {
 // ---- the naive foil ----
 
 // naiveMgr is the manager the incidents had: it frees a lease's slots as soon
-// as an outcome (of any kind), a timeout or the request's exit arrives, it
-// copies a fetch's staging rows to the device the moment an answer arrives —
-// after the request exited too — and it reports every outcome as a load of
-// everything it asked for.
+// as an outcome (of any kind), a timeout, a cancel or the request's exit
+// arrives — with its own copies still queued on the device, if any are; it
+// queues the copy of a fetch's staging rows to the device the moment an answer
+// arrives — after the request exited or was cancelled too — and it reports
+// every outcome, and a submission that failed, as a load of everything it
+// asked for; a cancel overwrites whatever it reported. It does wait for a
+// publish's device→staging copies to land before submitting it.
 type naiveMgr struct {
 	w      *zooWorld
 	freeS  []int
@@ -288,6 +395,7 @@ type naiveLease struct {
 	dev          []gpu.DevicePtr
 	slots        []int
 	units        []contract.Unit
+	staged       gpu.Event // a publish's device→staging copies
 	submitted    bool
 	freed        bool
 	answered     bool
@@ -314,54 +422,76 @@ func (n *naiveMgr) lend(name string, serial int, publish bool, rows int, deadlin
 }
 
 func (n *naiveMgr) round() {
+	n.w.runDevice()
 	for _, name := range n.order {
 		l := n.leases[name]
 		if l.answered || !l.submitted {
 			continue
 		}
 		if o := n.w.attempt(name); o != nil && (advAttempt{b: n.w.be, a: o}).Poll() != nil {
-			// Any answer ends the transfer as far as it is concerned, and the
-			// lookup already said how much there was: copy it all, at once,
-			// into the request's device rows.
-			l.answered, l.outcome, l.ready = true, "served", l.rows*tpb
-			if !l.publish {
-				n.w.be.mu.Lock()
-				for i, u := range l.units {
-					row, _ := n.w.mem.Row(0, u.Local)
-					_ = n.w.dev.Write(l.dev[i], row)
-				}
-				n.w.be.mu.Unlock()
-			}
-			n.recycle(l)
+			// Any answer ends the transfer as far as it is concerned.
+			n.load(l)
 		} else if !l.freed && !n.w.clock.Now().Before(l.deadline) {
 			l.outcome = "failed"
 			n.recycle(l)
 		}
 	}
 	n.grant()
+	n.w.runDevice()
 }
 
-// grant hands free slots to waiting leases in arrival order and submits them.
+// load is what the naive manager does with any answer: the lookup already
+// said how much there was, so everything arrived; it queues the copy of it
+// all into the request's device rows, at once, and frees the slots.
+func (n *naiveMgr) load(l *naiveLease) {
+	l.answered, l.outcome, l.ready = true, "served", l.rows*tpb
+	if !l.publish {
+		for i, u := range l.units {
+			row, _ := n.w.mem.Row(0, u.Local)
+			require.NoError(n.w.t, n.w.stream.CopyHtoD(l.dev[i], row))
+		}
+		_, err := n.w.stream.Record()
+		require.NoError(n.w.t, err)
+	}
+	n.recycle(l)
+}
+
+// grant hands free slots to waiting leases in arrival order, queues a
+// publish's device→staging copies, and submits what is staged.
 func (n *naiveMgr) grant() {
 	for _, name := range n.order {
 		l := n.leases[name]
-		if l.submitted || l.freed {
+		if l.slots != nil || l.freed {
 			continue
 		}
 		if len(n.freeS) < l.rows {
-			return
+			break
 		}
 		l.slots, n.freeS = append([]int(nil), n.freeS[:l.rows]...), n.freeS[l.rows:]
 		l.units = make([]contract.Unit, l.rows)
-		n.w.be.mu.Lock()
 		for b, s := range l.slots {
-			row, _ := n.w.mem.Row(0, s)
-			if l.publish { // its device->staging copy, done at once
-				_ = n.w.dev.Read(row, l.dev[b])
-			}
 			l.units[b] = contract.Unit{Name: nameOf(l.serial, 0, b), LocalGroup: 0, Local: s}
+			if l.publish {
+				row, _ := n.w.mem.Row(0, s)
+				require.NoError(n.w.t, n.w.stream.CopyDtoH(row, l.dev[b]))
+			}
 		}
-		n.w.be.mu.Unlock()
+		if l.publish {
+			var err error
+			l.staged, err = n.w.stream.Record()
+			require.NoError(n.w.t, err)
+		}
+	}
+	for _, name := range n.order {
+		l := n.leases[name]
+		if l.slots == nil || l.submitted || l.freed {
+			continue
+		}
+		if l.publish {
+			if st, err := n.w.stream.Query(l.staged); err != nil || st != gpu.Complete {
+				continue
+			}
+		}
 		ext, err := contract.NewCacheExtent([]byte("zoo"), l.units, false)
 		require.NoError(n.w.t, err)
 		if l.publish {
@@ -369,8 +499,10 @@ func (n *naiveMgr) grant() {
 		} else {
 			_, err = n.w.be.Fetch(ext, nil)
 		}
-		require.NoError(n.w.t, err)
 		l.submitted = true
+		if err != nil {
+			n.load(l) // a transfer that failed to start is counted as loaded too
+		}
 	}
 }
 
@@ -386,6 +518,22 @@ func (n *naiveMgr) recycle(l *naiveLease) {
 
 func (n *naiveMgr) release(name string) error {
 	n.recycle(n.leases[name])
+	n.grant()
+	return nil
+}
+
+// cancel reports the lease cancelled whatever it reported before, asks the
+// backend to stop, and frees the slots; an answer that comes later is still
+// taken as a load.
+func (n *naiveMgr) cancel(name string) error {
+	l := n.leases[name]
+	l.outcome = "cancelled"
+	if a := n.w.attempt(name); a != nil {
+		if _, err := (advAttempt{b: n.w.be, a: a}).RequestCancel(); err != nil {
+			return err
+		}
+	}
+	n.recycle(l)
 	n.grant()
 	return nil
 }
@@ -419,8 +567,9 @@ func (n *naiveMgr) ready(name string) string {
 // ---- the script ----
 
 type zooRun struct {
-	w *zooWorld
-	m manager
+	w       *zooWorld
+	m       manager
+	cancels map[string]error // the manager's answer to the owner's last cancel of each lease
 }
 
 // TestBugZoo replays every script under testdata/bugzoo against the runner
@@ -428,7 +577,7 @@ type zooRun struct {
 func TestBugZoo(t *testing.T) {
 	files, err := filepath.Glob("testdata/bugzoo/*.txt")
 	require.NoError(t, err)
-	require.Len(t, files, 9, "one scenario per incident of SPEC §1, and the reference's two hazards (§8)")
+	require.Len(t, files, 17, "one scenario per incident of SPEC §1 and §8, the reference's two hazards (§8) and its two cancellation races (§2)")
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
 	}
@@ -461,7 +610,7 @@ func runScript(t *testing.T, path string) {
 				if who == "engine" {
 					m = newEngineMgr(w)
 				}
-				runs[who] = &zooRun{w: w, m: m}
+				runs[who] = &zooRun{w: w, m: m, cancels: map[string]error{}}
 			}
 			continue
 		}
@@ -497,7 +646,7 @@ func (r *zooRun) exec(t *testing.T, at string, f []string) {
 	switch f[0] {
 	case "lend":
 		name, kind := arg(t, at, f, 1), arg(t, at, f, 2)
-		rows, deadline := 1, w.clock.Now().Add(time.Minute)
+		rows, deadline, rejected := 1, w.clock.Now().Add(time.Minute), false
 		for _, kv := range f[3:] {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
@@ -509,12 +658,18 @@ func (r *zooRun) exec(t *testing.T, at string, f []string) {
 				d, err := time.ParseDuration(v)
 				require.NoError(t, err, at)
 				deadline = w.clock.Now().Add(d)
+			case "submit":
+				require.Equal(t, "rejected", v, "%s: submit=rejected", at)
+				rejected = true
 			default:
 				t.Fatalf("%s: unknown lend option %q", at, k)
 			}
 		}
 		w.serials[name] = len(w.serials) + 1
 		serial := w.serials[name]
+		w.be.mu.Lock()
+		w.be.reject[serial] = rejected
+		w.be.mu.Unlock()
 		var dev []gpu.DevicePtr
 		for b := range rows {
 			p, err := w.dev.Alloc(slotBytes)
@@ -599,6 +754,21 @@ func (r *zooRun) exec(t *testing.T, at string, f []string) {
 		w.clock.Advance(d)
 	case "release":
 		require.NoError(t, r.m.release(arg(t, at, f, 1)), at)
+	case "cancel":
+		name := arg(t, at, f, 1)
+		_, ok := w.serials[name]
+		require.True(t, ok, "%s: %s was never lent", at, name)
+		r.cancels[name] = r.m.cancel(name)
+	case "copies":
+		switch arg(t, at, f, 1) {
+		case "hold":
+			w.held = true
+		case "land":
+			w.held = false
+			w.dev.CompleteAll()
+		default:
+			t.Fatalf("%s: copies hold|land", at)
+		}
 	default:
 		t.Fatalf("%s: unknown command %q", at, f[0])
 	}
@@ -652,6 +822,26 @@ func (r *zooRun) observe(t *testing.T, at, key string) string {
 		return r.m.ready(name)
 	case "device":
 		return r.device(name)
+	case "inflight":
+		return yes(r.w.stream.inFlight(r.w.rows[name]))
+	case "cancels":
+		a := r.w.attempt(name)
+		if a == nil {
+			return "0"
+		}
+		r.w.be.mu.Lock()
+		defer r.w.be.mu.Unlock()
+		return strconv.Itoa(a.cancels)
+	case "cancel":
+		err, asked := r.cancels[name]
+		switch {
+		case !asked:
+			return "none"
+		case err != nil:
+			t.Logf("%s: the cancel of %s was refused: %v", at, name, err)
+			return "refused"
+		}
+		return "accepted"
 	case "stored":
 		serial := r.w.serials[name]
 		ok := true
