@@ -1,7 +1,8 @@
 // Package fsm declares the lifecycle of a staging lease — the rows of one fetch or
 // publish — once, and compiles it into the dense table the readiness engine runs
-// from. This is revision 2 of SPEC §4: nothing is copied out of staging before the
-// backend's access is proven over.
+// from. This is revision 3 of SPEC §4: nothing is copied out of staging before the
+// backend's access is proven over, and what entering a state does is declared
+// with the state, as data ([Effect], [Mark]).
 //
 // The declaration (lifecycle.go) says, for every (state, event) pair, exactly one
 // of three things: a Move to a next state, which may latch the lease's logical
@@ -26,12 +27,13 @@
 // never listed by hand, so a change to the declaration changes its consequences
 // everywhere at once.
 //
-// [Declaration] renders the lifecycle as github.com/looplab/fsm event
-// descriptions (a latch is a self-loop, a completion the event "[guard]"); the
-// tests drive a looplab machine built from it beside the table to check the
-// compiler, and check the lifecycle itself against an oracle written from the
-// SPEC. looplab is never on the per-lease path: [Table.Fire] is an array lookup
-// with no allocation and no lock. Package diagram draws the same table.
+// Package fsm/declaration renders the lifecycle as github.com/looplab/fsm
+// event descriptions (a latch is a self-loop, a completion the event
+// "[guard]"); the tests drive a looplab machine built from it beside the table
+// to check the compiler, and check the lifecycle itself against an oracle
+// written from the SPEC. looplab is never on the per-lease path, and nothing
+// the engine links imports it: [Table.Fire] is an array lookup with no
+// allocation and no lock. Package diagram draws the same table.
 //
 // Like etcd's raft, the package is a pure state machine: it decides, and the
 // caller (the engine) performs what entering a state asks for — granting slots,

@@ -2,7 +2,7 @@
 // publishes, hands them to a content-addressed backend, latches the evidence
 // that comes back — outcomes, access proofs, GPU copy completions, deadlines,
 // device loss, release requests — and drives every lease through the compiled
-// lifecycle table of package fsm (SPEC §4, revision 2). The table is the only
+// lifecycle table of package fsm (SPEC §4, revision 3). The table is the only
 // place where transitions are decided.
 //
 // The engine guarantees that no staging slot is recycled before its fence —
@@ -16,18 +16,22 @@
 //
 // # Core and runner
 //
-// [Core] is the lifecycle without I/O, like etcd raft's RawNode: it applies
-// evidence to the table and hands back, in [Ready], the work it calls for —
-// submissions, copies, access proofs to ask for, containment signals. It
-// starts no goroutine and calls no backend or device; its clock is whatever
-// its caller passes to Tick.
+// Package [github.com/kvready/kvready/readiness/core] is the lifecycle without
+// I/O, like etcd raft's RawNode: every piece of evidence enters it through one
+// door, is applied to the table, and the work the table calls for comes back
+// in a Ready — submissions, copies, access proofs to ask for, cancellations,
+// containment signals. It starts no goroutine and calls no backend or device;
+// its clock is whatever its caller passes to Tick.
 //
 // [Engine] is the runner managers embed, like raft's node.go around RawNode: a
-// Core plus the goroutines that observe the backend — one polls attempts, a
+// core plus the goroutines that observe the backend — one watches attempts, a
 // few run Quiesce calls, retrying with back-off until a true answer or the
 // containment deadline — and the stream the copies go through. Its rounds
-// ([Engine.Progress]) never block; [Engine.Sync] waits for the goroutines to
-// catch up, for deterministic tests and simulations of the same runner.
+// ([Engine.Progress]) never block; [Engine.Wake] tells the owner when a round
+// has work and [Engine.Wait] waits, with a context, for a lease to become
+// ready or released, so an embedding needs no sleep loop. [Engine.Sync] waits
+// for the goroutines to catch up, for deterministic tests and simulations of
+// the same runner.
 //
 // # Threading
 //

@@ -15,16 +15,25 @@ var intro = strings.ReplaceAll(introText, "~", "`")
 const introText = `# The lease lifecycle
 
 Every lease — the staging slots of one fetch or one publish — has exactly one
-state. The lifecycle (SPEC §4, revision 2) is declared once, in
+state. The lifecycle (SPEC §4, revision 3) is declared once, in
 ~fsm/lifecycle.go~: the engine runs from the table compiled from that
 declaration, and this page and the drawings in ~docs/diagrams/~ are generated
 from the same table. The tests check the table against an oracle written by hand
 from the SPEC, rule by rule.
 
-Revision 2 corrects revision 1, which copied a fetch's rows from staging to the
+Revision 3 keeps every rule of revision 2 and adds four things. What entering a
+state *does* (place, copy in, submit, ask for a proof, copy out, free,
+quarantine, contain, recover) is declared with the state, as data, and drawn.
+An owner's cancellation request is evidence like any other (~cancel_requested~,
+~cancel_answered~). A lease waits for admission to the backend in ~staged~, so
+that the request deadline measures the backend's service and never the
+engine's queue (rule 12). A contained lease rests in ~contained~, where the
+containment policy decides what follows (rule 5).
+
+Revision 2 corrected revision 1, which copied a fetch's rows from staging to the
 device, and answered readiness, before the backend's access was proven over. A
 backend that answered Delivered may still be touching staging (a retried write,
-a lagging DMA): bytes copied out before the proof can be torn. Now the outcome
+a lagging DMA): bytes copied out before the proof can be torn. The outcome
 is latched and visible at once — a miss can be rescheduled for recompute
 immediately — but nothing is copied until the fence.
 
@@ -85,8 +94,15 @@ tries its completions in the order listed. Drawn as dotted arrows, ~[guard]~.
    when the engine notices. **Quarantine is only by containment**: when that
    deadline passes with access or a local copy still unproven (~copy_unproven~:
    a copy that failed without a completion record, or a lost device),
-   ~containment~ moves the lease to ~quarantined~, the engine signals it once,
-   and the slots never return. No later evidence releases them.
+   ~containment~ moves the lease to ~contained~ and the engine signals it once.
+   What follows is the embedder's containment policy. Under *quarantine* (the
+   default) and *fatal*, and for what nothing could ever prove (no attempt, a
+   local copy involved, a lost device), the ~[not_recoverable]~ completion
+   passes the lease through to ~quarantined~ at once and the slots never
+   return; fatal also halts the engine, which then releases nothing. Under
+   *recover* the lease rests in ~contained~, the backend is asked again at a
+   slow cadence, and a later ~access_proven~ fences it (signalled as
+   recovered). Slots are never freed to unstick the pool.
 6. **What a backend was handed stays the lease's until its fence** (the extent,
    its units, the attempt); a quarantined lease keeps it for ever. This is the
    engine's to keep; the table gives it the fence to wait for.
@@ -105,7 +121,17 @@ tries its completions in the order listed. Drawn as dotted arrows, ~[guard]~.
     and complete — or contained. Close never releases a lease before its fence.
 11. **Caller mistakes are refused at the door**: a copy the device refused
     before it started (~copy_refused~) is not unproven and quarantines nothing;
-    a publish whose staging is incomplete fails without being submitted.
+    a publish whose staging is incomplete fails without being submitted. Every
+    piece of evidence enters the core through one door; a refusal changes
+    nothing — no state, latch, reason or counter.
+12. **A real store never eats staging capacity**: a lease waits in ~staged~,
+    before submission, until the backend's bound on outstanding submissions
+    admits it (~admission_granted~), and its request deadline is armed at
+    submission. A cancellation request (~cancel_requested~) before the outcome
+    asks the backend to stop early; its answer (~cancel_answered~) is recorded
+    and changes neither the outcome nor the collection of access evidence.
+13. **The owner is woken, never made to poll**: not a state of the table; the
+    runner wakes its owner when a round has work (docs/engine.md).
 `
 
 // Markdown returns docs/states.md: the hand-written introduction, then the
