@@ -150,10 +150,10 @@ type Mark uint8
 
 // The marks.
 const (
-	Exposed   Mark = iota // the backend was handed the slots (it may have touched them)
-	Attempted             // the backend returned an attempt: there is something to ask Quiesce about
-	Fenced                // the backend's access was proven over (or never began)
-	WasContained          // the containment deadline passed with something unproven
+	Exposed      Mark = iota // the backend was handed the slots (it may have touched them)
+	Attempted                // the backend returned an attempt: there is something to ask Quiesce about
+	Fenced                   // the backend's access was proven over (or never began)
+	WasContained             // the containment deadline passed with something unproven
 	// NumMarks is the number of marks; it is not a mark.
 	NumMarks
 )
@@ -251,9 +251,9 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 }
 
 var markInfo = [NumMarks]struct{ name, meaning string }{
-	Exposed:   {"exposed", "The backend was handed the slots."},
-	Attempted: {"attempted", "The backend returned an attempt."},
-	Fenced:    {"fenced", "The backend's access was proven over."},
+	Exposed:      {"exposed", "The backend was handed the slots."},
+	Attempted:    {"attempted", "The backend returned an attempt."},
+	Fenced:       {"fenced", "The backend's access was proven over."},
 	WasContained: {"contained", "The containment deadline passed with something unproven."},
 }
 

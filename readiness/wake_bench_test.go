@@ -20,7 +20,7 @@ type notifyingFetcher struct{ notify chan func() }
 type notifyingAttempt struct{ b *notifyingFetcher }
 
 func (notifyingAttempt) Poll() contract.Outcome { return nil }
-func (a notifyingAttempt) Notify(f func())    { a.b.notify <- f }
+func (a notifyingAttempt) Notify(f func())      { a.b.notify <- f }
 
 func (b *notifyingFetcher) Fetch(contract.CacheExtent, contract.Route) (contract.Attempt, error) {
 	return notifyingAttempt{b}, nil
