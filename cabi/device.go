@@ -190,9 +190,9 @@ type cDevice struct {
 	id uint64
 
 	mu     sync.Mutex
-	seq    uint64    // events recorded
-	events []cEvent  // recorded and not yet released, oldest first
-	failed uint64    // the first event that failed (0: none); every later one fails too
+	seq    uint64   // events recorded
+	events []cEvent // recorded and not yet released, oldest first
+	failed uint64   // the first event that failed (0: none); every later one fails too
 }
 
 type cEvent struct {

@@ -123,7 +123,9 @@ func statusf(status C.int, format string, args ...any) error {
 	return &statusError{status, fmt.Sprintf(format, args...)}
 }
 
-func invalid(format string, args ...any) error { return statusf(C.KVREADY_ERR_INVALID, format, args...) }
+func invalid(format string, args ...any) error {
+	return statusf(C.KVREADY_ERR_INVALID, format, args...)
+}
 
 // statusOf maps an error to the status a C caller sees.
 func statusOf(err error) C.int {
