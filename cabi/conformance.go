@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"unsafe"
 
 	"github.com/kvready/kvready/contract"
@@ -38,18 +39,34 @@ var rules = []struct{ id, text string }{
 
 // brokenRule finds the rule a failed check reports ("conformance: RULE:
 // detail"), or "" when the failure names none (a panic, a subject that could
-// not be built).
+// not be built). rapid's verdict comes first in the report, before the
+// trials' own output: the earliest rule named is the verdict's.
 func brokenRule(report string) string {
+	best, at := "", len(report)
 	for _, r := range rules {
-		if strings.Contains(report, "conformance: "+r.text+":") {
-			return r.id
+		if i := strings.Index(report, "conformance: "+r.text+":"); i >= 0 && i < at {
+			best, at = r.id, i
 		}
 	}
-	return ""
+	return best
 }
 
 // conformanceMu serialises checks: rapid's settings are process-wide flags.
 var conformanceMu sync.Mutex
+
+// flagsOnce readies the flags rapid reads: rapid asks testing.Short, which
+// needs testing's flags registered and parsed. They are parsed from no
+// arguments — never the host process's own command line.
+var flagsOnce sync.Once
+
+func readyFlags() {
+	flagsOnce.Do(func() {
+		testing.Init()
+		if !flag.Parsed() {
+			_ = flag.CommandLine.Parse(nil)
+		}
+	})
+}
 
 //export kvready_conformance_check
 func kvready_conformance_check(mk C.kvready_make_backend, user unsafe.Pointer, kind, checks, mayFail C.int32_t, rule *C.char, ruleCap C.size_t) (st C.int) {
@@ -65,11 +82,17 @@ func kvready_conformance_check(mk C.kvready_make_backend, user unsafe.Pointer, k
 	}
 	conformanceMu.Lock()
 	defer conformanceMu.Unlock()
+	readyFlags()
 	if checks > 0 {
 		prev := flag.Lookup("rapid.checks").Value.String()
 		_ = flag.Set("rapid.checks", strconv.Itoa(int(checks)))
 		defer func() { _ = flag.Set("rapid.checks", prev) }()
 	}
+	// Shrinking a failure re-runs trials through the embedder's callbacks:
+	// bound it, so a broken backend is reported in seconds.
+	prevShrink := flag.Lookup("rapid.shrinktime").Value.String()
+	_ = flag.Set("rapid.shrinktime", "5s")
+	defer func() { _ = flag.Set("rapid.shrinktime", prevShrink) }()
 	var opts []proptest.Option
 	if mayFail != 0 {
 		opts = append(opts, proptest.MayFail())

@@ -257,8 +257,9 @@ typedef struct kvready_backend_callbacks {
   /* Any thread, concurrently; must not block. Answer the attempt's outcome
    * (answer->kind KVREADY_PENDING while there is none); for KVREADY_DELIVERED
    * write the fully delivered names, KVREADY_NAME_SIZE bytes each, into
-   * served (room for served_cap names: the extent's units) and their count in
-   * answer->served. Once answered, answer the same for ever. A nonzero
+   * served and their count in answer->served. served_cap is one more than
+   * the extent's units: more names than units means a name never asked for,
+   * and one such name is room enough to report it (a violation all the same).  Once answered, answer the same for ever. A nonzero
    * return is a contract violation: nothing the attempt says is trusted. */
   int (*poll)(void *user, uint64_t attempt, kvready_answer *answer,
               uint8_t *served, size_t served_cap);
@@ -364,6 +365,9 @@ int kvready_memory_read(uint64_t memory, int32_t group, int64_t local, int64_t o
 /* The address and size of a slot of caller memory (KVREADY_ERR_UNSUPPORTED
  * for the conformance kit's memory, which is reached through write/read). */
 int kvready_memory_row(uint64_t memory, int32_t group, int64_t local, void **row, size_t *nbytes);
+/* The pool groups: n_groups of them (KVREADY_ERR_BUFFER, with *n_groups, if
+ * more than cap). */
+int kvready_memory_groups(uint64_t memory, kvready_group *groups, size_t cap, size_t *n_groups);
 int kvready_memory_close(uint64_t memory);
 
 /* ---- backends -------------------------------------------------------------- */

@@ -134,6 +134,60 @@ func kvready_memory_row(h C.uint64_t, group C.int32_t, local C.int64_t, row *uns
 	return C.KVREADY_OK
 }
 
+// groups returns the pool groups. The conformance kit's memory says only
+// which rows exist, so its groups are found by asking.
+func (m *memory) groups() []staging.Group {
+	if m.staged != nil {
+		return m.staged.Groups()
+	}
+	var gs []staging.Group
+	for g := 0; g < 1<<16; g++ {
+		row, ok := m.rows.Row(g, 0)
+		if !ok {
+			break
+		}
+		hi := 1
+		for hi < staging.MaxSlots {
+			if _, ok := m.rows.Row(g, hi); !ok {
+				break
+			}
+			hi = min(2*hi, staging.MaxSlots)
+		}
+		lo := hi / 2 // Row(g, lo) exists; find the first that does not
+		for lo+1 < hi {
+			mid := (lo + hi) / 2
+			if _, ok := m.rows.Row(g, mid); ok {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		gs = append(gs, staging.Group{Slots: lo + 1, SlotBytes: len(row)})
+	}
+	return gs
+}
+
+//export kvready_memory_groups
+func kvready_memory_groups(h C.uint64_t, out *C.kvready_group, cap C.size_t, n *C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	m, err := lookup[*memory](uint64(h), kindMemory)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	gs := m.groups()
+	if n != nil {
+		*n = C.size_t(len(gs))
+	}
+	if int(cap) < len(gs) || out == nil {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_memory_groups: %d pool groups; the array holds %d", len(gs), cap))
+	}
+	dst := unsafe.Slice(out, len(gs))
+	for i, g := range gs {
+		dst[i].slots, dst[i].slot_bytes = C.int64_t(g.Slots), C.int64_t(g.SlotBytes)
+	}
+	return C.KVREADY_OK
+}
+
 //export kvready_memory_close
 func kvready_memory_close(h C.uint64_t) (st C.int) {
 	defer guard(uint64(h), &st)
