@@ -259,8 +259,9 @@ typedef struct kvready_backend_callbacks {
    * write the fully delivered names, KVREADY_NAME_SIZE bytes each, into
    * served and their count in answer->served. served_cap is one more than
    * the extent's units: more names than units means a name never asked for,
-   * and one such name is room enough to report it (a violation all the same).  Once answered, answer the same for ever. A nonzero
-   * return is a contract violation: nothing the attempt says is trusted. */
+   * and one such name is room enough to report it (a violation all the
+   * same). Once answered, answer the same for ever. A nonzero return is a
+   * contract violation: nothing the attempt says is trusted. */
   int (*poll)(void *user, uint64_t attempt, kvready_answer *answer,
               uint8_t *served, size_t served_cap);
   /* A worker thread (never the owner's); MAY BLOCK, up to timeout_ns. Set

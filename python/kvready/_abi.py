@@ -25,15 +25,16 @@ ABI_VERSION = 1
 
 
 def _find_library() -> str:
-    """The shared library: $KVREADY_LIBRARY, the package's own copy (a wheel,
-    or ``make python``), or the repository's ``bin/`` (``make lib``)."""
+    """The shared library: $KVREADY_LIBRARY, the checkout's ``bin/`` (``make
+    lib``: the freshest build while working on kvready), or the package's own
+    copy (a wheel, or ``make python``)."""
     env = os.environ.get("KVREADY_LIBRARY")
     if env:
         if not os.path.exists(env):
             raise ImportError(f"kvready: KVREADY_LIBRARY={env} does not exist; build the library with `make lib`")
         return env
     here = pathlib.Path(__file__).resolve().parent
-    for candidate in (here / "libkvready.so", here.parent.parent / "bin" / "libkvready.so"):
+    for candidate in (here.parent.parent / "bin" / "libkvready.so", here / "libkvready.so"):
         if candidate.exists():
             return str(candidate)
     raise ImportError(
