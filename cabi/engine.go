@@ -192,12 +192,18 @@ func (e *engine) moved(t readiness.Transition) {
 }
 
 // takeChanges moves up to cap recorded leases into the caller's arrays and
-// returns how many it wrote and how many are left.
+// returns how many it wrote and how many are left. A caller that passes no
+// arrays does not want them: the record is dropped, so that it never grows
+// for an owner that does not read it.
 func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (int, int) {
-	n := min(int(cap), len(e.chLease))
-	if leases == nil || states == nil {
-		n = 0
+	if leases == nil || states == nil || cap == 0 {
+		for _, h := range e.chLease {
+			e.pos[readiness.HandleOf(h).Index()] = 0
+		}
+		e.chLease, e.chState = e.chLease[:0], e.chState[:0]
+		return 0, 0
 	}
+	n := min(int(cap), len(e.chLease))
 	if n > 0 {
 		ls := unsafe.Slice((*uint64)(unsafe.Pointer(leases)), n)
 		ss := unsafe.Slice((*int32)(unsafe.Pointer(states)), n)

@@ -425,8 +425,10 @@ int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
  * when a round has work. Owned by the engine: do not close or read it. */
 int kvready_engine_wake_fd(uint64_t engine, int32_t *fd);
 /* One round: never blocks. Drains the wake fd, runs the round, and writes the
- * leases whose state moved (each once, with its state now) into leases/states
- * (cap entries; round->more says how many did not fit). Any may be NULL/0. */
+ * leases whose state moved since the last read (each once, with its state
+ * now) into leases/states (cap entries; round->more says how many did not fit,
+ * for kvready_changes). With no arrays (NULL or cap 0) they are not kept.
+ * round may be NULL. */
 int kvready_progress(uint64_t engine, kvready_round *round, uint64_t *leases, int32_t *states, size_t cap);
 /* The changed leases that did not fit in the last round's arrays. */
 int kvready_changes(uint64_t engine, uint64_t *leases, int32_t *states, size_t cap, size_t *n);
