@@ -213,6 +213,7 @@ engine_close = _proto("kvready_engine_close", c_uint64, POINTER(CReport))
 engine_shutdown = _proto("kvready_engine_shutdown", c_uint64, c_int64, POINTER(CReport))
 engine_report = _proto("kvready_engine_report", c_uint64, POINTER(CReport))
 engine_free = _proto("kvready_engine_free", c_uint64, c_int32)
+bench_go_lifecycle = _proto("kvready_bench_go_lifecycle", c_uint64, c_uint64, POINTER(CRequest), c_size_t, c_int64, _i64p)
 
 if abi_version() != ABI_VERSION:
     raise ImportError(f"kvready: the library speaks C ABI {abi_version()}, this package {ABI_VERSION}: rebuild with `make python`")
