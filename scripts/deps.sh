@@ -4,7 +4,8 @@
 #       start real servers;
 #   python3, python3-pytest, python3-numpy: the pytest suite of the Python package
 #       (python/tests), run through Debian's interpreter (/usr/bin/python3);
-#   python3-build: `make python` builds the wheel offline.
+#   python3-build, python3-setuptools, python3-wheel: `make python` builds the wheel
+#       offline (no isolation: the build backend comes from Debian too).
 # On Debian as root, install what is missing; otherwise stop at once, naming the
 # command. A test never skips because a part is missing.
 set -euo pipefail
@@ -15,11 +16,13 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 py=/usr/bin/python3
 if [ ! -x "$py" ]; then
-  missing+=(python3 python3-pytest python3-numpy python3-build)
+  missing+=(python3 python3-pytest python3-numpy python3-build python3-setuptools python3-wheel)
 else
   "$py" -c 'import pytest' >/dev/null 2>&1 || missing+=(python3-pytest)
   "$py" -c 'import numpy' >/dev/null 2>&1 || missing+=(python3-numpy)
   "$py" -c 'import build' >/dev/null 2>&1 || missing+=(python3-build)
+  "$py" -c 'import setuptools' >/dev/null 2>&1 || missing+=(python3-setuptools)
+  "$py" -c 'import wheel' >/dev/null 2>&1 || missing+=(python3-wheel)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
