@@ -13,7 +13,12 @@ export RAPID_CHECKS
 CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_CFLAGS
 
-.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots
+# Debian's interpreter: the one python3-pytest and python3-numpy install for.
+PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+CC        ?= cc
+
+.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+	lib python abi-test bench-abi
 
 all: build
 
@@ -24,10 +29,38 @@ build:
 deps:
 	./scripts/deps.sh
 
-## test: vet, then every package under the race detector.
+## test: vet, then every package under the race detector, then the C ABI (abi-test).
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) abi-test
+
+## lib: the C ABI: bin/libkvready.so (go build -buildmode=c-shared ./cabi) and bin/kvready.h,
+## the documented header every exported function is compiled against (cgo's own
+## generated header is dropped: it would say the same, undocumented).
+lib:
+	@mkdir -p bin
+	$(GO) build -buildmode=c-shared -o bin/libkvready.so ./cabi
+	cp cabi/kvready.h bin/kvready.h
+	rm -f bin/libkvready.h
+
+## python: the Python package with its library inside (python/kvready/libkvready.so),
+## and a wheel built offline into bin/ (python3 -m build --no-isolation, Debian's python3-build).
+python: lib
+	cp bin/libkvready.so python/kvready/libkvready.so
+	rm -rf python/build python/kvready.egg-info
+	cd python && $(PYTHON) -m build --no-isolation --wheel --outdir ../bin . >/dev/null
+	rm -rf python/build python/kvready.egg-info
+	@ls bin/kvready-*.whl
+
+## abi-test: the C ABI from C (cabi/testdata/abi_test.c compiled with cc against
+## bin/kvready.h) and from Python (the pytest suite in python/tests: the package, the
+## README's C and Python programs, examples/python/manager.py over a real redis-server),
+## with cgo's pointer checks on.
+abi-test: lib python
+	$(CC) -O1 -g -Wall -Wextra -Werror -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+	GODEBUG=cgocheck=1 bin/abi_test
+	GODEBUG=cgocheck=1 CC=$(CC) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 ## proptest-long: the property suite with ten times the CI budget, and longer sequences.
 proptest-long:
@@ -71,6 +104,17 @@ bench:
 		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ | tee -a bench.out
 	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
 	@grep -A14 '^## SPEC' docs/performance.md
+	$(MAKE) bench-abi
+
+## bench-abi: the C ABI's SPEC §5 figures, side by side in one run each: a lifecycle driven
+## from C against the same lifecycle driven in Go (cabi/testdata/bench.c), and from Python
+## against one bare call of the same binding (python/bench/lifecycle.py); written to
+## docs/performance-abi.md, which docs/performance.md links.
+bench-abi: lib
+	$(CC) -O2 -Wall -Wextra -Werror -o bin/abi_bench cabi/testdata/bench.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+	bin/abi_bench > bin/abi_bench.out
+	$(PYTHON) python/bench/lifecycle.py --c-results bin/abi_bench.out > docs/performance-abi.md
+	@cat docs/performance-abi.md
 
 ## diagrams: regenerate the state diagrams and docs/states.md from the table.
 ## SVG is rendered in pure Go (Graphviz compiled to WebAssembly): nothing to install.
@@ -106,4 +150,4 @@ lint:
 
 clean:
 	$(GO) clean -testcache
-	rm -rf bin
+	rm -rf bin python/kvready/libkvready.so python/build python/kvready.egg-info

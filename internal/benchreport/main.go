@@ -105,6 +105,9 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "- date: %s\n- machine: %s/%s, %d CPUs, %s\n- Go: %s\n\n",
 		now.Format("2006-01-02 15:04 UTC"), r.env["goos"], r.env["goarch"], cpus, orDash(r.env["cpu"]), goVersion)
+	fmt.Fprintln(w, "The C ABI's figures (a lifecycle driven from C and from Python) are measured by `make")
+	fmt.Fprintln(w, "bench-abi`, outside `go test`: see [performance-abi.md](performance-abi.md).")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## SPEC §5 figures")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| figure | measured | goal | met | from |")

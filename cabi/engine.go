@@ -1,0 +1,751 @@
+package main
+
+/*
+#include "cgo.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
+)
+
+// engine is an engine object: a readiness.Engine, the objects it uses, the
+// wake descriptor and the goroutine that writes it, and what the owner has not
+// read yet (leases that moved, containments).
+type engine struct {
+	h         uint64
+	eng       *readiness.Engine
+	mem       *memory
+	fetcher   *backend
+	publisher *backend
+	dev       *device
+
+	wake    wakeFD
+	stop    chan struct{}
+	pause   chan chan struct{}
+	fwdDone chan struct{}
+	freed   bool
+
+	// Leases that moved since the owner last read them, each once with its
+	// latest state; pos[lease index] is 1 + its position in chLease.
+	chLease []uint64
+	chState []int32
+	pos     []int32
+
+	contained []readiness.Containment
+	rows      []readiness.Row // scratch for Lend (the core copies the rows)
+}
+
+// maxRows bounds one request's rows: more is refused before anything is read.
+const maxRows = 1 << 24
+
+//export kvready_engine_new
+func kvready_engine_new(cfg *C.kv_cconfig, out *C.uint64_t) (st C.int) {
+	defer guard(0, &st)
+	if cfg == nil || out == nil {
+		return fail(0, invalid("kvready_engine_new: config and engine (the out-parameter) are required (NULL given)"))
+	}
+	e, err := newEngine((*C.kvready_engine_config)(unsafe.Pointer(cfg)))
+	if err != nil {
+		return fail(0, err)
+	}
+	*out = C.uint64_t(e.h)
+	return C.KVREADY_OK
+}
+
+func newEngine(c *C.kvready_engine_config) (*engine, error) {
+	m, err := lookup[*memory](uint64(c.memory), kindMemory)
+	if err != nil {
+		return nil, fmt.Errorf("kvready_engine_new: config.memory: %w", err)
+	}
+	if m.staged == nil {
+		return nil, invalid("kvready_engine_new: config.memory is the conformance kit's memory; an engine lends staging memory from kvready_memory_over")
+	}
+	d, err := lookup[*device](uint64(c.device), kindDevice)
+	if err != nil {
+		return nil, fmt.Errorf("kvready_engine_new: config.device: %w", err)
+	}
+	e := &engine{mem: m, dev: d, stop: make(chan struct{}), pause: make(chan chan struct{}), fwdDone: make(chan struct{})}
+	for _, side := range []struct {
+		h    C.uint64_t
+		name string
+		dst  **backend
+	}{{c.fetcher, "fetcher", &e.fetcher}, {c.publisher, "publisher", &e.publisher}} {
+		if side.h == 0 {
+			continue
+		}
+		b, err := lookup[*backend](uint64(side.h), kindBackend)
+		if err != nil {
+			return nil, fmt.Errorf("kvready_engine_new: config.%s: %w", side.name, err)
+		}
+		if b.mem != m {
+			return nil, invalid("kvready_engine_new: config.%s was opened over another staging memory than config.memory; a backend resolves units in the engine's memory", side.name)
+		}
+		*side.dst = b
+	}
+	rc := readiness.Config{
+		Core: core.Config{
+			Memory:          m.staged,
+			TokensPerBlock:  int(c.tokens_per_block),
+			RequestTimeout:  time.Duration(c.request_timeout_ns),
+			DrainGrace:      time.Duration(c.drain_grace_ns),
+			QuiesceTimeout:  time.Duration(c.quiesce_timeout_ns),
+			RetryBackoff:    time.Duration(c.retry_backoff_ns),
+			MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
+			KeepReleased:    int(c.keep_released),
+			OnTransition:    e.moved,
+		},
+		Stream:         d.stream,
+		Health:         d.health,
+		QuiesceWorkers: int(c.quiesce_workers),
+		OnContainment:  func(ct readiness.Containment) { e.contained = append(e.contained, ct) },
+	}
+	if e.fetcher != nil {
+		if e.fetcher.fetcher == nil {
+			return nil, invalid("kvready_engine_new: config.fetcher cannot fetch (its callbacks have no fetch)")
+		}
+		rc.Fetcher = e.fetcher.fetcher
+	}
+	if e.publisher != nil {
+		if e.publisher.publisher == nil {
+			return nil, invalid("kvready_engine_new: config.publisher cannot publish (its callbacks have no publish)")
+		}
+		rc.Publisher = e.publisher.publisher
+	}
+	eng, err := readiness.New(rc)
+	if err != nil {
+		return nil, invalid("kvready_engine_new: %v", err)
+	}
+	w, err := openWake()
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	e.eng, e.wake = eng, w
+	m.users.Add(1)
+	d.users.Add(1)
+	for _, b := range []*backend{e.fetcher, e.publisher} {
+		if b != nil {
+			b.users.Add(1)
+		}
+	}
+	go e.forward()
+	e.h = register(kindEngine, e)
+	return e, nil
+}
+
+// forward makes the wake descriptor readable whenever the engine's Wake
+// channel fires, until stopped; paused, it leaves Wake to the engine's own
+// waits (Wait, Sync, Shutdown).
+func (e *engine) forward() {
+	defer close(e.fwdDone)
+	wake := e.eng.Wake()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case resume := <-e.pause:
+			<-resume
+		case <-wake:
+			e.wake.signal()
+		}
+	}
+}
+
+// paused runs fn with the forwarder paused, so that fn may wait on Wake; the
+// descriptor is signalled after, for whatever fn left.
+func (e *engine) paused(fn func()) {
+	resume := make(chan struct{})
+	e.pause <- resume
+	defer func() {
+		close(resume)
+		e.wake.signal()
+	}()
+	fn()
+}
+
+// moved records a move, on the owner goroutine: each lease once, with its
+// latest state.
+func (e *engine) moved(t readiness.Transition) {
+	h, idx := t.Lease.Uint64(), t.Lease.Index()
+	if idx < len(e.pos) {
+		if p := e.pos[idx] - 1; p >= 0 && e.chLease[p] == h {
+			e.chState[p] = int32(t.To)
+			return
+		}
+	}
+	for len(e.pos) <= idx {
+		e.pos = append(e.pos, 0)
+	}
+	e.chLease = append(e.chLease, h)
+	e.chState = append(e.chState, int32(t.To))
+	e.pos[idx] = int32(len(e.chLease))
+}
+
+// takeChanges moves up to cap recorded leases into the caller's arrays and
+// returns how many it wrote and how many are left. A caller that passes no
+// arrays does not want them: the record is dropped, so that it never grows
+// for an owner that does not read it.
+func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (int, int) {
+	if leases == nil || states == nil || cap == 0 {
+		for _, h := range e.chLease {
+			e.pos[readiness.HandleOf(h).Index()] = 0
+		}
+		e.chLease, e.chState = e.chLease[:0], e.chState[:0]
+		return 0, 0
+	}
+	n := min(int(cap), len(e.chLease))
+	if n > 0 {
+		ls := unsafe.Slice((*uint64)(unsafe.Pointer(leases)), n)
+		ss := unsafe.Slice((*int32)(unsafe.Pointer(states)), n)
+		copy(ls, e.chLease[:n])
+		copy(ss, e.chState[:n])
+	}
+	for _, h := range e.chLease[:n] {
+		e.pos[readiness.HandleOf(h).Index()] = 0
+	}
+	rest := copy(e.chLease, e.chLease[n:])
+	copy(e.chState, e.chState[n:])
+	e.chLease, e.chState = e.chLease[:rest], e.chState[:rest]
+	for i, h := range e.chLease {
+		e.pos[readiness.HandleOf(h).Index()] = int32(i + 1)
+	}
+	return n, rest
+}
+
+// engineOf finds the engine h names.
+func engineOf(h C.uint64_t) (*engine, error) {
+	e, err := lookup[*engine](uint64(h), kindEngine)
+	if err == nil && e.freed {
+		err = statusf(C.KVREADY_ERR_BAD_HANDLE, "kvready: engine %#x was freed", uint64(h))
+	}
+	return e, err
+}
+
+//export kvready_engine_wake_fd
+func kvready_engine_wake_fd(h C.uint64_t, fd *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if fd == nil {
+		return fail(uint64(h), invalid("kvready_engine_wake_fd: fd is NULL"))
+	}
+	*fd = C.int32_t(e.wake.r)
+	return C.KVREADY_OK
+}
+
+//export kvready_progress
+func kvready_progress(h C.uint64_t, round *C.kvready_round, leases *C.uint64_t, states *C.int32_t, cap C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	e.wake.drain()
+	moves := e.eng.Progress()
+	n, rest := e.takeChanges(leases, states, cap)
+	if round != nil {
+		round.moves = C.int64_t(moves)
+		round.changed = C.int64_t(n)
+		round.more = C.int64_t(rest)
+		round.containments = C.int64_t(len(e.contained))
+		round.halted = cbool(e.eng.Err() != nil)
+		round.drained = cbool(e.eng.Report().Drained)
+	}
+	return C.KVREADY_OK
+}
+
+func cbool(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+//export kvready_changes
+func kvready_changes(h C.uint64_t, leases *C.uint64_t, states *C.int32_t, cap C.size_t, n *C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	k, _ := e.takeChanges(leases, states, cap)
+	if n != nil {
+		*n = C.size_t(k)
+	}
+	return C.KVREADY_OK
+}
+
+// request converts one C request; rows go to the engine's scratch.
+func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
+	var req readiness.Request
+	switch r.kind {
+	case C.KVREADY_FETCH:
+		req.Kind = readiness.Fetch
+	case C.KVREADY_PUBLISH:
+		req.Kind = readiness.Publish
+	default:
+		return req, fmt.Errorf("%w: kind %d; want KVREADY_FETCH (1) or KVREADY_PUBLISH (2)", readiness.ErrInvalidRequest, int(r.kind))
+	}
+	if r.n_rows > maxRows || (r.n_rows > 0 && r.rows == nil) {
+		return req, fmt.Errorf("%w: %d rows at %p; want 1 to %d rows and a rows pointer", readiness.ErrInvalidRequest, uint64(r.n_rows), r.rows, maxRows)
+	}
+	e.rows = e.rows[:0]
+	if r.n_rows > 0 {
+		for _, cr := range unsafe.Slice(r.rows, int(r.n_rows)) {
+			var row readiness.Row
+			copy(row.Name[:], unsafe.Slice((*byte)(unsafe.Pointer(&cr.name[0])), contract.NameSize))
+			row.Group, row.Block, row.Device = int(cr.group), int(cr.block), gpu.DevicePtr(cr.device)
+			e.rows = append(e.rows, row)
+		}
+	}
+	req.Rows = e.rows
+	req.KnownBlocks = int(r.known_blocks)
+	req.IsLast = r.is_last != 0
+	if r.deadline_unix_ns != 0 {
+		req.Deadline = time.Unix(0, int64(r.deadline_unix_ns))
+	}
+	return req, nil
+}
+
+func (e *engine) lend(r *C.kvready_request) (uint64, error) {
+	req, err := e.request(r)
+	if err != nil {
+		return 0, err
+	}
+	lh, err := e.eng.Lend(req)
+	return lh.Uint64(), err
+}
+
+//export kvready_lend
+func kvready_lend(h C.uint64_t, req *C.kv_crequest, lease *C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if req == nil || lease == nil {
+		return fail(uint64(h), invalid("kvready_lend: request and lease (the out-parameter) are required (NULL given)"))
+	}
+	lh, err := e.lend((*C.kvready_request)(unsafe.Pointer(req)))
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	*lease = C.uint64_t(lh)
+	return C.KVREADY_OK
+}
+
+//export kvready_lend_many
+func kvready_lend_many(h C.uint64_t, reqs *C.kv_crequest, n C.size_t, leases *C.uint64_t, statuses *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if n == 0 {
+		return C.KVREADY_OK
+	}
+	if reqs == nil || leases == nil || n > maxRows {
+		return fail(uint64(h), invalid("kvready_lend_many: %d requests; requests and leases are required (NULL given) and at most %d", n, maxRows))
+	}
+	rs := unsafe.Slice((*C.kvready_request)(unsafe.Pointer(reqs)), int(n))
+	ls := unsafe.Slice((*uint64)(unsafe.Pointer(leases)), int(n))
+	var ss []int32
+	if statuses != nil {
+		ss = unsafe.Slice((*int32)(unsafe.Pointer(statuses)), int(n))
+	}
+	first := C.int(C.KVREADY_OK)
+	for i := range rs {
+		lh, err := e.lend(&rs[i])
+		ls[i] = lh
+		s := fail(uint64(h), err)
+		if ss != nil {
+			ss[i] = int32(s)
+		}
+		if first == C.KVREADY_OK {
+			first = s
+		}
+	}
+	return first
+}
+
+// each applies fn to one lease or to many, as release, cancel and retry do.
+func each(h C.uint64_t, leases *C.kv_cu64, n C.size_t, statuses *C.int32_t, name string, fn func(*engine, readiness.Handle) error) C.int {
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if n > 0 && leases == nil || n > maxRows {
+		return fail(uint64(h), invalid("%s: %d leases; leases is required (NULL given) and at most %d", name, n, maxRows))
+	}
+	if n == 0 {
+		return C.KVREADY_OK
+	}
+	ls := unsafe.Slice((*uint64)(unsafe.Pointer(leases)), int(n))
+	var ss []int32
+	if statuses != nil {
+		ss = unsafe.Slice((*int32)(unsafe.Pointer(statuses)), int(n))
+	}
+	first := C.int(C.KVREADY_OK)
+	for i, l := range ls {
+		s := fail(uint64(h), fn(e, readiness.HandleOf(l)))
+		if ss != nil {
+			ss[i] = int32(s)
+		}
+		if first == C.KVREADY_OK {
+			first = s
+		}
+	}
+	return first
+}
+
+func release(e *engine, l readiness.Handle) error { return e.eng.Release(l) }
+
+//export kvready_release
+func kvready_release(h C.uint64_t, lease C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return each(h, (*C.kv_cu64)(unsafe.Pointer(&lease)), 1, nil, "kvready_release", release)
+}
+
+//export kvready_release_many
+func kvready_release_many(h C.uint64_t, leases *C.kv_cu64, n C.size_t, statuses *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return each(h, leases, n, statuses, "kvready_release_many", release)
+}
+
+//export kvready_cancel
+func kvready_cancel(h C.uint64_t, lease C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return each(h, (*C.kv_cu64)(unsafe.Pointer(&lease)), 1, nil, "kvready_cancel",
+		func(e *engine, l readiness.Handle) error { return e.eng.Cancel(l) })
+}
+
+//export kvready_retry
+func kvready_retry(h C.uint64_t, lease C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return each(h, (*C.kv_cu64)(unsafe.Pointer(&lease)), 1, nil, "kvready_retry",
+		func(e *engine, l readiness.Handle) error { return e.eng.Retry(l) })
+}
+
+// fillInfo writes a LeaseInfo into the C struct.
+func fillInfo(dst *C.kvready_lease_info, info readiness.LeaseInfo) {
+	dst.lease = C.uint64_t(info.Handle.Uint64())
+	dst.kind = C.int32_t(info.Kind)
+	dst.state = C.int32_t(info.State)
+	dst.outcome = C.int32_t(info.Outcome)
+	dst.by_peer = cbool(info.ByPeer)
+	dst.release_requested = cbool(info.ReleaseRequested)
+	dst.ungrantable = cbool(info.Ungrantable)
+	dst.exposed = cbool(info.Exposed)
+	dst.fenced = cbool(info.Fenced)
+	dst.cancel_disposition = C.int32_t(info.CancelDisposition)
+	dst.rows = C.int32_t(info.Rows)
+	dst.reason_len = C.uint64_t(len(info.Reason))
+	cArray(dst.reason[:], info.Reason)
+	cArray(dst.cancel_error[:], info.CancelError)
+}
+
+//export kvready_lease_infos
+func kvready_lease_infos(h C.uint64_t, leases *C.kv_cu64, n C.size_t, infos *C.kvready_lease_info, statuses *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	if n > 0 && infos == nil {
+		return fail(uint64(h), invalid("kvready_lease_infos: infos is NULL for %d leases", n))
+	}
+	var out []C.kvready_lease_info
+	if n > 0 && n <= maxRows {
+		out = unsafe.Slice(infos, int(n))
+	}
+	i := 0
+	return each(h, leases, n, statuses, "kvready_lease_infos", func(e *engine, l readiness.Handle) error {
+		info, err := e.eng.Lease(l)
+		if err == nil {
+			fillInfo(&out[i], info)
+		}
+		i++
+		return err
+	})
+}
+
+//export kvready_readiness
+func kvready_readiness(h C.uint64_t, lease C.uint64_t, iv *C.kvready_interval) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if iv == nil {
+		return fail(uint64(h), invalid("kvready_readiness: interval is NULL"))
+	}
+	r, err := e.eng.Readiness(readiness.HandleOf(uint64(lease)))
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	iv.restart_floor = C.int64_t(r.RestartFloor)
+	iv.usable_until = C.int64_t(r.UsableUntil)
+	return C.KVREADY_OK
+}
+
+//export kvready_arrived
+func kvready_arrived(h C.uint64_t, lease C.uint64_t, groups, blocks *C.int32_t, cap C.size_t, n *C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	gb, err := e.eng.Arrived(readiness.HandleOf(uint64(lease)), nil)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	total := 0
+	for _, g := range gb {
+		total += len(g.Blocks)
+	}
+	if n != nil {
+		*n = C.size_t(total)
+	}
+	if int(cap) < total || (total > 0 && (groups == nil || blocks == nil)) {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_arrived: %d blocks arrived; the arrays hold %d", total, cap))
+	}
+	if total == 0 {
+		return C.KVREADY_OK
+	}
+	gs := unsafe.Slice((*int32)(unsafe.Pointer(groups)), total)
+	bs := unsafe.Slice((*int32)(unsafe.Pointer(blocks)), total)
+	k := 0
+	for _, g := range gb {
+		for _, b := range g.Blocks {
+			gs[k], bs[k] = int32(g.Group), int32(b)
+			k++
+		}
+	}
+	return C.KVREADY_OK
+}
+
+// timeoutCtx is a context bounded by timeout_ns; 0 or less is refused, so
+// that every wait is bounded.
+func timeoutCtx(name string, ns C.int64_t) (context.Context, context.CancelFunc, error) {
+	if ns <= 0 {
+		return nil, nil, invalid("%s: timeout %d ns; want a positive bound (every wait is bounded)", name, ns)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ns))
+	return ctx, cancel, nil
+}
+
+//export kvready_wait
+func kvready_wait(h C.uint64_t, lease C.uint64_t, until C.int32_t, timeout C.int64_t, info *C.kvready_lease_info) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if until != C.KVREADY_UNTIL_SETTLED && until != C.KVREADY_UNTIL_RELEASED {
+		return fail(uint64(h), invalid("kvready_wait: until %d; want KVREADY_UNTIL_SETTLED (1) or KVREADY_UNTIL_RELEASED (2)", int(until)))
+	}
+	ctx, cancel, err := timeoutCtx("kvready_wait", timeout)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	defer cancel()
+	var li readiness.LeaseInfo
+	e.paused(func() {
+		li, err = e.eng.Wait(ctx, readiness.HandleOf(uint64(lease)), readiness.Until(until))
+	})
+	if info != nil && li.Handle.Uint64() != 0 {
+		fillInfo(info, li)
+	}
+	return fail(uint64(h), err)
+}
+
+//export kvready_sync
+func kvready_sync(h C.uint64_t, timeout C.int64_t, moves *C.int64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	ctx, cancel, err := timeoutCtx("kvready_sync", timeout)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	defer cancel()
+	var n int
+	e.paused(func() { n, err = e.eng.Sync(ctx) })
+	if moves != nil {
+		*moves = C.int64_t(n)
+	}
+	return fail(uint64(h), err)
+}
+
+//export kvready_count
+func kvready_count(h C.uint64_t, state C.int32_t, count *C.int64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if state < 0 || state >= C.int32_t(fsm.NumStates) || count == nil {
+		return fail(uint64(h), invalid("kvready_count: state %d (count NULL: %v); want 0 to %d and a count", int(state), count == nil, int(fsm.NumStates)-1))
+	}
+	*count = C.int64_t(e.eng.Count(fsm.State(state)))
+	return C.KVREADY_OK
+}
+
+//export kvready_engine_stats
+func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if out == nil {
+		return fail(uint64(h), invalid("kvready_engine_stats: stats is NULL"))
+	}
+	s := e.eng.Stats()
+	*out = C.kvready_stats{}
+	for i, v := range s.Leases {
+		out.leases[i] = C.int64_t(v)
+	}
+	for i, v := range s.Outcomes {
+		out.outcomes[i] = C.uint64_t(v)
+	}
+	out.lent, out.released, out.quarantined_leases = C.uint64_t(s.Lent), C.uint64_t(s.Released), C.uint64_t(s.QuarantinedLeases)
+	out.slots_free, out.slots_held, out.slots_quarantined = C.int64_t(s.SlotsFree), C.int64_t(s.SlotsHeld), C.int64_t(s.SlotsQuarantined)
+	out.refused, out.stale_evidence, out.violations, out.unproven = C.uint64_t(s.Refused), C.uint64_t(s.StaleEvidence), C.uint64_t(s.Violations), C.uint64_t(s.Unproven)
+	out.quiesce_calls, out.quiesce_retries, out.quiesce_timeouts = C.uint64_t(s.QuiesceCalls), C.uint64_t(s.QuiesceRetries), C.uint64_t(s.QuiesceTimeouts)
+	out.cancel_requests, out.cancel_errors = C.uint64_t(s.CancelRequests), C.uint64_t(s.CancelErrors)
+	out.ungrantable, out.containments, out.invariant_breaches = C.uint64_t(s.Ungrantable), C.uint64_t(s.Containments), C.uint64_t(s.InvariantBreaches)
+	out.halted = cbool(s.Halted)
+	return C.KVREADY_OK
+}
+
+//export kvready_containments
+func kvready_containments(h C.uint64_t, out *C.kvready_containment, cap C.size_t, n *C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	k := min(int(cap), len(e.contained))
+	if out == nil {
+		k = 0
+	}
+	if k > 0 {
+		dst := unsafe.Slice(out, k)
+		for i, c := range e.contained[:k] {
+			dst[i].lease = C.uint64_t(c.Lease.Uint64())
+			dst[i].slots = C.int64_t(c.Slots)
+			dst[i].deadline_unix_ns = C.int64_t(c.Deadline.UnixNano())
+			cArray(dst[i].reason[:], c.Reason)
+		}
+		rest := copy(e.contained, e.contained[k:])
+		clear(e.contained[rest:])
+		e.contained = e.contained[:rest]
+	}
+	if n != nil {
+		*n = C.size_t(k)
+	}
+	return C.KVREADY_OK
+}
+
+func fillReport(dst *C.kvready_report, r readiness.Report) {
+	*dst = C.kvready_report{}
+	for i, v := range r.Held {
+		dst.held[i] = C.int64_t(v)
+	}
+	dst.slots_held, dst.slots_quarantined = C.int64_t(r.SlotsHeld), C.int64_t(r.SlotsQuarantined)
+	dst.drained, dst.halted = cbool(r.Drained), cbool(r.Halted != nil)
+}
+
+//export kvready_engine_close
+func kvready_engine_close(h C.uint64_t, report *C.kvready_report) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	e.wake.drain()
+	r := e.eng.Close()
+	if report != nil {
+		fillReport(report, r)
+	}
+	return C.KVREADY_OK
+}
+
+//export kvready_engine_shutdown
+func kvready_engine_shutdown(h C.uint64_t, timeout C.int64_t, report *C.kvready_report) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	ctx, cancel, err := timeoutCtx("kvready_engine_shutdown", timeout)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	defer cancel()
+	var r readiness.Report
+	e.paused(func() { r, err = e.eng.Shutdown(ctx) })
+	if report != nil {
+		fillReport(report, r)
+	}
+	return fail(uint64(h), err)
+}
+
+//export kvready_engine_report
+func kvready_engine_report(h C.uint64_t, report *C.kvready_report) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if report == nil {
+		return fail(uint64(h), invalid("kvready_engine_report: report is NULL"))
+	}
+	fillReport(report, e.eng.Report())
+	return C.KVREADY_OK
+}
+
+//export kvready_engine_free
+func kvready_engine_free(h C.uint64_t, force C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	r := e.eng.Report()
+	if !r.Drained && force == 0 {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUSY,
+			"kvready_engine_free: the engine has not drained (%d slots still held, %d quarantined); shut it down first (kvready_engine_shutdown), or pass force", r.SlotsHeld, r.SlotsQuarantined))
+	}
+	if !r.Drained {
+		e.eng.Close() // admission stops; what is held stays held: nothing is freed early
+	}
+	close(e.stop)
+	<-e.fwdDone
+	e.wake.close()
+	e.freed = true
+	unregister(uint64(h))
+	if r.Drained {
+		// Objects the engine used are free to close now; an engine abandoned
+		// undrained keeps them, since its goroutines may still use them.
+		e.mem.users.Add(-1)
+		e.dev.users.Add(-1)
+		for _, b := range []*backend{e.fetcher, e.publisher} {
+			if b != nil {
+				b.users.Add(-1)
+			}
+		}
+	}
+	return C.KVREADY_OK
+}

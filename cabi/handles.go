@@ -1,0 +1,237 @@
+package main
+
+/*
+#include "cgo.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/readiness"
+)
+
+// kind is what an object handle names; it is kept in the handle's top byte,
+// so that a handle of one kind passed where another is expected is refused.
+type kind uint8
+
+const (
+	kindEngine kind = iota + 1
+	kindMemory
+	kindBackend
+	kindDevice
+)
+
+func article(k kind) string {
+	if k == kindEngine {
+		return "an"
+	}
+	return "a"
+}
+
+func (k kind) String() string {
+	switch k {
+	case kindEngine:
+		return "engine"
+	case kindMemory:
+		return "staging memory"
+	case kindBackend:
+		return "backend"
+	case kindDevice:
+		return "device"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// objects is the handle table. A handle is never reused: the serial only
+// grows.
+var objects struct {
+	sync.Mutex
+	m      map[uint64]any
+	serial uint64
+	// errs holds the last error of each live handle, threadErrs that of each
+	// thread for calls without a live handle.
+	errs       map[uint64]string
+	threadErrs map[uint64]string
+}
+
+func init() {
+	objects.m = map[uint64]any{}
+	objects.errs = map[uint64]string{}
+	objects.threadErrs = map[uint64]string{}
+}
+
+func register(k kind, obj any) uint64 {
+	objects.Lock()
+	defer objects.Unlock()
+	objects.serial++
+	h := uint64(k)<<56 | objects.serial
+	objects.m[h] = obj
+	return h
+}
+
+func unregister(h uint64) {
+	objects.Lock()
+	defer objects.Unlock()
+	delete(objects.m, h)
+	delete(objects.errs, h)
+}
+
+// lookup finds the live object h names if it is of kind k.
+func lookup[T any](h uint64, k kind) (T, error) {
+	var zero T
+	if h == 0 {
+		return zero, &statusError{C.KVREADY_ERR_BAD_HANDLE, fmt.Sprintf("kvready: %v handle 0: no object has it (handles are never 0)", k)}
+	}
+	if got := kind(h >> 56); got != k {
+		return zero, &statusError{C.KVREADY_ERR_BAD_HANDLE, fmt.Sprintf("kvready: handle %#x is a %v handle; want %s %v handle", h, got, article(k), k)}
+	}
+	objects.Lock()
+	obj, ok := objects.m[h]
+	objects.Unlock()
+	t, isT := obj.(T)
+	if !ok || !isT {
+		return zero, &statusError{C.KVREADY_ERR_BAD_HANDLE, fmt.Sprintf("kvready: no live %v has handle %#x (closed, or never issued)", k, h)}
+	}
+	return t, nil
+}
+
+func live(h uint64) bool {
+	objects.Lock()
+	defer objects.Unlock()
+	_, ok := objects.m[h]
+	return ok
+}
+
+// statusError is an error with the status it returns as.
+type statusError struct {
+	status C.int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func statusf(status C.int, format string, args ...any) error {
+	return &statusError{status, fmt.Sprintf(format, args...)}
+}
+
+func invalid(format string, args ...any) error {
+	return statusf(C.KVREADY_ERR_INVALID, format, args...)
+}
+
+// statusOf maps an error to the status a C caller sees.
+func statusOf(err error) C.int {
+	var se *statusError
+	switch {
+	case err == nil:
+		return C.KVREADY_OK
+	case errors.As(err, &se):
+		return se.status
+	case errors.Is(err, readiness.ErrStaleHandle):
+		return C.KVREADY_ERR_STALE_LEASE
+	case errors.Is(err, readiness.ErrNotReady):
+		return C.KVREADY_ERR_NOT_READY
+	case errors.Is(err, readiness.ErrClosed):
+		return C.KVREADY_ERR_CLOSED
+	case errors.Is(err, readiness.ErrHalted):
+		return C.KVREADY_ERR_HALTED
+	case errors.Is(err, readiness.ErrDeviceLost), errors.Is(err, gpu.ErrDeviceLost):
+		return C.KVREADY_ERR_DEVICE_LOST
+	case errors.Is(err, readiness.ErrUngrantable):
+		return C.KVREADY_ERR_UNGRANTABLE
+	case errors.Is(err, readiness.ErrInvalidRequest):
+		return C.KVREADY_ERR_INVALID
+	case contract.IsProfileError(err):
+		return C.KVREADY_ERR_PROFILE
+	case errors.Is(err, context.DeadlineExceeded):
+		return C.KVREADY_ERR_TIMEOUT
+	}
+	return C.KVREADY_ERR_FAILED
+}
+
+// fail records err as the last error of h (or of the calling thread, when h
+// names no live object, or one of another kind) and returns its status; nil returns KVREADY_OK and
+// records nothing.
+func fail(h uint64, err error) C.int {
+	if err == nil {
+		return C.KVREADY_OK
+	}
+	objects.Lock()
+	if _, ok := objects.m[h]; ok && h != 0 && statusOf(err) != C.KVREADY_ERR_BAD_HANDLE {
+		objects.errs[h] = err.Error()
+	} else {
+		objects.threadErrs[uint64(C.kv_thread())] = err.Error()
+	}
+	objects.Unlock()
+	return statusOf(err)
+}
+
+// guard turns a panic in an exported function into KVREADY_ERR_INTERNAL,
+// recorded on h: a bug in kvready must not take the embedder's process down.
+// Deferred first in every exported function.
+func guard(h uint64, status *C.int) {
+	if p := recover(); p != nil {
+		*status = fail(h, statusf(C.KVREADY_ERR_INTERNAL, "kvready: internal error (a bug in kvready; please report it): %v\n%s", p, debug.Stack()))
+	}
+}
+
+// detached is set by kvready_detach_callbacks: the embedder's callbacks are
+// never called again.
+var detached atomic.Bool
+
+// errDetached is what a callback that is no longer called answers.
+var errDetached = errors.New("kvready: the embedder's callbacks were detached (kvready_detach_callbacks): nothing is asked of them any more")
+
+// cString copies s into the C buffer dst of cap bytes, NUL-terminated, and
+// returns the full length of s. It writes nothing when cap is 0.
+func cString(dst *C.char, cap C.size_t, s string) int {
+	if dst != nil && cap > 0 {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(cap))
+		n := copy(b[:len(b)-1], s)
+		b[n] = 0
+	}
+	return len(s)
+}
+
+// cArray copies s into the fixed C char array a, NUL-terminated, cutting it to
+// fit.
+func cArray(a []C.char, s string) {
+	if len(a) == 0 {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), len(a))
+	n := copy(b[:len(b)-1], s)
+	b[n] = 0
+}
+
+// goStringN reads a NUL-terminated string from a buffer of n bytes, never
+// past it.
+func goStringN(p *C.char, n int) string {
+	if p == nil || n <= 0 {
+		return ""
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(p)), n)
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// bytesOf views n bytes of C memory (or of a Go argument passed in for the
+// call) as a slice, or returns nil for n == 0.
+func bytesOf(p unsafe.Pointer, n C.size_t) []byte {
+	if n == 0 || p == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), int(n))
+}

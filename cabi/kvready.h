@@ -1,0 +1,478 @@
+/*
+ * kvready.h — the C ABI of kvready: decide when staged KV-cache memory is ready
+ * to use and safe to reuse (libkvready.so, built by `make lib`).
+ *
+ * Conventions
+ *   - Every function returns a status (KVREADY_OK = 0, else a KVREADY_ERR_*),
+ *     except kvready_abi_version. Out-parameters are written only on success.
+ *   - Objects are named by integer handles (uint64_t, never 0): engines,
+ *     staging memories, backends and devices. Leases are uint64_t handles too,
+ *     scoped to their engine; they carry a generation, so a handle of a lease
+ *     that was retired is refused (KVREADY_ERR_STALE_LEASE) and never reaches a
+ *     newer lease. A bad handle of any kind returns a status; it never crashes.
+ *   - No Go pointer ever crosses the boundary: kvready reads and writes only the
+ *     caller's memory, during the call, and keeps only the pointers the caller
+ *     documents as kept (staging slabs, the callback tables and their user data).
+ *   - After a failing call, kvready_last_error(handle, ...) reads its message:
+ *     per object handle (the engine's, the backend's, ...); for a call without
+ *     a live handle (profile validation, names, creating an object), per
+ *     calling thread (pass 0).
+ *
+ * Threading
+ *   - One owner thread calls every function taking an engine handle (the
+ *     manager's scheduler thread). Different engines may have different owners.
+ *   - Functions on memories, backends and devices, and the name functions, are
+ *     safe from any thread.
+ *   - The engine wakes its owner through a pollable file descriptor
+ *     (kvready_engine_wake_fd): readable when a round has work. The owner then
+ *     calls kvready_progress (which drains it). It never has to poll on a timer.
+ *   - Callbacks say below which thread calls them and whether they may block.
+ */
+#ifndef KVREADY_H
+#define KVREADY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI revision this header describes; kvready_abi_version() answers it. */
+#define KVREADY_ABI_VERSION 1
+
+/* ---- statuses ---------------------------------------------------------- */
+
+enum {
+  KVREADY_OK = 0,
+  KVREADY_ERR_INVALID = 1,      /* a malformed argument or request: nothing changed */
+  KVREADY_ERR_BAD_HANDLE = 2,   /* no live object of the expected kind has the handle */
+  KVREADY_ERR_STALE_LEASE = 3,  /* the lease was retired, or never existed */
+  KVREADY_ERR_NOT_READY = 4,    /* readiness is not answerable for the lease (yet) */
+  KVREADY_ERR_CLOSED = 5,       /* the engine is closed and admits no new lease */
+  KVREADY_ERR_HALTED = 6,       /* the engine halted (broken invariant, fatal containment) */
+  KVREADY_ERR_DEVICE_LOST = 7,  /* the device is lost (also a device callback's answer) */
+  KVREADY_ERR_UNGRANTABLE = 8,  /* quarantine left no run of slots that could hold it */
+  KVREADY_ERR_PROFILE = 9,      /* the runtime profile is refused (every violation listed) */
+  KVREADY_ERR_TIMEOUT = 10,     /* a wait ran out of time */
+  KVREADY_ERR_REJECTED = 11,    /* backend callbacks: submission refused before anything escaped */
+  KVREADY_ERR_REFUSED = 12,     /* device callbacks: the copy was refused before it was queued */
+  KVREADY_ERR_BUFFER = 13,      /* the caller's buffer is too small (a length out-parameter says how much) */
+  KVREADY_ERR_BACKEND = 14,     /* opening a backend failed, or a backend call failed */
+  KVREADY_ERR_CONFORMANCE = 15, /* the conformance kit found a broken rule */
+  KVREADY_ERR_BUSY = 16,        /* the object is in use: an engine still refers to it */
+  KVREADY_ERR_UNSUPPORTED = 17, /* the object cannot do that */
+  KVREADY_ERR_FAILED = 18,      /* callbacks: a failure (an escaped submission, a failed query, ...) */
+  KVREADY_ERR_INTERNAL = 19     /* a bug in kvready (a recovered panic); the message says where */
+};
+
+/* ---- the lifecycle's vocabulary (the values of package fsm) ------------- */
+
+enum { KVREADY_FETCH = 1, KVREADY_PUBLISH = 2 };
+
+enum {
+  KVREADY_WAITING = 0, KVREADY_GRANTED, KVREADY_STAGED, KVREADY_REQUESTED,
+  KVREADY_SERVED, KVREADY_PARTIAL, KVREADY_MISSED, KVREADY_FAILED_STATE,
+  KVREADY_ACCESS_FENCED, KVREADY_COPY_UNPROVEN, KVREADY_LOGICALLY_COMPLETE,
+  KVREADY_QUARANTINED, KVREADY_RELEASED,
+  KVREADY_NUM_STATES
+};
+
+/* The outcome an engine latched for a lease. A miss is never a failure; a
+ * cancellation is never folded into a failure. */
+enum {
+  KVREADY_OUTCOME_NONE = 0, KVREADY_OUTCOME_SERVED, KVREADY_OUTCOME_PARTIAL,
+  KVREADY_OUTCOME_MISSED, KVREADY_OUTCOME_FAILED, KVREADY_OUTCOME_CANCELLED,
+  KVREADY_OUTCOME_REJECTED, KVREADY_OUTCOME_TIMEOUT, KVREADY_OUTCOME_VIOLATION,
+  KVREADY_NUM_OUTCOMES
+};
+
+/* What kvready_wait waits for. */
+enum {
+  KVREADY_UNTIL_SETTLED = 1,  /* logically complete, quarantined, or ungrantable: release it then */
+  KVREADY_UNTIL_RELEASED = 2  /* its slots are back (released) or out for good (quarantined) */
+};
+
+/* A cancellation request's disposition (contract +cancel-request-v1). */
+enum { KVREADY_CANCEL_UNSUPPORTED = 1, KVREADY_CANCEL_REQUESTED = 2 };
+
+/* A backend's answer to a poll: pending, or one of the contract's outcomes. */
+enum { KVREADY_PENDING = 0, KVREADY_DELIVERED = 1, KVREADY_ANSWER_FAILED = 2, KVREADY_CANCELLED = 3 };
+
+/* A device event's status. */
+enum { KVREADY_EVENT_PENDING = 0, KVREADY_EVENT_COMPLETE = 1, KVREADY_EVENT_FAILED = 2 };
+
+#define KVREADY_NAME_SIZE 54
+#define KVREADY_KEY_SIZE 32
+#define KVREADY_LAYOUT_ID_SIZE 32
+#define KVREADY_REASON_SIZE 256
+#define KVREADY_MAX_STATES 16
+
+/* ---- plain data ---------------------------------------------------------- */
+
+/* One pool group of staging memory: slots of slot_bytes bytes. */
+typedef struct kvready_group {
+  int64_t slots;
+  int64_t slot_bytes;
+} kvready_group;
+
+/* One block of one layer group that a request moves. */
+typedef struct kvready_row {
+  uint8_t name[KVREADY_NAME_SIZE]; /* the lender's name (kvready_identity_name) */
+  uint8_t _pad[2];
+  int32_t group;                   /* local layer group (= staging pool group) */
+  int32_t block;                   /* block ordinal in the request's sequence */
+  uint64_t device;                 /* device address of the block (opaque to kvready) */
+} kvready_row;
+
+/* One lease request. rows is read during kvready_lend only. */
+typedef struct kvready_request {
+  int32_t kind;              /* KVREADY_FETCH or KVREADY_PUBLISH */
+  int32_t known_blocks;      /* fetch: leading blocks the request already has */
+  int64_t deadline_unix_ns;  /* 0: the engine's request timeout after submission */
+  int32_t is_last;           /* the extent's sequence-end flag */
+  int32_t _pad;
+  const kvready_row *rows;
+  uint64_t n_rows;
+} kvready_request;
+
+/* An engine's assembly. Durations in nanoseconds; 0 takes the default. */
+typedef struct kvready_engine_config {
+  uint64_t memory;        /* staging memory (kvready_memory_over); required */
+  uint64_t fetcher;       /* backend serving fetches, or 0 */
+  uint64_t publisher;     /* backend serving publishes, or 0 */
+  uint64_t device;        /* device carrying the copies; required */
+  int32_t tokens_per_block;
+  int32_t quiesce_workers;
+  int64_t request_timeout_ns;   /* default 30 s */
+  int64_t drain_grace_ns;       /* default 10 s */
+  int64_t quiesce_timeout_ns;   /* default 1 s */
+  int64_t retry_backoff_ns;     /* default 1 ms */
+  int64_t max_retry_backoff_ns; /* default 250 ms */
+  int32_t keep_released;        /* released leases kept readable; default 1024 */
+  int32_t _pad;
+} kvready_engine_config;
+
+/* A lease as the engine sees it (the same before and after its release). */
+typedef struct kvready_lease_info {
+  uint64_t lease;
+  int32_t kind;
+  int32_t state;              /* KVREADY_WAITING ... KVREADY_RELEASED */
+  int32_t outcome;            /* KVREADY_OUTCOME_* */
+  int32_t by_peer;            /* a cancellation the peer made */
+  int32_t release_requested;  /* released by the owner, waiting for its fence */
+  int32_t ungrantable;        /* taken out of the line: release it */
+  int32_t exposed;            /* the backend was handed its slots */
+  int32_t fenced;             /* the backend's access was proven over (or never began) */
+  int32_t cancel_disposition; /* 0: no answer; else KVREADY_CANCEL_* */
+  int32_t rows;
+  uint64_t reason_len;        /* the full length of reason (it is cut to fit) */
+  char reason[KVREADY_REASON_SIZE];       /* NUL-terminated */
+  char cancel_error[KVREADY_REASON_SIZE]; /* NUL-terminated; empty if none */
+} kvready_lease_info;
+
+/* Where a fetched request may resume: any p with restart_floor <= p <= usable_until. */
+typedef struct kvready_interval {
+  int64_t restart_floor;
+  int64_t usable_until;
+} kvready_interval;
+
+/* What one kvready_progress round did. */
+typedef struct kvready_round {
+  int64_t moves;        /* lifecycle moves made */
+  int64_t changed;      /* entries written to the caller's changed arrays */
+  int64_t more;         /* changed leases that did not fit: call kvready_changes */
+  int64_t containments; /* containment events queued (kvready_containments reads them) */
+  int32_t halted;       /* the engine halted: every further change is refused */
+  int32_t drained;      /* a closed engine drained: nothing can change any more */
+} kvready_round;
+
+/* A lease contained: its access or a copy stayed unproven past its deadline;
+ * its slots are held out of circulation. */
+typedef struct kvready_containment {
+  uint64_t lease;
+  int64_t slots;
+  int64_t deadline_unix_ns;
+  char reason[KVREADY_REASON_SIZE];
+} kvready_containment;
+
+/* The engine's counters (readiness.Stats). */
+typedef struct kvready_stats {
+  int64_t leases[KVREADY_MAX_STATES]; /* live leases by state */
+  uint64_t outcomes[KVREADY_MAX_STATES]; /* latched outcomes by KVREADY_OUTCOME_* */
+  uint64_t lent, released, quarantined_leases;
+  int64_t slots_free, slots_held, slots_quarantined;
+  uint64_t refused, stale_evidence, violations, unproven;
+  uint64_t quiesce_calls, quiesce_retries, quiesce_timeouts;
+  uint64_t cancel_requests, cancel_errors, ungrantable, containments, invariant_breaches;
+  int32_t halted;
+  int32_t _pad;
+} kvready_stats;
+
+/* What an engine still holds. */
+typedef struct kvready_report {
+  int64_t held[KVREADY_MAX_STATES];
+  int64_t slots_held;
+  int64_t slots_quarantined;
+  int32_t drained;
+  int32_t halted;
+} kvready_report;
+
+/* One unit of an extent handed to a backend. */
+typedef struct kvready_unit {
+  uint8_t name[KVREADY_NAME_SIZE];
+  uint8_t _pad[2];
+  int32_t group; /* local_group: the staging pool group */
+  int32_t local; /* the staging slot index in it (kvready_memory_write/_row) */
+} kvready_unit;
+
+/* A backend's answer to a poll. served names go to the poll's buffer. */
+typedef struct kvready_answer {
+  int32_t kind;       /* KVREADY_PENDING, KVREADY_DELIVERED, KVREADY_ANSWER_FAILED, KVREADY_CANCELLED */
+  int32_t by_peer;    /* KVREADY_CANCELLED: the peer cancelled */
+  uint64_t served;    /* KVREADY_DELIVERED: names written to the buffer (0: a miss) */
+  char reason[KVREADY_REASON_SIZE]; /* KVREADY_ANSWER_FAILED: why (NUL-terminated) */
+} kvready_answer;
+
+/* ---- a backend written by the embedder ------------------------------------
+ * Every callback gets the table's user pointer first. A callback that returns
+ * an error may write a NUL-terminated message into err (err_cap bytes).
+ * Callbacks must never call a function taking an engine handle.
+ */
+typedef struct kvready_backend_callbacks {
+  void *user;
+  /* Owner thread; must not block. Submit a fetch into the units' staging
+   * slots. extent_name and units are valid during the call only (copy what
+   * you keep; resolve slots with kvready_memory_write/_row). Return KVREADY_OK
+   * with a nonzero *attempt for every submission whose effects escaped
+   * (report a failure through poll), KVREADY_ERR_REJECTED if nothing escaped,
+   * anything else if it failed with effects unknown. NULL: no fetches. */
+  int (*fetch)(void *user, const uint8_t *extent_name, size_t name_len,
+               const kvready_unit *units, size_t n_units, int32_t is_last,
+               uint64_t *attempt, char *err, size_t err_cap);
+  /* As fetch, for a publication that reads the units' slots. NULL: none. */
+  int (*publish)(void *user, const uint8_t *extent_name, size_t name_len,
+                 const kvready_unit *units, size_t n_units, int32_t is_last,
+                 uint64_t *attempt, char *err, size_t err_cap);
+  /* Any thread, concurrently; must not block. Answer the attempt's outcome
+   * (answer->kind KVREADY_PENDING while there is none); for KVREADY_DELIVERED
+   * write the fully delivered names, KVREADY_NAME_SIZE bytes each, into
+   * served and their count in answer->served. served_cap is one more than
+   * the extent's units: more names than units means a name never asked for,
+   * and one such name is room enough to report it (a violation all the
+   * same). Once answered, answer the same for ever. A nonzero return is a
+   * contract violation: nothing the attempt says is trusted. */
+  int (*poll)(void *user, uint64_t attempt, kvready_answer *answer,
+              uint8_t *served, size_t served_cap);
+  /* A worker thread (never the owner's); MAY BLOCK, up to timeout_ns. Set
+   * *proven = 1 only when none of the attempts will ever touch staging memory
+   * again; 0 (or an error) proves nothing and you will be asked again. */
+  int (*quiesce)(void *user, const uint64_t *attempts, size_t n,
+                 int64_t timeout_ns, int32_t *proven, char *err, size_t err_cap);
+  /* Owner thread; must not block. Optional (NULL: unsupported). Ask the
+   * attempt, best effort, to stop; *disposition = KVREADY_CANCEL_*. It never
+   * ends memory access: only quiesce does. */
+  int (*cancel)(void *user, uint64_t attempt, int32_t *disposition, char *err, size_t err_cap);
+  /* Any thread. Optional. kvready holds the attempt no more: drop it. */
+  void (*forget)(void *user, uint64_t attempt);
+  /* Any thread. Optional; the conformance kit needs put (fetch) and uses get
+   * (publish): store a row under (extent, name), read one back (*found = 0 if
+   * absent; KVREADY_ERR_BUFFER with *len if it does not fit). */
+  int (*put)(void *user, const uint8_t *extent_name, size_t name_len,
+             const uint8_t *name, const uint8_t *row, size_t n);
+  int (*get)(void *user, const uint8_t *extent_name, size_t name_len,
+             const uint8_t *name, uint8_t *row, size_t cap, size_t *len, int32_t *found);
+  /* Called once, from the thread that closes the backend. Optional. */
+  void (*close)(void *user);
+  /* 1: the backend calls kvready_attempt_done once each attempt's outcome is
+   * pollable, so kvready never polls it on a timer. 0: kvready polls. */
+  int32_t notifies;
+  int32_t _pad;
+} kvready_backend_callbacks;
+
+/* ---- a device written by the embedder -------------------------------------
+ * The copies of one engine go through one in-order queue (a CUDA stream). */
+typedef struct kvready_device_callbacks {
+  void *user;
+  /* Owner thread; must not block. Queue a copy of nbytes between staging
+   * (host, caller memory kvready lent) and the device address: to_device 1 is
+   * host-to-device. The host memory stays valid and untouched by kvready until
+   * an event recorded after the copy reads complete. Return KVREADY_ERR_REFUSED
+   * if nothing was queued (nothing touches the memory), KVREADY_ERR_DEVICE_LOST
+   * on a lost device, anything else if work may have been queued. */
+  int (*copy)(void *user, int32_t to_device, uint64_t device, void *host, size_t nbytes);
+  /* Owner thread; must not block. Record an event after every copy queued so
+   * far and return the embedder's token for it in *event. */
+  int (*record)(void *user, uint64_t *event);
+  /* Any thread (the owner's and kvready's watcher); must not block. Answer
+   * KVREADY_EVENT_PENDING, _COMPLETE or _FAILED in *status. An event reads
+   * complete, for kvready, only once it and every event recorded before it
+   * have completed, whatever order they complete in. */
+  int (*query)(void *user, uint64_t event, int32_t *status);
+  /* Any thread. Optional. kvready no longer needs the event. */
+  void (*release_event)(void *user, uint64_t event);
+  /* Owner thread. Optional (NULL: any nonzero address). Can the queue copy
+   * nbytes at device? Return KVREADY_OK or KVREADY_ERR_INVALID with a message. */
+  int (*addressable)(void *user, uint64_t device, size_t nbytes, char *err, size_t err_cap);
+  /* Owner thread. Optional. *lost = 1 once the device is lost (write why). */
+  int (*lost)(void *user, int32_t *lost, char *reason, size_t reason_cap);
+  /* Called once, from the thread that closes the device. Optional. */
+  void (*close)(void *user);
+} kvready_device_callbacks;
+
+/* The conformance kit: build a fresh backend over the kit's staging memory. */
+typedef int (*kvready_make_backend)(void *user, uint64_t memory, uint64_t *backend);
+
+/* ---- the library ---------------------------------------------------------- */
+
+/* KVREADY_ABI_VERSION of the library (a bare call, also the benchmarks' unit). */
+uint32_t kvready_abi_version(void);
+/* kvready's version and pinned contract revision, NUL-terminated. */
+int kvready_version(char *buf, size_t cap, size_t *len);
+/* The message of the last failing call on handle (0: the calling thread's). */
+int kvready_last_error(uint64_t handle, char *buf, size_t cap, size_t *len);
+/* Stop calling the embedder's callbacks for good (process exit): polls answer
+ * pending, quiesce proves nothing, copies are refused. */
+int kvready_detach_callbacks(void);
+
+/* ---- profiles, layouts, names --------------------------------------------- */
+
+/* KVREADY_OK, or KVREADY_ERR_PROFILE with every violated field in the error. */
+int kvready_profile_validate(const char *json, size_t len);
+/* The layout id (LAYOUT_ID_VERSION 2) of a layout document, and its tokens per block. */
+int kvready_layout_id(const char *json, size_t len, uint8_t id[KVREADY_LAYOUT_ID_SIZE], int32_t *tokens_per_block);
+/* Derive one name: scope and layout id bytes, the local layer groups' global
+ * layer ids (group g has layers[offsets[g] .. offsets[g+1]), n_groups+1
+ * offsets), each group's shard (count, index), the group and the 32-byte key. */
+int kvready_name(const uint8_t *scope, size_t scope_len, const uint8_t *layout_id, size_t layout_id_len,
+                 const int32_t *layers, const int32_t *offsets, size_t n_groups,
+                 const int32_t *shard_counts, const int32_t *shard_indexes,
+                 int32_t group, const uint8_t key[KVREADY_KEY_SIZE], uint8_t name[KVREADY_NAME_SIZE]);
+/* Many names of one group at once: n keys of 32 bytes -> n names of 54. */
+int kvready_names(const uint8_t *scope, size_t scope_len, const uint8_t *layout_id, size_t layout_id_len,
+                  const int32_t *layers, const int32_t *offsets, size_t n_groups,
+                  const int32_t *shard_counts, const int32_t *shard_indexes,
+                  int32_t group, const uint8_t *keys, size_t n, uint8_t *names);
+
+/* ---- staging memory -------------------------------------------------------- */
+
+/* Staging memory over the caller's slabs, one per pool group (slabs[g] at
+ * least slots * slot_bytes bytes). kvready keeps the pointers: the slabs stay
+ * valid and unmoved until kvready_memory_close. On a GPU they must be pinned. */
+int kvready_memory_over(const kvready_group *groups, size_t n_groups, void **slabs, uint64_t *memory);
+/* Copy into / out of slot local of pool group group, at offset. */
+int kvready_memory_write(uint64_t memory, int32_t group, int64_t local, int64_t offset, const void *src, size_t n);
+int kvready_memory_read(uint64_t memory, int32_t group, int64_t local, int64_t offset, void *dst, size_t n);
+/* The address and size of a slot of caller memory (KVREADY_ERR_UNSUPPORTED
+ * for the conformance kit's memory, which is reached through write/read). */
+int kvready_memory_row(uint64_t memory, int32_t group, int64_t local, void **row, size_t *nbytes);
+/* The pool groups: n_groups of them (KVREADY_ERR_BUFFER, with *n_groups, if
+ * more than cap). */
+int kvready_memory_groups(uint64_t memory, kvready_group *groups, size_t cap, size_t *n_groups);
+int kvready_memory_close(uint64_t memory);
+
+/* ---- backends -------------------------------------------------------------- */
+
+/* A Go backend by URL, over the staging memory it resolves units into:
+ *   "mem" or "mem:?mode=M&capacity=N"  in-process store (backend/mem; M a mode name)
+ *   "instant:"                           answers at once, serves every unit, writes
+ *                                        nothing (benchmarks and smoke tests)
+ *   "redis://host:port[/db]", "rediss://...", "unix:///path"  a shared store (backend/redis) */
+int kvready_backend_open(const char *url, uint64_t memory, uint64_t *backend);
+/* A backend the embedder implements (the table is copied; user is kept). */
+int kvready_backend_new(const kvready_backend_callbacks *callbacks, uint64_t memory, uint64_t *backend);
+/* Any thread: the attempt's outcome is pollable now (callbacks.notifies). */
+int kvready_attempt_done(uint64_t backend, uint64_t attempt);
+/* Store / read a row directly (mem, redis and embedder backends with put/get). */
+int kvready_backend_put(uint64_t backend, const uint8_t *extent_name, size_t name_len,
+                        const uint8_t name[KVREADY_NAME_SIZE], const void *row, size_t n);
+int kvready_backend_get(uint64_t backend, const uint8_t *extent_name, size_t name_len,
+                        const uint8_t name[KVREADY_NAME_SIZE], void *row, size_t cap, size_t *len, int32_t *found);
+/* KVREADY_ERR_BUSY while an engine uses it. */
+int kvready_backend_close(uint64_t backend);
+
+/* Run the backend conformance kit (proptest.CheckFetcher / CheckPublisher)
+ * against backends make builds, one per trial, over the kit's memory. kind:
+ * KVREADY_FETCH or KVREADY_PUBLISH. checks: trials (0: RAPID_CHECKS or 100).
+ * may_fail: the backend fails or cancels on purpose. On a broken rule:
+ * KVREADY_ERR_CONFORMANCE, the rule's identifier in rule (e.g. "no_late_write")
+ * and the kit's report as the thread's last error. */
+int kvready_conformance_check(kvready_make_backend make, void *user, int32_t kind, int32_t checks,
+                              int32_t may_fail, char *rule, size_t rule_cap);
+
+/* ---- devices --------------------------------------------------------------- */
+
+/* A simulated device (gpu/sim) with mem_bytes of device memory. latency_ns > 0:
+ * copies and events complete by themselves that long after queuing (on the
+ * system clock); 0: only kvready_sim_complete_all completes them (tests that
+ * step the device, and the benchmarks). */
+int kvready_sim_device_new(int64_t mem_bytes, int64_t latency_ns, uint64_t *device);
+int kvready_sim_alloc(uint64_t device, int64_t n, uint64_t *ptr);
+int kvready_sim_write(uint64_t device, uint64_t ptr, const void *src, size_t n);
+int kvready_sim_read(uint64_t device, uint64_t ptr, void *dst, size_t n);
+/* Complete every queued copy and event; *completed counts the events. */
+int kvready_sim_complete_all(uint64_t device, int64_t *completed);
+int kvready_sim_lose(uint64_t device, const char *reason);
+/* A device the embedder implements (the table is copied; user is kept). */
+int kvready_device_new(const kvready_device_callbacks *callbacks, uint64_t *device);
+/* KVREADY_ERR_BUSY while an engine uses it. */
+int kvready_device_close(uint64_t device);
+
+/* ---- the engine (owner thread) ---------------------------------------------- */
+
+int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
+/* The pollable file descriptor (eventfd; a pipe where there is none): readable
+ * when a round has work. Owned by the engine: do not close or read it. */
+int kvready_engine_wake_fd(uint64_t engine, int32_t *fd);
+/* One round: never blocks. Drains the wake fd, runs the round, and writes the
+ * leases whose state moved since the last read (each once, with its state
+ * now) into leases/states (cap entries; round->more says how many did not fit,
+ * for kvready_changes). With no arrays (NULL or cap 0) they are not kept.
+ * round may be NULL. */
+int kvready_progress(uint64_t engine, kvready_round *round, uint64_t *leases, int32_t *states, size_t cap);
+/* The changed leases that did not fit in the last round's arrays. */
+int kvready_changes(uint64_t engine, uint64_t *leases, int32_t *states, size_t cap, size_t *n);
+/* Ask for one lease; or n at once (statuses[i] for each; the call returns the
+ * first failure's status, and the last failure's message). */
+int kvready_lend(uint64_t engine, const kvready_request *request, uint64_t *lease);
+int kvready_lend_many(uint64_t engine, const kvready_request *requests, size_t n, uint64_t *leases, int32_t *statuses);
+int kvready_release(uint64_t engine, uint64_t lease);
+int kvready_release_many(uint64_t engine, const uint64_t *leases, size_t n, int32_t *statuses);
+int kvready_cancel(uint64_t engine, uint64_t lease);
+int kvready_retry(uint64_t engine, uint64_t lease);
+/* Describe n leases at once (statuses[i] for each, may be NULL). */
+int kvready_lease_infos(uint64_t engine, const uint64_t *leases, size_t n, kvready_lease_info *infos, int32_t *statuses);
+int kvready_readiness(uint64_t engine, uint64_t lease, kvready_interval *interval);
+/* The blocks of a fetch that arrived: (group, block) pairs. */
+int kvready_arrived(uint64_t engine, uint64_t lease, int32_t *groups, int32_t *blocks, size_t cap, size_t *n);
+/* Run rounds on this thread until the lease reaches until, timeout_ns passes
+ * (KVREADY_ERR_TIMEOUT) or the engine halts; sleeps on the wake fd between. */
+int kvready_wait(uint64_t engine, uint64_t lease, int32_t until, int64_t timeout_ns, kvready_lease_info *info);
+/* Run rounds until the background has caught up and a round changes nothing. */
+int kvready_sync(uint64_t engine, int64_t timeout_ns, int64_t *moves);
+/* The number of leases in a state (KVREADY_WAITING ...). */
+int kvready_count(uint64_t engine, int32_t state, int64_t *count);
+int kvready_engine_stats(uint64_t engine, kvready_stats *stats);
+/* Containment events queued since the last call, oldest first. */
+int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, size_t *n);
+/* Stop admission, tell every lease, run one round; report what is held. */
+int kvready_engine_close(uint64_t engine, kvready_report *report);
+/* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT). */
+int kvready_engine_shutdown(uint64_t engine, int64_t timeout_ns, kvready_report *report);
+int kvready_engine_report(uint64_t engine, kvready_report *report);
+/* Forget a drained engine (KVREADY_ERR_BUSY until drained, unless force: then
+ * its leases are abandoned where they stand and nothing of it is freed). */
+int kvready_engine_free(uint64_t engine, int32_t force);
+
+/* ---- measurements (make bench-abi) ------------------------------------------ */
+
+/* Drive rounds of up to 64 one-row fetch lifecycles in Go, as kvready_lend /
+ * _progress / _release would from C, on an engine over the sim device:
+ * requests are leased n times in all; *ns is the time taken. */
+int kvready_bench_go_lifecycle(uint64_t engine, uint64_t device, const kvready_request *requests,
+                               size_t n_requests, int64_t n, int64_t *ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVREADY_H */

@@ -1,0 +1,439 @@
+/* abi_test.c — the C ABI exercised from C, against kvready.h and
+ * libkvready.so: statuses and messages, bad handles, profiles, layouts and
+ * names, a whole publish and fetch over backend/mem and the simulated device
+ * woken through the wake fd, and a backend and a device written here in C
+ * (the device's events complete out of order). Built and run by `make test`
+ * (make abi-test); it prints "N passed, N failed" and exits non-zero on any
+ * failure. */
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvready.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what, uint64_t handle) {
+  if (ok) {
+    passed++;
+    return;
+  }
+  failed++;
+  char msg[4096];
+  size_t n = 0;
+  kvready_last_error(handle, msg, sizeof msg, &n);
+  fprintf(stderr, "FAIL: %s (last error: %s)\n", what, msg);
+}
+#define CHECK(cond, handle) check((cond), #cond, (handle))
+
+static int last_error_contains(uint64_t handle, const char *needle) {
+  char msg[8192];
+  size_t n = 0;
+  if (kvready_last_error(handle, msg, sizeof msg, &n) != KVREADY_OK) return 0;
+  return strstr(msg, needle) != NULL;
+}
+
+static void hex(const char *s, uint8_t *out, size_t n) {
+  for (size_t i = 0; i < n; i++) sscanf(s + 2 * i, "%2hhx", &out[i]);
+}
+
+/* pump runs rounds, woken by the wake fd, until lease reaches state (or any
+ * state at or past it when at_least), for at most 10 s. */
+static int pump(uint64_t eng, uint64_t lease, int state, int at_least) {
+  int32_t fd = -1;
+  if (kvready_engine_wake_fd(eng, &fd) != KVREADY_OK) return 0;
+  for (int i = 0; i < 1000; i++) {
+    kvready_round r;
+    kvready_progress(eng, &r, NULL, NULL, 0);
+    kvready_lease_info info;
+    if (kvready_lease_infos(eng, &lease, 1, &info, NULL) != KVREADY_OK) return 0;
+    if (info.state == state || (at_least && info.state > state)) return 1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 10);
+  }
+  return 0;
+}
+
+/* ---- a backend written in C: an in-memory store that serves at once -------- */
+
+typedef struct {
+  uint8_t name[KVREADY_NAME_SIZE];
+  uint8_t row[256];
+  size_t n;
+} entry;
+
+typedef struct {
+  uint64_t self, memory;
+  entry store[64];
+  int stored;
+  struct { uint64_t id; int kind; uint64_t served; uint8_t names[16][KVREADY_NAME_SIZE]; } att[64];
+  int attempts;
+  int quiesce_calls, forgotten, closed;
+} cbackend;
+
+static int cb_put(void *user, const uint8_t *ext, size_t ext_len, const uint8_t *name, const uint8_t *row, size_t n) {
+  (void)ext; (void)ext_len;
+  cbackend *b = user;
+  if (b->stored == 64 || n > 256) return KVREADY_ERR_FAILED;
+  entry *e = &b->store[b->stored++];
+  memcpy(e->name, name, KVREADY_NAME_SIZE);
+  memcpy(e->row, row, n);
+  e->n = n;
+  return KVREADY_OK;
+}
+
+static int cb_fetch(void *user, const uint8_t *ext, size_t ext_len, const kvready_unit *units, size_t n,
+                    int32_t is_last, uint64_t *attempt, char *err, size_t err_cap) {
+  (void)ext; (void)ext_len; (void)is_last;
+  cbackend *b = user;
+  if (n > 16) {
+    snprintf(err, err_cap, "at most 16 units, got %zu", n);
+    return KVREADY_ERR_REJECTED;
+  }
+  if (b->attempts == 64) return KVREADY_ERR_REJECTED;
+  int k = b->attempts++;
+  b->att[k].id = 1000 + (uint64_t)k;
+  b->att[k].kind = KVREADY_DELIVERED;
+  b->att[k].served = 0;
+  for (size_t i = 0; i < n; i++)
+    for (int s = 0; s < b->stored; s++)
+      if (memcmp(b->store[s].name, units[i].name, KVREADY_NAME_SIZE) == 0) {
+        kvready_memory_write(b->memory, units[i].group, units[i].local, 0, b->store[s].row, b->store[s].n);
+        memcpy(b->att[k].names[b->att[k].served++], units[i].name, KVREADY_NAME_SIZE);
+      }
+  *attempt = b->att[k].id;
+  /* Reported before the submission returned it: kvready keeps the answer. */
+  kvready_attempt_done(b->self, b->att[k].id);
+  return KVREADY_OK;
+}
+
+static int cb_poll(void *user, uint64_t attempt, kvready_answer *a, uint8_t *served, size_t cap) {
+  cbackend *b = user;
+  for (int k = 0; k < b->attempts; k++)
+    if (b->att[k].id == attempt) {
+      if (b->att[k].served > cap) return KVREADY_ERR_FAILED;
+      a->kind = b->att[k].kind;
+      a->served = b->att[k].served;
+      memcpy(served, b->att[k].names, b->att[k].served * KVREADY_NAME_SIZE);
+      return KVREADY_OK;
+    }
+  return KVREADY_ERR_FAILED;
+}
+
+static int cb_quiesce(void *user, const uint64_t *attempts, size_t n, int64_t timeout_ns, int32_t *proven,
+                      char *err, size_t err_cap) {
+  (void)attempts; (void)n; (void)timeout_ns; (void)err; (void)err_cap;
+  cbackend *b = user;
+  __atomic_add_fetch(&b->quiesce_calls, 1, __ATOMIC_SEQ_CST);
+  *proven = 1; /* every write happened inside fetch */
+  return KVREADY_OK;
+}
+
+static void cb_forget(void *user, uint64_t attempt) {
+  (void)attempt;
+  cbackend *b = user;
+  __atomic_add_fetch(&b->forgotten, 1, __ATOMIC_SEQ_CST);
+}
+
+static void cb_close(void *user) { ((cbackend *)user)->closed = 1; }
+
+/* ---- a device written in C: copies complete when the test says, in any order */
+
+typedef struct {
+  int to_device;
+  uint64_t device;
+  void *host;
+  size_t n;
+  int done;
+} ccopy;
+
+typedef struct {
+  uint8_t mem[8192]; /* device memory: address 0x1000 + offset */
+  ccopy copies[64];
+  int ncopies;
+  int marks[64]; /* event k covers copies [marks[k-1], marks[k]) (deliberately not all before it) */
+  int nevents;
+  int released;
+} cdevice;
+
+static int cd_copy(void *user, int32_t to_device, uint64_t device, void *host, size_t n) {
+  cdevice *d = user;
+  if (device < 0x1000 || device + n > 0x1000 + sizeof d->mem) return KVREADY_ERR_REFUSED;
+  if (d->ncopies == 64) return KVREADY_ERR_REFUSED;
+  d->copies[d->ncopies++] = (ccopy){to_device, device, host, n, 0};
+  return KVREADY_OK;
+}
+
+static int cd_record(void *user, uint64_t *event) {
+  cdevice *d = user;
+  if (d->nevents == 63) return KVREADY_ERR_FAILED;
+  d->marks[++d->nevents] = d->ncopies;
+  *event = (uint64_t)d->nevents;
+  return KVREADY_OK;
+}
+
+static int cd_query(void *user, uint64_t event, int32_t *status) {
+  cdevice *d = user;
+  if (event == 0 || event > (uint64_t)d->nevents) return KVREADY_ERR_INVALID;
+  *status = KVREADY_EVENT_COMPLETE;
+  for (int i = d->marks[event - 1]; i < d->marks[event]; i++)
+    if (!__atomic_load_n(&d->copies[i].done, __ATOMIC_SEQ_CST)) *status = KVREADY_EVENT_PENDING;
+  return KVREADY_OK;
+}
+
+static void cd_release(void *user, uint64_t event) { (void)event; ((cdevice *)user)->released++; }
+
+/* complete performs copy i now. */
+static void cd_complete(cdevice *d, int i) {
+  ccopy *c = &d->copies[i];
+  uint8_t *dev = d->mem + (c->device - 0x1000);
+  if (c->to_device) memcpy(dev, c->host, c->n);
+  else memcpy(c->host, dev, c->n);
+  __atomic_store_n(&c->done, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- the tests ------------------------------------------------------------ */
+
+static void test_library(void) {
+  CHECK(kvready_abi_version() == KVREADY_ABI_VERSION, 0);
+  char v[256];
+  size_t n = 0;
+  CHECK(kvready_version(v, sizeof v, &n) == KVREADY_OK && strstr(v, "147ed68276e7fb89d5de60002d4e793a78707a8c") != NULL, 0);
+  CHECK(kvready_version(v, 4, &n) == KVREADY_ERR_BUFFER && n > 4 && strlen(v) == 3, 0);
+}
+
+static void test_bad_handles(void) {
+  kvready_round r;
+  CHECK(kvready_progress(0, &r, NULL, NULL, 0) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(last_error_contains(0, "handle 0"), 0);
+  CHECK(kvready_progress(12345, &r, NULL, NULL, 0) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(kvready_release(0xdeadbeefULL << 24, 7) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(kvready_memory_close(0) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(kvready_backend_close(99) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(kvready_device_close(~0ULL) == KVREADY_ERR_BAD_HANDLE, 0);
+  uint64_t dev = 0;
+  CHECK(kvready_sim_device_new(1 << 16, 0, &dev) == KVREADY_OK, 0);
+  /* A device handle where an engine is expected: refused by kind. */
+  CHECK(kvready_progress(dev, &r, NULL, NULL, 0) == KVREADY_ERR_BAD_HANDLE, 0);
+  CHECK(last_error_contains(0, "is a device handle; want an engine handle"), 0);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, 0);
+  CHECK(kvready_device_close(dev) == KVREADY_ERR_BAD_HANDLE, 0);
+}
+
+static void test_profile_layout_names(void) {
+  const char *ok = "{\"contract_revision\":\"147ed68276e7fb89d5de60002d4e793a78707a8c\",\"backend_revision\":\"c-1\","
+                   "\"backend_kind\":\"native_nixl\",\"manager_kind\":\"KVCacheManagerV2\",\"cache_dtype\":\"bfloat16\","
+                   "\"attention_backend\":\"TRTLLM\",\"attention_kind\":\"mha\",\"layout\":\"HND\","
+                   "\"parallelism\":{\"tp\":1,\"dp\":1,\"pp\":1,\"cp\":1},\"staging\":\"manager_host\","
+                   "\"committed_whole_blocks\":true,\"extra_features\":[]}";
+  CHECK(kvready_profile_validate(ok, strlen(ok)) == KVREADY_OK, 0);
+  const char *bad = "{\"contract_revision\":\"147ed68276e7fb89d5de60002d4e793a78707a8c\",\"backend_revision\":\"c-1\","
+                    "\"backend_kind\":\"native_nixl\",\"manager_kind\":\"KVCacheManagerV2\",\"cache_dtype\":\"float16\","
+                    "\"attention_backend\":\"TRTLLM\",\"attention_kind\":\"mha\",\"layout\":\"HND\","
+                    "\"parallelism\":{\"tp\":2,\"dp\":1,\"pp\":1,\"cp\":1},\"staging\":\"manager_host\","
+                    "\"committed_whole_blocks\":true,\"extra_features\":[]}";
+  CHECK(kvready_profile_validate(bad, strlen(bad)) == KVREADY_ERR_PROFILE, 0);
+  CHECK(last_error_contains(0, "cache_dtype") && last_error_contains(0, "parallelism.tp"), 0);
+  CHECK(kvready_profile_validate("not json", 8) == KVREADY_ERR_PROFILE, 0);
+
+  const char *layout =
+      "{\"tokens_per_block\":32,\"pool_groups\":{\"0\":[65536]},"
+      "\"layer_groups\":[{\"kind\":\"attention\",\"window\":null,\"sink_blocks\":0,\"pool_group\":0,\"layers\":[0,1],\"shard\":{\"count\":1,\"index\":0}}],"
+      "\"buffers\":[{\"layer\":0,\"role\":\"key\",\"pool\":[0,0],\"offset\":0,\"size\":16384},{\"layer\":0,\"role\":\"value\",\"pool\":[0,0],\"offset\":16384,\"size\":16384},"
+      "{\"layer\":1,\"role\":\"key\",\"pool\":[0,0],\"offset\":32768,\"size\":16384},{\"layer\":1,\"role\":\"value\",\"pool\":[0,0],\"offset\":49152,\"size\":16384}]}";
+  uint8_t id[32], want[32];
+  int32_t tpb = 0;
+  hex("cb34d92ec6d4961a36d053db281528986f5614c44e0cc7871dc06c0b897ffc9d", want, 32);
+  CHECK(kvready_layout_id(layout, strlen(layout), id, &tpb) == KVREADY_OK && memcmp(id, want, 32) == 0 && tpb == 32, 0);
+  CHECK(kvready_layout_id("{}", 2, id, &tpb) == KVREADY_ERR_INVALID, 0);
+
+  /* The SPEC's golden name. */
+  uint8_t scope[32], lid[32], key[32], name[54], golden[54];
+  hex("1a3a86f2ce5c55b257fc3af4f8bc886f968394e3533e47644088aae9a75a0336", scope, 32);
+  hex("94ede4f3bb6ba356921f266190dc66280f21fe93edaa7f7c717fddc9d815670d", lid, 32);
+  for (int i = 0; i < 32; i++) key[i] = (uint8_t)i;
+  hex("ac0cbcea5a240bde17f6bac29386876a000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f000100040003", golden, 54);
+  int32_t layers[] = {4, 5, 0, 1, 2, 3}, offsets[] = {0, 2, 6}, counts[] = {4, 1}, indexes[] = {3, 0};
+  CHECK(kvready_name(scope, 32, lid, 32, layers, offsets, 2, counts, indexes, 0, key, name) == KVREADY_OK && memcmp(name, golden, 54) == 0, 0);
+  int32_t badidx[] = {4, 0}; /* index 4 of 4 shards */
+  CHECK(kvready_name(scope, 32, lid, 32, layers, offsets, 2, counts, badidx, 0, key, name) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_name(scope, 32, lid, 0, layers, offsets, 2, counts, indexes, 0, key, name) == KVREADY_ERR_INVALID, 0);
+}
+
+/* A publish of two blocks and a fetch back, over backend/mem and the
+ * simulated device, woken through the wake fd. */
+static void test_go_backend(void) {
+  enum { SLOT = 64, SLOTS = 8 };
+  uint8_t *slab = calloc(SLOTS, SLOT);
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  CHECK(kvready_backend_open("mem", mem, &be) == KVREADY_OK, 0);
+  uint64_t other = 0;
+  CHECK(kvready_backend_open("mem:?mode=nonsense", mem, &other) == KVREADY_ERR_INVALID && last_error_contains(0, "mode \"nonsense\"") && other == 0, 0);
+  CHECK(kvready_backend_open("gopher://x", mem, &(uint64_t){0}) == KVREADY_ERR_INVALID && last_error_contains(0, "unknown backend"), 0);
+  CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev, .tokens_per_block = 32};
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  CHECK(kvready_memory_close(mem) == KVREADY_ERR_BUSY, mem);
+
+  kvready_row rows[2];
+  memset(rows, 0, sizeof rows);
+  for (int b = 0; b < 2; b++) {
+    rows[b].name[0] = 0xAB;
+    rows[b].name[1] = (uint8_t)b;
+    rows[b].block = b;
+    CHECK(kvready_sim_alloc(dev, SLOT, &rows[b].device) == KVREADY_OK, dev);
+    uint8_t content[SLOT];
+    memset(content, 'a' + b, SLOT);
+    CHECK(kvready_sim_write(dev, rows[b].device, content, SLOT) == KVREADY_OK, dev);
+  }
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = rows, .n_rows = 2};
+  uint64_t lease = 0;
+  CHECK(kvready_lend(eng, &pub, &lease) == KVREADY_OK, eng);
+  kvready_lease_info info;
+  CHECK(kvready_wait(eng, lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK, eng);
+  CHECK(info.state == KVREADY_LOGICALLY_COMPLETE && info.outcome == KVREADY_OUTCOME_SERVED, eng);
+  CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+  CHECK(pump(eng, lease, KVREADY_RELEASED, 0), eng);
+  /* A stale lease is refused, and changes nothing. */
+  CHECK(kvready_release(eng, lease) == KVREADY_ERR_STALE_LEASE && last_error_contains(eng, "stale"), eng);
+  CHECK(kvready_cancel(eng, lease ^ (1ULL << 40)) == KVREADY_ERR_STALE_LEASE, eng);
+
+  /* Fetch them into fresh blocks, and one more that was never published. */
+  kvready_row frows[3];
+  memcpy(frows, rows, sizeof rows);
+  frows[2] = rows[1];
+  frows[2].name[1] = 9;
+  frows[2].block = 2;
+  for (int b = 0; b < 3; b++) CHECK(kvready_sim_alloc(dev, SLOT, &frows[b].device) == KVREADY_OK, dev);
+  kvready_request fetch = {.kind = KVREADY_FETCH, .rows = frows, .n_rows = 3};
+  CHECK(kvready_lend(eng, &fetch, &lease) == KVREADY_OK, eng);
+  CHECK(pump(eng, lease, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+  CHECK(kvready_lease_infos(eng, &lease, 1, &info, NULL) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_PARTIAL, eng);
+  kvready_interval iv;
+  CHECK(kvready_readiness(eng, lease, &iv) == KVREADY_OK && iv.restart_floor == 0 && iv.usable_until == 64, eng);
+  int32_t gs[4], bs[4];
+  size_t n = 0;
+  CHECK(kvready_arrived(eng, lease, gs, bs, 4, &n) == KVREADY_OK && n == 2 && bs[0] == 0 && bs[1] == 1, eng);
+  uint8_t got[SLOT];
+  CHECK(kvready_sim_read(dev, frows[1].device, got, SLOT) == KVREADY_OK && got[0] == 'b' && got[SLOT - 1] == 'b', dev);
+
+  /* Refusals at the door name what was wrong and change nothing. */
+  kvready_stats before, after;
+  kvready_engine_stats(eng, &before);
+  kvready_row bad = frows[0];
+  bad.group = 5;
+  kvready_request badreq = {.kind = KVREADY_FETCH, .rows = &bad, .n_rows = 1};
+  uint64_t none = 0;
+  CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "group"), eng);
+  badreq.kind = 7;
+  CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "kind 7"), eng);
+  kvready_engine_stats(eng, &after);
+  CHECK(before.lent == after.lent && none == 0, eng);
+  CHECK(kvready_readiness(eng, 0, &iv) == KVREADY_ERR_STALE_LEASE, eng);
+
+  CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
+  CHECK(kvready_lend(eng, &fetch, &none) == KVREADY_ERR_CLOSED, eng);
+  CHECK(kvready_engine_stats(eng, &after) == KVREADY_OK && after.outcomes[KVREADY_OUTCOME_FAILED] == 0 && after.slots_free == SLOTS, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_ERR_BAD_HANDLE, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+  free(slab);
+}
+
+/* A backend and a device written in C; the device's events complete out of
+ * order, and a lease is complete only once its copies and every earlier
+ * event's have landed. */
+static void test_c_backend_and_device(void) {
+  enum { SLOT = 32, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  static cbackend cb;
+  static cdevice cd;
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  kvready_backend_callbacks bcb = {.user = &cb, .fetch = cb_fetch, .poll = cb_poll, .quiesce = cb_quiesce,
+                                   .forget = cb_forget, .put = cb_put, .close = cb_close, .notifies = 1};
+  kvready_backend_callbacks nopoll = bcb;
+  nopoll.poll = NULL;
+  CHECK(kvready_backend_new(&nopoll, mem, &be) == KVREADY_ERR_INVALID && last_error_contains(0, "poll"), 0);
+  CHECK(kvready_backend_new(&bcb, mem, &be) == KVREADY_OK, 0);
+  cb.self = be;
+  cb.memory = mem;
+  kvready_device_callbacks dcb = {.user = &cd, .copy = cd_copy, .record = cd_record, .query = cd_query, .release_event = cd_release};
+  CHECK(kvready_device_new(&dcb, &dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .device = dev, .tokens_per_block = 16};
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .n_rows = 0};
+  uint64_t none = 0;
+  CHECK(kvready_lend(eng, &pub, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "no Publisher"), eng);
+
+  kvready_row rows[2];
+  memset(rows, 0, sizeof rows);
+  for (int k = 0; k < 2; k++) {
+    rows[k].name[0] = 0xCD;
+    rows[k].name[1] = (uint8_t)k;
+    rows[k].block = 0;
+    rows[k].device = 0x1000 + (uint64_t)k * SLOT;
+    uint8_t content[SLOT];
+    memset(content, 'x' + k, SLOT);
+    CHECK(kvready_backend_put(be, (const uint8_t *)"e", 1, rows[k].name, content, SLOT) == KVREADY_OK, be);
+  }
+  kvready_row outside = rows[0];
+  outside.device = 0x9000000;
+  kvready_request a = {.kind = KVREADY_FETCH, .rows = &rows[0], .n_rows = 1};
+  kvready_request b = {.kind = KVREADY_FETCH, .rows = &rows[1], .n_rows = 1};
+  uint64_t la = 0, lb = 0;
+  CHECK(kvready_lend(eng, &a, &la) == KVREADY_OK, eng);
+  CHECK(pump(eng, la, KVREADY_ACCESS_FENCED, 0), eng); /* A's copy queued, event 1 */
+  CHECK(kvready_lend(eng, &b, &lb) == KVREADY_OK, eng);
+  CHECK(pump(eng, lb, KVREADY_ACCESS_FENCED, 0), eng); /* B's copy queued, event 2 */
+  CHECK(cd.ncopies == 2 && cd.nevents == 2, 0);
+  cd_complete(&cd, 1); /* B's copy lands first */
+  for (int i = 0; i < 5; i++) kvready_progress(eng, NULL, NULL, NULL, 0);
+  kvready_lease_info info[2];
+  uint64_t both[2] = {la, lb};
+  CHECK(kvready_lease_infos(eng, both, 2, info, NULL) == KVREADY_OK, eng);
+  CHECK(info[0].state == KVREADY_ACCESS_FENCED && info[1].state == KVREADY_ACCESS_FENCED, eng);
+  kvready_interval iv;
+  CHECK(kvready_readiness(eng, lb, &iv) == KVREADY_ERR_NOT_READY, eng);
+  cd_complete(&cd, 0);
+  CHECK(pump(eng, la, KVREADY_LOGICALLY_COMPLETE, 0) && pump(eng, lb, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+  CHECK(cd.mem[0] == 'x' && cd.mem[SLOT] == 'y', 0);
+  CHECK(kvready_readiness(eng, lb, &iv) == KVREADY_OK && iv.usable_until == 16, eng);
+  kvready_request c = {.kind = KVREADY_FETCH, .rows = &outside, .n_rows = 1};
+  CHECK(kvready_lend(eng, &c, &none) == KVREADY_OK, eng); /* no addressable callback: taken, then refused by copy */
+  CHECK(pump(eng, none, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+  CHECK(kvready_readiness(eng, none, &iv) == KVREADY_OK && iv.usable_until == 0, eng);
+  int32_t statuses[3];
+  uint64_t all[3] = {la, lb, none};
+  CHECK(kvready_release_many(eng, all, 3, statuses) == KVREADY_OK, eng);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
+  CHECK(__atomic_load_n(&cb.quiesce_calls, __ATOMIC_SEQ_CST) >= 1, 0);
+  CHECK(kvready_backend_close(be) == KVREADY_ERR_BUSY, be);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK && cb.closed, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK && cd.released == 3, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
+int main(void) {
+  test_library();
+  test_bad_handles();
+  test_profile_layout_names();
+  test_go_backend();
+  test_c_backend_and_device();
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,63 @@
+"""kvready from Python: decide when staged KV-cache memory is ready to use
+and safe to reuse.
+
+The engine, staging memory, backends (kvready's own by URL, or written in
+Python) and devices (the simulated one, or written in Python: how a PyTorch
+manager hands kvready its stream and events) over ``libkvready.so`` through
+ctypes. See docs/python.md.
+
+>>> import kvready
+>>> mem = kvready.Memory([kvready.Group(slots=16, slot_bytes=256)])
+>>> dev = kvready.SimDevice(latency=20e-6)
+>>> store = kvready.open_backend("mem", mem)
+>>> with kvready.Engine(mem, 32, backend=store, device=dev) as eng:
+...     pass
+"""
+
+from __future__ import annotations
+
+import atexit
+
+from . import _abi
+from .backend import (Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
+                      StoreBackend, Unit, open_backend)
+from .device import Device, EventStatus, SimDevice, host_memory
+from .engine import (Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Readiness, Report,
+                     Request, RequestBatch, Round, Row, State, Stats, Until)
+from .errors import (BackendError, BadHandle, Busy, ConformanceError, CopyRefused, DeviceLost, EngineClosed,
+                     EngineHalted, Failed as CallFailed, InternalError, InvalidArgument, KvreadyError, NotReady,
+                     ProfileError, StaleLease, SubmissionRejected, Timeout, Ungrantable, Unsupported)
+from .memory import Group, KitMemory, Memory
+from .names import Identity, LayoutID, layout_id, validate_profile
+from . import conformance
+
+NAME_SIZE = _abi.NAME_SIZE
+KEY_SIZE = _abi.KEY_SIZE
+
+
+def version() -> str:
+    """kvready's version, C ABI and pinned contract revision."""
+    import ctypes
+    buf = ctypes.create_string_buffer(256)
+    _abi.check(_abi.version(buf, 256, None))
+    return buf.value.decode()
+
+
+def abi_version() -> int:
+    """The library's C ABI revision (one bare call into it)."""
+    return _abi.abi_version()
+
+
+# At exit, no callback into Python may run while the interpreter is torn down.
+atexit.register(_abi.detach_callbacks)
+
+__all__ = [
+    "Attempt", "Backend", "BackendError", "BadHandle", "Busy", "CallFailed", "CancelDisposition", "Cancelled",
+    "ConformanceError", "Containment", "CopyRefused", "Delivered", "Device", "DeviceLost", "Engine", "EngineClosed",
+    "EngineHalted", "EventStatus", "Extent", "Failed", "Group", "Identity", "InternalError", "InvalidArgument",
+    "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo", "LendError", "Memory", "NotReady",
+    "Outcome", "OutcomeKind", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round", "Row",
+    "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout", "Ungrantable",
+    "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend",
+    "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
+]

@@ -1,0 +1,246 @@
+"""The C ABI through ctypes: the structs and prototypes of kvready.h, the
+library's location, and statuses turned into exceptions.
+
+Internal: the public names are in :mod:`kvready`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+from ctypes import (
+    CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint8,
+    c_uint32, c_uint64, c_void_p,
+)
+
+from . import errors
+
+NAME_SIZE = 54
+KEY_SIZE = 32
+LAYOUT_ID_SIZE = 32
+REASON_SIZE = 256
+MAX_STATES = 16
+ABI_VERSION = 1
+
+
+def _find_library() -> str:
+    """The shared library: $KVREADY_LIBRARY, the checkout's ``bin/`` (``make
+    lib``: the freshest build while working on kvready), or the package's own
+    copy (a wheel, or ``make python``)."""
+    env = os.environ.get("KVREADY_LIBRARY")
+    if env:
+        if not os.path.exists(env):
+            raise ImportError(f"kvready: KVREADY_LIBRARY={env} does not exist; build the library with `make lib`")
+        return env
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here.parent.parent / "bin" / "libkvready.so", here / "libkvready.so"):
+        if candidate.exists():
+            return str(candidate)
+    raise ImportError(
+        "kvready: libkvready.so was not found beside the package nor in the repository's bin/: "
+        "build it with `make lib` (or `make python`, which copies it into python/kvready/), "
+        "or set KVREADY_LIBRARY to its path")
+
+
+lib = ctypes.CDLL(_find_library())
+
+
+class Group(Structure):
+    _fields_ = [("slots", c_int64), ("slot_bytes", c_int64)]
+
+
+class CRow(Structure):
+    _fields_ = [("name", c_uint8 * NAME_SIZE), ("_pad", c_uint8 * 2), ("group", c_int32), ("block", c_int32),
+                ("device", c_uint64)]
+
+
+class CRequest(Structure):
+    _fields_ = [("kind", c_int32), ("known_blocks", c_int32), ("deadline_unix_ns", c_int64), ("is_last", c_int32),
+                ("_pad", c_int32), ("rows", POINTER(CRow)), ("n_rows", c_uint64)]
+
+
+class EngineConfig(Structure):
+    _fields_ = [("memory", c_uint64), ("fetcher", c_uint64), ("publisher", c_uint64), ("device", c_uint64),
+                ("tokens_per_block", c_int32), ("quiesce_workers", c_int32),
+                ("request_timeout_ns", c_int64), ("drain_grace_ns", c_int64), ("quiesce_timeout_ns", c_int64),
+                ("retry_backoff_ns", c_int64), ("max_retry_backoff_ns", c_int64),
+                ("keep_released", c_int32), ("_pad", c_int32)]
+
+
+class CLeaseInfo(Structure):
+    _fields_ = [("lease", c_uint64), ("kind", c_int32), ("state", c_int32), ("outcome", c_int32),
+                ("by_peer", c_int32), ("release_requested", c_int32), ("ungrantable", c_int32),
+                ("exposed", c_int32), ("fenced", c_int32), ("cancel_disposition", c_int32), ("rows", c_int32),
+                ("reason_len", c_uint64), ("reason", c_char * REASON_SIZE), ("cancel_error", c_char * REASON_SIZE)]
+
+
+class CInterval(Structure):
+    _fields_ = [("restart_floor", c_int64), ("usable_until", c_int64)]
+
+
+class CRound(Structure):
+    _fields_ = [("moves", c_int64), ("changed", c_int64), ("more", c_int64), ("containments", c_int64),
+                ("halted", c_int32), ("drained", c_int32)]
+
+
+class CContainment(Structure):
+    _fields_ = [("lease", c_uint64), ("slots", c_int64), ("deadline_unix_ns", c_int64),
+                ("reason", c_char * REASON_SIZE)]
+
+
+class CStats(Structure):
+    _fields_ = [("leases", c_int64 * MAX_STATES), ("outcomes", c_uint64 * MAX_STATES),
+                ("lent", c_uint64), ("released", c_uint64), ("quarantined_leases", c_uint64),
+                ("slots_free", c_int64), ("slots_held", c_int64), ("slots_quarantined", c_int64),
+                ("refused", c_uint64), ("stale_evidence", c_uint64), ("violations", c_uint64), ("unproven", c_uint64),
+                ("quiesce_calls", c_uint64), ("quiesce_retries", c_uint64), ("quiesce_timeouts", c_uint64),
+                ("cancel_requests", c_uint64), ("cancel_errors", c_uint64), ("ungrantable", c_uint64),
+                ("containments", c_uint64), ("invariant_breaches", c_uint64), ("halted", c_int32), ("_pad", c_int32)]
+
+
+class CReport(Structure):
+    _fields_ = [("held", c_int64 * MAX_STATES), ("slots_held", c_int64), ("slots_quarantined", c_int64),
+                ("drained", c_int32), ("halted", c_int32)]
+
+
+class CUnit(Structure):
+    _fields_ = [("name", c_uint8 * NAME_SIZE), ("_pad", c_uint8 * 2), ("group", c_int32), ("local", c_int32)]
+
+
+class CAnswer(Structure):
+    _fields_ = [("kind", c_int32), ("by_peer", c_int32), ("served", c_uint64), ("reason", c_char * REASON_SIZE)]
+
+
+u8p = POINTER(c_uint8)
+# Callback arguments are plain addresses (int, or None for NULL): the
+# callbacks read and write them with from_address / string_at / memmove.
+_p = c_void_p
+FetchFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, c_size_t, c_int32, _p, _p, c_size_t)
+PollFn = CFUNCTYPE(c_int, _p, c_uint64, _p, _p, c_size_t)
+QuiesceFn = CFUNCTYPE(c_int, _p, _p, c_size_t, c_int64, _p, _p, c_size_t)
+CancelFn = CFUNCTYPE(c_int, _p, c_uint64, _p, _p, c_size_t)
+ForgetFn = CFUNCTYPE(None, _p, c_uint64)
+PutFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, _p, c_size_t)
+GetFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, _p, c_size_t, _p, _p)
+CloseFn = CFUNCTYPE(None, _p)
+
+
+class BackendCallbacks(Structure):
+    _fields_ = [("user", c_void_p), ("fetch", FetchFn), ("publish", FetchFn), ("poll", PollFn),
+                ("quiesce", QuiesceFn), ("cancel", CancelFn), ("forget", ForgetFn), ("put", PutFn),
+                ("get", GetFn), ("close", CloseFn), ("notifies", c_int32), ("_pad", c_int32)]
+
+
+CopyFn = CFUNCTYPE(c_int, _p, c_int32, c_uint64, _p, c_size_t)
+RecordFn = CFUNCTYPE(c_int, _p, _p)
+QueryFn = CFUNCTYPE(c_int, _p, c_uint64, _p)
+ReleaseEventFn = CFUNCTYPE(None, _p, c_uint64)
+AddressableFn = CFUNCTYPE(c_int, _p, c_uint64, c_size_t, _p, c_size_t)
+LostFn = CFUNCTYPE(c_int, _p, _p, _p, c_size_t)
+
+
+class DeviceCallbacks(Structure):
+    _fields_ = [("user", c_void_p), ("copy", CopyFn), ("record", RecordFn), ("query", QueryFn),
+                ("release_event", ReleaseEventFn), ("addressable", AddressableFn), ("lost", LostFn),
+                ("close", CloseFn)]
+
+
+MakeBackendFn = CFUNCTYPE(c_int, _p, c_uint64, _p)
+
+_u64p = POINTER(c_uint64)
+_i32p = POINTER(c_int32)
+_i64p = POINTER(c_int64)
+_sizep = POINTER(c_size_t)
+
+
+def _proto(name, *args, restype=c_int):
+    f = getattr(lib, name)
+    f.argtypes = list(args)
+    f.restype = restype
+    return f
+
+
+abi_version = _proto("kvready_abi_version", restype=c_uint32)
+version = _proto("kvready_version", c_char_p, c_size_t, _sizep)
+last_error = _proto("kvready_last_error", c_uint64, c_char_p, c_size_t, _sizep)
+detach_callbacks = _proto("kvready_detach_callbacks")
+profile_validate = _proto("kvready_profile_validate", c_char_p, c_size_t)
+layout_id = _proto("kvready_layout_id", c_char_p, c_size_t, u8p, _i32p)
+names = _proto("kvready_names", u8p, c_size_t, u8p, c_size_t, _i32p, _i32p, c_size_t, _i32p, _i32p, c_int32,
+               u8p, c_size_t, u8p)
+memory_over = _proto("kvready_memory_over", POINTER(Group), c_size_t, POINTER(c_void_p), _u64p)
+memory_write = _proto("kvready_memory_write", c_uint64, c_int32, c_int64, c_int64, c_void_p, c_size_t)
+memory_read = _proto("kvready_memory_read", c_uint64, c_int32, c_int64, c_int64, c_void_p, c_size_t)
+memory_row = _proto("kvready_memory_row", c_uint64, c_int32, c_int64, POINTER(c_void_p), _sizep)
+memory_groups = _proto("kvready_memory_groups", c_uint64, POINTER(Group), c_size_t, _sizep)
+memory_close = _proto("kvready_memory_close", c_uint64)
+backend_open = _proto("kvready_backend_open", c_char_p, c_uint64, _u64p)
+backend_new = _proto("kvready_backend_new", POINTER(BackendCallbacks), c_uint64, _u64p)
+attempt_done = _proto("kvready_attempt_done", c_uint64, c_uint64)
+backend_put = _proto("kvready_backend_put", c_uint64, c_char_p, c_size_t, c_char_p, c_char_p, c_size_t)
+backend_get = _proto("kvready_backend_get", c_uint64, c_char_p, c_size_t, c_char_p, c_void_p, c_size_t, _sizep, _i32p)
+backend_close = _proto("kvready_backend_close", c_uint64)
+conformance_check = _proto("kvready_conformance_check", MakeBackendFn, c_void_p, c_int32, c_int32, c_int32,
+                           c_char_p, c_size_t)
+sim_device_new = _proto("kvready_sim_device_new", c_int64, c_int64, _u64p)
+sim_alloc = _proto("kvready_sim_alloc", c_uint64, c_int64, _u64p)
+sim_write = _proto("kvready_sim_write", c_uint64, c_uint64, c_char_p, c_size_t)
+sim_read = _proto("kvready_sim_read", c_uint64, c_uint64, c_void_p, c_size_t)
+sim_complete_all = _proto("kvready_sim_complete_all", c_uint64, _i64p)
+sim_lose = _proto("kvready_sim_lose", c_uint64, c_char_p)
+device_new = _proto("kvready_device_new", POINTER(DeviceCallbacks), _u64p)
+device_close = _proto("kvready_device_close", c_uint64)
+engine_new = _proto("kvready_engine_new", POINTER(EngineConfig), _u64p)
+engine_wake_fd = _proto("kvready_engine_wake_fd", c_uint64, _i32p)
+progress = _proto("kvready_progress", c_uint64, POINTER(CRound), _u64p, _i32p, c_size_t)
+changes = _proto("kvready_changes", c_uint64, _u64p, _i32p, c_size_t, _sizep)
+lend = _proto("kvready_lend", c_uint64, POINTER(CRequest), _u64p)
+lend_many = _proto("kvready_lend_many", c_uint64, POINTER(CRequest), c_size_t, _u64p, _i32p)
+release = _proto("kvready_release", c_uint64, c_uint64)
+release_many = _proto("kvready_release_many", c_uint64, _u64p, c_size_t, _i32p)
+cancel = _proto("kvready_cancel", c_uint64, c_uint64)
+retry = _proto("kvready_retry", c_uint64, c_uint64)
+lease_infos = _proto("kvready_lease_infos", c_uint64, _u64p, c_size_t, POINTER(CLeaseInfo), _i32p)
+readiness = _proto("kvready_readiness", c_uint64, c_uint64, POINTER(CInterval))
+arrived = _proto("kvready_arrived", c_uint64, c_uint64, _i32p, _i32p, c_size_t, _sizep)
+wait = _proto("kvready_wait", c_uint64, c_uint64, c_int32, c_int64, POINTER(CLeaseInfo))
+sync = _proto("kvready_sync", c_uint64, c_int64, _i64p)
+count = _proto("kvready_count", c_uint64, c_int32, _i64p)
+engine_stats = _proto("kvready_engine_stats", c_uint64, POINTER(CStats))
+containments = _proto("kvready_containments", c_uint64, POINTER(CContainment), c_size_t, _sizep)
+engine_close = _proto("kvready_engine_close", c_uint64, POINTER(CReport))
+engine_shutdown = _proto("kvready_engine_shutdown", c_uint64, c_int64, POINTER(CReport))
+engine_report = _proto("kvready_engine_report", c_uint64, POINTER(CReport))
+engine_free = _proto("kvready_engine_free", c_uint64, c_int32)
+bench_go_lifecycle = _proto("kvready_bench_go_lifecycle", c_uint64, c_uint64, POINTER(CRequest), c_size_t, c_int64, _i64p)
+
+if abi_version() != ABI_VERSION:
+    raise ImportError(f"kvready: the library speaks C ABI {abi_version()}, this package {ABI_VERSION}: rebuild with `make python`")
+
+
+def message(handle: int) -> str:
+    """The last error's message on handle (0: the calling thread's)."""
+    size = 1024
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        n = c_size_t()
+        st = last_error(handle, buf, size, ctypes.byref(n))
+        if st == 0 or n.value < size - 1:
+            return buf.value.decode("utf-8", "replace")
+        size = n.value + 1
+
+
+def check(status: int, handle: int = 0) -> None:
+    """Raise the exception of a failed call's status, with its message."""
+    if status != 0:
+        raise errors.from_status(status, message(handle))
+
+
+def to_ns(seconds: float | None) -> int:
+    """A duration in seconds as nanoseconds (None: 0, the default)."""
+    if seconds is None:
+        return 0
+    if seconds < 0:
+        raise errors.InvalidArgument(errors.INVALID, f"a negative duration ({seconds} s); want >= 0")
+    return int(seconds * 1e9)

@@ -1,0 +1,462 @@
+"""Backends: kvready's own (opened by URL) and backends written in Python.
+
+A Python backend subclasses :class:`Backend` and answers through
+:class:`Attempt` objects. kvready calls it on these threads (the C ABI's
+callback contracts):
+
+- ``fetch`` / ``publish``: the engine's owner thread; must not block.
+- ``Attempt.poll``: any thread, concurrently; must not block; once it has
+  answered an outcome it answers the same for ever.
+- ``quiesce``: a worker thread, never the owner's; **may block** up to its
+  ``timeout``. True only when the listed attempts will never touch staging
+  memory again.
+- ``Attempt.request_cancel``: the owner thread; must not block.
+- ``put`` / ``get``: any thread (the conformance kit, seeding a store).
+
+A backend never calls the engine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import logging
+import threading
+from enum import IntEnum
+from typing import Any, NamedTuple, Sequence
+
+from . import _abi
+from .errors import InvalidArgument, SubmissionRejected
+from . import errors
+
+log = logging.getLogger("kvready")
+
+
+class Unit(NamedTuple):
+    """One unit of an extent: its content name (54 bytes) and where it is
+    staged, pool group ``group`` slot ``local`` (process-local coordinates:
+    never sent to a peer)."""
+
+    name: bytes
+    group: int
+    local: int
+
+
+class Extent(NamedTuple):
+    """What a fetch fills or a publish reads: the extent's name, its units,
+    and the sequence-end flag."""
+
+    name: bytes
+    units: tuple[Unit, ...]
+    is_last: bool
+
+
+class Delivered(NamedTuple):
+    """The units fully delivered. An empty set is a miss (fetch) or an
+    unaccepted publication: an ordinary answer, never a failure."""
+
+    served: frozenset[bytes] = frozenset()
+
+    @property
+    def miss(self) -> bool:
+        """Nothing was served."""
+        return not self.served
+
+
+class Failed(NamedTuple):
+    """A failure; the destinations' contents are undefined."""
+
+    reason: str
+
+
+class Cancelled(NamedTuple):
+    """A logical cancellation (by the peer: a transfer error)."""
+
+    by_peer: bool = False
+
+
+Outcome = Delivered | Failed | Cancelled
+
+
+class CancelDisposition(IntEnum):
+    """What a cancellation request answered; neither ends memory access."""
+
+    UNSUPPORTED = 1
+    REQUESTED = 2
+
+
+class Attempt:
+    """One submitted delivery. Latch its answer with :meth:`set_outcome`
+    (from any thread); kvready is told at once (no polling on a timer).
+    Override :meth:`poll` only to answer some other way, and
+    :meth:`request_cancel` to support cancellation requests."""
+
+    def __init__(self) -> None:
+        self._outcome: Outcome | None = None
+        self._lock = threading.Lock()
+        self._bound: tuple[int, int] | None = None  # (backend handle, attempt id)
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The latched outcome, or None while pending."""
+        return self._outcome
+
+    def set_outcome(self, outcome: Outcome) -> None:
+        """Latch the outcome (the first one wins: a different second one is a
+        ValueError) and tell kvready it is pollable."""
+        if not isinstance(outcome, (Delivered, Failed, Cancelled)):
+            raise TypeError(f"kvready: an outcome is Delivered, Failed or Cancelled, not {type(outcome).__name__}")
+        if isinstance(outcome, Delivered) and not isinstance(outcome.served, frozenset):
+            outcome = Delivered(frozenset(outcome.served))
+        with self._lock:
+            if self._outcome is not None:
+                if self._outcome != outcome:
+                    raise ValueError(f"kvready: the attempt already answered {self._outcome}; an outcome never changes")
+                return
+            self._outcome = outcome
+            bound = self._bound
+        if bound is not None:
+            _abi.attempt_done(*bound)
+
+    def poll(self) -> Outcome | None:
+        """The outcome, or None while pending. Never blocks."""
+        return self._outcome
+
+    def request_cancel(self) -> CancelDisposition:
+        """Ask, best effort, to stop (owner thread, never blocks). The default
+        supports no cancellation."""
+        return CancelDisposition.UNSUPPORTED
+
+
+class Backend:
+    """A backend written in Python: subclass it and override ``fetch``
+    and/or ``publish``, and ``quiesce`` (``put`` and ``get`` for the
+    conformance kit). ``memory`` is the staging memory units resolve into:
+    write a fetched row with ``memory.write(unit.group, unit.local, data)``,
+    read a published one with ``memory.read(unit.group, unit.local)``.
+
+    Set ``notifies = False`` on a subclass whose attempts never call
+    :meth:`Attempt.set_outcome` (they override ``poll``): kvready then polls
+    them."""
+
+    notifies = True
+
+    def __init__(self, memory: Any):
+        self.memory = memory
+        self.callback_errors: list[BaseException] = []
+        self._handle = 0
+        self._attempts: dict[int, Attempt] = {}
+        self._ids = itertools.count(1)
+        self._user = 0
+        self._table = None
+
+    # ---- what a subclass overrides ----
+
+    def fetch(self, extent: Extent) -> Attempt:
+        """Submit a fetch into the units' slots; return an Attempt for
+        anything that escaped, raise SubmissionRejected if nothing did."""
+        raise NotImplementedError
+
+    def publish(self, extent: Extent) -> Attempt:
+        """Submit a publication that reads the units' slots."""
+        raise NotImplementedError
+
+    def quiesce(self, attempts: Sequence[Attempt], timeout: float) -> bool:
+        """True only when none of the attempts will ever touch staging memory
+        again. May block, up to timeout seconds. False proves nothing: you
+        will be asked again."""
+        raise NotImplementedError
+
+    def put(self, extent_name: bytes, name: bytes, row: bytes) -> None:
+        """Store a row, as a publication would (the conformance kit)."""
+        raise NotImplementedError
+
+    def get(self, extent_name: bytes, name: bytes) -> bytes | None:
+        """Read a stored row back, or None (the conformance kit)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Called once when kvready closes the backend."""
+
+    # ---- the binding ----
+
+    @property
+    def handle(self) -> int:
+        """The backend's C ABI handle (created on first use)."""
+        if not self._handle:
+            self._user = _register(self)
+            cls = type(self)
+            t = _abi.BackendCallbacks()
+            t.user = self._user
+            t.fetch = _FETCH if cls.fetch is not Backend.fetch else _abi.FetchFn()
+            t.publish = _PUBLISH if cls.publish is not Backend.publish else _abi.FetchFn()
+            t.poll, t.quiesce, t.cancel, t.forget, t.close = _POLL, _QUIESCE, _CANCEL, _FORGET, _CLOSE
+            t.put = _PUT if cls.put is not Backend.put else _abi.PutFn()
+            t.get = _GET if cls.get is not Backend.get else _abi.GetFn()
+            t.notifies = 1 if self.notifies else 0
+            h = ctypes.c_uint64()
+            st = _abi.backend_new(ctypes.byref(t), self.memory.handle, ctypes.byref(h))
+            if st != 0:
+                _unregister(self._user)
+                _abi.check(st)
+            self._table, self._handle = t, h.value
+        return self._handle
+
+    def shut(self) -> None:
+        """Close the backend in kvready (refused while an engine uses it)."""
+        if self._handle:
+            _abi.check(_abi.backend_close(self._handle), self._handle)
+            self._handle = 0
+
+    def _bind(self, a: Attempt) -> int:
+        aid = next(self._ids)
+        self._attempts[aid] = a
+        with a._lock:
+            a._bound = (self._handle, aid)
+        return aid
+
+    def _failed(self, e: BaseException, where: str) -> None:
+        self.callback_errors.append(e)
+        log.error("kvready: %s.%s raised", type(self).__name__, where, exc_info=e)
+
+
+class StoreBackend:
+    """One of kvready's own backends, opened by URL (:func:`open_backend`)."""
+
+    def __init__(self, url: str, memory: Any):
+        h = ctypes.c_uint64()
+        _abi.check(_abi.backend_open(url.encode(), memory.handle, ctypes.byref(h)))
+        self.url, self.memory, self.handle = url, memory, h.value
+
+    def put(self, extent_name: bytes, name: bytes, row: bytes) -> None:
+        """Store a row directly (seeding a store)."""
+        _check_name(name)
+        _abi.check(_abi.backend_put(self.handle, extent_name, len(extent_name), name, bytes(row), len(row)), self.handle)
+
+    def get(self, extent_name: bytes, name: bytes) -> bytes | None:
+        """Read a row back, or None."""
+        _check_name(name)
+        size = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n, found = ctypes.c_size_t(), ctypes.c_int32()
+            st = _abi.backend_get(self.handle, extent_name, len(extent_name), name, buf, size, ctypes.byref(n), ctypes.byref(found))
+            if st == errors.BUFFER and n.value > size:
+                size = n.value
+                continue
+            _abi.check(st, self.handle)
+            return buf.raw[:n.value] if found.value else None
+
+    def shut(self) -> None:
+        """Close it (refused while an engine uses it)."""
+        if self.handle:
+            _abi.check(_abi.backend_close(self.handle), self.handle)
+            self.handle = 0
+
+    close = shut
+
+    def __enter__(self) -> "StoreBackend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shut()
+
+
+def open_backend(url: str, memory: Any) -> StoreBackend:
+    """kvready's own backend over ``memory``: ``"mem"`` (in-process; fault
+    injection with ``"mem:?mode=miss"``, ``fail``, ``cancel-by-peer``, ...),
+    ``"redis://host:port/0"`` (a Redis-compatible store shared across
+    processes), or ``"instant:"`` (answers at once, writes nothing: for
+    benchmarks)."""
+    return StoreBackend(url, memory)
+
+
+def _check_name(name: bytes) -> None:
+    if len(name) != _abi.NAME_SIZE:
+        raise InvalidArgument(1, f"kvready: a name is {_abi.NAME_SIZE} bytes, got {len(name)}")
+
+
+# ---- the callbacks, shared by every Python backend ----
+
+_live: dict[int, Backend] = {}
+_live_lock = threading.Lock()
+_user_ids = itertools.count(1)
+
+
+def _register(b: Backend) -> int:
+    with _live_lock:
+        uid = next(_user_ids)
+        _live[uid] = b
+    return uid
+
+
+def _unregister(uid: int) -> None:
+    with _live_lock:
+        _live.pop(uid, None)
+
+
+def _err(err: int | None, cap: int, msg: str) -> None:
+    if err and cap > 0:
+        b = msg.encode("utf-8", "replace")[:cap - 1]
+        ctypes.memmove(err, b + b"\0", len(b) + 1)
+
+
+def _submit(publish: bool):
+    def cb(user, name_addr, name_len, units_addr, n, is_last, attempt_out, err, err_cap):
+        b = _live.get(user)
+        if b is None:
+            _err(err, err_cap, "kvready: the Python backend is gone")
+            return errors.REJECTED
+        try:
+            name = ctypes.string_at(name_addr, name_len) if name_len else b""
+            us = (_abi.CUnit * n).from_address(units_addr) if n else ()
+            ext = Extent(name, tuple(Unit(bytes(u.name), u.group, u.local) for u in us), bool(is_last))
+            a = b.publish(ext) if publish else b.fetch(ext)
+            if not isinstance(a, Attempt):
+                raise TypeError(f"{'publish' if publish else 'fetch'} returned {type(a).__name__}; want an Attempt "
+                                "(or raise SubmissionRejected)")
+            ctypes.c_uint64.from_address(attempt_out).value = b._bind(a)
+            return 0
+        except SubmissionRejected as e:
+            _err(err, err_cap, str(e) or "rejected")
+            return errors.REJECTED
+        except BaseException as e:  # noqa: BLE001 - every failure must become a status
+            b._failed(e, "publish" if publish else "fetch")
+            _err(err, err_cap, f"{type(e).__name__}: {e}")
+            return errors.FAILED
+    return cb
+
+
+def _poll(user, aid, answer, served, cap):
+    b = _live.get(user)
+    if b is None:
+        return errors.FAILED
+    try:
+        a = b._attempts.get(aid)
+        if a is None:
+            raise KeyError(f"attempt {aid} is unknown (forgotten?)")
+        o = a.poll()
+        ans = _abi.CAnswer.from_address(answer)
+        if o is None:
+            ans.kind = 0
+        elif isinstance(o, Delivered):
+            names = list(o.served)
+            if len(names) > cap:
+                raise ValueError(f"{len(names)} served names for an extent of {cap - 1} units")
+            for i, nm in enumerate(names):
+                if len(nm) != _abi.NAME_SIZE:
+                    raise ValueError(f"a served name of {len(nm)} bytes; names are {_abi.NAME_SIZE}")
+                ctypes.memmove(served + i * _abi.NAME_SIZE, bytes(nm), _abi.NAME_SIZE)
+            ans.kind, ans.served = 1, len(names)
+        elif isinstance(o, Failed):
+            ans.kind = 2
+            ans.reason = str(o.reason).encode("utf-8", "replace")[:_abi.REASON_SIZE - 1]
+        elif isinstance(o, Cancelled):
+            ans.kind, ans.by_peer = 3, 1 if o.by_peer else 0
+        else:
+            raise TypeError(f"poll answered {type(o).__name__}; want None, Delivered, Failed or Cancelled")
+        return 0
+    except BaseException as e:  # noqa: BLE001 - kvready records it as a contract violation
+        b._failed(e, "poll")
+        return errors.FAILED
+
+
+def _quiesce(user, ids, n, timeout_ns, proven, err, err_cap):
+    b = _live.get(user)
+    if b is None:
+        _err(err, err_cap, "kvready: the Python backend is gone")
+        return errors.FAILED
+    try:
+        arr = (ctypes.c_uint64 * n).from_address(ids)
+        atts = []
+        for aid in arr:
+            a = b._attempts.get(aid)
+            if a is None:
+                raise KeyError(f"attempt {aid} is unknown")
+            atts.append(a)
+        ok = b.quiesce(atts, timeout_ns / 1e9)
+        ctypes.c_int32.from_address(proven).value = 1 if ok is True else 0
+        return 0
+    except BaseException as e:  # noqa: BLE001 - proves nothing; kvready asks again
+        b._failed(e, "quiesce")
+        _err(err, err_cap, f"{type(e).__name__}: {e}")
+        return errors.FAILED
+
+
+def _cancel(user, aid, disposition, err, err_cap):
+    b = _live.get(user)
+    if b is None:
+        return errors.FAILED
+    try:
+        d = b._attempts[aid].request_cancel()
+        ctypes.c_int32.from_address(disposition).value = int(d)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - recorded on the lease
+        b._failed(e, "request_cancel")
+        _err(err, err_cap, f"{type(e).__name__}: {e}")
+        return errors.FAILED
+
+
+def _forget(user, aid):
+    b = _live.get(user)
+    if b is not None:
+        a = b._attempts.pop(aid, None)
+        if a is not None:
+            with a._lock:
+                a._bound = None
+
+
+def _put(user, ext, ext_len, name, row, n):
+    b = _live.get(user)
+    if b is None:
+        return errors.FAILED
+    try:
+        b.put(ctypes.string_at(ext, ext_len) if ext_len else b"", ctypes.string_at(name, _abi.NAME_SIZE),
+              ctypes.string_at(row, n) if n else b"")
+        return 0
+    except BaseException as e:  # noqa: BLE001
+        b._failed(e, "put")
+        return errors.FAILED
+
+
+def _get(user, ext, ext_len, name, row, cap, n_out, found):
+    b = _live.get(user)
+    if b is None:
+        return errors.FAILED
+    try:
+        v = b.get(ctypes.string_at(ext, ext_len) if ext_len else b"", ctypes.string_at(name, _abi.NAME_SIZE))
+        if v is None:
+            ctypes.c_int32.from_address(found).value = 0
+            return 0
+        v = bytes(v)
+        ctypes.c_int32.from_address(found).value = 1
+        ctypes.c_size_t.from_address(n_out).value = len(v)
+        if len(v) > cap:
+            return errors.BUFFER
+        ctypes.memmove(row, v, len(v))
+        return 0
+    except BaseException as e:  # noqa: BLE001
+        b._failed(e, "get")
+        return errors.FAILED
+
+
+def _close(user):
+    b = _live.get(user)
+    _unregister(user)
+    if b is not None:
+        b._handle = 0
+        try:
+            b.close()
+        except BaseException as e:  # noqa: BLE001
+            b._failed(e, "close")
+
+
+_FETCH = _abi.FetchFn(_submit(False))
+_PUBLISH = _abi.FetchFn(_submit(True))
+_POLL = _abi.PollFn(_poll)
+_QUIESCE = _abi.QuiesceFn(_quiesce)
+_CANCEL = _abi.CancelFn(_cancel)
+_FORGET = _abi.ForgetFn(_forget)
+_PUT = _abi.PutFn(_put)
+_GET = _abi.GetFn(_get)
+_CLOSE = _abi.CloseFn(_close)

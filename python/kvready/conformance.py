@@ -1,0 +1,64 @@
+"""The backend conformance kit, run against a backend written in Python.
+
+``check(make_backend)`` runs kvready's Go kit (proptest.CheckFetcher /
+CheckPublisher): random extents over real staging memory with canary bytes,
+one fresh backend per trial, built by ``make_backend(memory)`` over the
+kit's memory (write and read its slots with ``memory.write`` /
+``memory.read``). It raises :class:`kvready.ConformanceError` naming the
+broken rule (``err.rule``: ``"no_late_write"``, ``"served_subset"``,
+``"known_miss"``, ...) with the kit's report of the failing trial.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import Callable
+
+from . import _abi
+from . import errors
+from .backend import Backend
+from .memory import KitMemory
+
+log = logging.getLogger("kvready")
+
+RULES = ("served_subset", "unserved_untouched", "outside_untouched", "served_content", "stable", "no_late_write",
+         "known_miss", "rejected_no_effect", "probe", "quiesce_cancelled", "attempt_or_error", "settle",
+         "published_content", "publish_read_only")
+
+
+def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", checks: int = 50,
+          may_fail: bool = False) -> None:
+    """Run the kit; return if every trial kept every rule.
+
+    kind: ``"fetch"``, ``"publish"`` or ``"both"``. checks: trials (each a
+    fresh backend). may_fail: the backend fails or cancels on purpose, so a
+    failure cannot be told from a miss reported as one (the known-miss rule
+    is then not checked)."""
+    kinds = {"fetch": [1], "publish": [2], "both": [1, 2]}.get(kind)
+    if kinds is None:
+        raise errors.InvalidArgument(errors.INVALID, f"kvready: kind {kind!r}; want 'fetch', 'publish' or 'both'")
+    made: list[BaseException] = []
+
+    def make(user, memory, out):
+        try:
+            b = make_backend(KitMemory(memory))
+            if not isinstance(b, Backend):
+                raise TypeError(f"make_backend returned {type(b).__name__}; want a kvready.Backend")
+            ctypes.c_uint64.from_address(out).value = b.handle
+            return 0
+        except BaseException as e:  # noqa: BLE001 - reported by the kit as a failed trial
+            made.append(e)
+            log.error("kvready: make_backend raised", exc_info=e)
+            return errors.FAILED
+
+    fn = _abi.MakeBackendFn(make)
+    for k in kinds:
+        rule = ctypes.create_string_buffer(64)
+        st = _abi.conformance_check(fn, None, k, checks, 1 if may_fail else 0, rule, 64)
+        if st == errors.CONFORMANCE:
+            report = _abi.message(0)
+            if made:
+                report += f"\nmake_backend raised: {made[-1]!r}"
+            raise errors.ConformanceError(st, report, rule.value.decode())
+        _abi.check(st)

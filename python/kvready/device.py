@@ -1,0 +1,278 @@
+"""Devices: the simulated one (gpu/sim), and devices written in Python.
+
+A Python device is how a PyTorch manager hands kvready its own stream and
+events, as the reference's ``cuda_copy_completion`` does: ``copy`` queues a
+copy on the manager's stream (``dst.copy_(src, non_blocking=True)``),
+``record`` records an event after everything queued (``torch.cuda.Event()``
+then ``event.record(stream)``), ``query`` answers ``event.query()``. Threads:
+
+- ``copy``, ``record``, ``addressable``, ``lost``: the engine's owner thread;
+  must not block.
+- ``query``: any thread (the owner's, and kvready's watcher); must not block.
+
+An event reads complete for kvready only once it and every event recorded
+before it have completed, whatever order the device completes them in.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import logging
+import threading
+from enum import IntEnum
+from typing import Any
+
+from . import _abi
+from . import errors
+from .errors import CopyRefused, DeviceLost, InvalidArgument
+
+log = logging.getLogger("kvready")
+
+
+class EventStatus(IntEnum):
+    """An event's status, as ``query`` may answer it (or True / False)."""
+
+    PENDING = 0
+    COMPLETE = 1
+    FAILED = 2
+
+
+def host_memory(address: int, nbytes: int) -> memoryview:
+    """A writable memoryview over nbytes of staging memory at address (what
+    ``copy`` is handed): valid while kvready holds the copy's slot."""
+    if not address or nbytes <= 0:
+        raise InvalidArgument(errors.INVALID, f"kvready: host_memory({address:#x}, {nbytes}); want an address and a positive size")
+    return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
+
+
+class Device:
+    """A device written in Python: subclass it and override ``copy``,
+    ``record`` and ``query`` (``addressable`` and ``lost`` optionally)."""
+
+    def __init__(self) -> None:
+        self.callback_errors: list[BaseException] = []
+        self._handle = 0
+        self._events: dict[int, Any] = {}
+        self._tokens = itertools.count(1)
+        self._user = 0
+        self._table = None
+
+    def copy(self, to_device: bool, device: int, host: int, nbytes: int) -> None:
+        """Queue a copy of nbytes between staging memory at host and the
+        device address (to_device: host to device). Raise CopyRefused if
+        nothing was queued, DeviceLost on a lost device."""
+        raise NotImplementedError
+
+    def record(self) -> Any:
+        """Record an event after everything queued so far; return it."""
+        raise NotImplementedError
+
+    def query(self, event: Any) -> bool | EventStatus:
+        """Whether the event completed (True / EventStatus.COMPLETE), is
+        pending (False / PENDING), or failed (FAILED). Never blocks."""
+        raise NotImplementedError
+
+    def addressable(self, device: int, nbytes: int) -> bool:
+        """Whether the stream can copy nbytes at the device address."""
+        return True
+
+    def lost(self) -> str | None:
+        """Why the device is lost, or None."""
+        return None
+
+    def close(self) -> None:
+        """Called once when kvready closes the device."""
+
+    @property
+    def handle(self) -> int:
+        """The device's C ABI handle (created on first use)."""
+        if not self._handle:
+            with _live_lock:
+                self._user = next(_user_ids)
+                _live[self._user] = self
+            cls = type(self)
+            t = _abi.DeviceCallbacks()
+            t.user = self._user
+            t.copy, t.record, t.query, t.release_event, t.close = _COPY, _RECORD, _QUERY, _RELEASE, _CLOSE
+            t.addressable = _ADDRESSABLE if cls.addressable is not Device.addressable else _abi.AddressableFn()
+            t.lost = _LOST if cls.lost is not Device.lost else _abi.LostFn()
+            h = ctypes.c_uint64()
+            st = _abi.device_new(ctypes.byref(t), ctypes.byref(h))
+            if st != 0:
+                with _live_lock:
+                    _live.pop(self._user, None)
+                _abi.check(st)
+            self._table, self._handle = t, h.value
+        return self._handle
+
+    def shut(self) -> None:
+        """Close the device in kvready (refused while an engine uses it)."""
+        if self._handle:
+            _abi.check(_abi.device_close(self._handle), self._handle)
+
+    def _failed(self, e: BaseException, where: str) -> None:
+        self.callback_errors.append(e)
+        log.error("kvready: %s.%s raised", type(self).__name__, where, exc_info=e)
+
+
+class SimDevice:
+    """The simulated device (gpu/sim): device memory is host memory, copies
+    really copy. With ``latency`` > 0 seconds they complete by themselves;
+    with 0 only :meth:`complete_all` completes them (tests that step it)."""
+
+    def __init__(self, mem_bytes: int = 1 << 20, latency: float = 0.0):
+        h = ctypes.c_uint64()
+        _abi.check(_abi.sim_device_new(mem_bytes, _abi.to_ns(latency), ctypes.byref(h)))
+        self.handle = h.value
+
+    def alloc(self, nbytes: int) -> int:
+        """Reserve device memory; its address."""
+        p = ctypes.c_uint64()
+        _abi.check(_abi.sim_alloc(self.handle, nbytes, ctypes.byref(p)), self.handle)
+        return p.value
+
+    def write(self, ptr: int, data: Any) -> None:
+        """Copy data to device memory now."""
+        b = bytes(data)
+        _abi.check(_abi.sim_write(self.handle, ptr, b, len(b)), self.handle)
+
+    def read(self, ptr: int, nbytes: int) -> bytes:
+        """Copy device memory out now."""
+        buf = ctypes.create_string_buffer(nbytes)
+        _abi.check(_abi.sim_read(self.handle, ptr, buf, nbytes), self.handle)
+        return buf.raw
+
+    def complete_all(self) -> int:
+        """Complete every queued copy and event; how many events."""
+        n = ctypes.c_int64()
+        _abi.check(_abi.sim_complete_all(self.handle, ctypes.byref(n)), self.handle)
+        return n.value
+
+    def lose(self, reason: str = "lost") -> None:
+        """Lose the device: copies in flight become unproven."""
+        _abi.check(_abi.sim_lose(self.handle, reason.encode()), self.handle)
+
+    def shut(self) -> None:
+        """Close it (refused while an engine uses it)."""
+        if self.handle:
+            _abi.check(_abi.device_close(self.handle), self.handle)
+            self.handle = 0
+
+    close = shut
+
+
+_live: dict[int, Device] = {}
+_live_lock = threading.Lock()
+_user_ids = itertools.count(1)
+
+
+def _copy(user, to_device, dev, host, n):
+    d = _live.get(user)
+    if d is None:
+        return errors.REFUSED
+    try:
+        d.copy(bool(to_device), dev, host, n)
+        return 0
+    except CopyRefused:
+        return errors.REFUSED
+    except DeviceLost:
+        return errors.DEVICE_LOST
+    except BaseException as e:  # noqa: BLE001 - work may have been queued: unproven
+        d._failed(e, "copy")
+        return errors.FAILED
+
+
+def _record(user, out):
+    d = _live.get(user)
+    if d is None:
+        return errors.FAILED
+    try:
+        ev = d.record()
+        tok = next(d._tokens)
+        d._events[tok] = ev
+        ctypes.c_uint64.from_address(out).value = tok
+        return 0
+    except BaseException as e:  # noqa: BLE001
+        d._failed(e, "record")
+        return errors.FAILED
+
+
+def _query(user, tok, status):
+    d = _live.get(user)
+    if d is None:
+        return errors.FAILED
+    try:
+        st = d.query(d._events[tok])
+        if st is True:
+            st = EventStatus.COMPLETE
+        elif st is False or st is None:
+            st = EventStatus.PENDING
+        ctypes.c_int32.from_address(status).value = int(EventStatus(st))
+        return 0
+    except DeviceLost:
+        ctypes.c_int32.from_address(status).value = int(EventStatus.FAILED)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - the event stays unproven
+        d._failed(e, "query")
+        return errors.FAILED
+
+
+def _release(user, tok):
+    d = _live.get(user)
+    if d is not None:
+        d._events.pop(tok, None)
+
+
+def _addressable(user, dev, n, err, err_cap):
+    d = _live.get(user)
+    if d is None:
+        return errors.INVALID
+    try:
+        ok = d.addressable(dev, n)
+        if ok is True:
+            return 0
+        msg = ok if isinstance(ok, str) else f"device address {dev:#x} ({n} bytes) is not addressable"
+    except BaseException as e:  # noqa: BLE001
+        d._failed(e, "addressable")
+        msg = f"{type(e).__name__}: {e}"
+    if err and err_cap:
+        b = msg.encode("utf-8", "replace")[:err_cap - 1]
+        ctypes.memmove(err, b + b"\0", len(b) + 1)
+    return errors.INVALID
+
+
+def _lost(user, out, reason, cap):
+    d = _live.get(user)
+    if d is None:
+        return errors.FAILED
+    try:
+        why = d.lost()
+    except BaseException as e:  # noqa: BLE001
+        d._failed(e, "lost")
+        return errors.FAILED
+    ctypes.c_int32.from_address(out).value = 1 if why else 0
+    if why and reason and cap:
+        b = str(why).encode("utf-8", "replace")[:cap - 1]
+        ctypes.memmove(reason, b + b"\0", len(b) + 1)
+    return 0
+
+
+def _close(user):
+    with _live_lock:
+        d = _live.pop(user, None)
+    if d is not None:
+        d._handle = 0
+        try:
+            d.close()
+        except BaseException as e:  # noqa: BLE001
+            d._failed(e, "close")
+
+
+_COPY = _abi.CopyFn(_copy)
+_RECORD = _abi.RecordFn(_record)
+_QUERY = _abi.QueryFn(_query)
+_RELEASE = _abi.ReleaseEventFn(_release)
+_ADDRESSABLE = _abi.AddressableFn(_addressable)
+_LOST = _abi.LostFn(_lost)
+_CLOSE = _abi.CloseFn(_close)

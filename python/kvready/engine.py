@@ -1,0 +1,564 @@
+"""The engine: leases of staging slots, woken through a file descriptor."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+from . import _abi
+from . import errors
+from .errors import InvalidArgument, KvreadyError, StaleLease
+
+log = logging.getLogger("kvready")
+
+FETCH, PUBLISH = 1, 2
+
+
+class Kind(IntEnum):
+    """Which way a lease's content moves."""
+
+    FETCH = 1
+    PUBLISH = 2
+
+
+class State(IntEnum):
+    """Where a lease stands (the lifecycle of docs/states.md)."""
+
+    WAITING = 0
+    GRANTED = 1
+    STAGED = 2
+    REQUESTED = 3
+    SERVED = 4
+    PARTIAL = 5
+    MISSED = 6
+    FAILED = 7
+    ACCESS_FENCED = 8
+    COPY_UNPROVEN = 9
+    LOGICALLY_COMPLETE = 10
+    QUARANTINED = 11
+    RELEASED = 12
+
+
+class OutcomeKind(IntEnum):
+    """The outcome the engine latched: a miss is never a failure, and a
+    cancellation is never folded into a failure."""
+
+    NONE = 0
+    SERVED = 1
+    PARTIAL = 2
+    MISSED = 3
+    FAILED = 4
+    CANCELLED = 5
+    REJECTED = 6
+    TIMEOUT = 7
+    VIOLATION = 8
+
+
+class Until(IntEnum):
+    """What :meth:`Engine.wait` waits for."""
+
+    SETTLED = 1   # logically complete, quarantined or ungrantable: release it then
+    RELEASED = 2  # its slots are back (or out for good: quarantined)
+
+
+class Row(NamedTuple):
+    """One block of one layer group a request moves: its name (54 bytes),
+    its local layer group, its block ordinal, its device address."""
+
+    name: bytes
+    group: int
+    block: int
+    device: int
+
+
+class Request:
+    """One lease request, packed for the C ABI once (reuse it freely)."""
+
+    __slots__ = ("kind", "rows", "known_blocks", "deadline", "is_last", "_c", "_rows")
+
+    def __init__(self, kind: Kind | int, rows: Sequence[Row | tuple], known_blocks: int = 0,
+                 deadline: float | None = None, is_last: bool = False):
+        self.kind = Kind(kind) if kind in (1, 2) else kind
+        self.rows = [Row(*r) for r in rows]
+        self.known_blocks, self.deadline, self.is_last = known_blocks, deadline, is_last
+        arr = (_abi.CRow * max(len(self.rows), 1))()
+        for i, r in enumerate(self.rows):
+            if len(r.name) != _abi.NAME_SIZE:
+                raise InvalidArgument(errors.INVALID, f"kvready: row {i}: a name is {_abi.NAME_SIZE} bytes, got {len(r.name)}")
+            ctypes.memmove(arr[i].name, bytes(r.name), _abi.NAME_SIZE)
+            arr[i].group, arr[i].block, arr[i].device = r.group, r.block, r.device
+        self._rows = arr
+        self._c = _abi.CRequest(int(kind), known_blocks, int(deadline * 1e9) if deadline else 0, 1 if is_last else 0, 0,
+                                ctypes.cast(arr, ctypes.POINTER(_abi.CRow)), len(self.rows))
+
+    @classmethod
+    def fetch(cls, rows: Sequence[Row | tuple], known_blocks: int = 0, **kw: Any) -> "Request":
+        """A fetch of rows (whose blocks start at or after known_blocks)."""
+        return cls(Kind.FETCH, rows, known_blocks, **kw)
+
+    @classmethod
+    def publish(cls, rows: Sequence[Row | tuple], **kw: Any) -> "Request":
+        """A publication of rows."""
+        return cls(Kind.PUBLISH, rows, **kw)
+
+
+class RequestBatch:
+    """Requests packed into one array once, for :meth:`Engine.lend_many` in
+    a hot loop (a manager's round)."""
+
+    __slots__ = ("requests", "_arr", "_leases", "_statuses")
+
+    def __init__(self, requests: Sequence[Request]):
+        self.requests = list(requests)
+        n = len(self.requests)
+        self._arr = (_abi.CRequest * max(n, 1))(*[r._c for r in self.requests])
+        self._leases = (ctypes.c_uint64 * max(n, 1))()
+        self._statuses = (ctypes.c_int32 * max(n, 1))()
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+
+class Readiness(NamedTuple):
+    """Where a fetched request may resume: any p with
+    restart_floor <= p <= usable_until (the reference's ``Readiness``)."""
+
+    usable_until: int
+    restart_floor: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing is usable: recompute from 0."""
+        return self.restart_floor > self.usable_until
+
+
+class LeaseInfo(NamedTuple):
+    """A lease as the engine sees it (the same before and after release)."""
+
+    lease: int
+    kind: Kind
+    state: State
+    outcome: OutcomeKind
+    by_peer: bool
+    reason: str
+    release_requested: bool
+    ungrantable: bool
+    exposed: bool
+    fenced: bool
+    cancel_disposition: int
+    cancel_error: str
+    rows: int
+
+
+def _info(c: _abi.CLeaseInfo) -> LeaseInfo:
+    return LeaseInfo(c.lease, Kind(c.kind) if c.kind in (1, 2) else c.kind, State(c.state), OutcomeKind(c.outcome),
+                     bool(c.by_peer), c.reason.decode("utf-8", "replace"), bool(c.release_requested),
+                     bool(c.ungrantable), bool(c.exposed), bool(c.fenced), c.cancel_disposition,
+                     c.cancel_error.decode("utf-8", "replace"), c.rows)
+
+
+class Containment(NamedTuple):
+    """A lease contained: access or a copy unproven past its deadline; its
+    slots are held out of circulation."""
+
+    lease: int
+    slots: int
+    deadline: float
+    reason: str
+
+
+class Round(NamedTuple):
+    """What one :meth:`Engine.progress` round did: the moves made, each
+    lease that moved with its state now (handles and State values), the
+    containments it raised, whether the engine halted or drained."""
+
+    moves: int
+    changed: list[tuple[int, int]]
+    containments: list[Containment]
+    halted: bool
+    drained: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    """What an engine still holds."""
+
+    held: dict[State, int]
+    slots_held: int
+    slots_quarantined: int
+    drained: bool
+    halted: bool
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The engine's counters (a miss is never counted as a failure)."""
+
+    leases: dict[State, int]
+    outcomes: dict[OutcomeKind, int]
+    lent: int
+    released: int
+    quarantined_leases: int
+    slots_free: int
+    slots_held: int
+    slots_quarantined: int
+    refused: int
+    stale_evidence: int
+    violations: int
+    unproven: int
+    quiesce_calls: int
+    quiesce_retries: int
+    quiesce_timeouts: int
+    cancel_requests: int
+    cancel_errors: int
+    ungrantable: int
+    containments: int
+    invariant_breaches: int
+    halted: bool
+
+
+def _report(c: _abi.CReport) -> Report:
+    return Report({s: c.held[s] for s in State}, c.slots_held, c.slots_quarantined, bool(c.drained), bool(c.halted))
+
+
+class Lease:
+    """One lease: the staging rows of one fetch or publish. A context manager
+    that releases it on exit (its slots return once its fence is proven)."""
+
+    __slots__ = ("engine", "handle")
+
+    def __init__(self, engine: "Engine", handle: int):
+        self.engine, self.handle = engine, handle
+
+    def info(self) -> LeaseInfo:
+        return self.engine.info(self)
+
+    def readiness(self) -> Readiness:
+        return self.engine.readiness(self)
+
+    def arrived(self) -> list[tuple[int, int]]:
+        return self.engine.arrived(self)
+
+    def wait(self, until: Until = Until.SETTLED, timeout: float = 30.0) -> LeaseInfo:
+        return self.engine.wait(self, until, timeout)
+
+    def release(self) -> None:
+        self.engine.release(self)
+
+    def cancel(self) -> None:
+        self.engine.cancel(self)
+
+    def retry(self) -> None:
+        self.engine.retry(self)
+
+    def __int__(self) -> int:
+        return self.handle
+
+    __index__ = __int__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lease) and other.handle == self.handle and other.engine is self.engine
+
+    def __hash__(self) -> int:
+        return hash(self.handle)
+
+    def __repr__(self) -> str:
+        return f"Lease(#{self.handle & 0xFFFFFFFF}.{self.handle >> 32})"
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.release()
+        except StaleLease:
+            pass  # released already, and retired
+
+
+class LendError(KvreadyError):
+    """Some requests of :meth:`Engine.lend_many` were refused: ``leases``
+    holds the leases lent (None where refused), ``errors`` the refusals."""
+
+    def __init__(self, leases: list[Lease | None], errs: list[KvreadyError | None]):
+        first = next(e for e in errs if e is not None)
+        super().__init__(first.status, f"{sum(e is not None for e in errs)} of {len(errs)} requests refused; the first: {first}")
+        self.leases, self.errors = leases, errs
+
+
+def _handle(x: Any, what: str) -> int:
+    if x is None:
+        return 0
+    h = getattr(x, "handle", None)
+    if not isinstance(h, int) or not h:
+        raise InvalidArgument(errors.INVALID, f"kvready: {what} is a {type(x).__name__}; want an object with a live handle")
+    return h
+
+
+class Engine:
+    """A readiness engine over staging memory, a backend and a device.
+
+    Every method is called from one owner thread. The engine wakes its owner
+    through :meth:`fileno` (register the engine with ``selectors`` or
+    ``asyncio``'s ``loop.add_reader``); run :meth:`progress` when it is
+    readable, or block on one lease with :meth:`wait`. A context manager:
+    on exit it shuts down (every lease proven and released, or contained)
+    and frees the engine.
+    """
+
+    def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,
+                 fetcher: Any = None, publisher: Any = None, request_timeout: float | None = None,
+                 drain_grace: float | None = None, quiesce_timeout: float | None = None,
+                 retry_backoff: float | None = None, max_retry_backoff: float | None = None,
+                 quiesce_workers: int = 0, keep_released: int = 0,
+                 on_containment: Callable[[Containment], None] | None = None, shutdown_timeout: float = 60.0):
+        if backend is not None:
+            fetcher = fetcher if fetcher is not None else backend
+            publisher = publisher if publisher is not None else backend
+        # Keep what the engine calls into alive as long as it may.
+        self.memory, self.device, self.fetcher, self.publisher = memory, device, fetcher, publisher
+        cfg = _abi.EngineConfig()
+        cfg.memory = _handle(memory, "memory")
+        cfg.device = _handle(device, "device")
+        cfg.fetcher = _handle(fetcher, "fetcher") if fetcher is not None and _has(fetcher, "fetch") else 0
+        cfg.publisher = _handle(publisher, "publisher") if publisher is not None and _has(publisher, "publish") else 0
+        cfg.tokens_per_block = tokens_per_block
+        cfg.quiesce_workers = quiesce_workers
+        cfg.request_timeout_ns = _abi.to_ns(request_timeout)
+        cfg.drain_grace_ns = _abi.to_ns(drain_grace)
+        cfg.quiesce_timeout_ns = _abi.to_ns(quiesce_timeout)
+        cfg.retry_backoff_ns = _abi.to_ns(retry_backoff)
+        cfg.max_retry_backoff_ns = _abi.to_ns(max_retry_backoff)
+        cfg.keep_released = keep_released
+        h = ctypes.c_uint64()
+        _abi.check(_abi.engine_new(ctypes.byref(cfg), ctypes.byref(h)))
+        self.handle = h.value
+        self.on_containment = on_containment
+        self.shutdown_timeout = shutdown_timeout
+        fd = ctypes.c_int32()
+        _abi.check(_abi.engine_wake_fd(self.handle, ctypes.byref(fd)), self.handle)
+        self._fd = fd.value
+        self._round = _abi.CRound()
+        self._cap = 1024
+        self._leases = (ctypes.c_uint64 * self._cap)()
+        self._states = (ctypes.c_int32 * self._cap)()
+        self._one = (ctypes.c_uint64 * 1)()
+        self._info = _abi.CLeaseInfo()
+        self._iv = _abi.CInterval()
+        self._count = ctypes.c_int64()
+
+    # ---- waking ----
+
+    def fileno(self) -> int:
+        """The wake file descriptor: readable when a round has work. Do not
+        read or close it; :meth:`progress` drains it."""
+        return self._fd
+
+    wake_fd = property(fileno)
+
+    def progress(self) -> Round:
+        """Run one round (never blocks) and say what moved."""
+        h = self.handle
+        r = self._round
+        _abi.check(_abi.progress(h, ctypes.byref(r), self._leases, self._states, self._cap), h)
+        n = r.changed
+        changed = list(zip(self._leases[:n], self._states[:n]))
+        more = r.more
+        while more:
+            k = ctypes.c_size_t()
+            _abi.check(_abi.changes(h, self._leases, self._states, self._cap, ctypes.byref(k)), h)
+            changed.extend(zip(self._leases[:k.value], self._states[:k.value]))
+            more -= k.value
+            if not k.value:
+                break
+        contained = self.containments() if r.containments else []
+        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained))
+
+    def containments(self) -> list[Containment]:
+        """Containment events not yet read, oldest first; each is also passed
+        to on_containment, if set."""
+        out: list[Containment] = []
+        buf = (_abi.CContainment * 64)()
+        while True:
+            n = ctypes.c_size_t()
+            _abi.check(_abi.containments(self.handle, buf, 64, ctypes.byref(n)), self.handle)
+            for c in buf[:n.value]:
+                out.append(Containment(c.lease, c.slots, c.deadline_unix_ns / 1e9, c.reason.decode("utf-8", "replace")))
+            if n.value < 64:
+                break
+        if self.on_containment is not None:
+            for c in out:
+                self.on_containment(c)
+        return out
+
+    # ---- leases ----
+
+    def lend(self, request: Request) -> Lease:
+        """Ask for a lease; refused requests raise with the engine's reason
+        and change nothing."""
+        out = self._one
+        _abi.check(_abi.lend(self.handle, ctypes.byref(request._c), out), self.handle)
+        return Lease(self, out[0])
+
+    def lend_many(self, requests: RequestBatch | Sequence[Request]) -> list[Lease]:
+        """Lend many at once (one call); LendError if any was refused."""
+        batch = requests if isinstance(requests, RequestBatch) else RequestBatch(requests)
+        n = len(batch)
+        if n == 0:
+            return []
+        st = _abi.lend_many(self.handle, batch._arr, n, batch._leases, batch._statuses)
+        if st == 0:
+            return [Lease(self, h) for h in batch._leases[:n]]
+        if st == errors.BAD_HANDLE:
+            _abi.check(st, self.handle)
+        msg = _abi.message(self.handle)
+        leases: list[Lease | None] = []
+        errs: list[KvreadyError | None] = []
+        for h, s in zip(batch._leases[:n], batch._statuses[:n]):
+            leases.append(Lease(self, h) if s == 0 else None)
+            errs.append(None if s == 0 else errors.from_status(s, msg))
+        raise LendError(leases, errs)
+
+    def release(self, lease: Lease | int) -> None:
+        """Done with the lease: its slots return once it is logically
+        complete (at once if it is; else when its fence is proven)."""
+        _abi.check(_abi.release(self.handle, int(lease)), self.handle)
+
+    def release_many(self, leases: Sequence[Lease | int]) -> None:
+        """Release many at once (one call); raises the first refusal."""
+        arr = (ctypes.c_uint64 * len(leases))(*[int(x) for x in leases])
+        _abi.check(_abi.release_many(self.handle, arr, len(leases), None), self.handle)
+
+    def cancel(self, lease: Lease | int) -> None:
+        """Cancel a submitted lease still waiting for its outcome (a local
+        Cancelled), and ask its backend once to stop."""
+        _abi.check(_abi.cancel(self.handle, int(lease)), self.handle)
+
+    def retry(self, lease: Lease | int) -> None:
+        """Ask the backend again, next round, whether access has ended."""
+        _abi.check(_abi.retry(self.handle, int(lease)), self.handle)
+
+    def info(self, lease: Lease | int) -> LeaseInfo:
+        """Describe a lease."""
+        self._one[0] = int(lease)
+        _abi.check(_abi.lease_infos(self.handle, self._one, 1, ctypes.byref(self._info), None), self.handle)
+        return _info(self._info)
+
+    def infos(self, leases: Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
+        """Describe many leases in one call (an exception in place of each
+        lease refused, e.g. StaleLease)."""
+        n = len(leases)
+        if not n:
+            return []
+        arr = (ctypes.c_uint64 * n)(*[int(x) for x in leases])
+        out = (_abi.CLeaseInfo * n)()
+        sts = (ctypes.c_int32 * n)()
+        st = _abi.lease_infos(self.handle, arr, n, out, sts)
+        if st == errors.BAD_HANDLE:
+            _abi.check(st, self.handle)
+        msg = _abi.message(self.handle) if st else ""
+        return [_info(out[i]) if sts[i] == 0 else errors.from_status(sts[i], msg) for i in range(n)]
+
+    def readiness(self, lease: Lease | int) -> Readiness:
+        """Where a fetched request may resume (NotReady until its copies
+        landed)."""
+        iv = self._iv
+        _abi.check(_abi.readiness(self.handle, int(lease), ctypes.byref(iv)), self.handle)
+        return Readiness(iv.usable_until, iv.restart_floor)
+
+    def arrived(self, lease: Lease | int) -> list[tuple[int, int]]:
+        """The (group, block) pairs of a fetch that arrived."""
+        cap = 64
+        while True:
+            gs, bs = (ctypes.c_int32 * cap)(), (ctypes.c_int32 * cap)()
+            n = ctypes.c_size_t()
+            st = _abi.arrived(self.handle, int(lease), gs, bs, cap, ctypes.byref(n))
+            if st == errors.BUFFER and n.value > cap:
+                cap = n.value
+                continue
+            _abi.check(st, self.handle)
+            return list(zip(gs[:n.value], bs[:n.value]))
+
+    def wait(self, lease: Lease | int, until: Until = Until.SETTLED, timeout: float = 30.0) -> LeaseInfo:
+        """Run rounds on this thread until the lease reaches until (Timeout
+        after timeout seconds). Python backends and devices keep running on
+        other threads meanwhile (the GIL is released)."""
+        info = _abi.CLeaseInfo()
+        _abi.check(_abi.wait(self.handle, int(lease), int(until), _abi.to_ns(timeout) or 1, ctypes.byref(info)), self.handle)
+        return _info(info)
+
+    def sync(self, timeout: float = 30.0) -> int:
+        """Run rounds until the background has caught up and a round changes
+        nothing; the moves made."""
+        n = ctypes.c_int64()
+        _abi.check(_abi.sync(self.handle, _abi.to_ns(timeout) or 1, ctypes.byref(n)), self.handle)
+        return n.value
+
+    def count(self, state: State | int) -> int:
+        """The number of leases in a state."""
+        _abi.check(_abi.count(self.handle, int(state), ctypes.byref(self._count)), self.handle)
+        return self._count.value
+
+    def stats(self) -> Stats:
+        """A snapshot of the counters."""
+        c = _abi.CStats()
+        _abi.check(_abi.engine_stats(self.handle, ctypes.byref(c)), self.handle)
+        return Stats({s: c.leases[s] for s in State}, {o: c.outcomes[o] for o in OutcomeKind}, c.lent, c.released,
+                     c.quarantined_leases, c.slots_free, c.slots_held, c.slots_quarantined, c.refused,
+                     c.stale_evidence, c.violations, c.unproven, c.quiesce_calls, c.quiesce_retries,
+                     c.quiesce_timeouts, c.cancel_requests, c.cancel_errors, c.ungrantable, c.containments,
+                     c.invariant_breaches, bool(c.halted))
+
+    # ---- the end ----
+
+    def close(self) -> Report:
+        """Stop admission and tell every lease; run one round."""
+        c = _abi.CReport()
+        _abi.check(_abi.engine_close(self.handle, ctypes.byref(c)), self.handle)
+        return _report(c)
+
+    def shutdown(self, timeout: float | None = None) -> Report:
+        """Close, then run rounds until drained (Timeout otherwise)."""
+        c = _abi.CReport()
+        t = self.shutdown_timeout if timeout is None else timeout
+        _abi.check(_abi.engine_shutdown(self.handle, _abi.to_ns(t) or 1, ctypes.byref(c)), self.handle)
+        return _report(c)
+
+    def report(self) -> Report:
+        """What the engine holds now."""
+        c = _abi.CReport()
+        _abi.check(_abi.engine_report(self.handle, ctypes.byref(c)), self.handle)
+        return _report(c)
+
+    def free(self, force: bool = False) -> None:
+        """Forget a drained engine (force: abandon one that is not, keeping
+        what it holds held)."""
+        if self.handle:
+            _abi.check(_abi.engine_free(self.handle, 1 if force else 0), self.handle)
+            self.handle = 0
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.handle:
+            return
+        try:
+            self.shutdown()
+        except errors.Timeout:
+            log.error("kvready: the engine did not drain in %s s; abandoning it with its slots held", self.shutdown_timeout)
+            self.free(force=True)
+            raise
+        self.free()
+
+
+def _has(obj: Any, method: str) -> bool:
+    """Whether a backend can fetch / publish: kvready's own backends do
+    both; a Python backend what it overrides."""
+    from .backend import Backend
+    if isinstance(obj, Backend):
+        return getattr(type(obj), method) is not getattr(Backend, method)
+    return True

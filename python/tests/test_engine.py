@@ -1,0 +1,304 @@
+"""The engine through the real library: lifecycles, every outcome kind,
+refusals, the wake fd, context managers and buffers."""
+
+from __future__ import annotations
+
+import selectors
+import time
+
+import pytest
+
+import kvready
+from conftest import EXTENT, SLOT, Store, name
+
+
+def settle(eng, lease, until=kvready.Until.SETTLED):
+    return eng.wait(lease, until, timeout=30)
+
+
+def test_publish_then_fetch_round_trip(rig):
+    store = kvready.open_backend("mem", rig.mem)
+    eng = rig.engine(store)
+    rows = rig.rows(3, fill=ord("a"))
+    with eng.lend(kvready.Request.publish(rows)) as pub:
+        info = settle(eng, pub)
+        assert (info.state, info.outcome) == (kvready.State.LOGICALLY_COMPLETE, kvready.OutcomeKind.SERVED)
+    fresh = [r._replace(device=rig.dev.alloc(SLOT)) for r in rows]
+    with eng.lend(kvready.Request.fetch(fresh)) as f:
+        assert settle(eng, f).outcome == kvready.OutcomeKind.SERVED
+        assert f.readiness() == kvready.Readiness(usable_until=96, restart_floor=0)
+        assert f.arrived() == [(0, 0), (0, 1), (0, 2)]
+    assert rig.dev.read(fresh[2].device, SLOT) == b"c" * SLOT
+    settle(eng, f, kvready.Until.RELEASED)
+    assert eng.stats().slots_free == 8
+
+
+@pytest.mark.parametrize("mode,kind,by_peer", [
+    ("normal", kvready.OutcomeKind.SERVED, False),
+    ("partial", kvready.OutcomeKind.PARTIAL, False),
+    ("miss", kvready.OutcomeKind.MISSED, False),
+    ("fail", kvready.OutcomeKind.FAILED, False),
+    ("cancel", kvready.OutcomeKind.CANCELLED, False),
+    ("cancel-by-peer", kvready.OutcomeKind.CANCELLED, True),
+    ("reject", kvready.OutcomeKind.REJECTED, False),
+])
+def test_every_outcome_kind_from_a_python_backend(rig, mode, kind, by_peer):
+    store = Store(rig.mem, "normal" if mode == "miss" else mode)
+    rows = rig.rows(4, fill=ord("k"))
+    if mode != "miss":
+        for r in rows:
+            store.put(EXTENT, r.name, bytes([0x33]) * SLOT)
+    eng = rig.engine(store)
+    with eng.lend(kvready.Request.fetch(rows)) as lease:
+        info = settle(eng, lease)
+        assert info.outcome == kind, info
+        assert info.by_peer == by_peer
+        assert info.state == kvready.State.LOGICALLY_COMPLETE
+        iv = lease.readiness()
+        # A miss, a failure, a cancel and a rejection all resume from what
+        # was known (nothing); only served rows move readiness.
+        want = {"normal": 128, "partial": 64}.get(mode, 0)
+        assert iv == kvready.Readiness(want, 0)
+        served = {"normal": 4, "partial": 2}.get(mode, 0)
+        for r in rows[:served]:
+            assert rig.dev.read(r.device, SLOT) == bytes([0x33]) * SLOT
+        for r in rows[served:]:  # unserved device rows are never written
+            assert rig.dev.read(r.device, SLOT) == bytes([ord("k") + r.block]) * SLOT
+    stats = eng.stats()
+    assert stats.outcomes[kind] == 1
+    if mode == "miss":
+        assert stats.outcomes[kvready.OutcomeKind.FAILED] == 0, "a miss is never counted as a failure"
+    assert store.callback_errors == []
+
+
+@pytest.mark.parametrize("mode,kind,by_peer", [
+    ("miss", kvready.OutcomeKind.MISSED, False),
+    ("fail", kvready.OutcomeKind.FAILED, False),
+    ("cancel-local", kvready.OutcomeKind.CANCELLED, False),
+    ("cancel-by-peer", kvready.OutcomeKind.CANCELLED, True),
+    ("reject", kvready.OutcomeKind.REJECTED, False),
+    ("partial", kvready.OutcomeKind.PARTIAL, False),
+])
+def test_every_outcome_kind_from_backend_mem(rig, mode, kind, by_peer):
+    store = kvready.open_backend(f"mem:?mode={mode}", rig.mem)
+    rows = rig.rows(2)
+    for r in rows:
+        store.put(EXTENT, r.name, b"z" * SLOT)
+    eng = rig.engine(store)
+    with eng.lend(kvready.Request.fetch(rows)) as lease:
+        info = settle(eng, lease)
+        assert (info.outcome, info.by_peer) == (kind, by_peer), info
+    stats = eng.stats()
+    if kind != kvready.OutcomeKind.FAILED:
+        assert stats.outcomes[kvready.OutcomeKind.FAILED] == 0
+
+
+def test_misses_are_never_failures_over_many_leases(rig):
+    store = Store(rig.mem)
+    eng = rig.engine(store)
+    for r in rig.rows(2, tag=0x10):
+        store.put(EXTENT, r.name, b"h" * SLOT)
+    leases = []
+    for k in range(6):
+        rows = [kvready.Row(name(0, 0x10 if k % 2 else 0x77), 0, 0, rig.dev.alloc(SLOT))]
+        leases.append(eng.lend(kvready.Request.fetch(rows)))
+    kinds = [settle(eng, l).outcome for l in leases]
+    assert kinds == [kvready.OutcomeKind.MISSED, kvready.OutcomeKind.SERVED] * 3
+    eng.release_many(leases)
+    s = eng.stats()
+    assert s.outcomes[kvready.OutcomeKind.MISSED] == 3 and s.outcomes[kvready.OutcomeKind.FAILED] == 0
+
+
+def test_refusals_name_what_was_wrong_and_change_nothing(rig):
+    eng = rig.engine(Store(rig.mem))
+    rows = rig.rows(1)
+    before = eng.stats()
+    with pytest.raises(kvready.InvalidArgument, match="group"):
+        eng.lend(kvready.Request.fetch([rows[0]._replace(group=3)]))
+    with pytest.raises(kvready.InvalidArgument, match="kind 9"):
+        eng.lend(kvready.Request(9, rows))
+    with pytest.raises(kvready.InvalidArgument, match="no rows"):
+        eng.lend(kvready.Request.fetch([]))
+    with pytest.raises(kvready.InvalidArgument, match="54 bytes"):
+        kvready.Request.fetch([kvready.Row(b"short", 0, 0, 1)])
+    with pytest.raises(kvready.InvalidArgument, match="below KnownBlocks|known|KnownBlocks"):
+        eng.lend(kvready.Request.fetch(rows, known_blocks=4))
+    after = eng.stats()
+    assert (before.lent, before.leases) == (after.lent, after.leases)
+
+    lease = eng.lend(kvready.Request.fetch(rows))
+    with pytest.raises(kvready.NotReady):
+        lease.readiness()
+    settle(eng, lease)
+    lease.release()
+    settle(eng, lease, kvready.Until.RELEASED)
+    stale = kvready.Lease(eng, lease.handle + (7 << 32))
+    with pytest.raises(kvready.StaleLease, match="stale"):
+        stale.release()
+    with pytest.raises(kvready.StaleLease):
+        eng.readiness(0)
+    eng.shutdown(10)
+    with pytest.raises(kvready.EngineClosed):
+        eng.lend(kvready.Request.fetch(rows))
+    h = eng.handle
+    eng.free()
+    eng.handle = h  # a freed engine's handle: refused, never a crash
+    with pytest.raises(kvready.BadHandle, match="no live engine"):
+        eng.progress()
+    eng.handle = 0
+
+
+def test_a_publisher_only_engine_refuses_a_fetch(rig):
+    class PublishOnly(Store):
+        fetch = kvready.Backend.fetch
+    eng = rig.engine(PublishOnly(rig.mem))
+    with pytest.raises(kvready.InvalidArgument, match="no Fetcher"):
+        eng.lend(kvready.Request.fetch(rig.rows(1)))
+
+
+def test_bad_buffers_and_profiles_are_refused():
+    with pytest.raises(kvready.InvalidArgument, match="read-only"):
+        kvready.Memory([kvready.Group(2, 8)], [bytes(16)])
+    with pytest.raises(kvready.InvalidArgument, match="has 8 bytes; the pool group needs 16"):
+        kvready.Memory([kvready.Group(2, 8)], [bytearray(8)])
+    with pytest.raises(kvready.InvalidArgument, match="not a buffer"):
+        kvready.Memory([kvready.Group(2, 8)], ["text"])
+
+
+def test_the_wake_fd_wakes_a_selector(rig):
+    store = kvready.open_backend("mem", rig.mem)
+    eng = rig.engine(store)
+    rows = rig.rows(2, fill=1)
+    sel = selectors.DefaultSelector()
+    sel.register(eng, selectors.EVENT_READ)  # the engine is its own file object (fileno)
+    lease = eng.lend(kvready.Request.publish(rows))
+    woken = 0
+    for _ in range(3000):
+        if eng.info(lease).state == kvready.State.LOGICALLY_COMPLETE:
+            break
+        events = sel.select(timeout=0.01)
+        woken += bool(events)
+        eng.progress()
+    else:
+        pytest.fail("the publish never completed")
+    assert woken > 0, "the wake fd never became readable"
+    eng.progress()
+    assert not sel.select(timeout=0), "progress drains the wake fd"
+    lease.release()
+    sel.close()
+
+
+def test_progress_reports_each_moved_lease_once(rig):
+    eng = rig.engine(kvready.open_backend("instant:", rig.mem))
+    rig_dev = kvready.SimDevice(1 << 16)  # completes only when told
+    eng2 = rig.engine(kvready.open_backend("instant:", rig.mem), device=rig_dev)
+    rows = [kvready.Row(name(k), 0, 0, rig_dev.alloc(SLOT)) for k in range(3)]
+    leases = eng2.lend_many([kvready.Request.fetch([r]) for r in rows])
+    seen: dict[int, int] = {}
+    for _ in range(2000):
+        rig_dev.complete_all()
+        rnd = eng2.progress()
+        assert len({h for h, _ in rnd.changed}) == len(rnd.changed), "each lease once per round"
+        seen.update(rnd.changed)
+        if all(seen.get(l.handle) == kvready.State.LOGICALLY_COMPLETE for l in leases):
+            break
+        eng2.sync(5)
+    assert all(seen[l.handle] == kvready.State.LOGICALLY_COMPLETE for l in leases)
+    eng2.release_many(leases)
+    assert {s for h, s in eng2.progress().changed} <= {kvready.State.RELEASED}
+    del eng
+
+
+def test_lend_many_reports_each_refusal(rig):
+    eng = rig.engine(Store(rig.mem))
+    good = kvready.Request.fetch(rig.rows(1))
+    bad = kvready.Request.fetch([kvready.Row(name(9), 5, 0, rig.dev.alloc(SLOT))])
+    with pytest.raises(kvready.LendError) as ei:
+        eng.lend_many([good, bad])
+    assert ei.value.leases[0] is not None and ei.value.leases[1] is None
+    assert isinstance(ei.value.errors[1], kvready.InvalidArgument)
+    ei.value.leases[0].release()
+
+
+def test_cancel_latches_a_local_cancel_and_asks_the_backend_once(rig):
+    class Slow(Store):
+        def fetch(self, extent):
+            a = Cancellable()
+            self.pending = a
+            return a
+
+        def quiesce(self, attempts, timeout):
+            return all(a.outcome is not None for a in attempts)
+
+    class Cancellable(kvready.Attempt):
+        asked = 0
+
+        def request_cancel(self):
+            Cancellable.asked += 1
+            self.set_outcome(kvready.Cancelled())
+            return kvready.CancelDisposition.REQUESTED
+
+    store = Slow(rig.mem)
+    eng = rig.engine(store)
+    lease = eng.lend(kvready.Request.fetch(rig.rows(1)))
+    for _ in range(1000):
+        eng.progress()
+        if eng.info(lease).state == kvready.State.REQUESTED:
+            break
+        time.sleep(0.001)
+    lease.cancel()
+    info = settle(eng, lease)
+    assert info.outcome == kvready.OutcomeKind.CANCELLED and not info.by_peer
+    assert info.cancel_disposition == kvready.CancelDisposition.REQUESTED
+    assert Cancellable.asked == 1
+    lease.release()
+
+
+def test_a_poll_that_raises_is_a_contract_violation(rig):
+    class Broken(Store):
+        def fetch(self, extent):
+            return Exploding()
+
+    class Exploding(kvready.Attempt):
+        def poll(self):
+            raise RuntimeError("boom")
+
+    store = Broken(rig.mem)
+    eng = rig.engine(store)
+    with eng.lend(kvready.Request.fetch(rig.rows(1))) as lease:
+        info = settle(eng, lease)
+        assert info.outcome == kvready.OutcomeKind.VIOLATION, info
+    assert any(isinstance(e, RuntimeError) for e in store.callback_errors)
+
+
+def test_buffers_bytearray_memoryview_and_numpy():
+    import numpy as np  # python3-numpy: make deps installs it
+
+    for buf in (bytearray(4 * 32), memoryview(bytearray(4 * 32)), np.zeros(4 * 32, dtype=np.uint8)):
+        m = kvready.Memory([kvready.Group(4, 32)], [buf])
+        m.write(0, 2, b"\x07" * 32)
+        assert bytes(memoryview(buf).cast("B")[64:96]) == b"\x07" * 32
+        store = kvready.open_backend("mem", m)
+        store.put(EXTENT, name(1), b"q" * 32)
+        assert store.get(EXTENT, name(1)) == b"q" * 32
+        assert store.get(EXTENT, name(2)) is None
+        with pytest.raises(kvready.Busy, match="still use this staging memory"):
+            m.close()
+        store.close()
+        m.close()
+    ba = bytearray(64)
+    m = kvready.Memory([kvready.Group(2, 32)], [ba])
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # kvready holds it exported: it cannot move
+    m.close()
+
+
+def test_engine_context_manager_drains_and_frees(rig):
+    store = kvready.open_backend("mem", rig.mem)
+    with kvready.Engine(rig.mem, 32, backend=store, device=rig.dev) as eng:
+        lease = eng.lend(kvready.Request.publish(rig.rows(1, fill=3)))
+        lease.wait()
+        with pytest.raises(kvready.Busy, match="engines still use this backend"):
+            store.close()
+    assert eng.handle == 0
+    store.close()

@@ -1,0 +1,174 @@
+"""Backends written in Python: a late writer, a Quiesce that blocks in
+Python, and the conformance kit naming the rule a backend breaks."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import kvready
+from conftest import EXTENT, SLOT, Store
+
+
+class LateWriter(kvready.Backend):
+    """Answers Delivered at once, then writes the row later (a retried write,
+    a lagging DMA): only its Quiesce says when it is done."""
+
+    def __init__(self, memory):
+        super().__init__(memory)
+        self.go = threading.Event()
+        self.written = threading.Event()
+
+    def fetch(self, extent):
+        a = kvready.Attempt()
+        a.set_outcome(kvready.Delivered(frozenset(u.name for u in extent.units)))
+
+        def late():
+            self.go.wait(30)
+            for u in extent.units:
+                self.memory.write(u.group, u.local, b"L" * SLOT)
+            self.written.set()
+        threading.Thread(target=late, daemon=True).start()
+        return a
+
+    def quiesce(self, attempts, timeout):
+        return self.written.is_set()
+
+
+def test_a_python_backend_that_writes_late_is_copied_only_after_its_proof(rig):
+    store = LateWriter(rig.mem)
+    eng = rig.engine(store, quiesce_timeout=0.2, retry_backoff=0.001, max_retry_backoff=0.005)
+    rows = rig.rows(1, fill=ord("0"))
+    lease = eng.lend(kvready.Request.fetch(rows))
+    for _ in range(200):
+        eng.progress()
+        if eng.info(lease).outcome != kvready.OutcomeKind.NONE:
+            break
+        eng.sync(5)
+    eng.sync(5)
+    info = eng.info(lease)
+    # The outcome is visible at once; nothing is copied, nothing is ready.
+    assert info.outcome == kvready.OutcomeKind.SERVED
+    assert info.state == kvready.State.SERVED and not info.fenced
+    with pytest.raises(kvready.NotReady):
+        lease.readiness()
+    assert rig.dev.read(rows[0].device, SLOT) == b"0" * SLOT
+    assert eng.stats().unproven >= 1, "Quiesce was asked and could not prove it yet"
+    store.go.set()
+    info = lease.wait(timeout=30)
+    assert info.state == kvready.State.LOGICALLY_COMPLETE
+    assert rig.dev.read(rows[0].device, SLOT) == b"L" * SLOT, "the device holds the late bytes, never torn ones"
+    assert lease.readiness() == kvready.Readiness(32, 0)
+    lease.release()
+
+
+class Blocking(Store):
+    """Quiesce blocks in Python until the test lets it answer."""
+
+    def __init__(self, memory):
+        super().__init__(memory)
+        self.entered = threading.Event()
+        self.let = threading.Event()
+        self.threads: set[int] = set()
+
+    def quiesce(self, attempts, timeout):
+        self.threads.add(threading.get_ident())
+        self.entered.set()
+        return self.let.wait(timeout)
+
+
+def test_a_quiesce_that_blocks_in_python_never_blocks_the_owner(rig):
+    store = Blocking(rig.mem)
+    for r in rig.rows(1, tag=0x44):
+        store.put(EXTENT, r.name, b"B" * SLOT)
+    eng = rig.engine(store, quiesce_timeout=30)
+    rows = [kvready.Row(rig.rows(1, tag=0x44)[0].name, 0, 0, rig.dev.alloc(SLOT))]
+    lease = eng.lend(kvready.Request.fetch(rows))
+    for _ in range(2000):
+        eng.progress()
+        if store.entered.wait(0.005):
+            break
+    assert store.entered.is_set(), "Quiesce was never called"
+    # The owner keeps running rounds while Quiesce blocks in Python.
+    for _ in range(20):
+        eng.progress()
+    assert eng.info(lease).state == kvready.State.SERVED
+    assert threading.get_ident() not in store.threads, "Quiesce ran off the owner thread"
+    store.let.set()
+    assert lease.wait(timeout=30).state == kvready.State.LOGICALLY_COMPLETE
+    assert rig.dev.read(rows[0].device, SLOT) == b"B" * SLOT
+    lease.release()
+
+
+# ---- the conformance kit ----
+
+def test_a_correct_python_backend_passes_the_conformance_kit():
+    kvready.conformance.check(Store, kind="both", checks=30)
+
+
+class WritesAfterQuiesce(Store):
+    """Broken: once its Quiesce answered true, the next poll writes a served
+    row again (a late DMA; at a call into the backend, so deterministic)."""
+
+    def fetch(self, extent):
+        inner = super().fetch(extent)
+        a = LateAttempt(self, extent)
+        a.set_outcome(inner.outcome)
+        return a
+
+    def quiesce(self, attempts, timeout):
+        for a in attempts:
+            a.armed = True
+        return True
+
+
+class LateAttempt(kvready.Attempt):
+    def __init__(self, backend, extent):
+        super().__init__()
+        self.backend, self.extent, self.armed = backend, extent, False
+
+    def poll(self):
+        if self.armed:
+            for u in self.extent.units:
+                if u.name in self.outcome.served:
+                    self.backend.memory.write(u.group, u.local, b"\xee")
+        return super().poll()
+
+
+class ServesUnasked(Store):
+    """Broken: serves a name the extent did not ask for."""
+
+    def fetch(self, extent):
+        a = kvready.Attempt()
+        a.set_outcome(kvready.Delivered(frozenset({b"\x99" * 54})))
+        return a
+
+
+class MissAsFailure(Store):
+    """Broken: reports a miss as a failure."""
+
+    def fetch(self, extent):
+        a = super().fetch(extent)
+        if isinstance(a.outcome, kvready.Delivered) and a.outcome.miss:
+            b = kvready.Attempt()
+            b.set_outcome(kvready.Failed("not found"))
+            return b
+        return a
+
+
+@pytest.mark.parametrize("broken,rule", [
+    (ServesUnasked, "served_subset"),
+    (MissAsFailure, "known_miss"),
+    (WritesAfterQuiesce, "no_late_write"),
+])
+def test_the_conformance_kit_names_the_rule_a_python_backend_breaks(broken, rule):
+    with pytest.raises(kvready.ConformanceError) as ei:
+        kvready.conformance.check(broken, checks=100)
+    assert ei.value.rule == rule, ei.value.report
+    assert rule in str(ei.value)
+
+
+def test_make_backend_must_build_a_backend():
+    with pytest.raises(kvready.ConformanceError):
+        kvready.conformance.check(lambda memory: object(), checks=2)
