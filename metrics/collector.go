@@ -157,10 +157,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		{quiesceCalls, st.QuiesceCalls}, {quiesceRetries, st.QuiesceRetries}, {unproven, st.Unproven},
 		{containments, st.Containments}, {ungrantable, st.Ungrantable}, {stale, st.StaleEvidence},
 		{refused, st.Refused}, {violations, st.Violations}, {breaches, st.InvariantBreaches},
-		{rounds, s.Rounds},
+		{rounds, s.Rounds}, {recoveries, st.Recovered}, {quiesceTimeouts, st.QuiesceTimeouts},
+		{cancelRequests, st.CancelRequests}, {cancelErrors, st.CancelErrors},
 	} {
 		send(cv.f, prometheus.CounterValue, float64(cv.v))
 	}
+	send(outstanding, prometheus.GaugeValue, float64(st.Outstanding))
+	send(outstandingLimit, prometheus.GaugeValue, float64(st.MaxOutstanding))
+	halt := 0.0
+	if st.Halted {
+		halt = 1
+	}
+	send(halted, prometheus.GaugeValue, halt)
 	// Wall-clock time, never the engine's Clock (s.At): under kvready simulate
 	// that clock is virtual, and a timestamp is compared with time().
 	send(lastRound, prometheus.GaugeValue, float64(shownAt.UnixNano())/1e9)
@@ -229,6 +237,13 @@ const (
 	violations
 	breaches
 	rounds
+	recoveries
+	quiesceTimeouts
+	cancelRequests
+	cancelErrors
+	outstanding
+	outstandingLimit
+	halted
 	lastRound
 	readinessLatency
 	fenceLatency
@@ -258,6 +273,13 @@ var families = [numFamilies]struct {
 	violations:        {"contract_violations_total", "Backend contract violations seen: changed answers, unasked names, answers that are no outcome.", nil},
 	breaches:          {"invariant_breaches_total", "States the lifecycle's guarantees rule out; 0 unless kvready has a bug.", nil},
 	rounds:            {"rounds_total", "Engine rounds run by the owner loop (Progress).", nil},
+	recoveries:        {"recoveries_total", "Contained leases released after a later Quiesce proved their access over (the recover policy).", nil},
+	quiesceTimeouts:   {"quiesce_timeouts_total", "Quiesce calls that outlived the engine's QuiesceTimeout: they proved nothing.", nil},
+	cancelRequests:    {"cancel_requests_total", "Cancellation requests the engine passed to backends (at most one per lease).", nil},
+	cancelErrors:      {"cancel_errors_total", "Cancellation requests that failed or panicked in the backend; the lease's evidence is collected as before.", nil},
+	outstanding:       {"backend_outstanding", "Submissions outstanding at the backend now: submitted, access not yet proven over.", nil},
+	outstandingLimit:  {"backend_outstanding_limit", "The bound on submissions outstanding at the backend; 0 when unbounded. Leases past it wait in state staged.", nil},
+	halted:            {"halted", "1 when the engine halted (a broken invariant, or a containment under the fatal policy) and releases nothing more; restart the process.", nil},
 	lastRound:         {"last_round_timestamp_seconds", "Wall-clock time (the system clock, never the engine's own clock, which may be virtual) at the end of the engine's latest round that a scrape saw, in seconds since the Unix epoch.", nil},
 	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed).", nil},
 	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over).", nil},

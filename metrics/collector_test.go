@@ -37,6 +37,8 @@ func handmade() *readiness.Snapshot {
 	st.QuiesceCalls, st.QuiesceRetries, st.Unproven = 202, 13, 14
 	st.Containments, st.Ungrantable, st.StaleEvidence = 15, 16, 17
 	st.Refused, st.Violations, st.InvariantBreaches = 18, 19, 0
+	st.Recovered, st.QuiesceTimeouts, st.CancelRequests, st.CancelErrors = 20, 21, 22, 23
+	st.Outstanding, st.MaxOutstanding, st.Halted = 24, 25, true
 	s.Moves[readiness.Cause(fsm.Step{Event: fsm.SlotsGranted})] = 99
 	s.Moves[readiness.Cause(fsm.Step{Completion: true, Guard: fsm.IsFetch})] = 77
 	return s
@@ -104,6 +106,13 @@ kvready_quiesce_calls_total{device="3"} 202
 		{"kvready_contract_violations_total", nil, 19},
 		{"kvready_invariant_breaches_total", nil, 0},
 		{"kvready_rounds_total", nil, 41},
+		{"kvready_recoveries_total", nil, 20},
+		{"kvready_quiesce_timeouts_total", nil, 21},
+		{"kvready_cancel_requests_total", nil, 22},
+		{"kvready_cancel_errors_total", nil, 23},
+		{"kvready_backend_outstanding", nil, 24},
+		{"kvready_backend_outstanding_limit", nil, 25},
+		{"kvready_halted", nil, 1},
 	} {
 		t.Run(fmt.Sprintf("%s%v", tc.name, tc.labels), func(t *testing.T) {
 			got, ok := value(mfs, tc.name, tc.labels)
