@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -140,6 +141,11 @@ type coreDriver struct {
 	events   gpu.Completions[int]
 	batches  [][]readiness.Handle
 	lost     bool
+	// out holds the Quiesce calls still out: the attempt's Quiesce would
+	// block, so the call is asked again each round until it would answer, or
+	// until the core names it overdue (its QuiesceTimeout passed on the
+	// engine's clock) and the driver cancels it, as the runner does.
+	out []readiness.Handle
 }
 
 func newCoreDriver(w worldConfig) (*coreDriver, error) {
@@ -195,6 +201,8 @@ func (d *coreDriver) close() {
 func (d *coreDriver) round(bool) error {
 	d.c.Tick(d.w.clock.Now())
 	d.perform()
+	d.unblocked()
+	d.perform()
 	if lost, why := d.w.health.Lost(0); lost && !d.lost {
 		d.lost = true
 		_ = d.c.Step(core.Evidence{What: core.DeviceGone, Reason: why})
@@ -228,15 +236,70 @@ func (d *coreDriver) round(bool) error {
 	return nil
 }
 
+// blocks reports whether the adversary's Quiesce would block on a now.
+func (d *coreDriver) blocks(a contract.Attempt) bool {
+	x, ok := a.(advAttempt)
+	if !ok {
+		return false
+	}
+	d.w.be.mu.Lock()
+	defer d.w.be.mu.Unlock()
+	return x.a.mode == quiesceTimeout || (x.a.mode == quiesceBlock && x.a.gate != nil)
+}
+
 // prove asks the backend (one adversary serves both kinds) inline, bounded by
-// quiesceWait of real time, and reports the answer.
+// quiesceWait of real time, and reports the answer. A call that would block
+// stays out (see out) instead of holding the test's goroutine.
 func (d *coreDriver) prove(h readiness.Handle) {
 	a, ok := d.attempts[h]
 	if !ok {
 		_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: "no attempt kept"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), quiesceWait)
+	if d.blocks(a) {
+		d.out = append(d.out, h)
+		return
+	}
+	d.answer(h, a, quiesceWait)
+}
+
+// overdue cancels the call out for h, as the runner does when the core names
+// it overdue: the backend sees its context end, and the answer proves nothing.
+func (d *coreDriver) overdue(h readiness.Handle) {
+	i := slices.Index(d.out, h)
+	if i < 0 {
+		return
+	}
+	d.out = slices.Delete(d.out, i, i+1)
+	a, ok := d.attempts[h]
+	if !ok {
+		return
+	}
+	d.answer(h, a, 0)
+}
+
+// unblocked asks again every call out whose Quiesce would now answer.
+func (d *coreDriver) unblocked() {
+	kept := d.out[:0]
+	var ready []readiness.Handle
+	for _, h := range d.out {
+		if a, ok := d.attempts[h]; ok && d.blocks(a) {
+			kept = append(kept, h)
+		} else {
+			ready = append(ready, h)
+		}
+	}
+	d.out = kept
+	for _, h := range ready {
+		if a, ok := d.attempts[h]; ok {
+			d.answer(h, a, quiesceWait)
+		}
+	}
+}
+
+// answer calls Quiesce with a context of wait (0: already ended) and reports.
+func (d *coreDriver) answer(h readiness.Handle, a contract.Attempt, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	proven, err := d.w.be.Quiesce(ctx, []contract.Attempt{a})
 	cancel()
 	if proven && err == nil {
@@ -328,6 +391,7 @@ func (d *coreDriver) perform() {
 		for _, p := range rd.Proofs {
 			proofs = append(proofs, p.Lease)
 		}
+		overdue := append([]readiness.Handle(nil), rd.Overdue...)
 		var replies []core.Evidence
 		for _, h := range rd.Cancels {
 			replies = append(replies, d.requestCancel(h))
@@ -357,6 +421,9 @@ func (d *coreDriver) perform() {
 		}
 		for _, ev := range replies {
 			_ = d.c.Step(ev)
+		}
+		for _, h := range overdue {
+			d.overdue(h)
 		}
 		for _, h := range proofs {
 			d.prove(h)

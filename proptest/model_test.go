@@ -307,6 +307,12 @@ func (m *model) lend(t *rapid.T) {
 	m.be.mu.Lock()
 	m.be.reject[l.serial], m.be.escape[l.serial], m.be.instant[l.serial] = l.reject, l.escape, l.instant
 	m.be.cancel[l.serial] = cancelMode(rapid.IntRange(0, 3).Draw(t, "cancel_mode"))
+	// One attempt in four starts with a Quiesce that blocks (until the gate
+	// opens, or until its context ends), so that a call is still out when the
+	// engine's clock passes its QuiesceTimeout: that is no proof.
+	if rapid.IntRange(0, 3).Draw(t, "blocking_quiesce") == 0 {
+		m.be.quiesce[l.serial] = rapid.SampledFrom([]quiesceMode{quiesceBlock, quiesceTimeout}).Draw(t, "first_mode")
+	}
 	m.be.mu.Unlock()
 	stats := m.d.stats()
 	h, err := m.d.lend(req)
@@ -1392,6 +1398,7 @@ func (m *model) settle() {
 	for _, a := range m.be.byID {
 		a.mode, a.notYet = quiesceTrue, 0
 	}
+	clear(m.be.quiesce) // leases submitted from now on cooperate too
 	m.be.mu.Unlock()
 	start := m.clock.Now()
 	for range 30 {

@@ -165,7 +165,8 @@ type adversary struct {
 	reject   map[int]bool // serials whose submission is rejected
 	escape   map[int]bool // serials whose submission fails without an attempt
 	cancel   map[int]cancelMode
-	instant  map[int]bool // serials answered before the submission returns (a local hit)
+	quiesce  map[int]quiesceMode // each serial's first Quiesce mode (the zero mode answers true)
+	instant  map[int]bool        // serials answered before the submission returns (a local hit)
 	byID     map[int]*attempt
 	device   func(serial, g, b int) []byte // what a publish must find staged
 	faults   []string                      // contract facts the engine broke, seen from the backend
@@ -174,7 +175,7 @@ type adversary struct {
 }
 
 func newAdversary(m *staging.Memory) *adversary {
-	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, cancel: map[int]cancelMode{},
+	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, cancel: map[int]cancelMode{}, quiesce: map[int]quiesceMode{},
 		byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
 }
 
@@ -203,7 +204,10 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 	if _, dup := b.byID[serial]; dup {
 		b.fault("lease %d was submitted twice", serial)
 	}
-	a := &attempt{serial: serial, publish: publish, held: ext, units: ext.Units(), cancelMode: b.cancel[serial]}
+	a := &attempt{serial: serial, publish: publish, held: ext, units: ext.Units(), cancelMode: b.cancel[serial], mode: b.quiesce[serial]}
+	if a.mode == quiesceBlock {
+		a.gate = make(chan struct{})
+	}
 	names := make([]contract.Name, len(a.units))
 	for i, u := range a.units {
 		names[i] = u.Name
