@@ -283,48 +283,79 @@ func TestPublish(t *testing.T) {
 	assert.False(t, found, "Get of a missing name is not found, not an error")
 }
 
-// TestPublishQuiescesBeforeTheStoreAnswers: a publication copies staging into
-// its own buffers first, so Quiesce is true while the writes are still held
-// by the server, and what the store ends up with is what was staged then.
-func TestPublishQuiescesBeforeTheStoreAnswers(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr)
-	admin := newClient(t, srv.Addr)
-	mem := newStaging(1, 4, rowBytes)
-	b := newBackend(t, c, mem, kvredis.WithTimeout(2*wait))
-	us := []contract.Unit{unit(0, 0, 0), unit(1, 0, 1), unit(2, 0, 2)}
-	for i := range us {
-		row, _ := mem.Row(0, i)
-		copy(row, content(i, 0, rowBytes))
-	}
-	ctx := waitCtx(t)
-	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", wait.Milliseconds(), "WRITE").Err())
-	unpaused := false
-	unpause := func() {
-		if !unpaused {
-			unpaused = true
-			require.NoError(t, admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err())
-		}
-	}
-	t.Cleanup(unpause)
+// TestPublicationQuiesce: what a publication holds on to until Quiesce, with
+// the server holding its writes (CLIENT PAUSE WRITE).
+//
+// Over a client whose calls do not end at their deadline, the publication
+// copies staging into the backend's buffers first, so Quiesce is true while
+// the writes are still held, and the store ends up with what was staged then.
+//
+// Over a client that ends its calls at the deadline (ContextTimeoutEnabled,
+// as Open builds), the workers write straight from staging, so Quiesce waits
+// for those calls — which end at the attempt's bound: the outcome (a timeout)
+// comes first, then Quiesce is true, and whatever the store ends up with is
+// what was staged at submission, never what staging held after Quiesce.
+func TestPublicationQuiesce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		direct bool
+	}{{"copies", false}, {"direct", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c := newClient(t, srv.Addr, func(o *goredis.Options) { o.ContextTimeoutEnabled = tc.direct })
+			admin := newClient(t, srv.Addr)
+			mem := newStaging(1, 4, rowBytes)
+			bound := 2 * wait
+			if tc.direct {
+				bound = 200 * time.Millisecond
+			}
+			b := newBackend(t, c, mem, kvredis.WithAttemptTimeout(bound))
+			us := []contract.Unit{unit(0, 0, 0), unit(1, 0, 1), unit(2, 0, 2)}
+			for i := range us {
+				row, _ := mem.Row(0, i)
+				copy(row, content(i, 0, rowBytes))
+			}
+			ctx := waitCtx(t)
+			require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", wait.Milliseconds(), "WRITE").Err())
+			unpaused := false
+			unpause := func() {
+				if !unpaused {
+					unpaused = true
+					require.NoError(t, admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err())
+				}
+			}
+			t.Cleanup(unpause)
 
-	a, err := b.Publish(extentOf(t, us...))
-	require.NoError(t, err)
-	quiesced(t, b, a)
-	assert.Nil(t, a.Poll(), "the writes are paused, so there is no outcome yet")
-	for i := range us { // the caller may reuse staging now
-		row, _ := mem.Row(0, i)
-		copy(row, content(50+i, 0, rowBytes))
-	}
-	unpause()
-	s, ok := served(settled(t, b, a))
-	require.True(t, ok)
-	assert.True(t, s.Equal(names(us...)))
-	for i, u := range us {
-		got, found, err := b.Get(ctx, ext, u.Name)
-		require.NoError(t, err)
-		require.True(t, found)
-		assert.Equal(t, content(i, 0, rowBytes), got, "the store holds what was staged at submission")
+			a, err := b.Publish(extentOf(t, us...))
+			require.NoError(t, err)
+			quiesced(t, b, a)
+			if tc.direct {
+				assert.Contains(t, isFailed(t, a.Poll()).Reason, "timeout",
+					"the calls held staging until the bound: the outcome came first")
+			} else {
+				assert.Nil(t, a.Poll(), "the writes are paused, so there is no outcome yet")
+			}
+			for i := range us { // the caller may reuse staging now
+				row, _ := mem.Row(0, i)
+				copy(row, content(50+i, 0, rowBytes))
+			}
+			unpause()
+			o := settled(t, b, a)
+			if !tc.direct {
+				s, ok := served(o)
+				require.True(t, ok)
+				assert.True(t, s.Equal(names(us...)))
+			}
+			for i, u := range us {
+				got, found, err := b.Get(ctx, ext, u.Name)
+				require.NoError(t, err)
+				if tc.direct && !found {
+					continue // the timed-out connection was closed before the server ran the write
+				}
+				require.True(t, found)
+				assert.Equal(t, content(i, 0, rowBytes), got, "the store holds what was staged at submission")
+			}
+		})
 	}
 }
 

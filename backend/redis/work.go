@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -9,29 +10,34 @@ import (
 )
 
 // batch is one pipelined network call: a run of consecutive units of one
-// attempt. A worker fills bufs (fetch: the values read; publish: the snapshot
-// given) and n and errs, then hands the batch back on done. Only the worker
-// writes a batch until it is handed back, and only the attempt goroutine
-// reads it after.
+// attempt. A worker fills bufs (fetch: the values read), n and errs, then
+// hands the batch back on done. Only the worker touches a batch until it is
+// handed back, and only the attempt goroutine after.
 type batch struct {
-	ctx  context.Context
-	op   op
-	ttl  time.Duration
-	lo   int      // the first unit's index in the plan
-	keys []string // one per unit
-	lens []int    // fetch: each unit's slot_bytes
-	bufs [][]byte // fetch: scratch read into (slot_bytes+2); publish: the snapshot
-	n    []int    // fetch: how many bytes each value has
-	errs []error  // nil, goredis.Nil (no such key) or the failure
-	done chan *batch
+	ctx       context.Context // the attempt's: its deadline bounds the call
+	cancelled <-chan struct{} // closed when the attempt was asked to cancel
+	op        op
+	ttl       time.Duration
+	lo        int      // the first unit's index in the plan
+	keys      []string // one per unit
+	lens      []int    // fetch: each unit's slot_bytes
+	bufs      [][]byte // fetch: scratch read into (slot_bytes+2); publish: the values to write
+	pooled    bool     // publish: bufs are the backend's copies, not staging rows
+	n         []int    // fetch: how many bytes each value has
+	errs      []error  // nil, goredis.Nil (no such key) or the failure
+	done      chan *batch
 }
+
+// errCancelled is what a worker records for a batch it did not send because
+// its attempt was asked to cancel.
+var errCancelled = errors.New("not sent: the attempt was asked to cancel")
 
 // unit returns the plan index of the batch's unit i.
 func (j *batch) unit(i int) int { return j.lo + i }
 
 // split cuts a plan into batches of at most the configured size, sharing one
 // allocation per field.
-func (b *Backend) split(ctx context.Context, p *plan) []*batch {
+func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan) []*batch {
 	n := len(p.keys)
 	size := b.set.batch
 	count := (n + size - 1) / size
@@ -49,7 +55,7 @@ func (b *Backend) split(ctx context.Context, p *plan) []*batch {
 	for k := range batches {
 		lo, hi := k*size, min((k+1)*size, n)
 		j := &batches[k]
-		*j = batch{ctx: ctx, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
+		*j = batch{ctx: ctx, cancelled: cancelled, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
 		if p.op == opFetch {
 			j.lens, j.n = lens[lo:hi], ns[lo:hi]
 		}
@@ -72,11 +78,18 @@ func (b *Backend) work() {
 	}
 }
 
-// call runs one batch as a pipeline. It never touches staging: a fetch reads
-// into scratch buffers that the attempt goroutine copies from, if it is still
-// there to do so.
+// call runs one batch as a pipeline, bounded by the attempt's deadline. A
+// fetch reads into scratch buffers that the attempt goroutine copies from, if
+// it is still there to do so; a publication reads the values it was given
+// (staging rows, for a direct one) until the pipeline returns.
 func (b *Backend) call(j *batch) {
-	if err := j.ctx.Err(); err != nil { // the attempt has ended: do not bother the server
+	err := j.ctx.Err() // the attempt has ended: do not bother the server
+	select {
+	case <-j.cancelled:
+		err = errCancelled
+	default:
+	}
+	if err != nil {
 		for i := range j.errs {
 			j.errs[i] = err
 		}
