@@ -134,9 +134,16 @@ func (a *attempt) settle(o contract.Outcome) {
 func (a *attempt) run(p *plan) {
 	b := a.b
 	defer b.running.Done()
-	// Ending the context drops this attempt's calls not yet sent (waiting
-	// for a connection or a dial); calls on the wire end at its deadline.
-	defer a.cancel()
+	// Ending the context drops this attempt's calls not yet on the wire
+	// (waiting for a connection or a dial) and ends those on it; the
+	// deadline ends them anyway. After a cancel request with calls out, the
+	// context is left to its deadline, so that what is on the wire finishes.
+	keep := false
+	defer func() {
+		if !keep {
+			a.cancel()
+		}
+	}()
 	released := false
 	release := func() { // from here on no goroutine of this attempt touches staging
 		if !released {
@@ -201,17 +208,20 @@ func (a *attempt) run(p *plan) {
 		o = contract.Delivered{Served: contract.NewNameSet(served...)}
 	}
 	if direct && out > 0 {
-		// Workers still hold rows of staging. Tell the outcome now, drop
-		// what is not yet sent, and wait for the calls on the wire: each
-		// ends by the attempt's deadline.
+		// Workers still hold rows of staging. Tell the outcome now and wait
+		// for their calls, each of which ends by the attempt's deadline: on
+		// a failure, end them now; on a cancel, let them finish.
 		a.settle(o)
-		a.cancel()
+		if !cancelled {
+			a.cancel()
+		}
 		for ; out > 0; out-- {
 			<-results
 		}
 		release()
 		return
 	}
+	keep = cancelled && out > 0 // a fetch's calls on the wire finish into the backend's buffers
 	release()
 	a.settle(o)
 }

@@ -37,7 +37,7 @@ import (
 // that wanted it); a failed dial is not retried and a failed call is retried
 // once (a pooled connection the server closed), unless the URL says
 // otherwise; and its pools hold a connection per worker. A URL that turns
-// socket deadlines off (read_timeout=-2 or write_timeout=-2) is refused.
+// socket deadlines off (a negative read_timeout or write_timeout) is refused.
 //
 // ctx bounds the connection check. Errors name the URL with its password
 // redacted.
@@ -179,8 +179,10 @@ func bound(s settings, k knobs) error {
 		name string
 		v    time.Duration
 	}{{"read_timeout", *k.read}, {"write_timeout", *k.write}} {
-		if t.v == -2 {
-			return fmt.Errorf("%s=-2 turns socket deadlines off, so a call could outlive its attempt; want a positive duration, or none (the attempt's deadline bounds every call)", t.name)
+		// go-redis sets no socket deadline for a negative timeout (but -1,
+		// which means "no timeout": the context's deadline still applies).
+		if t.v < 0 && t.v != -1 {
+			return fmt.Errorf("%s=%v turns socket deadlines off, so a call could outlive its attempt; want a positive duration, or none (the attempt's deadline bounds every call)", t.name, t.v)
 		}
 	}
 	limit := s.timeout

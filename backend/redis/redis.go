@@ -154,14 +154,12 @@ func clientShape(c goredis.UniversalClient) (conns int, bounded bool) {
 	switch c := c.(type) {
 	case *goredis.Client: // a single server, or Sentinel's failover client
 		o := c.Options()
-		// After go-redis's defaults, a timeout of -1 means "set no socket
+		// After go-redis's defaults, a negative timeout means "set no socket
 		// deadline", which would let a call outlive its context.
 		return o.PoolSize, o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	case *goredis.ClusterClient:
-		o := c.Options()
-		// The Cluster passes its timeouts to each node's client, whose
-		// defaults turn -2 into -1: no socket deadline.
-		return o.PoolSize, o.ContextTimeoutEnabled && o.ReadTimeout > -2 && o.WriteTimeout > -2
+		o := c.Options() // its node clients get these timeouts, and read them alike
+		return o.PoolSize, o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	}
 	return 0, false
 }
@@ -341,4 +339,3 @@ func (b *Backend) plan(o op, ext contract.CacheExtent) (*plan, error) {
 	}
 	return p, nil
 }
-
