@@ -243,7 +243,7 @@ func TestCancelProperty(t *testing.T) {
 			publish    bool
 			blocks     []int
 			slots      []int // the staging slot of each block
-			cancelled  bool // a cancel was asked before the outcome was seen
+			cancelled  bool  // a cancel was asked before the outcome was seen
 			notified   atomic.Int32
 			notifyLate bool
 		}

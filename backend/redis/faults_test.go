@@ -88,7 +88,7 @@ func TestFaultClientPause(t *testing.T) {
 
 	stop := r.start(during, maxPerLane)
 	r.waitLanes(during, 2)
-	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", (3 * faultBound).Milliseconds(), "ALL").Err())
+	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", (3*faultBound).Milliseconds(), "ALL").Err())
 	// A PING from a paused client returns once the pause is over.
 	require.NoError(t, admin.Ping(waitCtx(t)).Err())
 	r.waitLanes(during, 10)

@@ -80,7 +80,9 @@ func newRig(t *testing.T, b *kvredis.Backend, mem *staging, slotBytes int, bound
 }
 
 // rigStaging is staging for lanes leases of slotBytes rows.
-func rigStaging(lanes, slotBytes int) *staging { return newStaging(rigGroups, lanes*rigBlocks, slotBytes) }
+func rigStaging(lanes, slotBytes int) *staging {
+	return newStaging(rigGroups, lanes*rigBlocks, slotBytes)
+}
 
 // phase says what the checker may accept while it runs.
 type phase struct {
