@@ -28,6 +28,12 @@ const faultBound = 500 * time.Millisecond
 // faultRows is the row size of the fault tests.
 const faultRows = 4 << 10
 
+// faultLasts is how long a pause or a sleep holds the server: longer than an
+// attempt's bound plus the grace, so that only a backend that ends its own
+// work at the bound — not when the server answers again — proves its access
+// over in time.
+const faultLasts = faultBound + 2*grace
+
 // maxPerLane bounds each phase's attempts per lane.
 const maxPerLane = 400
 
@@ -76,7 +82,8 @@ func TestFaultKillAndRestart(t *testing.T) {
 	assert.Positive(t, r.total("during/failed"), "the kill failed nothing: the test proves nothing")
 }
 
-// TestFaultClientPause: CLIENT PAUSE ALL for three attempt bounds while
+// TestFaultClientPause: CLIENT PAUSE ALL for longer than the bound plus the
+// grace while
 // leases are in flight. The calls held by the server end at their attempt's
 // deadline; nothing is lost, so no known unit is ever a miss.
 func TestFaultClientPause(t *testing.T) {
@@ -88,7 +95,7 @@ func TestFaultClientPause(t *testing.T) {
 
 	stop := r.start(during, maxPerLane)
 	r.waitLanes(during, 2)
-	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", (3*faultBound).Milliseconds(), "ALL").Err())
+	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", faultLasts.Milliseconds(), "ALL").Err())
 	// A PING from a paused client returns once the pause is over.
 	require.NoError(t, admin.Ping(waitCtx(t)).Err())
 	r.waitLanes(during, 10)
@@ -98,8 +105,8 @@ func TestFaultClientPause(t *testing.T) {
 	assert.Positive(t, r.total("during/failed"), "the pause failed nothing: the test proves nothing")
 }
 
-// TestFaultDebugSleep: the server's one thread stops (DEBUG SLEEP) for three
-// attempt bounds while leases are in flight: as the pause, but the server
+// TestFaultDebugSleep: the server's one thread stops (DEBUG SLEEP) for
+// longer than the bound plus the grace while leases are in flight: as the pause, but the server
 // answers nothing at all meanwhile, not even its own clients.
 func TestFaultDebugSleep(t *testing.T) {
 	srv := redistest.Start(t, "--enable-debug-command", "yes")
@@ -110,7 +117,7 @@ func TestFaultDebugSleep(t *testing.T) {
 
 	stop := r.start(during, maxPerLane)
 	r.waitLanes(during, 2)
-	secs := strconv.FormatFloat((3 * faultBound).Seconds(), 'f', 3, 64)
+	secs := strconv.FormatFloat(faultLasts.Seconds(), 'f', 3, 64)
 	require.NoError(t, admin.Do(waitCtx(t), "DEBUG", "SLEEP", secs).Err()) // returns when the server wakes
 	r.waitLanes(during, 10)
 	stop()
