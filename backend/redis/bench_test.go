@@ -43,7 +43,7 @@ type benchLease struct {
 
 func newBenchLease(b *testing.B, slot int) *benchLease {
 	l := &benchLease{mem: newStaging(1, benchUnits, slot), client: newClient(b, shared.Addr)}
-	l.store = newBackend(b, l.client, l.mem, kvredis.WithTimeout(wait))
+	l.store = newBackend(b, l.client, l.mem, kvredis.WithAttemptTimeout(wait))
 	units := make([]contract.Unit, benchUnits)
 	for i := range units {
 		units[i] = unit(i, 0, i)

@@ -139,6 +139,7 @@ func newBackend(client goredis.UniversalClient, mem Memory, s settings) (*Backen
 		calls = min(calls, conns)
 	}
 	b.admit = max(1, calls/s.callsPerAttempt())
+	b.bufs.keep = s.workers * s.batch // what the workers can have in flight at once
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.workers.Add(s.workers)
 	for range s.workers {

@@ -146,25 +146,47 @@ func (j *batch) unattributed(err error) {
 
 // bufPool recycles the backend's own value buffers by length (a handful of
 // slot widths). A buffer goes back only once no worker can still write or
-// read it.
-type bufPool struct{ m sync.Map } // int -> *sync.Pool of *[]byte
+// read it. It keeps what it is given back, up to keep buffers per length and
+// keepBytes in all, rather than leaving them to a sync.Pool that every
+// garbage collection empties: fetching large rows would otherwise allocate
+// and clear its scratch again after each collection.
+type bufPool struct {
+	mu    sync.Mutex
+	free  map[int][][]byte
+	bytes int
+	keep  int // buffers per length
+}
+
+// keepBytes bounds what a bufPool holds on to.
+const keepBytes = 64 << 20
 
 func (p *bufPool) get(n int) []byte {
-	if v, ok := p.m.Load(n); ok {
-		if b, _ := v.(*sync.Pool).Get().(*[]byte); b != nil {
-			return *b
-		}
+	p.mu.Lock()
+	if l := p.free[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		p.free[n] = l[:len(l)-1]
+		p.bytes -= n
+		p.mu.Unlock()
+		return b
 	}
+	p.mu.Unlock()
 	return make([]byte, n)
 }
 
 func (p *bufPool) put(b []byte) {
-	if len(b) == 0 {
+	n := len(b)
+	if n == 0 {
 		return
 	}
-	v, ok := p.m.Load(len(b))
-	if !ok {
-		v, _ = p.m.LoadOrStore(len(b), &sync.Pool{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free[n]) >= p.keep || p.bytes+n > keepBytes {
+		return // the garbage collector takes it
 	}
-	v.(*sync.Pool).Put(&b)
+	if p.free == nil {
+		p.free = map[int][][]byte{}
+	}
+	p.free[n] = append(p.free[n], b)
+	p.bytes += n
 }
