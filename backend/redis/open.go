@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -124,6 +126,7 @@ func singleClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, false)); err != nil {
 		return nil, err
 	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewClient(o), nil
 }
 
@@ -143,6 +146,7 @@ func clusterClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, true)); err != nil {
 		return nil, err
 	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewClusterClient(o), nil
 }
 
@@ -155,6 +159,7 @@ func failoverClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, false)); err != nil {
 		return nil, err
 	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewFailoverClient(o), nil
 }
 
@@ -224,3 +229,54 @@ func bound(s settings, k knobs) error {
 	}
 	return nil
 }
+
+// softDialer wraps a client's dialer (nil: go-redis's own, a net.Dialer
+// bounded by the dial timeout and ctx, with TLS when configured) so that a
+// failed dial reaches go-redis as a connection whose every read and write
+// fails with the dial's error: the call that wanted it fails with that error,
+// and the connection is dropped.
+//
+// Why: go-redis counts failed dials, and after as many as the pool has
+// connections it stops dialling and starts a goroutine that probes the server
+// once a second, sleeping between probes, until one succeeds. That goroutine
+// outlives Close by up to a second, so a backend whose store was down would
+// leave work running after it was closed, and the calls made meanwhile would
+// fail with a stale error instead of trying the (perhaps restarted) server.
+// With this, every call dials afresh, within its attempt's bound.
+func softDialer(dial func(context.Context, string, string) (net.Conn, error), timeout *time.Duration, tlsConfig *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	if dial == nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := &net.Dialer{Timeout: *timeout}
+			if tlsConfig == nil {
+				return d.DialContext(ctx, network, addr)
+			}
+			td := &tls.Dialer{NetDialer: d, Config: tlsConfig}
+			return td.DialContext(ctx, network, addr)
+		}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return failedConn{err}, nil
+		}
+		return c, nil
+	}
+}
+
+// failedConn is a dial that failed, as a connection: every read and write
+// fails with the dial's error.
+type failedConn struct{ err error }
+
+func (c failedConn) Read([]byte) (int, error)       { return 0, c.err }
+func (c failedConn) Write([]byte) (int, error)      { return 0, c.err }
+func (failedConn) Close() error                     { return nil }
+func (failedConn) LocalAddr() net.Addr              { return failedAddr{} }
+func (failedConn) RemoteAddr() net.Addr             { return failedAddr{} }
+func (failedConn) SetDeadline(time.Time) error      { return nil }
+func (failedConn) SetReadDeadline(time.Time) error  { return nil }
+func (failedConn) SetWriteDeadline(time.Time) error { return nil }
+
+type failedAddr struct{}
+
+func (failedAddr) Network() string { return "failed" }
+func (failedAddr) String() string  { return "failed-dial" }

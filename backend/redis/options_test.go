@@ -9,9 +9,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/redistest"
 )
 
 // TestOpenBoundsTheClient: the client Open builds keeps everything an attempt
@@ -204,4 +206,38 @@ func TestNewRefusesTheNewOptions(t *testing.T) {
 	}
 	_, err = kvredis.Open(context.Background(), shared.URL(), newStaging(1, 1, 8), kvredis.WithAttemptTimeout(0))
 	assert.ErrorContains(t, err, "Open: WithAttemptTimeout(0s)")
+}
+
+// TestDialFailuresLeaveNothingBehind: with the store down for many more
+// failed dials than the pool has connections, go-redis would stop dialling,
+// fail every call with the last dial's error, and probe once a second from a
+// goroutine that outlives Close. The client Open builds does not: the first
+// fetch after a restart is served, and Close leaves no goroutine behind.
+func TestDialFailuresLeaveNothingBehind(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	srv := redistest.Start(t)
+	mem := newStaging(1, 1, rowBytes)
+	b, err := kvredis.Open(waitCtx(t), srv.URL()+"?pool_size=1&pipeline_pool_size=1", mem,
+		kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithConcurrency(1))
+	require.NoError(t, err)
+	require.Equal(t, 1, b.Client().(*goredis.Client).Options().PoolSize)
+	u := unit(1, 0, 0)
+	require.NoError(t, b.Put(waitCtx(t), ext, u.Name, content(1, 0, rowBytes)))
+	srv.Kill()
+	for range 5 {
+		a, err := b.Fetch(extentOf(t, u), nil)
+		require.NoError(t, err)
+		isFailed(t, settled(t, b, a))
+		quiesced(t, b, a)
+	}
+	require.NoError(t, srv.Restart())
+	a, err := b.Fetch(extentOf(t, u), nil)
+	require.NoError(t, err)
+	s, ok := served(settled(t, b, a))
+	require.True(t, ok, "the first fetch after the restart reached the new server (a miss: it is empty)")
+	assert.Zero(t, s.Len())
+	quiesced(t, b, a)
+	require.NoError(t, b.Close())
+	srv.Stop() // and its output reader
+	goleak.VerifyNone(t, ignore)
 }
