@@ -15,6 +15,8 @@ const (
 	// the submission, plus scheduling. It must fit inside the engine's
 	// request deadline plus its drain grace (docs/backend-redis.md, "Sizing").
 	DefaultAttemptTimeout = 2 * time.Second
+	// DefaultTimeout is DefaultAttemptTimeout under its earlier name.
+	DefaultTimeout = DefaultAttemptTimeout
 	// DefaultConcurrency is the number of worker goroutines making network
 	// calls: with one call per attempt, the attempts served at once.
 	DefaultConcurrency = 8

@@ -438,13 +438,6 @@ func (r *rig) finish() {
 	}
 }
 
-// laneCount is how many attempts of phase/kind lane has seen.
-func (r *rig) laneCount(lane int, key string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.byLane[lane][key]
-}
-
 // total is how many attempts of phase/kind all lanes have seen.
 func (r *rig) total(key string) int {
 	r.mu.Lock()
