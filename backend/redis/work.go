@@ -22,7 +22,7 @@ type batch struct {
 	keys      []string // one per unit
 	lens      []int    // fetch: each unit's slot_bytes
 	bufs      [][]byte // fetch: scratch read into (slot_bytes+2); publish: the values to write
-	pooled    bool     // publish: bufs are the backend's copies, not staging rows
+	pooled    bool     // bufs are the backend's own (scratch, copies), not staging rows
 	n         []int    // fetch: how many bytes each value has
 	errs      []error  // nil, goredis.Nil (no such key) or the failure
 	done      chan *batch
@@ -58,6 +58,7 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan)
 		*j = batch{ctx: ctx, cancelled: cancelled, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
 		if p.op == opFetch {
 			j.lens, j.n = lens[lo:hi], ns[lo:hi]
+			j.pooled = true // the scratch a worker reads into
 		}
 		out[k] = j
 	}
