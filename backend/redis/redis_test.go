@@ -626,3 +626,25 @@ func TestFetchReusesItsScratch(t *testing.T) {
 	t.Logf("%d fetches moved %d bytes and allocated %d", fetches, moved, allocated)
 	assert.Less(t, allocated, moved/4, "the scratch buffers are allocated again for each fetch")
 }
+
+// TestQuiesceWaitsOnTheListedAttemptsOnly: a fetch held before the network
+// does not keep Quiesce from answering true for a publication that is done.
+func TestQuiesceWaitsOnTheListedAttemptsOnly(t *testing.T) {
+	c := newClient(t, shared.Addr)
+	g := &fetchGate{gate: newGate()} // holds GETs only
+	c.AddHook(g)
+	mem := newStaging(1, 2, rowBytes)
+	b := newBackend(t, c, mem, kvredis.WithAttemptTimeout(2*wait))
+	held, err := b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err)
+	receive(t, g.entered, "the fetch to reach the gate")
+	copy(mem.rows[0][1], content(2, 0, rowBytes))
+	done, err := b.Publish(extentOf(t, unit(2, 0, 1)))
+	require.NoError(t, err)
+	settled(t, b, done)
+	quiesced(t, b, done)
+	assert.Nil(t, held.Poll(), "the fetch is still held")
+	close(g.open)
+	settled(t, b, held)
+	quiesced(t, b, held)
+}
