@@ -25,7 +25,16 @@ const ext = "trtllm:shared-kv:staging:1"
 // turns it into a failure. No test asserts how long anything took.
 const wait = 60 * time.Second
 
-func waitCtx(t testing.TB) context.Context {
+// tb is what the helpers need of a test: testing.TB and rapid's *T both are.
+type tb interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	FailNow()
+}
+
+func waitCtx(t tb) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
 	return ctx
@@ -130,7 +139,7 @@ func unit(block, group, local int) contract.Unit {
 	return contract.Unit{Name: name(block, group), LocalGroup: group, Local: local}
 }
 
-func extentOf(t testing.TB, units ...contract.Unit) contract.CacheExtent {
+func extentOf(t tb, units ...contract.Unit) contract.CacheExtent {
 	t.Helper()
 	e, err := contract.NewCacheExtent([]byte(ext), units, false)
 	require.NoError(t, err)
@@ -138,7 +147,7 @@ func extentOf(t testing.TB, units ...contract.Unit) contract.CacheExtent {
 }
 
 // settled waits for the attempt's outcome.
-func settled(t testing.TB, s interface {
+func settled(t tb, s interface {
 	Settle(context.Context, []contract.Attempt) error
 }, a contract.Attempt) contract.Outcome {
 	t.Helper()
@@ -149,7 +158,7 @@ func settled(t testing.TB, s interface {
 }
 
 // quiesced waits until Quiesce answers true for the attempt.
-func quiesced(t testing.TB, q interface {
+func quiesced(t tb, q interface {
 	Quiesce(context.Context, []contract.Attempt) (bool, error)
 }, a contract.Attempt) {
 	t.Helper()

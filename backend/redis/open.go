@@ -2,11 +2,15 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -25,14 +29,27 @@ import (
 // (INFO cluster says cluster_enabled:1) is opened as a Cluster, so pointing at
 // any node of a Cluster works. Other query parameters are go-redis options
 // (read_timeout=2s, pool_size=20, ...; see goredis.ParseURL); an unknown one is
-// an error. The client always honours context deadlines
-// (ContextTimeoutEnabled), so WithTimeout also ends the network calls.
+// an error.
+//
+// The client is built to keep every attempt inside its bound (see
+// WithAttemptTimeout and docs/backend-redis.md): it honours context deadlines
+// (ContextTimeoutEnabled), so each network call ends at its attempt's
+// deadline; its dial, pool-wait and retry-backoff times are at most the bound
+// (a dial that go-redis runs in the background then ends with the attempt
+// that wanted it); a failed dial is not retried and a failed call is retried
+// once (a pooled connection the server closed), unless the URL says
+// otherwise; and its pools hold a connection per worker. A URL that turns
+// socket deadlines off (a negative read_timeout or write_timeout) is refused.
 //
 // ctx bounds the connection check. Errors name the URL with its password
 // redacted.
 func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Backend, error) {
 	if ctx == nil {
 		return nil, errors.New("redis: Open: ctx is nil")
+	}
+	s, err := apply("Open", opts)
+	if err != nil {
+		return nil, err
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -65,11 +82,11 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 	var client goredis.UniversalClient
 	switch {
 	case sentinel:
-		client, err = failoverClient(u)
+		client, err = failoverClient(u, s)
 	case cluster || q.Has("addr"):
-		client, err = clusterClient(u)
+		client, err = clusterClient(u, s)
 	default:
-		client, err = singleClient(u)
+		client, err = singleClient(u, s)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redis: Open %s: %w", shown, err)
@@ -82,7 +99,7 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 		info, err := client.Info(ctx, "cluster").Result()
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
 			_ = client.Close()
-			if client, err = clusterClient(u); err != nil {
+			if client, err = clusterClient(u, s); err != nil {
 				return nil, fmt.Errorf("redis: Open %s: the server is a Cluster node: %w", shown, err)
 			}
 			if err := client.Ping(ctx).Err(); err != nil {
@@ -91,7 +108,7 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 			}
 		}
 	}
-	b, err := New(client, mem, opts...)
+	b, err := newBackend(client, mem, s)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
@@ -100,16 +117,20 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 	return b, nil
 }
 
-func singleClient(u *url.URL) (goredis.UniversalClient, error) {
+func singleClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 	o, err := goredis.ParseURL(u.String())
 	if err != nil {
 		return nil, err
 	}
-	o.ContextTimeoutEnabled = true
+	if err := bound(s, knobsOf(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, false)); err != nil {
+		return nil, err
+	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewClient(o), nil
 }
 
-func clusterClient(u *url.URL) (goredis.UniversalClient, error) {
+func clusterClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
 		return nil, fmt.Errorf("database %q: a Cluster has database 0 only", db)
 	}
@@ -119,15 +140,143 @@ func clusterClient(u *url.URL) (goredis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.ContextTimeoutEnabled = true
+	// The Cluster retries through redirects (MaxRedirects) and, by default,
+	// not per node: MaxRetries is left as go-redis sets it.
+	if err := bound(s, knobsOf(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, true)); err != nil {
+		return nil, err
+	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewClusterClient(o), nil
 }
 
-func failoverClient(u *url.URL) (goredis.UniversalClient, error) {
+func failoverClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 	o, err := goredis.ParseFailoverURL(u.String())
 	if err != nil {
 		return nil, err
 	}
-	o.ContextTimeoutEnabled = true
+	if err := bound(s, knobsOf(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+		&o.MaxRetryBackoff, &o.DialerRetryTimeout, &o.MaxRetries, &o.DialerRetries, &o.PoolSize, &o.PipelinePoolSize, false)); err != nil {
+		return nil, err
+	}
+	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
 	return goredis.NewFailoverClient(o), nil
 }
+
+// knobs are the go-redis options the attempt bound governs, shared by the
+// single-server, Cluster and failover options.
+type knobs struct {
+	ctxTimeout                                  *bool
+	dial, read, write, pool, backoff, dialRetry *time.Duration
+	retries, dialRetries, poolSize, pipeSize    *int
+	cluster                                     bool
+}
+
+func knobsOf(ctxTimeout *bool, dial, read, write, pool, backoff, dialRetry *time.Duration,
+	retries, dialRetries, poolSize, pipeSize *int, cluster bool) knobs {
+	return knobs{ctxTimeout, dial, read, write, pool, backoff, dialRetry, retries, dialRetries, poolSize, pipeSize, cluster}
+}
+
+// bound configures a client's options, as parsed from the URL (zero where the
+// URL said nothing), so that nothing an attempt starts outlives its bound.
+func bound(s settings, k knobs) error {
+	for _, t := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_timeout", *k.read}, {"write_timeout", *k.write}} {
+		// go-redis sets no socket deadline for a negative timeout (but -1,
+		// which means "no timeout": the context's deadline still applies).
+		if t.v < 0 && t.v != -1 {
+			return fmt.Errorf("%s=%v turns socket deadlines off, so a call could outlive its attempt; want a positive duration, or none (the attempt's deadline bounds every call)", t.name, t.v)
+		}
+	}
+	limit := s.timeout
+	capped := func(d *time.Duration, unset time.Duration) { // 0: not given; negative: off, as go-redis reads it
+		if *d == 0 {
+			*d = unset
+		}
+		*d = min(*d, limit)
+	}
+	// Each network call carries its attempt's deadline.
+	*k.ctxTimeout = true
+	// A dial runs in a go-redis goroutine of its own, which the attempt
+	// that wanted the connection does not wait for: bounding each try and
+	// not retrying keeps it inside the bound as well.
+	if *k.dial <= 0 { // no dial timeout at all: a background dial could run for ever
+		*k.dial = 5 * time.Second
+	}
+	capped(k.dial, 5*time.Second)
+	if *k.dialRetries == 0 {
+		*k.dialRetries = 1
+	}
+	capped(k.dialRetry, 100*time.Millisecond)
+	// Waiting for a connection, and backing off between retries, honour the
+	// attempt's deadline already; these caps keep calls without one (Put,
+	// Get) from waiting longer than an attempt would.
+	capped(k.pool, limit)
+	capped(k.backoff, min(512*time.Millisecond, max(limit/4, time.Millisecond)))
+	if *k.retries == 0 && !k.cluster {
+		*k.retries = 1 // a pooled connection the server closed: retry once on a new one
+	}
+	// A connection per worker, in both pools, so that a call never waits
+	// for one (AdmissionLimit counts on it).
+	if *k.poolSize == 0 {
+		*k.poolSize = 10 * runtime.GOMAXPROCS(0)
+	}
+	*k.poolSize = max(*k.poolSize, s.workers)
+	if *k.pipeSize >= 0 {
+		*k.pipeSize = max(*k.pipeSize, goredis.DefaultPipelinePoolSize, s.workers)
+	}
+	return nil
+}
+
+// softDialer wraps a client's dialer (nil: go-redis's own, a net.Dialer
+// bounded by the dial timeout and ctx, with TLS when configured) so that a
+// failed dial reaches go-redis as a connection whose every read and write
+// fails with the dial's error: the call that wanted it fails with that error,
+// and the connection is dropped.
+//
+// Why: go-redis counts failed dials, and after as many as the pool has
+// connections it stops dialling and starts a goroutine that probes the server
+// once a second, sleeping between probes, until one succeeds. That goroutine
+// outlives Close by up to a second, so a backend whose store was down would
+// leave work running after it was closed, and the calls made meanwhile would
+// fail with a stale error instead of trying the (perhaps restarted) server.
+// With this, every call dials afresh, within its attempt's bound.
+func softDialer(dial func(context.Context, string, string) (net.Conn, error), timeout *time.Duration, tlsConfig *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	if dial == nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := &net.Dialer{Timeout: *timeout}
+			if tlsConfig == nil {
+				return d.DialContext(ctx, network, addr)
+			}
+			td := &tls.Dialer{NetDialer: d, Config: tlsConfig}
+			return td.DialContext(ctx, network, addr)
+		}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return failedConn{err}, nil
+		}
+		return c, nil
+	}
+}
+
+// failedConn is a dial that failed, as a connection: every read and write
+// fails with the dial's error.
+type failedConn struct{ err error }
+
+func (c failedConn) Read([]byte) (int, error)       { return 0, c.err }
+func (c failedConn) Write([]byte) (int, error)      { return 0, c.err }
+func (failedConn) Close() error                     { return nil }
+func (failedConn) LocalAddr() net.Addr              { return failedAddr{} }
+func (failedConn) RemoteAddr() net.Addr             { return failedAddr{} }
+func (failedConn) SetDeadline(time.Time) error      { return nil }
+func (failedConn) SetReadDeadline(time.Time) error  { return nil }
+func (failedConn) SetWriteDeadline(time.Time) error { return nil }
+
+type failedAddr struct{}
+
+func (failedAddr) Network() string { return "failed" }
+func (failedAddr) String() string  { return "failed-dial" }

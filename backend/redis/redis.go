@@ -5,40 +5,51 @@
 //
 // Backend implements contract.Fetcher, contract.Publisher and
 // contract.PoolRegistrar over a go-redis UniversalClient (New), or over one it
-// builds from a redis://, rediss:// or unix:// URL (Open).
+// builds from a redis://, rediss:// or unix:// URL (Open). Its attempts are
+// contract.Cancellable and contract.Notifier.
 //
 // How it keeps the contract:
 //
+//   - Every attempt is bounded (WithAttemptTimeout, from its submission): its
+//     wait for a worker and a connection, dials, retries and network calls end
+//     by then (the calls carry the attempt's deadline), and so does its access
+//     to staging. Quiesce needs no answer from the server: it is true as soon
+//     as the attempt's own goroutines can no longer touch staging, at the
+//     latest just after the bound, whatever the server does.
 //   - Every submission runs on its own attempt goroutine. The network calls run
 //     on a bounded pool of worker goroutines (WithConcurrency), as pipelines of
-//     up to WithBatch keys, and read into the backend's own scratch buffers.
-//     Only the attempt goroutine copies into staging, and only values whose
-//     length is exactly the staging row's: a timed-out call can never write
-//     staging later, because the goroutine that would copy has already gone.
+//     up to WithBatch keys. A fetch reads into the backend's own buffers, and
+//     only the attempt goroutine copies into staging, only values whose length
+//     is exactly the staging row's, and never after the bound: a late reply can
+//     never write staging, because the goroutine that would copy has gone.
 //   - A key that does not exist (never published, expired, evicted) is a miss.
 //     A connection, timeout or server error, or a value of the wrong size, is
 //     Failed. Delivered names only units copied in full; unserved destinations
 //     are never touched.
-//   - A publication copies its staging rows into its own buffers first, then
-//     writes them with SET NX (names are content addresses, so a value never
-//     changes once written), with an optional TTL.
-//   - Quiesce answers true once the attempt goroutine can no longer touch
-//     staging: after the last copy for a fetch, after the snapshot for a
-//     publication. It waits for that honouring ctx; a cancelled ctx is an
-//     error, never true.
+//   - A publication writes with SET NX (names are content addresses, so a value
+//     never changes once written), with an optional TTL. Over a client whose
+//     calls end at their context's deadline (Open's, or one with
+//     ContextTimeoutEnabled) the workers write straight from staging, and
+//     Quiesce is true once those calls have returned; over any other client
+//     the attempt copies its rows into its own buffers first, and Quiesce is
+//     true after that copy.
+//   - RequestCancel stops an attempt from sending what it has not sent; what
+//     is on the wire finishes into the backend's buffers (or, for a direct
+//     publication, is waited for), and the outcome is Cancelled unless another
+//     came first.
+//   - AdmissionLimit says how many attempts the backend serves at once without
+//     queueing them behind each other, so that an engine can keep the rest
+//     waiting before submission, where no deadline runs.
 //
-// See docs/backend-redis.md for deployment, the key layout and the Cluster
-// hash-slot policy.
+// See docs/backend-redis.md for deployment, sizing the attempt bound, the key
+// layout and the Cluster hash-slot policy.
 package redis
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -58,118 +69,6 @@ type Memory interface {
 // wrap contract.ErrSubmissionRejected as well).
 var ErrClosed = errors.New("redis: backend closed")
 
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds each fetch, publication and probe.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConcurrency is the number of worker goroutines making network calls.
-	DefaultConcurrency = 8
-	// DefaultBatch is the number of keys in one pipelined network call.
-	DefaultBatch = 8
-)
-
-type settings struct {
-	prefix  string
-	policy  SlotPolicy
-	ttl     time.Duration
-	timeout time.Duration
-	workers int
-	batch   int
-	noProbe bool
-}
-
-// Option configures a Backend.
-type Option func(*settings) error
-
-// WithPrefix sets the key prefix (default DefaultPrefix). Two deployments with
-// different prefixes share a server without seeing each other's units. The
-// prefix may not contain '{' or '}', which would take over the Cluster hash tag.
-func WithPrefix(prefix string) Option {
-	return func(s *settings) error {
-		if err := checkPrefix(prefix); err != nil {
-			return fmt.Errorf("WithPrefix: %w", err)
-		}
-		s.prefix = prefix
-		return nil
-	}
-}
-
-// WithSlotPolicy sets how keys map to Cluster hash slots (default SlotPerBlock).
-// Every process sharing a store must use the same policy, or they will not
-// find each other's units.
-func WithSlotPolicy(p SlotPolicy) Option {
-	return func(s *settings) error {
-		if p != SlotPerBlock && p != SlotPerUnit {
-			return fmt.Errorf("WithSlotPolicy(%d): want SlotPerBlock or SlotPerUnit", int(p))
-		}
-		s.policy = p
-		return nil
-	}
-}
-
-// WithTTL makes publications expire after ttl (default 0: never; the server's
-// eviction policy then decides). A unit that already exists keeps its own
-// expiry: SET NX does not write it again. ttl is rounded down to milliseconds.
-func WithTTL(ttl time.Duration) Option {
-	return func(s *settings) error {
-		if ttl != 0 && ttl < time.Millisecond {
-			return fmt.Errorf("WithTTL(%v): want 0 (no expiry) or at least 1ms", ttl)
-		}
-		s.ttl = ttl.Truncate(time.Millisecond)
-		return nil
-	}
-}
-
-// WithTimeout bounds each fetch, publication and probe (default
-// DefaultTimeout). A submission with no answer by then reports Failed and its
-// attempt goroutine ends, so Quiesce can answer true even while a network
-// call is still outstanding: that call writes only into the backend's own
-// buffers. A client built by Open also ends the network call at that
-// deadline; a client given to New does so only if its ContextTimeoutEnabled
-// is set (otherwise its ReadTimeout bounds it).
-func WithTimeout(d time.Duration) Option {
-	return func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("WithTimeout(%v): want a positive duration", d)
-		}
-		s.timeout = d
-		return nil
-	}
-}
-
-// WithConcurrency sets how many worker goroutines make network calls (default
-// DefaultConcurrency), shared by every submission of the backend. Each holds
-// at most one connection of the client's pipeline pool at a time.
-func WithConcurrency(n int) Option {
-	return func(s *settings) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("WithConcurrency(%d): want 1 to 1024 workers", n)
-		}
-		s.workers = n
-		return nil
-	}
-}
-
-// WithBatch sets how many keys one pipelined network call carries (default
-// DefaultBatch). A submission of more units is split into several calls,
-// which the workers run in parallel.
-func WithBatch(n int) Option {
-	return func(s *settings) error {
-		if n < 1 || n > 1<<16 {
-			return fmt.Errorf("WithBatch(%d): want 1 to 65536 keys", n)
-		}
-		s.batch = n
-		return nil
-	}
-}
-
-// WithoutProbe makes Probe answer "cannot answer cheaply" (answered false, no
-// error) instead of asking the server: for deployments where a probe's round
-// trip costs about as much as the fetch it would save.
-func WithoutProbe() Option {
-	return func(s *settings) error { s.noProbe = true; return nil }
-}
-
 // Backend is the Redis backend. Create it with New or Open, end it with Close.
 // Its methods are safe for concurrent use.
 type Backend struct {
@@ -177,6 +76,8 @@ type Backend struct {
 	owned  bool
 	mem    Memory
 	set    settings
+	direct bool // publications lend staging to the workers: the client's calls end at their deadline
+	admit  int  // AdmissionLimit
 
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
@@ -197,43 +98,48 @@ var (
 	_ contract.Fetcher       = (*Backend)(nil)
 	_ contract.Publisher     = (*Backend)(nil)
 	_ contract.PoolRegistrar = (*Backend)(nil)
+	_ contract.Cancellable   = (*attempt)(nil)
+	_ contract.Notifier      = (*attempt)(nil)
 )
 
 // New returns a backend that stores units through client and resolves staging
 // rows through mem. The client may be a single-server, Sentinel (failover) or
 // Cluster client. The backend does not own it: Close leaves it open.
+//
+// The attempt bound reaches the network only if the client honours context
+// deadlines (ContextTimeoutEnabled, and read and write timeouts that do not
+// turn deadlines off); Open builds such a client. Over another client the
+// backend stays safe — nothing touches staging after Quiesce answered true —
+// but its calls may hold workers and connections past the bound.
 func New(client goredis.UniversalClient, mem Memory, opts ...Option) (*Backend, error) {
+	s, err := apply("New", opts)
+	if err != nil {
+		return nil, err
+	}
+	return newBackend(client, mem, s)
+}
+
+func newBackend(client goredis.UniversalClient, mem Memory, s settings) (*Backend, error) {
 	if client == nil {
 		return nil, errors.New("redis: New: client is nil; want a go-redis client (goredis.NewUniversalClient, or use Open with a URL)")
 	}
 	if mem == nil {
 		return nil, errors.New("redis: New: Memory is nil; want the staging rows the backend reads and writes")
 	}
-	s := settings{
-		prefix:  DefaultPrefix,
-		timeout: DefaultTimeout,
-		workers: DefaultConcurrency,
-		batch:   DefaultBatch,
-	}
-	var errs []error
-	for i, o := range opts {
-		if o == nil {
-			errs = append(errs, fmt.Errorf("option %d is nil", i))
-			continue
-		}
-		if err := o(&s); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("redis: New: %w", errors.Join(errs...))
-	}
+	conns, bounded := clientShape(client)
 	b := &Backend{
 		client: client,
 		mem:    mem,
 		set:    s,
+		direct: bounded,
 		jobs:   make(chan *batch),
 	}
+	calls := s.workers
+	if conns > 0 {
+		calls = min(calls, conns)
+	}
+	b.admit = max(1, calls/s.callsPerAttempt())
+	b.bufs.keep = s.workers * s.batch // what the workers can have in flight at once
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.workers.Add(s.workers)
 	for range s.workers {
@@ -241,6 +147,35 @@ func New(client goredis.UniversalClient, mem Memory, opts ...Option) (*Backend, 
 	}
 	return b, nil
 }
+
+// clientShape reports, for the go-redis clients it knows, how many
+// connections one node's pool holds and whether every call ends at its
+// context's deadline; (0, false) for any other client.
+func clientShape(c goredis.UniversalClient) (conns int, bounded bool) {
+	switch c := c.(type) {
+	case *goredis.Client: // a single server, or Sentinel's failover client
+		o := c.Options()
+		// After go-redis's defaults, a negative timeout means "set no socket
+		// deadline", which would let a call outlive its context.
+		return o.PoolSize, o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	case *goredis.ClusterClient:
+		o := c.Options() // its node clients get these timeouts, and read them alike
+		return o.PoolSize, o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+	}
+	return 0, false
+}
+
+// AdmissionLimit is how many attempts the backend serves at once without
+// queueing them behind each other inside itself: its workers (each runs one
+// pipelined call at a time on one connection), at most the client's
+// connections per node where the backend can see them, divided by the calls a
+// typical attempt needs (WithUnitsPerAttempt, WithBatch). It is at least 1.
+//
+// An engine that keeps at most this many submissions outstanding, and holds
+// the rest before submission, makes each attempt's bound and the request
+// deadline measure the store's service rather than a queue. More attempts
+// are accepted, and stay correct, but wait for a worker inside their bound.
+func (b *Backend) AdmissionLimit() int { return b.admit }
 
 // Client returns the go-redis client the backend uses.
 func (b *Backend) Client() goredis.UniversalClient { return b.client }
@@ -405,155 +340,3 @@ func (b *Backend) plan(o op, ext contract.CacheExtent) (*plan, error) {
 	}
 	return p, nil
 }
-
-func (b *Backend) start(p *plan) (contract.Attempt, error) {
-	a := &attempt{b: b, ready: make(chan struct{}), released: make(chan struct{})}
-	if len(p.rows) == 0 {
-		close(a.released)
-		a.settle(contract.Delivered{})
-		return a, nil
-	}
-	b.life.RLock()
-	if b.closed {
-		b.life.RUnlock()
-		return nil, fmt.Errorf("redis: %s %q: %w: %w", p.op, p.extent, contract.ErrSubmissionRejected, ErrClosed)
-	}
-	b.running.Add(1)
-	b.life.RUnlock()
-	go a.run(p)
-	return a, nil
-}
-
-// attempt is one submission. Its goroutine sets the outcome once (ready) and
-// closes released once it will never touch staging again.
-type attempt struct {
-	b        *Backend
-	out      atomic.Pointer[outcomeBox]
-	ready    chan struct{}
-	released chan struct{}
-}
-
-type outcomeBox struct{ o contract.Outcome }
-
-// Poll returns the outcome, or nil while the submission is in flight. It never
-// blocks, and once it has returned an outcome it returns the same one for ever.
-func (a *attempt) Poll() contract.Outcome {
-	if box := a.out.Load(); box != nil {
-		return box.o
-	}
-	return nil
-}
-
-func (a *attempt) settle(o contract.Outcome) {
-	a.out.Store(&outcomeBox{o})
-	close(a.ready)
-}
-
-// run is the attempt goroutine: it hands batches to the workers, takes their
-// results back and, for a fetch, copies them into staging itself. A
-// publication copies each batch's rows into the backend's own buffers just
-// before handing it over, so the copy overlaps the earlier batches' writes.
-func (a *attempt) run(p *plan) {
-	b := a.b
-	defer b.running.Done()
-	ctx, cancel := context.WithTimeout(b.ctx, b.set.timeout)
-	defer cancel() // also ends the workers' calls for this attempt that are still out
-	released := false
-	release := func() { // from here on this goroutine never touches staging
-		if !released {
-			released = true
-			p.rows = nil
-			close(a.released)
-		}
-	}
-	defer release()
-
-	batches := b.split(ctx, p)
-	results := make(chan *batch, len(batches)) // workers never block handing results back
-	for _, j := range batches {
-		j.done = results
-	}
-	served := make([]contract.Name, 0, len(p.names))
-	var failure string
-	next, out, staged := 0, 0, 0
-	for failure == "" && (next < len(batches) || out > 0) {
-		var jobs chan *batch
-		var j *batch
-		if next < len(batches) {
-			jobs, j = b.jobs, batches[next]
-			if p.op == opPublish && staged == next {
-				for i := range j.keys {
-					row := p.rows[j.unit(i)]
-					j.bufs[i] = b.bufs.get(len(row))
-					copy(j.bufs[i], row)
-				}
-				if staged++; staged == len(batches) {
-					release()
-				}
-			}
-		}
-		select {
-		case jobs <- j:
-			next++
-			out++
-		case r := <-results:
-			out--
-			if failure = a.take(p, r, &served); failure != "" && ctx.Err() != nil {
-				failure = a.ended() // the call failed because the attempt's time was up
-			}
-		case <-ctx.Done():
-			failure = a.ended()
-		}
-	}
-	release()
-	if failure != "" {
-		a.settle(contract.Failed{Reason: failure})
-		return
-	}
-	a.settle(contract.Delivered{Served: contract.NewNameSet(served...)})
-}
-
-// ended is the reason of an attempt whose context ended.
-func (a *attempt) ended() string {
-	if a.b.ctx.Err() != nil {
-		return "backend closed before the store answered"
-	}
-	return fmt.Sprintf("timeout: the store did not answer within %v", a.b.set.timeout)
-}
-
-// take applies one batch's results. For a fetch it copies every value of the
-// right size into its staging row, in this goroutine; it returns the reason
-// of the first failure, or "".
-func (a *attempt) take(p *plan, r *batch, served *[]contract.Name) string {
-	for i := range r.keys {
-		u, err := r.unit(i), r.errs[i]
-		switch {
-		case err == nil && p.op == opPublish:
-			*served = append(*served, p.names[u])
-		case err == nil:
-			row := p.rows[u]
-			if n := r.n[i]; n != len(row) {
-				return fmt.Sprintf("unit %d (%s): the store holds %d bytes, the staging row has %d (slot_bytes); not copied", u, short(p.names[u]), n, len(row))
-			}
-			copy(row, r.bufs[i])
-			*served = append(*served, p.names[u])
-		case p.op == opFetch && errors.Is(err, goredis.Nil):
-			// a miss: never published, expired or evicted
-		case p.op == opFetch && strings.Contains(err.Error(), "buffer too small"):
-			// go-redis reads into a buffer of slot_bytes+2 and refuses a
-			// longer value (draining it, so the connection stays usable),
-			// failing every command of the pipeline: which unit it was is
-			// lost, so the reason names the batch.
-			return fmt.Sprintf("units %d to %d: the store holds a value longer than %d bytes, the staging row has %d (slot_bytes); nothing of these copied (%v)",
-				r.lo, r.lo+len(r.keys)-1, len(r.bufs[i]), len(p.rows[u]), err)
-		default:
-			return fmt.Sprintf("unit %d (%s): %v", u, short(p.names[u]), err)
-		}
-		a.b.bufs.put(r.bufs[i])
-		r.bufs[i] = nil
-	}
-	return ""
-}
-
-// short abbreviates a name for messages.
-func short(n contract.Name) string { return n.String()[:16] + "…" }

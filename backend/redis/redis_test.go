@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -283,48 +284,79 @@ func TestPublish(t *testing.T) {
 	assert.False(t, found, "Get of a missing name is not found, not an error")
 }
 
-// TestPublishQuiescesBeforeTheStoreAnswers: a publication copies staging into
-// its own buffers first, so Quiesce is true while the writes are still held
-// by the server, and what the store ends up with is what was staged then.
-func TestPublishQuiescesBeforeTheStoreAnswers(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr)
-	admin := newClient(t, srv.Addr)
-	mem := newStaging(1, 4, rowBytes)
-	b := newBackend(t, c, mem, kvredis.WithTimeout(2*wait))
-	us := []contract.Unit{unit(0, 0, 0), unit(1, 0, 1), unit(2, 0, 2)}
-	for i := range us {
-		row, _ := mem.Row(0, i)
-		copy(row, content(i, 0, rowBytes))
-	}
-	ctx := waitCtx(t)
-	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", wait.Milliseconds(), "WRITE").Err())
-	unpaused := false
-	unpause := func() {
-		if !unpaused {
-			unpaused = true
-			require.NoError(t, admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err())
-		}
-	}
-	t.Cleanup(unpause)
+// TestPublicationQuiesce: what a publication holds on to until Quiesce, with
+// the server holding its writes (CLIENT PAUSE WRITE).
+//
+// Over a client whose calls do not end at their deadline, the publication
+// copies staging into the backend's buffers first, so Quiesce is true while
+// the writes are still held, and the store ends up with what was staged then.
+//
+// Over a client that ends its calls at the deadline (ContextTimeoutEnabled,
+// as Open builds), the workers write straight from staging, so Quiesce waits
+// for those calls — which end at the attempt's bound: the outcome (a timeout)
+// comes first, then Quiesce is true, and whatever the store ends up with is
+// what was staged at submission, never what staging held after Quiesce.
+func TestPublicationQuiesce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		direct bool
+	}{{"copies", false}, {"direct", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c := newClient(t, srv.Addr, func(o *goredis.Options) { o.ContextTimeoutEnabled = tc.direct })
+			admin := newClient(t, srv.Addr)
+			mem := newStaging(1, 4, rowBytes)
+			bound := 2 * wait
+			if tc.direct {
+				bound = 200 * time.Millisecond
+			}
+			b := newBackend(t, c, mem, kvredis.WithAttemptTimeout(bound))
+			us := []contract.Unit{unit(0, 0, 0), unit(1, 0, 1), unit(2, 0, 2)}
+			for i := range us {
+				row, _ := mem.Row(0, i)
+				copy(row, content(i, 0, rowBytes))
+			}
+			ctx := waitCtx(t)
+			require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", wait.Milliseconds(), "WRITE").Err())
+			unpaused := false
+			unpause := func() {
+				if !unpaused {
+					unpaused = true
+					require.NoError(t, admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err())
+				}
+			}
+			t.Cleanup(unpause)
 
-	a, err := b.Publish(extentOf(t, us...))
-	require.NoError(t, err)
-	quiesced(t, b, a)
-	assert.Nil(t, a.Poll(), "the writes are paused, so there is no outcome yet")
-	for i := range us { // the caller may reuse staging now
-		row, _ := mem.Row(0, i)
-		copy(row, content(50+i, 0, rowBytes))
-	}
-	unpause()
-	s, ok := served(settled(t, b, a))
-	require.True(t, ok)
-	assert.True(t, s.Equal(names(us...)))
-	for i, u := range us {
-		got, found, err := b.Get(ctx, ext, u.Name)
-		require.NoError(t, err)
-		require.True(t, found)
-		assert.Equal(t, content(i, 0, rowBytes), got, "the store holds what was staged at submission")
+			a, err := b.Publish(extentOf(t, us...))
+			require.NoError(t, err)
+			quiesced(t, b, a)
+			if tc.direct {
+				assert.Contains(t, isFailed(t, a.Poll()).Reason, "timeout",
+					"the calls held staging until the bound: the outcome came first")
+			} else {
+				assert.Nil(t, a.Poll(), "the writes are paused, so there is no outcome yet")
+			}
+			for i := range us { // the caller may reuse staging now
+				row, _ := mem.Row(0, i)
+				copy(row, content(50+i, 0, rowBytes))
+			}
+			unpause()
+			o := settled(t, b, a)
+			if !tc.direct {
+				s, ok := served(o)
+				require.True(t, ok)
+				assert.True(t, s.Equal(names(us...)))
+			}
+			for i, u := range us {
+				got, found, err := b.Get(ctx, ext, u.Name)
+				require.NoError(t, err)
+				if tc.direct && !found {
+					continue // the timed-out connection was closed before the server ran the write
+				}
+				require.True(t, found)
+				assert.Equal(t, content(i, 0, rowBytes), got, "the store holds what was staged at submission")
+			}
+		})
 	}
 }
 
@@ -558,4 +590,61 @@ func TestPipelineRefusedByAHook(t *testing.T) {
 	_, answered, err := b.Probe(waitCtx(t), []byte(ext), []contract.Name{name(1, 0)})
 	assert.ErrorContains(t, err, "circuit open")
 	assert.False(t, answered)
+}
+
+// TestFetchReusesItsScratch: the buffers a fetch reads into are the backend's
+// and come back once copied, so fetching the same lease again and again
+// allocates a small fraction of the bytes it moves (a fetch that allocated
+// its scratch anew would allocate them all, every time).
+func TestFetchReusesItsScratch(t *testing.T) {
+	const rows, slot, fetches = 16, 64 << 10, 20
+	c := newClient(t, shared.Addr)
+	mem := newStaging(1, rows, slot)
+	b := newBackend(t, c, mem)
+	var us []contract.Unit
+	for i := range rows {
+		us = append(us, unit(i, 0, i))
+		require.NoError(t, b.Put(waitCtx(t), ext, name(i, 0), content(i, 0, slot)))
+	}
+	fetch := func() {
+		a, err := b.Fetch(extentOf(t, us...), nil)
+		require.NoError(t, err)
+		s, ok := served(settled(t, b, a))
+		require.True(t, ok)
+		require.Equal(t, rows, s.Len())
+		quiesced(t, b, a)
+	}
+	fetch() // the first one fills the backend's buffers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range fetches {
+		fetch()
+	}
+	runtime.ReadMemStats(&after)
+	moved := uint64(fetches * rows * slot)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d fetches moved %d bytes and allocated %d", fetches, moved, allocated)
+	assert.Less(t, allocated, moved/4, "the scratch buffers are allocated again for each fetch")
+}
+
+// TestQuiesceWaitsOnTheListedAttemptsOnly: a fetch held before the network
+// does not keep Quiesce from answering true for a publication that is done.
+func TestQuiesceWaitsOnTheListedAttemptsOnly(t *testing.T) {
+	c := newClient(t, shared.Addr)
+	g := &fetchGate{gate: newGate()} // holds GETs only
+	c.AddHook(g)
+	mem := newStaging(1, 2, rowBytes)
+	b := newBackend(t, c, mem, kvredis.WithAttemptTimeout(2*wait))
+	held, err := b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err)
+	receive(t, g.entered, "the fetch to reach the gate")
+	copy(mem.rows[0][1], content(2, 0, rowBytes))
+	done, err := b.Publish(extentOf(t, unit(2, 0, 1)))
+	require.NoError(t, err)
+	settled(t, b, done)
+	quiesced(t, b, done)
+	assert.Nil(t, held.Poll(), "the fetch is still held")
+	close(g.open)
+	settled(t, b, held)
+	quiesced(t, b, held)
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -9,29 +10,34 @@ import (
 )
 
 // batch is one pipelined network call: a run of consecutive units of one
-// attempt. A worker fills bufs (fetch: the values read; publish: the snapshot
-// given) and n and errs, then hands the batch back on done. Only the worker
-// writes a batch until it is handed back, and only the attempt goroutine
-// reads it after.
+// attempt. A worker fills bufs (fetch: the values read), n and errs, then
+// hands the batch back on done. Only the worker touches a batch until it is
+// handed back, and only the attempt goroutine after.
 type batch struct {
-	ctx  context.Context
-	op   op
-	ttl  time.Duration
-	lo   int      // the first unit's index in the plan
-	keys []string // one per unit
-	lens []int    // fetch: each unit's slot_bytes
-	bufs [][]byte // fetch: scratch read into (slot_bytes+2); publish: the snapshot
-	n    []int    // fetch: how many bytes each value has
-	errs []error  // nil, goredis.Nil (no such key) or the failure
-	done chan *batch
+	ctx       context.Context // the attempt's: its deadline bounds the call
+	cancelled <-chan struct{} // closed when the attempt was asked to cancel
+	op        op
+	ttl       time.Duration
+	lo        int      // the first unit's index in the plan
+	keys      []string // one per unit
+	lens      []int    // fetch: each unit's slot_bytes
+	bufs      [][]byte // fetch: scratch read into (slot_bytes+2); publish: the values to write
+	pooled    bool     // bufs are the backend's own (scratch, copies), not staging rows
+	n         []int    // fetch: how many bytes each value has
+	errs      []error  // nil, goredis.Nil (no such key) or the failure
+	done      chan *batch
 }
+
+// errCancelled is what a worker records for a batch it did not send because
+// its attempt was asked to cancel.
+var errCancelled = errors.New("not sent: the attempt was asked to cancel")
 
 // unit returns the plan index of the batch's unit i.
 func (j *batch) unit(i int) int { return j.lo + i }
 
 // split cuts a plan into batches of at most the configured size, sharing one
 // allocation per field.
-func (b *Backend) split(ctx context.Context, p *plan) []*batch {
+func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan) []*batch {
 	n := len(p.keys)
 	size := b.set.batch
 	count := (n + size - 1) / size
@@ -49,9 +55,10 @@ func (b *Backend) split(ctx context.Context, p *plan) []*batch {
 	for k := range batches {
 		lo, hi := k*size, min((k+1)*size, n)
 		j := &batches[k]
-		*j = batch{ctx: ctx, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
+		*j = batch{ctx: ctx, cancelled: cancelled, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
 		if p.op == opFetch {
 			j.lens, j.n = lens[lo:hi], ns[lo:hi]
+			j.pooled = true // the scratch a worker reads into
 		}
 		out[k] = j
 	}
@@ -72,11 +79,18 @@ func (b *Backend) work() {
 	}
 }
 
-// call runs one batch as a pipeline. It never touches staging: a fetch reads
-// into scratch buffers that the attempt goroutine copies from, if it is still
-// there to do so.
+// call runs one batch as a pipeline, bounded by the attempt's deadline. A
+// fetch reads into scratch buffers that the attempt goroutine copies from, if
+// it is still there to do so; a publication reads the values it was given
+// (staging rows, for a direct one) until the pipeline returns.
 func (b *Backend) call(j *batch) {
-	if err := j.ctx.Err(); err != nil { // the attempt has ended: do not bother the server
+	err := j.ctx.Err() // the attempt has ended: do not bother the server
+	select {
+	case <-j.cancelled:
+		err = errCancelled
+	default:
+	}
+	if err != nil {
 		for i := range j.errs {
 			j.errs[i] = err
 		}
@@ -133,25 +147,47 @@ func (j *batch) unattributed(err error) {
 
 // bufPool recycles the backend's own value buffers by length (a handful of
 // slot widths). A buffer goes back only once no worker can still write or
-// read it.
-type bufPool struct{ m sync.Map } // int -> *sync.Pool of *[]byte
+// read it. It keeps what it is given back, up to keep buffers per length and
+// keepBytes in all, rather than leaving them to a sync.Pool that every
+// garbage collection empties: fetching large rows would otherwise allocate
+// and clear its scratch again after each collection.
+type bufPool struct {
+	mu    sync.Mutex
+	free  map[int][][]byte
+	bytes int
+	keep  int // buffers per length
+}
+
+// keepBytes bounds what a bufPool holds on to.
+const keepBytes = 64 << 20
 
 func (p *bufPool) get(n int) []byte {
-	if v, ok := p.m.Load(n); ok {
-		if b, _ := v.(*sync.Pool).Get().(*[]byte); b != nil {
-			return *b
-		}
+	p.mu.Lock()
+	if l := p.free[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		p.free[n] = l[:len(l)-1]
+		p.bytes -= n
+		p.mu.Unlock()
+		return b
 	}
+	p.mu.Unlock()
 	return make([]byte, n)
 }
 
 func (p *bufPool) put(b []byte) {
-	if len(b) == 0 {
+	n := len(b)
+	if n == 0 {
 		return
 	}
-	v, ok := p.m.Load(len(b))
-	if !ok {
-		v, _ = p.m.LoadOrStore(len(b), &sync.Pool{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free[n]) >= p.keep || p.bytes+n > keepBytes {
+		return // the garbage collector takes it
 	}
-	v.(*sync.Pool).Put(&b)
+	if p.free == nil {
+		p.free = map[int][][]byte{}
+	}
+	p.free[n] = append(p.free[n], b)
+	p.bytes += n
 }

@@ -1,7 +1,9 @@
 // Package redistest starts throwaway redis-server processes for tests: each on
 // a free loopback port, in a temporary directory, with persistence off, killed
 // when the test (or, for New, the caller) ends, and on Linux by the kernel if
-// the test binary dies first. It also starts a three-master Redis Cluster. It
+// the test binary dies first. A server can be killed and restarted on the
+// same port. It also starts a Redis Cluster of three masters, with or without
+// a replica each, and waits for a replica to take over a killed master. It
 // never skips: without redis-server or redis-cli the caller fails with the
 // command that installs them.
 //
@@ -29,8 +31,8 @@ import (
 
 // InstallHint is the whole remedy when redis-server or redis-cli is missing.
 const InstallHint = "redis-server is not installed (the Debian package redis-server provides redis-server and redis-cli).\n" +
-	"Install it with:\n\n    sudo apt-get install -y redis-server\n\n" +
-	"or run `make test`, which installs it on Debian when run as root."
+	"Install it with:\n\n    sudo apt-get install redis-server\n\n" +
+	"or run scripts/deps.sh (or `make test`), which installs it on Debian when run as root."
 
 // StartWait bounds how long a server may take to answer its first PING, and a
 // cluster to reach cluster_state:ok, on a loaded machine.
@@ -194,11 +196,18 @@ func (s *Server) logTail() string {
 	return "\nserver log:\n" + string(b)
 }
 
-// Cluster is a Redis Cluster of three masters on loopback ports, no replicas:
-// the fewest masters `redis-cli --cluster create` accepts.
+// Cluster is a Redis Cluster of three masters on loopback ports, without
+// replicas (NewCluster: the fewest masters `redis-cli --cluster create`
+// accepts) or with one replica each (NewReplicatedCluster).
 type Cluster struct {
-	// Nodes are its masters, which share the 16384 slots between them.
+	// Nodes are its servers: the masters, which share the 16384 slots, then
+	// the replicas, if any. Which is which changes with a failover (Topology).
 	Nodes []*Server
+	// NodeTimeout is the cluster-node-timeout: how long a master may be
+	// unreachable before the others count it failed and its replica takes over.
+	NodeTimeout time.Duration
+
+	replicaOf map[string]string // node id → its master's id, as built; read-only after
 }
 
 // NewCluster starts three cluster-enabled servers in fresh directories under
@@ -206,8 +215,24 @@ type Cluster struct {
 // `redis-cli --cluster create` and waits, at most StartWait, until every node
 // knows all three and serves every slot. The caller must Stop it.
 func NewCluster(parent string) (*Cluster, error) {
-	c := &Cluster{}
-	for range 3 {
+	return newCluster(parent, 0, 15*time.Second)
+}
+
+// NewReplicatedCluster starts six cluster-enabled servers — three masters,
+// each with one replica — and waits, at most StartWait, until every node
+// serves every slot and every replica's link to its master is up. nodeTimeout
+// is the cluster-node-timeout: a master unreachable for that long is failed
+// over to its replica (see WaitFailover). The caller must Stop it.
+func NewReplicatedCluster(parent string, nodeTimeout time.Duration) (*Cluster, error) {
+	if nodeTimeout < 100*time.Millisecond {
+		return nil, fmt.Errorf("redistest: node timeout %v; want at least 100ms", nodeTimeout)
+	}
+	return newCluster(parent, 1, nodeTimeout)
+}
+
+func newCluster(parent string, replicas int, nodeTimeout time.Duration) (*Cluster, error) {
+	c := &Cluster{NodeTimeout: nodeTimeout}
+	for range 3 * (1 + replicas) {
 		bus, err := freePort()
 		if err != nil {
 			c.Stop()
@@ -216,7 +241,7 @@ func NewCluster(parent string) (*Cluster, error) {
 		// The bus port is chosen apart: the default (port+10000) may be taken
 		// or above 65535 for an ephemeral port.
 		n, err := New(parent, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "15000")
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -226,29 +251,199 @@ func NewCluster(parent string) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), StartWait)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
 		c.Stop()
 		return nil, fmt.Errorf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	// `--cluster create` returns before the nodes agree: a client that came
 	// now could be redirected to a node that does not know its slots yet.
-	for _, n := range c.Nodes {
-		for {
-			out, err := exec.CommandContext(ctx, "redis-cli", "-h", "127.0.0.1", "-p", strconv.Itoa(n.port), "cluster", "info").Output()
-			if err == nil && bytes.Contains(out, []byte("cluster_state:ok")) &&
-				bytes.Contains(out, []byte("cluster_slots_ok:16384")) && bytes.Contains(out, []byte("cluster_known_nodes:3")) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				c.Stop()
-				return nil, fmt.Errorf("the cluster on %v did not reach cluster_state:ok within %v: %s", c.Addrs(), StartWait, out)
-			case <-time.After(20 * time.Millisecond):
+	if err := c.waitOK(ctx, c.Nodes); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if replicas > 0 {
+		if err := c.waitReplicasLinked(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		top, err := c.Topology(ctx)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.replicaOf = map[string]string{}
+		for _, n := range top {
+			if !n.Master {
+				c.replicaOf[n.ID] = n.MasterID
 			}
 		}
 	}
 	return c, nil
+}
+
+// waitOK waits until every one of nodes reports cluster_state:ok, every slot
+// served, and knows every node of the cluster.
+func (c *Cluster) waitOK(ctx context.Context, nodes []*Server) error {
+	known := "cluster_known_nodes:" + strconv.Itoa(len(c.Nodes))
+	for _, n := range nodes {
+		for {
+			out, err := cli(ctx, n, "cluster", "info")
+			if err == nil && strings.Contains(out, "cluster_state:ok") &&
+				strings.Contains(out, "cluster_slots_ok:16384") && strings.Contains(out, known) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the cluster on %v did not reach cluster_state:ok on %s: %v: %s", c.Addrs(), n.Addr, ctx.Err(), out)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// waitReplicasLinked waits until every replica's link to its master is up,
+// so that what the master stores reaches it.
+func (c *Cluster) waitReplicasLinked(ctx context.Context) error {
+	for {
+		top, err := c.Topology(ctx)
+		linked := err == nil
+		for _, n := range top {
+			if !linked || n.Master {
+				continue
+			}
+			out, err := cli(ctx, n.Server, "info", "replication")
+			linked = err == nil && strings.Contains(out, "master_link_status:up")
+		}
+		if linked {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the replicas of the cluster on %v did not link to their masters: %v (%v)", c.Addrs(), ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Node is one server's place in the cluster, as CLUSTER NODES tells it.
+type Node struct {
+	Server   *Server
+	ID       string // the node id
+	Master   bool
+	MasterID string // a replica's master; "" for a master
+	Failed   bool   // flagged fail or fail? (unreachable)
+}
+
+// Topology asks the first node that answers for CLUSTER NODES and returns
+// every node it lists, in the order of Nodes.
+func (c *Cluster) Topology(ctx context.Context) ([]Node, error) {
+	var last error
+	for _, n := range c.Nodes {
+		out, err := cli(ctx, n, "cluster", "nodes")
+		if err != nil {
+			last = err
+			continue
+		}
+		byAddr := map[string]Node{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 8 {
+				return nil, fmt.Errorf("CLUSTER NODES on %s: line %q: want at least 8 fields", n.Addr, line)
+			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			flags := "," + f[2] + ","
+			node := Node{ID: f[0], Master: strings.Contains(flags, ",master,"),
+				Failed: strings.Contains(flags, ",fail,") || strings.Contains(flags, ",fail?,")}
+			if f[3] != "-" {
+				node.MasterID = f[3]
+			}
+			byAddr[addr] = node
+		}
+		var top []Node
+		for _, s := range c.Nodes {
+			node, ok := byAddr[s.Addr]
+			if !ok {
+				return nil, fmt.Errorf("CLUSTER NODES on %s does not list %s", n.Addr, s.Addr)
+			}
+			node.Server = s
+			top = append(top, node)
+		}
+		return top, nil
+	}
+	return nil, fmt.Errorf("no node of the cluster on %v answers CLUSTER NODES: %w", c.Addrs(), last)
+}
+
+// Masters returns the servers that are masters now.
+func (c *Cluster) Masters(ctx context.Context) ([]*Server, error) {
+	top, err := c.Topology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Server
+	for _, n := range top {
+		if n.Master && !n.Failed {
+			out = append(out, n.Server)
+		}
+	}
+	return out, nil
+}
+
+// WaitFailover waits, bounded by ctx, until a replica of dead — a master the
+// caller killed — has been promoted and every other node reports
+// cluster_state:ok with every slot served again. It returns the new master.
+func (c *Cluster) WaitFailover(ctx context.Context, dead *Server) (*Server, error) {
+	var deadID string
+	for {
+		top, err := c.Topology(ctx)
+		if err == nil {
+			for _, n := range top {
+				if n.Server == dead {
+					deadID = n.ID
+				}
+			}
+			for _, n := range top {
+				// The promoted replica no longer names dead as its master.
+				if n.Server != dead && n.Master && !n.Failed && deadID != "" && c.replicaOf[n.ID] == deadID {
+					var live []*Server
+					for _, s := range c.Nodes {
+						if s != dead {
+							live = append(live, s)
+						}
+					}
+					if err := c.waitSlotsOK(ctx, live); err != nil {
+						return nil, err
+					}
+					return n.Server, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no replica of %s took over within the wait: %v (last topology error: %v)", dead.Addr, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitSlotsOK waits until every one of nodes reports cluster_state:ok and
+// every slot served (a failed node still counts among the known ones).
+func (c *Cluster) waitSlotsOK(ctx context.Context, nodes []*Server) error {
+	for _, n := range nodes {
+		for {
+			out, err := cli(ctx, n, "cluster", "info")
+			if err == nil && strings.Contains(out, "cluster_state:ok") && strings.Contains(out, "cluster_slots_ok:16384") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s did not report cluster_state:ok after the failover: %v: %s", n.Addr, ctx.Err(), out)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Addrs are the nodes' addresses, HOST:PORT, for a cluster client's seed list.
@@ -265,6 +460,14 @@ func (c *Cluster) Stop() {
 	for _, n := range c.Nodes {
 		n.Stop()
 	}
+}
+
+// cli runs redis-cli against one server, bounded by ctx, and returns what it
+// printed.
+func cli(ctx context.Context, s *Server, args ...string) (string, error) {
+	args = append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.port)}, args...)
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).Output()
+	return string(out), err
 }
 
 // freePort returns a loopback port nothing listens on at this moment.

@@ -1,8 +1,13 @@
 package redistest
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A kill then Restart brings a server back on the same address, which is what
@@ -43,4 +48,54 @@ func TestNewReportsAFailedStart(t *testing.T) {
 		t.Fatal("redis-server started with an unknown option")
 	}
 	t.Log(err)
+}
+
+// Without redis-server on PATH, New fails — it never skips — and the error
+// names the command that installs it.
+func TestMissingServerNamesTheInstallCommand(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // an empty directory: nothing to find
+	_, err := New(t.TempDir())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "apt-get install redis-server")
+}
+
+// A replicated cluster has three masters with a replica each; killing a
+// master makes its replica take over, and every other node serves every
+// slot again.
+func TestReplicatedClusterFailsOver(t *testing.T) {
+	c, err := NewReplicatedCluster(t.TempDir(), time.Second)
+	require.NoError(t, err)
+	defer c.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), StartWait)
+	defer cancel()
+	top, err := c.Topology(ctx)
+	require.NoError(t, err)
+	require.Len(t, top, 6)
+	masters := map[string]bool{}
+	for _, n := range top {
+		if n.Master {
+			masters[n.ID] = true
+		}
+	}
+	require.Len(t, masters, 3)
+	replicated := map[string]bool{}
+	for _, n := range top {
+		if !n.Master {
+			require.True(t, masters[n.MasterID], "replica %s follows %q, which is no master", n.Server.Addr, n.MasterID)
+			replicated[n.MasterID] = true
+		}
+	}
+	require.Len(t, replicated, 3, "every master has a replica")
+
+	live, err := c.Masters(ctx)
+	require.NoError(t, err)
+	dead := live[0]
+	dead.Kill()
+	promoted, err := c.WaitFailover(ctx, dead)
+	require.NoError(t, err)
+	require.NotSame(t, dead, promoted)
+	now, err := c.Masters(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, now, promoted)
+	assert.NotContains(t, now, dead)
 }

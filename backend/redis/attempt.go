@@ -1,0 +1,289 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// attempt is one submission. Its deadline is fixed at submission. Its
+// goroutine sets the outcome once (ready) and closes released once no
+// goroutine of the attempt will touch staging again.
+type attempt struct {
+	b        *Backend
+	ctx      context.Context // the attempt's deadline; cancelled when its goroutine ends
+	cancel   context.CancelFunc
+	out      atomic.Pointer[outcomeBox]
+	ready    chan struct{}
+	released chan struct{}
+
+	cancelOnce sync.Once
+	cancelReq  chan struct{} // closed by RequestCancel
+
+	mu       sync.Mutex
+	notify   []func() // called once the outcome is set
+	notified bool
+}
+
+type outcomeBox struct{ o contract.Outcome }
+
+func (b *Backend) newAttempt() *attempt {
+	return &attempt{b: b, ready: make(chan struct{}), released: make(chan struct{}), cancelReq: make(chan struct{})}
+}
+
+func (b *Backend) start(p *plan) (contract.Attempt, error) {
+	a := b.newAttempt()
+	if len(p.rows) == 0 {
+		close(a.released)
+		a.settle(contract.Delivered{})
+		return a, nil
+	}
+	b.life.RLock()
+	if b.closed {
+		b.life.RUnlock()
+		return nil, fmt.Errorf("redis: %s %q: %w: %w", p.op, p.extent, contract.ErrSubmissionRejected, ErrClosed)
+	}
+	// The bound runs from the submission, not from when the goroutine is
+	// scheduled: the engine's deadlines run from the submission too.
+	a.ctx, a.cancel = context.WithDeadline(b.ctx, time.Now().Add(b.set.timeout))
+	b.running.Add(1)
+	b.life.RUnlock()
+	go a.run(p)
+	return a, nil
+}
+
+// Poll returns the outcome, or nil while the submission is in flight. It never
+// blocks, and once it has returned an outcome it returns the same one for ever.
+func (a *attempt) Poll() contract.Outcome {
+	if box := a.out.Load(); box != nil {
+		return box.o
+	}
+	return nil
+}
+
+// Notify arranges for f to be called exactly once, from the attempt's
+// goroutine, once Poll answers an outcome — before Notify returns if it
+// already does. A nil f is ignored. It says nothing about access to staging.
+func (a *attempt) Notify(f func()) {
+	if f == nil {
+		return
+	}
+	a.mu.Lock()
+	if a.notified {
+		a.mu.Unlock()
+		f()
+		return
+	}
+	a.notify = append(a.notify, f)
+	a.mu.Unlock()
+}
+
+// RequestCancel asks the attempt, best effort, to stop, and answers
+// contract.CancelRequested, every time. It never blocks and starts no work:
+// it marks the attempt, whose goroutine then sends nothing more, copies
+// nothing more into staging and reports Cancelled — unless an outcome came
+// first, which stays. A call already on the wire finishes: its reply lands in
+// the backend's buffers, never in staging (a publication writing straight
+// from staging is waited for before Quiesce answers true). Nothing already
+// stored is removed, no deadline moves, and a Quiesce that answered true
+// stays true.
+func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
+	a.cancelOnce.Do(func() { close(a.cancelReq) })
+	return contract.CancelRequested, nil
+}
+
+func (a *attempt) cancelRequested() bool {
+	select {
+	case <-a.cancelReq:
+		return true
+	default:
+		return false
+	}
+}
+
+// settle sets the outcome, once, and calls the notifications.
+func (a *attempt) settle(o contract.Outcome) {
+	a.out.Store(&outcomeBox{o})
+	close(a.ready)
+	a.mu.Lock()
+	fs := a.notify
+	a.notify, a.notified = nil, true
+	a.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// run is the attempt goroutine: it hands batches to the workers, takes their
+// results back and, for a fetch, copies them into staging itself. A
+// publication prepares each batch just before handing it over: it lends the
+// rows to the workers (direct) or copies them into the backend's buffers.
+//
+// Access to staging ends (released) when this goroutine stops copying
+// (fetch), after the last copy into the backend's buffers (publication via
+// copies), or once every batch lent to a worker has come back (direct
+// publication: a worker's call ends at the attempt's deadline).
+func (a *attempt) run(p *plan) {
+	b := a.b
+	defer b.running.Done()
+	// Ending the context drops this attempt's calls not yet on the wire
+	// (waiting for a connection or a dial) and ends those on it; the
+	// deadline ends them anyway. After a cancel request with calls out, the
+	// context is left to its deadline, so that what is on the wire finishes.
+	keep := false
+	defer func() {
+		if !keep {
+			a.cancel()
+		}
+	}()
+	released := false
+	release := func() { // from here on no goroutine of this attempt touches staging
+		if !released {
+			released = true
+			p.rows = nil
+			close(a.released)
+		}
+	}
+	defer release()
+	direct := p.op == opPublish && b.direct
+
+	batches := b.split(a.ctx, a.cancelReq, p)
+	results := make(chan *batch, len(batches)) // workers never block handing results back
+	for _, j := range batches {
+		j.done = results
+	}
+	served := make([]contract.Name, 0, len(p.names))
+	var failure string
+	cancelled := false
+	next, out, prepared := 0, 0, 0
+	for failure == "" && !cancelled && (next < len(batches) || out > 0) {
+		var jobs chan *batch
+		var j *batch
+		if next < len(batches) {
+			jobs, j = b.jobs, batches[next]
+			if p.op == opPublish && prepared == next {
+				a.prepare(p, j, direct)
+				if prepared++; prepared == len(batches) && !direct {
+					release()
+				}
+			}
+		}
+		select {
+		case jobs <- j:
+			next++
+			out++
+		case r := <-results:
+			out--
+			switch {
+			case a.ctx.Err() != nil: // past the bound: copy nothing more
+				failure = a.ended()
+			case a.cancelRequested():
+				// A worker may have dropped this batch for the cancel; either
+				// way, nothing more is copied once a cancel was asked for.
+				cancelled = true
+			default:
+				failure = a.take(p, r, &served)
+			}
+		case <-a.ctx.Done():
+			failure = a.ended()
+		case <-a.cancelReq:
+			cancelled = true
+		}
+	}
+	var o contract.Outcome
+	switch {
+	case failure != "":
+		o = contract.Failed{Reason: failure}
+	case cancelled:
+		o = contract.Cancelled{}
+	default:
+		o = contract.Delivered{Served: contract.NewNameSet(served...)}
+	}
+	if direct && out > 0 {
+		// Workers still hold rows of staging. Tell the outcome now and wait
+		// for their calls, each of which ends by the attempt's deadline: on
+		// a failure, end them now; on a cancel, let them finish.
+		a.settle(o)
+		if !cancelled {
+			a.cancel()
+		}
+		for ; out > 0; out-- {
+			<-results
+		}
+		release()
+		return
+	}
+	keep = cancelled && out > 0 // a fetch's calls on the wire finish into the backend's buffers
+	release()
+	a.settle(o)
+}
+
+// prepare fills a publication's batch with the values to write: the staging
+// rows themselves (direct), or copies of them in the backend's buffers.
+func (a *attempt) prepare(p *plan, j *batch, direct bool) {
+	j.pooled = !direct
+	for i := range j.keys {
+		row := p.rows[j.unit(i)]
+		if direct {
+			j.bufs[i] = row
+			continue
+		}
+		j.bufs[i] = a.b.bufs.get(len(row))
+		copy(j.bufs[i], row)
+	}
+}
+
+// ended is the reason of an attempt whose context ended.
+func (a *attempt) ended() string {
+	if a.b.ctx.Err() != nil {
+		return "backend closed before the store answered"
+	}
+	return fmt.Sprintf("timeout: the store did not answer within the attempt bound (%v)", a.b.set.timeout)
+}
+
+// take applies one batch's results. For a fetch it copies every value of the
+// right size into its staging row, in this goroutine; it returns the reason
+// of the first failure, or "".
+func (a *attempt) take(p *plan, r *batch, served *[]contract.Name) string {
+	for i := range r.keys {
+		u, err := r.unit(i), r.errs[i]
+		switch {
+		case err == nil && p.op == opPublish:
+			*served = append(*served, p.names[u])
+		case err == nil:
+			row := p.rows[u]
+			if n := r.n[i]; n != len(row) {
+				return fmt.Sprintf("unit %d (%s): the store holds %d bytes, the staging row has %d (slot_bytes); not copied", u, short(p.names[u]), n, len(row))
+			}
+			copy(row, r.bufs[i])
+			*served = append(*served, p.names[u])
+		case p.op == opFetch && errors.Is(err, goredis.Nil):
+			// a miss: never published, expired or evicted
+		case p.op == opFetch && strings.Contains(err.Error(), "buffer too small"):
+			// go-redis reads into a buffer of slot_bytes+2 and refuses a
+			// longer value (draining it, so the connection stays usable),
+			// failing every command of the pipeline: which unit it was is
+			// lost, so the reason names the batch.
+			return fmt.Sprintf("units %d to %d: the store holds a value longer than %d bytes, the staging row has %d (slot_bytes); nothing of these copied (%v)",
+				r.lo, r.lo+len(r.keys)-1, len(r.bufs[i]), len(p.rows[u]), err)
+		default:
+			return fmt.Sprintf("unit %d (%s): %v", u, short(p.names[u]), err)
+		}
+		if r.pooled {
+			a.b.bufs.put(r.bufs[i])
+		}
+		r.bufs[i] = nil
+	}
+	return ""
+}
+
+// short abbreviates a name for messages.
+func short(n contract.Name) string { return n.String()[:16] + "…" }

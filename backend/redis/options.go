@@ -1,0 +1,196 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultAttemptTimeout bounds each fetch, publication and probe, from
+	// its submission: everything the attempt does (waiting for a worker and
+	// a connection, dialling, retries, the network calls, the copies into
+	// staging) ends by then, so Quiesce answers true at most this long after
+	// the submission, plus scheduling. It must fit inside the engine's
+	// request deadline plus its drain grace (docs/backend-redis.md, "Sizing").
+	DefaultAttemptTimeout = 2 * time.Second
+	// DefaultTimeout is DefaultAttemptTimeout under its earlier name.
+	DefaultTimeout = DefaultAttemptTimeout
+	// DefaultConcurrency is the number of worker goroutines making network
+	// calls: with one call per attempt, the attempts served at once.
+	DefaultConcurrency = 8
+	// DefaultBatch is the number of keys in one pipelined network call.
+	DefaultBatch = 8
+)
+
+type settings struct {
+	prefix  string
+	policy  SlotPolicy
+	ttl     time.Duration
+	timeout time.Duration // the attempt bound
+	workers int
+	batch   int
+	units   int // units a typical attempt carries; 0: at most one batch
+	noProbe bool
+}
+
+func defaults() settings {
+	return settings{
+		prefix:  DefaultPrefix,
+		timeout: DefaultAttemptTimeout,
+		workers: DefaultConcurrency,
+		batch:   DefaultBatch,
+	}
+}
+
+// apply applies opts to the defaults and reports every bad option at once.
+func apply(method string, opts []Option) (settings, error) {
+	s := defaults()
+	var errs []error
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("option %d is nil", i))
+			continue
+		}
+		if err := o(&s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return settings{}, fmt.Errorf("redis: %s: %w", method, errors.Join(errs...))
+	}
+	return s, nil
+}
+
+// callsPerAttempt is how many pipelined calls a typical attempt needs.
+func (s *settings) callsPerAttempt() int {
+	if s.units <= s.batch {
+		return 1
+	}
+	return (s.units + s.batch - 1) / s.batch
+}
+
+// Option configures a Backend.
+type Option func(*settings) error
+
+// WithPrefix sets the key prefix (default DefaultPrefix). Two deployments with
+// different prefixes share a server without seeing each other's units. The
+// prefix may not contain '{' or '}', which would take over the Cluster hash tag.
+func WithPrefix(prefix string) Option {
+	return func(s *settings) error {
+		if err := checkPrefix(prefix); err != nil {
+			return fmt.Errorf("WithPrefix: %w", err)
+		}
+		s.prefix = prefix
+		return nil
+	}
+}
+
+// WithSlotPolicy sets how keys map to Cluster hash slots (default SlotPerBlock).
+// Every process sharing a store must use the same policy, or they will not
+// find each other's units.
+func WithSlotPolicy(p SlotPolicy) Option {
+	return func(s *settings) error {
+		if p != SlotPerBlock && p != SlotPerUnit {
+			return fmt.Errorf("WithSlotPolicy(%d): want SlotPerBlock or SlotPerUnit", int(p))
+		}
+		s.policy = p
+		return nil
+	}
+}
+
+// WithTTL makes publications expire after ttl (default 0: never; the server's
+// eviction policy then decides). A unit that already exists keeps its own
+// expiry: SET NX does not write it again. ttl is rounded down to milliseconds.
+func WithTTL(ttl time.Duration) Option {
+	return func(s *settings) error {
+		if ttl != 0 && ttl < time.Millisecond {
+			return fmt.Errorf("WithTTL(%v): want 0 (no expiry) or at least 1ms", ttl)
+		}
+		s.ttl = ttl.Truncate(time.Millisecond)
+		return nil
+	}
+}
+
+// WithAttemptTimeout sets the attempt bound (default DefaultAttemptTimeout):
+// every fetch, publication and probe ends within d of its submission. An
+// attempt with no answer by then reports Failed("timeout: ...") and its work
+// ends: it waits for no worker or connection any longer, a call still waiting
+// for a connection or a dial is abandoned, and a call on the wire ends at its
+// socket deadline (a client built by Open, or any client with
+// ContextTimeoutEnabled, sets it from the attempt's deadline). Quiesce then
+// answers true: a fetch copies nothing after the bound, and a publication
+// reads staging no longer.
+//
+// Size it so that d plus a scheduling margin fits inside the engine's request
+// deadline plus its drain grace: then a dead, paused or evicting store costs
+// the requests in flight, never a lease's slots (docs/backend-redis.md).
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("WithAttemptTimeout(%v): want a positive duration", d)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// WithTimeout is WithAttemptTimeout under its earlier name: it sets the
+// same attempt bound, and reports a bad value as WithTimeout.
+func WithTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("WithTimeout(%v): want a positive duration", d)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// WithConcurrency sets how many worker goroutines make network calls (default
+// DefaultConcurrency), shared by every submission of the backend. Each holds
+// at most one connection at a time; Open sizes the client's pools to match.
+func WithConcurrency(n int) Option {
+	return func(s *settings) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("WithConcurrency(%d): want 1 to 1024 workers", n)
+		}
+		s.workers = n
+		return nil
+	}
+}
+
+// WithBatch sets how many keys one pipelined network call carries (default
+// DefaultBatch). A submission of more units is split into several calls,
+// which the workers run in parallel.
+func WithBatch(n int) Option {
+	return func(s *settings) error {
+		if n < 1 || n > 1<<16 {
+			return fmt.Errorf("WithBatch(%d): want 1 to 65536 keys", n)
+		}
+		s.batch = n
+		return nil
+	}
+}
+
+// WithUnitsPerAttempt tells the backend how many units a typical attempt
+// carries (a lease's blocks × layer groups), for AdmissionLimit: an attempt
+// of n units needs ceil(n / batch) pipelined calls, each holding a worker.
+// Default 0: attempts of at most one batch. It changes nothing else.
+func WithUnitsPerAttempt(n int) Option {
+	return func(s *settings) error {
+		if n < 0 || n > 1<<24 {
+			return fmt.Errorf("WithUnitsPerAttempt(%d): want 0 (at most one batch) to 16777216 units", n)
+		}
+		s.units = n
+		return nil
+	}
+}
+
+// WithoutProbe makes Probe answer "cannot answer cheaply" (answered false, no
+// error) instead of asking the server: for deployments where a probe's round
+// trip costs about as much as the fetch it would save.
+func WithoutProbe() Option {
+	return func(s *settings) error { s.noProbe = true; return nil }
+}
