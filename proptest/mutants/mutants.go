@@ -46,7 +46,7 @@ var mutants = []mutant{
 	{"no-stability-check", "never catches an answer changed after the first", one("readiness/core/door.go",
 		"if o != nil && sameOutcome(b.first, o) {", "if true {")},
 	{"stability-kind-only", "compares only the kind of a re-polled answer", one("readiness/core/door.go",
-		"return ok && x.Served.Equal(y.Served)", "return ok")},
+		"return ok && x.Served.Equal(y.Served)", "_ = y\n\t\treturn ok")},
 	{"late-outcome-wins", "lets a late outcome overwrite a timeout, a failure or the owner's cancel", []edit{
 		{"fsm/lifecycle.go", "refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),",
 			"refuse(whyFailedStays, with(outcomeEvents[1:], ContractViolation)...),"},
