@@ -180,10 +180,11 @@ func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
 // has ended; see core.Core.Retry.
 func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
 
-// owner wakes the owner for the work an owner's request made (a cancel
-// request, a release, a proof to ask for).
+// owner wakes the owner for the work an owner's request made: a cancel
+// request or a proof to ask for, or slots a release returned that a waiting
+// lease may now be granted (the next round grants it).
 func (e *Engine) owner(err error) error {
-	if e.core.HasReady() {
+	if e.core.HasReady() || (err == nil && e.core.Count(fsm.Waiting) > 0) {
 		signal(e.wake)
 	}
 	return err

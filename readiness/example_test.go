@@ -2,40 +2,38 @@ package readiness_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
-// progressUntil runs the engine, with the simulated device completing its
-// copies, until the lease is in state want (bounded). A real manager calls
-// Progress from its scheduling loop instead; backend/mem delivers on its own
-// goroutines, so the lease gets there within a few rounds.
-func progressUntil(eng *readiness.Engine, dev *sim.Device, h readiness.Handle, want fsm.State) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		dev.CompleteAll()
-		eng.Progress()
-		if info, err := eng.Lease(h); err != nil || info.State == want {
-			return
-		}
-		time.Sleep(100 * time.Microsecond)
+// settle waits, on the owner goroutine, until the lease can go no further
+// without its owner: Wait runs rounds as the engine's goroutines wake it (a
+// backend's answer, a copy event), with no sleep loop. The context bounds it.
+func settle(eng *readiness.Engine, h readiness.Handle) readiness.LeaseInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := eng.Wait(ctx, h, readiness.UntilSettled)
+	if err != nil {
+		panic(err)
 	}
-	panic("the lease never reached " + want.String())
+	return info
 }
 
-// drain closes the engine and runs it until it has drained.
-func drain(eng *readiness.Engine, dev *sim.Device) {
-	for !eng.Close().Drained {
-		dev.CompleteAll()
-		time.Sleep(100 * time.Microsecond)
+// drain shuts the engine down: Close, then rounds as they have work until
+// every slot is back.
+func drain(eng *readiness.Engine) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := eng.Shutdown(ctx); err != nil {
+		panic(err)
 	}
 }
 
@@ -44,7 +42,8 @@ func drain(eng *readiness.Engine, dev *sim.Device) {
 // device, readiness extends the request to 64 tokens, and the slots return at
 // the release.
 func Example_fetch() {
-	dev, _ := sim.New(0, 1<<16)
+	// A simulated device whose copies complete as soon as they are queued.
+	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	stream, _ := dev.NewStream()
 	// The simulated device copies from the Go heap; a real GPU needs pinned
 	// memory: staging.NewMemory with the driver's host allocator.
@@ -77,9 +76,7 @@ func Example_fetch() {
 	if err != nil {
 		panic(err)
 	}
-	progressUntil(eng, dev, h, fsm.LogicallyComplete)
-
-	info, _ := eng.Lease(h)
+	info := settle(eng, h)
 	iv, _ := eng.Readiness(h)
 	landed := make([]byte, 16)
 	_ = dev.Read(landed, req.Rows[1].Device)
@@ -88,7 +85,7 @@ func Example_fetch() {
 
 	_ = eng.Release(h) // complete: the slots go back now
 	fmt.Println("free slots:", eng.Stats().SlotsFree)
-	drain(eng, dev)
+	drain(eng)
 	// Output:
 	// logically_complete partial readiness: [0, 64]
 	// block 1 on the device: "bbbb"
@@ -98,7 +95,7 @@ func Example_fetch() {
 // A publish copies device blocks into staging, waits for the copy's event,
 // and only then lends the slots to the backend, which stores them.
 func Example_publish() {
-	dev, _ := sim.New(0, 1<<16)
+	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	stream, _ := dev.NewStream()
 	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
 	store, _ := mem.New(staged)
@@ -124,13 +121,13 @@ func Example_publish() {
 	if err != nil {
 		panic(err)
 	}
-	progressUntil(eng, dev, h, fsm.LogicallyComplete)
+	settle(eng, h)
 	_ = eng.Release(h)
 	row, ok := store.Get(staging.ExtentName, name)
 	fmt.Printf("stored: %v %q\n", ok, row[:4])
 	st := eng.Stats()
 	fmt.Println("served:", st.Outcomes[readiness.Served], "released:", st.Released)
-	drain(eng, dev)
+	drain(eng)
 	// Output:
 	// stored: true "kkkk"
 	// served: 1 released: 1

@@ -121,7 +121,7 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 	for _, h := range hs {
 		require.NoError(t, eng.Release(h))
 	}
-	drain(eng, dev)
+	drain(eng)
 	last := obs.shown[len(obs.shown)-1]
 	assert.True(t, last.Drained, "the round that drains shows a final snapshot, due or not")
 	assert.Equal(t, eng.Stats(), last.Stats)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/readiness/core"
@@ -31,7 +30,7 @@ func Example_oneEnginePerDevice() {
 	}
 	var rs []*rank
 	for id := range ranks {
-		dev, _ := sim.New(id, 1<<16)
+		dev, _ := sim.New(id, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 		stream, _ := dev.NewStream()
 		staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 8, SlotBytes: 16})
 		store, _ := mem.New(staged)
@@ -79,7 +78,7 @@ func Example_oneEnginePerDevice() {
 
 	usable := blocks * tpb
 	for r, rk := range rs {
-		progressUntil(rk.eng, rk.dev, rk.h, fsm.LogicallyComplete)
+		settle(rk.eng, rk.h)
 		iv, _ := rk.eng.Readiness(rk.h)
 		fmt.Printf("rank %d: ready up to %d tokens\n", r, iv.UsableUntil)
 		usable = min(usable, iv.UsableUntil)
@@ -87,7 +86,7 @@ func Example_oneEnginePerDevice() {
 	fmt.Println("the request computes from token", usable)
 	for _, rk := range rs {
 		_ = rk.eng.Release(rk.h)
-		drain(rk.eng, rk.dev)
+		drain(rk.eng)
 	}
 	// Output:
 	// rank 0: ready up to 96 tokens

@@ -45,7 +45,7 @@ func TestEngineWindowedReadiness(t *testing.T) {
 
 func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing map[[2]int]bool) staging.Interval {
 	t.Helper()
-	dev, err := sim.New(0, 1<<16)
+	dev, err := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	require.NoError(t, err)
 	stream, err := dev.NewStream()
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 		Stream:  stream,
 	})
 	require.NoError(t, err)
-	defer drain(eng, dev)
+	defer drain(eng)
 
 	req := readiness.Request{Kind: readiness.Fetch}
 	for g, blocks := range rows {
@@ -81,7 +81,7 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 	}
 	h, err := eng.Lend(req)
 	require.NoError(t, err)
-	progressUntil(eng, dev, h, fsm.LogicallyComplete)
+	require.Equal(t, fsm.LogicallyComplete, settle(eng, h).State)
 	iv, err := eng.Readiness(h)
 	require.NoError(t, err)
 	require.NoError(t, eng.Release(h))

@@ -161,7 +161,8 @@ type Option func(*Device)
 
 // WithLatency makes each queued copy and event complete by itself once clock
 // reads at least latency after the moment it was queued (checked when the
-// stream is queried or driven). Tests still may complete or fail work earlier.
+// stream is queried or driven); with latency 0, as soon as it is queried.
+// Tests still may complete or fail work earlier.
 func WithLatency(clock Clock, latency time.Duration) Option {
 	return func(d *Device) { d.clock, d.latency = clock, latency }
 }
@@ -547,7 +548,7 @@ func (s *Stream) loseLocked() {
 
 // advanceLocked completes, in order, the operations whose latency has elapsed.
 func (s *Stream) advanceLocked() {
-	if s.dev.latency <= 0 || s.n == 0 {
+	if s.dev.clock == nil || s.n == 0 {
 		return
 	}
 	now := s.dev.clock.Now()
