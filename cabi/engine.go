@@ -99,8 +99,11 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		*side.dst = b
 	}
-	if c.policy < C.KVREADY_POLICY_QUARANTINE || c.policy > C.KVREADY_POLICY_RECOVER {
-		return nil, invalid("kvready_engine_new: config.policy %d; want KVREADY_POLICY_QUARANTINE (0), _FATAL (1) or _RECOVER (2)", int(c.policy))
+	// A policy the core does not know is refused by its validation, with every
+	// other problem of the config; one that does not fit a byte is named 255.
+	policy := core.Policy(255)
+	if c.policy >= 0 && c.policy <= 255 {
+		policy = core.Policy(c.policy)
 	}
 	rc := readiness.Config{
 		Core: core.Config{
@@ -113,7 +116,7 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 			MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
 			KeepReleased:    int(c.keep_released),
 			MaxOutstanding:  int(c.max_outstanding),
-			Containment:     core.Policy(c.policy),
+			Containment:     policy,
 			RecoverEvery:    time.Duration(c.recover_every_ns),
 			OnTransition:    e.moved,
 		},

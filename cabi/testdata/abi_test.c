@@ -462,7 +462,9 @@ static void policy_rig_start(policy_rig *r, int32_t policy) {
   kvready_engine_config bad = cfg;
   bad.policy = 3;
   uint64_t none = 0;
-  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "policy 3") && none == 0, 0);
+  bad.request_timeout_ns = -1;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "policy(3)") &&
+            last_error_contains(0, "RequestTimeout") && none == 0, 0);
   bad = cfg;
   bad.max_outstanding = -1;
   CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "MaxOutstanding") && none == 0, 0);
