@@ -56,8 +56,8 @@ __all__ = [
     "ConformanceError", "Containment", "CopyRefused", "Delivered", "Device", "DeviceLost", "Engine", "EngineClosed",
     "EngineHalted", "EventStatus", "Extent", "Failed", "Group", "Identity", "InternalError", "InvalidArgument",
     "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo", "LendError", "Memory", "NotReady",
-    "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round", "Row",
-    "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout", "Ungrantable",
-    "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend",
-    "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
+    "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round",
+    "Row", "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout",
+    "Ungrantable", "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id",
+    "open_backend", "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
 ]

@@ -73,15 +73,11 @@ class Policy(IntEnum):
     def of(cls, p: "Policy | str | int") -> "Policy":
         """A policy from itself, its name (``"quarantine"``, ``"fatal"``,
         ``"recover"``) or its value."""
-        if isinstance(p, str):
-            try:
-                return cls[p.upper()]
-            except KeyError:
-                raise InvalidArgument(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover'") from None
         try:
-            return cls(p)
-        except ValueError:
-            raise InvalidArgument(errors.INVALID, f"kvready: policy {p!r}; want Policy.QUARANTINE, FATAL or RECOVER") from None
+            return cls[p.upper()] if isinstance(p, str) else cls(p)
+        except (KeyError, ValueError):
+            raise InvalidArgument(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover' "
+                                  "(or a kvready.Policy)") from None
 
 
 class Until(IntEnum):
