@@ -634,7 +634,11 @@ func (a *cAttempt) Poll() contract.Outcome {
 	panic(fmt.Sprintf("kvready: the embedder's poll of attempt %d answered kind %d; want KVREADY_PENDING, _DELIVERED, _ANSWER_FAILED or _CANCELLED", a.id, int(ans.kind)))
 }
 
-// RequestCancel asks the embedder, once per call, best effort, to stop.
+// RequestCancel asks the embedder, once per call, best effort, to stop. A
+// disposition other than the two is passed on as it was answered (one that
+// does not fit a byte as 0, which is neither): the engine records it on the
+// lease as the request's error, and the conformance kit reports it under
+// cancel_answer.
 func (a *cAttempt) RequestCancel() (contract.CancelDisposition, error) {
 	if a.c.cb.cancel == nil || detached.Load() {
 		return contract.CancelUnsupported, nil
@@ -645,11 +649,10 @@ func (a *cAttempt) RequestCancel() (contract.CancelDisposition, error) {
 	if st != C.KVREADY_OK {
 		return 0, fmt.Errorf("kvready: the embedder's cancel failed: %s", orStatus(goStringN(&msg[0], errBuf), st))
 	}
-	disp := contract.CancelDisposition(d)
-	if !disp.Valid() {
-		return 0, fmt.Errorf("kvready: the embedder's cancel answered disposition %d; want KVREADY_CANCEL_UNSUPPORTED or _REQUESTED", int(d))
+	if d < 0 || d > 255 {
+		return 0, nil
 	}
-	return disp, nil
+	return contract.CancelDisposition(d), nil
 }
 
 var (

@@ -14,27 +14,34 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/kvready/kvready/conformance"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/proptest"
 )
 
 // rules names each rule of the conformance kit by a stable identifier, in the
-// order the kit declares them.
+// order the kit declares them. The identifiers are the ABI's (kvready.h lists
+// them): a rule's text may change, its identifier never does.
 var rules = []struct{ id, text string }{
-	{"served_subset", proptest.RuleServedSubset},
-	{"unserved_untouched", proptest.RuleUnservedUntouched},
-	{"outside_untouched", proptest.RuleOutsideUntouched},
-	{"served_content", proptest.RuleServedContent},
-	{"stable", proptest.RuleStable},
-	{"no_late_write", proptest.RuleNoLateWrite},
-	{"known_miss", proptest.RuleKnownMiss},
-	{"rejected_no_effect", proptest.RuleRejectedNoEffect},
-	{"probe", proptest.RuleProbe},
-	{"quiesce_cancelled", proptest.RuleQuiesceCancelled},
-	{"attempt_or_error", proptest.RuleAttemptOrError},
-	{"settle", proptest.RuleSettle},
-	{"published_content", proptest.RulePublishedContent},
-	{"publish_read_only", proptest.RulePublishReadOnly},
+	{"served_subset", conformance.RuleServedSubset},
+	{"unserved_untouched", conformance.RuleUnservedUntouched},
+	{"outside_untouched", conformance.RuleOutsideUntouched},
+	{"served_content", conformance.RuleServedContent},
+	{"stable", conformance.RuleStable},
+	{"no_late_write", conformance.RuleNoLateWrite},
+	{"known_miss", conformance.RuleKnownMiss},
+	{"rejected_no_effect", conformance.RuleRejectedNoEffect},
+	{"probe", conformance.RuleProbe},
+	{"quiesce_cancelled", conformance.RuleQuiesceCancelled},
+	{"attempt_or_error", conformance.RuleAttemptOrError},
+	{"settle", conformance.RuleSettle},
+	{"published_content", conformance.RulePublishedContent},
+	{"publish_read_only", conformance.RulePublishReadOnly},
+	{"cancel_never_blocks", conformance.RuleCancelNeverBlocks},
+	{"cancel_answer", conformance.RuleCancelAnswer},
+	{"cancel_idempotent", conformance.RuleCancelIdempotent},
+	{"cancel_no_new_access", conformance.RuleCancelNoNewAccess},
+	{"cancel_keeps_proof", conformance.RuleCancelKeepsProof},
+	{"cancel_not_end", conformance.RuleCancelNotEnd},
 }
 
 // brokenRule finds the rule a failed check reports ("conformance: RULE:
@@ -93,13 +100,13 @@ func kvready_conformance_check(mk C.kvready_make_backend, user unsafe.Pointer, k
 	prevShrink := flag.Lookup("rapid.shrinktime").Value.String()
 	_ = flag.Set("rapid.shrinktime", "5s")
 	defer func() { _ = flag.Set("rapid.shrinktime", prevShrink) }()
-	var opts []proptest.Option
+	var opts []conformance.Option
 	if mayFail != 0 {
-		opts = append(opts, proptest.MayFail())
+		opts = append(opts, conformance.MayFail())
 	}
 	// subject builds one backend over the kit's memory through the
 	// embedder's make, and closes both after the trial.
-	subject := func(m proptest.Memory) (*backend, func() error, error) {
+	subject := func(m conformance.Memory) (*backend, func() error, error) {
 		mh := register(kindMemory, &memory{rows: m})
 		var bh C.uint64_t
 		if s := C.kv_make(mk, user, C.uint64_t(mh), &bh); s != C.KVREADY_OK {
@@ -121,32 +128,32 @@ func kvready_conformance_check(mk C.kvready_make_backend, user unsafe.Pointer, k
 	}
 	var err error
 	if kind == C.KVREADY_FETCH {
-		err = proptest.Run("kvready_conformance_check/fetch", func(t proptest.TB) {
-			proptest.CheckFetcher(t, func(m proptest.Memory) (proptest.FetchSubject, error) {
+		err = conformance.Run("kvready_conformance_check/fetch", func(t conformance.TB) {
+			conformance.CheckFetcher(t, func(m conformance.Memory) (conformance.FetchSubject, error) {
 				b, done, err := subject(m)
 				if err != nil {
-					return proptest.FetchSubject{}, err
+					return conformance.FetchSubject{}, err
 				}
 				if b.fetcher == nil || b.put == nil {
 					_ = done()
-					return proptest.FetchSubject{}, errors.New("the backend make_backend built cannot fetch and store (it needs fetch and put callbacks)")
+					return conformance.FetchSubject{}, errors.New("the backend make_backend built cannot fetch and store (it needs fetch and put callbacks)")
 				}
-				return proptest.FetchSubject{Fetcher: b.fetcher, Close: done,
+				return conformance.FetchSubject{Fetcher: b.fetcher, Close: done,
 					Put: func(ext string, n contract.Name, row []byte) { _ = b.put(ext, n, row) }}, nil
 			}, opts...)
 		})
 	} else {
-		err = proptest.Run("kvready_conformance_check/publish", func(t proptest.TB) {
-			proptest.CheckPublisher(t, func(m proptest.Memory) (proptest.PublishSubject, error) {
+		err = conformance.Run("kvready_conformance_check/publish", func(t conformance.TB) {
+			conformance.CheckPublisher(t, func(m conformance.Memory) (conformance.PublishSubject, error) {
 				b, done, err := subject(m)
 				if err != nil {
-					return proptest.PublishSubject{}, err
+					return conformance.PublishSubject{}, err
 				}
 				if b.publisher == nil {
 					_ = done()
-					return proptest.PublishSubject{}, errors.New("the backend make_backend built cannot publish (it needs a publish callback)")
+					return conformance.PublishSubject{}, errors.New("the backend make_backend built cannot publish (it needs a publish callback)")
 				}
-				sub := proptest.PublishSubject{Publisher: b.publisher, Close: done}
+				sub := conformance.PublishSubject{Publisher: b.publisher, Close: done}
 				if b.get != nil {
 					sub.Get = func(ext string, n contract.Name) ([]byte, bool) {
 						v, ok, err := b.get(ext, n)

@@ -20,7 +20,7 @@ import (
 
 // engine is an engine object: a readiness.Engine, the objects it uses, the
 // wake descriptor and the goroutine that writes it, and what the owner has not
-// read yet (leases that moved, containments).
+// read yet (leases that moved, containments, recoveries).
 type engine struct {
 	h         uint64
 	eng       *readiness.Engine
@@ -41,12 +41,19 @@ type engine struct {
 	chState []int32
 	pos     []int32
 
+	// Events the owner has not read, each queue bounded by maxEvents: the
+	// engine's counters (kvready_stats) and its log keep every one.
 	contained []readiness.Containment
+	recovered []uint64
 	rows      []readiness.Row // scratch for Lend (the core copies the rows)
 }
 
 // maxRows bounds one request's rows: more is refused before anything is read.
 const maxRows = 1 << 24
+
+// maxEvents bounds each queue of events waiting for the owner (containments,
+// recoveries): an owner that never reads them costs no more than this.
+const maxEvents = 1 << 16
 
 //export kvready_engine_new
 func kvready_engine_new(cfg *C.kv_cconfig, out *C.uint64_t) (st C.int) {
@@ -92,6 +99,12 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		*side.dst = b
 	}
+	// A policy the core does not know is refused by its validation, with every
+	// other problem of the config; one that does not fit a byte is named 255.
+	policy := core.Policy(255)
+	if c.policy >= 0 && c.policy <= 255 {
+		policy = core.Policy(c.policy)
+	}
 	rc := readiness.Config{
 		Core: core.Config{
 			Memory:          m.staged,
@@ -102,12 +115,24 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 			RetryBackoff:    time.Duration(c.retry_backoff_ns),
 			MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
 			KeepReleased:    int(c.keep_released),
+			MaxOutstanding:  int(c.max_outstanding),
+			Containment:     policy,
+			RecoverEvery:    time.Duration(c.recover_every_ns),
 			OnTransition:    e.moved,
 		},
 		Stream:         d.stream,
 		Health:         d.health,
 		QuiesceWorkers: int(c.quiesce_workers),
-		OnContainment:  func(ct readiness.Containment) { e.contained = append(e.contained, ct) },
+		OnContainment: func(ct readiness.Containment) {
+			if len(e.contained) < maxEvents {
+				e.contained = append(e.contained, ct)
+			}
+		},
+		OnRecovery: func(l readiness.Handle) {
+			if len(e.recovered) < maxEvents {
+				e.recovered = append(e.recovered, l.Uint64())
+			}
+		},
 	}
 	if e.fetcher != nil {
 		if e.fetcher.fetcher == nil {
@@ -260,6 +285,7 @@ func kvready_progress(h C.uint64_t, round *C.kvready_round, leases *C.uint64_t, 
 		round.changed = C.int64_t(n)
 		round.more = C.int64_t(rest)
 		round.containments = C.int64_t(len(e.contained))
+		round.recoveries = C.int64_t(len(e.recovered))
 		round.halted = cbool(e.eng.Err() != nil)
 		round.drained = cbool(e.eng.Report().Drained)
 	}
@@ -451,6 +477,7 @@ func fillInfo(dst *C.kvready_lease_info, info readiness.LeaseInfo) {
 	dst.fenced = cbool(info.Fenced)
 	dst.cancel_disposition = C.int32_t(info.CancelDisposition)
 	dst.rows = C.int32_t(info.Rows)
+	dst.contained = cbool(info.Contained)
 	dst.reason_len = C.uint64_t(len(info.Reason))
 	cArray(dst.reason[:], info.Reason)
 	cArray(dst.cancel_error[:], info.CancelError)
@@ -625,6 +652,8 @@ func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
 	out.quiesce_calls, out.quiesce_retries, out.quiesce_timeouts = C.uint64_t(s.QuiesceCalls), C.uint64_t(s.QuiesceRetries), C.uint64_t(s.QuiesceTimeouts)
 	out.cancel_requests, out.cancel_errors = C.uint64_t(s.CancelRequests), C.uint64_t(s.CancelErrors)
 	out.ungrantable, out.containments, out.invariant_breaches = C.uint64_t(s.Ungrantable), C.uint64_t(s.Containments), C.uint64_t(s.InvariantBreaches)
+	out.recovered = C.uint64_t(s.Recovered)
+	out.outstanding, out.max_outstanding = C.int64_t(s.Outstanding), C.int64_t(s.MaxOutstanding)
 	out.halted = cbool(s.Halted)
 	return C.KVREADY_OK
 }
@@ -658,6 +687,28 @@ func kvready_containments(h C.uint64_t, out *C.kvready_containment, cap C.size_t
 	return C.KVREADY_OK
 }
 
+//export kvready_recoveries
+func kvready_recoveries(h C.uint64_t, out *C.uint64_t, cap C.size_t, n *C.size_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	k := min(int(cap), len(e.recovered))
+	if out == nil {
+		k = 0
+	}
+	if k > 0 {
+		copy(unsafe.Slice((*uint64)(unsafe.Pointer(out)), k), e.recovered[:k])
+		rest := copy(e.recovered, e.recovered[k:])
+		e.recovered = e.recovered[:rest]
+	}
+	if n != nil {
+		*n = C.size_t(k)
+	}
+	return C.KVREADY_OK
+}
+
 func fillReport(dst *C.kvready_report, r readiness.Report) {
 	*dst = C.kvready_report{}
 	for i, v := range r.Held {
@@ -665,6 +716,9 @@ func fillReport(dst *C.kvready_report, r readiness.Report) {
 	}
 	dst.slots_held, dst.slots_quarantined = C.int64_t(r.SlotsHeld), C.int64_t(r.SlotsQuarantined)
 	dst.drained, dst.halted = cbool(r.Drained), cbool(r.Halted != nil)
+	if r.Halted != nil {
+		cArray(dst.halt_reason[:], r.Halted.Error())
+	}
 }
 
 //export kvready_engine_close

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* The ABI revision this header describes; kvready_abi_version() answers it. */
-#define KVREADY_ABI_VERSION 1
+#define KVREADY_ABI_VERSION 2
 
 /* ---- statuses ---------------------------------------------------------- */
 
@@ -50,7 +50,7 @@ enum {
   KVREADY_ERR_STALE_LEASE = 3,  /* the lease was retired, or never existed */
   KVREADY_ERR_NOT_READY = 4,    /* readiness is not answerable for the lease (yet) */
   KVREADY_ERR_CLOSED = 5,       /* the engine is closed and admits no new lease */
-  KVREADY_ERR_HALTED = 6,       /* the engine halted (broken invariant, fatal containment) */
+  KVREADY_ERR_HALTED = 6,       /* the engine halted (fatal containment, broken invariant): see kvready_engine_new */
   KVREADY_ERR_DEVICE_LOST = 7,  /* the device is lost (also a device callback's answer) */
   KVREADY_ERR_UNGRANTABLE = 8,  /* quarantine left no run of slots that could hold it */
   KVREADY_ERR_PROFILE = 9,      /* the runtime profile is refused (every violation listed) */
@@ -70,11 +70,14 @@ enum {
 
 enum { KVREADY_FETCH = 1, KVREADY_PUBLISH = 2 };
 
+/* A lease's state (docs/states.md). A staged lease waits for admission
+ * (config.max_outstanding); a contained one, under KVREADY_POLICY_RECOVER, is
+ * held out of use while its backend is asked again. */
 enum {
-  KVREADY_WAITING = 0, KVREADY_GRANTED, KVREADY_STAGED, KVREADY_REQUESTED,
+  KVREADY_WAITING = 0, KVREADY_GRANTED, KVREADY_STAGED, KVREADY_ADMITTED, KVREADY_REQUESTED,
   KVREADY_SERVED, KVREADY_PARTIAL, KVREADY_MISSED, KVREADY_FAILED_STATE,
   KVREADY_ACCESS_FENCED, KVREADY_COPY_UNPROVEN, KVREADY_LOGICALLY_COMPLETE,
-  KVREADY_QUARANTINED, KVREADY_RELEASED,
+  KVREADY_CONTAINED, KVREADY_QUARANTINED, KVREADY_RELEASED,
   KVREADY_NUM_STATES
 };
 
@@ -98,6 +101,17 @@ enum { KVREADY_CANCEL_UNSUPPORTED = 1, KVREADY_CANCEL_REQUESTED = 2 };
 
 /* A backend's answer to a poll: pending, or one of the contract's outcomes. */
 enum { KVREADY_PENDING = 0, KVREADY_DELIVERED = 1, KVREADY_ANSWER_FAILED = 2, KVREADY_CANCELLED = 3 };
+
+/* The containment policy (SPEC §4 rule 5): what the engine does when a
+ * lease's containment deadline passes with the backend's access or a local
+ * copy unproven. Every policy queues one containment event for the lease
+ * (kvready_containments) and never frees what is unproven. */
+enum {
+  KVREADY_POLICY_QUARANTINE = 0, /* the default: the lease's slots leave circulation for ever; the rest goes on */
+  KVREADY_POLICY_FATAL = 1,      /* the reference's stance: the slots are quarantined and the engine halts */
+  KVREADY_POLICY_RECOVER = 2     /* opt-in: a contained lease is asked again every recover_every_ns; a later
+                                    proof (with every copy landed) releases its slots: a recovery event */
+};
 
 /* A device event's status. */
 enum { KVREADY_EVENT_PENDING = 0, KVREADY_EVENT_COMPLETE = 1, KVREADY_EVENT_FAILED = 2 };
@@ -150,6 +164,11 @@ typedef struct kvready_engine_config {
   int64_t retry_backoff_ns;     /* default 1 ms */
   int64_t max_retry_backoff_ns; /* default 250 ms */
   int32_t keep_released;        /* released leases kept readable; default 1024 */
+  int32_t policy;               /* KVREADY_POLICY_*; 0 (the default): quarantine */
+  int64_t recover_every_ns;     /* KVREADY_POLICY_RECOVER: how often a contained lease is asked again; default 1 s */
+  int32_t max_outstanding;      /* submissions outstanding at the backends at once; a lease beyond it waits, before
+                                   its submission (its deadline not started). 0: the backend's own limit where it
+                                   reports one, else no bound */
   int32_t _pad;
 } kvready_engine_config;
 
@@ -166,6 +185,8 @@ typedef struct kvready_lease_info {
   int32_t fenced;             /* the backend's access was proven over (or never began) */
   int32_t cancel_disposition; /* 0: no answer; else KVREADY_CANCEL_* */
   int32_t rows;
+  int32_t contained;          /* its containment deadline passed with something unproven (recovered or not) */
+  int32_t _pad;
   uint64_t reason_len;        /* the full length of reason (it is cut to fit) */
   char reason[KVREADY_REASON_SIZE];       /* NUL-terminated */
   char cancel_error[KVREADY_REASON_SIZE]; /* NUL-terminated; empty if none */
@@ -183,6 +204,7 @@ typedef struct kvready_round {
   int64_t changed;      /* entries written to the caller's changed arrays */
   int64_t more;         /* changed leases that did not fit: call kvready_changes */
   int64_t containments; /* containment events queued (kvready_containments reads them) */
+  int64_t recoveries;   /* recovery events queued (kvready_recoveries reads them) */
   int32_t halted;       /* the engine halted: every further change is refused */
   int32_t drained;      /* a closed engine drained: nothing can change any more */
 } kvready_round;
@@ -205,7 +227,10 @@ typedef struct kvready_stats {
   uint64_t refused, stale_evidence, violations, unproven;
   uint64_t quiesce_calls, quiesce_retries, quiesce_timeouts;
   uint64_t cancel_requests, cancel_errors, ungrantable, containments, invariant_breaches;
-  int32_t halted;
+  uint64_t recovered;        /* contained leases proven over after all (KVREADY_POLICY_RECOVER) */
+  int64_t outstanding;       /* submissions outstanding at the backends now */
+  int64_t max_outstanding;   /* their bound (0: none) */
+  int32_t halted;            /* the engine halted (kvready_engine_report says why) */
   int32_t _pad;
 } kvready_stats;
 
@@ -215,7 +240,8 @@ typedef struct kvready_report {
   int64_t slots_held;
   int64_t slots_quarantined;
   int32_t drained;
-  int32_t halted;
+  int32_t halted;                        /* the engine halted: it releases nothing any more */
+  char halt_reason[KVREADY_REASON_SIZE]; /* why, NUL-terminated (cut to fit); empty while it runs */
 } kvready_report;
 
 /* One unit of an extent handed to a backend. */
@@ -391,12 +417,20 @@ int kvready_backend_get(uint64_t backend, const uint8_t *extent_name, size_t nam
 /* KVREADY_ERR_BUSY while an engine uses it. */
 int kvready_backend_close(uint64_t backend);
 
-/* Run the backend conformance kit (proptest.CheckFetcher / CheckPublisher)
- * against backends make builds, one per trial, over the kit's memory. kind:
- * KVREADY_FETCH or KVREADY_PUBLISH. checks: trials (0: RAPID_CHECKS or 100).
- * may_fail: the backend fails or cancels on purpose. On a broken rule:
- * KVREADY_ERR_CONFORMANCE, the rule's identifier in rule (e.g. "no_late_write")
- * and the kit's report as the thread's last error. */
+/* Run the backend conformance kit (package conformance: CheckFetcher /
+ * CheckPublisher) against backends make builds, one per trial, over the kit's
+ * memory. kind: KVREADY_FETCH or KVREADY_PUBLISH. checks: trials (0:
+ * RAPID_CHECKS or 100). may_fail: the backend fails or cancels on purpose.
+ * A backend with a cancel callback is also asked to cancel (before the
+ * outcome, after it, after the proof, twice) and held to the cancellation
+ * rules. On a broken rule: KVREADY_ERR_CONFORMANCE, the rule's identifier in
+ * rule and the kit's report as the thread's last error. The identifiers:
+ *   served_subset unserved_untouched outside_untouched served_content stable
+ *   no_late_write known_miss rejected_no_effect probe quiesce_cancelled
+ *   attempt_or_error settle published_content publish_read_only
+ *   cancel_never_blocks cancel_answer cancel_idempotent cancel_no_new_access
+ *   cancel_keeps_proof cancel_not_end
+ * (rule is empty when the failure names none: make_backend failed, say). */
 int kvready_conformance_check(kvready_make_backend make, void *user, int32_t kind, int32_t checks,
                               int32_t may_fail, char *rule, size_t rule_cap);
 
@@ -418,7 +452,14 @@ int kvready_device_new(const kvready_device_callbacks *callbacks, uint64_t *devi
 /* KVREADY_ERR_BUSY while an engine uses it. */
 int kvready_device_close(uint64_t device);
 
-/* ---- the engine (owner thread) ---------------------------------------------- */
+/* ---- the engine (owner thread) ----------------------------------------------
+ * An engine halts under KVREADY_POLICY_FATAL when a lease is contained (and
+ * under any policy if a safety invariant breaks, a bug in kvready): from then
+ * on it releases nothing, and every call that would change anything — lend,
+ * release, cancel, retry, wait, shutdown — returns KVREADY_ERR_HALTED with
+ * the reason as the engine's last error. Reads still answer (lease infos,
+ * stats, report, progress: round->halted), and kvready_engine_free(engine, 1)
+ * abandons it with what it holds; the manager restarts. */
 
 int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
 /* The pollable file descriptor (eventfd; a pipe where there is none): readable
@@ -453,8 +494,13 @@ int kvready_sync(uint64_t engine, int64_t timeout_ns, int64_t *moves);
 /* The number of leases in a state (KVREADY_WAITING ...). */
 int kvready_count(uint64_t engine, int32_t state, int64_t *count);
 int kvready_engine_stats(uint64_t engine, kvready_stats *stats);
-/* Containment events queued since the last call, oldest first. */
+/* Containment events queued since the last call, oldest first (at most
+ * 65536 wait; later ones are counted in kvready_stats and logged, not queued). */
 int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, size_t *n);
+/* Recovery events (KVREADY_POLICY_RECOVER) queued since the last call, oldest
+ * first: the leases whose access was proven over after their containment,
+ * their slots back in circulation (same bound as containments). */
+int kvready_recoveries(uint64_t engine, uint64_t *leases, size_t cap, size_t *n);
 /* Stop admission, tell every lease, run one round; report what is held. */
 int kvready_engine_close(uint64_t engine, kvready_report *report);
 /* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT). */

@@ -1,10 +1,12 @@
 /* abi_test.c — the C ABI exercised from C, against kvready.h and
  * libkvready.so: statuses and messages, bad handles, profiles, layouts and
  * names, a whole publish and fetch over backend/mem and the simulated device
- * woken through the wake fd, and a backend and a device written here in C
- * (the device's events complete out of order). Built and run by `make test`
- * (make abi-test); it prints "N passed, N failed" and exits non-zero on any
- * failure. */
+ * woken through the wake fd, a backend and a device written here in C (the
+ * device's events complete out of order), and the containment policies (fatal
+ * halts the engine; recover releases a contained lease once its access is
+ * proven). Built and run by `make test` (make abi-test); it prints
+ * "N passed, N failed" and exits non-zero on any failure. Every wait is
+ * bounded; no check measures a duration. */
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,6 +74,7 @@ typedef struct {
   struct { uint64_t id; int kind; uint64_t served; uint8_t names[16][KVREADY_NAME_SIZE]; } att[64];
   int attempts;
   int quiesce_calls, forgotten, closed;
+  int hold; /* nonzero: quiesce proves nothing (a store that cannot tell) */
 } cbackend;
 
 static int cb_put(void *user, const uint8_t *ext, size_t ext_len, const uint8_t *name, const uint8_t *row, size_t n) {
@@ -128,7 +131,8 @@ static int cb_quiesce(void *user, const uint64_t *attempts, size_t n, int64_t ti
   (void)attempts; (void)n; (void)timeout_ns; (void)err; (void)err_cap;
   cbackend *b = user;
   __atomic_add_fetch(&b->quiesce_calls, 1, __ATOMIC_SEQ_CST);
-  *proven = 1; /* every write happened inside fetch */
+  /* every write happened inside fetch; a held backend cannot say so yet */
+  *proven = __atomic_load_n(&b->hold, __ATOMIC_SEQ_CST) ? 0 : 1;
   return KVREADY_OK;
 }
 
@@ -428,12 +432,157 @@ static void test_c_backend_and_device(void) {
   CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
 }
 
+/* ---- the containment policies ------------------------------------------- */
+
+/* policy_rig is an engine under policy over a C backend whose quiesce answers
+ * nothing until its hold is lifted, with short deadlines, and one stored row
+ * leased: the lease is contained some 40 ms after its submission. */
+typedef struct {
+  uint8_t slab[4 * 32];
+  cbackend cb;
+  uint64_t mem, be, dev, eng, lease;
+  kvready_row row;
+} policy_rig;
+
+static void policy_rig_start(policy_rig *r, int32_t policy) {
+  kvready_group g = {4, 32};
+  void *slabs[] = {r->slab};
+  CHECK(kvready_memory_over(&g, 1, slabs, &r->mem) == KVREADY_OK, 0);
+  kvready_backend_callbacks bcb = {.user = &r->cb, .fetch = cb_fetch, .poll = cb_poll, .quiesce = cb_quiesce,
+                                   .put = cb_put, .notifies = 1};
+  CHECK(kvready_backend_new(&bcb, r->mem, &r->be) == KVREADY_OK, 0);
+  r->cb.self = r->be;
+  r->cb.memory = r->mem;
+  r->cb.hold = 1;
+  CHECK(kvready_sim_device_new(1 << 16, 10000, &r->dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg = {.memory = r->mem, .fetcher = r->be, .device = r->dev, .tokens_per_block = 16,
+                               .request_timeout_ns = 20000000, .drain_grace_ns = 20000000,
+                               .quiesce_timeout_ns = 5000000, .retry_backoff_ns = 1000000,
+                               .max_retry_backoff_ns = 2000000, .recover_every_ns = 2000000, .policy = policy};
+  kvready_engine_config bad = cfg;
+  bad.policy = 3;
+  uint64_t none = 0;
+  bad.request_timeout_ns = -1;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "policy(3)") &&
+            last_error_contains(0, "RequestTimeout") && none == 0, 0);
+  bad = cfg;
+  bad.max_outstanding = -1;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "MaxOutstanding") && none == 0, 0);
+  CHECK(kvready_engine_new(&cfg, &r->eng) == KVREADY_OK, 0);
+  memset(&r->row, 0, sizeof r->row);
+  r->row.name[0] = 0xFA;
+  r->row.name[1] = (uint8_t)policy;
+  CHECK(kvready_sim_alloc(r->dev, 32, &r->row.device) == KVREADY_OK, r->dev);
+  uint8_t content[32];
+  memset(content, 'p', sizeof content);
+  CHECK(kvready_backend_put(r->be, (const uint8_t *)"e", 1, r->row.name, content, sizeof content) == KVREADY_OK, r->be);
+  kvready_request req = {.kind = KVREADY_FETCH, .rows = &r->row, .n_rows = 1};
+  CHECK(kvready_lend(r->eng, &req, &r->lease) == KVREADY_OK, r->eng);
+}
+
+/* until_round runs rounds, woken by the wake fd, until the round says what
+ * want asks (halted, or containments or recoveries queued), for at most 1000
+ * waits of 10 ms. */
+enum { WANT_HALTED, WANT_CONTAINMENT, WANT_RECOVERY };
+static int until_round(uint64_t eng, int want) {
+  int32_t fd = -1;
+  if (kvready_engine_wake_fd(eng, &fd) != KVREADY_OK) return 0;
+  for (int i = 0; i < 1000; i++) {
+    kvready_round r;
+    if (kvready_progress(eng, &r, NULL, NULL, 0) != KVREADY_OK) return 0;
+    if ((want == WANT_HALTED && r.halted) || (want == WANT_CONTAINMENT && r.containments > 0) ||
+        (want == WANT_RECOVERY && r.recoveries > 0))
+      return 1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 10);
+  }
+  return 0;
+}
+
+/* Under the fatal policy a containment halts the engine: it releases nothing
+ * any more, even once the backend could prove access over, and every call
+ * that would change anything returns KVREADY_ERR_HALTED. */
+static void test_fatal_policy_halts(void) {
+  static policy_rig r; /* static: the abandoned engine keeps its backend */
+  policy_rig_start(&r, KVREADY_POLICY_FATAL);
+  uint64_t eng = r.eng;
+  CHECK(until_round(eng, WANT_HALTED), eng);
+  kvready_containment ct;
+  size_t n = 0;
+  CHECK(kvready_containments(eng, &ct, 1, &n) == KVREADY_OK && n == 1 && ct.lease == r.lease && ct.slots == 1, eng);
+  kvready_lease_info info;
+  CHECK(kvready_lease_infos(eng, &r.lease, 1, &info, NULL) == KVREADY_OK && info.contained &&
+            info.state == KVREADY_QUARANTINED, eng);
+
+  kvready_request req = {.kind = KVREADY_FETCH, .rows = &r.row, .n_rows = 1};
+  uint64_t none = 0;
+  CHECK(kvready_lend(eng, &req, &none) == KVREADY_ERR_HALTED && last_error_contains(eng, "fatal policy") && none == 0, eng);
+  CHECK(kvready_release(eng, r.lease) == KVREADY_ERR_HALTED, eng);
+  CHECK(kvready_cancel(eng, r.lease) == KVREADY_ERR_HALTED, eng);
+  CHECK(kvready_retry(eng, r.lease) == KVREADY_ERR_HALTED, eng);
+
+  /* Late evidence changes nothing: the slot stays out. */
+  __atomic_store_n(&r.cb.hold, 0, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < 5; i++) CHECK(kvready_progress(eng, NULL, NULL, NULL, 0) == KVREADY_OK, eng);
+  kvready_stats st;
+  CHECK(kvready_engine_stats(eng, &st) == KVREADY_OK && st.halted && st.containments == 1 && st.recovered == 0 &&
+            st.slots_free == 3, eng);
+  kvready_report rep;
+  CHECK(kvready_engine_report(eng, &rep) == KVREADY_OK && rep.halted && !rep.drained &&
+            strstr(rep.halt_reason, "fatal policy") != NULL, eng);
+  CHECK(kvready_engine_shutdown(eng, 1000000000LL, &rep) == KVREADY_ERR_HALTED && rep.halted && !rep.drained, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_ERR_BUSY, eng);
+  CHECK(kvready_engine_free(eng, 1) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(r.be) == KVREADY_ERR_BUSY, r.be); /* abandoned with what it used */
+}
+
+/* Under the recover policy a contained lease is asked again; once its
+ * backend proves access over it goes on through the fence — a recovery event
+ * — and its slot comes back. */
+static void test_recover_policy(void) {
+  static policy_rig r;
+  policy_rig_start(&r, KVREADY_POLICY_RECOVER);
+  uint64_t eng = r.eng;
+  CHECK(until_round(eng, WANT_CONTAINMENT), eng);
+  kvready_containment ct;
+  size_t n = 0;
+  CHECK(kvready_containments(eng, &ct, 1, &n) == KVREADY_OK && n == 1 && ct.lease == r.lease, eng);
+  kvready_lease_info info;
+  CHECK(kvready_lease_infos(eng, &r.lease, 1, &info, NULL) == KVREADY_OK && info.state == KVREADY_CONTAINED && info.contained, eng);
+  uint64_t ids[4];
+  CHECK(kvready_recoveries(eng, ids, 4, &n) == KVREADY_OK && n == 0, eng);
+
+  /* The backend can tell now: its quiesce answers true the next time it is
+   * asked, after the containment deadline. */
+  __atomic_store_n(&r.cb.hold, 0, __ATOMIC_SEQ_CST);
+  CHECK(until_round(eng, WANT_RECOVERY), eng);
+  CHECK(kvready_recoveries(eng, ids, 4, &n) == KVREADY_OK && n == 1 && ids[0] == r.lease, eng);
+  CHECK(kvready_recoveries(eng, ids, 4, &n) == KVREADY_OK && n == 0, eng);
+  CHECK(kvready_wait(eng, r.lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK, eng);
+  CHECK(info.state == KVREADY_LOGICALLY_COMPLETE && info.outcome == KVREADY_OUTCOME_SERVED && info.contained, eng);
+  uint8_t got[32];
+  CHECK(kvready_sim_read(r.dev, r.row.device, got, sizeof got) == KVREADY_OK && got[0] == 'p' && got[31] == 'p', r.dev);
+  CHECK(kvready_release(eng, r.lease) == KVREADY_OK, eng);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && !rep.halted &&
+            rep.slots_quarantined == 0 && rep.halt_reason[0] == 0, eng);
+  kvready_stats st;
+  CHECK(kvready_engine_stats(eng, &st) == KVREADY_OK && st.containments == 1 && st.recovered == 1 &&
+            st.slots_free == 4 && !st.halted, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(r.be) == KVREADY_OK, r.be);
+  CHECK(kvready_device_close(r.dev) == KVREADY_OK, r.dev);
+  CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
+}
+
 int main(void) {
   test_library();
   test_bad_handles();
   test_profile_layout_names();
   test_go_backend();
   test_c_backend_and_device();
+  test_fatal_policy_halts();
+  test_recover_policy();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

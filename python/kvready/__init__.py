@@ -22,8 +22,8 @@ from . import _abi
 from .backend import (Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, host_memory
-from .engine import (Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Readiness, Report,
-                     Request, RequestBatch, Round, Row, State, Stats, Until)
+from .engine import (Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Policy, Readiness,
+                     Report, Request, RequestBatch, Round, Row, State, Stats, Until)
 from .errors import (BackendError, BadHandle, Busy, ConformanceError, CopyRefused, DeviceLost, EngineClosed,
                      EngineHalted, Failed as CallFailed, InternalError, InvalidArgument, KvreadyError, NotReady,
                      ProfileError, StaleLease, SubmissionRejected, Timeout, Ungrantable, Unsupported)
@@ -56,8 +56,8 @@ __all__ = [
     "ConformanceError", "Containment", "CopyRefused", "Delivered", "Device", "DeviceLost", "Engine", "EngineClosed",
     "EngineHalted", "EventStatus", "Extent", "Failed", "Group", "Identity", "InternalError", "InvalidArgument",
     "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo", "LendError", "Memory", "NotReady",
-    "Outcome", "OutcomeKind", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round", "Row",
-    "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout", "Ungrantable",
-    "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend",
-    "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
+    "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round",
+    "Row", "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout",
+    "Ungrantable", "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id",
+    "open_backend", "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
 ]

@@ -21,7 +21,7 @@ KEY_SIZE = 32
 LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 def _find_library() -> str:
@@ -65,14 +65,15 @@ class EngineConfig(Structure):
                 ("tokens_per_block", c_int32), ("quiesce_workers", c_int32),
                 ("request_timeout_ns", c_int64), ("drain_grace_ns", c_int64), ("quiesce_timeout_ns", c_int64),
                 ("retry_backoff_ns", c_int64), ("max_retry_backoff_ns", c_int64),
-                ("keep_released", c_int32), ("_pad", c_int32)]
+                ("keep_released", c_int32), ("policy", c_int32), ("recover_every_ns", c_int64),
+                ("max_outstanding", c_int32), ("_pad", c_int32)]
 
 
 class CLeaseInfo(Structure):
     _fields_ = [("lease", c_uint64), ("kind", c_int32), ("state", c_int32), ("outcome", c_int32),
                 ("by_peer", c_int32), ("release_requested", c_int32), ("ungrantable", c_int32),
                 ("exposed", c_int32), ("fenced", c_int32), ("cancel_disposition", c_int32), ("rows", c_int32),
-                ("reason_len", c_uint64), ("reason", c_char * REASON_SIZE), ("cancel_error", c_char * REASON_SIZE)]
+                ("contained", c_int32), ("_pad", c_int32), ("reason_len", c_uint64), ("reason", c_char * REASON_SIZE), ("cancel_error", c_char * REASON_SIZE)]
 
 
 class CInterval(Structure):
@@ -81,7 +82,7 @@ class CInterval(Structure):
 
 class CRound(Structure):
     _fields_ = [("moves", c_int64), ("changed", c_int64), ("more", c_int64), ("containments", c_int64),
-                ("halted", c_int32), ("drained", c_int32)]
+                ("recoveries", c_int64), ("halted", c_int32), ("drained", c_int32)]
 
 
 class CContainment(Structure):
@@ -96,12 +97,13 @@ class CStats(Structure):
                 ("refused", c_uint64), ("stale_evidence", c_uint64), ("violations", c_uint64), ("unproven", c_uint64),
                 ("quiesce_calls", c_uint64), ("quiesce_retries", c_uint64), ("quiesce_timeouts", c_uint64),
                 ("cancel_requests", c_uint64), ("cancel_errors", c_uint64), ("ungrantable", c_uint64),
-                ("containments", c_uint64), ("invariant_breaches", c_uint64), ("halted", c_int32), ("_pad", c_int32)]
+                ("containments", c_uint64), ("invariant_breaches", c_uint64), ("recovered", c_uint64),
+                ("outstanding", c_int64), ("max_outstanding", c_int64), ("halted", c_int32), ("_pad", c_int32)]
 
 
 class CReport(Structure):
     _fields_ = [("held", c_int64 * MAX_STATES), ("slots_held", c_int64), ("slots_quarantined", c_int64),
-                ("drained", c_int32), ("halted", c_int32)]
+                ("drained", c_int32), ("halted", c_int32), ("halt_reason", c_char * REASON_SIZE)]
 
 
 class CUnit(Structure):
@@ -209,6 +211,7 @@ sync = _proto("kvready_sync", c_uint64, c_int64, _i64p)
 count = _proto("kvready_count", c_uint64, c_int32, _i64p)
 engine_stats = _proto("kvready_engine_stats", c_uint64, POINTER(CStats))
 containments = _proto("kvready_containments", c_uint64, POINTER(CContainment), c_size_t, _sizep)
+recoveries = _proto("kvready_recoveries", c_uint64, _u64p, c_size_t, _sizep)
 engine_close = _proto("kvready_engine_close", c_uint64, POINTER(CReport))
 engine_shutdown = _proto("kvready_engine_shutdown", c_uint64, c_int64, POINTER(CReport))
 engine_report = _proto("kvready_engine_report", c_uint64, POINTER(CReport))

@@ -1,12 +1,15 @@
 """The backend conformance kit, run against a backend written in Python.
 
-``check(make_backend)`` runs kvready's Go kit (proptest.CheckFetcher /
-CheckPublisher): random extents over real staging memory with canary bytes,
-one fresh backend per trial, built by ``make_backend(memory)`` over the
-kit's memory (write and read its slots with ``memory.write`` /
-``memory.read``). It raises :class:`kvready.ConformanceError` naming the
-broken rule (``err.rule``: ``"no_late_write"``, ``"served_subset"``,
-``"known_miss"``, ...) with the kit's report of the failing trial.
+``check(make_backend)`` runs kvready's Go kit (package conformance:
+CheckFetcher / CheckPublisher): random extents over real staging memory with
+canary bytes, one fresh backend per trial, built by ``make_backend(memory)``
+over the kit's memory (write and read its slots with ``memory.write`` /
+``memory.read``). Attempts are also asked to cancel (``request_cancel``:
+before the outcome, after it, after the proof, twice) and held to the
+cancellation rules. It raises :class:`kvready.ConformanceError` naming the
+broken rule (``err.rule``, one of :data:`RULES`: ``"no_late_write"``,
+``"served_subset"``, ``"known_miss"``, ``"cancel_never_blocks"``, ...) with
+the kit's report of the failing trial.
 """
 
 from __future__ import annotations
@@ -22,9 +25,14 @@ from .memory import KitMemory
 
 log = logging.getLogger("kvready")
 
+#: The rules' identifiers, as ``ConformanceError.rule`` names them (kvready.h
+#: lists the same).
 RULES = ("served_subset", "unserved_untouched", "outside_untouched", "served_content", "stable", "no_late_write",
          "known_miss", "rejected_no_effect", "probe", "quiesce_cancelled", "attempt_or_error", "settle",
-         "published_content", "publish_read_only")
+         "published_content", "publish_read_only",
+         # contract +cancel-request-v1: Attempt.request_cancel
+         "cancel_never_blocks", "cancel_answer", "cancel_idempotent", "cancel_no_new_access", "cancel_keeps_proof",
+         "cancel_not_end")
 
 
 def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", checks: int = 50,

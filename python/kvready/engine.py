@@ -30,17 +30,19 @@ class State(IntEnum):
 
     WAITING = 0
     GRANTED = 1
-    STAGED = 2
-    REQUESTED = 3
-    SERVED = 4
-    PARTIAL = 5
-    MISSED = 6
-    FAILED = 7
-    ACCESS_FENCED = 8
-    COPY_UNPROVEN = 9
-    LOGICALLY_COMPLETE = 10
-    QUARANTINED = 11
-    RELEASED = 12
+    STAGED = 2  # waits for admission (max_outstanding)
+    ADMITTED = 3
+    REQUESTED = 4
+    SERVED = 5
+    PARTIAL = 6
+    MISSED = 7
+    FAILED = 8
+    ACCESS_FENCED = 9
+    COPY_UNPROVEN = 10
+    LOGICALLY_COMPLETE = 11
+    CONTAINED = 12  # the recover policy: held out of use while the backend is asked again
+    QUARANTINED = 13
+    RELEASED = 14
 
 
 class OutcomeKind(IntEnum):
@@ -56,6 +58,26 @@ class OutcomeKind(IntEnum):
     REJECTED = 6
     TIMEOUT = 7
     VIOLATION = 8
+
+
+class Policy(IntEnum):
+    """What the engine does when a lease's containment deadline passes with
+    the backend's access or a copy unproven (SPEC §4 rule 5). Each raises one
+    containment event and never frees what is unproven."""
+
+    QUARANTINE = 0  # the default: the lease's slots leave circulation for ever; the rest goes on
+    FATAL = 1       # the engine halts: it releases nothing further (EngineHalted); restart the manager
+    RECOVER = 2     # a contained lease is asked again every recover_every; a later proof releases its slots
+
+    @classmethod
+    def of(cls, p: "Policy | str | int") -> "Policy":
+        """A policy from itself, its name (``"quarantine"``, ``"fatal"``,
+        ``"recover"``) or its value."""
+        try:
+            return cls[p.upper()] if isinstance(p, str) else cls(p)
+        except (KeyError, ValueError):
+            raise InvalidArgument(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover' "
+                                  "(or a kvready.Policy)") from None
 
 
 class Until(IntEnum):
@@ -152,13 +174,14 @@ class LeaseInfo(NamedTuple):
     cancel_disposition: int
     cancel_error: str
     rows: int
+    contained: bool  # its containment deadline passed with something unproven (recovered or not)
 
 
 def _info(c: _abi.CLeaseInfo) -> LeaseInfo:
     return LeaseInfo(c.lease, Kind(c.kind) if c.kind in (1, 2) else c.kind, State(c.state), OutcomeKind(c.outcome),
                      bool(c.by_peer), c.reason.decode("utf-8", "replace"), bool(c.release_requested),
                      bool(c.ungrantable), bool(c.exposed), bool(c.fenced), c.cancel_disposition,
-                     c.cancel_error.decode("utf-8", "replace"), c.rows)
+                     c.cancel_error.decode("utf-8", "replace"), c.rows, bool(c.contained))
 
 
 class Containment(NamedTuple):
@@ -174,13 +197,15 @@ class Containment(NamedTuple):
 class Round(NamedTuple):
     """What one :meth:`Engine.progress` round did: the moves made, each
     lease that moved with its state now (handles and State values), the
-    containments it raised, whether the engine halted or drained."""
+    containments it raised, whether the engine halted or drained, and the
+    leases recovered (handles; the recover policy)."""
 
     moves: int
     changed: list[tuple[int, int]]
     containments: list[Containment]
     halted: bool
     drained: bool
+    recoveries: list[int]
 
 
 @dataclass(frozen=True)
@@ -192,6 +217,7 @@ class Report:
     slots_quarantined: int
     drained: bool
     halted: bool
+    halt_reason: str = ""  # why it halted; empty while it runs
 
 
 @dataclass(frozen=True)
@@ -219,10 +245,14 @@ class Stats:
     containments: int
     invariant_breaches: int
     halted: bool
+    recovered: int = 0        # contained leases proven over after all (the recover policy)
+    outstanding: int = 0      # submissions outstanding at the backends now
+    max_outstanding: int = 0  # their bound (0: none)
 
 
 def _report(c: _abi.CReport) -> Report:
-    return Report({s: c.held[s] for s in State}, c.slots_held, c.slots_quarantined, bool(c.drained), bool(c.halted))
+    return Report({s: c.held[s] for s in State}, c.slots_held, c.slots_quarantined, bool(c.drained), bool(c.halted),
+                  c.halt_reason.decode("utf-8", "replace"))
 
 
 class Lease:
@@ -307,6 +337,15 @@ class Engine:
     readable, or block on one lease with :meth:`wait`. A context manager:
     on exit it shuts down (every lease proven and released, or contained)
     and frees the engine.
+
+    ``policy`` is the containment policy (:class:`Policy` or its name;
+    quarantine by default); ``recover_every`` the recover policy's cadence
+    (seconds, default 1). ``max_outstanding`` bounds the submissions
+    outstanding at the backends (0: the backend's own limit where it reports
+    one, else none): a lease beyond it waits before its submission, its
+    deadline not started. Durations are in seconds; None takes the default.
+    ``on_containment``, ``on_recovery`` (a lease handle) and ``on_halt`` (the
+    reason) are called from :meth:`progress`, on the owner thread.
     """
 
     def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,
@@ -314,7 +353,11 @@ class Engine:
                  drain_grace: float | None = None, quiesce_timeout: float | None = None,
                  retry_backoff: float | None = None, max_retry_backoff: float | None = None,
                  quiesce_workers: int = 0, keep_released: int = 0,
-                 on_containment: Callable[[Containment], None] | None = None, shutdown_timeout: float = 60.0):
+                 policy: Policy | str | int = Policy.QUARANTINE, max_outstanding: int = 0,
+                 recover_every: float | None = None,
+                 on_containment: Callable[[Containment], None] | None = None,
+                 on_recovery: Callable[[int], None] | None = None,
+                 on_halt: Callable[[str], None] | None = None, shutdown_timeout: float = 60.0):
         if backend is not None:
             fetcher = fetcher if fetcher is not None else backend
             publisher = publisher if publisher is not None else backend
@@ -333,10 +376,17 @@ class Engine:
         cfg.retry_backoff_ns = _abi.to_ns(retry_backoff)
         cfg.max_retry_backoff_ns = _abi.to_ns(max_retry_backoff)
         cfg.keep_released = keep_released
+        cfg.policy = Policy.of(policy)
+        cfg.recover_every_ns = _abi.to_ns(recover_every)
+        cfg.max_outstanding = max_outstanding
         h = ctypes.c_uint64()
         _abi.check(_abi.engine_new(ctypes.byref(cfg), ctypes.byref(h)))
         self.handle = h.value
+        self.policy = Policy(cfg.policy)
         self.on_containment = on_containment
+        self.on_recovery = on_recovery
+        self.on_halt = on_halt
+        self._halt_seen = False
         self.shutdown_timeout = shutdown_timeout
         fd = ctypes.c_int32()
         _abi.check(_abi.engine_wake_fd(self.handle, ctypes.byref(fd)), self.handle)
@@ -375,7 +425,12 @@ class Engine:
             if not k.value:
                 break
         contained = self.containments() if r.containments else []
-        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained))
+        recovered = self.recoveries() if r.recoveries else []
+        if r.halted and not self._halt_seen:
+            self._halt_seen = True
+            if self.on_halt is not None:
+                self.on_halt(self.report().halt_reason)
+        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained), recovered)
 
     def containments(self) -> list[Containment]:
         """Containment events not yet read, oldest first; each is also passed
@@ -392,6 +447,23 @@ class Engine:
         if self.on_containment is not None:
             for c in out:
                 self.on_containment(c)
+        return out
+
+    def recoveries(self) -> list[int]:
+        """Recovery events not yet read, oldest first (the recover policy):
+        the handles of contained leases whose access was proven over after
+        all, their slots back; each is also passed to on_recovery, if set."""
+        out: list[int] = []
+        buf = (ctypes.c_uint64 * 64)()
+        while True:
+            n = ctypes.c_size_t()
+            _abi.check(_abi.recoveries(self.handle, buf, 64, ctypes.byref(n)), self.handle)
+            out.extend(buf[:n.value])
+            if n.value < 64:
+                break
+        if self.on_recovery is not None:
+            for h in out:
+                self.on_recovery(h)
         return out
 
     # ---- leases ----
@@ -510,7 +582,7 @@ class Engine:
                      c.quarantined_leases, c.slots_free, c.slots_held, c.slots_quarantined, c.refused,
                      c.stale_evidence, c.violations, c.unproven, c.quiesce_calls, c.quiesce_retries,
                      c.quiesce_timeouts, c.cancel_requests, c.cancel_errors, c.ungrantable, c.containments,
-                     c.invariant_breaches, bool(c.halted))
+                     c.invariant_breaches, bool(c.halted), c.recovered, c.outstanding, c.max_outstanding)
 
     # ---- the end ----
 
@@ -550,6 +622,10 @@ class Engine:
             self.shutdown()
         except errors.Timeout:
             log.error("kvready: the engine did not drain in %s s; abandoning it with its slots held", self.shutdown_timeout)
+            self.free(force=True)
+            raise
+        except errors.EngineHalted:
+            log.error("kvready: the engine halted; abandoning it with what it holds (restart the manager)")
             self.free(force=True)
             raise
         self.free()

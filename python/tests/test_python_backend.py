@@ -1,5 +1,6 @@
 """Backends written in Python: a late writer, a Quiesce that blocks in
-Python, and the conformance kit naming the rule a backend breaks."""
+Python, and the conformance kit naming the rule a backend breaks (its
+cancellation rules included)."""
 
 from __future__ import annotations
 
@@ -157,15 +158,81 @@ class MissAsFailure(Store):
         return a
 
 
+class CancelStore(Store):
+    """A store whose attempts take cancellation requests through `attempt`
+    (an Attempt subclass), answering what the store answered."""
+
+    attempt = kvready.Attempt
+
+    def fetch(self, extent):
+        inner = super().fetch(extent)
+        a = self.attempt()
+        a.set_outcome(inner.outcome)
+        return a
+
+
+class Requests(kvready.Attempt):
+    """A correct cancellable attempt: a request is made, and changes nothing
+    (the delivery had ended)."""
+
+    asked = 0
+
+    def request_cancel(self):
+        Requests.asked += 1
+        return kvready.CancelDisposition.REQUESTED
+
+
+class BlocksInCancel(kvready.Attempt):
+    """Broken: request_cancel waits (on the network, say) — bounded here, so
+    the test's threads end."""
+
+    def request_cancel(self):
+        threading.Event().wait(1.0)
+        return kvready.CancelDisposition.REQUESTED
+
+
+class AnswersNeither(kvready.Attempt):
+    """Broken: request_cancel answers a disposition that is neither."""
+
+    def request_cancel(self):
+        return 7
+
+
+class ChangesItsAnswer(kvready.Attempt):
+    """Broken: a second request answers differently from the first."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def request_cancel(self):
+        self.calls += 1
+        return kvready.CancelDisposition.REQUESTED if self.calls == 1 else kvready.CancelDisposition.UNSUPPORTED
+
+
+def cancel_store(attempt):
+    return type(f"Store{attempt.__name__}", (CancelStore,), {"attempt": attempt})
+
+
+def test_the_conformance_kit_asks_a_python_backend_to_cancel():
+    Requests.asked = 0
+    kvready.conformance.check(cancel_store(Requests), kind="fetch", checks=30)
+    assert Requests.asked > 0, "the kit never asked an attempt to cancel"
+
+
 @pytest.mark.parametrize("broken,rule", [
     (ServesUnasked, "served_subset"),
     (MissAsFailure, "known_miss"),
     (WritesAfterQuiesce, "no_late_write"),
+    (cancel_store(AnswersNeither), "cancel_answer"),
+    (cancel_store(ChangesItsAnswer), "cancel_idempotent"),
+    (cancel_store(BlocksInCancel), "cancel_never_blocks"),
 ])
 def test_the_conformance_kit_names_the_rule_a_python_backend_breaks(broken, rule):
     with pytest.raises(kvready.ConformanceError) as ei:
         kvready.conformance.check(broken, checks=100)
     assert ei.value.rule == rule, ei.value.report
+    assert rule in kvready.conformance.RULES
     assert rule in str(ei.value)
 
 

@@ -1,0 +1,99 @@
+package main
+
+/*
+#include "cgo.h"
+*/
+import "C"
+
+import (
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
+)
+
+// kvready.h spells out the values of package fsm, readiness and contract; a
+// value that drifts from its Go counterpart does not compile. Each pair is
+// checked both ways: uint of a negative constant is a compile error.
+const (
+	_ = uint(C.KVREADY_NUM_STATES - int(fsm.NumStates))
+	_ = uint(int(fsm.NumStates) - C.KVREADY_NUM_STATES)
+	_ = uint(C.KVREADY_MAX_STATES - int(fsm.NumStates))
+	_ = uint(C.KVREADY_MAX_STATES - int(fsm.NumResults))
+
+	_ = uint(C.KVREADY_WAITING - int(fsm.Waiting))
+	_ = uint(int(fsm.Waiting) - C.KVREADY_WAITING)
+	_ = uint(C.KVREADY_GRANTED - int(fsm.Granted))
+	_ = uint(int(fsm.Granted) - C.KVREADY_GRANTED)
+	_ = uint(C.KVREADY_STAGED - int(fsm.Staged))
+	_ = uint(int(fsm.Staged) - C.KVREADY_STAGED)
+	_ = uint(C.KVREADY_ADMITTED - int(fsm.Admitted))
+	_ = uint(int(fsm.Admitted) - C.KVREADY_ADMITTED)
+	_ = uint(C.KVREADY_REQUESTED - int(fsm.Requested))
+	_ = uint(int(fsm.Requested) - C.KVREADY_REQUESTED)
+	_ = uint(C.KVREADY_SERVED - int(fsm.Served))
+	_ = uint(int(fsm.Served) - C.KVREADY_SERVED)
+	_ = uint(C.KVREADY_PARTIAL - int(fsm.Partial))
+	_ = uint(int(fsm.Partial) - C.KVREADY_PARTIAL)
+	_ = uint(C.KVREADY_MISSED - int(fsm.Missed))
+	_ = uint(int(fsm.Missed) - C.KVREADY_MISSED)
+	_ = uint(C.KVREADY_FAILED_STATE - int(fsm.Failed))
+	_ = uint(int(fsm.Failed) - C.KVREADY_FAILED_STATE)
+	_ = uint(C.KVREADY_ACCESS_FENCED - int(fsm.AccessFenced))
+	_ = uint(int(fsm.AccessFenced) - C.KVREADY_ACCESS_FENCED)
+	_ = uint(C.KVREADY_COPY_UNPROVEN - int(fsm.CopyUnproven))
+	_ = uint(int(fsm.CopyUnproven) - C.KVREADY_COPY_UNPROVEN)
+	_ = uint(C.KVREADY_LOGICALLY_COMPLETE - int(fsm.LogicallyComplete))
+	_ = uint(int(fsm.LogicallyComplete) - C.KVREADY_LOGICALLY_COMPLETE)
+	_ = uint(C.KVREADY_CONTAINED - int(fsm.Contained))
+	_ = uint(int(fsm.Contained) - C.KVREADY_CONTAINED)
+	_ = uint(C.KVREADY_QUARANTINED - int(fsm.Quarantined))
+	_ = uint(int(fsm.Quarantined) - C.KVREADY_QUARANTINED)
+	_ = uint(C.KVREADY_RELEASED - int(fsm.Released))
+	_ = uint(int(fsm.Released) - C.KVREADY_RELEASED)
+
+	_ = uint(C.KVREADY_NUM_OUTCOMES - int(fsm.NumResults))
+	_ = uint(int(fsm.NumResults) - C.KVREADY_NUM_OUTCOMES)
+	_ = uint(C.KVREADY_OUTCOME_NONE - int(core.NoOutcome))
+	_ = uint(int(core.NoOutcome) - C.KVREADY_OUTCOME_NONE)
+	_ = uint(C.KVREADY_OUTCOME_SERVED - int(core.Served))
+	_ = uint(int(core.Served) - C.KVREADY_OUTCOME_SERVED)
+	_ = uint(C.KVREADY_OUTCOME_PARTIAL - int(core.Partial))
+	_ = uint(int(core.Partial) - C.KVREADY_OUTCOME_PARTIAL)
+	_ = uint(C.KVREADY_OUTCOME_MISSED - int(core.Missed))
+	_ = uint(int(core.Missed) - C.KVREADY_OUTCOME_MISSED)
+	_ = uint(C.KVREADY_OUTCOME_FAILED - int(core.Failed))
+	_ = uint(int(core.Failed) - C.KVREADY_OUTCOME_FAILED)
+	_ = uint(C.KVREADY_OUTCOME_CANCELLED - int(core.Cancelled))
+	_ = uint(int(core.Cancelled) - C.KVREADY_OUTCOME_CANCELLED)
+	_ = uint(C.KVREADY_OUTCOME_REJECTED - int(core.Rejected))
+	_ = uint(int(core.Rejected) - C.KVREADY_OUTCOME_REJECTED)
+	_ = uint(C.KVREADY_OUTCOME_TIMEOUT - int(core.TimedOut))
+	_ = uint(int(core.TimedOut) - C.KVREADY_OUTCOME_TIMEOUT)
+	_ = uint(C.KVREADY_OUTCOME_VIOLATION - int(core.Violation))
+	_ = uint(int(core.Violation) - C.KVREADY_OUTCOME_VIOLATION)
+
+	_ = uint(C.KVREADY_FETCH - int(readiness.Fetch))
+	_ = uint(int(readiness.Fetch) - C.KVREADY_FETCH)
+	_ = uint(C.KVREADY_PUBLISH - int(readiness.Publish))
+	_ = uint(int(readiness.Publish) - C.KVREADY_PUBLISH)
+	_ = uint(C.KVREADY_UNTIL_SETTLED - int(readiness.UntilSettled))
+	_ = uint(int(readiness.UntilSettled) - C.KVREADY_UNTIL_SETTLED)
+	_ = uint(C.KVREADY_UNTIL_RELEASED - int(readiness.UntilReleased))
+	_ = uint(int(readiness.UntilReleased) - C.KVREADY_UNTIL_RELEASED)
+
+	_ = uint(C.KVREADY_CANCEL_UNSUPPORTED - int(contract.CancelUnsupported))
+	_ = uint(int(contract.CancelUnsupported) - C.KVREADY_CANCEL_UNSUPPORTED)
+	_ = uint(C.KVREADY_CANCEL_REQUESTED - int(contract.CancelRequested))
+	_ = uint(int(contract.CancelRequested) - C.KVREADY_CANCEL_REQUESTED)
+
+	_ = uint(C.KVREADY_POLICY_QUARANTINE - int(core.Quarantine))
+	_ = uint(int(core.Quarantine) - C.KVREADY_POLICY_QUARANTINE)
+	_ = uint(C.KVREADY_POLICY_FATAL - int(core.Fatal))
+	_ = uint(int(core.Fatal) - C.KVREADY_POLICY_FATAL)
+	_ = uint(C.KVREADY_POLICY_RECOVER - int(core.Recover))
+	_ = uint(int(core.Recover) - C.KVREADY_POLICY_RECOVER)
+
+	_ = uint(C.KVREADY_NAME_SIZE - contract.NameSize)
+	_ = uint(contract.NameSize - C.KVREADY_NAME_SIZE)
+)
