@@ -1280,6 +1280,28 @@ func (m *model) knownQuarantine() bool {
 // reuseAfterQuarantine releases every quarantined lease the owner still
 // holds and at once lends, served and proven, a one-row lease: if the
 // engine let go of what a quarantined lease's backend was handed, the very
+// quarantineEscaped lends one lease whose submission escapes — the backend
+// keeps the extent it was handed and may still write, but returns no attempt
+// to prove its end — and runs the clock past its containment deadline. Every
+// run then ends with a quarantined lease whose backend still holds its
+// extent, and reuseAfterQuarantine checks that nothing handed to it is rebuilt
+// for the next lease (rule 6), whatever the drawn actions were.
+func (m *model) quarantineEscaped() {
+	if m.closed || m.lost || m.hopeless(1, 1) {
+		return
+	}
+	l := m.lendFetch(1, 1, true)
+	for range 8 {
+		m.round(true)
+		m.clock.Advance(drainGrace)
+	}
+	m.round(true)
+	if !l.quarantined {
+		info, _ := m.d.lease(l.h)
+		m.fail(rule5, "lease %d escaped at its submission and is %v past its containment deadline; want quarantined", l.serial, info.State)
+	}
+}
+
 // next lease would rebuild it under the backend's feet (rule 6).
 func (m *model) reuseAfterQuarantine() {
 	for _, q := range m.leases {
@@ -1315,29 +1337,7 @@ func (m *model) reuseLargeView() {
 // first served rows (all when served < 0) and proves at once, runs it to
 // completion and releases it.
 func (m *model) lendServed(groups, blocks, served int) {
-	m.serials++
-	l := &mLease{serial: m.serials, releasedAt: -1, refused: map[gpu.DevicePtr]bool{}, kind: readiness.Fetch,
-		groups: groups, blocks: blocks, lentAt: m.clock.Now()}
-	req := readiness.Request{Kind: readiness.Fetch}
-	for g := range l.groups {
-		for b := range l.blocks {
-			p, err := m.dev.Alloc(slotBytes)
-			must(m.t, err)
-			must(m.t, m.dev.Write(p, pattern(tagDevice, l.serial, rowID(g, b))))
-			req.Rows = append(req.Rows, readiness.Row{Name: nameOf(l.serial, g, b), Group: g, Block: b, Device: p})
-		}
-	}
-	l.rows = req.Rows
-	h, err := m.d.lend(req)
-	if err != nil {
-		m.fail(rule8, "Lend of a lease the pool can hold: %v", err)
-	}
-	l.h = h
-	m.leases = append(m.leases, l)
-	m.bySerial[l.serial] = l
-	for _, r := range l.rows {
-		m.byDevice[r.Device] = l
-	}
+	l := m.lendFetch(groups, blocks, false)
 	// The backend cooperates, but its Quiesce runs under a real timeout
 	// (quiesceWait): on a loaded machine a proof can miss it and be retried
 	// after a back-off on the clock. So the clock moves past the longest
@@ -1369,6 +1369,39 @@ func (m *model) lendServed(groups, blocks, served int) {
 		}
 		m.clock.Advance(2 * maxBackoff)
 	}
+}
+
+// lendFetch lends a fetch of groups × blocks rows the pool can hold (a
+// refusal fails rule 8); escape makes its submission fail without an attempt
+// while the backend keeps the extent and may write.
+func (m *model) lendFetch(groups, blocks int, escape bool) *mLease {
+	m.serials++
+	l := &mLease{serial: m.serials, releasedAt: -1, refused: map[gpu.DevicePtr]bool{}, kind: readiness.Fetch,
+		groups: groups, blocks: blocks, lentAt: m.clock.Now(), escape: escape}
+	m.be.mu.Lock()
+	m.be.escape[l.serial] = escape
+	m.be.mu.Unlock()
+	req := readiness.Request{Kind: readiness.Fetch}
+	for g := range l.groups {
+		for b := range l.blocks {
+			p, err := m.dev.Alloc(slotBytes)
+			must(m.t, err)
+			must(m.t, m.dev.Write(p, pattern(tagDevice, l.serial, rowID(g, b))))
+			req.Rows = append(req.Rows, readiness.Row{Name: nameOf(l.serial, g, b), Group: g, Block: b, Device: p})
+		}
+	}
+	l.rows = req.Rows
+	h, err := m.d.lend(req)
+	if err != nil {
+		m.fail(rule8, "Lend of a lease the pool can hold: %v", err)
+	}
+	l.h = h
+	m.leases = append(m.leases, l)
+	m.bySerial[l.serial] = l
+	for _, r := range l.rows {
+		m.byDevice[r.Device] = l
+	}
+	return l
 }
 
 // lendServedRounds bounds lendServed: 2·maxBackoff per round stays far inside
@@ -1459,6 +1492,7 @@ func (m *model) settle() {
 			m.fail(rule8, "lease %d is stuck in %v", l.serial, info.State)
 		}
 	}
+	m.quarantineEscaped()
 	m.reuseAfterQuarantine()
 	m.reuseLargeView()
 	if st := m.d.stats(); st.SlotsFree+st.SlotsQuarantined != modelGroups*modelSlots {
