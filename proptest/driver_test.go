@@ -27,6 +27,8 @@ type driver interface {
 	readiness(readiness.Handle) (staging.Interval, error)
 	runs(readiness.Handle) ([]staging.Run, error)
 	stats() readiness.Stats
+	// err is why the engine halted (wrapping ErrHalted), nil while it runs.
+	err() error
 	// round runs the engine. synced: until it and its goroutines are idle,
 	// so that every piece of evidence made observable before it is taken in;
 	// otherwise one round that may race its goroutines.
@@ -57,6 +59,7 @@ type worldConfig struct {
 	health    gpu.Health
 	clock     readiness.Clock
 	contained func(readiness.Containment)
+	halted    func(error) // the runner's OnHalt
 	// policy and outstanding are the engine's containment policy and bound
 	// on outstanding submissions, drawn per case.
 	policy      core.Policy
@@ -94,6 +97,7 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 		Clock:          w.clock,
 		QuiesceWorkers: 2,
 		OnContainment:  w.contained,
+		OnHalt:         w.halted,
 	})
 	if err != nil {
 		return nil, err
@@ -113,6 +117,7 @@ func (d *runnerDriver) readiness(h readiness.Handle) (staging.Interval, error) {
 }
 func (d *runnerDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.eng.Runs(h, nil) }
 func (d *runnerDriver) stats() readiness.Stats                         { return d.eng.Stats() }
+func (d *runnerDriver) err() error                                     { return d.eng.Err() }
 func (d *runnerDriver) close()                                         { d.eng.Close() }
 func (d *runnerDriver) drained() bool                                  { return d.eng.Report().Drained }
 
@@ -168,6 +173,9 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 }
 
 func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
+	if err := d.c.Err(); err != nil {
+		return readiness.Handle{}, err
+	}
 	if d.c.Closed() {
 		return readiness.Handle{}, readiness.ErrClosed
 	}
@@ -192,6 +200,7 @@ func (d *coreDriver) readiness(h readiness.Handle) (staging.Interval, error) {
 }
 func (d *coreDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.c.Runs(h, nil) }
 func (d *coreDriver) stats() readiness.Stats                         { return d.c.Stats() }
+func (d *coreDriver) err() error                                     { return d.c.Err() }
 func (d *coreDriver) drained() bool                                  { return d.c.Drained() }
 func (d *coreDriver) close() {
 	d.c.Close()

@@ -103,6 +103,9 @@ type model struct {
 	contained   map[readiness.Handle][]readiness.Containment
 	copyFaults  []string
 	policy      core.Policy
+	halt        error           // why the engine halted (the fatal policy), once it did
+	haltStats   readiness.Stats // the counters when it halted: nothing is released after
+	halts       int             // OnHalt calls (the runner)
 	outstanding int // the bound on submissions outstanding (0: none)
 }
 
@@ -137,13 +140,11 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.spy.onCopy = m.judgeCopy
 	m.be = newAdversary(m.mem)
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
-	m.policy = core.Quarantine
-	if rapid.IntRange(0, 2).Draw(t, "recover_policy") == 0 {
-		m.policy = core.Recover
-	}
+	m.policy = rapid.SampledFrom([]core.Policy{core.Quarantine, core.Quarantine, core.Recover, core.Fatal}).Draw(t, "policy")
 	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
 	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock,
 		contained:   func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) },
+		halted:      func(error) { m.halts++ },
 		policy:      m.policy,
 		outstanding: m.outstanding}
 	if onCore {
@@ -173,7 +174,44 @@ func (m *model) round(synced bool) {
 	if err := m.d.round(synced); err != nil {
 		m.fail(rule8, "the engine did not catch up: %v", err)
 	}
-	m.check(synced)
+	m.checkHalt(synced)
+	// A halted engine takes nothing in: what a synced round would prove about
+	// progress no longer holds, only safety does.
+	m.check(synced && m.halt == nil)
+}
+
+// checkHalt holds rule 5's fatal policy: the engine halts at its first
+// containment, tells its owner once, and from then on lends nothing and
+// releases nothing. Under the other policies it never halts.
+func (m *model) checkHalt(synced bool) {
+	err := m.d.err()
+	st := m.d.stats()
+	switch {
+	case err == nil && m.halt != nil:
+		m.fail(rule5, "the engine halted (%v) and then ran again", m.halt)
+	case err == nil:
+		if m.policy == core.Fatal && st.Containments > 0 {
+			m.fail(rule5, "%d leases contained under the fatal policy, and the engine did not halt", st.Containments)
+		}
+	case m.policy != core.Fatal:
+		m.fail(rule5, "the engine halted under the %v policy: %v", m.policy, err)
+	case !errors.Is(err, readiness.ErrHalted):
+		m.fail(rule5, "Err() = %v; want an error wrapping ErrHalted", err)
+	case m.halt == nil:
+		var fatal *core.FatalError
+		if !errors.As(err, &fatal) || st.Containments == 0 {
+			m.fail(rule5, "the engine halted without a containment: %v (%d containments)", err, st.Containments)
+		}
+		m.halt, m.haltStats = err, st
+	default:
+		if st.Released != m.haltStats.Released || st.SlotsFree > m.haltStats.SlotsFree || st.Lent != m.haltStats.Lent {
+			m.fail(rule5, "the halted engine went on: released %d -> %d, free slots %d -> %d, lent %d -> %d",
+				m.haltStats.Released, st.Released, m.haltStats.SlotsFree, st.SlotsFree, m.haltStats.Lent, st.Lent)
+		}
+	}
+	if m.halt != nil && synced && !m.core && m.halts != 1 {
+		m.fail(rule5, "OnHalt was called %d times; want once", m.halts)
+	}
 }
 
 func (m *model) live() []*mLease {
@@ -317,6 +355,11 @@ func (m *model) lend(t *rapid.T) {
 	stats := m.d.stats()
 	h, err := m.d.lend(req)
 	switch {
+	case m.halt != nil:
+		if !errors.Is(err, readiness.ErrHalted) {
+			m.fail(rule5, "Lend on the halted engine = %v; want ErrHalted", err)
+		}
+		return
 	case m.closed:
 		if !errors.Is(err, readiness.ErrClosed) {
 			m.fail(rule10, "Lend after Close = %v; want ErrClosed", err)
@@ -529,6 +572,12 @@ func (m *model) release(t *rapid.T) {
 		return
 	}
 	l := pick(t, "lease", cands)
+	if m.halt != nil {
+		if err := m.d.release(l.h); !errors.Is(err, readiness.ErrHalted) {
+			m.fail(rule5, "Release on the halted engine = %v; want ErrHalted", err)
+		}
+		return
+	}
 	if err := m.d.release(l.h); err != nil {
 		m.fail(rule7, "Release(%v) of a live lease: %v", l.h, err)
 	}
@@ -556,6 +605,10 @@ func (m *model) cancel(t *rapid.T) {
 	}
 	err = m.d.cancel(l.h)
 	switch {
+	case m.halt != nil:
+		if !errors.Is(err, readiness.ErrHalted) {
+			m.fail(rule5, "Cancel on the halted engine = %v; want ErrHalted", err)
+		}
 	case info.State == fsm.Requested && info.Outcome == readiness.NoOutcome:
 		if err != nil {
 			m.fail(rule2, "Cancel of a lease still waiting for its outcome: %v", err)
@@ -575,7 +628,7 @@ func (m *model) retry(t *rapid.T) {
 	if len(live) == 0 {
 		return
 	}
-	if err := m.d.retry(pick(t, "lease", live).h); err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
+	if err := m.d.retry(pick(t, "lease", live).h); err != nil && !errors.Is(err, readiness.ErrStaleHandle) && (m.halt == nil || !errors.Is(err, readiness.ErrHalted)) {
 		m.fail(rule5, "Retry: %v", err)
 	}
 }
@@ -592,6 +645,9 @@ func (m *model) stale(t *rapid.T) {
 	}
 	l := pick(t, "lease", cands)
 	before := m.d.stats()
+	if m.halt != nil {
+		return // the halted engine refuses every call with ErrHalted first
+	}
 	if err := m.d.release(l.h); !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Release of the retired handle %v answered %v; want ErrStaleHandle", l.h, err)
 	}
@@ -667,6 +723,9 @@ func (m *model) close() {
 	}
 	m.closed = true
 	m.d.close()
+	if m.halt != nil {
+		return // the halted engine takes nothing in, Close included
+	}
 	for _, b := range was {
 		b.l.closedReq = true
 		info, err := m.d.lease(b.l.h)
@@ -1420,6 +1479,24 @@ func (m *model) pendingOutcome(a *attempt) bool {
 	return a.outcome == nil
 }
 
+// settleHalted ends a run whose engine halted (the fatal policy): however
+// the backend cooperates and the clock moves, nothing is released, lent or
+// freed (checkHalt after every round, Close included).
+func (m *model) settleHalted() {
+	m.unblock()
+	for range 4 {
+		m.be.mu.Lock()
+		for m.spy.pending() {
+			m.spy.resolve(true)
+		}
+		m.be.mu.Unlock()
+		m.clock.Advance(drainGrace)
+		m.round(true)
+	}
+	m.close()
+	m.round(true)
+}
+
 // settle is the liveness half. First the backend cooperates — it answers
 // everything, proves every access, every copy completes, the owner releases
 // everything — for less than any containment deadline: every lease whose
@@ -1435,6 +1512,10 @@ func (m *model) settle() {
 	m.be.mu.Unlock()
 	start := m.clock.Now()
 	for range 30 {
+		if m.halt != nil {
+			m.settleHalted()
+			return
+		}
 		for _, l := range m.pendingAttempts() {
 			a := m.attempt(l)
 			if m.ended(l) {
@@ -1454,6 +1535,9 @@ func (m *model) settle() {
 		m.be.mu.Unlock()
 		m.clock.Advance(2 * maxBackoff)
 		m.round(true)
+		if m.halt != nil {
+			continue
+		}
 		for _, l := range m.live() {
 			if !l.releaseReq {
 				if err := m.d.release(l.h); err != nil {
@@ -1483,6 +1567,10 @@ func (m *model) settle() {
 		m.clock.Advance(drainGrace)
 		m.round(true)
 	}
+	if m.halt != nil {
+		m.settleHalted()
+		return
+	}
 	for _, l := range m.live() {
 		info, _ := m.d.lease(l.h)
 		if info.State == fsm.Waiting && info.Ungrantable {
@@ -1493,6 +1581,10 @@ func (m *model) settle() {
 		}
 	}
 	m.quarantineEscaped()
+	if m.halt != nil {
+		m.settleHalted()
+		return
+	}
 	m.reuseAfterQuarantine()
 	m.reuseLargeView()
 	if st := m.d.stats(); st.SlotsFree+st.SlotsQuarantined != modelGroups*modelSlots {

@@ -84,6 +84,10 @@ var mutants = []mutant{
 	{"refusal-takes-the-reason", "stores a refused call's reason and by_peer before the table answers", one("readiness/core/door.go",
 		"\ten := c.table.Lookup(l.m.State, v.event)\n\tif en.Kind == fsm.Refuse {",
 		"\ten := c.table.Lookup(l.m.State, v.event)\n\tif v.setReason {\n\t\tl.body.reason, l.body.byPeer = v.reason, v.byPeer\n\t}\n\tif en.Kind == fsm.Refuse {")},
+	{"fatal-goes-on", "keeps running after a containment under the fatal policy", one("readiness/core/effects.go",
+		"\tif c.cfg.Containment == Fatal {\n\t\tc.haltWith(", "\tif false {\n\t\tc.haltWith(")},
+	{"halted-takes-releases", "lets the owner release leases on a halted engine", one("readiness/core/core.go",
+		"func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil {", "func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil && v.event != fsm.ReleaseRequested {")},
 	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core/effects.go",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
 }
