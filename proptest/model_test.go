@@ -106,7 +106,7 @@ type model struct {
 	halt        error           // why the engine halted (the fatal policy), once it did
 	haltStats   readiness.Stats // the counters when it halted: nothing is released after
 	halts       int             // OnHalt calls (the runner)
-	outstanding int // the bound on submissions outstanding (0: none)
+	outstanding int             // the bound on submissions outstanding (0: none)
 }
 
 func newModel(t *rapid.T, core bool) *model {
