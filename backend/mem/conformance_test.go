@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/conformance"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/proptest"
 )
 
 // kitCapacity is small enough that most trials of the kit evict.
@@ -22,11 +22,11 @@ func kitOpts(mode mem.Mode, capacity int) []mem.Option {
 // probe check would read as a failure hidden as an empty answer; MayFail turns
 // off exactly that check and the known-miss one, which the unbounded runs and
 // TestEvictedNameIsAMiss cover.
-func kitChecks(mode mem.Mode, capacity int) []proptest.Option {
-	opts := []proptest.Option{proptest.Wait(bound)}
+func kitChecks(mode mem.Mode, capacity int) []conformance.Option {
+	opts := []conformance.Option{conformance.Wait(bound)}
 	switch {
 	case mode == mem.Fail, mode == mem.CancelLocal, mode == mem.CancelByPeer, capacity > 0:
-		opts = append(opts, proptest.MayFail())
+		opts = append(opts, conformance.MayFail())
 	}
 	return opts
 }
@@ -45,19 +45,19 @@ func TestConformance(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Run("fetch", func(t *testing.T) {
-					proptest.CheckFetcher(t, func(m proptest.Memory) (proptest.FetchSubject, error) {
+					conformance.CheckFetcher(t, func(m conformance.Memory) (conformance.FetchSubject, error) {
 						b, err := mem.New(m, kitOpts(mode, capacity)...)
 						if err != nil {
-							return proptest.FetchSubject{}, err
+							return conformance.FetchSubject{}, err
 						}
-						return proptest.FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
+						return conformance.FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
 					}, kitChecks(mode, capacity)...)
 				})
 				t.Run("publish", func(t *testing.T) {
-					proptest.CheckPublisher(t, func(m proptest.Memory) (proptest.PublishSubject, error) {
+					conformance.CheckPublisher(t, func(m conformance.Memory) (conformance.PublishSubject, error) {
 						b, err := mem.New(m, kitOpts(mode, capacity)...)
 						if err != nil {
-							return proptest.PublishSubject{}, err
+							return conformance.PublishSubject{}, err
 						}
 						// An evicting store cannot read back everything it
 						// published: Get only where it keeps everything.
@@ -65,7 +65,7 @@ func TestConformance(t *testing.T) {
 						if capacity == 0 {
 							get = b.Get
 						}
-						return proptest.PublishSubject{Publisher: b, Get: get, Close: b.Close}, nil
+						return conformance.PublishSubject{Publisher: b, Get: get, Close: b.Close}, nil
 					}, kitChecks(mode, capacity)...)
 				})
 			})

@@ -7,25 +7,25 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	kvredis "github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/conformance"
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/internal/redistest"
-	"github.com/kvready/kvready/proptest"
 )
 
-// The conformance kit (proptest.CheckFetcher, proptest.CheckPublisher) runs
+// The conformance kit (conformance.CheckFetcher, conformance.CheckPublisher) runs
 // against a real server: RAPID_CHECKS trials each, one fresh backend per
 // trial over one client, its keys kept apart by a prefix of its own. The kit's
 // bound on Settle and Quiesce and the backend's timeout are both a minute, so
 // a slow machine makes a trial slow, never a failure.
 
-func kitSubjects(t *testing.T, client goredis.UniversalClient) (proptest.NewFetcher, proptest.NewPublisher) {
-	build := func(mem proptest.Memory) (*kvredis.Backend, error) {
+func kitSubjects(t *testing.T, client goredis.UniversalClient) (conformance.NewFetcher, conformance.NewPublisher) {
+	build := func(mem conformance.Memory) (*kvredis.Backend, error) {
 		return kvredis.New(client, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithTimeout(wait))
 	}
-	fetcher := func(mem proptest.Memory) (proptest.FetchSubject, error) {
+	fetcher := func(mem conformance.Memory) (conformance.FetchSubject, error) {
 		b, err := build(mem)
 		if err != nil {
-			return proptest.FetchSubject{}, err
+			return conformance.FetchSubject{}, err
 		}
 		put := func(extent string, n contract.Name, row []byte) {
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -34,12 +34,12 @@ func kitSubjects(t *testing.T, client goredis.UniversalClient) (proptest.NewFetc
 				t.Errorf("seeding the store: %v", err)
 			}
 		}
-		return proptest.FetchSubject{Fetcher: b, Put: put, Close: b.Close}, nil
+		return conformance.FetchSubject{Fetcher: b, Put: put, Close: b.Close}, nil
 	}
-	publisher := func(mem proptest.Memory) (proptest.PublishSubject, error) {
+	publisher := func(mem conformance.Memory) (conformance.PublishSubject, error) {
 		b, err := build(mem)
 		if err != nil {
-			return proptest.PublishSubject{}, err
+			return conformance.PublishSubject{}, err
 		}
 		get := func(extent string, n contract.Name) ([]byte, bool) {
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -50,23 +50,23 @@ func kitSubjects(t *testing.T, client goredis.UniversalClient) (proptest.NewFetc
 			}
 			return v, ok
 		}
-		return proptest.PublishSubject{Publisher: b, Get: get, Close: b.Close}, nil
+		return conformance.PublishSubject{Publisher: b, Get: get, Close: b.Close}, nil
 	}
 	return fetcher, publisher
 }
 
 // kitWait is the kit's bound on each Settle and Quiesce: long enough for a
 // loaded machine.
-var kitWait = proptest.Wait(wait)
+var kitWait = conformance.Wait(wait)
 
 func TestConformanceFetcher(t *testing.T) {
 	f, _ := kitSubjects(t, newClient(t, shared.Addr))
-	proptest.CheckFetcher(t, f, kitWait)
+	conformance.CheckFetcher(t, f, kitWait)
 }
 
 func TestConformancePublisher(t *testing.T) {
 	_, p := kitSubjects(t, newClient(t, shared.Addr))
-	proptest.CheckPublisher(t, p, kitWait)
+	conformance.CheckPublisher(t, p, kitWait)
 }
 
 func clusterClient(t testing.TB, c *redistest.Cluster) *goredis.ClusterClient {
@@ -77,10 +77,10 @@ func clusterClient(t testing.TB, c *redistest.Cluster) *goredis.ClusterClient {
 
 func TestConformanceFetcherCluster(t *testing.T) {
 	f, _ := kitSubjects(t, clusterClient(t, sharedCluster(t)))
-	proptest.CheckFetcher(t, f, kitWait)
+	conformance.CheckFetcher(t, f, kitWait)
 }
 
 func TestConformancePublisherCluster(t *testing.T) {
 	_, p := kitSubjects(t, clusterClient(t, sharedCluster(t)))
-	proptest.CheckPublisher(t, p, kitWait)
+	conformance.CheckPublisher(t, p, kitWait)
 }

@@ -58,7 +58,7 @@ import (
 )
 
 // Memory resolves a unit's local coordinates to its staging row, as the
-// engine's staging does (proptest.Memory has the same shape). The returned
+// engine's staging does (conformance.Memory has the same shape). The returned
 // slice is the row itself, not a copy; its length is the row's slot_bytes.
 // Row is called on the goroutine that calls Fetch or Publish.
 type Memory interface {
