@@ -40,6 +40,10 @@ type Sample struct {
 	// Recycled and Corrupt are the checker's slot grants recycled before
 	// their fence and corrupt rows, counted up to At.
 	Recycled, Corrupt int
+	// Delivered and Failed count the outcomes the manager reported up to At:
+	// delivered (served, partial or missed: the store answered) and failed
+	// (timeouts, cancellations and rejections included).
+	Delivered, Failed int
 }
 
 // Progress is called as requests finish.
@@ -73,6 +77,8 @@ type driver struct {
 	sum       Summary
 	askTokens int
 	gotTokens int
+	delivered int // outcomes reported so far, for the timeline
+	failures  int
 	timeline  []Sample
 	every     time.Duration // timeline sampling interval
 	// Latencies are kept as bounded samples: exact for short runs, a uniform
@@ -348,7 +354,8 @@ func (d *driver) sample(now time.Duration) {
 	d.mu.Lock()
 	recycled, corrupt := d.chk.recycledBeforeFence, d.chk.corruptRows
 	d.mu.Unlock()
-	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states(), Recycled: recycled, Corrupt: corrupt})
+	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states(), Recycled: recycled, Corrupt: corrupt,
+		Delivered: d.delivered, Failed: d.failures})
 }
 
 // arrive starts request i: the checker writes canaries into its device rows,
@@ -440,6 +447,14 @@ func (d *driver) outcome(l *lease) {
 		return
 	}
 	l.reported = true
+	switch l.outcome {
+	case readiness.Served, readiness.Partial, readiness.Missed:
+		d.delivered++
+	default:
+		if l.outcome.Failure() {
+			d.failures++
+		}
+	}
 	d.mu.Lock()
 	d.chk.reported(l)
 	if l.kind == readiness.Fetch && l.ready {
@@ -653,6 +668,6 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.StoreChecksFailed = c.storeChecksFailed
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
-	s.Deadline, s.Seed = d.cfg.Deadline, d.cfg.Seed
+	s.Deadline, s.DrainGrace, s.Seed = d.cfg.Deadline, d.cfg.DrainGrace, d.cfg.Seed
 	return s
 }

@@ -111,8 +111,10 @@ type Summary struct {
 	ReadinessOverclaims int
 
 	// Deadline is the run's request deadline: deliveries slower than it
-	// time out, which shows as a spike in the readiness latencies.
-	Deadline time.Duration
+	// time out, which shows as a spike in the readiness latencies. Over
+	// Redis it is the backend's attempt bound too. DrainGrace is how long
+	// access may stay unproven after it before a lease is contained.
+	Deadline, DrainGrace time.Duration
 	// Seed drew the run's workload and its fault choices.
 	Seed uint64
 
@@ -216,6 +218,8 @@ type summaryJSON struct {
 	ReadinessP50us           float64        `json:"readiness_p50_us"`
 	ReadinessP99us           float64        `json:"readiness_p99_us"`
 	ThroughputLeasesPerS     float64        `json:"throughput_leases_per_s"`
+	DeadlineUs               float64        `json:"deadline_us"`
+	DrainGraceUs             float64        `json:"drain_grace_us"`
 }
 
 // MarshalJSON writes the summary as one flat object: the keys the issue pins
@@ -260,7 +264,8 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
-		ReadinessOverclaims:  s.ReadinessOverclaims,
+		DeadlineUs:           us(s.Deadline), DrainGraceUs: us(s.DrainGrace),
+		ReadinessOverclaims: s.ReadinessOverclaims,
 	})
 }
 
@@ -282,6 +287,13 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if s.Store != "" {
 		fmt.Fprintf(tw, "store: %s\n", s.Store)
 	}
+	if s.Deadline > 0 {
+		bound := ""
+		if s.RealTime {
+			bound = " (the backend's attempt bound too)"
+		}
+		fmt.Fprintf(tw, "request deadline %s%s, drain grace %s\n", formatDuration(s.Deadline), bound, formatDuration(s.DrainGrace))
+	}
 	fmt.Fprintln(tw, "leases by final state")
 	row("lent", s.Leases)
 	row("released", s.Released)
@@ -299,6 +311,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("failed", fmt.Sprintf("%d = timeouts %d + cancelled %d + rejected %d + violations %d + other failures %d",
 		s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations, s.OtherFailures()))
 	s.writeCapacity(tw, row)
+	if s.RealTime {
+		s.writeOverTime(tw, row)
+	}
 	fmt.Fprintln(tw, "service")
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
 	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
@@ -375,6 +390,30 @@ func (s *Summary) PoolVerdict() string {
 		return "capacity lost, as the run asked (" + s.LossExpected + "): " + what
 	}
 	return "CAPACITY LOST: " + what
+}
+
+// overTimeRows is how many intervals "outcomes over time" splits a run into.
+const overTimeRows = 10
+
+// writeOverTime prints the outcomes the manager reported in each tenth of a
+// run on real time, from the timeline: a store that is killed, restarted or
+// paused shows as failures in the intervals it was out, and deliveries again
+// after it.
+func (s *Summary) writeOverTime(tw io.Writer, row func(string, any)) {
+	if len(s.Timeline) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "outcomes over time (real time since the start)")
+	n := min(overTimeRows, len(s.Timeline))
+	prev := Sample{}
+	for i := 1; i <= n; i++ {
+		smp := s.Timeline[i*len(s.Timeline)/n-1]
+		row("until "+formatDuration(smp.At), fmt.Sprintf("delivered %d, failed %d", smp.Delivered-prev.Delivered, smp.Failed-prev.Failed))
+		prev = smp
+	}
+	if rest, failed := s.Served+s.Partial+s.Missed-prev.Delivered, s.Failed-prev.Failed; rest > 0 || failed > 0 {
+		row("until the end", fmt.Sprintf("delivered %d, failed %d", rest, failed))
+	}
 }
 
 // byCount calls f for each reason of m, the most frequent first.
