@@ -30,6 +30,8 @@ type manager interface {
 	// halted says why the manager stopped (nil while it runs): the engine
 	// under the fatal containment policy.
 	halted() error
+	// woken is signalled when the manager has work for a round (nil: never).
+	woken() <-chan struct{}
 	// why says why requests are still unfinished.
 	why() string
 	// finish stops admission and runs until nothing more can happen.
@@ -303,6 +305,8 @@ func (em *engineManager) capacity() capacity {
 }
 
 func (em *engineManager) halted() error { return em.halt }
+
+func (em *engineManager) woken() <-chan struct{} { return em.eng.Wake() }
 
 // why explains unfinished requests from the engine's own account.
 func (em *engineManager) why() string {

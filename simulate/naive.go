@@ -78,6 +78,8 @@ func (n *naiveManager) capacity() capacity { return capacity{} }
 
 func (n *naiveManager) halted() error { return nil }
 
+func (n *naiveManager) woken() <-chan struct{} { return nil }
+
 func (n *naiveManager) why() string {
 	return fmt.Sprintf("%d leases still active in the naive manager", len(n.active))
 }

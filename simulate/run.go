@@ -313,7 +313,8 @@ func (d *driver) checkStore() {
 const postWakeSpin = 8
 
 // wait is an idle driver's pause on real time: until the backend answers
-// (the transport pokes wake) or a tick passes, whichever comes first. Timers
+// (the transport pokes wake), the engine has work for a round (Engine.Wake:
+// a letter in its mailbox), or a tick passes, whichever comes first. Timers
 // are coarse on some machines (a millisecond), so a wake is followed by a
 // few rounds that only yield.
 func (d *driver) wait() {
@@ -326,6 +327,7 @@ func (d *driver) wait() {
 	select {
 	case <-d.wake:
 		d.spin = postWakeSpin
+	case <-d.mgr.woken(): // the engine has work: an outcome, a proof, a copy landed
 	case <-d.idle.C:
 	}
 }

@@ -247,6 +247,12 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 	l.delivery = d
 	if t.mem != nil {
 		t.pending = append(t.pending, d)
+		return &attempt{t: t, d: d}, nil
+	}
+	if _, ok := a.(contract.Notifier); ok {
+		// Over Redis the engine is told of an outcome as it lands, as it
+		// would be without the transport, instead of polling for it.
+		return &notifyingAttempt{attempt{t: t, d: d}}, nil
 	}
 	return &attempt{t: t, d: d}, nil
 }
@@ -276,8 +282,16 @@ func unwrap(method string, list []contract.Attempt) ([]*delivery, []contract.Att
 	ds := make([]*delivery, len(list))
 	inner := make([]contract.Attempt, len(list))
 	for i, x := range list {
-		a, ok := x.(*attempt)
-		if !ok || a == nil {
+		var a *attempt
+		switch x := x.(type) {
+		case *attempt:
+			a = x
+		case *notifyingAttempt:
+			if x != nil {
+				a = &x.attempt
+			}
+		}
+		if a == nil {
 			return nil, nil, fmt.Errorf("simulate: %s: attempt %d (%T) was not returned by this transport", method, i, x)
 		}
 		ds[i], inner[i] = a.d, a.d.inner
@@ -417,6 +431,22 @@ func (t *transport) close() error {
 type attempt struct {
 	t *transport
 	d *delivery
+}
+
+// notifyingAttempt is an attempt whose backend notifies (contract.Notifier):
+// backend/redis's. Over the in-process store the transport keeps every
+// attempt polled, so that a run on the virtual clock stays as it was.
+type notifyingAttempt struct{ attempt }
+
+var _ contract.Notifier = (*notifyingAttempt)(nil)
+
+// Notify implements contract.Notifier: f is called once the backend's Poll
+// has the outcome; the driver is poked too.
+func (a *notifyingAttempt) Notify(f func()) {
+	a.d.inner.(contract.Notifier).Notify(func() {
+		f()
+		a.t.d.poke()
+	})
 }
 
 // Poll implements contract.Attempt.
