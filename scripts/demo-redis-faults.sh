@@ -28,7 +28,13 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/kvready-demo-faults.XXXXXX")
 sim=
 cleanup() {
   if [ -n "$sim" ]; then
+    # SIGTERM: the run prints its summary so far and exits; SIGKILL after 10 s.
     kill "$sim" 2>/dev/null || true
+    for _ in $(seq 200); do
+      kill -0 "$sim" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill -9 "$sim" 2>/dev/null || true
     wait "$sim" 2>/dev/null || true
   fi
   redis_stop
