@@ -165,21 +165,21 @@ func Defaults() Config {
 }
 
 // The request deadline and drain grace of a run over a real store unless
-// told otherwise (RealTime; kvready simulate with a Redis --backend). A real
-// store answers in real time, on a machine whose scheduler adds its own
-// delays: the virtual-time defaults (10 ms, 20 ms) would time out healthy
-// requests and contain their leases. The deadline is also the backend's
-// attempt bound (backend/redis WithAttemptTimeout), so the bound plus the
-// scheduling margin fits within the deadline plus the grace with 2 s to
-// spare, as docs/backend-redis.md sizes it.
+// told otherwise (WithRealTimeDefaults; kvready simulate with a Redis
+// --backend). A real store answers in real time, on a machine whose
+// scheduler adds its own delays: the virtual-time defaults (10 ms, 20 ms)
+// time out healthy requests and contain their leases. The deadline is also
+// the backend's attempt bound (backend/redis WithAttemptTimeout), so the
+// bound plus the scheduling margin fits within the deadline plus the grace
+// with 2 s to spare, as docs/backend-redis.md sizes it.
 const (
 	RealTimeDeadline   = 500 * time.Millisecond
 	RealTimeDrainGrace = 2 * time.Second
 )
 
-// RealTime returns c with the request deadline and the drain grace that
-// suit a real store: RealTimeDeadline and RealTimeDrainGrace.
-func (c Config) RealTime() Config {
+// WithRealTimeDefaults returns c with the request deadline and the drain
+// grace that suit a real store: RealTimeDeadline and RealTimeDrainGrace.
+func (c Config) WithRealTimeDefaults() Config {
 	c.Deadline, c.DrainGrace = RealTimeDeadline, RealTimeDrainGrace
 	return c
 }

@@ -114,7 +114,7 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		Health:        h,
 		Clock:         clk,
 		OnContainment: em.contain,
-		OnRecovery:    em.recover,
+		OnRecovery:    em.recoverLease,
 		OnHalt:        func(err error) { em.halt = err },
 		Observer:      obs,
 	})
@@ -291,8 +291,8 @@ func (em *engineManager) contain(c readiness.Containment) {
 	em.containedBy[c.Lease] = c.Slots
 }
 
-// recover counts a contained lease whose access was proven over after all.
-func (em *engineManager) recover(h readiness.Handle) {
+// recoverLease counts a contained lease whose access was proven over after all.
+func (em *engineManager) recoverLease(h readiness.Handle) {
 	em.recovered++
 	em.recoveredBy += em.containedBy[h]
 	delete(em.containedBy, h)

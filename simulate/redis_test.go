@@ -143,7 +143,7 @@ func TestRedisStoreDownAtStart(t *testing.T) {
 // realTime is what `kvready simulate --backend URL` runs: the defaults, no
 // injected faults, and the deadline and grace a real store needs.
 func realTime(url string) Config {
-	c := Defaults().WithoutFaults().RealTime()
+	c := Defaults().WithoutFaults().WithRealTimeDefaults()
 	c.Backend = url
 	return c
 }

@@ -232,7 +232,7 @@ exit status:
 // drain grace that suit one, unless the command line set them: explicit
 // flags always win.
 func realTimeDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
-	rt := cfg.RealTime()
+	rt := cfg.WithRealTimeDefaults()
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "deadline":
