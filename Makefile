@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test demo demo-redis bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib python abi-test bench-abi
 
 all: build
@@ -91,6 +91,15 @@ report-screenshots:
 ## published — and stops the server, on failure too.
 demo-redis:
 	GO=$(GO) ./scripts/demo-redis.sh
+
+## demo-redis-faults: a store that dies and pauses costs requests, never slots. Starts a
+## throwaway redis-server on a free loopback port, runs `kvready simulate --backend redis://...`
+## (its real-time defaults), SIGKILLs the server a fifth of the way through and restarts it on
+## the same port, pauses it (CLIENT PAUSE) for longer than the deadline half way through, then
+## prints the summary and fails unless the run exited 0 with the pool whole and requests served
+## again. Bounded (every wait has a timeout); stops the server on failure too.
+demo-redis-faults:
+	GO=$(GO) ./scripts/demo-redis-faults.sh
 
 ## bench: every benchmark with allocations, in one run; the SPEC §5 figures as ratios
 ## go to docs/performance.md (with the machine, date and Go version). The benchmarks

@@ -9,55 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 
-./scripts/deps.sh # redis-server: installed on Debian as root, or the command is named
+. ./scripts/redis-lib.sh
+redis_need demo-redis # redis-server: installed on Debian as root, or the command is named
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvready-demo-redis.XXXXXX")
-pid=
-stop() {
-  if [ -n "$pid" ]; then
-    kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    pid=
-  fi
-}
-trap 'stop; rm -rf "$dir"' EXIT
+trap 'redis_stop; rm -rf "$dir"' EXIT
 trap 'exit 130' INT TERM
 
-# start PORT: run redis-server on it and wait until it answers PING; fail if
-# it exits first (the port was taken) or does not answer within 10 s.
-start() {
-  redis-server --port "$1" --bind 127.0.0.1 --dir "$dir" --logfile "$dir/redis.log" \
-    --save "" --appendonly no --daemonize no --protected-mode no &
-  pid=$!
-  for _ in $(seq 200); do
-    if redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG; then
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then
-      wait "$pid" 2>/dev/null || true
-      pid=
-      return 1
-    fi
-    sleep 0.05
-  done
-  stop
-  return 1
-}
-
-port=
-for _ in 1 2 3 4 5; do
-  candidate=$((20000 + RANDOM % 40000))
-  if (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-    continue # something listens there
-  fi
-  if start "$candidate"; then
-    port=$candidate
-    break
-  fi
-done
-if [ -z "$port" ]; then
-  echo "demo-redis: could not start redis-server on a free loopback port" >&2
-  [ -f "$dir/redis.log" ] && tail -20 "$dir/redis.log" >&2
+if ! redis_start_free; then
+  echo "demo-redis: could not start redis-server" >&2
   exit 1
 fi
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/metrics"
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -51,6 +52,15 @@ type Config struct {
 	// DrainGrace is how long access may stay unproven once the drain starts
 	// (at the deadline at the latest) before the engine contains the lease.
 	DrainGrace time.Duration
+	// Containment is what the engine does with a lease whose containment
+	// deadline passes with access unproven (SPEC §4 rule 5): core.Quarantine
+	// (the zero value), core.Fatal (the engine halts and the run stops) or
+	// core.Recover (a later proof returns the slots). The engine's only.
+	Containment core.Policy
+	// MaxOutstanding bounds the submissions outstanding at the backend; 0
+	// takes the backend's own AdmissionLimit (backend/redis has one; the
+	// in-process store none: no bound). The engine's only.
+	MaxOutstanding int
 	// StoreCapacity bounds the store: rows beyond it evict the least recently
 	// used (an evicted name is a miss). Memory then stays bounded by the work
 	// in flight and this capacity, however long the run.
@@ -152,6 +162,45 @@ func Defaults() Config {
 		RedisPrefix:       DefaultRedisPrefix,
 		Device:            SimDevice,
 	}
+}
+
+// The request deadline and drain grace of a run over a real store unless
+// told otherwise (WithRealTimeDefaults; kvready simulate with a Redis
+// --backend). A real store answers in real time, on a machine whose
+// scheduler adds its own delays: the virtual-time defaults (10 ms, 20 ms)
+// time out healthy requests and contain their leases. The deadline is also
+// the backend's attempt bound (backend/redis WithAttemptTimeout), so the
+// bound plus the scheduling margin fits within the deadline plus the grace
+// with 2 s to spare, as docs/backend-redis.md sizes it.
+const (
+	RealTimeDeadline   = 500 * time.Millisecond
+	RealTimeDrainGrace = 2 * time.Second
+)
+
+// WithRealTimeDefaults returns c with the request deadline and the drain
+// grace that suit a real store: RealTimeDeadline and RealTimeDrainGrace.
+func (c Config) WithRealTimeDefaults() Config {
+	c.Deadline, c.DrainGrace = RealTimeDeadline, RealTimeDrainGrace
+	return c
+}
+
+// LossExpected names what in c asks for staging capacity to be lost — a
+// backend that never proves (NeverProvesRate), a lost device (DeviceLossAt),
+// the naive manager — or returns "" when nothing does: then a run that
+// contains leases, quarantines slots or refuses requests for lack of them
+// lost capacity it was not asked to (kvready simulate exits 3).
+func (c Config) LossExpected() string {
+	var why []string
+	if c.NeverProvesRate > 0 {
+		why = append(why, fmt.Sprintf("--never-proves-rate %g", c.NeverProvesRate))
+	}
+	if c.DeviceLossAt > 0 {
+		why = append(why, "--device-loss-at "+formatDuration(c.DeviceLossAt))
+	}
+	if c.Naive {
+		why = append(why, "--naive")
+	}
+	return strings.Join(why, ", ")
 }
 
 // FieldError names the configuration field (the CLI flag) that is wrong.
@@ -256,6 +305,18 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.deviceErrors()...)
+	if c.Containment > core.Recover {
+		bad("containment", "%v; want quarantine, fatal or recover", c.Containment)
+	}
+	if c.MaxOutstanding < 0 {
+		bad("max-outstanding", "%d; want a non-negative number of submissions (0: the backend's own limit, if any)", c.MaxOutstanding)
+	}
+	if c.Naive && c.Containment != core.Quarantine {
+		bad("containment", "%v: the naive manager never contains anything; the policy is the engine's", c.Containment)
+	}
+	if c.Naive && c.MaxOutstanding != 0 {
+		bad("max-outstanding", "%d: the naive manager submits without an admission bound; the bound is the engine's", c.MaxOutstanding)
+	}
 	if c.Naive && c.Metrics != nil {
 		bad("metrics-addr", "the naive manager has no engine whose metrics could be served; drop --naive or --metrics-addr")
 	}

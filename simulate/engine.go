@@ -25,8 +25,13 @@ type manager interface {
 	states() []StateCount
 	// nextSubmission names the lease whose submission the backend sees next.
 	nextSubmission() *lease
-	// contained reports the slots quarantined and the containments raised.
-	contained() (slots, containments int)
+	// capacity reports the staging capacity the run lost or got back.
+	capacity() capacity
+	// halted says why the manager stopped (nil while it runs): the engine
+	// under the fatal containment policy.
+	halted() error
+	// woken is signalled when the manager has work for a round (nil: never).
+	woken() <-chan struct{}
 	// why says why requests are still unfinished.
 	why() string
 	// finish stops admission and runs until nothing more can happen.
@@ -49,16 +54,36 @@ type engineManager struct {
 	events       []readiness.Transition
 	staged       []*lease // leases resting in staged, in the order the engine submits them
 	containments int
+	reasons      map[string]int           // containments by reason
+	containedBy  map[readiness.Handle]int // slots of each contained lease, for a recovery
+	recovered    int
+	recoveredBy  int // slots the recovered leases returned
+	halt         error
 	ungrantable  uint64 // the engine's ungrantable count last seen
 	draining     bool
 }
+
+// capacity is the staging capacity a run lost to containment, or got back.
+type capacity struct {
+	slotsQuarantined, containments int
+	// reasons counts the containments by reason.
+	reasons map[string]int
+	// recovered counts contained leases whose access a later Quiesce proved
+	// over (recover policy); recoveredSlots the slots they returned.
+	recovered, recoveredSlots int
+	// maxOutstanding is the admission bound in force (0: none).
+	maxOutstanding int
+}
+
+var _ readiness.Admitter = (*transport)(nil)
 
 // syncLimit bounds one step's wait for the engine's goroutines: only a
 // goroutine that never returns could hold it up.
 const syncLimit = 30 * time.Second
 
 func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, error) {
-	em := &engineManager{d: d, realTime: d.clk.real(), byHandle: map[readiness.Handle]*lease{}, handles: map[*lease]readiness.Handle{}}
+	em := &engineManager{d: d, realTime: d.clk.real(), byHandle: map[readiness.Handle]*lease{}, handles: map[*lease]readiness.Handle{},
+		reasons: map[string]int{}, containedBy: map[readiness.Handle]int{}}
 	var clk readiness.Clock = d.clk
 	if em.realTime {
 		clk = nil // the engine's default: the system clock
@@ -78,6 +103,8 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 			RetryBackoff:    tick,
 			MaxRetryBackoff: 20 * tick,
 			KeepReleased:    64,
+			MaxOutstanding:  d.cfg.MaxOutstanding, // 0: the backend's AdmissionLimit, through the transport
+			Containment:     d.cfg.Containment,
 			OnTransition:    em.hook,
 			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		},
@@ -86,7 +113,9 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		Stream:        s,
 		Health:        h,
 		Clock:         clk,
-		OnContainment: func(readiness.Containment) { em.containments++ },
+		OnContainment: em.contain,
+		OnRecovery:    em.recoverLease,
+		OnHalt:        func(err error) { em.halt = err },
 		Observer:      obs,
 	})
 	if err != nil {
@@ -154,7 +183,7 @@ func (em *engineManager) dropUngrantable() {
 	em.ungrantable = em.eng.Stats().Ungrantable
 	for h, l := range em.byHandle {
 		if info, err := em.eng.Lease(h); err == nil && info.Ungrantable {
-			l.final, l.reported, l.reason = refused, true, info.Reason
+			l.final, l.reported, l.reason, l.ungrantable = refused, true, info.Reason, true
 			_ = em.eng.Release(h)
 			em.forget(l, h)
 			em.d.ended(l)
@@ -240,9 +269,44 @@ func (em *engineManager) states() []StateCount {
 	return out
 }
 
-func (em *engineManager) contained() (int, int) {
-	return em.eng.Stats().SlotsQuarantined, em.containments
+// maxReasons bounds the distinct reasons a summary counts; the rest are
+// counted together under otherReasons.
+const maxReasons = 8
+
+const otherReasons = "other reasons"
+
+// countReason adds one to reason's count in m, keeping at most maxReasons
+// distinct reasons.
+func countReason(m map[string]int, reason string) {
+	if _, ok := m[reason]; !ok && len(m) >= maxReasons {
+		reason = otherReasons
+	}
+	m[reason]++
 }
+
+// contain counts a containment, by its reason.
+func (em *engineManager) contain(c readiness.Containment) {
+	em.containments++
+	countReason(em.reasons, c.Reason)
+	em.containedBy[c.Lease] = c.Slots
+}
+
+// recoverLease counts a contained lease whose access was proven over after all.
+func (em *engineManager) recoverLease(h readiness.Handle) {
+	em.recovered++
+	em.recoveredBy += em.containedBy[h]
+	delete(em.containedBy, h)
+}
+
+func (em *engineManager) capacity() capacity {
+	st := em.eng.Stats()
+	return capacity{slotsQuarantined: st.SlotsQuarantined, containments: em.containments, reasons: em.reasons,
+		recovered: em.recovered, recoveredSlots: em.recoveredBy, maxOutstanding: st.MaxOutstanding}
+}
+
+func (em *engineManager) halted() error { return em.halt }
+
+func (em *engineManager) woken() <-chan struct{} { return em.eng.Wake() }
 
 // why explains unfinished requests from the engine's own account.
 func (em *engineManager) why() string {
@@ -257,7 +321,10 @@ func (em *engineManager) why() string {
 	if n := st.Leases[fsm.Waiting]; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d leases still waiting for slots", n))
 	}
-	for _, s := range []fsm.State{fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven} {
+	if em.halt != nil {
+		parts = append(parts, "the engine halted under the fatal containment policy: it releases nothing any more, and a manager restarts it")
+	}
+	for _, s := range []fsm.State{fsm.Staged, fsm.Admitted, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.Contained} {
 		if n := st.Leases[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d leases in %v", n, s))
 		}
@@ -271,6 +338,9 @@ func (em *engineManager) why() string {
 func (em *engineManager) finish() {
 	em.eng.Close()
 	em.drain()
+	if em.halt != nil {
+		return // a halted engine releases nothing: there is no drain to wait for
+	}
 	if em.realTime {
 		// Every attempt ends by its deadline (the backend's timeout) and the
 		// engine fences or contains every lease by its containment deadline:

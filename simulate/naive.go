@@ -73,7 +73,12 @@ func (n *naiveManager) nextSubmission() *lease {
 	return l
 }
 
-func (n *naiveManager) contained() (int, int) { return 0, 0 }
+// capacity: the naive manager never contains anything (it frees instead).
+func (n *naiveManager) capacity() capacity { return capacity{} }
+
+func (n *naiveManager) halted() error { return nil }
+
+func (n *naiveManager) woken() <-chan struct{} { return nil }
 
 func (n *naiveManager) why() string {
 	return fmt.Sprintf("%d leases still active in the naive manager", len(n.active))

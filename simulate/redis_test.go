@@ -3,9 +3,11 @@ package simulate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -136,4 +138,132 @@ func TestRedisStoreDownAtStart(t *testing.T) {
 	s, err := Run(context.Background(), overRedis(srv.URL()+"?max_retries=-1"), nil)
 	assert.Nil(t, s)
 	assert.ErrorContains(t, err, "does not answer PING")
+}
+
+// realTime is what `kvready simulate --backend URL` runs: the defaults, no
+// injected faults, and the deadline and grace a real store needs.
+func realTime(url string) Config {
+	c := Defaults().WithoutFaults().WithRealTimeDefaults()
+	c.Backend = url
+	return c
+}
+
+// assertPoolWhole checks that the run lost no staging capacity: nothing
+// contained, no slot quarantined, nothing refused.
+func assertPoolWhole(t *testing.T, s *Summary) {
+	t.Helper()
+	assert.Zero(t, s.Containments, "containments: %v", s.ContainmentReasons)
+	assert.Zero(t, s.SlotsQuarantined, "slots quarantined")
+	assert.Zero(t, s.Quarantined, "leases quarantined")
+	assert.Zero(t, s.RefusedLeases+s.RefusedRequests, "refused: %v", s.Refusals)
+	assert.False(t, s.CapacityLost(), s.PoolVerdict())
+}
+
+// With the real-time defaults (what `kvready simulate --backend redis://`
+// uses) a healthy server costs no capacity: nothing contained, nothing
+// refused, and the backend's admission limit bounds the submissions.
+func TestRedisDefaultsLoseNoCapacityOnAHealthyServer(t *testing.T) {
+	srv := redistest.Start(t)
+	c := realTime(srv.URL())
+	c.Requests = 1000
+	c.RedisPrefix = "healthy:"
+	s := run(t, c)
+	assertClean(t, s)
+	assertPoolWhole(t, s)
+	assert.Equal(t, RealTimeDeadline, s.Deadline)
+	assert.Equal(t, RealTimeDrainGrace, s.DrainGrace)
+	assert.Positive(t, s.MaxOutstanding, "backend/redis's AdmissionLimit reaches the engine through the transport")
+	assert.Equal(t, "quarantine", s.Policy)
+}
+
+// The store killed (SIGKILL) and restarted on the same port mid-run, then
+// paused (CLIENT PAUSE ... ALL) for longer than the request deadline: the
+// requests in flight fail, nothing is contained, the pool is whole at the
+// end, and requests after the faults are served again. The faults are set
+// off by the run's progress, never by a timer; every wait is bounded, and
+// nothing asserts a duration.
+func TestRedisKillRestartAndPauseCostRequestsNotSlots(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // nothing of the run outlives it
+	srv := redistest.Start(t)
+	defer srv.Kill() // before goleak looks: the restarted server has a goroutine of its own
+	c := realTime(srv.URL())
+	c.RedisPrefix = "faults:"
+	c.Requests = 1000
+	c.Arrival = 5 * time.Millisecond // 5 s of arrivals: requests keep coming after the faults
+	pause := 3 * c.Deadline          // calls the server holds time out at the attempt bound
+
+	const bound = time.Minute // every wait of the fault goroutine
+	kill, hold := make(chan struct{}), make(chan struct{})
+	ran := make(chan struct{})
+	faulted := make(chan error, 1)
+	start := time.Now()
+	var pauseEnds time.Duration // since start, on the test's clock (the run's starts later)
+	go func() {
+		faulted <- func() error {
+			wait := func(ch <-chan struct{}) error {
+				select {
+				case <-ch:
+					return nil
+				case <-ran:
+					return errors.New("the run ended before the fault")
+				case <-time.After(bound):
+					return errors.New("the run did not get there in a minute")
+				}
+			}
+			if err := wait(kill); err != nil {
+				return err
+			}
+			srv.Kill()
+			time.Sleep(c.Deadline) // down for a while: submissions fail meanwhile
+			if err := srv.Restart(); err != nil {
+				return err
+			}
+			if err := wait(hold); err != nil {
+				return err
+			}
+			admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+			defer admin.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			if err := admin.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+				return err
+			}
+			pauseEnds = time.Since(start) + pause
+			return nil
+		}()
+	}()
+
+	var killed, held bool
+	s, err := Run(context.Background(), c, func(done, total int) {
+		if !killed && done >= total/5 {
+			killed = true
+			close(kill)
+		}
+		if !held && done >= total/2 {
+			held = true
+			close(hold)
+		}
+	})
+	close(ran)
+	require.NoError(t, <-faulted, "the faults")
+	require.NoError(t, err)
+	assertClean(t, s)
+	assertPoolWhole(t, s)
+	assert.Positive(t, s.Failed, "the faults cost requests in flight")
+	// Served again: the outcomes delivered after the pause ended (samples
+	// are on the run's clock, which starts after the test's: a sample at or
+	// past pauseEnds is past the pause).
+	after := -1
+	for i, smp := range s.Timeline {
+		if smp.At >= pauseEnds {
+			after = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, after, 0, "the run went on after the pause")
+	delivered := s.Served + s.Partial + s.Missed
+	assert.Greater(t, delivered, s.Timeline[after].Delivered, "requests after the faults are served again")
+	tbl := table(t, s)
+	assert.Contains(t, tbl, "outcomes over time")
+	t.Log(tbl)
 }

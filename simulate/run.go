@@ -40,6 +40,10 @@ type Sample struct {
 	// Recycled and Corrupt are the checker's slot grants recycled before
 	// their fence and corrupt rows, counted up to At.
 	Recycled, Corrupt int
+	// Delivered and Failed count the outcomes the manager reported up to At:
+	// delivered (served, partial or missed: the store answered) and failed
+	// (timeouts, cancellations and rejections included).
+	Delivered, Failed int
 }
 
 // Progress is called as requests finish.
@@ -68,10 +72,13 @@ type driver struct {
 	next      int // the next request to arrive
 	finished  int
 	refused   int
+	refusals  map[string]int // refused leases and requests, by reason
 	lost      bool
 	sum       Summary
 	askTokens int
 	gotTokens int
+	delivered int // outcomes reported so far, for the timeline
+	failures  int
 	timeline  []Sample
 	every     time.Duration // timeline sampling interval
 	// Latencies are kept as bounded samples: exact for short runs, a uniform
@@ -134,7 +141,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 }
 
 func newDriver(ctx context.Context, cfg Config) (*driver, error) {
-	d := &driver{cfg: cfg}
+	d := &driver{cfg: cfg, refusals: map[string]int{}}
 	if cfg.Redis() {
 		d.clk = newRealClock() // the store answers in real time
 	} else {
@@ -243,6 +250,11 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 		if d.next == cfg.Requests && d.finished == cfg.Requests {
 			return nil
 		}
+		if d.mgr.halted() != nil {
+			// The engine releases nothing any more: a manager restarts here.
+			// The summary counts what was in flight as unfinished, and why.
+			return nil
+		}
 		if !d.clk.real() {
 			if err := d.dev.settle(); err != nil {
 				return err
@@ -301,7 +313,8 @@ func (d *driver) checkStore() {
 const postWakeSpin = 8
 
 // wait is an idle driver's pause on real time: until the backend answers
-// (the transport pokes wake) or a tick passes, whichever comes first. Timers
+// (the transport pokes wake), the engine has work for a round (Engine.Wake:
+// a letter in its mailbox), or a tick passes, whichever comes first. Timers
 // are coarse on some machines (a millisecond), so a wake is followed by a
 // few rounds that only yield.
 func (d *driver) wait() {
@@ -314,6 +327,7 @@ func (d *driver) wait() {
 	select {
 	case <-d.wake:
 		d.spin = postWakeSpin
+	case <-d.mgr.woken(): // the engine has work: an outcome, a proof, a copy landed
 	case <-d.idle.C:
 	}
 }
@@ -342,7 +356,8 @@ func (d *driver) sample(now time.Duration) {
 	d.mu.Lock()
 	recycled, corrupt := d.chk.recycledBeforeFence, d.chk.corruptRows
 	d.mu.Unlock()
-	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states(), Recycled: recycled, Corrupt: corrupt})
+	d.timeline = append(d.timeline, Sample{At: now, States: d.mgr.states(), Recycled: recycled, Corrupt: corrupt,
+		Delivered: d.delivered, Failed: d.failures})
 }
 
 // arrive starts request i: the checker writes canaries into its device rows,
@@ -351,15 +366,13 @@ func (d *driver) sample(now time.Duration) {
 func (d *driver) arrive(i int) (bool, error) {
 	rows := d.cfg.Blocks * d.cfg.Groups
 	if d.lost {
-		d.refused++
-		d.finished++
+		d.refuseRequest()
 		return true, nil
 	}
 	p, err := d.dev.Alloc(rows * SlotBytes)
 	switch {
 	case errors.Is(err, gpu.ErrDeviceLost):
-		d.refused++
-		d.finished++
+		d.refuseRequest()
 		return true, nil
 	case err != nil && len(d.active) > 0:
 		return false, nil
@@ -385,6 +398,16 @@ func (d *driver) arrive(i int) (bool, error) {
 	return true, nil
 }
 
+// whyDeviceLost is why a request is refused on a lost device.
+const whyDeviceLost = "the device was lost: the request was not started"
+
+// refuseRequest counts a request that could not start: the device is lost.
+func (d *driver) refuseRequest() {
+	d.refused++
+	d.finished++
+	countReason(d.refusals, whyDeviceLost)
+}
+
 func (d *driver) newLease(r *request, k readiness.Kind, first, blocks int) *lease {
 	mode, lat := d.w.behaviour(r.id, k)
 	return &lease{req: r, kind: k, first: first, blocks: blocks, needed: neededBlocks(d.cfg.Attention(), first, blocks),
@@ -393,8 +416,28 @@ func (d *driver) newLease(r *request, k readiness.Kind, first, blocks int) *leas
 
 func (d *driver) lend(l *lease) {
 	if err := d.mgr.lend(l); err != nil {
-		l.final, l.reported, l.reason = refused, true, err.Error()
+		l.final, l.reported, l.reason = refused, true, refusal(err)
+		l.ungrantable = errors.Is(err, readiness.ErrUngrantable)
 	}
+}
+
+// whyUngrantable is why a lease is refused when quarantine left no run of
+// slots that could hold it: the engine's words for a waiting lease it takes
+// out of line, used for one refused at Lend too, so both count as one reason.
+const whyUngrantable = "can never be granted: quarantine left no contiguous run of slots long enough"
+
+// refusal says why Lend refused a lease, in words that do not vary with the
+// lease, so that a summary counts refusals by reason.
+func refusal(err error) string {
+	switch {
+	case errors.Is(err, readiness.ErrUngrantable):
+		return whyUngrantable
+	case errors.Is(err, readiness.ErrHalted):
+		return "the engine halted"
+	case errors.Is(err, readiness.ErrDeviceLost):
+		return "the device was lost: no lease is lent"
+	}
+	return err.Error()
 }
 
 // outcome is called once per lease, when the manager reports its outcome (for a
@@ -406,6 +449,14 @@ func (d *driver) outcome(l *lease) {
 		return
 	}
 	l.reported = true
+	switch l.outcome {
+	case readiness.Served, readiness.Partial, readiness.Missed:
+		d.delivered++
+	default:
+		if l.outcome.Failure() {
+			d.failures++
+		}
+	}
 	d.mu.Lock()
 	d.chk.reported(l)
 	if l.kind == readiness.Fetch && l.ready {
@@ -513,6 +564,10 @@ func (d *driver) fold(l *lease) {
 	s := &d.sum
 	if l.final == refused {
 		s.RefusedLeases++
+		if l.ungrantable {
+			s.RefusedForCapacity++
+		}
+		countReason(d.refusals, l.reason)
 		return
 	}
 	s.Leases++
@@ -590,7 +645,18 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	if wall > 0 {
 		s.Throughput = float64(s.Released+s.Quarantined) / wall.Seconds()
 	}
-	s.SlotsQuarantined, s.Containments = d.mgr.contained()
+	capa := d.mgr.capacity()
+	s.SlotsQuarantined, s.Containments, s.ContainmentReasons = capa.slotsQuarantined, capa.containments, capa.reasons
+	s.Recovered, s.RecoveredSlots, s.MaxOutstanding = capa.recovered, capa.recoveredSlots, capa.maxOutstanding
+	s.StagingSlots = d.cfg.Slots * d.cfg.Groups
+	s.Refusals = d.refusals
+	if err := d.mgr.halted(); err != nil {
+		s.Halted = err.Error()
+	}
+	if !d.cfg.Naive {
+		s.Policy = d.cfg.Containment.String()
+	}
+	s.LossExpected = d.cfg.LossExpected()
 	c := d.chk
 	s.RecycledBeforeFence = c.recycledBeforeFence
 	s.RegrantsUnproven = c.regrantsUnproven
@@ -604,6 +670,6 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.StoreChecksFailed = c.storeChecksFailed
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
-	s.Deadline, s.Seed = d.cfg.Deadline, d.cfg.Seed
+	s.Deadline, s.DrainGrace, s.Seed = d.cfg.Deadline, d.cfg.DrainGrace, d.cfg.Seed
 	return s
 }

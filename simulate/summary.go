@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,9 +37,35 @@ type Summary struct {
 	// RefusedLeases the manager would not lend (a lost device, or a pool
 	// shrunk by quarantine below a lease's size).
 	RefusedLeases int
+	// RefusedForCapacity are the refused leases that quarantine made
+	// impossible to grant (no run of slots left that could hold them).
+	RefusedForCapacity int
+	// Refusals counts the refused leases and requests by reason (at most 8
+	// reasons; the rest under "other reasons").
+	Refusals map[string]int
 	// SlotsQuarantined are staging slots out of circulation for ever;
-	// Containments the containment signals the engine raised.
+	// Containments the containment signals the engine raised, and
+	// ContainmentReasons those signals by reason (at most 8 reasons; the
+	// rest under "other reasons").
 	SlotsQuarantined, Containments int
+	ContainmentReasons             map[string]int
+	// Recovered counts contained leases whose access a later Quiesce proved
+	// over (the recover policy), and RecoveredSlots the slots they returned.
+	Recovered, RecoveredSlots int
+	// StagingSlots is the pool: slots per group times layer groups.
+	StagingSlots int
+	// Policy is the engine's containment policy (quarantine, fatal or
+	// recover); empty for the naive manager, which has none.
+	Policy string
+	// MaxOutstanding is the engine's bound on submissions outstanding at the
+	// backend (0: none).
+	MaxOutstanding int
+	// Halted says why the engine halted (the fatal policy): the run stopped
+	// there, and what was in flight is unfinished. Empty while it ran.
+	Halted string
+	// LossExpected names what in the configuration asked for capacity to be
+	// lost (Config.LossExpected), or is empty.
+	LossExpected string
 
 	// Outcomes by kind, as the manager reported them. Failed includes the
 	// timeouts, cancellations, rejections and contract violations counted
@@ -84,8 +111,10 @@ type Summary struct {
 	ReadinessOverclaims int
 
 	// Deadline is the run's request deadline: deliveries slower than it
-	// time out, which shows as a spike in the readiness latencies.
-	Deadline time.Duration
+	// time out, which shows as a spike in the readiness latencies. Over
+	// Redis it is the backend's attempt bound too. DrainGrace is how long
+	// access may stay unproven after it before a lease is contained.
+	Deadline, DrainGrace time.Duration
 	// Seed drew the run's workload and its fault choices.
 	Seed uint64
 
@@ -98,6 +127,15 @@ type Summary struct {
 func (s *Summary) Safe() bool {
 	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0 &&
 		s.ReadinessOverclaims == 0
+}
+
+// CapacityLost reports whether the run lost staging capacity: a lease
+// contained (even if the recover policy later returned its slots), slots
+// quarantined, leases refused because quarantine left no run of slots that
+// could hold them, or an engine that halted. On a healthy store none of
+// these happens (SPEC §4 rule 12).
+func (s *Summary) CapacityLost() bool {
+	return s.Containments > 0 || s.SlotsQuarantined > 0 || s.RefusedForCapacity > 0 || s.Halted != ""
 }
 
 // Complete reports whether every request ended.
@@ -132,43 +170,56 @@ func formatDuration(d time.Duration) string {
 func FormatDuration(d time.Duration) string { return formatDuration(d) }
 
 type summaryJSON struct {
-	Manager                  string  `json:"manager"`
-	Store                    string  `json:"store"`
-	Clock                    string  `json:"clock"`  // "virtual" or "real"
-	Device                   string  `json:"device"` // "sim" or "cuda"
-	Requests                 int     `json:"requests"`
-	Leases                   int     `json:"leases"`
-	Served                   int     `json:"served"`
-	Partial                  int     `json:"partial"`
-	Missed                   int     `json:"missed"`
-	Failed                   int     `json:"failed"`
-	Timeouts                 int     `json:"timeouts"`
-	Cancelled                int     `json:"cancelled"`
-	Rejected                 int     `json:"rejected"`
-	Quarantined              int     `json:"quarantined"`
-	Released                 int     `json:"released"`
-	Unfinished               int     `json:"unfinished"`
-	UnfinishedRequests       int     `json:"unfinished_requests"`
-	UnfinishedReason         string  `json:"unfinished_reason,omitempty"`
-	Containments             int     `json:"containments"`
-	Violations               int     `json:"violations"`
-	OtherFailures            int     `json:"other_failures"`
-	Refused                  int     `json:"refused"`
-	SlotsQuarantined         int     `json:"slots_quarantined"`
-	SlotGrantsWatched        int     `json:"slot_grants_watched"`
-	RecycledBeforeFence      int     `json:"recycled_before_fence"`
-	RegrantsUnproven         int     `json:"regrants_unproven"`
-	RecycledByLateWriteOnly  *int    `json:"recycled_by_late_write_only"` // null: late writes not watched
-	LateWrites               *int    `json:"late_writes"`                 // null: not watched
-	CorruptRows              int     `json:"corrupt_rows"`
-	MissesReportedAsFailures int     `json:"misses_reported_as_failures"`
-	ReadinessOverclaims      int     `json:"readiness_overclaims"`
-	RowsVerified             int     `json:"rows_verified"`
-	StoreChecksFailed        int     `json:"store_checks_failed"`
-	HitTokenRatio            float64 `json:"hit_token_ratio"`
-	ReadinessP50us           float64 `json:"readiness_p50_us"`
-	ReadinessP99us           float64 `json:"readiness_p99_us"`
-	ThroughputLeasesPerS     float64 `json:"throughput_leases_per_s"`
+	Manager                  string         `json:"manager"`
+	Store                    string         `json:"store"`
+	Clock                    string         `json:"clock"`  // "virtual" or "real"
+	Device                   string         `json:"device"` // "sim" or "cuda"
+	Requests                 int            `json:"requests"`
+	Leases                   int            `json:"leases"`
+	Served                   int            `json:"served"`
+	Partial                  int            `json:"partial"`
+	Missed                   int            `json:"missed"`
+	Failed                   int            `json:"failed"`
+	Timeouts                 int            `json:"timeouts"`
+	Cancelled                int            `json:"cancelled"`
+	Rejected                 int            `json:"rejected"`
+	Quarantined              int            `json:"quarantined"`
+	Released                 int            `json:"released"`
+	Unfinished               int            `json:"unfinished"`
+	UnfinishedRequests       int            `json:"unfinished_requests"`
+	UnfinishedReason         string         `json:"unfinished_reason,omitempty"`
+	Containments             int            `json:"containments"`
+	Violations               int            `json:"violations"`
+	OtherFailures            int            `json:"other_failures"`
+	Refused                  int            `json:"refused"`
+	RefusedForCapacity       int            `json:"refused_for_capacity"`
+	RefusedByReason          map[string]int `json:"refused_by_reason"`
+	StagingSlots             int            `json:"staging_slots"`
+	SlotsQuarantined         int            `json:"slots_quarantined"`
+	ContainmentsByReason     map[string]int `json:"containments_by_reason"`
+	Policy                   string         `json:"containment_policy,omitempty"`
+	MaxOutstanding           int            `json:"max_outstanding"`
+	Recovered                int            `json:"recovered"`
+	RecoveredSlots           int            `json:"recovered_slots"`
+	Halted                   *string        `json:"halted"` // null: the engine did not halt
+	CapacityLost             bool           `json:"capacity_lost"`
+	LossExpected             string         `json:"loss_expected,omitempty"`
+	SlotGrantsWatched        int            `json:"slot_grants_watched"`
+	RecycledBeforeFence      int            `json:"recycled_before_fence"`
+	RegrantsUnproven         int            `json:"regrants_unproven"`
+	RecycledByLateWriteOnly  *int           `json:"recycled_by_late_write_only"` // null: late writes not watched
+	LateWrites               *int           `json:"late_writes"`                 // null: not watched
+	CorruptRows              int            `json:"corrupt_rows"`
+	MissesReportedAsFailures int            `json:"misses_reported_as_failures"`
+	ReadinessOverclaims      int            `json:"readiness_overclaims"`
+	RowsVerified             int            `json:"rows_verified"`
+	StoreChecksFailed        int            `json:"store_checks_failed"`
+	HitTokenRatio            float64        `json:"hit_token_ratio"`
+	ReadinessP50us           float64        `json:"readiness_p50_us"`
+	ReadinessP99us           float64        `json:"readiness_p99_us"`
+	ThroughputLeasesPerS     float64        `json:"throughput_leases_per_s"`
+	DeadlineUs               float64        `json:"deadline_us"`
+	DrainGraceUs             float64        `json:"drain_grace_us"`
 }
 
 // MarshalJSON writes the summary as one flat object: the keys the issue pins
@@ -184,6 +235,16 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		n, m := s.LateWrites, s.RecycledByLateWriteOnly()
 		late, lateOnly = &n, &m
 	}
+	var halted *string
+	if s.Halted != "" {
+		halted = &s.Halted
+	}
+	orEmpty := func(m map[string]int) map[string]int {
+		if m == nil {
+			return map[string]int{}
+		}
+		return m
+	}
 	return json.Marshal(summaryJSON{
 		Manager: s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
 		Requests: s.Requests, Leases: s.Leases,
@@ -193,13 +254,18 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		UnfinishedRequests: s.UnfinishedRequests, UnfinishedReason: s.UnfinishedReason,
 		Containments: s.Containments, Violations: s.Violations, OtherFailures: s.OtherFailures(),
 		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
+		RefusedForCapacity: s.RefusedForCapacity, RefusedByReason: orEmpty(s.Refusals), StagingSlots: s.StagingSlots,
+		ContainmentsByReason: orEmpty(s.ContainmentReasons), Policy: s.Policy, MaxOutstanding: s.MaxOutstanding,
+		Recovered: s.Recovered, RecoveredSlots: s.RecoveredSlots, Halted: halted,
+		CapacityLost: s.CapacityLost(), LossExpected: s.LossExpected,
 		SlotGrantsWatched: s.SlotGrants, RecycledBeforeFence: s.RecycledBeforeFence, RegrantsUnproven: s.RegrantsUnproven,
 		RecycledByLateWriteOnly: lateOnly, LateWrites: late, CorruptRows: s.CorruptRows,
 		MissesReportedAsFailures: s.MissesReportedAsFailures, RowsVerified: s.RowsVerified,
 		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
-		ReadinessOverclaims:  s.ReadinessOverclaims,
+		DeadlineUs:           us(s.Deadline), DrainGraceUs: us(s.DrainGrace),
+		ReadinessOverclaims: s.ReadinessOverclaims,
 	})
 }
 
@@ -221,12 +287,20 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if s.Store != "" {
 		fmt.Fprintf(tw, "store: %s\n", s.Store)
 	}
+	if s.Deadline > 0 {
+		bound := ""
+		if s.RealTime {
+			bound = " (the backend's attempt bound too)"
+		}
+		fmt.Fprintf(tw, "request deadline %s%s, drain grace %s\n", formatDuration(s.Deadline), bound, formatDuration(s.DrainGrace))
+	}
 	fmt.Fprintln(tw, "leases by final state")
 	row("lent", s.Leases)
 	row("released", s.Released)
 	row("quarantined", s.Quarantined)
 	row("unfinished", s.Unfinished)
 	row("refused", s.RefusedLeases+s.RefusedRequests)
+	byCount(s.Refusals, func(reason string, n int) { row(fmt.Sprintf("  %d", n), reason) })
 	if s.UnfinishedRequests > 0 {
 		row("UNFINISHED REQUESTS", fmt.Sprintf("%d of %d: %s", s.UnfinishedRequests, s.Requests, s.UnfinishedReason))
 	}
@@ -236,8 +310,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("missed", s.Missed)
 	row("failed", fmt.Sprintf("%d = timeouts %d + cancelled %d + rejected %d + violations %d + other failures %d",
 		s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations, s.OtherFailures()))
+	s.writeCapacity(tw, row)
+	if s.RealTime {
+		s.writeOverTime(tw, row)
+	}
 	fmt.Fprintln(tw, "service")
-	row("slots quarantined", fmt.Sprintf("%d (containments %d)", s.SlotsQuarantined, s.Containments))
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
 	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
 	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
@@ -261,6 +338,99 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("misses reported as failures", fmt.Sprintf("%d%s", s.MissesReportedAsFailures, verdict(s.MissesReportedAsFailures)))
 	row("readiness overclaims", fmt.Sprintf("%d%s", s.ReadinessOverclaims, verdict(s.ReadinessOverclaims)))
 	return tw.Flush()
+}
+
+// writeCapacity prints what the run did to the staging pool: the policy and
+// the admission bound, the slots quarantined and the containments by reason,
+// the recoveries, a halt, and the verdict: the pool whole, or capacity lost
+// (as the configuration asked, or not).
+func (s *Summary) writeCapacity(tw io.Writer, row func(string, any)) {
+	if s.Policy == "" { // the naive manager: it frees instead of containing
+		fmt.Fprintln(tw, "capacity")
+		row("slots quarantined", fmt.Sprintf("%d (the naive manager never contains: it frees)", s.SlotsQuarantined))
+		return
+	}
+	admission := "no bound on submissions outstanding"
+	if s.MaxOutstanding > 0 {
+		admission = fmt.Sprintf("at most %d submissions outstanding at the backend", s.MaxOutstanding)
+	}
+	fmt.Fprintf(tw, "capacity (containment policy %s; %s)\n", s.Policy, admission)
+	row("slots quarantined", fmt.Sprintf("%d of %d (containments %d)", s.SlotsQuarantined, s.StagingSlots, s.Containments))
+	byCount(s.ContainmentReasons, func(reason string, n int) { row(fmt.Sprintf("  %d", n), reason) })
+	if s.Policy == "recover" || s.Recovered > 0 {
+		row("recovered", fmt.Sprintf("%d of %d contained leases, returning %d slots in all", s.Recovered, s.Containments, s.RecoveredSlots))
+	}
+	if s.Halted != "" {
+		row("ENGINE HALTED", s.Halted)
+	}
+	row("pool", s.PoolVerdict())
+}
+
+// PoolVerdict says whether the pool is whole at the end, or what was lost
+// (and whether the run asked for it), as the table's "pool" row does.
+func (s *Summary) PoolVerdict() string {
+	if !s.CapacityLost() {
+		return "whole: no slot quarantined, no lease refused for lack of slots"
+	}
+	var lost []string
+	if s.Containments > 0 && s.SlotsQuarantined == 0 {
+		lost = append(lost, fmt.Sprintf("%d leases contained, every one recovered: the pool is whole at the end", s.Containments))
+	}
+	if s.SlotsQuarantined > 0 {
+		lost = append(lost, fmt.Sprintf("%d of %d slots quarantined", s.SlotsQuarantined, s.StagingSlots))
+	}
+	if s.RefusedForCapacity > 0 {
+		lost = append(lost, fmt.Sprintf("%d leases refused for lack of slots", s.RefusedForCapacity))
+	}
+	if s.Halted != "" {
+		lost = append(lost, "the engine halted")
+	}
+	what := strings.Join(lost, ", ")
+	if s.LossExpected != "" && s.Halted == "" {
+		return "capacity lost, as the run asked (" + s.LossExpected + "): " + what
+	}
+	return "CAPACITY LOST: " + what
+}
+
+// overTimeRows is how many intervals "outcomes over time" splits a run into.
+const overTimeRows = 10
+
+// writeOverTime prints the outcomes the manager reported in each tenth of a
+// run on real time, from the timeline: a store that is killed, restarted or
+// paused shows as failures in the intervals it was out, and deliveries again
+// after it.
+func (s *Summary) writeOverTime(tw io.Writer, row func(string, any)) {
+	if len(s.Timeline) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "outcomes over time (real time since the start)")
+	n := min(overTimeRows, len(s.Timeline))
+	prev := Sample{}
+	for i := 1; i <= n; i++ {
+		smp := s.Timeline[i*len(s.Timeline)/n-1]
+		row("until "+formatDuration(smp.At), fmt.Sprintf("delivered %d, failed %d", smp.Delivered-prev.Delivered, smp.Failed-prev.Failed))
+		prev = smp
+	}
+	if rest, failed := s.Served+s.Partial+s.Missed-prev.Delivered, s.Failed-prev.Failed; rest > 0 || failed > 0 {
+		row("until the end", fmt.Sprintf("delivered %d, failed %d", rest, failed))
+	}
+}
+
+// byCount calls f for each reason of m, the most frequent first.
+func byCount(m map[string]int, f func(reason string, n int)) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		f(k, m[k])
+	}
 }
 
 // clock names the run's clock.

@@ -92,10 +92,10 @@ func newTransport(ctx context.Context, d *driver) (*transport, error) {
 }
 
 // openRedis connects the backend and the checker's own client to the store.
-// The backend's timeout is the request deadline: an attempt that has not
-// answered by then ends, so Quiesce proves its access over well before the
-// containment deadline (the deadline plus the drain grace), even with the
-// server gone.
+// The backend's attempt bound is the request deadline: an attempt that has
+// not answered by then ends, so Quiesce proves its access over within the
+// drain grace of the deadline, even with the server gone or paused
+// (docs/backend-redis.md: bound + scheduling margin ≤ deadline + grace).
 func (t *transport) openRedis(ctx context.Context) error {
 	cfg := t.d.cfg
 	u, err := url.Parse(cfg.Backend)
@@ -108,7 +108,7 @@ func (t *transport) openRedis(ctx context.Context) error {
 	// One pipelined call per lease: the rows are small, round trips are what
 	// costs.
 	t.rds, err = kvredis.Open(ctx, cfg.Backend, t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
-		kvredis.WithTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)))
+		kvredis.WithAttemptTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)))
 	if err != nil {
 		return fmt.Errorf("simulate: backend: %w", err)
 	}
@@ -118,7 +118,7 @@ func (t *transport) openRedis(ctx context.Context) error {
 	u.RawQuery = q.Encode()
 	t.checkTimeout = max(100*time.Millisecond, cfg.Deadline)
 	t.check, err = kvredis.Open(ctx, u.String(), t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
-		kvredis.WithTimeout(t.checkTimeout), kvredis.WithConcurrency(1))
+		kvredis.WithAttemptTimeout(t.checkTimeout), kvredis.WithConcurrency(1))
 	if err != nil {
 		_ = t.rds.Close()
 		return fmt.Errorf("simulate: backend (the checker's connection): %w", err)
@@ -247,8 +247,25 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 	l.delivery = d
 	if t.mem != nil {
 		t.pending = append(t.pending, d)
+		return &attempt{t: t, d: d}, nil
+	}
+	if _, ok := a.(contract.Notifier); ok {
+		// Over Redis the engine is told of an outcome as it lands, as it
+		// would be without the transport, instead of polling for it.
+		return &notifyingAttempt{attempt{t: t, d: d}}, nil
 	}
 	return &attempt{t: t, d: d}, nil
+}
+
+// AdmissionLimit implements readiness.Admitter: the Redis backend's own limit
+// (how many attempts its workers and connections serve at once), so that the
+// engine holds the rest before submission, where no deadline runs. The
+// in-process store has none: 0, no bound.
+func (t *transport) AdmissionLimit() int {
+	if t.rds != nil {
+		return t.rds.AdmissionLimit()
+	}
+	return 0
 }
 
 // Fetch implements contract.Fetcher.
@@ -265,8 +282,16 @@ func unwrap(method string, list []contract.Attempt) ([]*delivery, []contract.Att
 	ds := make([]*delivery, len(list))
 	inner := make([]contract.Attempt, len(list))
 	for i, x := range list {
-		a, ok := x.(*attempt)
-		if !ok || a == nil {
+		var a *attempt
+		switch x := x.(type) {
+		case *attempt:
+			a = x
+		case *notifyingAttempt:
+			if x != nil {
+				a = &x.attempt
+			}
+		}
+		if a == nil {
 			return nil, nil, fmt.Errorf("simulate: %s: attempt %d (%T) was not returned by this transport", method, i, x)
 		}
 		ds[i], inner[i] = a.d, a.d.inner
@@ -406,6 +431,22 @@ func (t *transport) close() error {
 type attempt struct {
 	t *transport
 	d *delivery
+}
+
+// notifyingAttempt is an attempt whose backend notifies (contract.Notifier):
+// backend/redis's. Over the in-process store the transport keeps every
+// attempt polled, so that a run on the virtual clock stays as it was.
+type notifyingAttempt struct{ attempt }
+
+var _ contract.Notifier = (*notifyingAttempt)(nil)
+
+// Notify implements contract.Notifier: f is called once the backend's Poll
+// has the outcome; the driver is poked too.
+func (a *notifyingAttempt) Notify(f func()) {
+	a.d.inner.(contract.Notifier).Notify(func() {
+		f()
+		a.t.d.poke()
+	})
 }
 
 // Poll implements contract.Attempt.

@@ -65,6 +65,9 @@ type lease struct {
 	interval staging.Interval
 	final    final
 	endedAt  time.Duration
+	// ungrantable: refused because quarantine left no run of slots that
+	// could ever hold it (lack of capacity).
+	ungrantable bool
 
 	// What the checker saw.
 	submitted             bool // a submission reached the backend

@@ -174,7 +174,7 @@ func TestExitStatusesAreDocumented(t *testing.T) {
 	require.Equal(t, exitOK, status)
 	assert.Contains(t, out, exitStatuses)
 	readme := string(mustRead(t, "../../README.md"))
-	for _, code := range []int{exitOK, exitFail, exitUsage, exitInterrupted} {
+	for _, code := range []int{exitOK, exitFail, exitUsage, exitCapacity, exitInterrupted} {
 		c := strconv.Itoa(code)
 		assert.Contains(t, exitStatuses, "  "+c+" ", "kvready -h explains %d", code)
 		assert.Regexp(t, `(?m)^\| `+c+` \| \S`, readme, "README.md explains %d", code)

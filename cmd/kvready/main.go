@@ -14,6 +14,10 @@
 //	     not go together, the wrong arguments), or an input cannot be used at
 //	     all (a missing or unreadable file, bytes that are not one JSON object,
 //	     a report directory it cannot write, an address it cannot listen on)
+//	3    capacity lost (simulate): the run was safe and every request ended,
+//	     but leases were contained (their slots quarantined, or recovered
+//	     later) or refused for lack of slots, and nothing in the run asked for
+//	     it; or the engine halted under --containment fatal
 //	130  interrupted (Ctrl-C, SIGTERM): simulate prints the summary so far and
 //	     writes its report first
 //
@@ -32,6 +36,9 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+	// exitCapacity: simulate lost staging capacity it was not asked to lose,
+	// or its engine halted under the fatal containment policy.
+	exitCapacity = 3
 	// exitInterrupted: Ctrl-C or SIGTERM stopped a run (128 + SIGINT).
 	exitInterrupted = 130
 )
@@ -110,6 +117,11 @@ const exitStatuses = `exit status, the same in every command:
        not go together, the wrong arguments), or an input cannot be used at all
        (a missing or unreadable file, bytes that are not one JSON object, a
        report directory it cannot write, an address it cannot listen on)
+  3    capacity lost (simulate): the run was safe and every request ended,
+       but leases were contained (their slots quarantined, or recovered later)
+       or refused for lack of slots, and nothing in the run asked for it
+       (--never-proves-rate, --device-loss-at, --naive); or the engine halted
+       under --containment fatal
   130  interrupted (Ctrl-C, SIGTERM): simulate prints the summary so far and
        writes its report first
 `

@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/simulate"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -39,7 +40,7 @@ func runSimulate(e *env, args []string) int {
 	fs.DurationVar(&cfg.Arrival, "arrival", cfg.Arrival, "virtual time between request arrivals")
 	fs.DurationVar(&cfg.LatencyMedian, "latency-median", cfg.LatencyMedian, "median backend delivery latency (log-normal)")
 	fs.Float64Var(&cfg.LatencySigma, "latency-sigma", cfg.LatencySigma, "log-normal sigma of the backend latency (0: every delivery takes the median)")
-	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "request deadline for an outcome; slower deliveries time out")
+	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "request deadline for an outcome; slower deliveries time out. With a Redis --backend the default is "+simulate.RealTimeDeadline.String()+", which is also the backend's attempt bound")
 	fs.DurationVar(&cfg.GPULatency, "gpu-latency", cfg.GPULatency, "simulated GPU copy latency")
 	fs.Float64Var(&cfg.MissRate, "miss-rate", cfg.MissRate, "probability a submission misses")
 	fs.Float64Var(&cfg.PartialRate, "partial-rate", cfg.PartialRate, "probability a submission is served in part")
@@ -48,7 +49,10 @@ func runSimulate(e *env, args []string) int {
 	fs.Float64Var(&cfg.QuiesceNotYetRate, "quiesce-not-yet-rate", cfg.QuiesceNotYetRate, "probability Quiesce answers \"not yet\" a few times before proving a submission's access over (the engine retries)")
 	fs.Float64Var(&cfg.NeverProvesRate, "never-proves-rate", cfg.NeverProvesRate, "probability Quiesce never proves a submission's access over (the engine contains it at its deadline)")
 	fs.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "probability a submission is rejected before any work")
-	fs.DurationVar(&cfg.DrainGrace, "drain-grace", cfg.DrainGrace, "how long access may stay unproven after the drain starts before the engine contains the lease")
+	fs.DurationVar(&cfg.DrainGrace, "drain-grace", cfg.DrainGrace, "how long access may stay unproven after the drain starts before the engine contains the lease. With a Redis --backend the default is "+simulate.RealTimeDrainGrace.String()+": room for the machine's scheduling after the attempt bound")
+	policy := policyFlag{&cfg.Containment}
+	fs.Var(policy, "containment", "the containment `policy`: what the engine does with a lease whose access is still unproven at its containment deadline: quarantine (its slots stay out for ever, the rest goes on), fatal (the engine halts; the run stops, exit status 3) or recover (asked again slowly; a later proof returns its slots)")
+	fs.IntVar(&cfg.MaxOutstanding, "max-outstanding", cfg.MaxOutstanding, "bound on the submissions outstanding at the backend; leases beyond it wait before submission, where no deadline runs (0: the backend's own limit — backend/redis's AdmissionLimit; the in-process store has none)")
 	fs.IntVar(&cfg.StoreCapacity, "store-capacity", cfg.StoreCapacity, "rows the store holds before evicting the least recently used (0: unbounded)")
 	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
@@ -61,6 +65,11 @@ func runSimulate(e *env, args []string) int {
 	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	metricsAddr := fs.String("metrics-addr", "", "serve the engine's Prometheus metrics on http://`HOST:PORT`/metrics while the run goes on (port 0: any free port)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: kvready simulate [flags]")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), simulateNotes())
+	}
 	if done, status := parseFlags(e, fs, args); done {
 		return status
 	}
@@ -72,6 +81,7 @@ func runSimulate(e *env, args []string) int {
 	if cfg.Redis() {
 		usable = storeFlags(e, fs)
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
+		cfg = realTimeDefaults(fs, cfg)
 	}
 	metricsURL := ""
 	if *metricsAddr != "" {
@@ -122,8 +132,8 @@ func runSimulate(e *env, args []string) int {
 	if sum == nil {
 		return exitFail
 	}
-	if err != nil {
-		status = exitFail
+	if err != nil && sum.Halted == "" {
+		status = exitFail // a halt leaves requests unfinished by design: exitCapacity below
 	}
 	var naive *simulate.Summary
 	if *compare && ctx.Err() == nil {
@@ -133,6 +143,8 @@ func runSimulate(e *env, args []string) int {
 		naiveCfg := cfg
 		naiveCfg.Naive = true
 		naiveCfg.Metrics = nil // the naive manager has no engine to observe
+		// Nor a containment policy or an admission bound: those are the engine's.
+		naiveCfg.Containment, naiveCfg.MaxOutstanding = core.Quarantine, 0
 		if naive, _ = simulateOnce(ctx, e, naiveCfg, e.stderr, *asJSON); naive == nil {
 			return exitFail
 		}
@@ -169,15 +181,98 @@ func runSimulate(e *env, args []string) int {
 		e.errorf("the checker found a safety violation in the engine's run")
 		status = exitFail
 	}
-	if !sum.Complete() || (naive != nil && !naive.Complete()) {
+	switch {
+	case status != exitOK:
+	case sum.Halted != "":
+		e.errorf("capacity lost: the engine halted under --containment fatal; a manager restarts it (exit status %d)", exitCapacity)
+		status = exitCapacity
+	case !sum.Complete() || (naive != nil && !naive.Complete()):
 		// Run's error says the same; the status and the summary always agree.
 		status = exitFail
+	case sum.CapacityLost() && sum.LossExpected == "":
+		e.errorf("capacity lost: %s, and nothing in the run asked for it (exit status %d)%s",
+			strings.TrimPrefix(sum.PoolVerdict(), "CAPACITY LOST: "), exitCapacity, sizingHint(cfg))
+		status = exitCapacity
 	}
 	if ctx.Err() != nil {
 		e.errorf("interrupted: the summary and the report cover the run so far")
 		status = exitInterrupted
 	}
 	return status
+}
+
+// simulateNotes ends simulate -h: the two sets of defaults, and what the
+// exit status says about a run.
+func simulateNotes() string {
+	d := simulate.Defaults()
+	return fmt.Sprintf(`
+defaults: over the in-process store (--backend mem) the run is on a virtual
+clock, with --deadline %v and --drain-grace %v. With a Redis --backend it is
+on real time, and --deadline defaults to %v (also the backend's attempt
+bound), --drain-grace to %v; a flag given on the command line always wins.
+
+exit status:
+  0    done: the checker found nothing wrong, every request ended, and the
+       staging pool is whole, or lost only as the run asked (--never-proves-rate,
+       --device-loss-at, --naive)
+  1    the checker found a safety violation, the run failed, or requests did
+       not end
+  2    usage: a bad flag or value, flags that do not go together, a report
+       directory it cannot write, an address it cannot listen on
+  3    capacity lost: leases were contained (their slots quarantined, or
+       recovered later) or refused for lack of slots, and nothing in the run
+       asked for it; or the engine halted under --containment fatal (the
+       summary's "capacity" section says what, and why)
+  130  interrupted (Ctrl-C, SIGTERM): the summary so far is printed and the
+       report written
+`, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace)
+}
+
+// realTimeDefaults gives a run over a real store the request deadline and
+// drain grace that suit one, unless the command line set them: explicit
+// flags always win.
+func realTimeDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
+	rt := cfg.WithRealTimeDefaults()
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "deadline":
+			rt.Deadline = cfg.Deadline
+		case "drain-grace":
+			rt.DrainGrace = cfg.DrainGrace
+		}
+	})
+	return rt
+}
+
+// sizingHint points a run over a real store that lost capacity at how the
+// deadline and the grace are sized.
+func sizingHint(cfg simulate.Config) string {
+	if !cfg.Redis() || cfg.Containment == core.Fatal {
+		return ""
+	}
+	return fmt.Sprintf("; over a real store the backend's attempt bound (--deadline %s) plus the machine's scheduling margin must fit within --deadline + --drain-grace (%s): see docs/backend-redis.md, Sizing",
+		simulate.FormatDuration(cfg.Deadline), simulate.FormatDuration(cfg.Deadline+cfg.DrainGrace))
+}
+
+// policyFlag is --containment: a containment policy by name.
+type policyFlag struct{ p *core.Policy }
+
+func (f policyFlag) String() string {
+	if f.p == nil {
+		return "" // the flag package's zero value: so -h prints the default
+	}
+	return f.p.String()
+}
+
+// Set parses quarantine, fatal or recover; any other name is refused,
+// naming the three.
+func (f policyFlag) Set(name string) error {
+	p, err := core.ParsePolicy(name)
+	if err != nil { // the flag package names the value and the flag
+		return errors.New("want quarantine, fatal or recover")
+	}
+	*f.p = p
+	return nil
 }
 
 // printSummaryJSON prints the run's summary as one JSON object; with the

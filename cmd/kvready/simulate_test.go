@@ -79,6 +79,11 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"extra"}, "takes no arguments"},
 		{[]string{"--compare-naive", "--device", "cuda"}, "drop --naive, --backend and --device cuda"},
 		{[]string{"--compare-naive", "--naive"}, "drop --naive, --backend and --device cuda"},
+		{[]string{"--containment", "bogus"}, `invalid value "bogus" for flag -containment: want quarantine, fatal or recover`},
+		{[]string{"--containment", ""}, "want quarantine, fatal or recover"},
+		{[]string{"--max-outstanding", "-1"}, "-max-outstanding: -1"},
+		{[]string{"--naive", "--containment", "fatal"}, "-containment: fatal: the naive manager never contains"},
+		{[]string{"--naive", "--max-outstanding", "4"}, "-max-outstanding: 4: the naive manager"},
 	} {
 		status, out, stderr := runCLI(t, "", append([]string{"simulate"}, tc.args...)...)
 		assert.Equal(t, exitUsage, status, tc.args)
@@ -237,4 +242,100 @@ func TestSimulateCompareNaiveJSONIsOneObject(t *testing.T) {
 	assert.Equal(t, "virtual", one["clock"])
 	assert.Positive(t, one["slot_grants_watched"])
 	assert.EqualValues(t, 0, one["late_writes"], "watched over the in-process store: a count")
+}
+
+// simulateJSON runs simulate with --json and returns its status, the summary
+// and stderr.
+func simulateJSON(t *testing.T, args ...string) (int, map[string]any, string) {
+	t.Helper()
+	status, out, stderr := runCLI(t, "", append(append([]string{"simulate"}, args...), "--json")...)
+	var m map[string]any
+	if status == exitOK || status == exitCapacity {
+		require.NoError(t, json.Unmarshal([]byte(out), &m), "status %d: %s\n%s", status, out, stderr)
+	}
+	return status, m, stderr
+}
+
+// Over a Redis store the deadline and grace default to real-time values (a
+// healthy server then loses nothing: no containment, no refusal), and a flag
+// given on the command line wins over them.
+func TestSimulateRedisDefaults(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		args            []string
+		deadline, grace float64 // µs
+	}{
+		{nil, 500e3, 2e6},
+		{[]string{"--deadline", "1.5s"}, 1.5e6, 2e6},
+		{[]string{"--drain-grace", "3s"}, 500e3, 3e6},
+	} {
+		args := append([]string{"--backend", srv.URL(), "--redis-prefix", "defaults:", "--requests", "300"}, tc.args...)
+		status, m, stderr := simulateJSON(t, args...)
+		require.Equal(t, exitOK, status, "%v: %s", tc.args, stderr)
+		assert.EqualValues(t, tc.deadline, m["deadline_us"], tc.args)
+		assert.EqualValues(t, tc.grace, m["drain_grace_us"], tc.args)
+		for _, k := range []string{"containments", "slots_quarantined", "quarantined", "refused", "refused_for_capacity",
+			"recycled_before_fence", "unfinished_requests"} {
+			assert.EqualValues(t, 0, m[k], "%v: %s", tc.args, k)
+		}
+		assert.Equal(t, false, m["capacity_lost"], tc.args)
+		assert.Positive(t, m["max_outstanding"], "the backend's AdmissionLimit bounds the submissions")
+	}
+	status, out, _ := runCLI(t, "", "simulate", "-h")
+	require.Equal(t, exitOK, status)
+	assert.Contains(t, out, "--deadline 10ms and --drain-grace 20ms", "-h says the in-process defaults")
+	assert.Contains(t, out, "--deadline defaults to 500ms", "and the real-time ones")
+	assert.Contains(t, out, "--drain-grace to 2s")
+	assert.Contains(t, out, "  3    capacity lost", "and the exit statuses")
+}
+
+// tooShortGrace is a store slower than the drain grace allows: deliveries
+// land one tick of the virtual clock after the deadline, the very round the
+// grace of one tick runs out, so every one of them is contained. No fault is
+// injected that never proves: nothing in the run asks for lost capacity.
+var tooShortGrace = []string{"--requests", "200", "--deadline", "1ms", "--drain-grace", "50us", "--latency-median", "5ms"}
+
+// Lost capacity is an exit status of its own (3) unless the run asked for
+// it; a halt under --containment fatal is 3 too, and the summary says why.
+// Every run here is on the virtual clock: deterministic for its seed.
+func TestSimulateExitStatusWhenCapacityIsLost(t *testing.T) {
+	status, out, stderr := runCLI(t, "", append([]string{"simulate"}, tooShortGrace...)...)
+	require.Equal(t, exitCapacity, status, stderr)
+	assert.Contains(t, out, "CAPACITY LOST: ")
+	assert.Regexp(t, `containment deadline passed in \w+ with backend access unproven`, out, "the containments, by reason")
+	assert.Contains(t, stderr, "kvready: capacity lost: ")
+	assert.Contains(t, stderr, "nothing in the run asked for it (exit status 3)")
+	assert.Contains(t, out, "recycled before fence                  0 slot grants  ok", "safe all the same")
+
+	status, m, stderr := simulateJSON(t, tooShortGrace...)
+	require.Equal(t, exitCapacity, status, stderr)
+	assert.Equal(t, true, m["capacity_lost"])
+	assert.Positive(t, m["containments"])
+	assert.NotEmpty(t, m["containments_by_reason"])
+	assert.Nil(t, m["halted"])
+
+	// Asked for: a backend that never proves, a lost device.
+	for _, asked := range [][]string{{"--never-proves-rate", "0.05"}, {"--device-loss-at", "5.00ms"}} {
+		status, out, stderr := runCLI(t, "", append([]string{"simulate", "--requests", "300"}, asked...)...)
+		require.Equal(t, exitOK, status, "%v: %s", asked, stderr)
+		assert.Contains(t, out, "capacity lost, as the run asked ("+strings.Join(asked, " ")+")", asked)
+		assert.NotContains(t, stderr, "capacity lost", asked)
+	}
+
+	// Under fatal the engine halts at the first containment; the run stops.
+	status, out, stderr = runCLI(t, "", "simulate", "--requests", "300", "--never-proves-rate", "0.05", "--containment", "fatal")
+	require.Equal(t, exitCapacity, status, stderr)
+	assert.Contains(t, out, "ENGINE HALTED")
+	assert.Contains(t, out, "contained under the fatal policy")
+	assert.Contains(t, out, "containment policy fatal")
+	assert.Contains(t, stderr, "the engine halted under --containment fatal")
+
+	// Under recover the contained leases come back: counted, and still a loss.
+	status, m, stderr = simulateJSON(t, append([]string{"--containment", "recover"}, tooShortGrace...)...)
+	require.Equal(t, exitCapacity, status, stderr)
+	assert.Equal(t, "recover", m["containment_policy"])
+	assert.Positive(t, m["recovered"])
+	assert.Positive(t, m["recovered_slots"])
+	assert.EqualValues(t, m["containments"], m["recovered"], "every contained lease proven over after all")
+	assert.EqualValues(t, 0, m["slots_quarantined"], "the pool is whole at the end")
 }
