@@ -64,7 +64,8 @@ type Engine struct {
 	timer    Timer // wakes the owner at the core's next deadline; nil without a TimerClock
 	timerAt  int64 // when it fires (0: disarmed)
 	haltSeen bool
-	stopped  bool
+	closing  bool       // Close was called
+	stopped  bool       // the background goroutines have stopped
 	obs      *observing // nil unless Config.Observer is set
 }
 
@@ -750,6 +751,7 @@ type Report struct {
 // a clock that moves every close drains. Calling it again only runs a round
 // and reports.
 func (e *Engine) Close() Report {
+	e.closing = true
 	e.core.Close()
 	e.Progress()
 	return e.Report()
@@ -758,13 +760,24 @@ func (e *Engine) Close() Report {
 // Report describes what the engine holds now.
 func (e *Engine) Report() Report {
 	s := e.core.Stats()
-	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped, Halted: e.core.Err()}
+	halted := e.core.Err()
+	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
 }
 
 // stopIfDrained stops the background goroutines once a closed engine has no
-// lease that can still change and no Quiesce call outstanding.
+// lease that can still change and no Quiesce call outstanding. A closed
+// engine that halted takes nothing in any more, so there is nothing left to
+// observe: its outstanding Quiesce calls are cancelled, and its goroutines
+// stop once they have answered (it never reports Drained: its slots stay).
 func (e *Engine) stopIfDrained() {
-	if e.stopped || e.quiet.answer.Load() < e.quiet.handed.Load() || !e.core.Drained() {
+	if e.stopped {
+		return
+	}
+	halted := e.closing && e.core.Err() != nil
+	if halted {
+		e.quiet.cancelAll()
+	}
+	if e.quiet.answer.Load() < e.quiet.handed.Load() || !(halted || e.core.Drained()) {
 		return
 	}
 	e.stopped = true
@@ -776,16 +789,14 @@ func (e *Engine) stopIfDrained() {
 }
 
 // Shutdown closes the engine (Close) and runs rounds, woken as they have
-// work, until it has drained, ctx ends, or it halts. Leases whose access is
+// work, until its goroutines have stopped: it drained, or it halted and its
+// outstanding Quiesce calls, cancelled, have answered. Leases whose access is
 // never proven are contained at their containment deadline, so with a clock
 // that moves every shutdown drains. It returns the final report, and ctx's
-// error (wrapped) or the halt if the engine did not drain.
+// error (wrapped) if ctx ended first, or the halt.
 func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 	rep := e.Close()
-	for !rep.Drained {
-		if rep.Halted != nil {
-			return rep, rep.Halted
-		}
+	for !e.stopped {
 		select {
 		case <-e.wake:
 		case <-ctx.Done():
@@ -793,6 +804,9 @@ func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 		}
 		e.Progress()
 		rep = e.Report()
+	}
+	if rep.Halted != nil {
+		return rep, rep.Halted
 	}
 	return rep, nil
 }

@@ -179,6 +179,17 @@ func (q *quiescer) overdue(h core.Handle) {
 	}
 }
 
+// cancelAll cancels every call queued or running. Owner only.
+func (q *quiescer) cancelAll() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, list := range [][]*batch{q.queue, q.running} {
+		for _, b := range list {
+			b.ctx.cancel()
+		}
+	}
+}
+
 // take hands a worker the oldest queued batch, re-signalling if more remain so
 // that another worker wakes.
 func (q *quiescer) take() *batch {
@@ -241,7 +252,12 @@ func (q *quiescer) run() {
 			b.letters[i].seq = b.seq
 		}
 		q.mail.put(b.letters...)
-		q.answer.Add(1)
+		// The owner may have looked between the letters and the count (a
+		// drain waits for every call to be answered): the last answer wakes
+		// it again.
+		if q.answer.Add(1) == q.handed.Load() {
+			signal(q.mail.wake)
+		}
 	}
 }
 

@@ -222,3 +222,54 @@ func TestRule13WaitRefusesBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.eng.Release(h))
 }
+
+// Under the fatal policy the first containment halts the engine. Shutdown
+// then reports the halt, frees nothing, and stops the engine's goroutines
+// (TestMain checks that none is left) instead of waiting for a drain that
+// can never come.
+func TestFatalHaltShutsDownWithoutDraining(t *testing.T) {
+	clk := sim.NewManualClock(time.Unix(10, 0))
+	dev, err := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
+	require.NoError(t, err)
+	stream, err := dev.NewStream()
+	require.NoError(t, err)
+	staged, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
+	require.NoError(t, err)
+	store, err := mem.New(staged, mem.WithMode(mem.QuiesceFalse))
+	require.NoError(t, err)
+	defer store.Close()
+	halts := 0
+	eng, err := readiness.New(readiness.Config{
+		Core: core.Config{
+			Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
+			Containment: core.Fatal,
+		},
+		Fetcher: store, Stream: stream, Clock: clk,
+		OnHalt: func(error) { halts++ },
+	})
+	require.NoError(t, err)
+	p, err := dev.Alloc(16)
+	require.NoError(t, err)
+	var n contract.Name
+	n[0] = 1
+	h, err := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Name: n, Device: p}}})
+	require.NoError(t, err)
+	ctx := bounded(t)
+	_, err = eng.Sync(ctx)
+	require.NoError(t, err)
+	clk.Advance(time.Minute) // past the deadline and the grace: access never proven
+	_, err = eng.Sync(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, eng.Err(), readiness.ErrHalted)
+	assert.Equal(t, 1, halts, "OnHalt once")
+	info, err := eng.Lease(h)
+	require.NoError(t, err)
+	assert.Equal(t, fsm.Quarantined, info.State)
+
+	rep, err := eng.Shutdown(ctx)
+	require.ErrorIs(t, err, readiness.ErrHalted, "Shutdown reports the halt")
+	assert.False(t, rep.Drained, "a halted engine never reports a drain")
+	assert.Equal(t, 1, rep.SlotsQuarantined)
+	_, err = eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Name: n, Device: p}}})
+	assert.ErrorIs(t, err, readiness.ErrHalted)
+}

@@ -339,7 +339,12 @@ func (em *engineManager) finish() {
 	em.eng.Close()
 	em.drain()
 	if em.halt != nil {
-		return // a halted engine releases nothing: there is no drain to wait for
+		// A halted engine releases nothing: there is no drain to wait for.
+		// Shutdown cancels its Quiesce calls and stops its goroutines.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = em.eng.Shutdown(ctx)
+		return
 	}
 	if em.realTime {
 		// Every attempt ends by its deadline (the backend's timeout) and the

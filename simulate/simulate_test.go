@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"pgregory.net/rapid"
 )
 
@@ -263,4 +265,21 @@ func TestEngineSafeForAnyFaultMix(t *testing.T) {
 				s.RecycledBeforeFence, s.LateWrites, s.CorruptRows, s.MissesReportedAsFailures, s.OrphanSubmissions)
 		}
 	})
+}
+
+// Under the fatal policy the first containment halts the engine and the run
+// stops there: the summary says why, and the halted engine's goroutines are
+// stopped, not left behind in the caller's process.
+func TestFatalRunStopsAtTheHaltAndLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c := small()
+	c.Containment = core.Fatal
+	s, err := Run(context.Background(), c, nil)
+	require.Error(t, err, "requests were left unfinished")
+	assert.Contains(t, err.Error(), "the engine halted")
+	assert.NotEmpty(t, s.Halted, "the summary says the engine halted")
+	assert.Positive(t, s.Containments)
+	assert.Zero(t, s.RecycledBeforeFence)
+	assert.Zero(t, s.CorruptRows)
+	goleak.VerifyNone(t, before)
 }
