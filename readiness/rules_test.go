@@ -576,19 +576,25 @@ func TestRegressionMasksOfLargeViewsStartClear(t *testing.T) {
 	r.dev.CompleteAll()
 	r.sync()
 	require.NoError(t, r.eng.Release(h))
-	h2, rows2, a2 := r.fetch(2, n) // reuses the body, masks and all
-	r.deliver(a2, 2, 0)
-	r.sync()
-	r.dev.CompleteAll()
-	r.sync()
-	assert.Equal(t, Partial, r.info(h2).Outcome)
-	assert.Equal(t, pattern(0xC0, 2, 0), r.deviceRow(rows2[0]))
-	for i := 1; i < n; i++ {
-		assert.Equal(t, pattern(0xDE, 2, i), r.deviceRow(rows2[i]), "row %d was never served", i)
+	// The next leases reuse the first's structures: its body, and the masks
+	// the core swaps between a lease and its scratch. Each is served only
+	// row 0, and none may inherit a served row of the first.
+	for serial := 2; serial <= 4; serial++ {
+		h2, rows2, a2 := r.fetch(serial, n)
+		r.deliver(a2, serial, 0)
+		r.sync()
+		r.dev.CompleteAll()
+		r.sync()
+		assert.Equal(t, Partial, r.info(h2).Outcome)
+		assert.Equal(t, pattern(0xC0, serial, 0), r.deviceRow(rows2[0]))
+		for i := 1; i < n; i++ {
+			assert.Equal(t, pattern(0xDE, serial, i), r.deviceRow(rows2[i]), "lease %d: row %d was never served", serial, i)
+		}
+		iv, err := r.eng.Readiness(h2)
+		require.NoError(t, err)
+		assert.Equal(t, rigTPB, iv.UsableUntil, "lease %d", serial)
+		require.NoError(t, r.eng.Release(h2))
 	}
-	iv, err := r.eng.Readiness(h2)
-	require.NoError(t, err)
-	assert.Equal(t, rigTPB, iv.UsableUntil)
 }
 
 // Rule 6: a quarantined lease keeps what its backend was handed for ever:
