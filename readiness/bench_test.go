@@ -301,11 +301,40 @@ var lifecycle = []struct {
 }{
 	{event: fsm.SlotsGranted},
 	{guard: fsm.IsFetch, done: true},
+	{event: fsm.AdmissionGranted},
 	{event: fsm.Submitted},
 	{event: fsm.OutcomeServed},
 	{event: fsm.AccessProven},
 	{event: fsm.CopiesLanded},
 	{event: fsm.ReleaseRequested},
+}
+
+// TestBenchmarkLifecyclePathIsTheTables checks the path the looplab and table
+// benchmarks replay against the shipped table, so that a lifecycle change
+// cannot leave them measuring a path that stops half way: every step must
+// move, and the last reaches released.
+func TestBenchmarkLifecyclePathIsTheTables(t *testing.T) {
+	tab := fsm.Lifecycle()
+	s := fsm.Waiting
+	for i, st := range lifecycle {
+		next, ok := fsm.NumStates, false
+		if st.done {
+			for _, c := range tab.Completions(s) {
+				if c.Guard == st.guard {
+					next, ok = c.Next, true
+				}
+			}
+		} else if en := tab.Lookup(s, st.event); en.Kind == fsm.Move {
+			next, ok = en.Next, true
+		}
+		if !ok {
+			t.Fatalf("step %d (%v) does not move a lease in %v", i, st.event, s)
+		}
+		s = next
+	}
+	if s != fsm.Released {
+		t.Fatalf("the path ends in %v, want released", s)
+	}
 }
 
 // BenchmarkLifecycle compares, per lease, the whole lifecycle through the
