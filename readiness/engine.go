@@ -36,6 +36,7 @@ type Engine struct {
 	mail     *mailbox
 	attempts attemptTable
 	watch    *watcher
+	awaited  gpu.Event // the copy event the watcher was last told of
 	quiet    *quiescer
 	// This round's Quiesce work, one batch per backend.
 	qFetch, qPublish             *batch
@@ -62,7 +63,7 @@ type Engine struct {
 	refusedEvidence, staleEvidence uint64
 
 	timer    Timer // wakes the owner at the core's next deadline; nil without a TimerClock
-	timerAt  int64 // when it fires (0: disarmed)
+	timerAt  int64 // when the armed timer fires, in the core's nanoseconds (0: never armed)
 	haltSeen bool
 	closing  bool       // Close was called
 	stopped  bool       // the background goroutines have stopped
@@ -661,30 +662,32 @@ func (e *Engine) flush() {
 			*b = nil
 		}
 	}
-	oldest, _ := e.copies.Oldest()
-	e.watch.await(oldest)
+	if oldest, _ := e.copies.Oldest(); oldest != e.awaited {
+		e.awaited = oldest
+		e.watch.await(oldest)
+	}
 	e.armTimer()
 }
 
 // armTimer arranges a wake-up at the core's next deadline, when the clock can.
+// It only ever moves the timer earlier: deadlines come and go with every
+// lease, and resetting a runtime timer for each would cost more than the
+// round it saves. A timer that fires with nothing due costs one idle round,
+// which arms it again.
 func (e *Engine) armTimer() {
 	if e.timer == nil {
 		return
 	}
 	at, ok := e.core.NextDue()
-	next := int64(0)
-	if ok {
-		next = at.UnixNano()
+	if !ok {
+		return // an armed timer may fire early: one idle round
 	}
-	if next == e.timerAt {
-		return
+	next, now := at.UnixNano(), e.core.Now().UnixNano()
+	if e.timerAt > now && next >= e.timerAt {
+		return // armed, not yet fired, and no later than what is due
 	}
 	e.timerAt = next
-	if !ok {
-		e.timer.Stop()
-		return
-	}
-	e.timer.Reset(max(at.Sub(e.clock.Now()), 0))
+	e.timer.Reset(time.Duration(max(next-now, 0)))
 }
 
 func (e *Engine) recycleBatch(idx int32) {

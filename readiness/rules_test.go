@@ -775,6 +775,10 @@ func TestAnswerAtSubmissionIsTakenInAtOnce(t *testing.T) {
 		}
 		a.outcome = contract.Delivered{Served: contract.NewNameSet(names...)}
 	}
+	// Quiesce waits at the gate, so that the worker's re-poll after a true
+	// answer cannot race the count below.
+	gate := make(chan struct{})
+	r.be.gate = gate
 	h := r.lend(Request{Kind: Fetch, Rows: rows})
 	r.eng.Progress() // grant, submit and, at once, the answer
 	a := r.be.last(t)
@@ -782,6 +786,7 @@ func TestAnswerAtSubmissionIsTakenInAtOnce(t *testing.T) {
 	assert.NotEqual(t, fsm.Requested, r.state(h), "the answer was taken in by the submitting round")
 	watched := r.eng.attempts.watching()
 	assert.Zero(t, watched, "an answered attempt is not handed to the watcher")
+	close(gate)
 	r.sync() // the proof, then the copies
 	r.dev.CompleteAll()
 	r.sync()
