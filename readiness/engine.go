@@ -333,16 +333,19 @@ func (e *Engine) Sync(ctx context.Context) (int, error) {
 // catchUp waits until every Quiesce batch handed out has been answered and
 // the watcher has swept everything handed to it.
 func (e *Engine) catchUp(ctx context.Context) error {
+	// The worker that answers the last call outstanding wakes the owner
+	// after counting it, so waiting on the wake-up alone never misses it.
+	woke := false
 	for e.quiet.answer.Load() < e.quiet.handed.Load() {
 		select {
 		case <-e.wake:
-			signal(e.wake) // keep it for the round that follows
-			if e.quiet.answer.Load() < e.quiet.handed.Load() {
-				time.Sleep(10 * time.Microsecond)
-			}
+			woke = true
 		case <-ctx.Done():
 			return fmt.Errorf("readiness: Sync: %d Quiesce calls still unanswered: %w", e.quiet.handed.Load()-e.quiet.answer.Load(), ctx.Err())
 		}
+	}
+	if woke {
+		signal(e.wake) // keep it for the round that follows
 	}
 	if e.stopped || !e.watch.started {
 		return nil
@@ -439,8 +442,8 @@ func (e *Engine) perform() {
 		for _, p := range rd.Proofs {
 			e.ask(p)
 		}
-		for _, h := range rd.Overdue {
-			e.quiet.overdue(h)
+		if len(rd.Overdue) > 0 {
+			e.quiet.overdue(rd.Overdue)
 		}
 		for _, h := range rd.Cancels {
 			e.replies = append(e.replies, e.requestCancel(h))

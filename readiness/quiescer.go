@@ -1,8 +1,10 @@
 package readiness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,10 +107,11 @@ type quiescer struct {
 	mail    *mailbox
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	handed  atomic.Int64 // batches handed out
-	answer  atomic.Int64 // batches answered
-	free    []*batch     // answered batches back from the owner (owner only)
-	seq     uint64       // the last batch's sequence number (owner only)
+	handed  atomic.Int64  // batches handed out
+	answer  atomic.Int64  // batches answered
+	free    []*batch      // answered batches back from the owner (owner only)
+	seq     uint64        // the last batch's sequence number (owner only)
+	due     []core.Handle // overdue's sorted scratch (owner only)
 	// wall bounds a batch's calls in real time too: the engine's clock decides
 	// when a call stops counting (it proves nothing from then on), and this
 	// makes sure a backend blocked on a clock that does not move still gets
@@ -162,17 +165,20 @@ func (q *quiescer) recycle(b *batch) {
 	q.free = append(q.free, b)
 }
 
-// overdue cancels the call of the batch that asks about h, if one is queued
-// or running. Owner only.
-func (q *quiescer) overdue(h core.Handle) {
+// overdue cancels the calls of the batches that ask about any of hs, queued
+// or running. Owner only. It costs O((leases in batches + len(hs)) log
+// len(hs)): a whole round's leases can come due at once.
+func (q *quiescer) overdue(hs []core.Handle) {
+	q.due = append(q.due[:0], hs...)
+	slices.SortFunc(q.due, func(a, b core.Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) })
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, list := range [][]*batch{q.queue, q.running} {
 		for _, b := range list {
 			for _, l := range b.leases {
-				if l == h {
+				if _, found := slices.BinarySearchFunc(q.due, l, func(a, b core.Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) }); found {
 					b.ctx.cancel()
-					return
+					break
 				}
 			}
 		}
