@@ -18,7 +18,7 @@ PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo py
 CC        ?= cc
 
 .PHONY: all build deps test demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
-	lib python abi-test bench-abi
+	lib python abi-test bench-abi bench-smoke
 
 all: build
 
@@ -33,7 +33,14 @@ deps:
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) bench-smoke
 	$(MAKE) abi-test
+
+## bench-smoke: every benchmark once (-benchtime=1x), so that one that no longer runs its
+## path (the lifecycle changed under it, a goroutine left behind) fails make test, not
+## only make bench.
+bench-smoke:
+	$(GO) test -count=1 -run='^$$' -bench=. -benchtime=1x $(PKGS)
 
 ## lib: the C ABI: bin/libkvready.so (go build -buildmode=c-shared ./cabi) and bin/kvready.h,
 ## the documented header every exported function is compiled against (cgo's own

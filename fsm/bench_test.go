@@ -23,6 +23,7 @@ type cycleStep struct {
 var cycle = []cycleStep{
 	{event: fsm.SlotsGranted},
 	{completion: true, guard: fsm.IsFetch},
+	{event: fsm.AdmissionGranted},
 	{event: fsm.Submitted},
 	{event: fsm.OutcomeServed},
 	{event: fsm.AccessProven},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
@@ -112,7 +113,7 @@ func BenchmarkSlotMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				cancel()
-				if got := e.Count(3 /* requested */); got != leases {
+				if got := e.Count(fsm.Requested); got != leases {
 					b.Fatalf("%d leases in flight, want %d", got, leases)
 				}
 				total := heapNow() - start - payload

@@ -101,6 +101,14 @@ func BenchmarkWake(b *testing.B) {
 				b.Fatalf("woken with %d letters, want the one poll request", len(letters))
 			}
 		}
+		b.StopTimer()
 		close(turn)
+		// The pending lease gets Close's local cancel, and Quiesce answers
+		// true: the engine drains and its goroutines stop.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := e.Shutdown(ctx); err != nil {
+			b.Fatal(err)
+		}
 	})
 }
