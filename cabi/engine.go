@@ -29,7 +29,7 @@ type engine struct {
 	publisher *backend
 	dev       *device
 
-	wake    wakeFD
+	wake    *wakeFD
 	stop    chan struct{}
 	pause   chan chan struct{}
 	fwdDone chan struct{}

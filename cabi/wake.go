@@ -2,43 +2,62 @@ package main
 
 import (
 	"fmt"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // wakeFD is the engine's pollable file descriptor: an eventfd where the
 // system has one, a non-blocking pipe elsewhere. signal makes it readable;
-// drain makes it unreadable again.
+// drain makes it unreadable again. armed says whether it is readable, so
+// that neither costs a system call when there is nothing to do: an owner
+// running rounds back to back would otherwise pay a write and a read for
+// every wake-up the engine raises.
 type wakeFD struct {
-	r, w int
+	r, w  int
+	mu    sync.Mutex
+	armed bool // a signal was written and not yet drained
 }
 
-func openWake() (wakeFD, error) {
+func openWake() (*wakeFD, error) {
 	if fd, err := eventfd(); err == nil {
-		return wakeFD{r: fd, w: fd}, nil
+		return &wakeFD{r: fd, w: fd}, nil
 	}
 	var p [2]int
 	if err := unix.Pipe(p[:]); err != nil {
-		return wakeFD{}, fmt.Errorf("kvready: creating the wake file descriptor: %w", err)
+		return nil, fmt.Errorf("kvready: creating the wake file descriptor: %w", err)
 	}
 	for _, fd := range p {
 		unix.CloseOnExec(fd)
 		if err := unix.SetNonblock(fd, true); err != nil {
 			unix.Close(p[0])
 			unix.Close(p[1])
-			return wakeFD{}, fmt.Errorf("kvready: creating the wake file descriptor: %w", err)
+			return nil, fmt.Errorf("kvready: creating the wake file descriptor: %w", err)
 		}
 	}
-	return wakeFD{r: p[0], w: p[1]}, nil
+	return &wakeFD{r: p[0], w: p[1]}, nil
 }
 
 var one = []byte{1, 0, 0, 0, 0, 0, 0, 0}
 
 // signal makes the descriptor readable. A full pipe is readable already.
-func (w wakeFD) signal() { _, _ = unix.Write(w.w, one) }
+func (w *wakeFD) signal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed {
+		_, _ = unix.Write(w.w, one)
+		w.armed = true
+	}
+}
 
 // drain reads everything pending, without blocking.
-func (w wakeFD) drain() {
+func (w *wakeFD) drain() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed {
+		return
+	}
+	w.armed = false
 	var buf [64]byte
 	for {
 		n, err := unix.Read(w.r, buf[:])
@@ -48,7 +67,7 @@ func (w wakeFD) drain() {
 	}
 }
 
-func (w wakeFD) close() {
+func (w *wakeFD) close() {
 	unix.Close(w.r)
 	if w.w != w.r {
 		unix.Close(w.w)

@@ -12,6 +12,7 @@ import argparse
 import ctypes
 import datetime
 import os
+import select
 import pathlib
 import platform
 import statistics
@@ -41,13 +42,12 @@ def lifecycle(rounds: int) -> tuple[float, float]:
 
     def one_round():
         leases = eng.lend_many(batch)
-        spins = 0
         while eng.count(done_state) < LEASES:
             dev.complete_all()
-            eng.progress()
-            spins += 1
-            if spins > 2:
-                os.sched_yield()  # the engine's goroutines need the core, as in Go
+            if eng.progress().moves == 0:
+                # Nothing to do until the engine's goroutines answer: wait on
+                # the wake descriptor, as a manager's event loop does.
+                select.select([eng], [], [], 1.0)
         eng.release_many(leases)
 
     for _ in range(50):
@@ -136,9 +136,10 @@ with its load.
 | one bare call from Python through ctypes (`kvready_abi_version`) | {py_bare:.0f} |
 
 Notes: the Go side runs inside `libkvready.so` on the same engine, backend and device as the C
-side, so the ratio is what crossing the ABI costs. The owner yields between rounds in every
-variant (`runtime.Gosched` in Go, `sched_yield` from C and Python), as `BenchmarkLifecycle`
-does: the engine's goroutines answer on the machine's other core. A Python manager pays per
+side, so the ratio is what crossing the ABI costs. Between rounds the Go and C owners yield
+(`runtime.Gosched`, `sched_yield`); the Python owner waits on the wake descriptor with
+`select` when a round moved nothing, as a manager's event loop does (SPEC rule 13). The wake
+descriptor costs a system call only when it changes state. A Python manager pays per
 round, not per lease, when it lends and releases in batches; `Engine.progress` hands back
 every lease that moved in one call. The engine's own lifecycle is about 1 µs per lease on an
 idle machine of this kind (docs/performance.md); on a loaded one it is dominated by how soon
