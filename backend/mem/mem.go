@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/backend/pools"
 	"github.com/kvready/kvready/contract"
 )
@@ -329,10 +330,8 @@ type attempt struct {
 	phase  atomic.Uint32
 	cancel chan struct{}
 
-	// Notify's callbacks, until the outcome is set; guarded by nmu.
-	nmu      sync.Mutex
-	notified bool
-	notify   []func()
+	// Notify's callbacks, called when the outcome is set.
+	notify notify.List
 
 	// QuiesceNotYet: how many calls to Quiesce have counted against it.
 	quiesceCalls atomic.Int64
@@ -377,13 +376,7 @@ const (
 func (a *attempt) settle(o contract.Outcome) {
 	a.out.Store(&outcomeBox{o})
 	close(a.ready)
-	a.nmu.Lock()
-	fs := a.notify
-	a.notify, a.notified = nil, true
-	a.nmu.Unlock()
-	for _, f := range fs {
-		f()
-	}
+	a.notify.Fire()
 }
 
 // begin decides, once, whether the delivery may start touching memory: false
@@ -412,19 +405,7 @@ func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 // goroutine right after the outcome is set, before it goes on (a failed
 // fetch's poisoning, torn passes). Each call's f is called once; a nil f is
 // ignored. f must not block.
-func (a *attempt) Notify(f func()) {
-	if f == nil {
-		return
-	}
-	a.nmu.Lock()
-	if a.notified {
-		a.nmu.Unlock()
-		f()
-		return
-	}
-	a.notify = append(a.notify, f)
-	a.nmu.Unlock()
-}
+func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 
 // stopPasses asks a TornUntilQuiesce attempt to end its passes; idempotent.
 func (a *attempt) stopPasses() {

@@ -11,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -28,9 +29,7 @@ type attempt struct {
 	cancelOnce sync.Once
 	cancelReq  chan struct{} // closed by RequestCancel
 
-	mu       sync.Mutex
-	notify   []func() // called once the outcome is set
-	notified bool
+	notify notify.List // called once the outcome is set
 }
 
 type outcomeBox struct{ o contract.Outcome }
@@ -72,19 +71,7 @@ func (a *attempt) Poll() contract.Outcome {
 // Notify arranges for f to be called exactly once, from the attempt's
 // goroutine, once Poll answers an outcome — before Notify returns if it
 // already does. A nil f is ignored. It says nothing about access to staging.
-func (a *attempt) Notify(f func()) {
-	if f == nil {
-		return
-	}
-	a.mu.Lock()
-	if a.notified {
-		a.mu.Unlock()
-		f()
-		return
-	}
-	a.notify = append(a.notify, f)
-	a.mu.Unlock()
-}
+func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 
 // RequestCancel asks the attempt, best effort, to stop, and answers
 // contract.CancelRequested, every time. It never blocks and starts no work:
@@ -113,13 +100,7 @@ func (a *attempt) cancelRequested() bool {
 func (a *attempt) settle(o contract.Outcome) {
 	a.out.Store(&outcomeBox{o})
 	close(a.ready)
-	a.mu.Lock()
-	fs := a.notify
-	a.notify, a.notified = nil, true
-	a.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
+	a.notify.Fire()
 }
 
 // run is the attempt goroutine: it hands batches to the workers, takes their

@@ -1,0 +1,46 @@
+package notify_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/kvready/kvready/backend/notify"
+)
+
+func TestEveryCallbackIsCalledExactlyOnce(t *testing.T) {
+	var l notify.List
+	var before, after atomic.Int32
+	l.Add(func() { before.Add(1) })
+	l.Add(nil)
+	l.Add(func() { before.Add(1) })
+	assert.Zero(t, before.Load(), "nothing before the outcome")
+	l.Fire()
+	assert.Equal(t, int32(2), before.Load())
+	l.Add(func() { after.Add(1) })
+	assert.Equal(t, int32(1), after.Load(), "called at once once fired")
+	l.Fire()
+	assert.Equal(t, int32(2), before.Load(), "a second Fire calls nothing again")
+	assert.Equal(t, int32(1), after.Load())
+}
+
+// Adds racing the Fire are each called exactly once, whichever side wins.
+func TestAddRacingFire(t *testing.T) {
+	for range 100 {
+		var l notify.List
+		var calls atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.Add(func() { calls.Add(1) })
+			}()
+		}
+		l.Fire()
+		wg.Wait()
+		assert.Equal(t, int32(8), calls.Load())
+	}
+}
