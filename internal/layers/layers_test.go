@@ -1,0 +1,166 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/kvready/kvready"
+
+// rank is each package's layer. A package may import one of a strictly lower
+// rank, or one of its own rank under the same top directory (backend/mem may
+// use backend/pools; metrics may not use backend/mem). A package missing
+// here fails the test: a new package says where it sits.
+var rank = map[string]int{
+	// Interfaces and leaves: no module imports of their own.
+	"contract": 0,
+	"gpu":      0, // the device interface the core waits on, not a device
+
+	"staging": 1,
+
+	"fsm":             2,
+	"fsm/declaration": 2,
+	"fsm/diagram":     2,
+
+	"readiness/core": 3,
+	"readiness":      4,
+
+	// Adapters at the edge.
+	"backend/mem":          5,
+	"backend/notify":       5,
+	"backend/pools":        5,
+	"backend/redis":        5,
+	"gpu/cuda":             5,
+	"gpu/cuda/fakecuda":    5,
+	"gpu/nvml":             5,
+	"gpu/sim":              5,
+	"metrics":              5,
+	"conformance":          5,
+	"internal/redistest":   5,
+	"internal/readme":      5,
+	"internal/benchreport": 7,
+
+	// On top.
+	"proptest":         6,
+	"simulate":         6,
+	"cabi":             7,
+	"cmd/kvready":      7,
+	"proptest/mutants": 7,
+	"internal/layers":  7,
+}
+
+type listed struct {
+	ImportPath string
+	Name       string
+	Imports    []string
+	Deps       []string
+}
+
+func goList(t *testing.T) []listed {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderr.String())
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+func local(path string) (string, bool) {
+	if path == module {
+		return ".", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+// allowed says whether from may import to; both must have a rank.
+func allowed(from, to string) bool {
+	rf, rt := rank[from], rank[to]
+	return rt < rf || (rt == rf && top(to) == top(from))
+}
+
+func top(path string) string {
+	dir, _, _ := strings.Cut(path, "/")
+	return dir
+}
+
+// TestNoPackageImportsUpward checks every non-test import of every package
+// in the module against the rank table.
+func TestNoPackageImportsUpward(t *testing.T) {
+	for _, p := range goList(t) {
+		from, _ := local(p.ImportPath)
+		rf, ok := rank[from]
+		if !assert(t, ok, "package %s has no layer in internal/layers: say where it sits", from) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ok := local(imp)
+			if !ok {
+				continue
+			}
+			rt, ok := rank[to]
+			if !assert(t, ok, "package %s imported by %s has no layer in internal/layers", to, from) {
+				continue
+			}
+			assert(t, allowed(from, to), "%s (layer %d) imports %s (layer %d): imports only go down", from, rf, to, rt)
+		}
+	}
+}
+
+// TestShippedProgramsDoNotLinkLooplab: looplab/fsm declares and draws the
+// machine at build time; the engine runs the compiled table, so neither the
+// kvready binary nor the C library may carry it.
+func TestShippedProgramsDoNotLinkLooplab(t *testing.T) {
+	shipped := map[string]bool{"cmd/kvready": true, "cabi": true, "readiness": true, "readiness/core": true, "simulate": true}
+	seen := 0
+	for _, p := range goList(t) {
+		from, _ := local(p.ImportPath)
+		if !shipped[from] {
+			continue
+		}
+		seen++
+		for _, d := range p.Deps {
+			assert(t, !strings.HasPrefix(d, "github.com/looplab/"), "%s links %s", from, d)
+		}
+	}
+	require.Equal(t, len(shipped), seen, "every shipped package was listed")
+}
+
+// The rule is the premise: if the table itself is wrong the test must be
+// able to say so, so check the checker on an import that goes up.
+func TestTheRuleRefusesAnUpwardImport(t *testing.T) {
+	up := func(from, to string) bool { return !allowed(from, to) }
+	require.True(t, up("readiness/core", "readiness"))
+	require.True(t, up("contract", "staging"))
+	require.True(t, up("metrics", "backend/mem"))
+	require.True(t, up("backend/redis", "simulate"))
+	require.False(t, up("backend/mem", "backend/pools"))
+	require.False(t, up("readiness", "readiness/core"))
+}
+
+func assert(t *testing.T, ok bool, format string, args ...any) bool {
+	t.Helper()
+	if !ok {
+		t.Errorf(format, args...)
+	}
+	return ok
+}
