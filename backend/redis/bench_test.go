@@ -62,6 +62,18 @@ func newBenchLease(b *testing.B, slot int) *benchLease {
 	return l
 }
 
+// run measures op as the sub-benchmark name, after one op to warm up.
+func (l *benchLease) run(b *testing.B, name string, slot int, op func(*testing.B)) {
+	b.Run(name, func(b *testing.B) {
+		op(b)
+		b.ResetTimer()
+		for b.Loop() {
+			op(b)
+		}
+		l.report(b, slot)
+	})
+}
+
 func (l *benchLease) report(b *testing.B, slot int) {
 	b.SetBytes(int64(benchUnits * slot))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
@@ -98,14 +110,7 @@ func BenchmarkRedisFetch(b *testing.B) {
 			}
 			complete(b, l.store, a, benchUnits)
 		}
-		b.Run("row="+size.name, func(b *testing.B) {
-			fetch(b)
-			b.ResetTimer()
-			for b.Loop() {
-				fetch(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, "row="+size.name, slot, fetch)
 		// The same keys into the same rows with one pipelined MGET.
 		ctx := context.Background()
 		mget := func(b *testing.B) {
@@ -122,14 +127,7 @@ func BenchmarkRedisFetch(b *testing.B) {
 				copy(l.rows[i], s)
 			}
 		}
-		b.Run(fmt.Sprintf("row=%s/bare", size.name), func(b *testing.B) {
-			mget(b)
-			b.ResetTimer()
-			for b.Loop() {
-				mget(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, fmt.Sprintf("row=%s/bare", size.name), slot, mget)
 		// The same keys read straight into the rows by go-redis (GetToBuffer,
 		// no intermediate copy): a stricter reference than MGET, and one the
 		// backend cannot use, since a late reply would land in staging.
@@ -148,14 +146,7 @@ func BenchmarkRedisFetch(b *testing.B) {
 				}
 			}
 		}
-		b.Run(fmt.Sprintf("row=%s/bare-zerocopy", size.name), func(b *testing.B) {
-			zerocopy(b)
-			b.ResetTimer()
-			for b.Loop() {
-				zerocopy(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, fmt.Sprintf("row=%s/bare-zerocopy", size.name), slot, zerocopy)
 	}
 }
 
@@ -181,14 +172,7 @@ func BenchmarkRedisPublish(b *testing.B) {
 			complete(b, l.store, a, benchUnits)
 			clear(b)
 		}
-		b.Run("row="+size.name, func(b *testing.B) {
-			publish(b)
-			b.ResetTimer()
-			for b.Loop() {
-				publish(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, "row="+size.name, slot, publish)
 		// The same rows under the same keys with one pipelined MSET.
 		args := pairs(l.keys, l.rows)
 		mset := func(b *testing.B) {
@@ -199,14 +183,7 @@ func BenchmarkRedisPublish(b *testing.B) {
 			}
 			clear(b)
 		}
-		b.Run(fmt.Sprintf("row=%s/bare", size.name), func(b *testing.B) {
-			mset(b)
-			b.ResetTimer()
-			for b.Loop() {
-				mset(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, fmt.Sprintf("row=%s/bare", size.name), slot, mset)
 		// The same rows under the same keys as the backend writes them: one
 		// pipelined SET NX per key on one connection, in view. Content
 		// addresses need NX (a stored unit keeps its expiry and is never
@@ -222,14 +199,7 @@ func BenchmarkRedisPublish(b *testing.B) {
 			}
 			clear(b)
 		}
-		b.Run(fmt.Sprintf("row=%s/bare-setnx", size.name), func(b *testing.B) {
-			setnx(b)
-			b.ResetTimer()
-			for b.Loop() {
-				setnx(b)
-			}
-			l.report(b, slot)
-		})
+		l.run(b, fmt.Sprintf("row=%s/bare-setnx", size.name), slot, setnx)
 	}
 }
 
