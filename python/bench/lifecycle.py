@@ -141,10 +141,15 @@ side, so the ratio is what crossing the ABI costs. Between rounds the Go and C o
 `select` when a round moved nothing, as a manager's event loop does (SPEC rule 13). The wake
 descriptor costs a system call only when it changes state. A Python manager pays per
 round, not per lease, when it lends and releases in batches; `Engine.progress` hands back
-every lease that moved in one call. The engine's own lifecycle is about 1 µs per lease on an
-idle machine of this kind (docs/performance.md); on a loaded one it is dominated by how soon
-its goroutines get a core, which no binding can change: the "in view" rows separate what the
-Python binding adds from what the engine costs in the same run.""")
+every lease that moved in one call. The engine's own lifecycle is about 1.1 µs per lease in a
+Go program on this machine (docs/performance.md), and 3–4.5 µs inside the library, whoever
+drives it: a call from C runs on a locked OS thread, so a goroutine it readies (the Quiesce
+worker) runs on another thread, and each hand-off is an OS context switch where a Go program
+switches goroutines on one thread. `perf` on `cabi/testdata/bench.c` (2026-12-01) put 40% of
+the time in the kernel, most of it in the futex sleeps and wakes of those threads, and counted
+about 34 `progress` calls per 64-lease round waiting for the worker. No binding can change
+that: the "in view" rows separate what the Python binding adds from what the engine costs in
+the same run.""")
     return 0
 
 
