@@ -339,21 +339,11 @@ func poke(a contract.Attempt, settleFn func(context.Context, []contract.Attempt)
 
 // sameOutcome reports whether two outcomes are the same answer.
 func sameOutcome(x, y contract.Outcome) bool {
-	switch a := x.(type) {
-	case contract.Delivered:
+	if a, ok := x.(contract.Delivered); ok {
 		b, ok := y.(contract.Delivered)
-		if !ok || a.Served.Len() != b.Served.Len() {
-			return false
-		}
-		for n := range a.Served.All() {
-			if !b.Served.Has(n) {
-				return false
-			}
-		}
-		return true
-	default:
-		return x == y
+		return ok && a.Served.Equal(b.Served)
 	}
+	return x == y
 }
 
 func closeSubject(c func() error) {
