@@ -68,18 +68,13 @@ func TestFaultKillAndRestart(t *testing.T) {
 	r.seed(16, false)
 	r.run(before, nil, 4)
 
-	stop := r.start(during, maxPerLane)
-	r.waitLanes(during, 2)
-	srv.Kill()
-	mark := r.total("during/failed")
-	waitFor(t, "attempts to fail against the dead server", func() bool { return r.total("during/failed") >= mark+r.lanes })
-	r.lossEvent() // the new server starts empty
-	require.NoError(t, srv.Restart())
-	r.waitLanes(during, 10)
-	stop()
-	r.servedAgain()
-	r.finish()
-	assert.Positive(t, r.total("during/failed"), "the kill failed nothing: the test proves nothing")
+	r.throughFault("kill", func() {
+		srv.Kill()
+		mark := r.total("during/failed")
+		waitFor(t, "attempts to fail against the dead server", func() bool { return r.total("during/failed") >= mark+r.lanes })
+		r.lossEvent() // the new server starts empty
+		require.NoError(t, srv.Restart())
+	})
 }
 
 // TestFaultClientPause: CLIENT PAUSE ALL for longer than the bound plus the
@@ -93,16 +88,11 @@ func TestFaultClientPause(t *testing.T) {
 	r.seed(16, false)
 	r.run(before, nil, 4)
 
-	stop := r.start(during, maxPerLane)
-	r.waitLanes(during, 2)
-	require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", faultLasts.Milliseconds(), "ALL").Err())
-	// A PING from a paused client returns once the pause is over.
-	require.NoError(t, admin.Ping(waitCtx(t)).Err())
-	r.waitLanes(during, 10)
-	stop()
-	r.servedAgain()
-	r.finish()
-	assert.Positive(t, r.total("during/failed"), "the pause failed nothing: the test proves nothing")
+	r.throughFault("pause", func() {
+		require.NoError(t, admin.Do(waitCtx(t), "CLIENT", "PAUSE", faultLasts.Milliseconds(), "ALL").Err())
+		// A PING from a paused client returns once the pause is over.
+		require.NoError(t, admin.Ping(waitCtx(t)).Err())
+	})
 }
 
 // TestFaultDebugSleep: the server's one thread stops (DEBUG SLEEP) for
@@ -115,15 +105,10 @@ func TestFaultDebugSleep(t *testing.T) {
 	r.seed(16, false)
 	r.run(before, nil, 4)
 
-	stop := r.start(during, maxPerLane)
-	r.waitLanes(during, 2)
-	secs := strconv.FormatFloat(faultLasts.Seconds(), 'f', 3, 64)
-	require.NoError(t, admin.Do(waitCtx(t), "DEBUG", "SLEEP", secs).Err()) // returns when the server wakes
-	r.waitLanes(during, 10)
-	stop()
-	r.servedAgain()
-	r.finish()
-	assert.Positive(t, r.total("during/failed"), "the sleep failed nothing: the test proves nothing")
+	r.throughFault("sleep", func() {
+		secs := strconv.FormatFloat(faultLasts.Seconds(), 'f', 3, 64)
+		require.NoError(t, admin.Do(waitCtx(t), "DEBUG", "SLEEP", secs).Err()) // returns when the server wakes
+	})
 }
 
 // TestFaultEvictionUnderLoad: a server at maxmemory with allkeys-lru while
@@ -180,22 +165,17 @@ func TestFaultClusterFailover(t *testing.T) {
 	r.run(before, nil, 4)
 
 	dead := masters[0]
-	stop := r.start(during, maxPerLane)
-	r.waitLanes(during, 2)
-	// Publications acknowledged by the dead master after the WAIT may not
-	// have reached its replica: only the replicated seed stays known.
-	r.lossEvent()
-	dead.Kill()
-	promoted, err := cl.WaitFailover(waitCtx(t), dead)
-	require.NoError(t, err)
-	t.Logf("%s killed, %s took over", dead.Addr, promoted.Addr)
-	mark := r.total("during/served")
-	r.waitLanes(during, 10)
-	waitFor(t, "fetches to be served after the failover", func() bool { return r.total("during/served") > mark })
-	stop()
-	r.servedAgain()
-	r.finish()
-	assert.Positive(t, r.total("during/failed"), "the failover failed nothing: the test proves nothing")
+	r.throughFault("failover", func() {
+		// Publications acknowledged by the dead master after the WAIT may not
+		// have reached its replica: only the replicated seed stays known.
+		r.lossEvent()
+		dead.Kill()
+		promoted, err := cl.WaitFailover(waitCtx(t), dead)
+		require.NoError(t, err)
+		t.Logf("%s killed, %s took over", dead.Addr, promoted.Addr)
+		mark := r.total("during/served")
+		waitFor(t, "fetches to be served after the failover", func() bool { return r.total("during/served") > mark })
+	})
 }
 
 // replicated waits, bounded, until the replica of master m has everything

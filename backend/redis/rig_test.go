@@ -471,6 +471,23 @@ func (r *rig) waitLanes(p phase, n int) {
 	})
 }
 
+// throughFault runs the during phase on every lane, applies fault once each
+// lane has made two attempts, lets each make ten more, shows the store serves
+// again, and finishes the run. The fault must have failed some attempt, or
+// the test proves nothing; what names it.
+func (r *rig) throughFault(what string, fault func()) {
+	stop := r.start(during, maxPerLane)
+	r.waitLanes(during, 2)
+	fault()
+	r.waitLanes(during, 10)
+	stop()
+	r.servedAgain()
+	r.finish()
+	if r.total("during/failed") == 0 {
+		r.t.Errorf("the %s failed nothing: the test proves nothing", what)
+	}
+}
+
 // servedAgain shows that the store serves again after a fault: every lane,
 // in turn, publishes fresh blocks and fetches them back, retrying (bounded)
 // while the store still fails, until the fetch serves every unit.
