@@ -26,6 +26,7 @@ from enum import IntEnum
 from typing import Any, NamedTuple, Sequence
 
 from . import _abi
+from ._callbacks import Registry, write_error
 from .errors import InvalidArgument, SubmissionRejected
 from . import errors
 
@@ -184,7 +185,7 @@ class Backend:
     def handle(self) -> int:
         """The backend's C ABI handle (created on first use)."""
         if not self._handle:
-            self._user = _register(self)
+            self._user = _live.register(self)
             cls = type(self)
             t = _abi.BackendCallbacks()
             t.user = self._user
@@ -197,7 +198,7 @@ class Backend:
             h = ctypes.c_uint64()
             st = _abi.backend_new(ctypes.byref(t), self.memory.handle, ctypes.byref(h))
             if st != 0:
-                _unregister(self._user)
+                _live.pop(self._user)
                 _abi.check(st)
             self._table, self._handle = t, h.value
         return self._handle
@@ -278,27 +279,8 @@ def _check_name(name: bytes) -> None:
 
 # ---- the callbacks, shared by every Python backend ----
 
-_live: dict[int, Backend] = {}
-_live_lock = threading.Lock()
-_user_ids = itertools.count(1)
-
-
-def _register(b: Backend) -> int:
-    with _live_lock:
-        uid = next(_user_ids)
-        _live[uid] = b
-    return uid
-
-
-def _unregister(uid: int) -> None:
-    with _live_lock:
-        _live.pop(uid, None)
-
-
-def _err(err: int | None, cap: int, msg: str) -> None:
-    if err and cap > 0:
-        b = msg.encode("utf-8", "replace")[:cap - 1]
-        ctypes.memmove(err, b + b"\0", len(b) + 1)
+_live: Registry[Backend] = Registry()
+_err = write_error
 
 
 def _submit(publish: bool):
@@ -441,8 +423,7 @@ def _get(user, ext, ext_len, name, row, cap, n_out, found):
 
 
 def _close(user):
-    b = _live.get(user)
-    _unregister(user)
+    b = _live.pop(user)
     if b is not None:
         b._handle = 0
         try:

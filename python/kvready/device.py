@@ -19,11 +19,11 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
-import threading
 from enum import IntEnum
 from typing import Any
 
 from . import _abi
+from ._callbacks import Registry, write_error
 from . import errors
 from .errors import CopyRefused, DeviceLost, InvalidArgument
 
@@ -88,9 +88,7 @@ class Device:
     def handle(self) -> int:
         """The device's C ABI handle (created on first use)."""
         if not self._handle:
-            with _live_lock:
-                self._user = next(_user_ids)
-                _live[self._user] = self
+            self._user = _live.register(self)
             cls = type(self)
             t = _abi.DeviceCallbacks()
             t.user = self._user
@@ -100,8 +98,7 @@ class Device:
             h = ctypes.c_uint64()
             st = _abi.device_new(ctypes.byref(t), ctypes.byref(h))
             if st != 0:
-                with _live_lock:
-                    _live.pop(self._user, None)
+                _live.pop(self._user)
                 _abi.check(st)
             self._table, self._handle = t, h.value
         return self._handle
@@ -162,9 +159,7 @@ class SimDevice:
     close = shut
 
 
-_live: dict[int, Device] = {}
-_live_lock = threading.Lock()
-_user_ids = itertools.count(1)
+_live: Registry[Device] = Registry()
 
 
 def _copy(user, to_device, dev, host, n):
@@ -236,9 +231,7 @@ def _addressable(user, dev, n, err, err_cap):
     except BaseException as e:  # noqa: BLE001
         d._failed(e, "addressable")
         msg = f"{type(e).__name__}: {e}"
-    if err and err_cap:
-        b = msg.encode("utf-8", "replace")[:err_cap - 1]
-        ctypes.memmove(err, b + b"\0", len(b) + 1)
+    write_error(err, err_cap, msg)
     return errors.INVALID
 
 
@@ -252,15 +245,13 @@ def _lost(user, out, reason, cap):
         d._failed(e, "lost")
         return errors.FAILED
     ctypes.c_int32.from_address(out).value = 1 if why else 0
-    if why and reason and cap:
-        b = str(why).encode("utf-8", "replace")[:cap - 1]
-        ctypes.memmove(reason, b + b"\0", len(b) + 1)
+    if why:
+        write_error(reason, cap, why)
     return 0
 
 
 def _close(user):
-    with _live_lock:
-        d = _live.pop(user, None)
+    d = _live.pop(user)
     if d is not None:
         d._handle = 0
         try:
