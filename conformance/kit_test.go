@@ -180,12 +180,12 @@ func TestKitCatchesQuiesceTrueWhileCopyPending(t *testing.T) {
 	assert.Contains(t, err.Error(), RuleNoLateWrite)
 }
 
-// flipOnQuiesce answers Failed until Quiesce is first called, a miss after:
-// an outcome that changes. A fetch of names never stored is then both a
-// changed outcome and (at first) a miss reported as a failure; the kit must
-// report the change, under the stability rule.
+// flipOnQuiesce answers early(outcome) until Quiesce is first called, the
+// backend's own outcome after: an outcome that changes. The kit must report
+// the change, under the stability rule.
 type flipOnQuiesce struct {
 	*mem.Backend
+	early    func(contract.Outcome) contract.Outcome
 	quiesced atomic.Bool
 }
 
@@ -199,7 +199,7 @@ func (a flipAttempt) Poll() contract.Outcome {
 	if o == nil || a.b.quiesced.Load() {
 		return o
 	}
-	return contract.Failed{Reason: "changes its mind later"}
+	return a.b.early(o)
 }
 
 func (f *flipOnQuiesce) Fetch(ext contract.CacheExtent, r contract.Route) (contract.Attempt, error) {
@@ -230,26 +230,56 @@ func (f *flipOnQuiesce) Quiesce(ctx context.Context, list []contract.Attempt) (b
 	return f.Backend.Quiesce(ctx, f.unwrap(list))
 }
 
-func TestKitReportsAChangedOutcomeUnderStability(t *testing.T) {
+// flipTrials runs 100 example trials, Settle first, against a fetcher that
+// answers early(outcome) until Quiesce is called, and counts the rules the
+// kit reports.
+func flipTrials(mode mem.Mode, early func(contract.Outcome) contract.Outcome) map[string]int {
 	newFlip := func(m Memory) (FetchSubject, error) {
-		b, err := mem.New(m, mem.WithMode(mem.Miss))
+		b, err := mem.New(m, mem.WithMode(mode))
 		if err != nil {
 			return FetchSubject{}, err
 		}
-		return FetchSubject{Fetcher: &flipOnQuiesce{Backend: b}, Put: b.Put, Close: b.Close}, nil
+		return FetchSubject{Fetcher: &flipOnQuiesce{Backend: b, early: early}, Put: b.Put, Close: b.Close}, nil
 	}
 	reported := map[string]int{}
 	for seed := range 100 {
 		tr := exampleTrial(seed)
-		tr.QuiesceFirst = false // Settle first: the first answers are all Failed
+		tr.QuiesceFirst = false // Settle first: the early answers are seen
 		err := fetchTrial(newFlip, tr, newConfig(nil))
 		var v *Violation
 		if errors.As(err, &v) {
 			reported[v.Rule]++
 		}
 	}
+	return reported
+}
+
+// A fetch of names never stored that answers Failed, then a miss, is both a
+// changed outcome and (at first) a miss reported as a failure: the kit
+// reports the change.
+func TestKitReportsAChangedOutcomeUnderStability(t *testing.T) {
+	reported := flipTrials(mem.Miss, func(contract.Outcome) contract.Outcome {
+		return contract.Failed{Reason: "changes its mind later"}
+	})
 	assert.Positive(t, reported[RuleStable], "%v", reported)
 	assert.Zero(t, reported[RuleKnownMiss], "a changed outcome was blamed on the known-miss rule: %v", reported)
+}
+
+// An answer that changes within its kind — Delivered with one name fewer,
+// then Delivered with all — is a changed outcome too.
+func TestKitReportsAServedSetThatChanges(t *testing.T) {
+	reported := flipTrials(mem.Normal, func(o contract.Outcome) contract.Outcome {
+		d, ok := o.(contract.Delivered)
+		if !ok || d.Served.Len() == 0 {
+			return o
+		}
+		var names []contract.Name
+		for n := range d.Served.All() {
+			names = append(names, n)
+		}
+		return contract.Delivered{Served: contract.NewNameSet(names[1:]...)}
+	})
+	assert.Positive(t, reported[RuleStable], "%v", reported)
 }
 
 // rapid's failure file goes where FailFiles says, never into the package's
