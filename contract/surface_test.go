@@ -25,7 +25,7 @@ var backendSurface = []string{
 // implements.
 var support = []string{
 	"Revision", "RevisionCancelRequest", "CancelDisposition", "CancelUnsupported", "CancelRequested",
-	"Cancellable", "RequestCancel", "Notifier", "NameSize", "Name", "NameFromBytes", "NameSet", "NewNameSet",
+	"Cancellable", "RequestCancel", "Notifier", "QuiesceProber", "Access", "AccessUnknown", "AccessEnded", "AccessUnproven", "NameSize", "Name", "NameFromBytes", "NameSet", "NewNameSet",
 	"NewCacheExtent", "ErrDuplicateUnit", "ErrInvalidHint",
 	"Profile", "Parallelism", "SupportedProfile",
 	"SupportedBackendKind", "SupportedManagerKind", "SupportedCacheDType", "SupportedAttentionBackend",

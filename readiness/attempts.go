@@ -29,9 +29,10 @@ type attemptTable struct {
 // attemptSlot is one lease's attempt. It is kept until the lease is fenced —
 // for ever if it is quarantined.
 type attemptSlot struct {
-	a    contract.Attempt
-	gen  uint32
-	kind Kind
+	a      contract.Attempt
+	notice *notice // the completion callback it was handed (nil: none); the owner's alone
+	gen    uint32
+	kind   Kind
 }
 
 // genOf and handleAt split and join a handle as the table stores it.
@@ -63,7 +64,7 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 }
 
 // keep records a lease's new attempt, watched if watch is set.
-func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
+func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) *attemptSlot {
 	id := uint32(h.Index())
 	t.mu.Lock()
 	for int(id) >= len(t.slots) {
@@ -75,10 +76,23 @@ func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	t.slots[id] = attemptSlot{a: a, gen: genOf(h), kind: k}
 	t.setWatched(id, watch)
 	t.mu.Unlock()
+	return &t.slots[id]
+}
+
+// rewatch has the watcher poll the lease's attempt (again). A stale handle
+// changes nothing.
+func (t *attemptTable) rewatch(h Handle) {
+	if t.get(h) == nil {
+		return
+	}
+	t.mu.Lock()
+	t.setWatched(uint32(h.Index()), true)
+	t.mu.Unlock()
 }
 
 // unwatch stops polling the lease's attempt and keeps it; drop also forgets
-// the attempt. A stale handle changes nothing.
+// the attempt, and drops any completion it reports from then on. A stale
+// handle changes nothing.
 func (t *attemptTable) unwatch(h Handle) { t.stop(h, false) }
 
 func (t *attemptTable) drop(h Handle) { t.stop(h, true) }
@@ -94,6 +108,10 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 		s.a = nil
 	}
 	t.mu.Unlock()
+	if forget && s.notice != nil {
+		s.notice.retire()
+		s.notice = nil
+	}
 }
 
 // watchedAttempt is what the watcher copies out of the table to poll without

@@ -101,7 +101,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		var tab attemptTable
 		wake := make(chan struct{}, 1)
 		mail := newMailbox(1<<20, wake)
-		w := newWatcher(&tab, nil, mail, wake)
+		w := newWatcher(&tab, nil, mail)
 		defer w.close()
 		type lease struct {
 			h        Handle

@@ -37,11 +37,12 @@ type Engine struct {
 	attempts attemptTable
 	watch    *watcher
 	awaited  gpu.Event // the copy event the watcher was last told of
-	quiet    *quiescer
-	// This round's Quiesce work, one batch per backend.
-	qFetch, qPublish             *batch
-	quiesceFetch, quiescePublish quiesceFunc
-	calls                        uint64
+	// The backends, by kind (sides[Fetch-1], sides[Publish-1]; nil for a kind
+	// the engine has no backend for): each with its own Quiesce workers.
+	sides  [2]*side
+	seq    uint64 // the last Quiesce batch's sequence number
+	calls  uint64 // Quiesce calls handed to workers
+	probes uint64 // TryQuiesce calls asked on the owner
 
 	// Copies queued in one round share one event: a stream completes in
 	// order, so the event after the round's last copy proves all of them.
@@ -57,6 +58,7 @@ type Engine struct {
 	refused   []copyRefusal
 	failed    []copyFailure
 	replies   []core.Evidence
+	inline    []letter // proofs answered on the owner this round
 	contain   []Containment
 	recovered []Handle
 
@@ -107,20 +109,19 @@ func New(cfg Config) (*Engine, error) {
 		slots += cfg.Core.Memory.Group(g).Slots
 	}
 	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
+	// A lease holds at least one slot, so slots bound the leases that can
+	// have letters out (see mailbox).
+	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake)
 	if tc, ok := cfg.Clock.(TimerClock); ok {
-		e.timer = tc.NewTimer(func() { signal(e.wake) })
+		e.timer = tc.NewTimer(e.mail.wakeOwner)
 	}
 	e.onCopy = e.batchDone
-	// Each lease in flight has at most one outcome letter and one answered
-	// Quiesce call (two letters) outstanding, and a call's batch adds one.
-	e.mail = newMailbox(4*slots+64, e.wake)
-	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail, e.wake)
-	e.quiet = startQuiescer(cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
+	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail)
 	if cfg.Fetcher != nil {
-		e.quiesceFetch = cfg.Fetcher.Quiesce
+		e.sides[Fetch-1] = newSide(Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
 	}
 	if cfg.Publisher != nil {
-		e.quiescePublish = cfg.Publisher.Quiesce
+		e.sides[Publish-1] = newSide(Publish, cfg.Publisher.Quiesce, cfg.Publisher, cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
 	}
 	c.Tick(cfg.Clock.Now())
 	if cfg.Observer != nil {
@@ -220,8 +221,14 @@ func (e *Engine) Err() error { return e.core.Err() }
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.core.Stats()
-	s.QuiesceCalls = e.calls
+	s.QuiesceCalls, s.QuiesceProbes = e.calls, e.probes
 	s.Refused, s.StaleEvidence = e.refusedEvidence, e.staleEvidence
+	s.Handoffs = e.mail.handoffs.Load()
+	for _, sd := range e.sides {
+		if sd != nil {
+			sd.faults.add(s.Faults(sd.kind))
+		}
+	}
 	return s
 }
 
@@ -239,9 +246,18 @@ func (e *Engine) Progress() int {
 	e.perform()
 	e.checkHealth()
 	e.takeMail()
-	e.pollCopies()
-	e.perform()
-	e.flush()
+	// The owner queries its copy events and asks for proofs inline, as long
+	// as that moves something: only what may block (a Quiesce the backend
+	// cannot answer now) or what stays pending (a copy still in flight) is
+	// handed to another goroutine, at the end of the round.
+	for {
+		e.pollCopies()
+		e.perform()
+		if !e.flush() {
+			break
+		}
+	}
+	e.handOff()
 	e.stopIfDrained()
 	e.noticeHalt()
 	if e.obs != nil {
@@ -324,7 +340,7 @@ func (e *Engine) Sync(ctx context.Context) (int, error) {
 		}
 		n := e.Progress()
 		total += n
-		if n == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 && e.quiet.answer.Load() == e.quiet.handed.Load() {
+		if n == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 && e.outstandingCalls() == 0 {
 			return total, nil
 		}
 	}
@@ -336,12 +352,12 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	// The worker that answers the last call outstanding wakes the owner
 	// after counting it, so waiting on the wake-up alone never misses it.
 	woke := false
-	for e.quiet.answer.Load() < e.quiet.handed.Load() {
+	for e.outstandingCalls() > 0 {
 		select {
 		case <-e.wake:
 			woke = true
 		case <-ctx.Done():
-			return fmt.Errorf("readiness: Sync: %d Quiesce calls still unanswered: %w", e.quiet.handed.Load()-e.quiet.answer.Load(), ctx.Err())
+			return fmt.Errorf("readiness: Sync: %d Quiesce calls still unanswered: %w", e.outstandingCalls(), ctx.Err())
 		}
 	}
 	if woke {
@@ -356,6 +372,18 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		return fmt.Errorf("readiness: Sync: the watcher did not catch up: %w", ctx.Err())
 	}
 	return nil
+}
+
+// outstandingCalls returns the Quiesce batches handed to workers and not yet
+// answered.
+func (e *Engine) outstandingCalls() int64 {
+	var n int64
+	for _, sd := range e.sides {
+		if sd != nil {
+			n += sd.workers.outstanding()
+		}
+	}
+	return n
 }
 
 func (e *Engine) checkHealth() {
@@ -395,11 +423,9 @@ func (e *Engine) takeMail() {
 	for _, l := range e.letters {
 		switch {
 		case l.done != nil:
-			e.quiet.recycle(l.done)
+			l.done.pool.recycle(l.done)
 		case l.poll:
-			if s := e.attempts.get(l.ev.Lease); s != nil {
-				e.answer(l.ev.Lease, s.a)
-			}
+			e.sighted(l.ev.Lease)
 		default:
 			e.step(l.ev)
 		}
@@ -407,12 +433,30 @@ func (e *Engine) takeMail() {
 	clear(e.letters)
 }
 
+// sighted polls an attempt that a completion or the watcher says has
+// answered. The evidence is what Poll answers here, on the owner: a
+// completion Poll does not bear out is the backend's fault, and the attempt
+// is watched from then on, so that its outcome still arrives. An attempt
+// already forgotten (fenced) is not asked again.
+func (e *Engine) sighted(h Handle) {
+	s := e.attempts.get(h)
+	if s == nil {
+		return
+	}
+	if !e.answer(h, s.kind, s.a) {
+		e.sides[s.kind-1].faults.early.Add(1)
+		e.attempts.rewatch(h)
+		e.watch.kick()
+	}
+}
+
 // answer polls an attempt on the owner (Poll never blocks, by contract) and
 // reports what it answered.
-func (e *Engine) answer(h Handle, a contract.Attempt) (answered bool) {
+func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	o, p := safePoll(a)
 	switch {
 	case p != "":
+		e.sides[k-1].faults.panics.Add(1)
 		e.step(core.Evidence{What: core.PollPanicked, Lease: h, Reason: p})
 		return true
 	case o != nil:
@@ -443,7 +487,11 @@ func (e *Engine) perform() {
 			e.ask(p)
 		}
 		if len(rd.Overdue) > 0 {
-			e.quiet.overdue(rd.Overdue)
+			for _, sd := range e.sides {
+				if sd != nil {
+					sd.workers.overdue(rd.Overdue)
+				}
+			}
 		}
 		for _, h := range rd.Cancels {
 			e.replies = append(e.replies, e.requestCancel(h))
@@ -466,6 +514,7 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 	r.h, r.kind = s.Lease, s.Kind
 	defer func() {
 		if p := recover(); p != nil {
+			e.sides[s.Kind-1].faults.panics.Add(1)
 			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
 		}
 	}()
@@ -488,6 +537,7 @@ func (e *Engine) requestCancel(h Handle) (ev core.Evidence) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
+			e.sides[s.kind-1].faults.panics.Add(1)
 			ev.Disposition, ev.Reason = 0, fmt.Sprintf("backend panicked in RequestCancel: %v", p)
 		}
 	}()
@@ -554,24 +604,29 @@ func (e *Engine) report() {
 // taken in at once and never watched. The rest notify the engine when they
 // can (contract.Notifier), or are watched.
 func (e *Engine) accept(r submitResult) {
+	sd := e.sides[r.kind-1]
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""
 	n, notifies := r.a.(contract.Notifier)
-	watch := !answered && !notifies
-	e.attempts.keep(r.h, r.kind, r.a, watch)
+	slot := e.attempts.keep(r.h, r.kind, r.a, false)
+	var nt *notice
+	if !answered && notifies {
+		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
+		slot.notice = nt
+	}
 	e.step(core.Evidence{What: core.SubmitAccepted, Lease: r.h})
 	if r.err != nil {
 		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
 	}
 	switch {
 	case p != "":
+		sd.faults.panics.Add(1)
 		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: p})
 	case o != nil:
 		e.step(core.Evidence{What: core.PollAnswered, Lease: r.h, Outcome: o})
-	case notifies:
-		h := r.h
-		n.Notify(func() { e.mail.put(letter{ev: core.Evidence{Lease: h}, poll: true}) })
+	case notifies && notify(n, nt):
 	default:
+		e.attempts.rewatch(r.h)
 		e.watch.kick()
 	}
 }
@@ -582,15 +637,72 @@ func (e *Engine) ask(p core.Proof) {
 	if s == nil {
 		return // no attempt kept: the core asks only where one was returned
 	}
-	b, fn := &e.qFetch, e.quiesceFetch
-	if s.kind == Publish {
-		b, fn = &e.qPublish, e.quiescePublish
+	sd := e.sides[s.kind-1]
+	if sd.round == nil {
+		sd.round = sd.workers.newBatch(sd.quiesce)
 	}
-	if *b == nil {
-		*b = e.quiet.newBatch(fn)
+	sd.round.leases = append(sd.round.leases, p.Lease)
+	sd.round.attempts = append(sd.round.attempts, s.a)
+}
+
+// prove asks the round's proofs of one backend on the owner when the
+// backend can answer without blocking (contract.QuiesceProber), one call for
+// the round's batch and, if that proves nothing, one per lease; what it
+// cannot answer now goes to the backend's workers, to its blocking Quiesce.
+// It reports whether anything was answered here.
+func (e *Engine) prove(sd *side) (answered bool) {
+	b := sd.round
+	if b == nil {
+		return false
 	}
-	(*b).leases = append((*b).leases, p.Lease)
-	(*b).attempts = append((*b).attempts, s.a)
+	sd.round = nil
+	if sd.prober != nil {
+		e.probes++
+		switch ans, reason := sd.try(b.attempts); {
+		case ans == contract.AccessEnded:
+			for i := range b.attempts {
+				e.inline = proven(e.inline, b.leases[i], b.attempts[i], &sd.faults)
+			}
+			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
+		case ans == contract.AccessUnproven && len(b.attempts) == 1:
+			e.inline = append(e.inline, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
+			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
+		case ans == contract.AccessUnproven:
+			k := 0
+			for i, a := range b.attempts {
+				e.probes++
+				switch ans, reason := sd.try(b.attempts[i : i+1]); ans {
+				case contract.AccessEnded:
+					e.inline = proven(e.inline, b.leases[i], a, &sd.faults)
+				case contract.AccessUnproven:
+					e.inline = append(e.inline, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
+				default:
+					b.leases[k], b.attempts[k] = b.leases[i], a
+					k++
+				}
+			}
+			clear(b.attempts[k:])
+			b.leases, b.attempts = b.leases[:k], b.attempts[:k]
+		}
+	}
+	if len(b.leases) == 0 {
+		b.pool.recycle(b)
+		return true
+	}
+	answered = len(e.inline) > 0
+	e.calls++
+	e.seq++
+	sd.workers.hand(e.seq, b)
+	return answered
+}
+
+// takeInline reports the proofs answered on the owner this round.
+func (e *Engine) takeInline() {
+	for _, l := range e.inline {
+		e.step(l.ev)
+	}
+	clear(e.inline)
+	e.inline = e.inline[:0]
 }
 
 // queueCopy queues one copy. A refusal before it started is reported as such;
@@ -640,11 +752,13 @@ func (e *Engine) record(h Handle) {
 	e.batches[e.open] = append(e.batches[e.open], h)
 }
 
-// flush records the event after this round's copies, hands the round's
-// Quiesce batches to the workers, tells the watcher the oldest event waited
-// for, and arms the wake-up for the core's next deadline.
-func (e *Engine) flush() {
+// flush records the event after this round's copies and asks the round's
+// proofs (prove). It reports whether the round should go on: an event was
+// recorded (the owner queries it at once: a copy may land as fast as it is
+// asked) or a proof was answered on the owner.
+func (e *Engine) flush() (more bool) {
 	if idx := e.open; idx >= 0 {
+		more = true
 		e.open = -1
 		ev, err := e.stream.Record()
 		if err == nil {
@@ -658,13 +772,21 @@ func (e *Engine) flush() {
 			e.perform()
 		}
 	}
-	for _, b := range []**batch{&e.qFetch, &e.qPublish} {
-		if *b != nil {
-			e.calls++
-			e.quiet.hand(*b)
-			*b = nil
+	for _, sd := range e.sides {
+		if sd != nil && e.prove(sd) {
+			more = true
 		}
 	}
+	if len(e.inline) > 0 {
+		e.takeInline()
+	}
+	return more
+}
+
+// handOff ends a round: it tells the watcher the oldest copy event the round
+// left pending — the only way an owner asleep on Wake learns that it landed
+// — and arms the wake-up for the core's next deadline.
+func (e *Engine) handOff() {
 	if oldest, _ := e.copies.Oldest(); oldest != e.awaited {
 		e.awaited = oldest
 		e.watch.await(oldest)
@@ -781,9 +903,13 @@ func (e *Engine) stopIfDrained() {
 	}
 	halted := e.closing && e.core.Err() != nil
 	if halted {
-		e.quiet.cancelAll()
+		for _, sd := range e.sides {
+			if sd != nil {
+				sd.workers.cancelAll()
+			}
+		}
 	}
-	if e.quiet.answer.Load() < e.quiet.handed.Load() || !(halted || e.core.Drained()) {
+	if e.outstandingCalls() > 0 || !(halted || e.core.Drained()) {
 		return
 	}
 	e.stopped = true
@@ -791,7 +917,11 @@ func (e *Engine) stopIfDrained() {
 		e.timer.Stop()
 	}
 	e.watch.close()
-	e.quiet.close()
+	for _, sd := range e.sides {
+		if sd != nil {
+			sd.workers.close()
+		}
+	}
 }
 
 // Shutdown closes the engine (Close) and runs rounds, woken as they have

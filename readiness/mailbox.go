@@ -39,10 +39,21 @@ func letterOrder(a, b letter) int {
 // mailbox is the one queue between the engine's background — the Quiesce
 // workers, the watcher, backends' notifications — and the owner. Producers
 // never block; the owner takes everything that arrived at once. It is bounded
-// by construction: each lease has at most one outstanding Quiesce call (its
-// answers), one watched or notified attempt (its outcome), so a mailbox never
-// holds more than a few letters per lease in flight; put reports a breach of
-// that bound instead of growing past it.
+// by construction, whatever a backend does (docs/engine.md): an attempt the
+// engine holds puts at most one completion letter — repeats are dropped,
+// and a forgotten attempt puts none — the watcher at most one sighting per
+// attempt it was told to watch, and each lease has at most one Quiesce call
+// outstanding (its answer: two letters), one batch's "done" letter at most per
+// lease. So a mailbox never holds more than mailboxPerLease letters per lease;
+// put reports a breach of that bound — a bug in kvready — instead of growing
+// past it.
+// mailboxPerLease bounds the letters one lease can have in the mailbox at
+// once: one completion or one sighting of its attempt (never both: a sighting
+// is asked for only after the completion was taken), the two letters of its
+// one outstanding Quiesce call's answer, and that call's batch's "done"
+// letter (a batch holds at least one lease) — four, with one to spare.
+const mailboxPerLease = 5
+
 type mailbox struct {
 	mu      sync.Mutex
 	letters []letter
@@ -50,6 +61,10 @@ type mailbox struct {
 	n       atomic.Int64 // len(letters), readable without the lock
 	over    atomic.Bool  // a put was refused: the bound was broken
 	wake    chan<- struct{}
+	// handoffs counts the engine's goroutine hand-offs (Stats.Handoffs):
+	// every letter put, every wake-up from another goroutine, every batch
+	// handed to a worker, every kick of the watcher.
+	handoffs atomic.Uint64
 }
 
 func newMailbox(limit int, wake chan<- struct{}) *mailbox {
@@ -71,6 +86,12 @@ func (m *mailbox) put(ls ...letter) {
 	m.letters = append(m.letters, ls...)
 	m.n.Store(int64(len(m.letters)))
 	m.mu.Unlock()
+	m.wakeOwner()
+}
+
+// wakeOwner wakes the owner from another goroutine: a hand-off.
+func (m *mailbox) wakeOwner() {
+	m.handoffs.Add(1)
 	signal(m.wake)
 }
 

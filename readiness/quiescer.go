@@ -22,6 +22,7 @@ type quiesceFunc func(ctx context.Context, attempts []contract.Attempt) (bool, e
 // QuiesceTimeout on the engine's clock); a worker answers it into the mailbox;
 // the owner recycles it once answered.
 type batch struct {
+	pool     *quiescer
 	quiesce  quiesceFunc
 	leases   []core.Handle
 	attempts []contract.Attempt
@@ -34,7 +35,7 @@ func (b *batch) reset() {
 	clear(b.attempts)
 	clear(b.letters)
 	b.leases, b.attempts, b.letters = b.leases[:0], b.attempts[:0], b.letters[:0]
-	b.quiesce = nil
+	b.quiesce, b.pool = nil, nil
 	b.ctx.reset()
 }
 
@@ -92,8 +93,9 @@ func (c *callCtx) reset() {
 	c.mu.Unlock()
 }
 
-// quiescer runs Quiesce calls on a fixed set of worker goroutines — never one
-// per lease — one call per batch. A batch answered true proves every entry; a
+// quiescer runs one backend's Quiesce calls on a fixed set of worker
+// goroutines — never one per lease, started with the first call handed to
+// them — one call per batch. A batch answered true proves every entry; a
 // batch answered false or with an error is asked again entry by entry, so one
 // unproven delivery does not hold up its neighbours. After a true answer the
 // worker polls each attempt once more, so that an answer the backend changed
@@ -105,12 +107,14 @@ type quiescer struct {
 	running []*batch      // taken by a worker, not yet answered
 	signal  chan struct{} // capacity 1: "work was queued"
 	mail    *mailbox
+	faults  *faultCounts // the backend's
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	workers int
+	started bool          // the workers run (owner only)
 	handed  atomic.Int64  // batches handed out
 	answer  atomic.Int64  // batches answered
 	free    []*batch      // answered batches back from the owner (owner only)
-	seq     uint64        // the last batch's sequence number (owner only)
 	due     []core.Handle // overdue's sorted scratch (owner only)
 	// wall bounds a batch's calls in real time too: the engine's clock decides
 	// when a call stops counting (it proves nothing from then on), and this
@@ -119,13 +123,8 @@ type quiescer struct {
 	wall time.Duration
 }
 
-func startQuiescer(workers int, wall time.Duration, mail *mailbox) *quiescer {
-	q := &quiescer{signal: make(chan struct{}, 1), mail: mail, stop: make(chan struct{}), wall: wall}
-	for range workers {
-		q.wg.Add(1)
-		go q.run()
-	}
-	return q
+func newQuiescer(workers int, wall time.Duration, mail *mailbox, faults *faultCounts) *quiescer {
+	return &quiescer{signal: make(chan struct{}, 1), mail: mail, faults: faults, stop: make(chan struct{}), wall: wall, workers: workers}
 }
 
 // newBatch returns a recycled batch for fn. Owner only.
@@ -136,20 +135,31 @@ func (q *quiescer) newBatch(fn quiesceFunc) *batch {
 	} else {
 		b = &batch{}
 	}
-	b.quiesce = fn
+	b.quiesce, b.pool = fn, q
 	return b
 }
 
-// hand queues a batch for the workers. It never blocks. Owner only.
-func (q *quiescer) hand(b *batch) {
-	q.seq++
-	b.seq = q.seq
+// hand queues a batch for the workers, starting them the first time. It
+// never blocks. Owner only.
+func (q *quiescer) hand(seq uint64, b *batch) {
+	if !q.started {
+		q.started = true
+		for range q.workers {
+			q.wg.Add(1)
+			go q.run()
+		}
+	}
+	b.seq = seq
 	q.handed.Add(1)
 	q.mu.Lock()
 	q.queue = append(q.queue, b)
 	q.mu.Unlock()
+	q.mail.handoffs.Add(1)
 	signal(q.signal)
 }
+
+// outstanding returns the batches handed out and not yet answered.
+func (q *quiescer) outstanding() int64 { return q.handed.Load() - q.answer.Load() }
 
 // recycle takes an answered batch back. Owner only.
 func (q *quiescer) recycle(b *batch) {
@@ -262,16 +272,16 @@ func (q *quiescer) run() {
 		// drain waits for every call to be answered): the last answer wakes
 		// it again.
 		if q.answer.Add(1) == q.handed.Load() {
-			signal(q.mail.wake)
+			q.mail.wakeOwner()
 		}
 	}
 }
 
 func (q *quiescer) answerBatch(b *batch) {
-	ok, reason := call(&b.ctx, b.quiesce, b.attempts)
+	ok, reason := q.call(&b.ctx, b.quiesce, b.attempts)
 	if ok {
 		for i := range b.attempts {
-			b.proven(b.leases[i], b.attempts[i])
+			b.letters = proven(b.letters, b.leases[i], b.attempts[i], q.faults)
 		}
 		return
 	}
@@ -280,32 +290,34 @@ func (q *quiescer) answerBatch(b *batch) {
 		return
 	}
 	for i := range b.attempts {
-		if ok, reason := call(&b.ctx, b.quiesce, b.attempts[i:i+1]); ok {
-			b.proven(b.leases[i], b.attempts[i])
+		if ok, reason := q.call(&b.ctx, b.quiesce, b.attempts[i:i+1]); ok {
+			b.letters = proven(b.letters, b.leases[i], b.attempts[i], q.faults)
 		} else {
 			b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
 		}
 	}
 }
 
-// proven writes the evidence of a true answer: the attempt polled again
+// proven appends the evidence of a true answer: the attempt polled again
 // first, so that an answer changed before the proof is a violation caught
 // before anything is copied.
-func (b *batch) proven(h core.Handle, a contract.Attempt) {
+func proven(dst []letter, h core.Handle, a contract.Attempt, faults *faultCounts) []letter {
 	o, p := safePoll(a)
 	first := letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o}}
 	if p != "" {
+		faults.panics.Add(1)
 		first.ev = core.Evidence{What: core.PollPanicked, Lease: h, Reason: p}
 	}
-	b.letters = append(b.letters, first, letter{ev: core.Evidence{What: core.QuiesceTrue, Lease: h}})
+	return append(dst, first, letter{ev: core.Evidence{What: core.QuiesceTrue, Lease: h}})
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a
 // panic all mean "cannot be established". A true is evidence whenever it
 // comes: the context's end only asks the backend to stop waiting.
-func call(ctx context.Context, fn quiesceFunc, attempts []contract.Attempt) (proven bool, reason string) {
+func (q *quiescer) call(ctx context.Context, fn quiesceFunc, attempts []contract.Attempt) (proven bool, reason string) {
 	defer func() {
 		if r := recover(); r != nil {
+			q.faults.panics.Add(1)
 			proven, reason = false, fmt.Sprintf("backend panicked in Quiesce: %v", r)
 		}
 	}()
@@ -325,6 +337,9 @@ func call(ctx context.Context, fn quiesceFunc, attempts []contract.Attempt) (pro
 // inside a backend call that ignores its context cannot be stopped; close
 // waits for it, so call it only once no call is outstanding.
 func (q *quiescer) close() {
+	if !q.started {
+		return
+	}
 	q.mu.Lock()
 	for _, b := range q.running {
 		b.ctx.cancel()

@@ -8,20 +8,21 @@ import (
 	"github.com/kvready/kvready/readiness/core"
 )
 
-// watcher is the one goroutine that turns the contract's non-blocking polls
-// into wake-ups: Poll and an event's Query never block and never notify, so
-// without it the owner could only learn of an outcome or a landed copy by
-// polling. It polls the attempts that cannot notify (contract.Notifier) — the
-// ones the owner marked watched in the attempt table — and the oldest copy
-// event the owner is waiting for, and puts what it finds in the mailbox (which
-// wakes the owner). A sweep costs O(ids/64 + watched); the watcher spins
-// briefly and then sleeps longer the longer nothing changes, and longer the
-// longer a sweep takes. It only observes: every decision is the owner's.
+// watcher is the one goroutine that wakes an owner that sleeps: Poll and an
+// event's Query never block and never notify, so without it an owner asleep
+// on Wake could learn of an outcome or a landed copy only by polling. It
+// polls the attempts that cannot notify (contract.Notifier) — the ones the
+// owner marked watched in the attempt table — and the oldest copy event the
+// owner's own round left pending, and wakes the owner when one answered. It
+// carries no evidence: it names an attempt that answered, and the owner polls
+// it itself; a landed copy it only signals, and the owner queries the event.
+// A sweep costs O(ids/64 + watched); the watcher spins briefly and then
+// sleeps longer the longer nothing changes, and longer the longer a sweep
+// takes. It only observes: every decision is the owner's.
 type watcher struct {
 	table  *attemptTable
 	stream gpu.Stream
 	mail   *mailbox
-	wake   chan<- struct{}
 	signal chan struct{} // capacity 1: "the table or the pending event changed"
 	stop   chan struct{}
 	done   chan struct{}
@@ -51,18 +52,19 @@ const (
 // and drop attempts, never waits for more than one chunk's copy.
 const sweepChunk = 256
 
-func newWatcher(t *attemptTable, stream gpu.Stream, mail *mailbox, wake chan<- struct{}) *watcher {
-	return &watcher{table: t, stream: stream, mail: mail, wake: wake,
+func newWatcher(t *attemptTable, stream gpu.Stream, mail *mailbox) *watcher {
+	return &watcher{table: t, stream: stream, mail: mail,
 		signal: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // kick starts the watcher's goroutine the first time it has something to
-// watch, and wakes it. Owner only.
+// watch, and wakes it: a hand-off. Owner only.
 func (w *watcher) kick() {
 	if !w.started {
 		w.started = true
 		go w.run()
 	}
+	w.mail.handoffs.Add(1)
 	signal(w.signal)
 }
 
@@ -124,12 +126,10 @@ func (w *watcher) run() {
 		for word, words := 0, 1; word < words && watched > 0; {
 			polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 			for _, it := range polled {
+				// A panic is an answer too: the owner polls it again and
+				// finds the violation itself.
 				if o, p := safePoll(it.a); o != nil || p != "" {
-					l := letter{ev: core.Evidence{What: core.PollAnswered, Lease: it.h, Outcome: o}}
-					if p != "" {
-						l.ev = core.Evidence{What: core.PollPanicked, Lease: it.h, Reason: p}
-					}
-					found = append(found, l)
+					found = append(found, letter{ev: core.Evidence{Lease: it.h}, poll: true})
 				}
 			}
 			clear(polled)
@@ -154,7 +154,7 @@ func (w *watcher) run() {
 			clear(found)
 		}
 		if landed {
-			signal(w.wake)
+			w.mail.wakeOwner()
 		}
 		for _, s := range syncs {
 			close(s)

@@ -174,6 +174,7 @@ var (
 	_ contract.Fetcher       = (*Backend)(nil)
 	_ contract.Publisher     = (*Backend)(nil)
 	_ contract.PoolRegistrar = (*Backend)(nil)
+	_ contract.QuiesceProber = (*Backend)(nil)
 	_ contract.Cancellable   = (*attempt)(nil)
 	_ contract.Notifier      = (*attempt)(nil)
 )
@@ -754,6 +755,44 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 		b.arm(as)
 	}
 	return answer, nil
+}
+
+// TryQuiesce answers Quiesce's question without waiting
+// (contract.QuiesceProber): AccessEnded once every listed attempt's goroutine
+// has stopped touching memory, AccessUnproven where Quiesce would answer false
+// (QuiesceFalse), AccessUnknown while a delivery is still running, and for the
+// modes whose answer only Quiesce's own path gives (SlowQuiesce,
+// QuiesceNotYet, TornUntilQuiesce). An injected QuiesceError is an error, as
+// Quiesce's.
+func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
+	b.fireLate()
+	as, err := b.attempts("TryQuiesce", list)
+	if err != nil {
+		return contract.AccessUnknown, err
+	}
+	unproven := false
+	for i, a := range as {
+		switch a.mode {
+		case QuiesceError:
+			return contract.AccessUnknown, fmt.Errorf("mem: TryQuiesce: attempt %d: injected quiesce error", i)
+		case QuiesceFalse:
+			unproven = true
+		case SlowQuiesce, QuiesceNotYet, TornUntilQuiesce:
+			return contract.AccessUnknown, nil
+		}
+	}
+	if unproven {
+		return contract.AccessUnproven, nil
+	}
+	for _, a := range as {
+		select {
+		case <-a.done:
+		default:
+			return contract.AccessUnknown, nil
+		}
+	}
+	b.arm(as)
+	return contract.AccessEnded, nil
 }
 
 // Drain waits until every listed attempt's goroutine has ended — every write

@@ -56,6 +56,25 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	return true, nil
 }
 
+// TryQuiesce answers Quiesce's question without waiting
+// (contract.QuiesceProber): AccessEnded once every listed attempt's goroutines
+// have returned — the same local knowledge Quiesce waits for — and
+// AccessUnknown while one still runs.
+func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
+	as, err := b.attempts("TryQuiesce", list)
+	if err != nil {
+		return contract.AccessUnknown, err
+	}
+	for _, a := range as {
+		select {
+		case <-a.released:
+		default:
+			return contract.AccessUnknown, nil
+		}
+	}
+	return contract.AccessEnded, nil
+}
+
 // Settle waits until every listed attempt has an outcome, honouring ctx. It
 // proves nothing about access to staging.
 func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {

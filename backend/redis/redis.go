@@ -98,6 +98,7 @@ var (
 	_ contract.Fetcher       = (*Backend)(nil)
 	_ contract.Publisher     = (*Backend)(nil)
 	_ contract.PoolRegistrar = (*Backend)(nil)
+	_ contract.QuiesceProber = (*Backend)(nil)
 	_ contract.Cancellable   = (*attempt)(nil)
 	_ contract.Notifier      = (*attempt)(nil)
 )

@@ -249,6 +249,7 @@ func (c *Core) take(id uint32, v *verdict, en fsm.Entry) {
 	}
 	if v.violation {
 		c.stats.Violations++
+		c.stats.Faults(l.kind).Violations++
 		c.cfg.Logger.Warn("kvready: backend contract violation", slog.String("lease", c.handle(id).String()), slog.String("reason", v.reason))
 	}
 	if v.proofDone {

@@ -31,8 +31,23 @@ type Stats struct {
 	// nothing at all on a refusal).
 	Refused, StaleEvidence uint64
 	// Violations counts contract violations the lifecycle accepted (changed
-	// answers, unasked names, answers that are no outcome).
+	// answers, unasked names, answers that are no outcome), for both backends;
+	// FetcherFaults and PublisherFaults say whose they were.
 	Violations uint64
+	// FetcherFaults and PublisherFaults count what each backend did that the
+	// contract forbids (SPEC §4 rule 15). Each costs at most that backend's own
+	// leases; none halts the engine. The runner fills in what only it sees
+	// (panics, completions); a Core driven directly counts Violations alone.
+	FetcherFaults, PublisherFaults BackendFaults
+	// Handoffs counts goroutine hand-offs the runner made: work handed to a
+	// Quiesce worker or to the watcher, and the owner woken by another
+	// goroutine (a backend's completion, a worker's answer, a landed copy the
+	// watcher saw, a deadline timer). Zero for a Core driven directly.
+	Handoffs uint64
+	// QuiesceProbes counts the non-blocking access probes the runner asked on
+	// the owner goroutine (contract.QuiesceProber); QuiesceCalls the blocking
+	// calls it handed to workers. Zero for a Core driven directly.
+	QuiesceProbes uint64
 	// Unproven counts answers, and Quiesce calls timed out, that could not
 	// prove access over.
 	Unproven uint64
@@ -61,6 +76,40 @@ type Stats struct {
 	// Halted reports that the engine stopped (Err says why): a broken
 	// invariant, or a containment under the fatal policy.
 	Halted bool
+}
+
+// BackendFaults counts, for one backend, what it did that the contract
+// forbids. A backend's fault is the backend's: it costs at most its own leases
+// (a violation fails the lease; what stays unproven is contained), and never
+// halts the engine or touches another backend's leases.
+type BackendFaults struct {
+	// Violations are answers the lifecycle took as contract violations: an
+	// answer changed, a name never asked for, a panic in Poll.
+	Violations uint64
+	// Panics are panics the runner recovered in any call into the backend:
+	// Fetch, Publish, Poll, Quiesce, TryQuiesce, RequestCancel, Notify,
+	// AdmissionLimit.
+	Panics uint64
+	// RepeatedCompletions are completion callbacks (contract.Notifier's)
+	// called again for an attempt: dropped, so that a storm of them costs one
+	// letter per attempt.
+	RepeatedCompletions uint64
+	// EarlyCompletions are completions that Poll did not bear out (it still
+	// answered no outcome): the attempt is polled from then on.
+	EarlyCompletions uint64
+}
+
+// Total is the sum of every count.
+func (f BackendFaults) Total() uint64 {
+	return f.Violations + f.Panics + f.RepeatedCompletions + f.EarlyCompletions
+}
+
+// Faults returns the counts of the backend that serves kind k.
+func (s *Stats) Faults(k Kind) *BackendFaults {
+	if k == Publish {
+		return &s.PublisherFaults
+	}
+	return &s.FetcherFaults
 }
 
 // histBuckets covers 1 ns to about 9 minutes in powers of two.
