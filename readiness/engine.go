@@ -647,8 +647,9 @@ func (e *Engine) ask(p core.Proof) {
 
 // prove asks the round's proofs of one backend on the owner when the
 // backend can answer without blocking (contract.QuiesceProber), one call for
-// the round's batch and, if that proves nothing, one per lease; what it
-// cannot answer now goes to the backend's workers, to its blocking Quiesce.
+// the round's batch and, unless that proved every lease over, one per lease;
+// what it cannot answer now goes to the backend's workers, to its blocking
+// Quiesce.
 // It reports whether anything was answered here.
 func (e *Engine) prove(sd *side) (answered bool) {
 	b := sd.round
@@ -667,7 +668,9 @@ func (e *Engine) prove(sd *side) (answered bool) {
 		case ans == contract.AccessUnproven && len(b.attempts) == 1:
 			e.inline = append(e.inline, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
 			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
-		case ans == contract.AccessUnproven:
+		case len(b.attempts) > 1:
+			// Asked one by one, so that one delivery still running, or one
+			// that cannot be proven, holds up none of its neighbours.
 			k := 0
 			for i, a := range b.attempts {
 				e.probes++
