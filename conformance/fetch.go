@@ -56,8 +56,11 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg config) error {
 		}
 		return nil
 	}
-	s := newSession(a, sub.Fetcher.Settle, sub.Fetcher.Quiesce, mem, tr, cfg, submitted)
+	s := newSession(a, sub.Fetcher, sub.Fetcher.Settle, sub.Fetcher.Quiesce, mem, tr, cfg, submitted)
 	if err := s.beforeOutcome(); err != nil {
+		return err
+	}
+	if err := s.checkEarlyCompletion(); err != nil {
 		return err
 	}
 	o, err := settle(a, sub.Fetcher.Settle, cfg)
@@ -94,7 +97,7 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg config) error {
 		if o2 := a.Poll(); !sameOutcome(o, o2) {
 			return violation(RuleStable, "Poll answered %v, then %v", o, o2)
 		}
-		return cmp.Or(err, knownMiss)
+		return cmp.Or(err, s.checkCompletion(o), knownMiss)
 	}
 	// From the proof on, nothing may change: keep what the memory holds, then
 	// take it back and watch it (a late writer gets its chance).
@@ -108,6 +111,9 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg config) error {
 	}
 	if o2 := a.Poll(); !sameOutcome(o, o2) {
 		return violation(RuleStable, "Poll answered %v, then %v after Quiesce", o, o2)
+	}
+	if err := s.checkCompletion(o); err != nil {
+		return err
 	}
 	_, delivered := o.(contract.Delivered)
 	for g := range tr.Groups {

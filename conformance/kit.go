@@ -148,6 +148,13 @@ const (
 	RuleCancelNoNewAccess = "RequestCancel never starts new access to caller memory"
 	RuleCancelKeepsProof  = "RequestCancel never invalidates a quiescence already proven"
 	RuleCancelNotEnd      = "a cancel request never ends access: only Quiesce answering true does"
+
+	// The rules of the optional capabilities the engine relies on: a
+	// completion callback (contract.Notifier) and a non-blocking access probe
+	// (contract.QuiesceProber).
+	RuleCompletionOnce   = "a completion is called exactly once, after Poll answers"
+	RuleProbeNeverBlocks = "TryQuiesce never blocks"
+	RuleProbeAgrees      = "TryQuiesce never contradicts Quiesce"
 )
 
 // Violation is one broken rule, found by a conformance check.
@@ -193,8 +200,13 @@ func inTrial(err error, tr trial) error {
 // true, that a fetch of known-absent names is a miss and not a failure (unless
 // MayFail), that SubmissionRejected has no effects, that Probe answers subsets
 // and reports a failure as an error, that Quiesce with a cancelled context is
-// never true, and, for attempts that are contract.Cancellable, the
-// cancellation rules. Memory is read only once Quiesce answered true.
+// never true, for attempts that are contract.Cancellable, the cancellation
+// rules, for attempts that are contract.Notifier, that the completion is
+// called exactly once and never before Poll answers, and for a backend that
+// is a contract.QuiesceProber, that TryQuiesce never blocks and never
+// contradicts Quiesce (an answer that access ended is a proof: Quiesce must
+// agree, and the memory is watched from then on; after a proof it never
+// answers unproven). Memory is read only once access was proven over.
 //
 // Trials differ in when they first ask Quiesce: half ask right after the
 // submission, while copies may still be pending, and then watch the memory
@@ -222,7 +234,8 @@ func CheckFetcher(t TB, newSubject NewFetcher, opts ...Option) {
 // publication never writes its sources (nor anything after Quiesce answered
 // true: the same watch as CheckFetcher), that outcomes never change, that
 // SubmissionRejected has no effects, that Quiesce with a cancelled context is
-// never true, the cancellation rules for contract.Cancellable attempts, and,
+// never true, the cancellation rules for contract.Cancellable attempts, the
+// completion and probe rules as CheckFetcher checks them, and,
 // when the subject can read back (Get), that what was published is what was
 // staged — after any cancel request too, which never rolls content back.
 func CheckPublisher(t TB, newSubject NewPublisher, opts ...Option) {

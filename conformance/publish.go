@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -40,8 +41,11 @@ func publishTrial(newSubject NewPublisher, tr trial, cfg config) error {
 		}
 		return nil
 	}
-	s := newSession(a, sub.Publisher.Settle, sub.Publisher.Quiesce, mem, tr, cfg, submitted)
+	s := newSession(a, sub.Publisher, sub.Publisher.Settle, sub.Publisher.Quiesce, mem, tr, cfg, submitted)
 	if err := s.beforeOutcome(); err != nil {
+		return err
+	}
+	if err := s.checkEarlyCompletion(); err != nil {
 		return err
 	}
 	o, err := settle(a, sub.Publisher.Settle, cfg)
@@ -62,7 +66,7 @@ func publishTrial(newSubject NewPublisher, tr trial, cfg config) error {
 	}
 	proven, err := s.prove()
 	if err != nil || !proven {
-		return err
+		return cmp.Or(err, s.checkCompletion(o))
 	}
 	if diff := mem.diff(before); diff != "" {
 		return violation(RulePublishReadOnly, "%s", diff)
@@ -72,6 +76,9 @@ func publishTrial(newSubject NewPublisher, tr trial, cfg config) error {
 	}
 	if o2 := a.Poll(); !sameOutcome(o, o2) {
 		return violation(RuleStable, "Poll answered %v, then %v", o, o2)
+	}
+	if err := s.checkCompletion(o); err != nil {
+		return err
 	}
 	if delivered && sub.Get != nil {
 		for _, u := range tr.Units {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -29,6 +30,12 @@ type session struct {
 	early                          [][]byte // memory when Quiesce first answered true
 	earlyBeforeOutcome             bool     // and that was before the outcome was read
 
+	// prober is the backend's non-blocking probe (nil: it has none);
+	// completion records the calls of the attempt's completion callback (nil:
+	// the attempt is no contract.Notifier).
+	prober     contract.QuiesceProber
+	completion *completion
+
 	cancellable bool
 	first       *cancelAnswer // the first RequestCancel's answer; nil before it
 	// notTrueBeforeCancel: a Quiesce asked after the submission and before
@@ -54,10 +61,161 @@ func (c cancelAnswer) same(o cancelAnswer) bool {
 	return c.d == o.d && (c.err == nil) == (o.err == nil)
 }
 
-func newSession(a contract.Attempt, settle func(context.Context, []contract.Attempt) error,
+func newSession(a contract.Attempt, backend any, settle func(context.Context, []contract.Attempt) error,
 	quiesce func(context.Context, []contract.Attempt) (bool, error), mem *kitMemory, tr trial, cfg config, submitted time.Time) *session {
 	_, cancellable := a.(contract.Cancellable)
-	return &session{a: a, settle: settle, quiesce: quiesce, mem: mem, tr: tr, cfg: cfg, submitted: submitted, cancellable: cancellable}
+	s := &session{a: a, settle: settle, quiesce: quiesce, mem: mem, tr: tr, cfg: cfg, submitted: submitted, cancellable: cancellable}
+	s.prober, _ = backend.(contract.QuiesceProber)
+	if n, ok := a.(contract.Notifier); ok {
+		s.completion = watchCompletion(n)
+	}
+	return s
+}
+
+// completion records the calls of an attempt's completion callback.
+type completion struct {
+	mu       sync.Mutex
+	calls    int
+	panicked any
+	first    chan struct{} // closed at the first call
+}
+
+func watchCompletion(n contract.Notifier) *completion {
+	c := &completion{first: make(chan struct{})}
+	func() {
+		defer func() { c.panicked = recover() }()
+		n.Notify(c.fire)
+	}()
+	return c
+}
+
+func (c *completion) fire() {
+	c.mu.Lock()
+	c.calls++
+	first := c.calls == 1
+	c.mu.Unlock()
+	if first {
+		close(c.first)
+	}
+}
+
+func (c *completion) fired() bool {
+	select {
+	case <-c.first:
+		return true
+	default:
+		return false
+	}
+}
+
+// checkEarlyCompletion runs before the trial waits for the outcome: a
+// completion that came already says Poll has an answer, on the kit's own
+// goroutine (every call into the backend is made from it).
+func (s *session) checkEarlyCompletion() error {
+	if s.completion == nil || !s.completion.fired() {
+		return nil
+	}
+	if s.a.Poll() == nil {
+		return violation(RuleCompletionOnce, "the completion was called while Poll still answered no outcome")
+	}
+	return nil
+}
+
+// checkCompletion checks, once the trial read an outcome and watched the
+// memory, that the completion came exactly once, after Poll answered.
+func (s *session) checkCompletion(o contract.Outcome) error {
+	c := s.completion
+	if c == nil {
+		return nil
+	}
+	if c.panicked != nil {
+		return violation(RuleCompletionOnce, "Notify panicked: %v", c.panicked)
+	}
+	if o == nil {
+		return nil
+	}
+	t := time.NewTimer(s.cfg.wait)
+	defer t.Stop()
+	select {
+	case <-c.first:
+	case <-t.C:
+		return violation(RuleCompletionOnce, "Poll answered %v, but the completion was not called within %v", o, s.cfg.wait)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls > 1 {
+		return violation(RuleCompletionOnce, "the completion was called %d times", c.calls)
+	}
+	return nil
+}
+
+// try asks the backend's non-blocking probe, bounded like RequestCancel: a
+// call still running then, or a panic, breaks the rule that it never blocks.
+func (s *session) try() (contract.Access, error) {
+	type result struct {
+		a        contract.Access
+		err      error
+		panicked any
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- result{panicked: p}
+			}
+		}()
+		a, err := s.prober.TryQuiesce(s.list())
+		ch <- result{a: a, err: err}
+	}()
+	t := time.NewTimer(s.cfg.callBound)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		switch {
+		case r.panicked != nil:
+			return 0, violation(RuleProbeNeverBlocks, "TryQuiesce panicked: %v; want an answer, at once", r.panicked)
+		case r.err != nil:
+			return contract.AccessUnknown, nil // proves nothing, as Quiesce's error
+		case r.a != contract.AccessUnknown && r.a != contract.AccessEnded && r.a != contract.AccessUnproven:
+			return 0, violation(RuleProbeAgrees, "TryQuiesce answered %v, which is none of unknown, ended and unproven", r.a)
+		}
+		return r.a, nil
+	case <-t.C:
+		return 0, violation(RuleProbeNeverBlocks, "TryQuiesce had not returned after %v; want it to return at once, answering unknown where only waiting would tell", s.cfg.callBound)
+	}
+}
+
+// tryFirst asks the probe before the blocking Quiesce: an answer that access
+// ended is a proof like Quiesce true — the memory is watched from then on —
+// and Quiesce asked right after must agree.
+func (s *session) tryFirst() error {
+	if s.prober == nil || s.proven {
+		return nil
+	}
+	ans, err := s.try()
+	if err != nil || ans != contract.AccessEnded {
+		return err
+	}
+	s.markProven()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.wait)
+	defer cancel()
+	if ok, err := s.quiesce(ctx, s.list()); !ok || err != nil {
+		return violation(RuleProbeAgrees, "TryQuiesce answered that access ended, then Quiesce answered %v, %v", ok, err)
+	}
+	return nil
+}
+
+// tryAfter asks the probe once access is proven over: it may not know, but it
+// must never answer that access cannot be established.
+func (s *session) tryAfter() error {
+	if s.prober == nil {
+		return nil
+	}
+	ans, err := s.try()
+	if err == nil && ans == contract.AccessUnproven {
+		return violation(RuleProbeAgrees, "access was proven over, then TryQuiesce answered unproven")
+	}
+	return err
 }
 
 func (s *session) list() []contract.Attempt { return []contract.Attempt{s.a} }
@@ -83,6 +241,12 @@ func (s *session) beforeOutcome() error {
 		}
 	}
 	if !s.tr.QuiesceFirst && !cancelled {
+		return nil
+	}
+	if err := s.tryFirst(); err != nil {
+		return err
+	}
+	if s.proven {
 		return nil
 	}
 	proven, err := quiesce(s.a, s.quiesce, s.cfg)
@@ -171,12 +335,18 @@ func (s *session) checkEarly() error {
 // prove asks Quiesce for the proof unless it came already, and checks the
 // memory since an early one.
 func (s *session) prove() (bool, error) {
+	if err := s.tryFirst(); err != nil {
+		return false, err
+	}
 	if !s.proven {
 		proven, err := quiesce(s.a, s.quiesce, s.cfg)
 		if err != nil || !proven {
 			return false, err
 		}
 		s.markProven()
+	}
+	if err := s.tryAfter(); err != nil {
+		return true, err
 	}
 	return true, s.checkEarly()
 }

@@ -187,7 +187,9 @@ func (b quiesceOnly) Fetch(e contract.CacheExtent, r contract.Route) (contract.A
 func (b quiesceOnly) Quiesce(ctx context.Context, l []contract.Attempt) (bool, error) {
 	return b.q.Quiesce(ctx, l)
 }
-func (b quiesceOnly) Settle(ctx context.Context, l []contract.Attempt) error { return b.q.Settle(ctx, l) }
+func (b quiesceOnly) Settle(ctx context.Context, l []contract.Attempt) error {
+	return b.q.Settle(ctx, l)
+}
 func (b quiesceOnly) Probe(ctx context.Context, n []byte, u []contract.Name) (contract.NameSet, bool, error) {
 	return b.q.Probe(ctx, n, u)
 }

@@ -38,11 +38,19 @@ func (s silent) Fetch(ext contract.CacheExtent, r contract.Route) (contract.Atte
 }
 
 func (s silent) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	return s.Backend.Quiesce(ctx, unwrap(list))
+}
+
+func (s silent) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
+	return s.Backend.TryQuiesce(unwrap(list))
+}
+
+func unwrap(list []contract.Attempt) []contract.Attempt {
 	inner := make([]contract.Attempt, len(list))
 	for i, a := range list {
 		inner[i] = a.(quiet).Attempt
 	}
-	return s.Backend.Quiesce(ctx, inner)
+	return inner
 }
 
 // quiet is an attempt that only polls: no Notify, no RequestCancel.
