@@ -64,6 +64,9 @@ type worldConfig struct {
 	// on outstanding submissions, drawn per case.
 	policy      core.Policy
 	outstanding int
+	// probes gives the runner the adversary's non-blocking probe beside its
+	// Quiesce (the core driver asks Quiesce itself).
+	probes bool
 }
 
 // recoverEvery is the slow cadence of the Recover policy in the suite:
@@ -75,6 +78,11 @@ const recoverEvery = 10 * time.Millisecond
 type runnerDriver struct{ eng *readiness.Engine }
 
 func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
+	var fetcher contract.Fetcher = w.be
+	var publisher contract.Publisher = w.be
+	if w.probes {
+		fetcher, publisher = probing{w.be}, probing{w.be}
+	}
 	eng, err := readiness.New(readiness.Config{
 		Core: core.Config{
 			Memory:          w.mem,
@@ -90,8 +98,8 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 			MaxOutstanding:  w.outstanding,
 			RecoverEvery:    recoverEvery,
 		},
-		Fetcher:        w.be,
-		Publisher:      w.be,
+		Fetcher:        fetcher,
+		Publisher:      publisher,
 		Stream:         w.stream,
 		Health:         w.health,
 		Clock:          w.clock,

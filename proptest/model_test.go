@@ -142,7 +142,8 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
 	m.policy = rapid.SampledFrom([]core.Policy{core.Quarantine, core.Quarantine, core.Recover, core.Fatal}).Draw(t, "policy")
 	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
-	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock,
+	probes := rapid.Bool().Draw(t, "probes")
+	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock, probes: probes,
 		contained:   func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) },
 		halted:      func(error) { m.halts++ },
 		policy:      m.policy,

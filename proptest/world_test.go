@@ -362,6 +362,12 @@ func (b *adversary) Quiesce(ctx context.Context, list []contract.Attempt) (bool,
 		b.unprovenLocked(list)
 		return false, err
 	}
+	b.endLocked(list)
+	return true, nil
+}
+
+// endLocked declares the listed attempts' access over, as a true answer does.
+func (b *adversary) endLocked(list []contract.Attempt) {
 	for _, x := range list {
 		a := x.(advAttempt).a
 		if a.ended {
@@ -378,7 +384,53 @@ func (b *adversary) Quiesce(ctx context.Context, list []contract.Attempt) (bool,
 			a.changedBeforeEnd = true
 		}
 	}
-	return true, nil
+}
+
+// probing is the adversary with a non-blocking probe beside its Quiesce
+// (contract.QuiesceProber): an attempt whose Quiesce would block or wait out
+// its context answers unknown, and goes to the runner's workers; any other
+// answers now, as its Quiesce would, with the same effects.
+type probing struct{ *adversary }
+
+var _ contract.QuiesceProber = probing{}
+
+func (p probing) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
+	b := p.adversary
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, x := range list {
+		h, ok := x.(advAttempt)
+		if !ok {
+			return contract.AccessUnknown, fmt.Errorf("adversary: TryQuiesce: attempt %T was not returned by this backend", x)
+		}
+		if m := h.a.mode; m == quiesceBlock && h.a.gate != nil || m == quiesceTimeout {
+			return contract.AccessUnknown, nil
+		}
+	}
+	b.quiesces++
+	ok := true
+	var err error
+	for _, x := range list {
+		a := x.(advAttempt).a
+		a.calls++
+		switch a.mode {
+		case quiesceError:
+			err = errors.New("adversary: quiesce error")
+		case quiesceFalse:
+			ok = false
+		case quiesceNotYet:
+			if a.notYet > 0 {
+				a.notYet--
+				ok = false
+			}
+		}
+	}
+	if err != nil || !ok {
+		b.unprovenLocked(list)
+		return contract.AccessUnproven, err
+	}
+	b.endLocked(list)
+	return contract.AccessEnded, nil
 }
 
 func (b *adversary) unproven(list []contract.Attempt) {
