@@ -163,10 +163,17 @@ func kvready_backend_new(cb *C.kv_cbackend_callbacks, memh C.uint64_t, out *C.ui
 	}
 	c := &cBackend{cb: table, mem: m, attempts: map[uint64]weak.Pointer[cAttempt]{}, early: map[uint64]struct{}{}}
 	b := &backend{c: c, mem: m}
-	if cb.fetch != nil {
+	probes := cb.try_quiesce != nil
+	switch {
+	case cb.fetch != nil && probes:
+		b.fetcher = cProber{c}
+	case cb.fetch != nil:
 		b.fetcher = c
 	}
-	if cb.publish != nil {
+	switch {
+	case cb.publish != nil && probes:
+		b.publisher = pubProber{pubOnly{c}}
+	case cb.publish != nil:
 		b.publisher = pubOnly{c}
 	}
 	if cb.put != nil {
@@ -424,13 +431,9 @@ func (c *cBackend) Quiesce(ctx context.Context, attempts []contract.Attempt) (bo
 	if len(attempts) == 0 {
 		return true, nil
 	}
-	ids := make([]C.uint64_t, len(attempts))
-	for i, at := range attempts {
-		a := asC(at)
-		if a == nil || a.c != c {
-			return false, fmt.Errorf("kvready: Quiesce: attempt %d (%T) is not one of this backend's", i, at)
-		}
-		ids[i] = C.uint64_t(a.id)
+	ids, err := c.ids("Quiesce", attempts)
+	if err != nil {
+		return false, err
 	}
 	timeout := time.Second
 	if d, ok := ctx.Deadline(); ok {
@@ -446,6 +449,60 @@ func (c *cBackend) Quiesce(ctx context.Context, attempts []contract.Attempt) (bo
 		return false, fmt.Errorf("kvready: the embedder's quiesce failed: %s", orStatus(goStringN(&msg[0], errBuf), st))
 	}
 	return proven != 0, nil
+}
+
+// ids returns the embedder's ids of attempts, all of which must be this
+// backend's.
+func (c *cBackend) ids(method string, attempts []contract.Attempt) ([]C.uint64_t, error) {
+	ids := make([]C.uint64_t, len(attempts))
+	for i, at := range attempts {
+		a := asC(at)
+		if a == nil || a.c != c {
+			return nil, fmt.Errorf("kvready: %s: attempt %d (%T) is not one of this backend's", method, i, at)
+		}
+		ids[i] = C.uint64_t(a.id)
+	}
+	return ids, nil
+}
+
+// tryQuiesce asks the embedder's try_quiesce (set: cProber and pubProber
+// carry it). An answer outside the three is passed on as it was answered:
+// the engine takes it as no answer, proving nothing.
+func (c *cBackend) tryQuiesce(attempts []contract.Attempt) (contract.Access, error) {
+	if detached.Load() {
+		return contract.AccessUnknown, errDetached
+	}
+	if len(attempts) == 0 {
+		return contract.AccessEnded, nil
+	}
+	ids, err := c.ids("TryQuiesce", attempts)
+	if err != nil {
+		return contract.AccessUnknown, err
+	}
+	var access C.int32_t
+	var msg [errBuf]C.char
+	if st := C.kv_try_quiesce(c.cb, &ids[0], C.size_t(len(ids)), &access, &msg[0], errBuf); st != C.KVREADY_OK {
+		return contract.AccessUnknown, fmt.Errorf("kvready: the embedder's try_quiesce failed: %s", orStatus(goStringN(&msg[0], errBuf), st))
+	}
+	if access < 0 || access > 255 {
+		return contract.Access(255), nil
+	}
+	return contract.Access(access), nil
+}
+
+// cProber is a cBackend whose embedder answers proofs without blocking
+// (try_quiesce): a contract.QuiesceProber.
+type cProber struct{ *cBackend }
+
+func (p cProber) TryQuiesce(attempts []contract.Attempt) (contract.Access, error) {
+	return p.tryQuiesce(attempts)
+}
+
+// pubProber is pubOnly with try_quiesce.
+type pubProber struct{ pubOnly }
+
+func (p pubProber) TryQuiesce(attempts []contract.Attempt) (contract.Access, error) {
+	return p.tryQuiesce(attempts)
 }
 
 // Settle polls until every attempt has an outcome or ctx ends.
@@ -570,6 +627,9 @@ type cAttempt struct {
 type notifyingAttempt struct{ *cAttempt }
 
 // Notify calls f once the embedder reported an answer (at once if it did).
+// An answer the embedder latched before its submission returned the attempt
+// id may never be reported (a binding that learns the id only then): Poll is
+// asked once, so that such an answer still calls f — once.
 func (a *notifyingAttempt) Notify(f func()) {
 	a.mu.Lock()
 	if a.answered {
@@ -579,6 +639,16 @@ func (a *notifyingAttempt) Notify(f func()) {
 	}
 	a.notify = f
 	a.mu.Unlock()
+	if a.Poll() == nil {
+		return
+	}
+	a.mu.Lock()
+	g := a.notify
+	a.notify, a.answered = nil, true
+	a.mu.Unlock()
+	if g != nil {
+		g()
+	}
 }
 
 func asC(at contract.Attempt) *cAttempt {
@@ -656,10 +726,12 @@ func (a *cAttempt) RequestCancel() (contract.CancelDisposition, error) {
 }
 
 var (
-	_ contract.Fetcher     = (*cBackend)(nil)
-	_ contract.Publisher   = pubOnly{}
-	_ contract.Cancellable = (*cAttempt)(nil)
-	_ contract.Notifier    = (*notifyingAttempt)(nil)
+	_ contract.Fetcher       = (*cBackend)(nil)
+	_ contract.Publisher     = pubOnly{}
+	_ contract.QuiesceProber = cProber{}
+	_ contract.QuiesceProber = pubProber{}
+	_ contract.Cancellable   = (*cAttempt)(nil)
+	_ contract.Notifier      = (*notifyingAttempt)(nil)
 )
 
 // ---- instant: the benchmarks' backend ----------------------------------------

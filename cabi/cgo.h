@@ -26,6 +26,7 @@ static inline uint64_t kv_thread(void) { return (uint64_t)pthread_self(); }
 int kv_fetch(kvready_backend_callbacks *cb, int publish, const uint8_t *name, size_t name_len, const kvready_unit *units, size_t n, int32_t is_last, uint64_t *attempt, char *err, size_t err_cap);
 int kv_poll(kvready_backend_callbacks *cb, uint64_t attempt, kvready_answer *answer, uint8_t *served, size_t cap);
 int kv_quiesce(kvready_backend_callbacks *cb, const uint64_t *attempts, size_t n, int64_t timeout_ns, int32_t *proven, char *err, size_t err_cap);
+int kv_try_quiesce(kvready_backend_callbacks *cb, const uint64_t *attempts, size_t n, int32_t *access, char *err, size_t err_cap);
 int kv_cancel(kvready_backend_callbacks *cb, uint64_t attempt, int32_t *disposition, char *err, size_t err_cap);
 void kv_forget(kvready_backend_callbacks *cb, uint64_t attempt);
 int kv_put(kvready_backend_callbacks *cb, const uint8_t *ext, size_t ext_len, const uint8_t *name, const uint8_t *row, size_t n);

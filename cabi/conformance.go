@@ -42,6 +42,9 @@ var rules = []struct{ id, text string }{
 	{"cancel_no_new_access", conformance.RuleCancelNoNewAccess},
 	{"cancel_keeps_proof", conformance.RuleCancelKeepsProof},
 	{"cancel_not_end", conformance.RuleCancelNotEnd},
+	{"completion_once", conformance.RuleCompletionOnce},
+	{"probe_never_blocks", conformance.RuleProbeNeverBlocks},
+	{"probe_agrees", conformance.RuleProbeAgrees},
 }
 
 // brokenRule finds the rule a failed check reports ("conformance: RULE:

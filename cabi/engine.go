@@ -655,7 +655,14 @@ func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
 	out.recovered = C.uint64_t(s.Recovered)
 	out.outstanding, out.max_outstanding = C.int64_t(s.Outstanding), C.int64_t(s.MaxOutstanding)
 	out.halted = cbool(s.Halted)
+	out.fetcher_faults, out.publisher_faults = cFaults(s.FetcherFaults), cFaults(s.PublisherFaults)
+	out.handoffs, out.quiesce_probes = C.uint64_t(s.Handoffs), C.uint64_t(s.QuiesceProbes)
 	return C.KVREADY_OK
+}
+
+func cFaults(f readiness.BackendFaults) C.kvready_backend_faults {
+	return C.kvready_backend_faults{violations: C.uint64_t(f.Violations), panics: C.uint64_t(f.Panics),
+		repeated_completions: C.uint64_t(f.RepeatedCompletions), early_completions: C.uint64_t(f.EarlyCompletions)}
 }
 
 //export kvready_containments

@@ -98,6 +98,10 @@ enum {
 
 /* A cancellation request's disposition (contract +cancel-request-v1). */
 enum { KVREADY_CANCEL_UNSUPPORTED = 1, KVREADY_CANCEL_REQUESTED = 2 };
+/* What a backend's try_quiesce answers: only waiting would tell (kvready asks
+ * quiesce on a worker thread), access ended (quiesce's *proven = 1), or it
+ * cannot be established (quiesce's *proven = 0). */
+enum { KVREADY_ACCESS_UNKNOWN = 0, KVREADY_ACCESS_ENDED = 1, KVREADY_ACCESS_UNPROVEN = 2 };
 
 /* A backend's answer to a poll: pending, or one of the contract's outcomes. */
 enum { KVREADY_PENDING = 0, KVREADY_DELIVERED = 1, KVREADY_ANSWER_FAILED = 2, KVREADY_CANCELLED = 3 };
@@ -218,6 +222,15 @@ typedef struct kvready_containment {
   char reason[KVREADY_REASON_SIZE];
 } kvready_containment;
 
+/* What one backend did that the contract forbids (readiness.BackendFaults):
+ * each costs at most that backend's own leases, never the engine. */
+typedef struct kvready_backend_faults {
+  uint64_t violations;           /* answers taken as contract violations */
+  uint64_t panics;               /* failures kvready recovered inside a call into it */
+  uint64_t repeated_completions; /* kvready_attempt_done again for an attempt: dropped */
+  uint64_t early_completions;    /* a completion poll did not bear out */
+} kvready_backend_faults;
+
 /* The engine's counters (readiness.Stats). */
 typedef struct kvready_stats {
   int64_t leases[KVREADY_MAX_STATES]; /* live leases by state */
@@ -232,6 +245,9 @@ typedef struct kvready_stats {
   int64_t max_outstanding;   /* their bound (0: none) */
   int32_t halted;            /* the engine halted (kvready_engine_report says why) */
   int32_t _pad;
+  kvready_backend_faults fetcher_faults, publisher_faults;
+  uint64_t handoffs;         /* thread hand-offs: work to a worker, the owner woken by another thread */
+  uint64_t quiesce_probes;   /* try_quiesce calls asked on the owner thread */
 } kvready_stats;
 
 /* What an engine still holds. */
@@ -314,6 +330,16 @@ typedef struct kvready_backend_callbacks {
    * pollable, so kvready never polls it on a timer. 0: kvready polls. */
   int32_t notifies;
   int32_t _pad;
+  /* Owner thread; must not block. Optional (NULL: every proof is a quiesce
+   * on a worker thread). quiesce's question answered now: *access =
+   * KVREADY_ACCESS_ENDED when none of the attempts will ever touch staging
+   * memory again, KVREADY_ACCESS_UNPROVEN when that cannot be established,
+   * KVREADY_ACCESS_UNKNOWN when only waiting would tell — kvready then asks
+   * quiesce on a worker. Never contradict quiesce. A backend that knows at
+   * once whether its transfers ended (its own bookkeeping) spares the owner a
+   * thread hand-off per proof. */
+  int (*try_quiesce)(void *user, const uint64_t *attempts, size_t n, int32_t *access,
+                     char *err, size_t err_cap);
 } kvready_backend_callbacks;
 
 /* ---- a device written by the embedder -------------------------------------
@@ -429,7 +455,8 @@ int kvready_backend_close(uint64_t backend);
  *   no_late_write known_miss rejected_no_effect probe quiesce_cancelled
  *   attempt_or_error settle published_content publish_read_only
  *   cancel_never_blocks cancel_answer cancel_idempotent cancel_no_new_access
- *   cancel_keeps_proof cancel_not_end
+ *   cancel_keeps_proof cancel_not_end completion_once probe_never_blocks
+ *   probe_agrees
  * (rule is empty when the failure names none: make_backend failed, say). */
 int kvready_conformance_check(kvready_make_backend make, void *user, int32_t kind, int32_t checks,
                               int32_t may_fail, char *rule, size_t rule_cap);

@@ -17,6 +17,10 @@ int kv_quiesce(kvready_backend_callbacks *cb, const uint64_t *attempts, size_t n
 		int64_t timeout_ns, int32_t *proven, char *err, size_t err_cap) {
 	return cb->quiesce(cb->user, attempts, n, timeout_ns, proven, err, err_cap);
 }
+int kv_try_quiesce(kvready_backend_callbacks *cb, const uint64_t *attempts, size_t n,
+		int32_t *access, char *err, size_t err_cap) {
+	return cb->try_quiesce(cb->user, attempts, n, access, err, err_cap);
+}
 int kv_cancel(kvready_backend_callbacks *cb, uint64_t attempt, int32_t *disposition, char *err, size_t err_cap) {
 	return cb->cancel(cb->user, attempt, disposition, err, err_cap);
 }

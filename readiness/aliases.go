@@ -23,6 +23,8 @@ type (
 	Containment = core.Containment
 	// Stats is a snapshot of the counters.
 	Stats = core.Stats
+	// BackendFaults counts what one backend did that the contract forbids.
+	BackendFaults = core.BackendFaults
 	// Histogram counts durations in power-of-two buckets.
 	Histogram = core.Histogram
 	// GroupSlots is where the slots of one pool group are.

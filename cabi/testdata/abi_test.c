@@ -75,6 +75,8 @@ typedef struct {
   int attempts;
   int quiesce_calls, forgotten, closed;
   int hold; /* nonzero: quiesce proves nothing (a store that cannot tell) */
+  int try_calls;
+  int unknown; /* nonzero: try_quiesce cannot tell without waiting */
 } cbackend;
 
 static int cb_put(void *user, const uint8_t *ext, size_t ext_len, const uint8_t *name, const uint8_t *row, size_t n) {
@@ -133,6 +135,15 @@ static int cb_quiesce(void *user, const uint64_t *attempts, size_t n, int64_t ti
   __atomic_add_fetch(&b->quiesce_calls, 1, __ATOMIC_SEQ_CST);
   /* every write happened inside fetch; a held backend cannot say so yet */
   *proven = __atomic_load_n(&b->hold, __ATOMIC_SEQ_CST) ? 0 : 1;
+  return KVREADY_OK;
+}
+
+/* Every write happens inside fetch, so the store knows at once. */
+static int cb_try_quiesce(void *user, const uint64_t *attempts, size_t n, int32_t *access, char *err, size_t err_cap) {
+  (void)attempts; (void)n; (void)err; (void)err_cap;
+  cbackend *b = user;
+  __atomic_add_fetch(&b->try_calls, 1, __ATOMIC_SEQ_CST);
+  *access = b->unknown ? KVREADY_ACCESS_UNKNOWN : KVREADY_ACCESS_ENDED;
   return KVREADY_OK;
 }
 
@@ -432,6 +443,62 @@ static void test_c_backend_and_device(void) {
   CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
 }
 
+/* A backend that answers its proof at once (try_quiesce) is never asked the
+ * blocking quiesce: the proof stays on the owner thread. One that cannot tell
+ * hands it to quiesce on a worker. */
+static void test_try_quiesce(void) {
+  enum { SLOT = 32, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  static cbackend cb;
+  static cdevice cd;
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  kvready_backend_callbacks bcb = {.user = &cb, .fetch = cb_fetch, .poll = cb_poll, .quiesce = cb_quiesce,
+                                   .put = cb_put, .close = cb_close, .notifies = 1, .try_quiesce = cb_try_quiesce};
+  CHECK(kvready_backend_new(&bcb, mem, &be) == KVREADY_OK, 0);
+  cb.self = be;
+  cb.memory = mem;
+  kvready_device_callbacks dcb = {.user = &cd, .copy = cd_copy, .record = cd_record, .query = cd_query, .release_event = cd_release};
+  CHECK(kvready_device_new(&dcb, &dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .device = dev, .tokens_per_block = 16};
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  for (int round = 0; round < 2; round++) {
+    cb.unknown = round;
+    kvready_row row;
+    memset(&row, 0, sizeof row);
+    row.name[0] = 0xEE;
+    row.name[1] = (uint8_t)round;
+    row.device = 0x1000;
+    uint8_t content[SLOT];
+    memset(content, 'p' + round, SLOT);
+    CHECK(kvready_backend_put(be, (const uint8_t *)"e", 1, row.name, content, SLOT) == KVREADY_OK, be);
+    kvready_request r = {.kind = KVREADY_FETCH, .rows = &row, .n_rows = 1};
+    uint64_t l = 0;
+    CHECK(kvready_lend(eng, &r, &l) == KVREADY_OK, eng);
+    CHECK(pump(eng, l, KVREADY_ACCESS_FENCED, 0), eng);
+    cd_complete(&cd, cd.nevents - 1);
+    CHECK(pump(eng, l, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+    CHECK(cd.mem[0] == 'p' + round, 0);
+    CHECK(kvready_release(eng, l) == KVREADY_OK, eng);
+    kvready_stats st;
+    CHECK(kvready_engine_stats(eng, &st) == KVREADY_OK, eng);
+    CHECK(st.quiesce_probes >= 1 && __atomic_load_n(&cb.try_calls, __ATOMIC_SEQ_CST) >= 1, eng);
+    if (round == 0)
+      CHECK(st.quiesce_calls == 0 && __atomic_load_n(&cb.quiesce_calls, __ATOMIC_SEQ_CST) == 0, eng);
+    else
+      CHECK(st.quiesce_calls >= 1 && __atomic_load_n(&cb.quiesce_calls, __ATOMIC_SEQ_CST) >= 1, eng);
+    CHECK(st.fetcher_faults.panics == 0 && st.fetcher_faults.repeated_completions == 0, eng);
+  }
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
 /* ---- the containment policies ------------------------------------------- */
 
 /* policy_rig is an engine under policy over a C backend whose quiesce answers
@@ -581,6 +648,7 @@ int main(void) {
   test_profile_layout_names();
   test_go_backend();
   test_c_backend_and_device();
+  test_try_quiesce();
   test_fatal_policy_halts();
   test_recover_policy();
   printf("%d passed, %d failed\n", passed, failed);

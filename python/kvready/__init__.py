@@ -19,10 +19,10 @@ from __future__ import annotations
 import atexit
 
 from . import _abi
-from .backend import (Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
+from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, host_memory
-from .engine import (Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Policy, Readiness,
+from .engine import (BackendFaults, Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Policy, Readiness,
                      Report, Request, RequestBatch, Round, Row, State, Stats, Until)
 from .errors import (BackendError, BadHandle, Busy, ConformanceError, CopyRefused, DeviceLost, EngineClosed,
                      EngineHalted, Failed as CallFailed, InternalError, InvalidArgument, KvreadyError, NotReady,
@@ -52,7 +52,7 @@ def abi_version() -> int:
 atexit.register(_abi.detach_callbacks)
 
 __all__ = [
-    "Attempt", "Backend", "BackendError", "BadHandle", "Busy", "CallFailed", "CancelDisposition", "Cancelled",
+    "Access", "Attempt", "Backend", "BackendError", "BackendFaults", "BadHandle", "Busy", "CallFailed", "CancelDisposition", "Cancelled",
     "ConformanceError", "Containment", "CopyRefused", "Delivered", "Device", "DeviceLost", "Engine", "EngineClosed",
     "EngineHalted", "EventStatus", "Extent", "Failed", "Group", "Identity", "InternalError", "InvalidArgument",
     "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo", "LendError", "Memory", "NotReady",

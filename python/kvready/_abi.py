@@ -90,6 +90,11 @@ class CContainment(Structure):
                 ("reason", c_char * REASON_SIZE)]
 
 
+class CBackendFaults(Structure):
+    _fields_ = [("violations", c_uint64), ("panics", c_uint64), ("repeated_completions", c_uint64),
+                ("early_completions", c_uint64)]
+
+
 class CStats(Structure):
     _fields_ = [("leases", c_int64 * MAX_STATES), ("outcomes", c_uint64 * MAX_STATES),
                 ("lent", c_uint64), ("released", c_uint64), ("quarantined_leases", c_uint64),
@@ -98,7 +103,9 @@ class CStats(Structure):
                 ("quiesce_calls", c_uint64), ("quiesce_retries", c_uint64), ("quiesce_timeouts", c_uint64),
                 ("cancel_requests", c_uint64), ("cancel_errors", c_uint64), ("ungrantable", c_uint64),
                 ("containments", c_uint64), ("invariant_breaches", c_uint64), ("recovered", c_uint64),
-                ("outstanding", c_int64), ("max_outstanding", c_int64), ("halted", c_int32), ("_pad", c_int32)]
+                ("outstanding", c_int64), ("max_outstanding", c_int64), ("halted", c_int32), ("_pad", c_int32),
+                ("fetcher_faults", CBackendFaults), ("publisher_faults", CBackendFaults),
+                ("handoffs", c_uint64), ("quiesce_probes", c_uint64)]
 
 
 class CReport(Structure):
@@ -121,6 +128,7 @@ _p = c_void_p
 FetchFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, c_size_t, c_int32, _p, _p, c_size_t)
 PollFn = CFUNCTYPE(c_int, _p, c_uint64, _p, _p, c_size_t)
 QuiesceFn = CFUNCTYPE(c_int, _p, _p, c_size_t, c_int64, _p, _p, c_size_t)
+TryQuiesceFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, _p, c_size_t)
 CancelFn = CFUNCTYPE(c_int, _p, c_uint64, _p, _p, c_size_t)
 ForgetFn = CFUNCTYPE(None, _p, c_uint64)
 PutFn = CFUNCTYPE(c_int, _p, _p, c_size_t, _p, _p, c_size_t)
@@ -131,7 +139,8 @@ CloseFn = CFUNCTYPE(None, _p)
 class BackendCallbacks(Structure):
     _fields_ = [("user", c_void_p), ("fetch", FetchFn), ("publish", FetchFn), ("poll", PollFn),
                 ("quiesce", QuiesceFn), ("cancel", CancelFn), ("forget", ForgetFn), ("put", PutFn),
-                ("get", GetFn), ("close", CloseFn), ("notifies", c_int32), ("_pad", c_int32)]
+                ("get", GetFn), ("close", CloseFn), ("notifies", c_int32), ("_pad", c_int32),
+                ("try_quiesce", TryQuiesceFn)]
 
 
 CopyFn = CFUNCTYPE(c_int, _p, c_int32, c_uint64, _p, c_size_t)

@@ -10,6 +10,12 @@ callback contracts):
 - ``quiesce``: a worker thread, never the owner's; **may block** up to its
   ``timeout``. True only when the listed attempts will never touch staging
   memory again.
+- ``try_quiesce`` (optional): the owner thread; must not block. The same
+  question answered now: :attr:`Access.ENDED`, :attr:`Access.UNPROVEN`, or
+  :attr:`Access.UNKNOWN` when only waiting would tell (kvready then asks
+  ``quiesce`` on a worker). A backend that knows at once whether its
+  transfers ended implements it, and its proofs never leave the owner's
+  thread.
 - ``Attempt.request_cancel``: the owner thread; must not block.
 - ``put`` / ``get``: any thread (the conformance kit, seeding a store).
 
@@ -84,6 +90,16 @@ class CancelDisposition(IntEnum):
 
     UNSUPPORTED = 1
     REQUESTED = 2
+
+
+class Access(IntEnum):
+    """What :meth:`Backend.try_quiesce` answers: only waiting would tell
+    (kvready asks ``quiesce`` on a worker), access ended (``quiesce`` True), or
+    it cannot be established (``quiesce`` False)."""
+
+    UNKNOWN = 0
+    ENDED = 1
+    UNPROVEN = 2
 
 
 class Attempt:
@@ -168,6 +184,13 @@ class Backend:
         will be asked again."""
         raise NotImplementedError
 
+    def try_quiesce(self, attempts: Sequence[Attempt]) -> Access:
+        """Optional: ``quiesce``'s question answered at once, on the owner's
+        thread, without blocking. Never contradict ``quiesce``: ENDED only
+        where it would answer True at once, UNPROVEN only where it would
+        answer False; UNKNOWN hands the proof to ``quiesce`` on a worker."""
+        raise NotImplementedError
+
     def put(self, extent_name: bytes, name: bytes, row: bytes) -> None:
         """Store a row, as a publication would (the conformance kit)."""
         raise NotImplementedError
@@ -192,6 +215,7 @@ class Backend:
             t.fetch = _FETCH if cls.fetch is not Backend.fetch else _abi.FetchFn()
             t.publish = _PUBLISH if cls.publish is not Backend.publish else _abi.FetchFn()
             t.poll, t.quiesce, t.cancel, t.forget, t.close = _POLL, _QUIESCE, _CANCEL, _FORGET, _CLOSE
+            t.try_quiesce = _TRY_QUIESCE if cls.try_quiesce is not Backend.try_quiesce else _abi.TryQuiesceFn()
             t.put = _PUT if cls.put is not Backend.put else _abi.PutFn()
             t.get = _GET if cls.get is not Backend.get else _abi.GetFn()
             t.notifies = 1 if self.notifies else 0
@@ -365,6 +389,27 @@ def _quiesce(user, ids, n, timeout_ns, proven, err, err_cap):
         return errors.FAILED
 
 
+def _try_quiesce(user, ids, n, access, err, err_cap):
+    b = _live.get(user)
+    if b is None:
+        _err(err, err_cap, "kvready: the Python backend is gone")
+        return errors.FAILED
+    try:
+        arr = (ctypes.c_uint64 * n).from_address(ids)
+        atts = []
+        for aid in arr:
+            a = b._attempts.get(aid)
+            if a is None:
+                raise KeyError(f"attempt {aid} is unknown")
+            atts.append(a)
+        ctypes.c_int32.from_address(access).value = int(Access(b.try_quiesce(atts)))
+        return 0
+    except BaseException as e:  # noqa: BLE001 - proves nothing; kvready asks again
+        b._failed(e, "try_quiesce")
+        _err(err, err_cap, f"{type(e).__name__}: {e}")
+        return errors.FAILED
+
+
 def _cancel(user, aid, disposition, err, err_cap):
     b = _live.get(user)
     if b is None:
@@ -436,6 +481,7 @@ _FETCH = _abi.FetchFn(_submit(False))
 _PUBLISH = _abi.FetchFn(_submit(True))
 _POLL = _abi.PollFn(_poll)
 _QUIESCE = _abi.QuiesceFn(_quiesce)
+_TRY_QUIESCE = _abi.TryQuiesceFn(_try_quiesce)
 _CANCEL = _abi.CancelFn(_cancel)
 _FORGET = _abi.ForgetFn(_forget)
 _PUT = _abi.PutFn(_put)

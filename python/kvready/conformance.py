@@ -32,7 +32,7 @@ RULES = ("served_subset", "unserved_untouched", "outside_untouched", "served_con
          "published_content", "publish_read_only",
          # contract +cancel-request-v1: Attempt.request_cancel
          "cancel_never_blocks", "cancel_answer", "cancel_idempotent", "cancel_no_new_access", "cancel_keeps_proof",
-         "cancel_not_end")
+         "cancel_not_end", "completion_once", "probe_never_blocks", "probe_agrees")
 
 
 def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", checks: int = 50,

@@ -221,6 +221,21 @@ class Report:
 
 
 @dataclass(frozen=True)
+class BackendFaults:
+    """What one backend did that the contract forbids: each costs at most its
+    own leases, never the engine."""
+
+    violations: int = 0            # answers taken as contract violations
+    panics: int = 0                # failures kvready caught inside a call into it
+    repeated_completions: int = 0  # a completion reported again for an attempt: dropped
+    early_completions: int = 0     # a completion poll did not bear out
+
+
+def _faults(c: _abi.CBackendFaults) -> BackendFaults:
+    return BackendFaults(c.violations, c.panics, c.repeated_completions, c.early_completions)
+
+
+@dataclass(frozen=True)
 class Stats:
     """The engine's counters (a miss is never counted as a failure)."""
 
@@ -248,6 +263,10 @@ class Stats:
     recovered: int = 0        # contained leases proven over after all (the recover policy)
     outstanding: int = 0      # submissions outstanding at the backends now
     max_outstanding: int = 0  # their bound (0: none)
+    fetcher_faults: BackendFaults = BackendFaults()    # counted against the fetching backend
+    publisher_faults: BackendFaults = BackendFaults()  # and the publishing one
+    handoffs: int = 0         # thread hand-offs: work to a worker, the owner woken by another thread
+    quiesce_probes: int = 0   # try_quiesce calls asked on the owner's thread
 
 
 def _report(c: _abi.CReport) -> Report:
@@ -582,7 +601,8 @@ class Engine:
                      c.quarantined_leases, c.slots_free, c.slots_held, c.slots_quarantined, c.refused,
                      c.stale_evidence, c.violations, c.unproven, c.quiesce_calls, c.quiesce_retries,
                      c.quiesce_timeouts, c.cancel_requests, c.cancel_errors, c.ungrantable, c.containments,
-                     c.invariant_breaches, bool(c.halted), c.recovered, c.outstanding, c.max_outstanding)
+                     c.invariant_breaches, bool(c.halted), c.recovered, c.outstanding, c.max_outstanding,
+                     _faults(c.fetcher_faults), _faults(c.publisher_faults), c.handoffs, c.quiesce_probes)
 
     # ---- the end ----
 

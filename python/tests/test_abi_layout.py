@@ -22,7 +22,7 @@ STRUCTS = {
     "kvready_interval": _abi.CInterval, "kvready_round": _abi.CRound, "kvready_containment": _abi.CContainment,
     "kvready_stats": _abi.CStats, "kvready_report": _abi.CReport, "kvready_unit": _abi.CUnit,
     "kvready_answer": _abi.CAnswer, "kvready_backend_callbacks": _abi.BackendCallbacks,
-    "kvready_device_callbacks": _abi.DeviceCallbacks,
+    "kvready_device_callbacks": _abi.DeviceCallbacks, "kvready_backend_faults": _abi.CBackendFaults,
 }
 
 
@@ -41,6 +41,8 @@ def enums() -> dict[str, int]:
         out["KVREADY_UNTIL_" + u.name] = u.value
     for d in kvready.CancelDisposition:
         out["KVREADY_CANCEL_" + d.name] = d.value
+    for a in kvready.Access:
+        out["KVREADY_ACCESS_" + a.name] = a.value
     for k in kvready.Kind:
         out["KVREADY_" + k.name] = k.value
     for name, v in vars(errors).items():

@@ -102,6 +102,48 @@ def test_a_quiesce_that_blocks_in_python_never_blocks_the_owner(rig):
     lease.release()
 
 
+class Probing(Store):
+    """Knows at once that its deliveries ended (each completes inside the
+    call): it answers the proof on the owner's thread, and its blocking
+    quiesce is never needed. With ``unknown`` it cannot tell, and every proof
+    goes to a worker."""
+
+    def __init__(self, memory, unknown=False):
+        super().__init__(memory)
+        self.unknown = unknown
+        self.tries: set[int] = set()
+        self.quiesces = 0
+
+    def try_quiesce(self, attempts):
+        self.tries.add(threading.get_ident())
+        return kvready.Access.UNKNOWN if self.unknown else kvready.Access.ENDED
+
+    def quiesce(self, attempts, timeout):
+        self.quiesces += 1
+        return True
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_a_python_backend_that_answers_its_proof_at_once_stays_on_the_owner_thread(rig, unknown):
+    store = Probing(rig.mem, unknown=unknown)
+    rows = rig.rows(4, tag=0x55)
+    for r in rows:
+        store.put(EXTENT, r.name, b"P" * SLOT)
+    eng = rig.engine(store)
+    for r in rows:
+        lease = eng.lend(kvready.Request.fetch([kvready.Row(r.name, 0, 0, rig.dev.alloc(SLOT))]))
+        assert lease.wait(timeout=30).outcome == kvready.OutcomeKind.SERVED
+        lease.release()
+    st = eng.stats()
+    assert store.tries == {threading.get_ident()}, "try_quiesce runs on the owner's thread"
+    assert st.quiesce_probes >= len(rows)
+    if unknown:
+        assert store.quiesces >= len(rows) and st.quiesce_calls >= len(rows), "unknown hands the proof to quiesce"
+    else:
+        assert store.quiesces == 0 and st.quiesce_calls == 0, "a proof answered at once needs no worker"
+    assert st.fetcher_faults == kvready.BackendFaults()
+
+
 # ---- the conformance kit ----
 
 def test_a_correct_python_backend_passes_the_conformance_kit():
