@@ -137,7 +137,7 @@ const (
 	Contain                     // raise the containment signal, once; the admission slot is given back
 	Recover                     // count and signal a contained lease whose access was proven over after all
 	Quarantine                  // the slots leave circulation for ever (under the fatal policy, the engine halts)
-	Park                        // the handle goes stale; the record and what the backend was handed are kept for ever
+	Park                        // the owner gave up its claim: the handle goes stale but stays readable; the record and what the backend was handed are kept for ever
 	Free                        // the slots return to the allocator
 	Retire                      // the handle goes stale; the record is reused
 	// NumEffects is the number of effects; it is not an effect.
@@ -245,7 +245,7 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Contain:       {"contain", "Raise the containment signal, once, and give the lease's admission slot back."},
 	Recover:       {"recover", "Count and signal a contained lease whose access a later Quiesce proved over (recover policy)."},
 	Quarantine:    {"quarantine", "The slots leave circulation for ever; under the fatal policy the engine halts."},
-	Park:          {"park", "The handle goes stale; the record, its slots and everything the backend was handed stay out for ever."},
+	Park:          {"park", "The owner gave up its claim: the handle goes stale but reads as quarantined (among the latest released); the record, its slots and everything the backend was handed stay out for ever."},
 	Free:          {"free", "Return the slots to the allocator (only once access is proven over and every copy landed)."},
 	Retire:        {"retire", "The handle goes stale: its generation moves on and the record is reused."},
 }
@@ -579,7 +579,10 @@ var declaration = []block{
 		state: Quarantined,
 		entry: effects(Quarantine),
 		latches: []latch{
-			keep("the owner is done: the handle goes stale, the slots and what the backend was handed stay out for ever", ReleaseRequested).doing(Park),
+			// Releasing a quarantined lease is accepted: the owner gives up its
+			// claim. Waiting for its release returns (the handle reads as
+			// quarantined); its slots never return.
+			keep("the owner gives up its claim: accepted; the slots and what the backend was handed stay out for ever, and the handle reads as quarantined", ReleaseRequested).doing(Park),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{

@@ -496,7 +496,9 @@ class Engine:
 
     def release(self, lease: Lease | int) -> None:
         """Done with the lease: its slots return once it is logically
-        complete (at once if it is; else when its fence is proven)."""
+        complete (at once if it is; else when its fence is proven). Releasing
+        a quarantined lease gives up the claim: its slots stay out for ever,
+        and wait(Until.RELEASED) returns it as quarantined."""
         _abi.check(_abi.release(self.handle, int(lease)), self.handle)
 
     def release_many(self, leases: Sequence[Lease | int]) -> None:

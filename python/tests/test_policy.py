@@ -136,6 +136,21 @@ def test_the_default_policy_quarantines_one_lease_and_goes_on(rig):
     assert not eng.stats().halted
 
 
+def test_releasing_a_quarantined_lease_gives_up_the_claim(rig):
+    store = Held(rig.mem)
+    eng = rig.engine(store, **SHORT)
+    _, req = stored_fetch(rig, store, 0xF5)
+    lease = eng.lend(req)
+    assert lease.wait(kvready.Until.SETTLED, timeout=30).state == kvready.State.QUARANTINED
+    lease.release()  # accepted: the owner gives up its claim
+    for until in (kvready.Until.RELEASED, kvready.Until.SETTLED):
+        info = lease.wait(until, timeout=30)
+        assert info.state == kvready.State.QUARANTINED and info.release_requested and info.contained
+    with pytest.raises(kvready.StaleLease, match="quarantined"):
+        lease.release()  # a second release is refused
+    assert eng.stats().slots_quarantined == 1
+
+
 def test_policies_and_bounds_are_checked_at_the_door(rig):
     store = Store(rig.mem)
     with pytest.raises(kvready.InvalidArgument, match="policy 'sometimes'"):
