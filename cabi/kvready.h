@@ -477,8 +477,18 @@ int kvready_changes(uint64_t engine, uint64_t *leases, int32_t *states, size_t c
  * first failure's status, and the last failure's message). */
 int kvready_lend(uint64_t engine, const kvready_request *request, uint64_t *lease);
 int kvready_lend_many(uint64_t engine, const kvready_request *requests, size_t n, uint64_t *leases, int32_t *statuses);
+/* Done with the lease: its slots return once it is logically complete.
+ * Releasing a quarantined lease gives up the claim: accepted, its slots stay
+ * out for ever, and kvready_wait(KVREADY_UNTIL_RELEASED) returns it. */
 int kvready_release(uint64_t engine, uint64_t lease);
 int kvready_release_many(uint64_t engine, const uint64_t *leases, size_t n, int32_t *statuses);
+/* Cancel a lease still waiting for its outcome: Cancelled (not by the peer) is
+ * latched locally. Submitted: one request goes to the backend, and the slots
+ * return only once access is proven over. Not yet submitted (waiting,
+ * granted, staged): the lease is withdrawn, no request is sent, and its slots
+ * return at once (a publish's once its device->staging copies landed), with
+ * no release needed. Refused only for a stale handle or an outcome already
+ * latched, and then nothing changes. */
 int kvready_cancel(uint64_t engine, uint64_t lease);
 int kvready_retry(uint64_t engine, uint64_t lease);
 /* Describe n leases at once (statuses[i] for each, may be NULL). */

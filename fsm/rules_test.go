@@ -240,7 +240,9 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 		"staged -[withdrawn]-> access_fenced",
 		"staged -release_requested-> access_fenced", // withdrawn while waiting for admission: never exposed
 		"staged -close-> access_fenced",
-		"contained -access_proven-> access_fenced", // recover policy: proven after all
+		"staged -cancel_requested-> access_fenced",   // §2: the owner's cancel withdraws it: never exposed
+		"staged -[cancel_withdrawn]-> access_fenced", // the cancel kept while a publish's copies landed
+		"contained -access_proven-> access_fenced",   // recover policy: proven after all
 		"served -access_proven-> access_fenced",
 		"partial -access_proven-> access_fenced",
 		"missed -access_proven-> access_fenced",

@@ -43,3 +43,73 @@ func TestReleasingAQuarantinedLeaseGivesUpTheClaim(t *testing.T) {
 	assert.Equal(t, 2, after.SlotsQuarantined, "the slots stay out for ever")
 	assert.Equal(t, 1, after.Leases[fsm.Quarantined])
 }
+
+// A cancel before submission withdraws the lease (SPEC §2): Cancelled locally,
+// no request and no submission (there is no attempt), its slots back at once
+// without a release — a publish's once its device→staging copies landed. A
+// cancel is refused only for a stale handle or an outcome already latched,
+// and then changes nothing.
+func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
+	r := newRig(t, 4, func(c *Config) { c.Core.MaxOutstanding = 1 })
+	withdrawn := func(h Handle) {
+		t.Helper()
+		info := r.info(h)
+		assert.Equal(t, fsm.Released, info.State)
+		assert.Equal(t, Cancelled, info.Outcome)
+		assert.False(t, info.ByPeer)
+		assert.False(t, info.Exposed)
+		assert.Contains(t, info.Reason, "cancelled locally")
+	}
+
+	// Right after Lend: waiting, holding nothing.
+	a := r.lend(Request{Kind: Fetch, Rows: r.rows(1, 2)})
+	require.NoError(t, r.eng.Cancel(a))
+	withdrawn(a)
+	require.ErrorIs(t, r.eng.Release(a), ErrStaleHandle, "a withdrawn lease is released already")
+	info, err := r.eng.Wait(contextWithTimeout(t), a, UntilReleased)
+	require.NoError(t, err)
+	assert.Equal(t, fsm.Released, info.State)
+
+	// Staged behind the admission bound, which x holds.
+	x, _, xa := r.fetch(2, 1)
+	b := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 2)})
+	r.sync()
+	require.Equal(t, fsm.Staged, r.state(b))
+	require.Equal(t, 1, r.eng.Stats().SlotsFree)
+	require.NoError(t, r.eng.Cancel(b))
+	withdrawn(b)
+	assert.Equal(t, 3, r.eng.Stats().SlotsFree, "the withdrawn lease's slots are back at once")
+
+	// A publish whose device→staging copies are in flight keeps its slots
+	// until they land, then is withdrawn.
+	p := r.lend(Request{Kind: Publish, Rows: r.rows(4, 2)})
+	r.sync()
+	require.Equal(t, fsm.Granted, r.state(p))
+	require.NoError(t, r.eng.Cancel(p))
+	r.sync()
+	require.Equal(t, fsm.Granted, r.state(p), "the copies touching its slots have not landed")
+	assert.Equal(t, 1, r.eng.Stats().SlotsFree)
+	r.dev.CompleteAll()
+	r.sync()
+	withdrawn(p)
+	assert.Equal(t, 3, r.eng.Stats().SlotsFree)
+
+	st := r.eng.Stats()
+	assert.Zero(t, st.CancelRequests, "no request: none of them had an attempt")
+	r.be.mu.Lock()
+	assert.Len(t, r.be.attempts, 1, "only x was ever submitted")
+	r.be.mu.Unlock()
+
+	// Once an outcome is latched, a cancel is refused and changes nothing.
+	r.deliver(xa, 2, 0)
+	r.sync()
+	before, beforeStats := r.info(x), r.eng.Stats()
+	require.NotEqual(t, NoOutcome, before.Outcome)
+	err = r.eng.Cancel(x)
+	var refused *fsm.RefusedError
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, before, r.info(x))
+	after := r.eng.Stats()
+	after.Refused, beforeStats.Refused = 0, 0
+	assert.Equal(t, beforeStats, after)
+}

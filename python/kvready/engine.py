@@ -507,8 +507,12 @@ class Engine:
         _abi.check(_abi.release_many(self.handle, arr, len(leases), None), self.handle)
 
     def cancel(self, lease: Lease | int) -> None:
-        """Cancel a submitted lease still waiting for its outcome (a local
-        Cancelled), and ask its backend once to stop."""
+        """Cancel a lease still waiting for its outcome (a local Cancelled).
+        A submitted lease's backend is asked once to stop; its slots return
+        once access is proven over. A lease not yet submitted is withdrawn:
+        no request, its slots back at once (a publish's once its copies
+        landed), no release needed. Refused (nothing changes) only for a
+        stale handle or an outcome already latched."""
         _abi.check(_abi.cancel(self.handle, int(lease)), self.handle)
 
     def retry(self, lease: Lease | int) -> None:

@@ -216,15 +216,22 @@ func (c *Core) Release(h Handle) error {
 	return nil
 }
 
-// Cancel cancels, locally, a submitted lease still waiting for its outcome:
-// the lease latches Cancelled (not by the peer) at once — an outcome the
-// engine has not yet observed loses to it — its drain starts, and on the next
-// round the backend is asked, once and best effort, to stop. It proves
+// Cancel cancels, locally, a lease still waiting for its outcome: the lease
+// latches Cancelled (not by the peer) at once — an outcome the engine has not
+// yet observed loses to it. A submitted lease's drain starts, and on the next
+// round the backend is asked, once and best effort, to stop; that proves
 // nothing about access: the slots return only once Quiesce answers true. A
-// lease in another state (an outcome already latched stays) refuses it,
-// saying why, and changes nothing.
+// lease not yet submitted (waiting, granted, staged) is withdrawn (SPEC §2):
+// no request is sent, there being no attempt, and its slots return at once —
+// a publish's once its device→staging copies landed — without the owner's
+// release (its handle then reads as released). A submission already handed
+// out (admitted) goes ahead, and the cancel follows its answer. A stale
+// handle, or a lease whose outcome is already latched, refuses it, saying
+// why, and nothing changes.
 func (c *Core) Cancel(h Handle) error {
-	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true}); err != nil {
+	// The reason is kept even where the cancel is latched (a publish's copies
+	// landing, a submission being answered): it says why the lease ends.
+	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true, always: true}); err != nil {
 		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
 	}
 	return nil
