@@ -88,6 +88,14 @@ var mutants = []mutant{
 		"\tif c.cfg.Containment == Fatal {\n\t\tc.haltWith(", "\tif false {\n\t\tc.haltWith(")},
 	{"halted-takes-releases", "lets the owner release leases on a halted engine", one("readiness/core/core.go",
 		"func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil {", "func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil && v.event != fsm.ReleaseRequested {")},
+	// The recover policy's exclusions (rule 5), one mutant each: with one
+	// removed, what nothing can prove is recovered (or rests in contained).
+	{"recover-escaped-submission", "lets the recover policy wait on a submission that escaped without an attempt", one("readiness/core/door.go",
+		"if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || ", "if c.cfg.Containment != Recover || ")},
+	{"recover-failed-copy", "lets the recover policy wait on a local copy that failed without a completion record", one("readiness/core/door.go",
+		"|| l.m.Marks.Has(fsm.Fenced) || c.lost ", "|| c.lost ")},
+	{"recover-lost-device", "lets the recover policy recover a lease on a lost device", one("readiness/core/door.go",
+		"|| c.lost || c.closed {", "|| c.closed {")},
 	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core/effects.go",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
 }
