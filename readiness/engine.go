@@ -806,7 +806,7 @@ func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 		select {
 		case <-e.wake:
 		case <-ctx.Done():
-			return rep, fmt.Errorf("readiness: shutdown did not drain (%d slots still held): %w", rep.SlotsHeld, ctx.Err())
+			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.quiet.handed.Load()-e.quiet.answer.Load()), ctx.Err())
 		}
 		e.Progress()
 		rep = e.Report()

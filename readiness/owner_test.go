@@ -1,12 +1,14 @@
 package readiness
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 )
 
@@ -112,4 +114,48 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	after := r.eng.Stats()
 	after.Refused, beforeStats.Refused = 0, 0
 	assert.Equal(t, beforeStats, after)
+}
+
+// neverReturns is the rig's backend whose Quiesce never returns until the
+// test lets it go, whatever its context says.
+type neverReturns struct {
+	*script
+	release chan struct{}
+}
+
+func (n neverReturns) Quiesce(context.Context, []contract.Attempt) (bool, error) {
+	<-n.release
+	return false, nil
+}
+
+// A shutdown that times out because a Quiesce call never returns says what
+// is held, what is quarantined, what is still unproven and what is still out —
+// not "0 slots still held" while the slots are quarantined.
+func TestShutdownTimeoutSaysWhatIsHeldQuarantinedAndUnproven(t *testing.T) {
+	stuck := neverReturns{release: make(chan struct{})}
+	r := newRig(t, 4, func(c *Config) {
+		stuck.script = c.Fetcher.(*script)
+		c.Fetcher, c.Publisher = stuck, stuck
+	})
+	t.Cleanup(func() { close(stuck.release) }) // before the rig's shutdown
+	r.be.onSubmit = func(a *scriptAttempt) {
+		a.outcome = contract.Delivered{Served: contract.NewNameSet(a.ext.Unit(0).Name, a.ext.Unit(1).Name)}
+	}
+	q := r.lend(Request{Kind: Fetch, Rows: r.rows(1, 2)})
+	r.eng.Progress() // submitted, served at once; its Quiesce call never returns
+	require.Equal(t, fsm.Served, r.state(q))
+	r.clk.Advance(11 * time.Second) // past its containment deadline (t = 20)
+	r.eng.Progress()
+	require.Equal(t, fsm.Quarantined, r.state(q))
+	u := r.lend(Request{Kind: Fetch, Rows: r.rows(2, 2)})
+	r.eng.Progress()
+	require.Equal(t, fsm.Served, r.state(u))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	rep, err := r.eng.Shutdown(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 2, rep.SlotsHeld)
+	assert.Equal(t, 2, rep.SlotsQuarantined)
+	assert.ErrorContains(t, err, "2 slots still held (1 leases with access or a copy still unproven), 2 slots quarantined, 2 Quiesce calls still unanswered")
 }
