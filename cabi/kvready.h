@@ -505,7 +505,11 @@ int kvready_sync(uint64_t engine, int64_t timeout_ns, int64_t *moves);
 int kvready_count(uint64_t engine, int32_t state, int64_t *count);
 int kvready_engine_stats(uint64_t engine, kvready_stats *stats);
 /* Containment events queued since the last call, oldest first (at most
- * 65536 wait; later ones are counted in kvready_stats and logged, not queued). */
+ * 65536 wait; later ones are counted in kvready_stats and logged, not queued).
+ * Every call that runs rounds queues them — kvready_progress, kvready_wait,
+ * kvready_sync, kvready_engine_close and kvready_engine_shutdown — and the
+ * wake fd is readable after each of those, so the next kvready_progress
+ * round counts what is queued (kvready_round.containments, .recoveries). */
 int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, size_t *n);
 /* Recovery events (KVREADY_POLICY_RECOVER) queued since the last call, oldest
  * first: the leases whose access was proven over after their containment,
