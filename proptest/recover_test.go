@@ -104,7 +104,7 @@ func (b *provable) OpenRoute(map[string]string) (contract.Route, error) {
 	return nil, fmt.Errorf("provable: %w", errors.ErrUnsupported)
 }
 
-func TestRecoverNeverReturnsWhatNothingCanProve(t *testing.T) {
+func TestModelRecoverExclusions(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		exclusion := recoverExclusion(rapid.IntRange(0, 2).Draw(t, "exclusion"))
 		rows := rapid.IntRange(1, 4).Draw(t, "rows")
