@@ -504,8 +504,18 @@ int kvready_changes(uint64_t engine, uint64_t *leases, int32_t *states, size_t c
  * first failure's status, and the last failure's message). */
 int kvready_lend(uint64_t engine, const kvready_request *request, uint64_t *lease);
 int kvready_lend_many(uint64_t engine, const kvready_request *requests, size_t n, uint64_t *leases, int32_t *statuses);
+/* Done with the lease: its slots return once it is logically complete.
+ * Releasing a quarantined lease gives up the claim: accepted, its slots stay
+ * out for ever, and kvready_wait(KVREADY_UNTIL_RELEASED) returns it. */
 int kvready_release(uint64_t engine, uint64_t lease);
 int kvready_release_many(uint64_t engine, const uint64_t *leases, size_t n, int32_t *statuses);
+/* Cancel a lease still waiting for its outcome: Cancelled (not by the peer) is
+ * latched locally. Submitted: one request goes to the backend, and the slots
+ * return only once access is proven over. Not yet submitted (waiting,
+ * granted, staged): the lease is withdrawn, no request is sent, and its slots
+ * return at once (a publish's once its device->staging copies landed), with
+ * no release needed. Refused only for a stale handle or an outcome already
+ * latched, and then nothing changes. */
 int kvready_cancel(uint64_t engine, uint64_t lease);
 int kvready_retry(uint64_t engine, uint64_t lease);
 /* Describe n leases at once (statuses[i] for each, may be NULL). */
@@ -522,7 +532,11 @@ int kvready_sync(uint64_t engine, int64_t timeout_ns, int64_t *moves);
 int kvready_count(uint64_t engine, int32_t state, int64_t *count);
 int kvready_engine_stats(uint64_t engine, kvready_stats *stats);
 /* Containment events queued since the last call, oldest first (at most
- * 65536 wait; later ones are counted in kvready_stats and logged, not queued). */
+ * 65536 wait; later ones are counted in kvready_stats and logged, not queued).
+ * Every call that runs rounds queues them — kvready_progress, kvready_wait,
+ * kvready_sync, kvready_engine_close and kvready_engine_shutdown — and the
+ * wake fd is readable after each of those, so the next kvready_progress
+ * round counts what is queued (kvready_round.containments, .recoveries). */
 int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, size_t *n);
 /* Recovery events (KVREADY_POLICY_RECOVER) queued since the last call, oldest
  * first: the leases whose access was proven over after their containment,

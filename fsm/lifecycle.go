@@ -63,7 +63,7 @@ const (
 	OutcomeCancelled               // the backend's Cancelled outcome (a peer's cancel, or one made outside the engine)
 	ContractViolation              // a changed answer, names never asked for, or an answer that is no outcome
 	Deadline                       // the request deadline passed with no outcome
-	CancelRequested                // the owner cancels the lease (a local Cancelled, then one request to the backend)
+	CancelRequested                // the owner cancels the lease (a local Cancelled, then one request to the backend; before submission, a withdrawal)
 	AccessProven                   // Quiesce answered true: the backend never touches the slots again
 	AccessUnproven                 // Quiesce answered false, failed or did not answer in time: the drain has started
 	Containment                    // the containment deadline passed with access or a copy unproven
@@ -89,6 +89,7 @@ const (
 	NeverExposed                   // the backend never saw the slots (rejected, or never submitted)
 	NothingToCopy                  // no staging→device copy to issue: a publish, nothing served, or the owner released it
 	NotRecoverable                 // a contained lease stays out for good: the policy is not recover, or nothing can prove it
+	CancelWithdrawn                // cancelled (by the owner, or Close) before anything was exposed: withdrawn, its slots back without a release
 	// NumGuards is the number of guards; it is not a guard.
 	NumGuards
 )
@@ -137,7 +138,7 @@ const (
 	Contain                     // raise the containment signal, once; the admission slot is given back
 	Recover                     // count and signal a contained lease whose access was proven over after all
 	Quarantine                  // the slots leave circulation for ever (under the fatal policy, the engine halts)
-	Park                        // the handle goes stale; the record and what the backend was handed are kept for ever
+	Park                        // the owner gave up its claim: the handle goes stale but stays readable; the record and what the backend was handed are kept for ever
 	Free                        // the slots return to the allocator
 	Retire                      // the handle goes stale; the record is reused
 	// NumEffects is the number of effects; it is not an effect.
@@ -209,7 +210,7 @@ var eventInfo = [NumEvents]struct{ name, meaning string }{
 	OutcomeCancelled:  {"outcome_cancelled", "The backend's Cancelled outcome: a peer's cancel, or one made outside the engine."},
 	ContractViolation: {"contract_violation", "A changed answer, names that were never asked for, or an answer that is no outcome."},
 	Deadline:          {"deadline", "The request deadline passed with no outcome."},
-	CancelRequested:   {"cancel_requested", "The owner cancels the lease: a local Cancelled is latched first, then one request goes to the backend."},
+	CancelRequested:   {"cancel_requested", "The owner cancels the lease: a local Cancelled is latched first, then one request goes to the backend; before submission it withdraws the lease, its slots back at once."},
 	AccessProven:      {"access_proven", "Quiesce answered true: the backend will never touch the slots again."},
 	AccessUnproven:    {"access_unproven", "Quiesce answered false, failed or did not answer in time: cannot be established yet."},
 	Containment:       {"containment", "The containment deadline, fixed at submission, passed with access or a copy unproven."},
@@ -226,6 +227,7 @@ var guardInfo = [NumGuards]struct{ name, meaning string }{
 	NeverExposed:      {"never_exposed", "The backend never saw the slots: the submission was rejected, or never made."},
 	NothingToCopy:     {"nothing_to_copy", "No staging→device copy to issue: a publish, no served row, or the owner released the lease."},
 	NotRecoverable:    {"not_recoverable", "The contained lease stays out for good: the policy is quarantine or fatal, or nothing can prove its end (no attempt, a local copy involved, a lost device)."},
+	CancelWithdrawn:   {"cancel_withdrawn", "The lease was cancelled locally (by the owner, or Close) before the backend was handed anything, or the owner's cancel waits for a submission that is then rejected: it is withdrawn, its slots back without waiting for a release."},
 }
 
 var effectInfo = [NumEffects]struct{ name, meaning string }{
@@ -245,7 +247,7 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Contain:       {"contain", "Raise the containment signal, once, and give the lease's admission slot back."},
 	Recover:       {"recover", "Count and signal a contained lease whose access a later Quiesce proved over (recover policy)."},
 	Quarantine:    {"quarantine", "The slots leave circulation for ever; under the fatal policy the engine halts."},
-	Park:          {"park", "The handle goes stale; the record, its slots and everything the backend was handed stay out for ever."},
+	Park:          {"park", "The owner gave up its claim: the handle goes stale but reads as quarantined (among the latest released); the record, its slots and everything the backend was handed stay out for ever."},
 	Free:          {"free", "Return the slots to the allocator (only once access is proven over and every copy landed)."},
 	Retire:        {"retire", "The handle goes stale: its generation moves on and the record is reused."},
 }
@@ -269,7 +271,6 @@ const (
 	whyHoldsNothing   = "holds no slots: no local copy is involved"
 	whyNotStaged      = "not staged: only a staged lease is submitted"
 	whyNotSubmitted   = "not submitted: no outcome, violation or deadline applies before submission"
-	whyNothingToStop  = "not submitted: there is nothing to cancel; release the lease to withdraw it"
 	whyNotExposed     = "nothing exposed to the backend: no access to prove, drain or contain"
 	whyNoCancelSent   = "no cancel request was made: there is no answer to record"
 	whyNoCopy         = "no local copy in flight in this state"
@@ -307,6 +308,10 @@ var declaration = []block{
 			// Waiting holds nothing, so leaving it needs no fence.
 			on(ReleaseRequested, Released),
 			on(Close, Released).latching(Cancel),
+			// The owner's cancel before submission withdraws the lease
+			// (SPEC §2): Cancelled locally, no request (there is no
+			// attempt), and nothing to fence.
+			on(CancelRequested, Released).latching(Cancel),
 		},
 		latches: []latch{
 			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable).doing(Withdraw),
@@ -315,7 +320,6 @@ var declaration = []block{
 			refuse(whyHoldsNothing, CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
-			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
@@ -332,12 +336,12 @@ var declaration = []block{
 		latches: []latch{
 			keep("the row's staging content is missing: the publish will not be submitted", CopyRefused),
 			keep("the device→staging copies must land first", ReleaseRequested, Close),
+			keep("the device→staging copies must land first; then the cancel withdraws the lease", CancelRequested),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
-			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
@@ -348,6 +352,8 @@ var declaration = []block{
 		completions: []completion{
 			// Checked in this order, the moment staging is ready: nothing is
 			// exposed for a lease nobody wants, or cannot be correct, or is late.
+			// The owner's cancel (kept while a publish's copies landed) wins.
+			when(CancelWithdrawn, AccessFenced).latching(Cancel),
 			when(Withdrawn, AccessFenced),
 			when(StagingIncomplete, Failed).latching(Failure),
 			when(DeadlinePassed, Failed).latching(Timeout),
@@ -361,13 +367,17 @@ var declaration = []block{
 			on(ReleaseRequested, AccessFenced).keeping(),
 			on(Close, AccessFenced).latching(Cancel).keeping(),
 			on(Deadline, Failed).latching(Timeout),
+			// The owner's cancel withdraws it: Cancelled locally and never
+			// exposed, so the fence holds at once and no copy is in flight;
+			// logically_complete's [cancel_withdrawn] then releases it
+			// without the owner's release.
+			on(CancelRequested, AccessFenced).latching(Cancel),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
 			refuse("waiting for admission: nothing was submitted yet", Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation)...),
-			refuse(whyNothingToStop, CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
@@ -389,13 +399,13 @@ var declaration = []block{
 		},
 		latches: []latch{
 			keep("the submission already handed out goes ahead; the lease is released once fenced", ReleaseRequested, Close),
+			keep("the submission already handed out goes ahead; the cancel follows its answer (one request, if it returned an attempt)", CancelRequested),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("already admitted", AdmissionGranted),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
-			refuse("the submission is being handed out: its answer comes first", CancelRequested),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
@@ -525,6 +535,9 @@ var declaration = []block{
 	{
 		state: LogicallyComplete,
 		entry: effects(Answer),
+		// A lease the owner cancelled before anything was exposed is
+		// withdrawn: its slots return at once.
+		completions: []completion{when(CancelWithdrawn, Released)},
 		moves: []move{
 			on(ReleaseRequested, Released),
 			on(Close, Released),
@@ -579,7 +592,10 @@ var declaration = []block{
 		state: Quarantined,
 		entry: effects(Quarantine),
 		latches: []latch{
-			keep("the owner is done: the handle goes stale, the slots and what the backend was handed stay out for ever", ReleaseRequested).doing(Park),
+			// Releasing a quarantined lease is accepted: the owner gives up its
+			// claim. Waiting for its release returns (the handle reads as
+			// quarantined); its slots never return.
+			keep("the owner gives up its claim: accepted; the slots and what the backend was handed stay out for ever, and the handle reads as quarantined", ReleaseRequested).doing(Park),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
 		},
 		refusals: []refusal{

@@ -33,11 +33,13 @@ const oracleMoves = `
 waiting            slots_granted        granted
 waiting            release_requested    released                  # holds no slots: nothing to fence
 waiting            close                released          cancelled # rule 10: a local cancel at once
+waiting            cancel_requested     released          cancelled # §2: a cancel before submission withdraws the lease
 
 granted            [fetch]              staged                    # a fetch copies nothing into staging
 granted            copies_landed        staged                    # a publish's device→staging copies landed
 granted            copy_failed          copy_unproven             # rule 5: a copy failed without a completion record
 
+staged             [cancel_withdrawn]   access_fenced     cancelled # §2: the owner's cancel, kept while a publish's copies landed
 staged             [withdrawn]          access_fenced             # never exposed: nothing to prove
 staged             [staging_incomplete] failed            failed    # rule 11: a refused copy; never submitted
 staged             [deadline_passed]    failed            timeout   # rule 9: no outcome before the deadline
@@ -45,6 +47,7 @@ staged             admission_granted    admitted                  # rule 12: the
 staged             release_requested    access_fenced     keep      # withdrawn while waiting for admission: never exposed
 staged             close                access_fenced     cancelled keep
 staged             deadline             failed            timeout   # rule 12: an explicit deadline passes before submission
+staged             cancel_requested     access_fenced     cancelled # §2: withdrawn: never exposed, nothing to prove
 
 admitted           submitted            requested  +exposed +attempted # the backend may touch the slots from now on
 admitted           rejected             failed            rejected  # SubmissionRejected: a declared move of its own
@@ -85,6 +88,7 @@ contained          access_proven        access_fenced     do:recover # rule 5, r
 contained          close                quarantined               # rule 10: shutdown stops waiting for a proof
 contained          contract_violation   quarantined               # rule 3: a changed answer is never trusted; the outcome stays
 
+logically_complete [cancel_withdrawn]   released                  # §2: a cancel before exposure withdraws the lease: slots back at once
 logically_complete release_requested    released                  # rule 1: fence and landed copies
 logically_complete close                released                  # rule 10: a proven lease is released
 `
@@ -94,8 +98,8 @@ logically_complete close                released                  # rule 10: a p
 // (event:effect+effect). Every pair not listed here or above is a refusal.
 const oracleLatches = `
 waiting            slots_unavailable:withdraw                     # rule 8: reported ungrantable; out of the line
-granted            copy_refused release_requested close           # the publish's copies land first
-admitted           release_requested close                        # the submission handed out goes ahead
+granted            copy_refused release_requested close cancel_requested # the publish's copies land first
+admitted           release_requested close cancel_requested       # the submission handed out goes ahead; its answer comes first
 requested          access_proven access_unproven:start_drain+ask_proof release_requested # proof before outcome; drain started
 served             access_unproven:start_drain+ask_proof release_requested close
 partial            access_unproven:start_drain+ask_proof release_requested close
@@ -424,7 +428,7 @@ func TestOracleCatchesAChangedTable(t *testing.T) {
 		}
 	}
 	staged := tab.Completions(fsm.Staged)
-	require.Len(t, staged, 3)
+	require.Len(t, staged, 4)
 	tests := []struct {
 		name        string
 		lookup      func(fsm.State, fsm.Event) fsm.Entry
@@ -445,10 +449,10 @@ func TestOracleCatchesAChangedTable(t *testing.T) {
 			tab.Completions, "(requested, release_requested)"},
 		{"a rejection not fenced", tab.Lookup, completionsWith(fsm.Failed, nil), "failed: the table tries completions []"},
 		{"a timeout latched as a failure", tab.Lookup,
-			completionsWith(fsm.Staged, []fsm.Completion{staged[0], staged[1], {Guard: fsm.DeadlinePassed, Next: fsm.Failed, Result: fsm.Failure}}),
+			completionsWith(fsm.Staged, []fsm.Completion{staged[0], staged[1], staged[2], {Guard: fsm.DeadlinePassed, Next: fsm.Failed, Result: fsm.Failure}}),
 			"staged [deadline_passed]"},
 		{"completions reordered", tab.Lookup,
-			completionsWith(fsm.Staged, []fsm.Completion{staged[2], staged[1], staged[0]}), "staged: the table tries completions"},
+			completionsWith(fsm.Staged, []fsm.Completion{staged[3], staged[2], staged[1], staged[0]}), "staged: the table tries completions"},
 		{"an invented completion", tab.Lookup,
 			completionsWith(fsm.Served, []fsm.Completion{{Guard: fsm.NothingToCopy, Next: fsm.LogicallyComplete}}), "served [nothing_to_copy]"},
 	}

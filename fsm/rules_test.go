@@ -240,7 +240,9 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 		"staged -[withdrawn]-> access_fenced",
 		"staged -release_requested-> access_fenced", // withdrawn while waiting for admission: never exposed
 		"staged -close-> access_fenced",
-		"contained -access_proven-> access_fenced", // recover policy: proven after all
+		"staged -cancel_requested-> access_fenced",   // §2: the owner's cancel withdraws it: never exposed
+		"staged -[cancel_withdrawn]-> access_fenced", // the cancel kept while a publish's copies landed
+		"contained -access_proven-> access_fenced",   // recover policy: proven after all
 		"served -access_proven-> access_fenced",
 		"partial -access_proven-> access_fenced",
 		"missed -access_proven-> access_fenced",
@@ -511,4 +513,35 @@ func TestRule11RefusedCopyQuarantinesNothing(t *testing.T) {
 	step, ok = tab.Complete(&lease, facts)
 	require.True(t, ok)
 	assert.Equal(t, fsm.AccessFenced, step.To, "never exposed: fenced at once, nothing quarantined")
+}
+
+// TestCancelRefusedOnlyOnceAnOutcomeIsLatched: SPEC §2, the owner's cancel is
+// accepted while the lease still waits for its outcome — before submission it
+// withdraws the lease, never exposed — and refused (changing nothing) only
+// once an outcome is latched, or the lease is gone. A cancel never releases an
+// exposed lease: every path it takes to released passes through the fence.
+func TestCancelRefusedOnlyOnceAnOutcomeIsLatched(t *testing.T) {
+	tab := fsm.Lifecycle()
+	accepted := map[fsm.State]bool{fsm.Waiting: true, fsm.Granted: true, fsm.Staged: true, fsm.Admitted: true, fsm.Requested: true}
+	for s := range fsm.NumStates {
+		en := tab.Lookup(s, fsm.CancelRequested)
+		if accepted[s] {
+			assert.NotEqual(t, fsm.Refuse, en.Kind, "a cancel in %s, before any outcome, is refused: %s", s, en.Reason())
+			if en.Kind == fsm.Move {
+				assert.Equal(t, fsm.Cancel, en.Result, "a cancel in %s latches %s; want a local Cancelled", s, en.Result)
+			}
+			continue
+		}
+		assert.Equal(t, fsm.Refuse, en.Kind, "a cancel in %s (outcome latched, or gone) is accepted", s)
+	}
+	// Before submission the cancel withdraws: waiting holds nothing; a staged
+	// lease goes through the fence (never exposed) and on to released by
+	// the cancel_withdrawn completion, without the owner's release.
+	assert.Equal(t, fsm.Released, tab.Lookup(fsm.Waiting, fsm.CancelRequested).Next)
+	assert.Equal(t, fsm.AccessFenced, tab.Lookup(fsm.Staged, fsm.CancelRequested).Next)
+	var withdraws bool
+	for _, c := range tab.Completions(fsm.LogicallyComplete) {
+		withdraws = withdraws || (c.Guard == fsm.CancelWithdrawn && c.Next == fsm.Released)
+	}
+	assert.True(t, withdraws, "logically_complete releases a lease the owner cancelled before exposure")
 }

@@ -407,7 +407,7 @@ func TestNames(t *testing.T) {
 	}
 	assert.Equal(t, "state(15)", NumStates.String())
 	assert.Equal(t, "event(24)", NumEvents.String())
-	assert.Equal(t, "guard(7)", NumGuards.String())
+	assert.Equal(t, "guard(8)", NumGuards.String())
 	assert.Equal(t, "result(9)", NumResults.String())
 	assert.Equal(t, "kind(3)", Kind(3).String())
 	assert.Equal(t, []string{"refuse", "move", "latch"}, []string{Refuse.String(), Move.String(), Latch.String()})

@@ -70,6 +70,7 @@ type mLease struct {
 	releaseReq  bool
 	releasedAt  int // the step the owner released it at; -1: not
 	cancelled   bool
+	withdrawn   bool // the owner's cancel came before its submission: the engine releases it without a release request
 	closedReq   bool
 	timedOut    bool // a synced round passed its deadline with no answer taken
 	copyFailed  bool // a local copy touching it failed or its device was lost
@@ -594,6 +595,12 @@ func (m *model) release(t *rapid.T) {
 	}
 }
 
+// cancel is the owner's cancel, drawn for a lease in any state (SPEC §2): a
+// lease still waiting for its outcome latches a local Cancelled; one not yet
+// submitted is withdrawn — no request (there is no attempt), its slots back
+// without a release, a publish's once its copies landed; a submission handed
+// out goes ahead and the cancel follows its answer. Any other lease (its
+// outcome latched) refuses it, and a refused cancel changes nothing.
 func (m *model) cancel(t *rapid.T) {
 	live := m.live()
 	if len(live) == 0 {
@@ -604,23 +611,60 @@ func (m *model) cancel(t *rapid.T) {
 	if err != nil {
 		return
 	}
+	before := m.d.stats()
 	err = m.d.cancel(l.h)
+	after, afterErr := m.d.lease(l.h)
+	pending := info.Outcome == readiness.NoOutcome
 	switch {
 	case m.halt != nil:
 		if !errors.Is(err, readiness.ErrHalted) {
 			m.fail(rule5, "Cancel on the halted engine = %v; want ErrHalted", err)
 		}
-	case info.State == fsm.Requested && info.Outcome == readiness.NoOutcome:
+	case pending && info.State == fsm.Requested:
 		if err != nil {
 			m.fail(rule2, "Cancel of a lease still waiting for its outcome: %v", err)
 		}
 		l.cancelled = true
-		after, _ := m.d.lease(l.h)
 		if after.Outcome != readiness.Cancelled || after.ByPeer {
 			m.fail(rule2, "a local cancel latched %v (by peer %v); want cancelled, not by the peer", after.Outcome, after.ByPeer)
 		}
-	case err == nil && info.State != fsm.Requested:
-		m.fail(rule3, "Cancel in %v was accepted; only a lease waiting for its outcome can be cancelled", info.State)
+	case pending && (info.State == fsm.Waiting || info.State == fsm.Granted || info.State == fsm.Staged || info.State == fsm.Admitted):
+		if err != nil {
+			m.fail(ruleCancel, "Cancel of lease %d, not yet submitted (%v): %v; a cancel before submission withdraws the lease", l.serial, info.State, err)
+			return
+		}
+		l.cancelled = true
+		l.withdrawn = info.State != fsm.Admitted
+		if afterErr != nil {
+			m.fail(rule7, "Lease(%v) after its cancel: %v; want the withdrawn lease, readable", l.h, afterErr)
+			return
+		}
+		switch info.State {
+		case fsm.Waiting, fsm.Staged:
+			if after.State != fsm.Released || after.Outcome != readiness.Cancelled || after.ByPeer || after.Exposed {
+				m.fail(ruleCancel, "lease %d, cancelled in %v, is %v %v (by peer %v, exposed %v); want released at once, cancelled locally, never exposed",
+					l.serial, info.State, after.State, after.Outcome, after.ByPeer, after.Exposed)
+			}
+			if st := m.d.stats(); st.CancelRequests != before.CancelRequests {
+				m.fail(ruleCancel, "lease %d, withdrawn before its submission, made a cancel request: there is no attempt", l.serial)
+			}
+		default:
+			// A publish's copies land first; a submission handed out is answered first.
+			if after.State != info.State {
+				m.fail(ruleCancel, "lease %d, cancelled in %v, moved to %v before its copies landed or its submission was answered", l.serial, info.State, after.State)
+			}
+		}
+	case err == nil:
+		m.fail(rule3, "Cancel in %v (outcome %v) was accepted; an outcome already latched stays", info.State, info.Outcome)
+	default:
+		if afterErr != nil || after != info {
+			m.fail(rule3, "a refused Cancel (%v) changed lease %d: %+v -> %+v (%v)", err, l.serial, info, after, afterErr)
+		}
+		st := m.d.stats()
+		st.Refused, before.Refused = 0, 0
+		if st != before {
+			m.fail(rule3, "a refused Cancel (%v) changed the engine: %+v -> %+v", err, before, st)
+		}
 	}
 }
 
@@ -919,12 +963,12 @@ func (m *model) gone(l *mLease) {
 		}
 		return // its slots stay out of circulation for ever
 	case !l.granted:
-		if !l.releaseReq && !m.closed {
-			m.fail(rule8, "waiting lease %d went without a release or Close", l.serial)
+		if !l.releaseReq && !m.closed && !l.withdrawn {
+			m.fail(rule8, "waiting lease %d went without a release, a cancel or Close", l.serial)
 		}
 	default:
-		if !l.releaseReq && !m.closed {
-			m.fail(rule1, "lease %d was released without a release request or Close", l.serial)
+		if !l.releaseReq && !m.closed && !l.withdrawn && !(l.cancelled && m.attempt(l) == nil && !l.escape) {
+			m.fail(rule1, "lease %d was released without a release request, a cancel before its exposure, or Close", l.serial)
 		}
 		if !m.ended(l) {
 			m.fail(rule1, "lease %d's slots were recycled, but its backend never proved access over (an outcome, error, cancel, timeout, exit or close is no proof)", l.serial)

@@ -175,8 +175,9 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 // Release says the manager is done with the lease; see core.Core.Release.
 func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
 
-// Cancel cancels a submitted lease still waiting for its outcome, locally,
-// and asks its backend once to stop; see core.Core.Cancel.
+// Cancel cancels a lease still waiting for its outcome, locally: a submitted
+// one's backend is asked once to stop, one not yet submitted is withdrawn,
+// its slots back at once; see core.Core.Cancel.
 func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
 
 // Retry asks the backend again, at the next round, whether the lease's access
@@ -939,7 +940,7 @@ func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 		select {
 		case <-e.wake:
 		case <-ctx.Done():
-			return rep, fmt.Errorf("readiness: shutdown did not drain (%d slots still held): %w", rep.SlotsHeld, ctx.Err())
+			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.quiet.handed.Load()-e.quiet.answer.Load()), ctx.Err())
 		}
 		e.Progress()
 		rep = e.Report()

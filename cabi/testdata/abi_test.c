@@ -642,6 +642,40 @@ static void test_recover_policy(void) {
   CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
 }
 
+/* Every call that runs rounds raises the events, not only kvready_progress:
+ * the containment a kvready_wait ran into is queued, the wake fd is readable
+ * after it, and the next round counts it. */
+static void test_wait_queues_containment(void) {
+  static policy_rig r;
+  policy_rig_start(&r, KVREADY_POLICY_QUARANTINE);
+  uint64_t eng = r.eng;
+  kvready_lease_info info;
+  CHECK(kvready_wait(eng, r.lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK &&
+            info.state == KVREADY_QUARANTINED && info.contained, eng);
+  int32_t fd = -1;
+  CHECK(kvready_engine_wake_fd(eng, &fd) == KVREADY_OK, eng);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN), eng);
+  kvready_round round;
+  CHECK(kvready_progress(eng, &round, NULL, NULL, 0) == KVREADY_OK && round.containments == 1, eng);
+  kvready_containment ct;
+  size_t n = 0;
+  CHECK(kvready_containments(eng, &ct, 1, &n) == KVREADY_OK && n == 1 && ct.lease == r.lease && ct.slots == 1 &&
+            strstr(ct.reason, "containment deadline") != NULL, eng);
+  /* Releasing the quarantined lease gives up the claim; waiting for its
+   * release returns it. */
+  CHECK(kvready_release(eng, r.lease) == KVREADY_OK, eng);
+  CHECK(kvready_wait(eng, r.lease, KVREADY_UNTIL_RELEASED, 10000000000LL, &info) == KVREADY_OK &&
+            info.state == KVREADY_QUARANTINED && info.release_requested, eng);
+  __atomic_store_n(&r.cb.hold, 0, __ATOMIC_SEQ_CST);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 1, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(r.be) == KVREADY_OK, r.be);
+  CHECK(kvready_device_close(r.dev) == KVREADY_OK, r.dev);
+  CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
+}
+
 int main(void) {
   test_library();
   test_bad_handles();
@@ -651,6 +685,7 @@ int main(void) {
   test_try_quiesce();
   test_fatal_policy_halts();
   test_recover_policy();
+  test_wait_queues_containment();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

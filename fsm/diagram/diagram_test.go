@@ -340,7 +340,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	assert.Contains(t, section(t, md, "### `failed`"), "Entering it: start_drain, request_cancel.\nAt rest in it: ask_proof.\n")
 	assert.Contains(t, section(t, md, "## Marks"), "| `exposed` | The backend was handed the slots. | `admitted` `submitted` → `requested`<br>`admitted` `submit_escaped` → `failed` |")
 	glance := section(t, md, "## Every pair at a glance")
-	assert.Contains(t, glance, "| `staged` | [withdrawn] → access_fenced<br>[staging_incomplete] → failed<br>[deadline_passed] → failed |")
+	assert.Contains(t, glance, "| `staged` | [cancel_withdrawn] → access_fenced<br>[withdrawn] → access_fenced<br>[staging_incomplete] → failed<br>[deadline_passed] → failed |")
 	assert.Equal(t, int(fsm.NumStates), strings.Count(glance, "\n| `"), "one row per state")
 	assert.Contains(t, glance, "| `requested` | — | · |")
 	assert.Contains(t, section(t, md, "## States"), "| `waiting` | Queued for staging slots, in arrival order. | Holds none. | — |")

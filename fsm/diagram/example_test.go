@@ -21,12 +21,13 @@ func ExampleMermaid() {
 	// Output:
 	// staged : rest / admit
 	// requested : entry / arm_deadline
+	// staged --> access_fenced : [cancel_withdrawn] (cancelled)
 	// staged --> access_fenced : [withdrawn]
 	// staged --> failed : [staging_incomplete] (failed)
 	// staged --> failed : [deadline_passed] (timeout)
 	// staged --> admitted : admission_granted
 	// staged --> failed : deadline (timeout)
-	// staged --> access_fenced : release_requested keep, close (cancelled) keep
+	// staged --> access_fenced : cancel_requested (cancelled), release_requested keep, close (cancelled) keep
 	// requested --> served : outcome_served (served)
 	// requested --> partial : outcome_partial (partial)
 	// requested --> missed : outcome_missed (missed)

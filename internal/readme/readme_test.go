@@ -49,23 +49,25 @@ func goTool(t *testing.T) string {
 	return ""
 }
 
-// The README's embedding block is a complete program: it is gofmt-clean,
-// builds in a fresh module that requires this one (replaced by the working
-// tree; the repository's go.sum holds every hash, so no network is needed
-// when the module cache has the dependencies), runs, and prints what the
+// readmeProgram returns the README's embedding block and the output the
 // README says it prints.
-func TestReadmeProgramBuildsAndRuns(t *testing.T) {
+func readmeProgram(t *testing.T) (root, prog, want string) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	prog, rest := fenced(t, string(readme), "## Embedding it", "go")
-	want, _ := fenced(t, rest, "It prints:", "text")
-	require.True(t, strings.HasPrefix(prog, "// Command ") || strings.Contains(prog, "\npackage main\n"), "the block is a package main program")
-	formatted, err := format.Source([]byte(prog))
-	require.NoError(t, err, "the README program does not parse")
-	assert.Equal(t, string(formatted), prog, "the README program is not gofmt-clean")
+	want, _ = fenced(t, rest, "It prints:", "text")
+	return root, prog, want
+}
 
+// buildProgram builds files as a fresh module that requires this one
+// (replaced by the working tree; the repository's go.sum holds every hash, so
+// no network is needed when the module cache has the dependencies), vets it,
+// and returns the binary.
+func buildProgram(ctx context.Context, t *testing.T, root string, files map[string]string) string {
+	t.Helper()
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	require.NoError(t, err)
 	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(gomod)
@@ -74,17 +76,12 @@ func TestReadmeProgramBuildsAndRuns(t *testing.T) {
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	files := map[string]string{
-		"main.go": prog,
-		"go.mod": "module example.com/embed\n\n" + string(goLine) + "\n\nrequire github.com/kvready/kvready v0.0.0\n\n" +
-			"replace github.com/kvready/kvready => " + root + "\n",
-		"go.sum": string(sum),
-	}
+	files["go.mod"] = "module example.com/embed\n\n" + string(goLine) + "\n\nrequire github.com/kvready/kvready v0.0.0\n\n" +
+		"replace github.com/kvready/kvready => " + root + "\n"
+	files["go.sum"] = string(sum)
 	for name, content := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	bin := filepath.Join(dir, "embed")
 	for _, args := range [][]string{{"vet", "."}, {"build", "-o", bin, "."}} {
 		cmd := exec.CommandContext(ctx, goTool(t), args...)
@@ -93,6 +90,22 @@ func TestReadmeProgramBuildsAndRuns(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s in a fresh module:\n%s", strings.Join(args, " "), out)
 	}
+	return bin
+}
+
+// The README's embedding block is a complete program: it is gofmt-clean,
+// builds in a fresh module that requires this one, runs, and prints what the
+// README says it prints.
+func TestReadmeProgramBuildsAndRuns(t *testing.T) {
+	root, prog, want := readmeProgram(t)
+	require.True(t, strings.HasPrefix(prog, "// Command ") || strings.Contains(prog, "\npackage main\n"), "the block is a package main program")
+	formatted, err := format.Source([]byte(prog))
+	require.NoError(t, err, "the README program does not parse")
+	assert.Equal(t, string(formatted), prog, "the README program is not gofmt-clean")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := buildProgram(ctx, t, root, map[string]string{"main.go": prog})
 	cmd := exec.CommandContext(ctx, bin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -100,6 +113,54 @@ func TestReadmeProgramBuildsAndRuns(t *testing.T) {
 	require.NoError(t, err, "running the README program: %s", stderr.String())
 	assert.Equal(t, want, string(out), "the README shows what the program prints")
 	assert.Empty(t, stderr.String())
+}
+
+// neverProven is a file added to the README program: its backend is the
+// README's, except that Quiesce never proves access over, so every lease is
+// contained and quarantined.
+const neverProven = `package main
+
+import (
+	"context"
+
+	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/contract"
+)
+
+type neverProven struct{ *mem.Backend }
+
+func (neverProven) Quiesce(context.Context, []contract.Attempt) (bool, error) { return false, nil }
+
+func unproven(b *mem.Backend, err error) (neverProven, error) { return neverProven{b}, err }
+`
+
+// The README program and its serve and release helpers survive a backend
+// that quarantines every lease: releasing a quarantined lease gives up the
+// claim and waiting for it returns, so the program never exits on a
+// quarantine (with short deadlines, so that containment comes quickly).
+func TestReadmeProgramSurvivesQuarantine(t *testing.T) {
+	root, prog, _ := readmeProgram(t)
+	for _, r := range []struct{ old, new string }{
+		{"mem.New(staged)", "unproven(mem.New(staged))"},
+		{"core.Config{Memory: staged, TokensPerBlock: layout.TokensPerBlock}",
+			"core.Config{Memory: staged, TokensPerBlock: layout.TokensPerBlock, RequestTimeout: 50 * time.Millisecond, DrainGrace: 50 * time.Millisecond, QuiesceTimeout: 20 * time.Millisecond}"},
+	} {
+		require.Equal(t, 1, strings.Count(prog, r.old), "the README program no longer has %q once", r.old)
+		prog = strings.Replace(prog, r.old, r.new, 1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := buildProgram(ctx, t, root, map[string]string{"main.go": prog, "unproven.go": neverProven})
+	cmd := exec.CommandContext(ctx, bin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "the README program exited on a quarantine: %s", stderr.String())
+	assert.Contains(t, string(out), "publish: quarantined")
+	assert.Contains(t, string(out), "fetch: quarantined")
+	assert.Contains(t, string(out), "slots free: 8 of 16", "the quarantined slots stay out")
+	assert.Contains(t, string(out), "drained; slots quarantined: 8")
+	assert.Contains(t, stderr.String(), "contained:", "OnContainment said so")
 }
 
 func fileExists(p string) bool {

@@ -72,8 +72,8 @@ var mutants = []mutant{
 		"if due := at + int64(c.cfg.DrainGrace); b.containAt == 0 || due < b.containAt {",
 		"if due := c.now + int64(c.cfg.DrainGrace) + 0*at; true {")},
 	{"extent-rebuilt-in-place", "reuses a quarantined lease's extent for the next lease", one("readiness/core/effects.go",
-		"\tl := &c.leases[id]\n\tl.gen = nextGen(l.gen)\n}",
-		"\tl := &c.leases[id]\n\tl.gen = nextGen(l.gen)\n\tc.putBody(l.body)\n\tl.body = &body{rows: l.body.rows, masks: l.body.masks, slots: l.body.slots}\n}")},
+		"\tc.keep(id)\n\tl.gen = nextGen(l.gen)\n}",
+		"\tc.keep(id)\n\tl.gen = nextGen(l.gen)\n\tc.putBody(l.body)\n\tl.body = &body{rows: l.body.rows, masks: l.body.masks, slots: l.body.slots}\n}")},
 	{"close-no-cancel", "leaves a pending lease without its local cancel at Close", one("fsm/lifecycle.go",
 		"on(Close, Failed).latching(Cancel).keeping(),", "on(Close, Failed).keeping(),")},
 	{"stall-by-fragmentation", "never takes an ungrantable lease out of the line", one("readiness/core/door.go",
@@ -88,6 +88,14 @@ var mutants = []mutant{
 		"\tif c.cfg.Containment == Fatal {\n\t\tc.haltWith(", "\tif false {\n\t\tc.haltWith(")},
 	{"halted-takes-releases", "lets the owner release leases on a halted engine", one("readiness/core/core.go",
 		"func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil {", "func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil && v.event != fsm.ReleaseRequested {")},
+	// The recover policy's exclusions (rule 5), one mutant each: with one
+	// removed, what nothing can prove is recovered (or rests in contained).
+	{"recover-escaped-submission", "lets the recover policy wait on a submission that escaped without an attempt", one("readiness/core/door.go",
+		"if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || ", "if c.cfg.Containment != Recover || ")},
+	{"recover-failed-copy", "lets the recover policy wait on a local copy that failed without a completion record", one("readiness/core/door.go",
+		"|| l.m.Marks.Has(fsm.Fenced) || c.lost ", "|| c.lost ")},
+	{"recover-lost-device", "lets the recover policy recover a lease on a lost device", one("readiness/core/door.go",
+		"|| c.lost || c.closed {", "|| c.closed {")},
 	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core/effects.go",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
 }

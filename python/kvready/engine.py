@@ -364,7 +364,9 @@ class Engine:
     one, else none): a lease beyond it waits before its submission, its
     deadline not started. Durations are in seconds; None takes the default.
     ``on_containment``, ``on_recovery`` (a lease handle) and ``on_halt`` (the
-    reason) are called from :meth:`progress`, on the owner thread.
+    reason) are called on the owner thread by every call that runs rounds:
+    :meth:`progress`, :meth:`wait`, :meth:`sync`, :meth:`close` and
+    :meth:`shutdown` (and so the context manager's exit), once per event.
     """
 
     def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,
@@ -445,11 +447,28 @@ class Engine:
                 break
         contained = self.containments() if r.containments else []
         recovered = self.recoveries() if r.recoveries else []
-        if r.halted and not self._halt_seen:
+        if r.halted:
+            self._tell_halt()
+        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained), recovered)
+
+    def _tell_halt(self) -> None:
+        if not self._halt_seen:
             self._halt_seen = True
             if self.on_halt is not None:
                 self.on_halt(self.report().halt_reason)
-        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained), recovered)
+
+    def _deliver(self) -> None:
+        """Pass what a call that ran rounds (wait, sync, close, shutdown)
+        raised to the callbacks that are set. Without a callback the events
+        stay queued for progress() to return."""
+        if not self.handle:
+            return
+        if self.on_containment is not None:
+            self.containments()
+        if self.on_recovery is not None:
+            self.recoveries()
+        if self.on_halt is not None and not self._halt_seen and self.report().halted:
+            self._tell_halt()
 
     def containments(self) -> list[Containment]:
         """Containment events not yet read, oldest first; each is also passed
@@ -515,7 +534,9 @@ class Engine:
 
     def release(self, lease: Lease | int) -> None:
         """Done with the lease: its slots return once it is logically
-        complete (at once if it is; else when its fence is proven)."""
+        complete (at once if it is; else when its fence is proven). Releasing
+        a quarantined lease gives up the claim: its slots stay out for ever,
+        and wait(Until.RELEASED) returns it as quarantined."""
         _abi.check(_abi.release(self.handle, int(lease)), self.handle)
 
     def release_many(self, leases: Sequence[Lease | int]) -> None:
@@ -524,8 +545,12 @@ class Engine:
         _abi.check(_abi.release_many(self.handle, arr, len(leases), None), self.handle)
 
     def cancel(self, lease: Lease | int) -> None:
-        """Cancel a submitted lease still waiting for its outcome (a local
-        Cancelled), and ask its backend once to stop."""
+        """Cancel a lease still waiting for its outcome (a local Cancelled).
+        A submitted lease's backend is asked once to stop; its slots return
+        once access is proven over. A lease not yet submitted is withdrawn:
+        no request, its slots back at once (a publish's once its copies
+        landed), no release needed. Refused (nothing changes) only for a
+        stale handle or an outcome already latched."""
         _abi.check(_abi.cancel(self.handle, int(lease)), self.handle)
 
     def retry(self, lease: Lease | int) -> None:
@@ -578,14 +603,20 @@ class Engine:
         after timeout seconds). Python backends and devices keep running on
         other threads meanwhile (the GIL is released)."""
         info = _abi.CLeaseInfo()
-        _abi.check(_abi.wait(self.handle, int(lease), int(until), _abi.to_ns(timeout) or 1, ctypes.byref(info)), self.handle)
+        try:
+            _abi.check(_abi.wait(self.handle, int(lease), int(until), _abi.to_ns(timeout) or 1, ctypes.byref(info)), self.handle)
+        finally:
+            self._deliver()
         return _info(info)
 
     def sync(self, timeout: float = 30.0) -> int:
         """Run rounds until the background has caught up and a round changes
         nothing; the moves made."""
         n = ctypes.c_int64()
-        _abi.check(_abi.sync(self.handle, _abi.to_ns(timeout) or 1, ctypes.byref(n)), self.handle)
+        try:
+            _abi.check(_abi.sync(self.handle, _abi.to_ns(timeout) or 1, ctypes.byref(n)), self.handle)
+        finally:
+            self._deliver()
         return n.value
 
     def count(self, state: State | int) -> int:
@@ -609,14 +640,20 @@ class Engine:
     def close(self) -> Report:
         """Stop admission and tell every lease; run one round."""
         c = _abi.CReport()
-        _abi.check(_abi.engine_close(self.handle, ctypes.byref(c)), self.handle)
+        try:
+            _abi.check(_abi.engine_close(self.handle, ctypes.byref(c)), self.handle)
+        finally:
+            self._deliver()
         return _report(c)
 
     def shutdown(self, timeout: float | None = None) -> Report:
         """Close, then run rounds until drained (Timeout otherwise)."""
         c = _abi.CReport()
         t = self.shutdown_timeout if timeout is None else timeout
-        _abi.check(_abi.engine_shutdown(self.handle, _abi.to_ns(t) or 1, ctypes.byref(c)), self.handle)
+        try:
+            _abi.check(_abi.engine_shutdown(self.handle, _abi.to_ns(t) or 1, ctypes.byref(c)), self.handle)
+        finally:
+            self._deliver()
         return _report(c)
 
     def report(self) -> Report:

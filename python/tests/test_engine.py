@@ -254,6 +254,32 @@ def test_cancel_latches_a_local_cancel_and_asks_the_backend_once(rig):
     lease.release()
 
 
+def test_a_cancel_right_after_lend_withdraws_the_lease(rig):
+    class Counting(Store):
+        fetched = 0
+
+        def fetch(self, extent):
+            Counting.fetched += 1
+            return super().fetch(extent)
+
+    eng = rig.engine(Counting(rig.mem))
+    free = eng.stats().slots_free
+    lease = eng.lend(kvready.Request.fetch(rig.rows(2)))
+    lease.cancel()  # before any round: not submitted, so withdrawn
+    info = lease.wait(kvready.Until.RELEASED, timeout=30)
+    assert info.state == kvready.State.RELEASED
+    assert info.outcome == kvready.OutcomeKind.CANCELLED and not info.by_peer and not info.exposed
+    stats = eng.stats()
+    assert stats.slots_free == free and stats.cancel_requests == 0
+    eng.sync(10)
+    assert Counting.fetched == 0, "a withdrawn lease is never submitted"
+    with pytest.raises(kvready.StaleLease, match="already released"):
+        lease.release()
+    with pytest.raises(kvready.StaleLease):
+        lease.cancel()  # refused, and changes nothing
+    assert eng.stats().slots_free == free
+
+
 def test_a_poll_that_raises_is_a_contract_violation(rig):
     class Broken(Store):
         def fetch(self, extent):

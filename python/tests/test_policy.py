@@ -136,6 +136,61 @@ def test_the_default_policy_quarantines_one_lease_and_goes_on(rig):
     assert not eng.stats().halted
 
 
+def test_releasing_a_quarantined_lease_gives_up_the_claim(rig):
+    store = Held(rig.mem)
+    eng = rig.engine(store, **SHORT)
+    _, req = stored_fetch(rig, store, 0xF5)
+    lease = eng.lend(req)
+    assert lease.wait(kvready.Until.SETTLED, timeout=30).state == kvready.State.QUARANTINED
+    lease.release()  # accepted: the owner gives up its claim
+    for until in (kvready.Until.RELEASED, kvready.Until.SETTLED):
+        info = lease.wait(until, timeout=30)
+        assert info.state == kvready.State.QUARANTINED and info.release_requested and info.contained
+    with pytest.raises(kvready.StaleLease, match="quarantined"):
+        lease.release()  # a second release is refused
+    assert eng.stats().slots_quarantined == 1
+
+
+def test_calls_that_run_rounds_deliver_the_callbacks_without_progress(rig):
+    store = Held(rig.mem)
+    seen, recovered = [], []
+    eng = rig.engine(store, on_containment=seen.append, on_recovery=recovered.append, **SHORT)
+    _, req = stored_fetch(rig, store, 0xF6)
+    first = eng.lend(req)
+    assert first.wait(kvready.Until.SETTLED, timeout=30).state == kvready.State.QUARANTINED
+    assert [c.lease for c in seen] == [first.handle]  # wait() delivered it
+    second = eng.lend(kvready.Request.fetch(rig.rows(1, tag=0xF7)))
+    for _ in range(2000):  # sync() runs rounds too
+        eng.sync(30)
+        if len(seen) == 2:
+            break
+    assert [c.lease for c in seen] == [first.handle, second.handle]
+    third = eng.lend(kvready.Request.fetch(rig.rows(1, tag=0xF8)))
+    while eng.info(third).state == kvready.State.WAITING:
+        eng.sync(30)  # submitted: Close leaves it to its containment deadline
+    assert len(seen) == 2
+    rep = eng.shutdown(30)  # and so does shutdown()
+    assert rep.drained
+    assert [c.lease for c in seen] == [first.handle, second.handle, third.handle]
+    assert recovered == []
+    assert all(c.reason for c in seen)
+
+
+def test_wait_tells_on_halt_without_progress(rig):
+    store = Held(rig.mem)
+    halts, seen = [], []
+    eng = rig.engine(store, policy="fatal", on_halt=halts.append, on_containment=seen.append, **SHORT)
+    _, req = stored_fetch(rig, store, 0xF9)
+    lease = eng.lend(req)
+    assert lease.wait(kvready.Until.SETTLED, timeout=30).state == kvready.State.QUARANTINED
+    assert len(halts) == 1 and "fatal policy" in halts[0]
+    assert [c.lease for c in seen] == [lease.handle]
+    with pytest.raises(kvready.EngineHalted):
+        eng.shutdown(1)
+    assert len(halts) == 1, "told once"
+    eng.free(force=True)
+
+
 def test_policies_and_bounds_are_checked_at_the_door(rig):
     store = Store(rig.mem)
     with pytest.raises(kvready.InvalidArgument, match="policy 'sometimes'"):

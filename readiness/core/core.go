@@ -36,8 +36,9 @@ type Core struct {
 	leases []lease
 	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
 	bodies []*body  // bodies ready for a new lease
-	// kept is a ring of the latest KeepReleased released leases, so that their
-	// handles stay readable after their records are reused.
+	// kept is a ring of the latest KeepReleased leases the owner is done with
+	// (released, or quarantined and then released), so that their handles stay
+	// readable after their records are reused or parked.
 	kept     []keptLease
 	keptNext int
 	byTicket []uint32 // lease id by ticket index
@@ -204,9 +205,10 @@ func (c *Core) newRecord() uint32 {
 // Release says the owner is done with the lease. The slots return to the
 // allocator only once it is logically complete — access proven over and every
 // local copy landed; until then the release is latched and nothing more is
-// copied into its device rows. Releasing a quarantined lease retires its
-// handle; its slots never return. A stale handle, or a lease already
-// released, is refused and changes nothing.
+// copied into its device rows. Releasing a quarantined lease is the owner
+// giving up its claim: it is accepted, its slots never return, and its handle
+// stays readable (state quarantined) as a released lease's does. A stale
+// handle, or a lease already released, is refused and changes nothing.
 func (c *Core) Release(h Handle) error {
 	if err := c.owner(h, verdict{event: fsm.ReleaseRequested}); err != nil {
 		return fmt.Errorf("readiness: release of %v: %w", h, err)
@@ -214,15 +216,22 @@ func (c *Core) Release(h Handle) error {
 	return nil
 }
 
-// Cancel cancels, locally, a submitted lease still waiting for its outcome:
-// the lease latches Cancelled (not by the peer) at once — an outcome the
-// engine has not yet observed loses to it — its drain starts, and on the next
-// round the backend is asked, once and best effort, to stop. It proves
+// Cancel cancels, locally, a lease still waiting for its outcome: the lease
+// latches Cancelled (not by the peer) at once — an outcome the engine has not
+// yet observed loses to it. A submitted lease's drain starts, and on the next
+// round the backend is asked, once and best effort, to stop; that proves
 // nothing about access: the slots return only once Quiesce answers true. A
-// lease in another state (an outcome already latched stays) refuses it,
-// saying why, and changes nothing.
+// lease not yet submitted (waiting, granted, staged) is withdrawn (SPEC §2):
+// no request is sent, there being no attempt, and its slots return at once —
+// a publish's once its device→staging copies landed — without the owner's
+// release (its handle then reads as released). A submission already handed
+// out (admitted) goes ahead, and the cancel follows its answer. A stale
+// handle, or a lease whose outcome is already latched, refuses it, saying
+// why, and nothing changes.
 func (c *Core) Cancel(h Handle) error {
-	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true}); err != nil {
+	// The reason is kept even where the cancel is latched (a publish's copies
+	// landing, a submission being answered): it says why the lease ends.
+	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true, always: true}); err != nil {
 		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
 	}
 	return nil
@@ -305,7 +314,10 @@ func (c *Core) owner(h Handle, v verdict) error {
 	}
 	id, err := c.lookup(h)
 	if err != nil {
-		if _, ok := c.released(h); ok {
+		if k, ok := c.released(h); ok {
+			if k.m.State == fsm.Quarantined {
+				return fmt.Errorf("%w: %v is quarantined and already released: its owner gave up its claim", ErrStaleHandle, h)
+			}
 			return fmt.Errorf("%w: %v is already released", ErrStaleHandle, h)
 		}
 		return err
@@ -421,6 +433,8 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 			return staging.Interval{}, err
 		case k.kind != Fetch:
 			return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+		case k.m.State == fsm.Quarantined:
+			return staging.Interval{}, fmt.Errorf("%w: %v was quarantined and released: its readiness is never answered", ErrNotReady, h)
 		case !c.table.Answerable(k.m.State):
 			return staging.Interval{}, fmt.Errorf("%w: %v was released before its copies landed", ErrNotReady, h)
 		}

@@ -341,6 +341,12 @@ func (c *Core) facts(id uint32) fsm.Facts {
 	if l.m.Latched.Has(fsm.CopyRefused) {
 		f = f.With(fsm.StagingIncomplete)
 	}
+	// A cancel before anything was exposed withdraws the lease: the owner's
+	// (latched while a publish's copies land or a submission is answered) or
+	// one already latched as the result.
+	if !l.m.Marks.Has(fsm.Exposed) && (l.m.Latched.Has(fsm.CancelRequested) || l.result == fsm.Cancel) {
+		f = f.With(fsm.CancelWithdrawn)
+	}
 	if !l.m.Marks.Has(fsm.Exposed) {
 		f = f.With(fsm.NeverExposed)
 		if b.deadline != 0 && c.now >= b.deadline {

@@ -316,10 +316,14 @@ func (c *Core) quarantine(id uint32) {
 	}
 }
 
-// park makes a quarantined lease's handle stale once its owner is done; the
-// record, its body and everything the backend was handed stay for ever.
+// park takes the owner's release of a quarantined lease: the owner gives up
+// its claim. The record, its body and everything the backend was handed stay
+// for ever, and the handle goes stale so that no later call reaches them; what
+// it can read (quarantined, release requested) goes to the kept ring, as a
+// released lease's does, so that waiting for the release returns.
 func (c *Core) park(id uint32) {
 	l := &c.leases[id]
+	c.keep(id)
 	l.gen = nextGen(l.gen)
 }
 
@@ -365,20 +369,29 @@ func (c *Core) retire(id uint32) {
 		c.halt("a lease's extent, which its backend may still read, was about to be reused", id)
 		return
 	}
-	if c.cfg.KeepReleased > 0 {
-		k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
-			byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval}
-		if len(c.kept) < c.cfg.KeepReleased {
-			c.kept = append(c.kept, k)
-		} else {
-			c.kept[c.keptNext] = k
-			c.keptNext = (c.keptNext + 1) % len(c.kept)
-		}
-	}
+	c.keep(id)
 	c.stats.Leases[fsm.Released]--
 	c.putBody(b)
 	*l = lease{gen: nextGen(l.gen)}
 	c.spare = append(c.spare, id)
+}
+
+// keep puts what the lease's handle can still read into the kept ring of the
+// latest KeepReleased leases the owner is done with.
+func (c *Core) keep(id uint32) {
+	if c.cfg.KeepReleased <= 0 {
+		return
+	}
+	l := &c.leases[id]
+	b := l.body
+	k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
+		byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval}
+	if len(c.kept) < c.cfg.KeepReleased {
+		c.kept = append(c.kept, k)
+	} else {
+		c.kept[c.keptNext] = k
+		c.keptNext = (c.keptNext + 1) % len(c.kept)
+	}
 }
 
 // nextGen is the generation after g; 0 is never issued, so the zero Handle is

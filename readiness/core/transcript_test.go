@@ -126,6 +126,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "%v", err)
 		}
 		h.now = time.Unix(10, 0)
+		// A new core issues handles afresh: the names of the last one's
+		// leases would alias the new ones.
+		h.names, h.order = map[string]core.Handle{}, nil
 		h.c, err = core.New(core.Config{
 			Memory: h.mem, TokensPerBlock: 32,
 			RequestTimeout: duration(t, d, "timeout", 5*time.Second), DrainGrace: duration(t, d, "grace", 5*time.Second),
