@@ -940,7 +940,7 @@ func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 		select {
 		case <-e.wake:
 		case <-ctx.Done():
-			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.quiet.handed.Load()-e.quiet.answer.Load()), ctx.Err())
+			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.outstandingCalls()), ctx.Err())
 		}
 		e.Progress()
 		rep = e.Report()
