@@ -159,8 +159,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		{refused, st.Refused}, {violations, st.Violations}, {breaches, st.InvariantBreaches},
 		{rounds, s.Rounds}, {recoveries, st.Recovered}, {quiesceTimeouts, st.QuiesceTimeouts},
 		{cancelRequests, st.CancelRequests}, {cancelErrors, st.CancelErrors},
+		{handoffs, st.Handoffs}, {quiesceProbes, st.QuiesceProbes},
 	} {
 		send(cv.f, prometheus.CounterValue, float64(cv.v))
+	}
+	for _, b := range []struct {
+		name string
+		f    *readiness.BackendFaults
+	}{{"fetcher", &st.FetcherFaults}, {"publisher", &st.PublisherFaults}} {
+		send(backendFaults, prometheus.CounterValue, float64(b.f.Violations), b.name, "violation")
+		send(backendFaults, prometheus.CounterValue, float64(b.f.Panics), b.name, "panic")
+		send(backendFaults, prometheus.CounterValue, float64(b.f.RepeatedCompletions), b.name, "repeated_completion")
+		send(backendFaults, prometheus.CounterValue, float64(b.f.EarlyCompletions), b.name, "early_completion")
 	}
 	send(outstanding, prometheus.GaugeValue, float64(st.Outstanding))
 	send(outstandingLimit, prometheus.GaugeValue, float64(st.MaxOutstanding))
@@ -241,6 +251,9 @@ const (
 	quiesceTimeouts
 	cancelRequests
 	cancelErrors
+	backendFaults
+	handoffs
+	quiesceProbes
 	outstanding
 	outstandingLimit
 	halted
@@ -277,6 +290,9 @@ var families = [numFamilies]struct {
 	quiesceTimeouts:   {"quiesce_timeouts_total", "Quiesce calls that outlived the engine's QuiesceTimeout: they proved nothing.", nil},
 	cancelRequests:    {"cancel_requests_total", "Cancellation requests the engine passed to backends (at most one per lease).", nil},
 	cancelErrors:      {"cancel_errors_total", "Cancellation requests that failed or panicked in the backend; the lease's evidence is collected as before.", nil},
+	backendFaults:     {"backend_faults_total", "What a backend did that the contract forbids, by backend (fetcher, publisher) and fault: violation, panic, repeated_completion, early_completion. Each costs at most that backend's own leases; the engine never halts for it.", []string{"backend", "fault"}},
+	handoffs:          {"handoffs_total", "Goroutine hand-offs the engine made: work to a Quiesce worker or the watcher, and the owner woken by another goroutine. With backends that answer their proof inline, at most one per served fetch.", nil},
+	quiesceProbes:     {"quiesce_probes_total", "Non-blocking access proofs (TryQuiesce) asked on the owner goroutine; only what they could not answer went to quiesce_calls_total.", nil},
 	outstanding:       {"backend_outstanding", "Submissions outstanding at the backend now: submitted, access not yet proven over.", nil},
 	outstandingLimit:  {"backend_outstanding_limit", "The bound on submissions outstanding at the backend; 0 when unbounded. Leases past it wait in state staged.", nil},
 	halted:            {"halted", "1 when the engine halted (a broken invariant, or a containment under the fatal policy) and releases nothing more; restart the process.", nil},

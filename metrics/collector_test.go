@@ -39,6 +39,9 @@ func handmade() *readiness.Snapshot {
 	st.Refused, st.Violations, st.InvariantBreaches = 18, 19, 0
 	st.Recovered, st.QuiesceTimeouts, st.CancelRequests, st.CancelErrors = 20, 21, 22, 23
 	st.Outstanding, st.MaxOutstanding, st.Halted = 24, 25, true
+	st.Handoffs, st.QuiesceProbes = 26, 27
+	st.FetcherFaults = readiness.BackendFaults{Violations: 28, Panics: 29, RepeatedCompletions: 30, EarlyCompletions: 31}
+	st.PublisherFaults.Panics = 32
 	s.Moves[readiness.Cause(fsm.Step{Event: fsm.SlotsGranted})] = 99
 	s.Moves[readiness.Cause(fsm.Step{Completion: true, Guard: fsm.IsFetch})] = 77
 	return s
@@ -111,6 +114,14 @@ kvready_quiesce_calls_total{device="3"} 202
 		{"kvready_cancel_requests_total", nil, 22},
 		{"kvready_cancel_errors_total", nil, 23},
 		{"kvready_backend_outstanding", nil, 24},
+		{"kvready_handoffs_total", nil, 26},
+		{"kvready_quiesce_probes_total", nil, 27},
+		{"kvready_backend_faults_total", map[string]string{"backend": "fetcher", "fault": "violation"}, 28},
+		{"kvready_backend_faults_total", map[string]string{"backend": "fetcher", "fault": "panic"}, 29},
+		{"kvready_backend_faults_total", map[string]string{"backend": "fetcher", "fault": "repeated_completion"}, 30},
+		{"kvready_backend_faults_total", map[string]string{"backend": "fetcher", "fault": "early_completion"}, 31},
+		{"kvready_backend_faults_total", map[string]string{"backend": "publisher", "fault": "panic"}, 32},
+		{"kvready_backend_faults_total", map[string]string{"backend": "publisher", "fault": "violation"}, 0},
 		{"kvready_backend_outstanding_limit", nil, 25},
 		{"kvready_halted", nil, 1},
 	} {

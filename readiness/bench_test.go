@@ -64,7 +64,36 @@ func (b *instantBackend) Quiesce(context.Context, []contract.Attempt) (bool, err
 	return !b.pending.Load(), nil
 }
 
+// TryQuiesce knows at once, as backend/mem and backend/redis do: the runner
+// asks it on the owner, and no proof leaves the owner goroutine.
+func (b *instantBackend) TryQuiesce([]contract.Attempt) (contract.Access, error) {
+	if b.pending.Load() {
+		return contract.AccessUnknown, nil
+	}
+	return contract.AccessEnded, nil
+}
+
 func (b *instantBackend) Settle(context.Context, []contract.Attempt) error { return nil }
+
+// blockingInstant is the instant backend without its probe: every proof is a
+// Quiesce call on a worker, as for a backend whose Quiesce may block.
+type blockingInstant struct{ b *instantBackend }
+
+func (w blockingInstant) Fetch(e contract.CacheExtent, r contract.Route) (contract.Attempt, error) {
+	return w.b.Fetch(e, r)
+}
+func (w blockingInstant) Quiesce(ctx context.Context, l []contract.Attempt) (bool, error) {
+	return w.b.Quiesce(ctx, l)
+}
+func (w blockingInstant) Settle(ctx context.Context, l []contract.Attempt) error {
+	return w.b.Settle(ctx, l)
+}
+func (w blockingInstant) Probe(ctx context.Context, n []byte, u []contract.Name) (contract.NameSet, bool, error) {
+	return w.b.Probe(ctx, n, u)
+}
+func (w blockingInstant) OpenRoute(h map[string]string) (contract.Route, error) {
+	return w.b.OpenRoute(h)
+}
 
 func (b *instantBackend) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
 	return contract.NameSet{}, false, nil
@@ -86,13 +115,15 @@ type benchRig struct {
 
 func newBenchRig(b *testing.B, leases int, pending bool) *benchRig {
 	b.Helper()
-	return newObservedBenchRig(b, leases, pending, nil)
+	return newObservedBenchRig(b, leases, pending, nil, false)
 }
 
-// newObservedBenchRig is newBenchRig with an Observer (nil: none).
-func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.Observer) *benchRig {
+// newObservedBenchRig is newBenchRig with an Observer (nil: none), and with
+// every proof asked of a worker's Quiesce if blocking is set. The simulated
+// device's copies land by the time they are queried, as the core rig's do.
+func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.Observer, blocking bool) *benchRig {
 	b.Helper()
-	dev, err := sim.New(0, 1<<16)
+	dev, err := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,6 +137,10 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 	}
 	be := newInstantBackend(min(leases, 256))
 	be.pending.Store(pending)
+	var fetcher contract.Fetcher = be
+	if blocking {
+		fetcher = blockingInstant{be}
+	}
 	eng, err := readiness.New(readiness.Config{
 		Core: core.Config{
 			Memory:         m,
@@ -113,7 +148,7 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 			RequestTimeout: time.Hour,
 			DrainGrace:     time.Hour,
 		},
-		Fetcher:  be,
+		Fetcher:  fetcher,
 		Stream:   stream,
 		Observer: obs,
 	})
@@ -167,7 +202,7 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 		r.dev.CompleteAll()
 		r.rounds++
 		if r.eng.Progress() == 0 && r.eng.Count(fsm.LogicallyComplete) < n {
-			<-r.eng.Wake() // a Quiesce answer, or the copies' event
+			<-r.eng.Wake() // a worker's Quiesce answer
 		}
 		if spins > 10_000_000 {
 			b.Fatalf("leases not complete: %v", r.eng.Stats().Leases)
@@ -346,7 +381,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	// engine runs the lifecycles through the runner, perRound leases in
 	// flight at a time; observed gives it a Prometheus collector as its
 	// Observer.
-	engine := func(b *testing.B, perRound int, observed bool) {
+	engine := func(b *testing.B, perRound int, observed, blocking bool) {
 		// Every variant builds the collector and its registry, so that they
 		// differ only in whether the engine is observed (the allocations
 		// alone move the rig's memory, which shows in a 5% comparison).
@@ -357,13 +392,14 @@ func BenchmarkLifecycle(b *testing.B) {
 		if observed {
 			obs = c
 		}
-		r := newObservedBenchRig(b, perRound, false, obs)
+		r := newObservedBenchRig(b, perRound, false, obs, blocking)
 		defer r.close(b)
 		hs := make([]readiness.Handle, perRound)
 		r.lifecycleRound(b, hs, perRound) // warm up: grow every buffer once
 		b.ReportAllocs()
 		b.ResetTimer()
 		r.rounds = 0
+		handoffs := r.eng.Stats().Handoffs
 		for i := 0; i < b.N; i += perRound {
 			r.lifecycleRound(b, hs, min(perRound, b.N-i))
 		}
@@ -371,6 +407,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		// Rounds per lease depend on how soon the background goroutines
 		// answer, so on the machine's scheduling: ns/op follows them.
 		b.ReportMetric(float64(r.rounds)/float64(b.N), "rounds/op")
+		b.ReportMetric(float64(r.eng.Stats().Handoffs-handoffs)/float64(b.N), "handoffs/op")
 		if observed {
 			c.MaxWait = 0 // no round runs now: take the latest snapshot
 			if n, err := testutil.GatherAndCount(reg, "kvready_leases_lent_total"); err != nil || n != 1 {
@@ -388,9 +425,12 @@ func BenchmarkLifecycle(b *testing.B) {
 			r.round(b, hs, min(256, b.N-i))
 		}
 	})
-	b.Run("engine", func(b *testing.B) { engine(b, 1, false) })
-	b.Run("engine-256", func(b *testing.B) { engine(b, 256, false) })
-	b.Run("engine-metrics", func(b *testing.B) { engine(b, 256, true) })
+	b.Run("engine", func(b *testing.B) { engine(b, 1, false, false) })
+	b.Run("engine-256", func(b *testing.B) { engine(b, 256, false, false) })
+	b.Run("engine-metrics", func(b *testing.B) { engine(b, 256, true, false) })
+	// A backend whose Quiesce may block: every proof handed to a worker.
+	b.Run("engine-worker", func(b *testing.B) { engine(b, 1, false, true) })
+	b.Run("engine-256-worker", func(b *testing.B) { engine(b, 256, false, true) })
 	b.Run("looplab", func(b *testing.B) {
 		decl := declaration.Lifecycle()
 		names := make([]string, len(lifecycle))

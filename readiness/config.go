@@ -82,9 +82,11 @@ type Config struct {
 
 	// Clock defaults to the system clock.
 	Clock Clock
-	// QuiesceWorkers is the number of goroutines that run Quiesce calls
-	// (default 4): the contract lets Quiesce block, so it never runs on the
-	// owner goroutine.
+	// QuiesceWorkers is the number of goroutines that run each backend's
+	// Quiesce calls (default 4, started with the first call): the contract
+	// lets Quiesce block, so it never runs on the owner goroutine. A backend
+	// that answers its proofs without blocking (contract.QuiesceProber) needs
+	// them only for what it cannot answer now.
 	QuiesceWorkers int
 
 	// OnContainment, if set, is called on the owner goroutine when a lease is

@@ -15,17 +15,24 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
-// Engine is the runner managers embed: a core.Core driven by the few
-// goroutines the contract demands — Quiesce may block, so it runs on workers;
-// Poll and an event's Query never notify, so one watcher turns them into
-// wake-ups — and the stream the copies go through. The owner goroutine calls
-// every method. A round (Progress) takes in everything that arrived at once,
-// through the core's one door, and performs the work the core asks for; it
-// never blocks. The owner is woken when a round has work (Wake), or waits for
-// a lease with Wait: an embedding needs no sleep loop.
+// Engine is the runner managers embed: a core.Core, the stream the copies go
+// through, and goroutines only for what may block or to wake an owner that
+// sleeps (SPEC §4 rule 14). The owner goroutine calls every method. A round
+// (Progress) takes in everything that arrived at once, through the core's one
+// door, queries its copy events itself, and asks each access proof of the
+// backend's non-blocking probe (contract.QuiesceProber) on the owner; only a
+// proof the backend cannot answer now goes to that backend's own Quiesce
+// workers. A watcher goroutine polls what cannot notify, to wake an owner
+// asleep on Wake; it carries no evidence. The owner is woken when a round has
+// work (Wake), or waits for a lease with Wait: an embedding needs no sleep
+// loop.
 //
-// The background goroutines only observe: they put evidence in one bounded
-// mailbox and never call the core; backends' goroutines never call the engine.
+// The background goroutines only observe: they put sightings and Quiesce
+// answers in one bounded mailbox and never call the core; backends'
+// goroutines never call the engine. Whatever a backend does — panics,
+// repeated or early completions, changed answers, a Quiesce that never
+// returns — costs at most its own leases and is counted against it
+// (Stats.FetcherFaults, PublisherFaults); it never halts the engine.
 type Engine struct {
 	cfg    Config
 	core   *core.Core

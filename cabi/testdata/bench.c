@@ -2,7 +2,8 @@
  * one-row fetch lifecycle (lend, grant, submit, outcome, proof, copy, release)
  * driven from C through the ABI, against the same lifecycle driven in Go on
  * the same engine (kvready_bench_go_lifecycle), in rounds of 64 leases, with
- * the instant backend and the simulated device completed each round (as
+ * the instant backend (its proofs answered on the owner thread) and a
+ * simulated device whose copies land by the time they are queried (as
  * BenchmarkLifecycle does). From C both ways a manager would: one call per
  * lease to lend and release, and one call per round (kvready_lend_many,
  * kvready_release_many). Alternates them, REPS times each, and prints
@@ -76,7 +77,7 @@ int main(void) {
   uint64_t mem, be;
   ok(kvready_memory_over(&g, 1, slabs, &mem), 0, "memory");
   ok(kvready_backend_open("instant:", mem, &be), 0, "backend");
-  ok(kvready_sim_device_new(1 << 16, 0, &dev), 0, "device");
+  ok(kvready_sim_device_new(1 << 16, 1, &dev), 0, "device"); /* 1 ns: landed when queried */
   kvready_engine_config cfg = {.memory = mem, .fetcher = be, .device = dev, .tokens_per_block = 32,
                                .request_timeout_ns = 3600000000000LL, .drain_grace_ns = 3600000000000LL};
   ok(kvready_engine_new(&cfg, &eng), 0, "engine");

@@ -131,6 +131,10 @@ type neverProven struct{ *mem.Backend }
 
 func (neverProven) Quiesce(context.Context, []contract.Attempt) (bool, error) { return false, nil }
 
+func (neverProven) TryQuiesce([]contract.Attempt) (contract.Access, error) {
+	return contract.AccessUnproven, nil
+}
+
 func unproven(b *mem.Backend, err error) (neverProven, error) { return neverProven{b}, err }
 `
 
