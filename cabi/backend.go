@@ -773,7 +773,9 @@ func (instant) Quiesce(ctx context.Context, _ []contract.Attempt) (bool, error) 
 }
 
 // TryQuiesce knows at once: nothing ever touches memory.
-func (instant) TryQuiesce([]contract.Attempt) (contract.Access, error) { return contract.AccessEnded, nil }
+func (instant) TryQuiesce([]contract.Attempt) (contract.Access, error) {
+	return contract.AccessEnded, nil
+}
 
 func (instant) Settle(context.Context, []contract.Attempt) error { return nil }
 
