@@ -65,7 +65,7 @@ python: lib
 ## README's C and Python programs, examples/python/manager.py over a real redis-server),
 ## with cgo's pointer checks on.
 abi-test: lib python
-	$(CC) -O1 -g -Wall -Wextra -Werror -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+	$(CC) -O1 -g -Wall -Wextra -Werror -pthread -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
 	GODEBUG=cgocheck=1 bin/abi_test
 	GODEBUG=cgocheck=1 CC=$(CC) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
