@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test alert-rules demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib python abi-test bench-abi bench-smoke
 
 all: build
@@ -29,12 +29,22 @@ build:
 deps:
 	./scripts/deps.sh
 
-## test: vet, then every package under the race detector, then the C ABI (abi-test).
+## test: vet, then every package under the race detector, then the C ABI (abi-test), then
+## the alert rules through promtool (alert-rules).
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(MAKE) bench-smoke
 	$(MAKE) abi-test
+	$(MAKE) alert-rules
+
+## alert-rules: docs/alert-rules.yml checked by Prometheus's own promtool (Debian's
+## prometheus package; make deps installs it): the rules load (promtool check rules) and
+## the unit tests of docs/alert-rules.test.yml pass (promtool test rules: series in,
+## the alerts that must fire, and only those, out).
+alert-rules:
+	promtool check rules docs/alert-rules.yml
+	promtool test rules docs/alert-rules.test.yml
 
 ## bench-smoke: every benchmark once (-benchtime=1x), so that one that no longer runs its
 ## path (the lifecycle changed under it, a goroutine left behind) fails make test, not
