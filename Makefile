@@ -30,13 +30,19 @@ deps:
 	./scripts/deps.sh
 
 ## test: vet, then every package under the race detector, then the C ABI (abi-test), then
-## the alert rules through promtool (alert-rules).
+## the alert rules through promtool (alert-rules), then, where Chromium is installed (as
+## in CI: .ci/run installs it), the report in a real browser (report-screenshots).
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(MAKE) bench-smoke
 	$(MAKE) abi-test
 	$(MAKE) alert-rules
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		$(MAKE) report-screenshots; \
+	else \
+		echo "make test: no Chromium here, so the report is checked without a browser only (simulate's report tests); .ci/run installs Debian's chromium and runs make report-screenshots"; \
+	fi
 
 ## alert-rules: docs/alert-rules.yml checked by Prometheus's own promtool (Debian's
 ## prometheus package; make deps installs it): the rules load (promtool check rules) and
@@ -97,8 +103,12 @@ demo:
 	$(GO) run ./cmd/kvready simulate --compare-naive --report bin/report
 
 ## report-screenshots: render the pages of the demo's report in headless Chromium
-## (Debian's chromium, installed here only when missing; never by `make test`) to
-## PNGs in bin/report-screenshots/, each page at 1280 and 760 pixels wide.
+## (Debian's chromium, installed here when missing) to PNGs in bin/report-screenshots/,
+## each page at 1280 and 760 pixels wide, and check in the same browser what a person
+## checks (scripts/report-check.js): plots fit the page width, no legend covers data or
+## is clipped, one colour per legend label across the pages; then that each of four
+## faults put into a copy of the report fails those checks. make test runs it when
+## Chromium is present.
 report-screenshots:
 	GO=$(GO) ./scripts/report-screenshots.sh
 
