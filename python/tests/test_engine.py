@@ -400,3 +400,33 @@ def test_a_default_wait_on_a_silent_backend_ends_contained_not_timed_out(rig):
     lease = eng.lend(kvready.Request.fetch(rig.rows(2)))
     info = lease.wait()
     assert info.state == kvready.State.QUARANTINED and info.contained, info
+
+
+# ---- the C ABI under misuse, from Python ----------------------------------
+
+
+def test_lengths_past_the_memory_are_refused_naming_the_bound(rig):
+    import ctypes
+    import re
+    size_max = 2**64 - 1
+    buf = ctypes.create_string_buffer(SLOT)
+    for call, handle, bound in (
+            (lambda: kvready._abi.memory_read(rig.mem.handle, 0, 0, 0, buf, size_max), rig.mem.handle,
+             f"want offset + n <= {SLOT}"),
+            (lambda: kvready._abi.memory_write(rig.mem.handle, 0, 0, 0, buf, size_max), rig.mem.handle,
+             f"want offset + n <= {SLOT}"),
+            (lambda: kvready._abi.sim_read(rig.dev.handle, rig.dev.alloc(SLOT), buf, size_max), rig.dev.handle,
+             "want n <= 1048576"),
+            (lambda: kvready._abi.sim_write(rig.dev.handle, rig.dev.alloc(SLOT), b"x", size_max), rig.dev.handle,
+             "want n <= 1048576")):
+        with pytest.raises(kvready.InvalidArgumentError, match=re.escape(bound)) as ei:
+            kvready._abi.check(call(), handle)
+        assert "internal" not in str(ei.value)
+
+
+def test_a_handle_of_the_wrong_kind_keeps_its_error_under_itself(rig):
+    import ctypes
+    r = kvready._abi.CRound()
+    st = kvready._abi.progress(rig.dev.handle, ctypes.byref(r), None, None, 0)
+    with pytest.raises(kvready.BadHandleError, match="is a device handle; want an engine handle"):
+        kvready._abi.check(st, rig.dev.handle)
