@@ -172,6 +172,8 @@ func TestSameExitStatusForTheSameKindOfInput(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
 	layout := filepath.Join(dir, "layout.json")
 	require.NoError(t, os.WriteFile(layout, mustRead(t, "../../staging/testdata/layout-simple.json"), 0o600))
+	lateDir := filepath.Join(dir, "late")
+	require.NoError(t, os.MkdirAll(filepath.Join(lateDir, "index.html"), 0o755))
 	null := filepath.Join(dir, "null.json")
 	require.NoError(t, os.WriteFile(null, []byte("null"), 0o600))
 	size := func(args ...string) []string {
@@ -204,9 +206,17 @@ func TestSameExitStatusForTheSameKindOfInput(t *testing.T) {
 		})
 	}
 
+	// A report directory writable when checked before the run, whose page
+	// cannot be written after it (a directory stands where index.html
+	// goes): exit 2 all the same, the summary printed.
+	status, out, errOut := runCLI(t, "", "simulate", "--requests", "20", "--report", lateDir)
+	assert.Equal(t, exitUsage, status, errOut)
+	assert.Contains(t, errOut, "--report:")
+	assert.Contains(t, out, "independent checker", "the run's summary is printed before the report")
+
 	// The reference's arithmetic, kept, and a note that the engine lends at
 	// most 2^31-1 slots per pool group.
-	status, out, errOut := runCLI(t, "", size("--fetch-tokens", "64", "--max-bytes", "9223372036854775807")...)
+	status, out, errOut = runCLI(t, "", size("--fetch-tokens", "64", "--max-bytes", "9223372036854775807")...)
 	require.Equal(t, exitOK, status, errOut)
 	assert.Regexp(t, `(?m)^\s+0\s+2\s+65536\s+140737488355327\s+9223372036854710272$`, out)
 	assert.Contains(t, out, "note: pool group 0: 140737488355327 slots is more than the engine can lend (at most 2147483647 slots per pool group)")
