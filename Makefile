@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test alert-rules demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib python abi-test bench-abi bench-smoke
 
 all: build
@@ -29,12 +29,28 @@ build:
 deps:
 	./scripts/deps.sh
 
-## test: vet, then every package under the race detector, then the C ABI (abi-test).
+## test: vet, then every package under the race detector, then the C ABI (abi-test), then
+## the alert rules through promtool (alert-rules), then, where Chromium is installed (as
+## in CI: .ci/run installs it), the report in a real browser (report-screenshots).
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	$(MAKE) bench-smoke
 	$(MAKE) abi-test
+	$(MAKE) alert-rules
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		$(MAKE) report-screenshots; \
+	else \
+		echo "make test: no Chromium here, so the report is checked without a browser only (simulate's report tests); .ci/run installs Debian's chromium and runs make report-screenshots"; \
+	fi
+
+## alert-rules: docs/alert-rules.yml checked by Prometheus's own promtool (Debian's
+## prometheus package; make deps installs it): the rules load (promtool check rules) and
+## the unit tests of docs/alert-rules.test.yml pass (promtool test rules: series in,
+## the alerts that must fire, and only those, out).
+alert-rules:
+	promtool check rules docs/alert-rules.yml
+	promtool test rules docs/alert-rules.test.yml
 
 ## bench-smoke: every benchmark once (-benchtime=1x), so that one that no longer runs its
 ## path (the lifecycle changed under it, a goroutine left behind) fails make test, not
@@ -65,7 +81,7 @@ python: lib
 ## README's C and Python programs, examples/python/manager.py over a real redis-server),
 ## with cgo's pointer checks on.
 abi-test: lib python
-	$(CC) -O1 -g -Wall -Wextra -Werror -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+	$(CC) -O1 -g -Wall -Wextra -Werror -pthread -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
 	GODEBUG=cgocheck=1 bin/abi_test
 	GODEBUG=cgocheck=1 CC=$(CC) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
@@ -87,8 +103,12 @@ demo:
 	$(GO) run ./cmd/kvready simulate --compare-naive --report bin/report
 
 ## report-screenshots: render the pages of the demo's report in headless Chromium
-## (Debian's chromium, installed here only when missing; never by `make test`) to
-## PNGs in bin/report-screenshots/, each page at 1280 and 760 pixels wide.
+## (Debian's chromium, installed here when missing) to PNGs in bin/report-screenshots/,
+## each page at 1280 and 760 pixels wide, and check in the same browser what a person
+## checks (scripts/report-check.js): plots fit the page width, no legend covers data or
+## is clipped, one colour per legend label across the pages; then that each of four
+## faults put into a copy of the report fails those checks. make test runs it when
+## Chromium is present.
 report-screenshots:
 	GO=$(GO) ./scripts/report-screenshots.sh
 

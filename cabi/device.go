@@ -23,6 +23,7 @@ type device struct {
 	stream gpu.Stream
 	health gpu.Health
 	sim    *sim.Device
+	simMem int64 // the simulated device's memory, in bytes
 	c      *cDevice
 	users  atomic.Int32
 }
@@ -48,11 +49,19 @@ func kvready_sim_device_new(memBytes C.int64_t, latencyNS C.int64_t, out *C.uint
 	if err != nil {
 		return fail(0, invalid("%v", err))
 	}
-	*out = C.uint64_t(register(kindDevice, &device{stream: s, health: d, sim: d}))
+	*out = C.uint64_t(register(kindDevice, &device{stream: s, health: d, sim: d, simMem: int64(memBytes)}))
 	return C.KVREADY_OK
 }
 
 func simOf(h C.uint64_t, fn string) (*sim.Device, error) {
+	d, err := simDevice(h, fn)
+	if err != nil {
+		return nil, err
+	}
+	return d.sim, nil
+}
+
+func simDevice(h C.uint64_t, fn string) (*device, error) {
 	d, err := lookup[*device](uint64(h), kindDevice)
 	if err != nil {
 		return nil, err
@@ -60,7 +69,16 @@ func simOf(h C.uint64_t, fn string) (*sim.Device, error) {
 	if d.sim == nil {
 		return nil, statusf(C.KVREADY_ERR_UNSUPPORTED, "%s: device %#x is not a simulated device (kvready_sim_device_new)", fn, uint64(h))
 	}
-	return d.sim, nil
+	return d, nil
+}
+
+// span refuses a length past the device's memory before any slice of it is
+// made (a size_t past int64 would make a negative one).
+func (d *device) span(fn string, n C.size_t) error {
+	if uint64(n) > uint64(d.simMem) {
+		return invalid("%s: %d bytes; the device has %d bytes of memory in all, want n <= %d", fn, uint64(n), d.simMem, d.simMem)
+	}
+	return nil
 }
 
 //export kvready_sim_alloc
@@ -84,10 +102,14 @@ func kvready_sim_alloc(h C.uint64_t, n C.int64_t, ptr *C.uint64_t) (st C.int) {
 //export kvready_sim_write
 func kvready_sim_write(h C.uint64_t, ptr C.uint64_t, src *C.kv_cvoid, n C.size_t) (st C.int) {
 	defer guard(uint64(h), &st)
-	d, err := simOf(h, "kvready_sim_write")
+	dev, err := simDevice(h, "kvready_sim_write")
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	if err := dev.span("kvready_sim_write", n); err != nil {
+		return fail(uint64(h), err)
+	}
+	d := dev.sim
 	if src == nil && n > 0 {
 		return fail(uint64(h), invalid("kvready_sim_write: src is NULL for %d bytes", n))
 	}
@@ -100,10 +122,14 @@ func kvready_sim_write(h C.uint64_t, ptr C.uint64_t, src *C.kv_cvoid, n C.size_t
 //export kvready_sim_read
 func kvready_sim_read(h C.uint64_t, ptr C.uint64_t, dst unsafe.Pointer, n C.size_t) (st C.int) {
 	defer guard(uint64(h), &st)
-	d, err := simOf(h, "kvready_sim_read")
+	dev, err := simDevice(h, "kvready_sim_read")
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	if err := dev.span("kvready_sim_read", n); err != nil {
+		return fail(uint64(h), err)
+	}
+	d := dev.sim
 	if dst == nil && n > 0 {
 		return fail(uint64(h), invalid("kvready_sim_read: dst is NULL for %d bytes", n))
 	}

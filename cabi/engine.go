@@ -8,6 +8,8 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -33,7 +35,15 @@ type engine struct {
 	stop    chan struct{}
 	pause   chan chan struct{}
 	fwdDone chan struct{}
-	freed   bool
+	freed   atomic.Bool
+
+	// waiting is held while a wait (kvready_wait, _sync, _engine_shutdown)
+	// runs rounds, so that kvready_engine_free from another thread never
+	// touches the engine under it; life is every such wait's parent context,
+	// cancelled by the free, so that the waiting thread returns at once.
+	waiting sync.Mutex
+	life    context.Context
+	kill    context.CancelFunc
 
 	// Leases that moved since the owner last read them, each once with its
 	// latest state; pos[lease index] is 1 + its position in chLease.
@@ -82,6 +92,7 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		return nil, fmt.Errorf("kvready_engine_new: config.device: %w", err)
 	}
 	e := &engine{mem: m, dev: d, stop: make(chan struct{}), pause: make(chan chan struct{}), fwdDone: make(chan struct{})}
+	e.life, e.kill = context.WithCancel(context.Background())
 	for _, side := range []struct {
 		h    C.uint64_t
 		name string
@@ -187,15 +198,61 @@ func (e *engine) forward() {
 }
 
 // paused runs fn with the forwarder paused, so that fn may wait on Wake; the
-// descriptor is signalled after, for whatever fn left.
-func (e *engine) paused(fn func()) {
+// descriptor is signalled after, for whatever fn left (before the forwarder
+// resumes, so that a free waiting for the forwarder closes the descriptor
+// after this signal, never under it). It returns errFreed, without running
+// fn, once the engine was freed.
+func (e *engine) paused(name string, fn func()) error {
+	e.waiting.Lock()
+	defer e.waiting.Unlock()
+	if e.freed.Load() {
+		return e.freedWhile(name)
+	}
 	resume := make(chan struct{})
 	e.pause <- resume
 	defer func() {
-		close(resume)
 		e.wake.signal()
+		close(resume)
 	}()
 	fn()
+	return nil
+}
+
+// owner is the handle a wait's error is kept under: the engine's, or the
+// calling thread's (0) once the engine was freed under the wait (its handle's
+// errors go with it).
+func (e *engine) owner() uint64 {
+	if e.life.Err() != nil { // killed only by a free that goes through
+		return 0
+	}
+	return e.h
+}
+
+// freedWhile is what a wait answers when the engine was freed under it.
+func (e *engine) freedWhile(name string) error {
+	return statusf(C.KVREADY_ERR_CLOSED, "%s: engine %#x was freed (kvready_engine_free) while this thread waited", name, e.h)
+}
+
+// waitCtx bounds a wait by timeout_ns and by the engine's life.
+func (e *engine) waitCtx(name string, ns C.int64_t) (context.Context, context.CancelFunc, error) {
+	if ns <= 0 {
+		return nil, nil, invalid("%s: timeout %d ns; want a positive bound (every wait is bounded)", name, ns)
+	}
+	ctx, cancel := context.WithTimeout(e.life, time.Duration(ns))
+	return ctx, cancel, nil
+}
+
+// waited runs fn, a wait, with the forwarder paused, and answers CLOSED when
+// the engine was freed under it and fn failed for that.
+func (e *engine) waited(name string, fn func() error) error {
+	var err error
+	if perr := e.paused(name, func() { err = fn() }); perr != nil {
+		return perr
+	}
+	if err != nil && e.life.Err() != nil {
+		return e.freedWhile(name)
+	}
+	return err
 }
 
 // moved records a move, on the owner goroutine: each lease once, with its
@@ -250,7 +307,7 @@ func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t
 // engineOf finds the engine h names.
 func engineOf(h C.uint64_t) (*engine, error) {
 	e, err := lookup[*engine](uint64(h), kindEngine)
-	if err == nil && e.freed {
+	if err == nil && e.freed.Load() {
 		err = statusf(C.KVREADY_ERR_BAD_HANDLE, "kvready: engine %#x was freed", uint64(h))
 	}
 	return e, err
@@ -559,16 +616,6 @@ func kvready_arrived(h C.uint64_t, lease C.uint64_t, groups, blocks *C.int32_t, 
 	return C.KVREADY_OK
 }
 
-// timeoutCtx is a context bounded by timeout_ns; 0 or less is refused, so
-// that every wait is bounded.
-func timeoutCtx(name string, ns C.int64_t) (context.Context, context.CancelFunc, error) {
-	if ns <= 0 {
-		return nil, nil, invalid("%s: timeout %d ns; want a positive bound (every wait is bounded)", name, ns)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ns))
-	return ctx, cancel, nil
-}
-
 //export kvready_wait
 func kvready_wait(h C.uint64_t, lease C.uint64_t, until C.int32_t, timeout C.int64_t, info *C.kvready_lease_info) (st C.int) {
 	defer guard(uint64(h), &st)
@@ -579,19 +626,20 @@ func kvready_wait(h C.uint64_t, lease C.uint64_t, until C.int32_t, timeout C.int
 	if until != C.KVREADY_UNTIL_SETTLED && until != C.KVREADY_UNTIL_RELEASED {
 		return fail(uint64(h), invalid("kvready_wait: until %d; want KVREADY_UNTIL_SETTLED (1) or KVREADY_UNTIL_RELEASED (2)", int(until)))
 	}
-	ctx, cancel, err := timeoutCtx("kvready_wait", timeout)
+	ctx, cancel, err := e.waitCtx("kvready_wait", timeout)
 	if err != nil {
 		return fail(uint64(h), err)
 	}
 	defer cancel()
 	var li readiness.LeaseInfo
-	e.paused(func() {
+	err = e.waited("kvready_wait", func() (err error) {
 		li, err = e.eng.Wait(ctx, readiness.HandleOf(uint64(lease)), readiness.Until(until))
+		return err
 	})
 	if info != nil && li.Handle.Uint64() != 0 {
 		fillInfo(info, li)
 	}
-	return fail(uint64(h), err)
+	return fail(e.owner(), err)
 }
 
 //export kvready_sync
@@ -601,17 +649,17 @@ func kvready_sync(h C.uint64_t, timeout C.int64_t, moves *C.int64_t) (st C.int) 
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	ctx, cancel, err := timeoutCtx("kvready_sync", timeout)
+	ctx, cancel, err := e.waitCtx("kvready_sync", timeout)
 	if err != nil {
 		return fail(uint64(h), err)
 	}
 	defer cancel()
 	var n int
-	e.paused(func() { n, err = e.eng.Sync(ctx) })
+	err = e.waited("kvready_sync", func() (err error) { n, err = e.eng.Sync(ctx); return err })
 	if moves != nil {
 		*moves = C.int64_t(n)
 	}
-	return fail(uint64(h), err)
+	return fail(e.owner(), err)
 }
 
 //export kvready_count
@@ -750,17 +798,17 @@ func kvready_engine_shutdown(h C.uint64_t, timeout C.int64_t, report *C.kvready_
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	ctx, cancel, err := timeoutCtx("kvready_engine_shutdown", timeout)
+	ctx, cancel, err := e.waitCtx("kvready_engine_shutdown", timeout)
 	if err != nil {
 		return fail(uint64(h), err)
 	}
 	defer cancel()
 	var r readiness.Report
-	e.paused(func() { r, err = e.eng.Shutdown(ctx) })
+	err = e.waited("kvready_engine_shutdown", func() (err error) { r, err = e.eng.Shutdown(ctx); return err })
 	if report != nil {
 		fillReport(report, r)
 	}
-	return fail(uint64(h), err)
+	return fail(e.owner(), err)
 }
 
 //export kvready_engine_report
@@ -784,6 +832,20 @@ func kvready_engine_free(h C.uint64_t, force C.int32_t) (st C.int) {
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	if !e.waiting.TryLock() {
+		// Another thread waits on the engine (kvready_wait, _sync,
+		// _engine_shutdown): the engine is not read under it.
+		if force == 0 {
+			return fail(uint64(h), statusf(C.KVREADY_ERR_BUSY,
+				"kvready_engine_free: another thread is waiting on this engine (kvready_wait, kvready_sync or kvready_engine_shutdown); pass force to free it, and that wait returns KVREADY_ERR_CLOSED"))
+		}
+		e.kill() // that wait returns now, CLOSED
+		e.waiting.Lock()
+	}
+	defer e.waiting.Unlock()
+	if e.freed.Load() {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BAD_HANDLE, "kvready: engine %#x was freed", uint64(h)))
+	}
 	r := e.eng.Report()
 	if !r.Drained && force == 0 {
 		return fail(uint64(h), statusf(C.KVREADY_ERR_BUSY,
@@ -792,10 +854,11 @@ func kvready_engine_free(h C.uint64_t, force C.int32_t) (st C.int) {
 	if !r.Drained {
 		e.eng.Close() // admission stops; what is held stays held: nothing is freed early
 	}
+	e.freed.Store(true)
+	e.kill()
 	close(e.stop)
 	<-e.fwdDone
 	e.wake.close()
-	e.freed = true
 	unregister(uint64(h))
 	if r.Drained {
 		// Objects the engine used are free to close now; an engine abandoned

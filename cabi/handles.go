@@ -158,14 +158,15 @@ func statusOf(err error) C.int {
 }
 
 // fail records err as the last error of h (or of the calling thread, when h
-// names no live object, or one of another kind) and returns its status; nil returns KVREADY_OK and
-// records nothing.
+// names no live object) and returns its status; nil returns KVREADY_OK and
+// records nothing. A live handle of the wrong kind keeps its error too: the
+// caller reads it back with the handle it passed.
 func fail(h uint64, err error) C.int {
 	if err == nil {
 		return C.KVREADY_OK
 	}
 	objects.Lock()
-	if _, ok := objects.m[h]; ok && h != 0 && statusOf(err) != C.KVREADY_ERR_BAD_HANDLE {
+	if _, ok := objects.m[h]; ok && h != 0 {
 		objects.errs[h] = err.Error()
 	} else {
 		objects.threadErrs[uint64(C.kv_thread())] = err.Error()

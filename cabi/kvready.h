@@ -14,9 +14,13 @@
  *     caller's memory, during the call, and keeps only the pointers the caller
  *     documents as kept (staging slabs, the callback tables and their user data).
  *   - After a failing call, kvready_last_error(handle, ...) reads its message:
- *     per object handle (the engine's, the backend's, ...); for a call without
- *     a live handle (profile validation, names, creating an object), per
- *     calling thread (pass 0).
+ *     per object handle (the engine's, the backend's, ...; a live handle passed
+ *     where another kind is expected keeps the refusal too, under itself); for
+ *     a call without a live handle (profile validation, names, creating an
+ *     object, a handle closed or never issued), per calling thread (pass 0).
+ *   - A length past the memory it names (n beyond the slot, or beyond the
+ *     simulated device's memory; SIZE_MAX included) is KVREADY_ERR_INVALID,
+ *     and the message names the bound.
  *
  * Threading
  *   - One owner thread calls every function taking an engine handle (the
@@ -412,7 +416,8 @@ int kvready_names(const uint8_t *scope, size_t scope_len, const uint8_t *layout_
  * least slots * slot_bytes bytes). kvready keeps the pointers: the slabs stay
  * valid and unmoved until kvready_memory_close. On a GPU they must be pinned. */
 int kvready_memory_over(const kvready_group *groups, size_t n_groups, void **slabs, uint64_t *memory);
-/* Copy into / out of slot local of pool group group, at offset. */
+/* Copy into / out of slot local of pool group group, at offset
+ * (KVREADY_ERR_INVALID unless offset + n <= the slot's size). */
 int kvready_memory_write(uint64_t memory, int32_t group, int64_t local, int64_t offset, const void *src, size_t n);
 int kvready_memory_read(uint64_t memory, int32_t group, int64_t local, int64_t offset, void *dst, size_t n);
 /* The address and size of a slot of caller memory (KVREADY_ERR_UNSUPPORTED
@@ -469,6 +474,8 @@ int kvready_conformance_check(kvready_make_backend make, void *user, int32_t kin
  * step the device, and the benchmarks). */
 int kvready_sim_device_new(int64_t mem_bytes, int64_t latency_ns, uint64_t *device);
 int kvready_sim_alloc(uint64_t device, int64_t n, uint64_t *ptr);
+/* Copy into / out of device memory (KVREADY_ERR_INVALID past mem_bytes, or
+ * outside an allocation). */
 int kvready_sim_write(uint64_t device, uint64_t ptr, const void *src, size_t n);
 int kvready_sim_read(uint64_t device, uint64_t ptr, void *dst, size_t n);
 /* Complete every queued copy and event; *completed counts the events. */
@@ -524,7 +531,10 @@ int kvready_readiness(uint64_t engine, uint64_t lease, kvready_interval *interva
 /* The blocks of a fetch that arrived: (group, block) pairs. */
 int kvready_arrived(uint64_t engine, uint64_t lease, int32_t *groups, int32_t *blocks, size_t cap, size_t *n);
 /* Run rounds on this thread until the lease reaches until, timeout_ns passes
- * (KVREADY_ERR_TIMEOUT) or the engine halts; sleeps on the wake fd between. */
+ * (KVREADY_ERR_TIMEOUT) or the engine halts; sleeps on the wake fd between.
+ * kvready_wait, kvready_sync and kvready_engine_shutdown return
+ * KVREADY_ERR_CLOSED at once when another thread frees the engine under them
+ * (kvready_engine_free with force). */
 int kvready_wait(uint64_t engine, uint64_t lease, int32_t until, int64_t timeout_ns, kvready_lease_info *info);
 /* Run rounds until the background has caught up and a round changes nothing. */
 int kvready_sync(uint64_t engine, int64_t timeout_ns, int64_t *moves);
@@ -548,7 +558,10 @@ int kvready_engine_close(uint64_t engine, kvready_report *report);
 int kvready_engine_shutdown(uint64_t engine, int64_t timeout_ns, kvready_report *report);
 int kvready_engine_report(uint64_t engine, kvready_report *report);
 /* Forget a drained engine (KVREADY_ERR_BUSY until drained, unless force: then
- * its leases are abandoned where they stand and nothing of it is freed). */
+ * its leases are abandoned where they stand and nothing of it is freed).
+ * While another thread waits on the engine (kvready_wait, _sync,
+ * _engine_shutdown) it is KVREADY_ERR_BUSY without force; with force that wait
+ * returns KVREADY_ERR_CLOSED at once and the engine is freed. */
 int kvready_engine_free(uint64_t engine, int32_t force);
 
 /* ---- measurements (make bench-abi) ------------------------------------------ */

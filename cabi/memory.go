@@ -65,8 +65,10 @@ func (m *memory) slot(group C.int32_t, local, offset C.int64_t, n C.size_t) ([]b
 	if !ok {
 		return nil, invalid("kvready: no slot %d in pool group %d of this staging memory", local, group)
 	}
-	if offset < 0 || int64(offset) > int64(len(row)) || int64(n) > int64(len(row))-int64(offset) {
-		return nil, invalid("kvready: bytes [%d, %d+%d) are outside the %d-byte slot %d of pool group %d", offset, offset, n, len(row), local, group)
+	// n is compared unsigned: a size_t past int64 (SIZE_MAX) is a length past
+	// the slot, not a negative one.
+	if offset < 0 || int64(offset) > int64(len(row)) || uint64(n) > uint64(int64(len(row))-int64(offset)) {
+		return nil, invalid("kvready: bytes [%d, %d+%d) are outside the %d-byte slot %d of pool group %d; want offset + n <= %d", offset, offset, uint64(n), len(row), local, group, len(row))
 	}
 	return row[offset : int64(offset)+int64(n)], nil
 }

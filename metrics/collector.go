@@ -39,8 +39,39 @@ type Collector struct {
 	snap      readiness.Snapshot // the latest snapshot shown, with Groups copied
 	shownAt   time.Time          // the system's wall clock when it was shown
 	shown     bool
+	clock     Clock         // the engine's clock, named on the series measured on it
 	published chan struct{} // closed when the next snapshot is shown
 	desc      [numFamilies]*prometheus.Desc
+}
+
+// Clock names the clock an engine measures durations on. The latency
+// histograms and the oldest unfenced lease's age are measured on it, and
+// carry it as their clock label, so that a simulated second is never read
+// as a second of wall time.
+type Clock uint8
+
+const (
+	// WallClock is the system clock, the engine's default.
+	WallClock Clock = iota
+	// VirtualClock is a simulated clock (readiness.Config.Clock set to one
+	// that does not follow the system's, as kvready simulate's over the
+	// in-memory backend does): its seconds are simulated time.
+	VirtualClock
+)
+
+func (k Clock) String() string {
+	if k == VirtualClock {
+		return "virtual"
+	}
+	return "wall"
+}
+
+// SetClock says which clock the engine measures durations on (WallClock
+// unless told otherwise); any goroutine, at any time.
+func (c *Collector) SetClock(k Clock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock = k
 }
 
 // DefaultMaxWait is how long a scrape waits for the engine's next round
@@ -124,7 +155,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	c.mu.Lock()
-	shownAt := c.shownAt
+	shownAt, clock := c.shownAt, c.clock.String()
 	c.mu.Unlock()
 	st := &s.Stats
 	send := func(f family, t prometheus.ValueType, v float64, labels ...string) {
@@ -182,8 +213,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// Wall-clock time, never the engine's Clock (s.At): under kvready simulate
 	// that clock is virtual, and a timestamp is compared with time().
 	send(lastRound, prometheus.GaugeValue, float64(shownAt.UnixNano())/1e9)
-	ch <- c.histogram(readinessLatency, &st.ReadyLatency)
-	ch <- c.histogram(fenceLatency, &st.FenceLatency)
+	ch <- c.histogram(readinessLatency, &st.ReadyLatency, clock)
+	ch <- c.histogram(fenceLatency, &st.FenceLatency, clock)
+
+	in := &s.InFlight
+	age := 0.0
+	if !in.Oldest.IsZero() && s.At.After(in.Oldest) {
+		age = s.At.Sub(in.Oldest).Seconds() // both on the engine's clock
+	}
+	send(oldestUnfenced, prometheus.GaugeValue, age, clock)
+	send(inFlightLeases, prometheus.GaugeValue, float64(in.Leases))
+	send(inFlightBytes, prometheus.GaugeValue, float64(in.Bytes))
+	var qb float64
+	for _, g := range s.Groups {
+		qb += float64(g.Quarantined) * float64(g.SlotBytes)
+	}
+	send(quarantinedBytes, prometheus.GaugeValue, qb)
 }
 
 // Bucket bounds. The engine counts durations in power-of-two buckets of
@@ -208,7 +253,7 @@ func BucketBounds() []float64 {
 }
 
 // histogram turns the engine's histogram into a Prometheus one.
-func (c *Collector) histogram(f family, h *readiness.Histogram) prometheus.Metric {
+func (c *Collector) histogram(f family, h *readiness.Histogram, clock string) prometheus.Metric {
 	buckets := make(map[float64]uint64, (lastBucket-firstBucket)/bucketStep+1)
 	var cum uint64
 	next := firstBucket
@@ -219,7 +264,7 @@ func (c *Collector) histogram(f family, h *readiness.Histogram) prometheus.Metri
 			next += bucketStep
 		}
 	}
-	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets)
+	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets, clock)
 	if err != nil {
 		return prometheus.NewInvalidMetric(c.desc[f], err)
 	}
@@ -260,8 +305,16 @@ const (
 	lastRound
 	readinessLatency
 	fenceLatency
+	oldestUnfenced
+	inFlightLeases
+	inFlightBytes
+	quarantinedBytes
 	numFamilies
 )
+
+// onEngineClock is what the HELP of a family measured on the engine's clock
+// says about its clock label.
+const onEngineClock = " In seconds of the engine's clock, named by the clock label: wall is the system clock; virtual a simulated clock (kvready simulate over the in-memory backend), whose seconds are simulated time, not wall time."
 
 // families names, explains and labels every family; package docs
 // (docs/operations.md) say what healthy looks like for each.
@@ -288,7 +341,7 @@ var families = [numFamilies]struct {
 	rounds:            {"rounds_total", "Engine rounds run by the owner loop (Progress).", nil},
 	recoveries:        {"recoveries_total", "Contained leases released after a later Quiesce proved their access over (the recover policy).", nil},
 	quiesceTimeouts:   {"quiesce_timeouts_total", "Quiesce calls that outlived the engine's QuiesceTimeout: they proved nothing.", nil},
-	cancelRequests:    {"cancel_requests_total", "Cancellation requests the engine passed to backends (at most one per lease).", nil},
+	cancelRequests:    {"cancel_requests_total", "Cancellation requests the engine sent to backends: one for each lease that fails while its backend holds an attempt (the owner's cancel, a timeout, a failure or cancel answered, a contract violation, Close), at most one per lease. transitions_total{event=\"cancel_requested\"} counts the owner's cancels accepted instead: a lease with no attempt yet gets no request, and a timeout gets one without an owner's cancel.", nil},
 	cancelErrors:      {"cancel_errors_total", "Cancellation requests that failed or panicked in the backend; the lease's evidence is collected as before.", nil},
 	backendFaults:     {"backend_faults_total", "What a backend did that the contract forbids, by backend (fetcher, publisher) and fault: violation, panic, repeated_completion, early_completion. Each costs at most that backend's own leases; the engine never halts for it.", []string{"backend", "fault"}},
 	handoffs:          {"handoffs_total", "Goroutine hand-offs the engine made: work to a Quiesce worker or the watcher, and the owner woken by another goroutine. With backends that answer their proof inline, at most one per served fetch.", nil},
@@ -297,8 +350,12 @@ var families = [numFamilies]struct {
 	outstandingLimit:  {"backend_outstanding_limit", "The bound on submissions outstanding at the backend; 0 when unbounded. Leases past it wait in state staged.", nil},
 	halted:            {"halted", "1 when the engine halted (a broken invariant, or a containment under the fatal policy) and releases nothing more; restart the process.", nil},
 	lastRound:         {"last_round_timestamp_seconds", "Wall-clock time (the system clock, never the engine's own clock, which may be virtual) at the end of the engine's latest round that a scrape saw, in seconds since the Unix epoch.", nil},
-	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed).", nil},
-	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over).", nil},
+	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed)." + onEngineClock, []string{"clock"}},
+	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over)." + onEngineClock, []string{"clock"}},
+	oldestUnfenced:    {"oldest_unfenced_age_seconds", "Age of the oldest lease whose staging slots a backend was handed and whose access is not yet proven over (not fenced; contained leases left out), at the engine's latest round; 0 when there is none. Growing without coming down: a transfer is stuck." + onEngineClock, []string{"clock"}},
+	inFlightLeases:    {"in_flight_leases", "Leases whose staging slots a backend was handed and whose access is not yet proven over (contained leases left out).", nil},
+	inFlightBytes:     {"in_flight_bytes", "Staging bytes of the leases in flight: what the backends may still read or write.", nil},
+	quarantinedBytes:  {"quarantined_bytes", "Staging bytes quarantined: out of circulation for ever (kvready_slots{state=\"quarantined\"} times each pool group's slot size).", nil},
 }
 
 // Namespace prefixes every family the collector exports.

@@ -18,16 +18,18 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // handmade is a snapshot whose every counter has its own value, so that a
 // field exported under the wrong name shows.
 func handmade() *readiness.Snapshot {
 	s := &readiness.Snapshot{
-		Groups: []readiness.GroupSlots{{Free: 5, Held: 2, Quarantined: 1}, {Free: 7, Held: 0, Quarantined: 0}},
+		Groups: []readiness.GroupSlots{{Free: 5, Held: 2, Quarantined: 1, SlotBytes: 512}, {Free: 7, Held: 0, Quarantined: 3, SlotBytes: 64}},
 		Rounds: 41,
 		At:     time.Unix(1700000000, 500_000_000),
 	}
+	s.InFlight = core.InFlight{Leases: 3, Bytes: 4096, Oldest: time.Unix(1699999998, 0)}
 	st := &s.Stats
 	st.Leases[fsm.Waiting], st.Leases[fsm.Requested], st.Leases[fsm.Quarantined] = 3, 2, 1
 	st.Lent, st.Released, st.QuarantinedLeases = 101, 95, 1
@@ -76,7 +78,7 @@ kvready_slots{device="3",group="0",state="held"} 2
 kvready_slots{device="3",group="0",state="quarantined"} 1
 kvready_slots{device="3",group="1",state="free"} 7
 kvready_slots{device="3",group="1",state="held"} 0
-kvready_slots{device="3",group="1",state="quarantined"} 0
+kvready_slots{device="3",group="1",state="quarantined"} 3
 # HELP kvready_quiesce_calls_total Quiesce calls made to the backends (one per batch).
 # TYPE kvready_quiesce_calls_total counter
 kvready_quiesce_calls_total{device="3"} 202
@@ -124,6 +126,10 @@ kvready_quiesce_calls_total{device="3"} 202
 		{"kvready_backend_faults_total", map[string]string{"backend": "publisher", "fault": "violation"}, 0},
 		{"kvready_backend_outstanding_limit", nil, 25},
 		{"kvready_halted", nil, 1},
+		{"kvready_in_flight_leases", nil, 3},
+		{"kvready_in_flight_bytes", nil, 4096},
+		{"kvready_quarantined_bytes", nil, 1*512 + 3*64},
+		{"kvready_oldest_unfenced_age_seconds", map[string]string{"clock": "wall"}, 2.5},
 	} {
 		t.Run(fmt.Sprintf("%s%v", tc.name, tc.labels), func(t *testing.T) {
 			got, ok := value(mfs, tc.name, tc.labels)
@@ -145,27 +151,62 @@ func TestCollectorHistogramBuckets(t *testing.T) {
 	h.Total, h.Sum = 15, 7_500_000_000
 	c := shown(nil, s)
 	want := `
-# HELP kvready_readiness_latency_seconds From Lend to readiness being answerable (every local copy landed).
+# HELP kvready_readiness_latency_seconds From Lend to readiness being answerable (every local copy landed). In seconds of the engine's clock, named by the clock label: wall is the system clock; virtual a simulated clock (kvready simulate over the in-memory backend), whose seconds are simulated time, not wall time.
 # TYPE kvready_readiness_latency_seconds histogram
-kvready_readiness_latency_seconds_bucket{le="1.023e-06"} 3
-kvready_readiness_latency_seconds_bucket{le="4.095e-06"} 6
-kvready_readiness_latency_seconds_bucket{le="1.6383e-05"} 6
-kvready_readiness_latency_seconds_bucket{le="6.5535e-05"} 6
-kvready_readiness_latency_seconds_bucket{le="0.000262143"} 6
-kvready_readiness_latency_seconds_bucket{le="0.001048575"} 10
-kvready_readiness_latency_seconds_bucket{le="0.004194303"} 10
-kvready_readiness_latency_seconds_bucket{le="0.016777215"} 10
-kvready_readiness_latency_seconds_bucket{le="0.067108863"} 10
-kvready_readiness_latency_seconds_bucket{le="0.268435455"} 10
-kvready_readiness_latency_seconds_bucket{le="1.073741823"} 10
-kvready_readiness_latency_seconds_bucket{le="4.294967295"} 10
-kvready_readiness_latency_seconds_bucket{le="17.179869183"} 10
-kvready_readiness_latency_seconds_bucket{le="68.719476735"} 10
-kvready_readiness_latency_seconds_bucket{le="+Inf"} 15
-kvready_readiness_latency_seconds_sum 7.5
-kvready_readiness_latency_seconds_count 15
+kvready_readiness_latency_seconds_bucket{clock="wall",le="1.023e-06"} 3
+kvready_readiness_latency_seconds_bucket{clock="wall",le="4.095e-06"} 6
+kvready_readiness_latency_seconds_bucket{clock="wall",le="1.6383e-05"} 6
+kvready_readiness_latency_seconds_bucket{clock="wall",le="6.5535e-05"} 6
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.000262143"} 6
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.001048575"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.004194303"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.016777215"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.067108863"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="0.268435455"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="1.073741823"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="4.294967295"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="17.179869183"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="68.719476735"} 10
+kvready_readiness_latency_seconds_bucket{clock="wall",le="+Inf"} 15
+kvready_readiness_latency_seconds_sum{clock="wall"} 7.5
+kvready_readiness_latency_seconds_count{clock="wall"} 15
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "kvready_readiness_latency_seconds"))
+}
+
+// The series measured on the engine's clock name it: wall by default, virtual
+// once the collector is told (kvready simulate over the in-memory backend),
+// and their HELP says what the label means. The age of the oldest unfenced
+// lease is the round's time less its submission, both on that clock; 0 when
+// nothing is in flight.
+func TestCollectorNamesTheEngineClock(t *testing.T) {
+	s := handmade()
+	c := shown(nil, s)
+	for _, clock := range []metrics.Clock{metrics.WallClock, metrics.VirtualClock, metrics.WallClock} {
+		c.SetClock(clock)
+		mfs := gather(t, c)
+		for _, name := range []string{"kvready_readiness_latency_seconds", "kvready_fence_latency_seconds", "kvready_oldest_unfenced_age_seconds"} {
+			m := only(t, mfs, name)
+			assert.Equal(t, clock.String(), labelOf(m, "clock"), name)
+			var help string
+			for _, mf := range mfs {
+				if mf.GetName() == name {
+					help = mf.GetHelp()
+				}
+			}
+			assert.Contains(t, help, "named by the clock label: wall is the system clock; virtual a simulated clock", name)
+		}
+		for _, name := range []string{"kvready_last_round_timestamp_seconds", "kvready_in_flight_bytes"} {
+			assert.Empty(t, labelOf(only(t, mfs, name), "clock"), "%s is not on the engine's clock", name)
+		}
+	}
+	assert.Equal(t, "wall", metrics.WallClock.String())
+	assert.Equal(t, "virtual", metrics.VirtualClock.String())
+
+	s.InFlight = core.InFlight{}
+	age, ok := value(gather(t, shown(nil, s)), "kvready_oldest_unfenced_age_seconds", nil)
+	require.True(t, ok)
+	assert.Zero(t, age, "nothing in flight")
 }
 
 // TestCollectorHistogramProperty checks, for any histogram, every exported

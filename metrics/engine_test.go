@@ -47,6 +47,9 @@ type rig struct {
 	c     *metrics.Collector
 	gate  chan struct{}
 	reqs  []readiness.Request
+	// beforeRelease, if set, is called once every delivery but the held
+	// one has been taken in, with the leases lent.
+	beforeRelease func(hs []readiness.Handle)
 }
 
 func newRig(t *testing.T, device string) *rig {
@@ -147,6 +150,10 @@ func (r *rig) run(t *testing.T) {
 	}
 	for range 8 { // QuiesceNotYet is proven on a retry, after its back-off
 		r.clk.Advance(10 * time.Millisecond)
+		r.sync(t)
+	}
+	if r.beforeRelease != nil {
+		r.beforeRelease(hs)
 		r.sync(t)
 	}
 	for _, h := range hs {
@@ -276,7 +283,19 @@ func TestCollectorMatchesStats(t *testing.T) {
 	r := newRig(t, "0")
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(r.c))
+	var mid []*dto.MetricFamily
+	r.beforeRelease = func([]readiness.Handle) { mid = r.scrape(t, reg) }
 	r.run(t)
+
+	// Mid-run, 80 ms of the engine's (manual) clock after the leases were
+	// submitted: the held delivery and the lease whose Quiesce never proves
+	// anything are in flight, two rows of 16 bytes each.
+	for name, want := range map[string]float64{"kvready_in_flight_leases": 2, "kvready_in_flight_bytes": 2 * 2 * 16,
+		"kvready_oldest_unfenced_age_seconds": 0.08} {
+		v, ok := value(mid, name, map[string]string{"device": "0"})
+		assert.True(t, ok, name)
+		assert.InDelta(t, want, v, 1e-9, name)
+	}
 
 	st := r.eng.Stats()
 	for _, k := range []readiness.OutcomeKind{readiness.Served, readiness.Partial, readiness.Missed, readiness.Failed,
@@ -289,6 +308,15 @@ func TestCollectorMatchesStats(t *testing.T) {
 
 	mfs := r.scrape(t, reg)
 	checkAgainstStats(t, mfs, "0", r.eng.Stats())
+	// Bytes: every slot is 16 bytes; nothing is in flight once every lease
+	// was fenced or contained.
+	qb, _ := value(mfs, "kvready_quarantined_bytes", map[string]string{"device": "0"})
+	assert.Equal(t, float64(16*st.SlotsQuarantined), qb)
+	for _, name := range []string{"kvready_in_flight_leases", "kvready_in_flight_bytes", "kvready_oldest_unfenced_age_seconds"} {
+		v, ok := value(mfs, name, map[string]string{"device": "0"})
+		assert.True(t, ok, name)
+		assert.Zero(t, v, name)
+	}
 	// Transitions: one series per cause, adding up to every move the engine made.
 	var moves float64
 	for _, m := range series(mfs, "kvready_transitions_total") {
@@ -361,5 +389,40 @@ func TestScrapeOfAStoppedOwner(t *testing.T) {
 	assert.Greater(t, fresh.Rounds, before.Rounds)
 	for !r.eng.Close().Drained {
 		r.sync(t)
+	}
+}
+
+// kvready_cancel_requests_total beside transitions_total{event="cancel_requested"}:
+// the first counts the requests sent to backends, one for each lease that
+// fails while its backend holds an attempt, whatever failed it (here a
+// failure answered, a peer's cancel, a contract violation and a timeout, with
+// no owner's cancel at all); the second counts the owner's cancels accepted.
+func TestCancelRequestsBesideCancelTransitions(t *testing.T) {
+	for _, ownerCancels := range []bool{false, true} {
+		r := newRig(t, "0")
+		if ownerCancels { // the held delivery is cancelled by its owner before its deadline
+			r.beforeRelease = func(hs []readiness.Handle) { require.NoError(t, r.eng.Cancel(hs[held])) }
+		}
+		reg := prometheus.NewPedanticRegistry()
+		require.NoError(t, reg.Register(r.c))
+		r.run(t)
+		mfs := r.scrape(t, reg)
+		st := r.eng.Stats()
+		sent, _ := value(mfs, "kvready_cancel_requests_total", nil)
+		owner, _ := value(mfs, "kvready_transitions_total", map[string]string{"event": "cancel_requested"})
+		assert.Equal(t, float64(st.CancelRequests), sent)
+		failedWithAttempt := st.Outcomes[readiness.Failed] + st.Outcomes[readiness.Cancelled] +
+			st.Outcomes[readiness.TimedOut] + st.Outcomes[readiness.Violation]
+		require.NotZero(t, failedWithAttempt)
+		assert.Equal(t, float64(failedWithAttempt), sent, "one request per lease failed with an attempt")
+		if ownerCancels {
+			assert.Equal(t, 1.0, owner, "the owner's cancel is a move, and its request one of those sent")
+			assert.Zero(t, st.Outcomes[readiness.TimedOut], "the cancel won over the deadline")
+		} else {
+			assert.Zero(t, owner, "the run cancels nothing itself: every request sent came from a failure or a timeout")
+		}
+		for !r.eng.Close().Drained {
+			r.sync(t)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package readiness
 
 import (
 	"time"
+
+	"github.com/kvready/kvready/readiness/core"
 )
 
 // Observer is shown, on the owner goroutine, what an engine has counted: once
@@ -43,6 +45,9 @@ type Snapshot struct {
 	// Drained is set once a closed engine has drained (Engine.Report): no
 	// lease can change any more and no further snapshot will follow.
 	Drained bool
+	// InFlight is what the backends may still be touching (core.InFlight):
+	// its Oldest is on the engine's clock, as At is.
+	InFlight core.InFlight
 }
 
 // observing is the engine's part of being observed.
@@ -79,5 +84,6 @@ func (e *Engine) observe() {
 	s.Moves = e.core.MovesByCause()
 	s.Stats = e.Stats()
 	s.Groups = e.core.Groups(s.Groups)
+	s.InFlight = e.core.InFlight()
 	e.obs.o.Observe(s)
 }

@@ -1,9 +1,11 @@
 package readiness_test
 
 import (
+	"context"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,7 +62,7 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Len(t, obs.shown, 1, "a snapshot at New")
-	assert.Equal(t, []readiness.GroupSlots{{Free: 4}, {Free: 6}}, obs.shown[0].Groups)
+	assert.Equal(t, []readiness.GroupSlots{{Free: 4, SlotBytes: 16}, {Free: 6, SlotBytes: 16}}, obs.shown[0].Groups)
 	assert.Zero(t, obs.shown[0].Rounds)
 
 	var hs []readiness.Handle
@@ -144,4 +146,114 @@ func TestCauseNames(t *testing.T) {
 	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
 	step = fsm.Step{Completion: true, Guard: fsm.NothingToCopy}
 	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
+}
+
+// The snapshot's InFlight is the leases whose slots a backend was handed
+// and whose access is not yet proven over: counted with their bytes and the
+// submission time of the oldest, on the engine's clock; fenced leases leave
+// it, and a contained one does too (its slots count as quarantined).
+func TestSnapshotInFlight(t *testing.T) {
+	dev, err := sim.New(0, 1<<16)
+	require.NoError(t, err)
+	stream, err := dev.NewStream()
+	require.NoError(t, err)
+	staged, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16}, staging.Group{Slots: 4, SlotBytes: 64})
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	store, err := mem.New(staged,
+		mem.WithPolicy(func(c mem.Call) mem.Mode {
+			return []mem.Mode{mem.Normal, mem.Normal, mem.QuiesceFalse}[(c.Seq-1)%3]
+		}),
+		mem.WithGate(func(c mem.Call) <-chan struct{} {
+			if c.Seq == 1 {
+				return gate // the first delivery is held: a transfer that takes its time
+			}
+			return nil
+		}))
+	require.NoError(t, err)
+	defer store.Close()
+	clk := sim.NewManualClock(time.Unix(5_000, 0))
+	obs := &recorder{}
+	eng, err := readiness.New(readiness.Config{
+		Core:     core.Config{Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second},
+		Fetcher:  store,
+		Stream:   stream,
+		Clock:    clk,
+		Observer: obs,
+	})
+	require.NoError(t, err)
+	snap := func() readiness.Snapshot {
+		obs.due.Store(true)
+		eng.Progress()
+		return obs.shown[len(obs.shown)-1]
+	}
+	assert.Equal(t, core.InFlight{}, snap().InFlight, "nothing lent")
+
+	lend := func(k int) readiness.Handle {
+		req := readiness.Request{Kind: readiness.Fetch}
+		for g := range 2 {
+			var name contract.Name
+			name[0], name[1] = byte(k), byte(g)
+			store.Put(staging.ExtentName, name, make([]byte, []int{16, 64}[g]))
+			p, err := dev.Alloc(64)
+			require.NoError(t, err)
+			req.Rows = append(req.Rows, readiness.Row{Name: name, Group: g, Device: p})
+		}
+		h, err := eng.Lend(req)
+		require.NoError(t, err)
+		return h
+	}
+	first := lend(0)
+	eng.Progress()
+	clk.Advance(100 * time.Millisecond)
+	second, third := lend(1), lend(2)
+	s := snap()
+	assert.Equal(t, core.InFlight{Leases: 3, Bytes: 3 * (16 + 64), Oldest: time.Unix(5_000, 0)}, s.InFlight)
+
+	// The second is served and proven over; the third's Quiesce never proves
+	// anything; the first is still held.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		dev.CompleteAll()
+		_, err := eng.Sync(ctx)
+		require.NoError(t, err)
+		if info, err := eng.Lease(second); err == nil && info.Fenced {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the second lease was never fenced")
+		time.Sleep(time.Millisecond)
+	}
+	assert.Equal(t, core.InFlight{Leases: 2, Bytes: 2 * (16 + 64), Oldest: time.Unix(5_000, 0)}, snap().InFlight)
+
+	// Past every containment deadline: the first (held) and the third (never
+	// proven) are contained, and nothing is in flight any more.
+	for {
+		dev.CompleteAll() // the second's local copies land: it completes
+		_, err := eng.Sync(ctx)
+		require.NoError(t, err)
+		if info, err := eng.Lease(second); err == nil && info.State == fsm.LogicallyComplete {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the second lease never completed")
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(3 * time.Second)
+	for {
+		_, err := eng.Sync(ctx)
+		require.NoError(t, err)
+		i1, _ := eng.Lease(first)
+		i3, _ := eng.Lease(third)
+		if i1.Contained && i3.Contained {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the leases were never contained")
+		time.Sleep(time.Millisecond)
+	}
+	s = snap()
+	assert.Equal(t, core.InFlight{}, s.InFlight)
+	assert.Equal(t, [2]int{2, 2}, [2]int{s.Groups[0].Quarantined, s.Groups[1].Quarantined}, "two leases of a row in each group quarantined")
+	close(gate)
+	require.NoError(t, eng.Release(second))
+	drain(eng)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/readiness/core"
 )
@@ -91,6 +92,14 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 	var obs readiness.Observer
 	if d.cfg.Metrics != nil {
 		obs = d.cfg.Metrics
+		// The latency histograms and the oldest unfenced age are measured on
+		// the engine's clock: say which, so that a simulated second is never
+		// read as a second of wall time.
+		if em.realTime {
+			d.cfg.Metrics.SetClock(metrics.WallClock)
+		} else {
+			d.cfg.Metrics.SetClock(metrics.VirtualClock)
+		}
 	}
 	eng, err := readiness.New(readiness.Config{
 		Core: core.Config{

@@ -147,6 +147,19 @@ func TestMetricsServedWhileTheRunGoes(t *testing.T) {
 	assert.Equal(t, float64(st.SlotsQuarantined), quarantined)
 	require.Contains(t, final, "kvready_readiness_latency_seconds")
 	assert.Equal(t, st.ReadyLatency.Total, final["kvready_readiness_latency_seconds"].GetMetric()[0].GetHistogram().GetSampleCount())
+	// The run is on the virtual clock (the in-process store): the series
+	// measured on the engine's clock say so, and their HELP says what it means.
+	for _, name := range []string{"kvready_readiness_latency_seconds", "kvready_fence_latency_seconds", "kvready_oldest_unfenced_age_seconds"} {
+		require.Contains(t, final, name)
+		clock := ""
+		for _, lp := range final[name].GetMetric()[0].GetLabel() {
+			if lp.GetName() == "clock" {
+				clock = lp.GetValue()
+			}
+		}
+		assert.Equal(t, "virtual", clock, name)
+		assert.Contains(t, final[name].GetHelp(), "virtual a simulated clock", name)
+	}
 
 	// Against the summary: the driver's own account, kept apart from the engine.
 	outcome := func(kind string) float64 {

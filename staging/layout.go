@@ -186,6 +186,11 @@ func ParseLayout(data []byte) (Layout, error) {
 		return Layout{}, fmt.Errorf("staging: layout: %w: \\u%04x at byte %d; a Go string cannot hold it as the reference's Python string does, and replacing it with U+FFFD would give the layout id of a different layout; want a valid code point (a high surrogate followed at once by a low one)",
 			ErrLoneSurrogate, unit, at)
 	}
+	if t := bytes.TrimSpace(data); bytes.Equal(t, []byte("null")) {
+		// null decodes into the struct as nothing at all: say what the
+		// document is rather than which field it lacks.
+		return Layout{}, errors.New("staging: layout: the document is null, not an object; want one JSON object")
+	}
 	if in.TokensPerBlock == nil {
 		return Layout{}, errors.New("staging: layout: tokens_per_block is missing")
 	}

@@ -102,6 +102,7 @@ func TestParseLayoutRefusals(t *testing.T) {
 		{"shard outside count", strings.Replace(buf(``), `"index":0`, `"index":1`, 1), "shard 1 of 1"},
 		{"negative layer", strings.Replace(buf(``), `"layers":[0]`, `"layers":[-1]`, 1), "layer id -1"},
 		{"not JSON", `{`, "layout JSON"},
+		{"null is not an object", " null\n", "the document is null, not an object"},
 		{"lone high surrogate in a role", buf(`{"layer":0,"role":"k\ud800","pool":[0,0],"offset":0,"size":8}`), `\ud800 at byte`},
 		{"lone low surrogate in a role", buf(`{"layer":0,"role":"\uDC00k","pool":[0,0],"offset":0,"size":8}`), `lone UTF-16 surrogate in a JSON string: \udc00`},
 		{"role not UTF-8", buf(`{"layer":0,"role":"k` + "\xff" + `","pool":[0,0],"offset":0,"size":8}`), "not UTF-8"},
@@ -162,7 +163,7 @@ func TestParseLayoutErrorKinds(t *testing.T) {
 		notJSON bool
 	}{
 		{"hello", true}, {"", true}, {`{"tokens_per_block":`, true}, {`{} {}`, true},
-		{`{"tokens_per_block":"x"}`, false}, {`{"pool_groups":[1]}`, false}, {`[]`, false},
+		{`{"tokens_per_block":"x"}`, false}, {`{"pool_groups":[1]}`, false}, {`[]`, false}, {`null`, false},
 		{`{"tokens_per_block":32,"pool_groups":{"0":[64]},"layer_groups":[{"kind":7}]}`, false},
 	} {
 		_, err := ParseLayout([]byte(tc.in))

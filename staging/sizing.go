@@ -14,6 +14,10 @@ import (
 // it only cannot be staged.
 var ErrNothingToStage = errors.New("staging: the layout has no pages to stage")
 
+// ErrSizeOverflow is wrapped by the error of sizing options whose byte counts
+// do not fit an int: the fetch, or the fetches, are out of range.
+var ErrSizeOverflow = errors.New("overflows a byte count")
+
 // ErrBelowOneFetch is wrapped by the error of sizing with MaxBytes below one
 // fetch; the error says how many bytes one fetch needs.
 var ErrBelowOneFetch = errors.New("staging: max_bytes is below one fetch")
@@ -124,7 +128,8 @@ func (g GroupSizing) Bytes() int { return g.Slots * g.PageBytes }
 //
 // It refuses invalid options, MaxBytes below one fetch (wrapping
 // [ErrBelowOneFetch]; the error says how many bytes one fetch needs), a layout
-// with nothing to stage ([ErrNothingToStage]) and sizes that overflow.
+// with nothing to stage ([ErrNothingToStage]) and sizes that overflow
+// ([ErrSizeOverflow]).
 func (l Layout) SlotCounts(o SizingOptions) (Sizing, error) {
 	if err := o.validate(); err != nil {
 		return Sizing{}, err
@@ -137,7 +142,7 @@ func (l Layout) SlotCounts(o SizingOptions) (Sizing, error) {
 	s := Sizing{}
 	for g, n := range rows {
 		if !mulFits(n, pages[g]) {
-			return Sizing{}, fmt.Errorf("staging: sizing: %d rows of %d bytes in pool group %d overflow", n, pages[g], g)
+			return Sizing{}, fmt.Errorf("staging: sizing: %d rows of %d bytes in pool group %d: %w", n, pages[g], g, ErrSizeOverflow)
 		}
 		s.OneFetch = satAdd(s.OneFetch, n*pages[g])
 		s.Groups = append(s.Groups, GroupSizing{PoolGroup: g, FetchRows: n, PageBytes: pages[g]})
@@ -147,7 +152,7 @@ func (l Layout) SlotCounts(o SizingOptions) (Sizing, error) {
 	case s.OneFetch < 1:
 		return Sizing{}, fmt.Errorf("%w: no layer group needs a row", ErrNothingToStage)
 	case s.OneFetch == math.MaxInt:
-		return Sizing{}, fmt.Errorf("staging: sizing: one fetch of %d tokens overflows a byte count", o.FetchTokens)
+		return Sizing{}, fmt.Errorf("staging: sizing: one fetch of %d tokens %w", o.FetchTokens, ErrSizeOverflow)
 	case o.MaxBytes > 0 && o.MaxBytes < s.OneFetch:
 		return Sizing{}, fmt.Errorf("%w: max_bytes is %d; one fetch of %d tokens needs %d bytes",
 			ErrBelowOneFetch, o.MaxBytes, o.FetchTokens, s.OneFetch)
@@ -156,7 +161,7 @@ func (l Layout) SlotCounts(o SizingOptions) (Sizing, error) {
 	if o.MaxFetches > 0 {
 		if !mulFits(o.MaxFetches, s.OneFetch) {
 			if total == 0 {
-				return Sizing{}, fmt.Errorf("staging: sizing: %d fetches of %d bytes overflow a byte count", o.MaxFetches, s.OneFetch)
+				return Sizing{}, fmt.Errorf("staging: sizing: %d fetches of %d bytes: %w", o.MaxFetches, s.OneFetch, ErrSizeOverflow)
 			}
 		} else if f := o.MaxFetches * s.OneFetch; total == 0 || f < total {
 			total = f

@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -181,6 +182,17 @@ func TestSizingRefusals(t *testing.T) {
 		_, err := l.SlotCounts(tc.o)
 		assert.ErrorContains(t, err, tc.msg, "%+v", tc.o)
 	}
+	// Sizes past an int are the options out of range, told apart from a
+	// layout that breaks a rule (the CLI answers them as a usage error).
+	for _, o := range []SizingOptions{
+		{FetchTokens: math.MaxInt, MaxFetches: 1},
+		{FetchTokens: 32, MaxFetches: math.MaxInt},
+	} {
+		_, err := l.SlotCounts(o)
+		assert.ErrorIs(t, err, ErrSizeOverflow, "%+v", o)
+	}
+	_, err = l.SlotCounts(SizingOptions{FetchTokens: 32, MaxFetches: 1, MaxBytes: -1})
+	assert.NotErrorIs(t, err, ErrSizeOverflow)
 	bad := l
 	bad.TokensPerBlock = 0
 	_, err = bad.FetchRows(32)

@@ -7,7 +7,9 @@
  * proven). Built and run by `make test` (make abi-test); it prints
  * "N passed, N failed" and exits non-zero on any failure. Every wait is
  * bounded; no check measures a duration. */
+#define _GNU_SOURCE /* pthread_timedjoin_np: a bounded join */
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,7 +235,8 @@ static void test_bad_handles(void) {
   CHECK(kvready_sim_device_new(1 << 16, 0, &dev) == KVREADY_OK, 0);
   /* A device handle where an engine is expected: refused by kind. */
   CHECK(kvready_progress(dev, &r, NULL, NULL, 0) == KVREADY_ERR_BAD_HANDLE, 0);
-  CHECK(last_error_contains(0, "is a device handle; want an engine handle"), 0);
+  /* The refusal is kept under the handle passed, not the thread's. */
+  CHECK(last_error_contains(dev, "is a device handle; want an engine handle"), dev);
   CHECK(kvready_device_close(dev) == KVREADY_OK, 0);
   CHECK(kvready_device_close(dev) == KVREADY_ERR_BAD_HANDLE, 0);
 }
@@ -337,6 +340,20 @@ static void test_go_backend(void) {
   CHECK(kvready_arrived(eng, lease, gs, bs, 4, &n) == KVREADY_OK && n == 2 && bs[0] == 0 && bs[1] == 1, eng);
   uint8_t got[SLOT];
   CHECK(kvready_sim_read(dev, frows[1].device, got, SLOT) == KVREADY_OK && got[0] == 'b' && got[SLOT - 1] == 'b', dev);
+
+  /* Lengths past the memory (SIZE_MAX too) are refused naming the bound,
+   * never a recovered panic. */
+  CHECK(kvready_memory_read(mem, 0, 0, 0, got, SIZE_MAX) == KVREADY_ERR_INVALID &&
+            last_error_contains(mem, "want offset + n <= 64") && !last_error_contains(mem, "internal"), mem);
+  CHECK(kvready_memory_write(mem, 0, 0, 8, got, SIZE_MAX) == KVREADY_ERR_INVALID &&
+            last_error_contains(mem, "want offset + n <= 64"), mem);
+  CHECK(kvready_memory_write(mem, 0, 0, 8, got, SLOT - 7) == KVREADY_ERR_INVALID, mem);
+  CHECK(kvready_memory_write(mem, 0, 0, 8, got, SLOT - 8) == KVREADY_OK, mem);
+  CHECK(kvready_sim_read(dev, frows[1].device, got, SIZE_MAX) == KVREADY_ERR_INVALID &&
+            last_error_contains(dev, "want n <= 65536") && !last_error_contains(dev, "internal"), dev);
+  CHECK(kvready_sim_write(dev, frows[1].device, got, SIZE_MAX) == KVREADY_ERR_INVALID &&
+            last_error_contains(dev, "want n <= 65536"), dev);
+  CHECK(kvready_sim_write(dev, frows[1].device, got, (size_t)1 << 63) == KVREADY_ERR_INVALID, dev);
 
   /* Refusals at the door name what was wrong and change nothing. */
   kvready_stats before, after;
@@ -603,6 +620,52 @@ static void test_fatal_policy_halts(void) {
   CHECK(kvready_backend_close(r.be) == KVREADY_ERR_BUSY, r.be); /* abandoned with what it used */
 }
 
+/* A thread in kvready_wait on an engine another thread frees returns
+ * KVREADY_ERR_CLOSED at once rather than waiting out its timeout (600 s
+ * here; the join is bounded well below it). */
+typedef struct {
+  uint64_t eng, lease;
+  int status, named;
+} waiter;
+
+static void *wait_thread(void *arg) {
+  waiter *w = arg;
+  kvready_lease_info info;
+  w->status = kvready_wait(w->eng, w->lease, KVREADY_UNTIL_RELEASED, 600000000000LL, &info);
+  w->named = last_error_contains(0, "was freed (kvready_engine_free) while this thread waited");
+  return NULL;
+}
+
+static void test_free_while_waiting(void) {
+  static policy_rig r; /* static: the abandoned engine keeps its backend */
+  policy_rig_start(&r, KVREADY_POLICY_RECOVER); /* contained, and never proven: the wait cannot end by itself */
+  waiter w = {.eng = r.eng, .lease = r.lease, .status = -1};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0, 0);
+  /* Without force the free refuses while the waiter is inside; that message
+   * says the waiter is in kvready_wait. */
+  int inside = 0;
+  for (int i = 0; i < 2000 && !inside; i++) {
+    CHECK(kvready_engine_free(r.eng, 0) == KVREADY_ERR_BUSY, r.eng);
+    inside = last_error_contains(r.eng, "another thread is waiting on this engine");
+    if (!inside) nanosleep(&(struct timespec){0, 5000000}, NULL);
+  }
+  CHECK(inside, r.eng);
+  CHECK(kvready_engine_free(r.eng, 1) == KVREADY_OK, r.eng);
+  struct timespec bound;
+  clock_gettime(CLOCK_REALTIME, &bound);
+  bound.tv_sec += 60;
+  int joined = pthread_timedjoin_np(t, NULL, &bound) == 0;
+  CHECK(joined, 0);
+  if (!joined) {
+    fprintf(stderr, "FAIL: the waiter is still in kvready_wait after the free\n");
+    exit(1);
+  }
+  CHECK(w.status == KVREADY_ERR_CLOSED && w.named, 0);
+  kvready_lease_info info;
+  CHECK(kvready_wait(r.eng, r.lease, KVREADY_UNTIL_RELEASED, 1000000LL, &info) == KVREADY_ERR_BAD_HANDLE, 0);
+}
+
 /* Under the recover policy a contained lease is asked again; once its
  * backend proves access over it goes on through the fence — a recovery event
  * — and its slot comes back. */
@@ -686,6 +749,7 @@ int main(void) {
   test_fatal_policy_halts();
   test_recover_policy();
   test_wait_queues_containment();
+  test_free_while_waiting();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -58,8 +58,10 @@ func runDiagram(e *env, args []string) int {
 		return exitOK
 	}
 	if err := os.WriteFile(*out, data, 0o644); err != nil {
-		e.errorf("diagram: %v", err)
-		return exitFail
+		// An output that cannot be written is an input that cannot be used
+		// (exit 2), as simulate's --report directory is.
+		e.errorf("--out: %v; want a file this process can write", err)
+		return exitUsage
 	}
 	return exitOK
 }

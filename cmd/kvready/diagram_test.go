@@ -69,7 +69,7 @@ func TestDiagramCommand(t *testing.T) {
 		{"unknown format", []string{"diagram", "--format", "png"}, exitUsage, `unknown format "png": want one of mermaid, dot, svg, markdown`},
 		{"stray argument", []string{"diagram", "extra"}, exitUsage, `diagram takes no arguments, got ["extra"]`},
 		{"bad flag", []string{"diagram", "--colour"}, exitUsage, "flag provided but not defined: -colour"},
-		{"unwritable out", []string{"diagram", "--out", filepath.Join("no", "such", "dir", "x.mmd")}, exitFail, "no such file or directory"},
+		{"unwritable out", []string{"diagram", "--out", filepath.Join("no", "such", "dir", "x.mmd")}, exitUsage, "no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

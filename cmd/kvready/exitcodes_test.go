@@ -36,16 +36,16 @@ var (
 	noFile = map[string]bool{"version": true, "profile example": true, "name part": true, "name explain": true, "diagram": true, "simulate": true}
 
 	// emptyValues gives every verb's required values empty, one at a time:
-	// an empty value is a missing one (exit 2) in every command. Two values
+	// an empty value is a missing one (exit 2) in every command. Three values
 	// are not in it because the reference gives them a meaning: an empty
 	// --layers is one empty layer group, an empty --scope-hex the empty scope
-	// (name_test.go pins both).
+	// (name_test.go pins both), an empty --arrived one layer group with
+	// nothing arrived (readiness_test.go).
 	emptyValues = map[string][][]string{
 		"layout id":        {{"layout", "id", ""}},
 		"profile validate": {{"profile", "validate", ""}},
 		"readiness": {
 			{"readiness", "--layout", "", "--arrived", "0"},
-			{"readiness", "--layout", "LAYOUT", "--arrived", ""},
 		},
 		"staging size": {
 			{"staging", "size", "--layout", "", "--fetch-tokens", "64", "--max-fetches", "1"},
@@ -92,6 +92,7 @@ func TestEveryCommandOnTheSameBadInputs(t *testing.T) {
 		{"binary file", binary, exitUsage},
 		{"JSON array", []byte(`[{"tokens_per_block":32}]`), exitUsage},
 		{"JSON string", []byte(`"layout"`), exitUsage},
+		{"JSON null", []byte("null\n"), exitUsage},
 		{"truncated object", []byte(`{"tokens_per_block":`), exitUsage},
 		{"data after the object", []byte(`{} {}`), exitUsage},
 		{"empty file", []byte{}, exitUsage},
@@ -158,6 +159,77 @@ func TestEveryCommandOnTheSameBadInputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// One meaning per exit status across commands, on the inputs where two
+// commands (or two values of one flag) used to answer differently: an output
+// path that cannot be written, a value out of range at either end, a document
+// that is JSON null. A suggestion the engine cannot lend is still computed
+// (exit 0), and says so.
+func TestSameExitStatusForTheSameKindOfInput(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	layout := filepath.Join(dir, "layout.json")
+	require.NoError(t, os.WriteFile(layout, mustRead(t, "../../staging/testdata/layout-simple.json"), 0o600))
+	lateDir := filepath.Join(dir, "late")
+	require.NoError(t, os.MkdirAll(filepath.Join(lateDir, "index.html"), 0o755))
+	null := filepath.Join(dir, "null.json")
+	require.NoError(t, os.WriteFile(null, []byte("null"), 0o600))
+	size := func(args ...string) []string {
+		return append([]string{"staging", "size", "--layout", layout}, args...)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		stderr string
+	}{
+		{"diagram --out under a file", []string{"diagram", "--format", "svg", "--out", filepath.Join(file, "d.svg")}, exitUsage, "--out:"},
+		{"diagram --out a directory", []string{"diagram", "--out", dir}, exitUsage, "--out:"},
+		{"simulate --report under a file", []string{"simulate", "--requests", "1", "--report", filepath.Join(file, "r")}, exitUsage, "--report:"},
+		{"--fetch-tokens -1", size("--fetch-tokens", "-1", "--max-fetches", "1"), exitUsage, "--fetch-tokens"},
+		{"--fetch-tokens 2^63-1", size("--fetch-tokens", "9223372036854775807", "--max-fetches", "1"), exitUsage, "--fetch-tokens"},
+		{"--fetch-tokens 2^63", size("--fetch-tokens", "9223372036854775808", "--max-fetches", "1"), exitUsage, "fetch-tokens"},
+		{"--max-fetches 2^63-1", size("--fetch-tokens", "64", "--max-fetches", "9223372036854775807"), exitUsage, "--max-fetches"},
+		{"--max-fetches -1", size("--fetch-tokens", "64", "--max-fetches", "-1"), exitUsage, "--max-fetches"},
+		{"layout id on null", []string{"layout", "id", null}, exitUsage, "the document is null, not an object"},
+		{"readiness on null", []string{"readiness", "--layout", null, "--arrived", "0"}, exitUsage, "the document is null, not an object"},
+		{"staging size on null", []string{"staging", "size", "--layout", null, "--fetch-tokens", "1", "--max-fetches", "1"}, exitUsage, "the document is null, not an object"},
+		{"profile validate on null", []string{"profile", "validate", null}, exitUsage, "found null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out, errOut := runCLI(t, "", tc.args...)
+			assert.Equal(t, tc.status, status, errOut)
+			assert.Contains(t, errOut, tc.stderr)
+			assert.Empty(t, out)
+		})
+	}
+
+	// A report directory writable when checked before the run, whose page
+	// cannot be written after it (a directory stands where index.html
+	// goes): exit 2 all the same, the summary printed.
+	status, out, errOut := runCLI(t, "", "simulate", "--requests", "20", "--report", lateDir)
+	assert.Equal(t, exitUsage, status, errOut)
+	assert.Contains(t, errOut, "--report:")
+	assert.Contains(t, out, "independent checker", "the run's summary is printed before the report")
+
+	// The reference's arithmetic, kept, and a note that the engine lends at
+	// most 2^31-1 slots per pool group.
+	status, out, errOut = runCLI(t, "", size("--fetch-tokens", "64", "--max-bytes", "9223372036854775807")...)
+	require.Equal(t, exitOK, status, errOut)
+	assert.Regexp(t, `(?m)^\s+0\s+2\s+65536\s+140737488355327\s+9223372036854710272$`, out)
+	assert.Contains(t, out, "note: pool group 0: 140737488355327 slots is more than the engine can lend (at most 2147483647 slots per pool group)")
+	status, out, errOut = runCLI(t, "", size("--fetch-tokens", "64", "--max-bytes", "9223372036854775807", "--json")...)
+	require.Equal(t, exitOK, status, errOut)
+	assert.Contains(t, out, `"slots":140737488355327,"bytes":9223372036854710272,"over_engine_limit":true,"note":"note: pool group 0`)
+	// Within the limit, no note.
+	status, out, _ = runCLI(t, "", size("--fetch-tokens", "64", "--max-fetches", "3")...)
+	require.Equal(t, exitOK, status)
+	assert.NotContains(t, out, "note:")
+	status, out, _ = runCLI(t, "", size("--fetch-tokens", "64", "--max-fetches", "3", "--json")...)
+	require.Equal(t, exitOK, status)
+	assert.NotContains(t, out, "over_engine_limit")
 }
 
 func mustRead(t *testing.T, path string) []byte {

@@ -10,10 +10,12 @@
 //	     the layout or identity does not allow), or the run failed, was unsafe
 //	     or did not finish
 //	2    usage: the command line is wrong (an unknown command or flag, a value
-//	     that does not parse, is out of range, missing or empty, flags that do
-//	     not go together, the wrong arguments), or an input cannot be used at
-//	     all (a missing or unreadable file, bytes that are not one JSON object,
-//	     a report directory it cannot write, an address it cannot listen on)
+//	     that does not parse, is out of range at either end — a size that
+//	     overflows a byte count included — missing or empty, flags that do not
+//	     go together, the wrong arguments), or an input cannot be used at all
+//	     (a missing or unreadable file, bytes that are not one JSON object —
+//	     JSON null included — an output file or report directory it cannot
+//	     write, an address it cannot listen on)
 //	3    capacity lost (simulate): the run was safe and every request ended,
 //	     but leases were contained (their slots quarantined, or recovered
 //	     later) or refused for lack of slots, and nothing in the run asked for
@@ -113,10 +115,12 @@ const exitStatuses = `exit status, the same in every command:
        identity does not allow), or the run failed, was unsafe or did not
        finish
   2    usage: the command line is wrong (an unknown command or flag, a value
-       that does not parse, is out of range, missing or empty, flags that do
-       not go together, the wrong arguments), or an input cannot be used at all
-       (a missing or unreadable file, bytes that are not one JSON object, a
-       report directory it cannot write, an address it cannot listen on)
+       that does not parse, is out of range at either end — a size that
+       overflows a byte count included — missing or empty, flags that do not
+       go together, the wrong arguments), or an input cannot be used at all (a
+       missing or unreadable file, bytes that are not one JSON object — JSON
+       null included — an output file or report directory it cannot write, an
+       address it cannot listen on)
   3    capacity lost (simulate): the run was safe and every request ended,
        but leases were contained (their slots quarantined, or recovered later)
        or refused for lack of slots, and nothing in the run asked for it

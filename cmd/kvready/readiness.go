@@ -29,6 +29,7 @@ layout order: groups separated by /, ordinals by commas, A-B an inclusive
 range, an empty group as nothing. For a layout of two groups:
     --arrived 0-9/0,8-9     group 0 has blocks 0..9; group 1 blocks 0, 8 and 9
     --arrived 0-3/          group 1 has nothing
+    --arrived ""            for a layout of one group: nothing arrived
 K is the first block not already known (default 0): blocks below it count as
 present. E is one past the last block the fetch staged (default: one past the
 last arrived block); rows of a window group before its window need not be
@@ -50,8 +51,10 @@ func runReadiness(e *env, args []string) int {
 		return e.argFail(malformed("readiness", "takes no arguments, got %q", fs.Args()))
 	case !given(fs, "layout"):
 		return e.argFail(malformed("--layout", "missing; want the layout JSON file"))
-	case !given(fs, "arrived") || *arrivedArg == "":
-		return e.argFail(malformed("--arrived", "missing or empty; want the arrived block ordinals per layer group, e.g. 0-9/0,8-9 (0-3/ when the second group has none)"))
+	case !given(fs, "arrived"):
+		// An empty value is given: it lists one layer group with nothing
+		// arrived, as the synopsis says (the reference computes that case).
+		return e.argFail(malformed("--arrived", "missing; want the arrived block ordinals per layer group, e.g. 0-9/0,8-9 (0-3/ when the second group has none, \"\" when the only group has none)"))
 	case *known < 0 || *known > maxCLIBlock:
 		return e.argFail(malformed("--known", "%d; want 0..%d", *known, maxCLIBlock))
 	case given(fs, "end") && (*endArg < 0 || *endArg > maxCLIBlock):

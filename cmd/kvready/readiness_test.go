@@ -48,6 +48,35 @@ func TestReadinessCommand(t *testing.T) {
 		{LayerGroup: 1, Window: &w, SinkBlocks: 1, Reads: [][2]int{{0, 1}, {8, 10}}}}}, got)
 }
 
+// An empty --arrived lists one layer group with nothing arrived, as -h says:
+// on a one-group layout the answer is the reference's for an empty arrival
+// (what was known, nothing more), not a refusal; on a two-group layout it is
+// one group listed for two.
+func TestReadinessNothingArrived(t *testing.T) {
+	one := writeFile(t, "layout.json", string(mustRead(t, "../../staging/testdata/layout-simple.json")))
+	status, help, _ := runCLI(t, "", "readiness", "-h")
+	require.Equal(t, exitOK, status)
+	assert.Contains(t, help, `--arrived ""            for a layout of one group: nothing arrived`)
+	for _, tc := range []struct {
+		known string
+		want  string
+		reads string
+	}{
+		{"0", "interval [0, 0]: restart_floor 0, usable_until 0 (block 0)", "layer group 0 (full attention): reads no blocks"},
+		{"2", "interval [0, 64]: restart_floor 0, usable_until 64 (block 2)", "layer group 0 (full attention): reads blocks 0-1"},
+	} {
+		status, out, errOut := runCLI(t, "", "readiness", "--layout", one, "--arrived", "", "--known", tc.known)
+		require.Equal(t, exitOK, status, errOut)
+		assert.Contains(t, out, tc.want)
+		assert.Contains(t, out, tc.reads)
+	}
+	two := writeFile(t, "two.json", windowLayout)
+	status, out, errOut := runCLI(t, "", "readiness", "--layout", two, "--arrived", "")
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, errOut, "1 layer groups listed for a layout of 2")
+	assert.Empty(t, out)
+}
+
 func TestReadinessCommandRefusals(t *testing.T) {
 	lay := writeFile(t, "layout.json", windowLayout)
 	for _, tc := range []struct {

@@ -157,6 +157,7 @@ func runSimulate(e *env, args []string) int {
 			return s
 		}
 	}
+	reportFailed := false
 	if *report != "" {
 		rerr := error(nil)
 		if naive != nil {
@@ -165,10 +166,12 @@ func runSimulate(e *env, args []string) int {
 			rerr = simulate.WriteReport(*report, sum)
 		}
 		if rerr != nil {
-			e.errorf("%v", rerr)
-			return exitFail
-		}
-		if !*asJSON {
+			// A report directory that cannot be written is exit 2 however late
+			// it shows (here, after the run: it passed the check before it),
+			// unless the run itself says something worse (below).
+			e.errorf("--report: %v", rerr)
+			reportFailed = true
+		} else if !*asJSON {
 			fmt.Fprintf(e.stdout, "report: %s/%s\n", *report, simulate.ReportIndex)
 		}
 	}
@@ -197,6 +200,9 @@ func runSimulate(e *env, args []string) int {
 	if ctx.Err() != nil {
 		e.errorf("interrupted: the summary and the report cover the run so far")
 		status = exitInterrupted
+	}
+	if reportFailed && status == exitOK {
+		status = exitUsage
 	}
 	return status
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"text/tabwriter"
@@ -27,7 +28,10 @@ ceil(window/T)), and the slots to allocate: M fetches, or B bytes split by each
 pool group's share of one fetch, rounded down to whole slots (with both, the
 smaller). A row of a pool group is one slot of each of its pools. Refused (exit
 1) when B is below one fetch (the message says how many bytes one fetch needs)
-or the layout has nothing to stage.
+or the layout has nothing to stage; exit 2 when N or M is so large that the
+bytes overflow a 64-bit count, as for any value out of range. A suggestion
+above 2147483647 slots in a pool group, the most the engine lends, is printed
+as computed with a note saying so.
 `
 
 func runStagingSize(e *env, args []string) int {
@@ -49,6 +53,15 @@ func runStagingSize(e *env, args []string) int {
 		return status
 	}
 	s, err := l.SlotCounts(o)
+	if errors.Is(err, staging.ErrSizeOverflow) {
+		// A size past a byte count is a value out of range, as -1 is.
+		flag := "--max-fetches"
+		if _, one := l.SlotCounts(staging.SizingOptions{FetchTokens: o.FetchTokens, MaxFetches: 1}); errors.Is(one, staging.ErrSizeOverflow) {
+			flag = "--fetch-tokens"
+		}
+		e.errorf("%s: %v; want a value whose staging bytes fit a 64-bit count", flag, err)
+		return exitUsage
+	}
 	if err != nil {
 		e.errorf("%s: %v", *layoutPath, err)
 		return exitFail
@@ -65,7 +78,19 @@ func runStagingSize(e *env, args []string) int {
 	}
 	_ = w.Flush()
 	fmt.Fprintf(e.stdout, "one fetch of %d tokens: %d bytes; staging: %d bytes\n", o.FetchTokens, s.OneFetch, total)
+	for _, g := range s.Groups {
+		if g.Slots > staging.MaxSlots {
+			fmt.Fprintln(e.stdout, overEngineLimit(g))
+		}
+	}
 	return exitOK
+}
+
+// overEngineLimit says that a suggestion (the reference's arithmetic, kept)
+// is more slots than the engine and the C ABI lend from one pool group.
+func overEngineLimit(g staging.GroupSizing) string {
+	return fmt.Sprintf("note: pool group %d: %d slots is more than the engine can lend (at most %d slots per pool group); allocate at most %d",
+		g.PoolGroup, g.Slots, staging.MaxSlots, staging.MaxSlots)
 }
 
 // stagingSizeUsage refuses flags that cannot make a sizing request.
@@ -93,6 +118,10 @@ type poolGroupSizeJSON struct {
 	PageBytes int `json:"page_bytes"`
 	Slots     int `json:"slots"`
 	Bytes     int `json:"bytes"`
+	// OverEngineLimit: Slots is more than the engine lends from one pool
+	// group (staging.MaxSlots); Note says so in words.
+	OverEngineLimit bool   `json:"over_engine_limit,omitempty"`
+	Note            string `json:"note,omitempty"`
 }
 
 type stagingSizeJSON struct {
@@ -105,7 +134,11 @@ type stagingSizeJSON struct {
 func sizingJSON(o staging.SizingOptions, s staging.Sizing) stagingSizeJSON {
 	out := stagingSizeJSON{FetchTokens: o.FetchTokens, OneFetchBytes: s.OneFetch, PoolGroups: []poolGroupSizeJSON{}}
 	for _, g := range s.Groups {
-		out.PoolGroups = append(out.PoolGroups, poolGroupSizeJSON{g.PoolGroup, g.FetchRows, g.PageBytes, g.Slots, g.Bytes()})
+		pg := poolGroupSizeJSON{PoolGroup: g.PoolGroup, FetchRows: g.FetchRows, PageBytes: g.PageBytes, Slots: g.Slots, Bytes: g.Bytes()}
+		if g.Slots > staging.MaxSlots {
+			pg.OverEngineLimit, pg.Note = true, overEngineLimit(g)
+		}
+		out.PoolGroups = append(out.PoolGroups, pg)
 		out.TotalBytes += g.Bytes()
 	}
 	return out

@@ -42,7 +42,8 @@ func TestStagingSize(t *testing.T) {
 	var got stagingSizeJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
 	assert.Equal(t, stagingSizeJSON{FetchTokens: 320, OneFetchBytes: 44032, TotalBytes: 22*4096 + 6*1024, PoolGroups: []poolGroupSizeJSON{
-		{0, 10, 4096, 22, 22 * 4096}, {1, 3, 1024, 6, 6 * 1024}}}, got)
+		{PoolGroup: 0, FetchRows: 10, PageBytes: 4096, Slots: 22, Bytes: 22 * 4096},
+		{PoolGroup: 1, FetchRows: 3, PageBytes: 1024, Slots: 6, Bytes: 6 * 1024}}}, got)
 
 	// From standard input, with both limits: the smaller wins.
 	status, out, _ = runCLI(t, windowLayout, "staging", "size", "--layout", "-", "--fetch-tokens", "320", "--max-fetches", "1", "--max-bytes", "100000")

@@ -55,7 +55,7 @@ class HostGPU(kvready.Device):
 
     def copy(self, to_device, device, host, nbytes):
         if device not in self.blocks or nbytes != BLOCK_BYTES:
-            raise kvready.CopyRefused(f"no {nbytes}-byte block at {device:#x}")
+            raise kvready.CopyRefusedError(f"no {nbytes}-byte block at {device:#x}")
         self.queued += 1
         self.work.put((to_device, device, host, nbytes))
 

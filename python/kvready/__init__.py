@@ -22,11 +22,12 @@ from . import _abi
 from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, host_memory
-from .engine import (BackendFaults, Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Policy, Readiness,
-                     Report, Request, RequestBatch, Round, Row, State, Stats, Until)
-from .errors import (BackendError, BadHandle, Busy, ConformanceError, CopyRefused, DeviceLost, EngineClosed,
-                     EngineHalted, Failed as CallFailed, InternalError, InvalidArgument, KvreadyError, NotReady,
-                     ProfileError, StaleLease, SubmissionRejected, Timeout, Ungrantable, Unsupported)
+from .engine import (BackendFaults, Containment, Engine, Kind, Lease, LeaseInfo, LendError, OutcomeKind, Policy,
+                     Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
+from .errors import (BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError, CopyRefusedError,
+                     DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
+                     KvreadyError, NotReadyError, ProfileError, StaleLeaseError, SubmissionRejectedError, TimedOutError,
+                     UngrantableError, UnsupportedError)
 from .memory import Group, KitMemory, Memory
 from .names import Identity, LayoutID, layout_id, validate_profile
 from . import conformance
@@ -52,12 +53,13 @@ def abi_version() -> int:
 atexit.register(_abi.detach_callbacks)
 
 __all__ = [
-    "Access", "Attempt", "Backend", "BackendError", "BackendFaults", "BadHandle", "Busy", "CallFailed", "CancelDisposition", "Cancelled",
-    "ConformanceError", "Containment", "CopyRefused", "Delivered", "Device", "DeviceLost", "Engine", "EngineClosed",
-    "EngineHalted", "EventStatus", "Extent", "Failed", "Group", "Identity", "InternalError", "InvalidArgument",
-    "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo", "LendError", "Memory", "NotReady",
-    "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness", "Report", "Request", "RequestBatch", "Round",
-    "Row", "SimDevice", "StaleLease", "State", "Stats", "StoreBackend", "SubmissionRejected", "Timeout",
-    "Ungrantable", "Unit", "Unsupported", "Until", "abi_version", "conformance", "host_memory", "layout_id",
-    "open_backend", "validate_profile", "version", "NAME_SIZE", "KEY_SIZE",
+    "Access", "Attempt", "Backend", "BackendError", "BackendFaults", "BadHandleError", "BusyError", "CallFailedError", "CancelDisposition",
+    "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
+    "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
+    "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayoutID", "Lease", "LeaseInfo",
+    "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
+    "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "StaleLeaseError", "State", "Stats",
+    "StoreBackend", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",
+    "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend", "validate_profile",
+    "version", "NAME_SIZE", "KEY_SIZE",
 ]

@@ -254,5 +254,5 @@ def to_ns(seconds: float | None) -> int:
     if seconds is None:
         return 0
     if seconds < 0:
-        raise errors.InvalidArgument(errors.INVALID, f"a negative duration ({seconds} s); want >= 0")
+        raise errors.InvalidArgumentError(errors.INVALID, f"a negative duration ({seconds} s); want >= 0")
     return int(seconds * 1e9)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Sequence
 
 from . import _abi
 from ._callbacks import Registry, write_error
-from .errors import InvalidArgument, SubmissionRejected
+from .errors import InvalidArgumentError, SubmissionRejectedError
 from . import errors
 
 log = logging.getLogger("kvready")
@@ -171,11 +171,29 @@ class Backend:
 
     def fetch(self, extent: Extent) -> Attempt:
         """Submit a fetch into the units' slots; return an Attempt for
-        anything that escaped, raise SubmissionRejected if nothing did."""
+        anything that escaped.
+
+        Raising is an answer too, and which exception says what escaped:
+
+        - :class:`SubmissionRejectedError`: nothing escaped (no work queued,
+          no notification, no access to the slots). The lease ends rejected
+          and every slot returns at once, when it is released.
+        - any other exception: the submission *may* have escaped (a transfer
+          queued before the error). kvready logs it once with its type
+          (logger ``kvready``), keeps it in ``callback_errors``, and — as the
+          reference keeps the slots of an escaped submission error — holds
+          the lease's slots until its containment deadline (request
+          deadline + drain grace), then keeps them out of use for good
+          (quarantined: with no attempt there is nothing ``quiesce`` could
+          prove, under every policy). No exception reaches the caller of
+          ``lend``.
+
+        The same holds for :meth:`publish`."""
         raise NotImplementedError
 
     def publish(self, extent: Extent) -> Attempt:
-        """Submit a publication that reads the units' slots."""
+        """Submit a publication that reads the units' slots (raising: as
+        for :meth:`fetch`)."""
         raise NotImplementedError
 
     def quiesce(self, attempts: Sequence[Attempt], timeout: float) -> bool:
@@ -242,7 +260,16 @@ class Backend:
 
     def _failed(self, e: BaseException, where: str) -> None:
         self.callback_errors.append(e)
-        log.error("kvready: %s.%s raised", type(self).__name__, where, exc_info=e)
+        if where in ("fetch", "publish"):
+            consequence = ("the submission may have escaped: its slots stay held until the lease is contained "
+                           "(its request deadline + drain grace) and then stay out of use for good; raise "
+                           "SubmissionRejectedError when nothing escaped, and they return at once")
+        else:
+            consequence = "see the Backend docstring for what it means"
+        # One record per exception, its type in the message itself (not only
+        # in the traceback), so that a log search by type finds it.
+        log.error("kvready: %s.%s raised %s: %s; %s", type(self).__name__, where, type(e).__name__, e,
+                  consequence, exc_info=e)
 
 
 class StoreBackend:
@@ -298,7 +325,7 @@ def open_backend(url: str, memory: Any) -> StoreBackend:
 
 def _check_name(name: bytes) -> None:
     if len(name) != _abi.NAME_SIZE:
-        raise InvalidArgument(1, f"kvready: a name is {_abi.NAME_SIZE} bytes, got {len(name)}")
+        raise InvalidArgumentError(1, f"kvready: a name is {_abi.NAME_SIZE} bytes, got {len(name)}")
 
 
 # ---- the callbacks, shared by every Python backend ----
@@ -320,10 +347,10 @@ def _submit(publish: bool):
             a = b.publish(ext) if publish else b.fetch(ext)
             if not isinstance(a, Attempt):
                 raise TypeError(f"{'publish' if publish else 'fetch'} returned {type(a).__name__}; want an Attempt "
-                                "(or raise SubmissionRejected)")
+                                "(or raise SubmissionRejectedError)")
             ctypes.c_uint64.from_address(attempt_out).value = b._bind(a)
             return 0
-        except SubmissionRejected as e:
+        except SubmissionRejectedError as e:
             _err(err, err_cap, str(e) or "rejected")
             return errors.REJECTED
         except BaseException as e:  # noqa: BLE001 - every failure must become a status

@@ -45,7 +45,7 @@ def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", che
     is then not checked)."""
     kinds = {"fetch": [1], "publish": [2], "both": [1, 2]}.get(kind)
     if kinds is None:
-        raise errors.InvalidArgument(errors.INVALID, f"kvready: kind {kind!r}; want 'fetch', 'publish' or 'both'")
+        raise errors.InvalidArgumentError(errors.INVALID, f"kvready: kind {kind!r}; want 'fetch', 'publish' or 'both'")
     made: list[BaseException] = []
 
     def make(user, memory, out):

@@ -25,7 +25,7 @@ from typing import Any
 from . import _abi
 from ._callbacks import Registry, write_error
 from . import errors
-from .errors import CopyRefused, DeviceLost, InvalidArgument
+from .errors import CopyRefusedError, DeviceLostError, InvalidArgumentError
 
 log = logging.getLogger("kvready")
 
@@ -42,7 +42,7 @@ def host_memory(address: int, nbytes: int) -> memoryview:
     """A writable memoryview over nbytes of staging memory at address (what
     ``copy`` is handed): valid while kvready holds the copy's slot."""
     if not address or nbytes <= 0:
-        raise InvalidArgument(errors.INVALID, f"kvready: host_memory({address:#x}, {nbytes}); want an address and a positive size")
+        raise InvalidArgumentError(errors.INVALID, f"kvready: host_memory({address:#x}, {nbytes}); want an address and a positive size")
     return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
 
 
@@ -60,8 +60,8 @@ class Device:
 
     def copy(self, to_device: bool, device: int, host: int, nbytes: int) -> None:
         """Queue a copy of nbytes between staging memory at host and the
-        device address (to_device: host to device). Raise CopyRefused if
-        nothing was queued, DeviceLost on a lost device."""
+        device address (to_device: host to device). Raise CopyRefusedError if
+        nothing was queued, DeviceLostError on a lost device."""
         raise NotImplementedError
 
     def record(self) -> Any:
@@ -169,9 +169,9 @@ def _copy(user, to_device, dev, host, n):
     try:
         d.copy(bool(to_device), dev, host, n)
         return 0
-    except CopyRefused:
+    except CopyRefusedError:
         return errors.REFUSED
-    except DeviceLost:
+    except DeviceLostError:
         return errors.DEVICE_LOST
     except BaseException as e:  # noqa: BLE001 - work may have been queued: unproven
         d._failed(e, "copy")
@@ -205,7 +205,7 @@ def _query(user, tok, status):
             st = EventStatus.PENDING
         ctypes.c_int32.from_address(status).value = int(EventStatus(st))
         return 0
-    except DeviceLost:
+    except DeviceLostError:
         ctypes.c_int32.from_address(status).value = int(EventStatus.FAILED)
         return 0
     except BaseException as e:  # noqa: BLE001 - the event stays unproven

@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from . import _abi
 from . import errors
-from .errors import InvalidArgument, KvreadyError, StaleLease
+from .backend import CancelDisposition
+from .errors import EngineClosedError, InvalidArgumentError, KvreadyError, StaleLeaseError
 
 log = logging.getLogger("kvready")
 
@@ -66,7 +67,7 @@ class Policy(IntEnum):
     containment event and never frees what is unproven."""
 
     QUARANTINE = 0  # the default: the lease's slots leave circulation for ever; the rest goes on
-    FATAL = 1       # the engine halts: it releases nothing further (EngineHalted); restart the manager
+    FATAL = 1       # the engine halts: it releases nothing further (EngineHaltedError); restart the manager
     RECOVER = 2     # a contained lease is asked again every recover_every; a later proof releases its slots
 
     @classmethod
@@ -76,7 +77,7 @@ class Policy(IntEnum):
         try:
             return cls[p.upper()] if isinstance(p, str) else cls(p)
         except (KeyError, ValueError):
-            raise InvalidArgument(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover' "
+            raise InvalidArgumentError(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover' "
                                   "(or a kvready.Policy)") from None
 
 
@@ -110,7 +111,7 @@ class Request:
         arr = (_abi.CRow * max(len(self.rows), 1))()
         for i, r in enumerate(self.rows):
             if len(r.name) != _abi.NAME_SIZE:
-                raise InvalidArgument(errors.INVALID, f"kvready: row {i}: a name is {_abi.NAME_SIZE} bytes, got {len(r.name)}")
+                raise InvalidArgumentError(errors.INVALID, f"kvready: row {i}: a name is {_abi.NAME_SIZE} bytes, got {len(r.name)}")
             ctypes.memmove(arr[i].name, bytes(r.name), _abi.NAME_SIZE)
             arr[i].group, arr[i].block, arr[i].device = r.group, r.block, r.device
         self._rows = arr
@@ -171,16 +172,20 @@ class LeaseInfo(NamedTuple):
     ungrantable: bool
     exposed: bool
     fenced: bool
-    cancel_disposition: int
+    cancel_disposition: CancelDisposition | None  # what the backend answered a cancel; None: none was asked
     cancel_error: str
     rows: int
     contained: bool  # its containment deadline passed with something unproven (recovered or not)
 
 
+def _disposition(d: int) -> CancelDisposition | None:
+    return CancelDisposition(d) if d in CancelDisposition._value2member_map_ else None
+
+
 def _info(c: _abi.CLeaseInfo) -> LeaseInfo:
     return LeaseInfo(c.lease, Kind(c.kind) if c.kind in (1, 2) else c.kind, State(c.state), OutcomeKind(c.outcome),
                      bool(c.by_peer), c.reason.decode("utf-8", "replace"), bool(c.release_requested),
-                     bool(c.ungrantable), bool(c.exposed), bool(c.fenced), c.cancel_disposition,
+                     bool(c.ungrantable), bool(c.exposed), bool(c.fenced), _disposition(c.cancel_disposition),
                      c.cancel_error.decode("utf-8", "replace"), c.rows, bool(c.contained))
 
 
@@ -292,7 +297,9 @@ class Lease:
     def arrived(self) -> list[tuple[int, int]]:
         return self.engine.arrived(self)
 
-    def wait(self, until: Until = Until.SETTLED, timeout: float = 30.0) -> LeaseInfo:
+    def wait(self, until: Until = Until.SETTLED, timeout: float | None = None) -> LeaseInfo:
+        """Run rounds until the lease reaches until: see :meth:`Engine.wait`
+        (the default timeout outlasts the lease's default containment)."""
         return self.engine.wait(self, until, timeout)
 
     def release(self) -> None:
@@ -324,7 +331,7 @@ class Lease:
     def __exit__(self, *exc: Any) -> None:
         try:
             self.release()
-        except StaleLease:
+        except StaleLeaseError:
             pass  # released already, and retired
 
 
@@ -338,12 +345,21 @@ class LendError(KvreadyError):
         self.leases, self.errors = leases, errs
 
 
+# The engine's default request deadline and drain grace (kvready.h: 0 takes
+# them), in seconds; a pending lease is contained at their sum.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+DEFAULT_DRAIN_GRACE = 10.0
+# What a default wait adds to the containment horizon: time for the round
+# that contains the lease to run and be seen.
+WAIT_MARGIN = 2.0
+
+
 def _handle(x: Any, what: str) -> int:
     if x is None:
         return 0
     h = getattr(x, "handle", None)
     if not isinstance(h, int) or not h:
-        raise InvalidArgument(errors.INVALID, f"kvready: {what} is a {type(x).__name__}; want an object with a live handle")
+        raise InvalidArgumentError(errors.INVALID, f"kvready: {what} is a {type(x).__name__}; want an object with a live handle")
     return h
 
 
@@ -379,6 +395,7 @@ class Engine:
                  on_containment: Callable[[Containment], None] | None = None,
                  on_recovery: Callable[[int], None] | None = None,
                  on_halt: Callable[[str], None] | None = None, shutdown_timeout: float = 60.0):
+        self._h = 0
         if backend is not None:
             fetcher = fetcher if fetcher is not None else backend
             publisher = publisher if publisher is not None else backend
@@ -393,6 +410,10 @@ class Engine:
         cfg.quiesce_workers = quiesce_workers
         cfg.request_timeout_ns = _abi.to_ns(request_timeout)
         cfg.drain_grace_ns = _abi.to_ns(drain_grace)
+        # What the library takes for 0 (kvready.h's defaults): the wait's
+        # default timeout is derived from them.
+        self.request_timeout = request_timeout or DEFAULT_REQUEST_TIMEOUT
+        self.drain_grace = drain_grace or DEFAULT_DRAIN_GRACE
         cfg.quiesce_timeout_ns = _abi.to_ns(quiesce_timeout)
         cfg.retry_backoff_ns = _abi.to_ns(retry_backoff)
         cfg.max_retry_backoff_ns = _abi.to_ns(max_retry_backoff)
@@ -402,7 +423,7 @@ class Engine:
         cfg.max_outstanding = max_outstanding
         h = ctypes.c_uint64()
         _abi.check(_abi.engine_new(ctypes.byref(cfg), ctypes.byref(h)))
-        self.handle = h.value
+        self._h = h.value
         self.policy = Policy(cfg.policy)
         self.on_containment = on_containment
         self.on_recovery = on_recovery
@@ -420,6 +441,35 @@ class Engine:
         self._info = _abi.CLeaseInfo()
         self._iv = _abi.CInterval()
         self._count = ctypes.c_int64()
+
+    @property
+    def handle(self) -> int:
+        """The engine's C handle; EngineClosedError once it was freed (its
+        ``with`` block ended, or :meth:`free`), so that a call after that
+        says the engine is gone rather than that a handle is bad."""
+        if not self._h:
+            raise EngineClosedError(errors.CLOSED, "kvready: the engine was shut down and freed (its with block ended, "
+                                    "or free() was called); want a live engine: create a new one")
+        return self._h
+
+    @property
+    def containment_horizon(self) -> float:
+        """Seconds from a lease's submission to its containment deadline
+        (request_timeout + drain_grace): by then it has settled, or it is
+        contained."""
+        return self.request_timeout + self.drain_grace
+
+    @property
+    def wait_timeout(self) -> float:
+        """The default timeout of :meth:`wait`: the containment horizon
+        plus WAIT_MARGIN."""
+        return self.containment_horizon + WAIT_MARGIN
+
+    @property
+    def closed(self) -> bool:
+        """Whether the engine was freed (its ``with`` block ended, or
+        :meth:`free`): every call then raises EngineClosedError."""
+        return not self._h
 
     # ---- waking ----
 
@@ -565,7 +615,7 @@ class Engine:
 
     def infos(self, leases: Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
         """Describe many leases in one call (an exception in place of each
-        lease refused, e.g. StaleLease)."""
+        lease refused, e.g. StaleLeaseError)."""
         n = len(leases)
         if not n:
             return []
@@ -579,7 +629,7 @@ class Engine:
         return [_info(out[i]) if sts[i] == 0 else errors.from_status(sts[i], msg) for i in range(n)]
 
     def readiness(self, lease: Lease | int) -> Readiness:
-        """Where a fetched request may resume (NotReady until its copies
+        """Where a fetched request may resume (NotReadyError until its copies
         landed)."""
         iv = self._iv
         _abi.check(_abi.readiness(self.handle, int(lease), ctypes.byref(iv)), self.handle)
@@ -598,10 +648,21 @@ class Engine:
             _abi.check(st, self.handle)
             return list(zip(gs[:n.value], bs[:n.value]))
 
-    def wait(self, lease: Lease | int, until: Until = Until.SETTLED, timeout: float = 30.0) -> LeaseInfo:
-        """Run rounds on this thread until the lease reaches until (Timeout
+    def wait(self, lease: Lease | int, until: Until = Until.SETTLED, timeout: float | None = None) -> LeaseInfo:
+        """Run rounds on this thread until the lease reaches until (TimedOutError
         after timeout seconds). Python backends and devices keep running on
-        other threads meanwhile (the GIL is released)."""
+        other threads meanwhile (the GIL is released).
+
+        The default timeout (None) is :attr:`wait_timeout`: the engine's
+        containment horizon — ``request_timeout + drain_grace``, 30 s + 10 s
+        = 40 s with the defaults — plus :data:`WAIT_MARGIN` (2 s) for the
+        round that contains the lease. So a lease that waits with the
+        defaults ends settled, or contained (QUARANTINED), never in a
+        TimedOutError first, whatever its backend does: the two defaults
+        agree. (A lease held back by ``max_outstanding`` starts its deadline
+        only at its submission: pass a longer timeout for it.)"""
+        if timeout is None:
+            timeout = self.wait_timeout
         info = _abi.CLeaseInfo()
         try:
             _abi.check(_abi.wait(self.handle, int(lease), int(until), _abi.to_ns(timeout) or 1, ctypes.byref(info)), self.handle)
@@ -647,7 +708,7 @@ class Engine:
         return _report(c)
 
     def shutdown(self, timeout: float | None = None) -> Report:
-        """Close, then run rounds until drained (Timeout otherwise)."""
+        """Close, then run rounds until drained (TimedOutError otherwise)."""
         c = _abi.CReport()
         t = self.shutdown_timeout if timeout is None else timeout
         try:
@@ -665,23 +726,23 @@ class Engine:
     def free(self, force: bool = False) -> None:
         """Forget a drained engine (force: abandon one that is not, keeping
         what it holds held)."""
-        if self.handle:
-            _abi.check(_abi.engine_free(self.handle, 1 if force else 0), self.handle)
-            self.handle = 0
+        if self._h:
+            _abi.check(_abi.engine_free(self._h, 1 if force else 0), self._h)
+            self._h = 0
 
     def __enter__(self) -> "Engine":
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if not self.handle:
+        if not self._h:
             return
         try:
             self.shutdown()
-        except errors.Timeout:
+        except errors.TimedOutError:
             log.error("kvready: the engine did not drain in %s s; abandoning it with its slots held", self.shutdown_timeout)
             self.free(force=True)
             raise
-        except errors.EngineHalted:
+        except errors.EngineHaltedError:
             log.error("kvready: the engine halted; abandoning it with what it holds (restart the manager)")
             self.free(force=True)
             raise

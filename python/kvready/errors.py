@@ -1,5 +1,10 @@
 """The exceptions kvready raises: one per status of the C ABI, each carrying
-the engine's own message (what was wrong, and what was expected)."""
+the engine's own message (what was wrong, and what was expected).
+
+Every exception's name ends in ``Error``, so that none shares a name with an
+outcome (``kvready.Failed``, ``Delivered``, ``Cancelled``) or a state:
+``except kvready.Failed`` raises TypeError, since an outcome is not an
+exception."""
 
 from __future__ import annotations
 
@@ -35,40 +40,40 @@ class KvreadyError(Exception):
         self.message = message
 
 
-class InvalidArgument(KvreadyError, ValueError):
+class InvalidArgumentError(KvreadyError, ValueError):
     """A malformed argument or request; nothing changed."""
 
 
-class BadHandle(KvreadyError):
+class BadHandleError(KvreadyError):
     """The object was closed or freed (or the handle is not of its kind)."""
 
 
-class StaleLease(KvreadyError):
+class StaleLeaseError(KvreadyError):
     """The lease was retired (its record reused), or never existed."""
 
 
-class NotReady(KvreadyError):
+class NotReadyError(KvreadyError):
     """Readiness is not answerable for the lease (yet): its copies have not
     all landed, or it is a publish."""
 
 
-class EngineClosed(KvreadyError):
+class EngineClosedError(KvreadyError):
     """The engine is closed and admits no new lease."""
 
 
-class EngineHalted(KvreadyError):
+class EngineHaltedError(KvreadyError):
     """The engine halted (a broken invariant, or a containment under the
     fatal policy): it releases nothing any more. Restart the manager."""
 
 
-class DeviceLost(KvreadyError):
+class DeviceLostError(KvreadyError):
     """The device is lost. A Python device raises it from a callback too."""
 
     def __init__(self, status: int = DEVICE_LOST, message: str = "device lost"):
         super().__init__(status, message)
 
 
-class Ungrantable(KvreadyError):
+class UngrantableError(KvreadyError):
     """Quarantine left no contiguous run of slots that could ever hold it."""
 
 
@@ -76,7 +81,7 @@ class ProfileError(KvreadyError, ValueError):
     """The runtime profile is refused; the message lists every violation."""
 
 
-class Timeout(KvreadyError, TimeoutError):
+class TimedOutError(KvreadyError, TimeoutError):
     """A wait ran out of time."""
 
 
@@ -84,15 +89,15 @@ class BackendError(KvreadyError):
     """Opening a backend, or a direct call on one, failed."""
 
 
-class Busy(KvreadyError):
+class BusyError(KvreadyError):
     """The object is still used by an engine."""
 
 
-class Unsupported(KvreadyError):
+class UnsupportedError(KvreadyError):
     """The object cannot do that."""
 
 
-class Failed(KvreadyError):
+class CallFailedError(KvreadyError):
     """The call failed (see the message)."""
 
 
@@ -111,22 +116,22 @@ class ConformanceError(KvreadyError, AssertionError):
         self.report = message
 
 
-class SubmissionRejected(Exception):
+class SubmissionRejectedError(Exception):
     """Raised by a Python backend's fetch or publish when it refused the
     submission before anything escaped (no work, notification or memory
     access): there is nothing to wait for."""
 
 
-class CopyRefused(Exception):
+class CopyRefusedError(Exception):
     """Raised by a Python device's copy when nothing was queued: nothing
     touches the memory, and no event needs to prove anything about it."""
 
 
 _BY_STATUS = {
-    INVALID: InvalidArgument, BAD_HANDLE: BadHandle, STALE_LEASE: StaleLease, NOT_READY: NotReady,
-    CLOSED: EngineClosed, HALTED: EngineHalted, DEVICE_LOST: DeviceLost, UNGRANTABLE: Ungrantable,
-    PROFILE: ProfileError, TIMEOUT: Timeout, BACKEND: BackendError, BUSY: Busy, UNSUPPORTED: Unsupported,
-    FAILED: Failed, INTERNAL: InternalError, CONFORMANCE: ConformanceError,
+    INVALID: InvalidArgumentError, BAD_HANDLE: BadHandleError, STALE_LEASE: StaleLeaseError, NOT_READY: NotReadyError,
+    CLOSED: EngineClosedError, HALTED: EngineHaltedError, DEVICE_LOST: DeviceLostError, UNGRANTABLE: UngrantableError,
+    PROFILE: ProfileError, TIMEOUT: TimedOutError, BACKEND: BackendError, BUSY: BusyError, UNSUPPORTED: UnsupportedError,
+    FAILED: CallFailedError, INTERNAL: InternalError, CONFORMANCE: ConformanceError,
 }
 
 

@@ -6,7 +6,7 @@ import ctypes
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from . import _abi
-from .errors import InvalidArgument, Unsupported
+from .errors import InvalidArgumentError, UnsupportedError
 
 
 class Group(NamedTuple):
@@ -24,19 +24,19 @@ def _address(buf: Any, need: int) -> tuple[int, Any]:
     valid (pinned memory from torch: tensor.data_ptr())."""
     if isinstance(buf, int):
         if buf == 0:
-            raise InvalidArgument(1, "kvready: staging address 0; want the address of at least %d bytes" % need)
+            raise InvalidArgumentError(1, "kvready: staging address 0; want the address of at least %d bytes" % need)
         return buf, None
     try:
         mv = memoryview(buf)
     except TypeError:
-        raise InvalidArgument(1, f"kvready: a {type(buf).__name__} is not a buffer; want a writable buffer "
+        raise InvalidArgumentError(1, f"kvready: a {type(buf).__name__} is not a buffer; want a writable buffer "
                                  "(bytearray, memoryview, numpy array) or an address") from None
     if mv.readonly:
-        raise InvalidArgument(1, f"kvready: the {type(buf).__name__} is read-only; staging memory must be writable")
+        raise InvalidArgumentError(1, f"kvready: the {type(buf).__name__} is read-only; staging memory must be writable")
     if not mv.c_contiguous:
-        raise InvalidArgument(1, f"kvready: the {type(buf).__name__} is not contiguous; staging memory must be")
+        raise InvalidArgumentError(1, f"kvready: the {type(buf).__name__} is not contiguous; staging memory must be")
     if mv.nbytes < need:
-        raise InvalidArgument(1, f"kvready: the buffer has {mv.nbytes} bytes; the pool group needs {need}")
+        raise InvalidArgumentError(1, f"kvready: the buffer has {mv.nbytes} bytes; the pool group needs {need}")
     arr = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
     return ctypes.addressof(arr), arr
 
@@ -56,17 +56,17 @@ class Memory:
     def __init__(self, groups: Sequence[Group | tuple[int, int]], buffers: Sequence[Any] | None = None):
         self.groups = [Group(*g) for g in groups]
         if not self.groups:
-            raise InvalidArgument(1, "kvready: no pool groups; want one per local layer group")
+            raise InvalidArgumentError(1, "kvready: no pool groups; want one per local layer group")
         if buffers is None:
             buffers = [bytearray(g.slots * g.slot_bytes) for g in self.groups]
         if len(buffers) != len(self.groups):
-            raise InvalidArgument(1, f"kvready: {len(buffers)} buffers for {len(self.groups)} pool groups; want one each")
+            raise InvalidArgumentError(1, f"kvready: {len(buffers)} buffers for {len(self.groups)} pool groups; want one each")
         self.buffers = list(buffers)
         self._keep = []
         addrs = []
         for g, buf in zip(self.groups, self.buffers):
             if g.slots <= 0 or g.slot_bytes <= 0:
-                raise InvalidArgument(1, f"kvready: a pool group of {g.slots} slots of {g.slot_bytes} bytes; want positive sizes")
+                raise InvalidArgumentError(1, f"kvready: a pool group of {g.slots} slots of {g.slot_bytes} bytes; want positive sizes")
             addr, keep = _address(buf, g.slots * g.slot_bytes)
             addrs.append(addr)
             self._keep.append(keep)
@@ -82,7 +82,7 @@ class Memory:
         (no copy): what a Python backend writes a fetched row into."""
         g = self.groups[group] if 0 <= group < len(self.groups) else None
         if g is None or not 0 <= local < g.slots:
-            raise InvalidArgument(1, f"kvready: no slot {local} in pool group {group}")
+            raise InvalidArgumentError(1, f"kvready: no slot {local} in pool group {group}")
         return memoryview(self._views[group]).cast("B")[local * g.slot_bytes:(local + 1) * g.slot_bytes]
 
     def write(self, group: int, local: int, data: Any, offset: int = 0) -> None:
@@ -129,7 +129,7 @@ class KitMemory:
     def read(self, group: int, local: int) -> bytes:
         """A copy of a slot."""
         if not 0 <= group < len(self.groups):
-            raise InvalidArgument(1, f"kvready: no pool group {group}")
+            raise InvalidArgumentError(1, f"kvready: no pool group {group}")
         n = self.groups[group].slot_bytes
         buf = ctypes.create_string_buffer(n)
         _abi.check(_abi.memory_read(self.handle, group, local, 0, buf, n), self.handle)
@@ -137,4 +137,4 @@ class KitMemory:
 
     def row(self, group: int, local: int) -> memoryview:
         """Refused: the kit's memory is reached through write and read."""
-        raise Unsupported(17, "kvready: the conformance kit's memory is Go memory: reach it through write and read")
+        raise UnsupportedError(17, "kvready: the conformance kit's memory is Go memory: reach it through write and read")

@@ -8,7 +8,7 @@ import json
 from typing import Any, NamedTuple, Sequence
 
 from . import _abi
-from .errors import InvalidArgument
+from .errors import InvalidArgumentError
 
 
 def _json(doc: str | bytes | dict) -> bytes:
@@ -52,12 +52,12 @@ class Identity:
     def __init__(self, scope: bytes, layout_id: bytes, layers: Sequence[Sequence[int]],
                  shards: Sequence[tuple[int, int]] | None = None):
         if not layers:
-            raise InvalidArgument(1, "kvready: no layer groups; want one list of global layer ids per local group")
+            raise InvalidArgumentError(1, "kvready: no layer groups; want one list of global layer ids per local group")
         self.scope, self.layout_id = bytes(scope), bytes(layout_id)
         self.layers = [list(g) for g in layers]
         self.shards = [tuple(s) for s in shards] if shards is not None else [(1, 0)] * len(self.layers)
         if len(self.shards) != len(self.layers):
-            raise InvalidArgument(1, f"kvready: {len(self.shards)} shards for {len(self.layers)} layer groups; want one each")
+            raise InvalidArgumentError(1, f"kvready: {len(self.shards)} shards for {len(self.layers)} layer groups; want one each")
         flat = [l for g in self.layers for l in g]
         offs = [0]
         for g in self.layers:
@@ -79,7 +79,7 @@ class Identity:
             return []
         kb = b"".join(keys)
         if len(kb) != 32 * n or any(len(k) != 32 for k in keys):
-            raise InvalidArgument(1, "kvready: every block key is 32 bytes")
+            raise InvalidArgumentError(1, "kvready: every block key is 32 bytes")
         kbuf = (ctypes.c_uint8 * len(kb)).from_buffer_copy(kb)
         out = (ctypes.c_uint8 * (_abi.NAME_SIZE * n))()
         _abi.check(_abi.names(self._scope, len(self.scope), self._lid, len(self.layout_id), self._layers, self._offs,

@@ -42,7 +42,7 @@ class Store(kvready.Backend):
 
     def fetch(self, extent):
         if self.mode == "reject":
-            raise kvready.SubmissionRejected("injected rejection")
+            raise kvready.SubmissionRejectedError("injected rejection")
         a = kvready.Attempt()
         if self.mode == "fail":
             a.set_outcome(kvready.Failed("injected failure"))
@@ -111,7 +111,7 @@ def rig():
     r = Rig()
     yield r
     for e in made:
-        if e.handle:
+        if not e.closed:
             e.shutdown(30)
             e.free()
 

@@ -23,6 +23,7 @@ def test_publish_then_fetch_round_trip(rig):
     with eng.lend(kvready.Request.publish(rows)) as pub:
         info = settle(eng, pub)
         assert (info.state, info.outcome) == (kvready.State.LOGICALLY_COMPLETE, kvready.OutcomeKind.SERVED)
+        assert info.cancel_disposition is None  # no cancel was asked
     fresh = [r._replace(device=rig.dev.alloc(SLOT)) for r in rows]
     with eng.lend(kvready.Request.fetch(fresh)) as f:
         assert settle(eng, f).outcome == kvready.OutcomeKind.SERVED
@@ -113,55 +114,91 @@ def test_refusals_name_what_was_wrong_and_change_nothing(rig):
     eng = rig.engine(Store(rig.mem))
     rows = rig.rows(1)
     before = eng.stats()
-    with pytest.raises(kvready.InvalidArgument, match="group"):
+    with pytest.raises(kvready.InvalidArgumentError, match="group"):
         eng.lend(kvready.Request.fetch([rows[0]._replace(group=3)]))
-    with pytest.raises(kvready.InvalidArgument, match="kind 9"):
+    with pytest.raises(kvready.InvalidArgumentError, match="kind 9"):
         eng.lend(kvready.Request(9, rows))
-    with pytest.raises(kvready.InvalidArgument, match="no rows"):
+    with pytest.raises(kvready.InvalidArgumentError, match="no rows"):
         eng.lend(kvready.Request.fetch([]))
-    with pytest.raises(kvready.InvalidArgument, match="54 bytes"):
+    with pytest.raises(kvready.InvalidArgumentError, match="54 bytes"):
         kvready.Request.fetch([kvready.Row(b"short", 0, 0, 1)])
-    with pytest.raises(kvready.InvalidArgument, match="below KnownBlocks|known|KnownBlocks"):
+    with pytest.raises(kvready.InvalidArgumentError, match="below KnownBlocks|known|KnownBlocks"):
         eng.lend(kvready.Request.fetch(rows, known_blocks=4))
     after = eng.stats()
     assert (before.lent, before.leases) == (after.lent, after.leases)
 
     lease = eng.lend(kvready.Request.fetch(rows))
-    with pytest.raises(kvready.NotReady):
+    with pytest.raises(kvready.NotReadyError):
         lease.readiness()
     settle(eng, lease)
     lease.release()
     settle(eng, lease, kvready.Until.RELEASED)
     stale = kvready.Lease(eng, lease.handle + (7 << 32))
-    with pytest.raises(kvready.StaleLease, match="stale"):
+    with pytest.raises(kvready.StaleLeaseError, match="stale"):
         stale.release()
-    with pytest.raises(kvready.StaleLease):
+    with pytest.raises(kvready.StaleLeaseError):
         eng.readiness(0)
     eng.shutdown(10)
-    with pytest.raises(kvready.EngineClosed):
+    with pytest.raises(kvready.EngineClosedError):
         eng.lend(kvready.Request.fetch(rows))
     h = eng.handle
     eng.free()
-    eng.handle = h  # a freed engine's handle: refused, never a crash
-    with pytest.raises(kvready.BadHandle, match="no live engine"):
+    # A freed engine says so, whichever call comes next.
+    for call in (eng.progress, eng.stats, eng.report, lambda: eng.lend(kvready.Request.fetch(rows))):
+        with pytest.raises(kvready.EngineClosedError, match="shut down and freed"):
+            call()
+    eng._h = h  # a freed engine's handle, passed to the library: refused, never a crash
+    with pytest.raises(kvready.BadHandleError, match="no live engine"):
         eng.progress()
-    eng.handle = 0
+    eng._h = 0
+
+
+def test_calls_after_the_with_block_answer_engine_closed(rig):
+    store = kvready.open_backend("mem", rig.mem)
+    rows = rig.rows(1, fill=ord("w"))
+    with rig.engine(store) as eng:
+        with eng.lend(kvready.Request.publish(rows)) as lease:
+            settle(eng, lease)
+    for call in (eng.progress, eng.stats, lambda: lease.info(), lambda: lease.wait(timeout=1),
+                 lambda: eng.lend(kvready.Request.fetch(rows))):
+        with pytest.raises(kvready.EngineClosedError, match="shut down and freed"):
+            call()
+
+
+def test_no_exception_shares_a_name_with_an_outcome():
+    # Every exception kvready exports ends in Error; nothing else does, and
+    # no exception is named like an outcome type, an outcome kind or a state,
+    # so that `except kvready.<outcome>` cannot be written by mistake for one.
+    exported = {n: getattr(kvready, n) for n in kvready.__all__}
+    exceptions = {n for n, v in exported.items() if isinstance(v, type) and issubclass(v, BaseException)}
+    assert {"KvreadyError", "CallFailedError", "SubmissionRejectedError", "CopyRefusedError"} <= exceptions
+    for n in exceptions:
+        assert n.endswith("Error"), n
+    for n, v in exported.items():
+        if n not in exceptions:
+            assert not n.endswith("Error"), n
+    outcome_names = {"Delivered", "Failed", "Cancelled", "Outcome"}
+    outcome_names |= {m.name.title().replace("_", "") for e in (kvready.OutcomeKind, kvready.State) for m in e}
+    assert not exceptions & outcome_names
+    assert not {n.removesuffix("Error") for n in exceptions} & {"Delivered", "Failed", "Cancelled"}
+    for n in ("Failed", "Delivered", "Cancelled"):
+        assert not issubclass(getattr(kvready, n), BaseException), n
 
 
 def test_a_publisher_only_engine_refuses_a_fetch(rig):
     class PublishOnly(Store):
         fetch = kvready.Backend.fetch
     eng = rig.engine(PublishOnly(rig.mem))
-    with pytest.raises(kvready.InvalidArgument, match="no Fetcher"):
+    with pytest.raises(kvready.InvalidArgumentError, match="no Fetcher"):
         eng.lend(kvready.Request.fetch(rig.rows(1)))
 
 
 def test_bad_buffers_and_profiles_are_refused():
-    with pytest.raises(kvready.InvalidArgument, match="read-only"):
+    with pytest.raises(kvready.InvalidArgumentError, match="read-only"):
         kvready.Memory([kvready.Group(2, 8)], [bytes(16)])
-    with pytest.raises(kvready.InvalidArgument, match="has 8 bytes; the pool group needs 16"):
+    with pytest.raises(kvready.InvalidArgumentError, match="has 8 bytes; the pool group needs 16"):
         kvready.Memory([kvready.Group(2, 8)], [bytearray(8)])
-    with pytest.raises(kvready.InvalidArgument, match="not a buffer"):
+    with pytest.raises(kvready.InvalidArgumentError, match="not a buffer"):
         kvready.Memory([kvready.Group(2, 8)], ["text"])
 
 
@@ -216,7 +253,7 @@ def test_lend_many_reports_each_refusal(rig):
     with pytest.raises(kvready.LendError) as ei:
         eng.lend_many([good, bad])
     assert ei.value.leases[0] is not None and ei.value.leases[1] is None
-    assert isinstance(ei.value.errors[1], kvready.InvalidArgument)
+    assert isinstance(ei.value.errors[1], kvready.InvalidArgumentError)
     ei.value.leases[0].release()
 
 
@@ -249,7 +286,9 @@ def test_cancel_latches_a_local_cancel_and_asks_the_backend_once(rig):
     lease.cancel()
     info = settle(eng, lease)
     assert info.outcome == kvready.OutcomeKind.CANCELLED and not info.by_peer
-    assert info.cancel_disposition == kvready.CancelDisposition.REQUESTED
+    # The enum, not a bare int (an int compares equal to it too).
+    assert type(info.cancel_disposition) is kvready.CancelDisposition
+    assert info.cancel_disposition is kvready.CancelDisposition.REQUESTED
     assert Cancellable.asked == 1
     lease.release()
 
@@ -308,7 +347,7 @@ def test_buffers_bytearray_memoryview_and_numpy():
         store.put(EXTENT, name(1), b"q" * 32)
         assert store.get(EXTENT, name(1)) == b"q" * 32
         assert store.get(EXTENT, name(2)) is None
-        with pytest.raises(kvready.Busy, match="still use this staging memory"):
+        with pytest.raises(kvready.BusyError, match="still use this staging memory"):
             m.close()
         store.close()
         m.close()
@@ -324,7 +363,96 @@ def test_engine_context_manager_drains_and_frees(rig):
     with kvready.Engine(rig.mem, 32, backend=store, device=rig.dev) as eng:
         lease = eng.lend(kvready.Request.publish(rig.rows(1, fill=3)))
         lease.wait()
-        with pytest.raises(kvready.Busy, match="engines still use this backend"):
+        with pytest.raises(kvready.BusyError, match="engines still use this backend"):
             store.close()
-    assert eng.handle == 0
+    assert eng.closed
     store.close()
+
+
+# ---- Lease.wait's default agrees with the default containment --------------
+
+
+class Silent(Store):
+    """Submits and never answers; nothing is ever proven."""
+
+    def fetch(self, extent):
+        return kvready.Attempt()
+
+    def quiesce(self, attempts, timeout):
+        return False
+
+
+def _waited_ns(monkeypatch):
+    seen = []
+    real = kvready._abi.wait
+
+    def spy(h, lease, until, timeout_ns, info):
+        seen.append(timeout_ns)
+        return real(h, lease, until, timeout_ns, info)
+    monkeypatch.setattr(kvready._abi, "wait", spy)
+    return seen
+
+
+def test_the_default_wait_outlasts_the_default_containment(rig, monkeypatch):
+    import re
+    from conftest import ROOT
+    # The engine's defaults are kvready.h's; the Python constants say the same.
+    header = (ROOT / "cabi" / "kvready.h").read_text()
+    assert re.search(r"request_timeout_ns;\s*/\* default 30 s \*/", header)
+    assert re.search(r"drain_grace_ns;\s*/\* default 10 s \*/", header)
+    seen = _waited_ns(monkeypatch)
+    # The defaults of Lease.wait and Engine.wait are the engine's horizon
+    # and a margin, not a constant that ends before a pending lease is
+    # contained (30 s against 40 s).
+    for kw, horizon in (({"request_timeout": None, "drain_grace": None}, 40.0),
+                        ({"request_timeout": 0.5, "drain_grace": 0.25}, 0.75)):
+        seen.clear()
+        eng = rig.engine(Store(rig.mem), **kw)
+        assert eng.containment_horizon == horizon
+        assert eng.wait_timeout == horizon + kvready.engine.WAIT_MARGIN
+        lease = eng.lend(kvready.Request.fetch(rig.rows(1)))
+        lease.wait()
+        eng.wait(lease)
+        eng.wait(lease, timeout=7)  # an explicit timeout still wins
+        assert seen == [int((horizon + kvready.engine.WAIT_MARGIN) * 1e9)] * 2 + [7_000_000_000]
+        assert seen[0] > horizon * 1e9
+        lease.release()
+        eng.shutdown(30)
+        eng.free()
+
+
+def test_a_default_wait_on_a_silent_backend_ends_contained_not_timed_out(rig):
+    eng = rig.engine(Silent(rig.mem), request_timeout=0.2, drain_grace=0.2)
+    lease = eng.lend(kvready.Request.fetch(rig.rows(2)))
+    info = lease.wait()
+    assert info.state == kvready.State.QUARANTINED and info.contained, info
+
+
+# ---- the C ABI under misuse, from Python ----------------------------------
+
+
+def test_lengths_past_the_memory_are_refused_naming_the_bound(rig):
+    import ctypes
+    import re
+    size_max = 2**64 - 1
+    buf = ctypes.create_string_buffer(SLOT)
+    for call, handle, bound in (
+            (lambda: kvready._abi.memory_read(rig.mem.handle, 0, 0, 0, buf, size_max), rig.mem.handle,
+             f"want offset + n <= {SLOT}"),
+            (lambda: kvready._abi.memory_write(rig.mem.handle, 0, 0, 0, buf, size_max), rig.mem.handle,
+             f"want offset + n <= {SLOT}"),
+            (lambda: kvready._abi.sim_read(rig.dev.handle, rig.dev.alloc(SLOT), buf, size_max), rig.dev.handle,
+             "want n <= 1048576"),
+            (lambda: kvready._abi.sim_write(rig.dev.handle, rig.dev.alloc(SLOT), b"x", size_max), rig.dev.handle,
+             "want n <= 1048576")):
+        with pytest.raises(kvready.InvalidArgumentError, match=re.escape(bound)) as ei:
+            kvready._abi.check(call(), handle)
+        assert "internal" not in str(ei.value)
+
+
+def test_a_handle_of_the_wrong_kind_keeps_its_error_under_itself(rig):
+    import ctypes
+    r = kvready._abi.CRound()
+    st = kvready._abi.progress(rig.dev.handle, ctypes.byref(r), None, None, 0)
+    with pytest.raises(kvready.BadHandleError, match="is a device handle; want an engine handle"):
+        kvready._abi.check(st, rig.dev.handle)

@@ -22,9 +22,9 @@ def test_the_golden_name_and_part_of_the_spec():
         "ac0cbcea5a240bde17f6bac29386876a000102030405060708090a0b0c0d0e0f"
         "101112131415161718191a1b1c1d1e1f000100040003")
     assert len(ident.names(1, [bytes(32)] * 5)) == 5
-    with pytest.raises(kvready.InvalidArgument, match="shard|index"):
+    with pytest.raises(kvready.InvalidArgumentError, match="shard|index"):
         kvready.Identity(scope, lid, [[0]], [(2, 2)])
-    with pytest.raises(kvready.InvalidArgument, match="layout id is empty"):
+    with pytest.raises(kvready.InvalidArgumentError, match="layout id is empty"):
         kvready.Identity(scope, b"", [[0]])
 
 
@@ -33,7 +33,7 @@ def test_layout_id_of_the_golden_layout():
     lid = kvready.layout_id(doc)
     assert lid.hex() == "cb34d92ec6d4961a36d053db281528986f5614c44e0cc7871dc06c0b897ffc9d"
     assert lid.tokens_per_block == 32
-    with pytest.raises(kvready.InvalidArgument):
+    with pytest.raises(kvready.InvalidArgumentError):
         kvready.layout_id("{}")
 
 

@@ -68,13 +68,13 @@ def test_the_fatal_policy_halts_the_engine_and_refuses_every_change(rig):
     info = lease.info()
     assert info.contained and info.state == kvready.State.QUARANTINED
 
-    with pytest.raises(kvready.EngineHalted, match="fatal policy"):
+    with pytest.raises(kvready.EngineHaltedError, match="fatal policy"):
         eng.lend(req)
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         lease.release()
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         lease.cancel()
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         lease.retry()
 
     # Late evidence changes nothing: the slot stays out, and no halt is told twice.
@@ -86,12 +86,12 @@ def test_the_fatal_policy_halts_the_engine_and_refuses_every_change(rig):
     assert stats.halted and stats.containments == 1 and stats.recovered == 0 and stats.slots_free == 7
     rep = eng.report()
     assert rep.halted and not rep.drained and "fatal policy" in rep.halt_reason
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         eng.shutdown(1)
     # The context manager's exit abandons a halted engine and says so.
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         eng.__exit__(None, None, None)
-    assert eng.handle == 0
+    assert eng.closed
 
 
 def test_the_recover_policy_releases_a_contained_lease_once_proven(rig):
@@ -193,13 +193,13 @@ def test_wait_tells_on_halt_without_progress(rig):
 
 def test_policies_and_bounds_are_checked_at_the_door(rig):
     store = Store(rig.mem)
-    with pytest.raises(kvready.InvalidArgument, match="policy 'sometimes'"):
+    with pytest.raises(kvready.InvalidArgumentError, match="policy 'sometimes'"):
         rig.engine(store, policy="sometimes")
-    with pytest.raises(kvready.InvalidArgument, match="policy 7"):
+    with pytest.raises(kvready.InvalidArgumentError, match="policy 7"):
         rig.engine(store, policy=7)
-    with pytest.raises(kvready.InvalidArgument, match="MaxOutstanding"):
+    with pytest.raises(kvready.InvalidArgumentError, match="MaxOutstanding"):
         rig.engine(store, max_outstanding=-1)
-    with pytest.raises(kvready.InvalidArgument, match="negative duration"):
+    with pytest.raises(kvready.InvalidArgumentError, match="negative duration"):
         rig.engine(store, recover_every=-1)
 
 

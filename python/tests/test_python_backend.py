@@ -52,7 +52,7 @@ def test_a_python_backend_that_writes_late_is_copied_only_after_its_proof(rig):
     # The outcome is visible at once; nothing is copied, nothing is ready.
     assert info.outcome == kvready.OutcomeKind.SERVED
     assert info.state == kvready.State.SERVED and not info.fenced
-    with pytest.raises(kvready.NotReady):
+    with pytest.raises(kvready.NotReadyError):
         lease.readiness()
     assert rig.dev.read(rows[0].device, SLOT) == b"0" * SLOT
     assert eng.stats().unproven >= 1, "Quiesce was asked and could not prove it yet"
@@ -281,3 +281,55 @@ def test_the_conformance_kit_names_the_rule_a_python_backend_breaks(broken, rule
 def test_make_backend_must_build_a_backend():
     with pytest.raises(kvready.ConformanceError):
         kvready.conformance.check(lambda memory: object(), checks=2)
+
+
+# ---- a fetch that raises: what escaped decides where the slots go ----------
+
+
+def test_a_fetch_that_raises_submission_rejected_returns_every_slot_at_once(rig, caplog):
+    # Deadlines far away: slots back before them can only come from the
+    # rejection, never from a containment.
+    store = Store(rig.mem, "reject")
+    eng = rig.engine(store, request_timeout=600, drain_grace=600)
+    with caplog.at_level("ERROR", logger="kvready"):
+        lease = eng.lend(kvready.Request.fetch(rig.rows(4)))
+        info = lease.wait(timeout=30)
+        assert (info.state, info.outcome) == (kvready.State.LOGICALLY_COMPLETE, kvready.OutcomeKind.REJECTED)
+        assert not info.contained
+        lease.release()
+        assert lease.wait(kvready.Until.RELEASED, timeout=30).state == kvready.State.RELEASED
+    st = eng.stats()
+    assert (st.slots_free, st.slots_quarantined, st.containments) == (8, 0, 0)
+    assert store.callback_errors == []
+    assert not [r for r in caplog.records if r.name == "kvready"], "a rejection is an answer, not an error"
+
+
+class Raises(Store):
+    """A fetch that fails with an ordinary exception: it may have queued a
+    transfer before failing, for all kvready can tell."""
+
+    def fetch(self, extent):
+        raise ValueError("the transfer engine said no, after queuing who knows what")
+
+
+def test_a_fetch_that_raises_anything_else_may_have_escaped(rig, caplog):
+    store = Raises(rig.mem)
+    eng = rig.engine(store, request_timeout=0.2, drain_grace=0.2)
+    with caplog.at_level("ERROR", logger="kvready"):
+        lease = eng.lend(kvready.Request.fetch(rig.rows(4)))  # nothing reaches the caller
+        eng.progress()
+        early = lease.info()
+        info = lease.wait()  # the default timeout outlasts the containment
+    # Held until contained, then out of use: the reference keeps an escaped
+    # submission's slots.
+    assert early.state not in (kvready.State.RELEASED, kvready.State.LOGICALLY_COMPLETE), early
+    assert info.state == kvready.State.QUARANTINED and info.contained, info
+    st = eng.stats()
+    assert (st.slots_quarantined, st.slots_free, st.containments) == (4, 4, 1)
+    assert [type(e) for e in store.callback_errors] == [ValueError]
+    # Logged once, its type in the message.
+    records = [r for r in caplog.records if r.name == "kvready" and "Raises.fetch raised" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in caplog.records]
+    msg = records[0].getMessage()
+    assert "raised ValueError: the transfer engine said no" in msg
+    assert "may have escaped" in msg and "SubmissionRejectedError" in msg

@@ -27,7 +27,7 @@ class OutOfOrder(kvready.Device):
 
     def copy(self, to_device, device, host, nbytes):
         if device not in self.mem:
-            raise kvready.CopyRefused(f"no device block at {device:#x}")
+            raise kvready.CopyRefusedError(f"no device block at {device:#x}")
         with self.lock:
             self.copies.append(dict(to_device=to_device, device=device, host=host, n=nbytes, done=False))
 
@@ -111,7 +111,7 @@ def test_a_lost_python_device_refuses_new_leases(rig):
     eng.progress()
     try:
         eng.lend(kvready.Request.fetch([kvready.Row(name(0), 0, 0, dev.alloc(0x1000))]))
-    except kvready.DeviceLost as e:
+    except kvready.DeviceLostError as e:
         assert "device" in str(e)
     else:
         raise AssertionError("a lend on a lost device was accepted")

@@ -163,6 +163,8 @@ type GroupSlots struct {
 	// Free slots can be granted; Held ones are lent (granted and not yet
 	// returned); Quarantined ones are out of circulation for ever.
 	Free, Held, Quarantined int
+	// SlotBytes is the size of one slot of the group.
+	SlotBytes int
 }
 
 // Groups fills dst (grown as needed) with the slots of each pool group and
@@ -171,9 +173,50 @@ func (c *Core) Groups(dst []GroupSlots) []GroupSlots {
 	dst = dst[:0]
 	for g := range c.alloc.Groups() {
 		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
-		dst = append(dst, GroupSlots{Free: free, Held: c.alloc.Capacity(g) - free - q, Quarantined: q})
+		dst = append(dst, GroupSlots{Free: free, Held: c.alloc.Capacity(g) - free - q, Quarantined: q,
+			SlotBytes: c.mem.Group(g).SlotBytes})
 	}
 	return dst
+}
+
+// InFlight is what the backends may still be touching: the live leases
+// whose slots were handed to a backend (exposed) and whose access is not yet
+// proven over (fenced), leaving out those already contained (their slots
+// count as quarantined, or come back through a recovery).
+type InFlight struct {
+	// Leases counts them.
+	Leases int
+	// Bytes is the staging bytes of their rows.
+	Bytes int64
+	// Oldest is the submission time of the one submitted first, on the
+	// core's clock; the zero Time when there is none. A stuck transfer shows
+	// as an Oldest that stands still while the clock moves on.
+	Oldest time.Time
+}
+
+// InFlight reads what is in flight now: O(leases in flight and parked), for
+// a scrape, never on the lifecycle's path.
+func (c *Core) InFlight() InFlight {
+	var f InFlight
+	oldest := int64(0)
+	for i := range c.leases {
+		l := &c.leases[i]
+		if !l.inUse || l.body == nil || !l.m.Marks.Has(fsm.Exposed) || l.m.Marks.Has(fsm.Fenced) ||
+			l.m.Marks.Has(fsm.WasContained) || l.m.State.Terminal() {
+			continue
+		}
+		f.Leases++
+		for _, r := range l.body.rows {
+			f.Bytes += int64(c.mem.Group(r.Group).SlotBytes)
+		}
+		if at := l.body.exposedAt; at != 0 && (oldest == 0 || at < oldest) {
+			oldest = at
+		}
+	}
+	if oldest != 0 {
+		f.Oldest = time.Unix(0, oldest)
+	}
+	return f
 }
 
 // Stats returns a snapshot of the counters.
