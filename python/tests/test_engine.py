@@ -312,9 +312,9 @@ def test_a_cancel_right_after_lend_withdraws_the_lease(rig):
     assert stats.slots_free == free and stats.cancel_requests == 0
     eng.sync(10)
     assert Counting.fetched == 0, "a withdrawn lease is never submitted"
-    with pytest.raises(kvready.StaleLease, match="already released"):
+    with pytest.raises(kvready.StaleLeaseError, match="already released"):
         lease.release()
-    with pytest.raises(kvready.StaleLease):
+    with pytest.raises(kvready.StaleLeaseError):
         lease.cancel()  # refused, and changes nothing
     assert eng.stats().slots_free == free
 

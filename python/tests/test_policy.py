@@ -146,7 +146,7 @@ def test_releasing_a_quarantined_lease_gives_up_the_claim(rig):
     for until in (kvready.Until.RELEASED, kvready.Until.SETTLED):
         info = lease.wait(until, timeout=30)
         assert info.state == kvready.State.QUARANTINED and info.release_requested and info.contained
-    with pytest.raises(kvready.StaleLease, match="quarantined"):
+    with pytest.raises(kvready.StaleLeaseError, match="quarantined"):
         lease.release()  # a second release is refused
     assert eng.stats().slots_quarantined == 1
 
@@ -185,7 +185,7 @@ def test_wait_tells_on_halt_without_progress(rig):
     assert lease.wait(kvready.Until.SETTLED, timeout=30).state == kvready.State.QUARANTINED
     assert len(halts) == 1 and "fatal policy" in halts[0]
     assert [c.lease for c in seen] == [lease.handle]
-    with pytest.raises(kvready.EngineHalted):
+    with pytest.raises(kvready.EngineHaltedError):
         eng.shutdown(1)
     assert len(halts) == 1, "told once"
     eng.free(force=True)
