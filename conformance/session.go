@@ -152,37 +152,25 @@ func (s *session) checkCompletion(o contract.Outcome) error {
 // try asks the backend's non-blocking probe, bounded like RequestCancel: a
 // call still running then, or a panic, breaks the rule that it never blocks.
 func (s *session) try() (contract.Access, error) {
-	type result struct {
-		a        contract.Access
-		err      error
-		panicked any
+	type answer struct {
+		a   contract.Access
+		err error
 	}
-	ch := make(chan result, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				ch <- result{panicked: p}
-			}
-		}()
+	r, panicked, returned := bounded(s.cfg.callBound, func() answer {
 		a, err := s.prober.TryQuiesce(s.list())
-		ch <- result{a: a, err: err}
-	}()
-	t := time.NewTimer(s.cfg.callBound)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		switch {
-		case r.panicked != nil:
-			return 0, violation(RuleProbeNeverBlocks, "TryQuiesce panicked: %v; want an answer, at once", r.panicked)
-		case r.err != nil:
-			return contract.AccessUnknown, nil // proves nothing, as Quiesce's error
-		case r.a != contract.AccessUnknown && r.a != contract.AccessEnded && r.a != contract.AccessUnproven:
-			return 0, violation(RuleProbeAgrees, "TryQuiesce answered %v, which is none of unknown, ended and unproven", r.a)
-		}
-		return r.a, nil
-	case <-t.C:
+		return answer{a, err}
+	})
+	switch {
+	case !returned:
 		return 0, violation(RuleProbeNeverBlocks, "TryQuiesce had not returned after %v; want it to return at once, answering unknown where only waiting would tell", s.cfg.callBound)
+	case panicked != nil:
+		return 0, violation(RuleProbeNeverBlocks, "TryQuiesce panicked: %v; want an answer, at once", panicked)
+	case r.err != nil:
+		return contract.AccessUnknown, nil // proves nothing, as Quiesce's error
+	case r.a != contract.AccessUnknown && r.a != contract.AccessEnded && r.a != contract.AccessUnproven:
+		return 0, violation(RuleProbeAgrees, "TryQuiesce answered %v, which is none of unknown, ended and unproven", r.a)
 	}
+	return r.a, nil
 }
 
 // tryFirst asks the probe before the blocking Quiesce: an answer that access
@@ -429,8 +417,27 @@ func (s *session) stillProven(after string) error {
 // as a violation too, and an answer other than the two dispositions
 // (without an error) as one.
 func requestCancel(a contract.Attempt, bound time.Duration) (cancelAnswer, error) {
+	ans, panicked, returned := bounded(bound, func() cancelAnswer {
+		d, err := contract.RequestCancel(a)
+		return cancelAnswer{d: d, err: err}
+	})
+	switch {
+	case !returned:
+		return cancelAnswer{}, violation(RuleCancelNeverBlocks, "RequestCancel had not returned after %v; want it to return at once, with any blocking work run elsewhere", bound)
+	case panicked != nil:
+		return cancelAnswer{}, violation(RuleCancelNeverBlocks, "RequestCancel panicked: %v; want an answer, at once", panicked)
+	case ans.err == nil && !ans.d.Valid():
+		return cancelAnswer{}, violation(RuleCancelAnswer, "RequestCancel answered %v", ans.d)
+	}
+	return ans, nil
+}
+
+// bounded runs a call that must never block on a goroutine of its own and
+// waits for it at most bound: returned is false if it was still running then
+// (it is left to return when it will), panicked what it panicked with.
+func bounded[T any](bound time.Duration, call func() T) (v T, panicked any, returned bool) {
 	type result struct {
-		ans      cancelAnswer
+		v        T
 		panicked any
 	}
 	ch := make(chan result, 1)
@@ -440,22 +447,15 @@ func requestCancel(a contract.Attempt, bound time.Duration) (cancelAnswer, error
 				ch <- result{panicked: p}
 			}
 		}()
-		d, err := contract.RequestCancel(a)
-		ch <- result{ans: cancelAnswer{d: d, err: err}}
+		ch <- result{v: call()}
 	}()
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
 	case r := <-ch:
-		if r.panicked != nil {
-			return cancelAnswer{}, violation(RuleCancelNeverBlocks, "RequestCancel panicked: %v; want an answer, at once", r.panicked)
-		}
-		if r.ans.err == nil && !r.ans.d.Valid() {
-			return cancelAnswer{}, violation(RuleCancelAnswer, "RequestCancel answered %v", r.ans.d)
-		}
-		return r.ans, nil
+		return r.v, r.panicked, true
 	case <-t.C:
-		return cancelAnswer{}, violation(RuleCancelNeverBlocks, "RequestCancel had not returned after %v; want it to return at once, with any blocking work run elsewhere", bound)
+		return v, nil, false
 	}
 }
 

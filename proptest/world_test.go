@@ -342,6 +342,12 @@ func (b *adversary) Quiesce(ctx context.Context, list []contract.Attempt) (bool,
 		b.unprovenLocked(list)
 		return false, err
 	}
+	return b.answerLocked(list)
+}
+
+// answerLocked answers for attempts none of which waits: true for the whole
+// list only if every attempt's access ends now, with its effects.
+func (b *adversary) answerLocked(list []contract.Attempt) (bool, error) {
 	ok := true
 	var err error
 	for _, x := range list {
@@ -408,28 +414,12 @@ func (p probing) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		}
 	}
 	b.quiesces++
-	ok := true
-	var err error
 	for _, x := range list {
-		a := x.(advAttempt).a
-		a.calls++
-		switch a.mode {
-		case quiesceError:
-			err = errors.New("adversary: quiesce error")
-		case quiesceFalse:
-			ok = false
-		case quiesceNotYet:
-			if a.notYet > 0 {
-				a.notYet--
-				ok = false
-			}
-		}
+		x.(advAttempt).a.calls++
 	}
-	if err != nil || !ok {
-		b.unprovenLocked(list)
+	if ok, err := b.answerLocked(list); !ok {
 		return contract.AccessUnproven, err
 	}
-	b.endLocked(list)
 	return contract.AccessEnded, nil
 }
 

@@ -225,7 +225,7 @@ func TestHandoffsPerServedFetch(t *testing.T) {
 	}{
 		{name: "outcome at submission, proof inline", atSubmit: true, probe: true, maxEach: 0},
 		{name: "outcome later, proof inline", atSubmit: false, probe: true, maxEach: 1},
-		{name: "outcome later, Quiesce on a worker", atSubmit: false, probe: false, maxEach: 10, minEach: 3},
+		{name: "outcome later, Quiesce on a worker", atSubmit: false, probe: false, maxEach: 10, minEach: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := &callLog{}

@@ -394,20 +394,24 @@ def _poll(user, aid, answer, served, cap):
         return errors.FAILED
 
 
+def _attempts_of(b: Backend, ids: int, n: int) -> list[Attempt]:
+    """The backend's attempts a callback names, by id."""
+    atts = []
+    for aid in (ctypes.c_uint64 * n).from_address(ids):
+        a = b._attempts.get(aid)
+        if a is None:
+            raise KeyError(f"attempt {aid} is unknown")
+        atts.append(a)
+    return atts
+
+
 def _quiesce(user, ids, n, timeout_ns, proven, err, err_cap):
     b = _live.get(user)
     if b is None:
         _err(err, err_cap, "kvready: the Python backend is gone")
         return errors.FAILED
     try:
-        arr = (ctypes.c_uint64 * n).from_address(ids)
-        atts = []
-        for aid in arr:
-            a = b._attempts.get(aid)
-            if a is None:
-                raise KeyError(f"attempt {aid} is unknown")
-            atts.append(a)
-        ok = b.quiesce(atts, timeout_ns / 1e9)
+        ok = b.quiesce(_attempts_of(b, ids, n), timeout_ns / 1e9)
         ctypes.c_int32.from_address(proven).value = 1 if ok is True else 0
         return 0
     except BaseException as e:  # noqa: BLE001 - proves nothing; kvready asks again
@@ -422,14 +426,7 @@ def _try_quiesce(user, ids, n, access, err, err_cap):
         _err(err, err_cap, "kvready: the Python backend is gone")
         return errors.FAILED
     try:
-        arr = (ctypes.c_uint64 * n).from_address(ids)
-        atts = []
-        for aid in arr:
-            a = b._attempts.get(aid)
-            if a is None:
-                raise KeyError(f"attempt {aid} is unknown")
-            atts.append(a)
-        ctypes.c_int32.from_address(access).value = int(Access(b.try_quiesce(atts)))
+        ctypes.c_int32.from_address(access).value = int(Access(b.try_quiesce(_attempts_of(b, ids, n))))
         return 0
     except BaseException as e:  # noqa: BLE001 - proves nothing; kvready asks again
         b._failed(e, "try_quiesce")
