@@ -41,6 +41,30 @@ type Collector struct {
 	shown     bool
 	published chan struct{} // closed when the next snapshot is shown
 	desc      [numFamilies]*prometheus.Desc
+
+	store atomic.Pointer[func() StoreHealth] // WatchStore's source; nil: no store series
+}
+
+// StoreHealth is what a shared store's backend knows of its availability
+// (backend/redis's Health): whether it answers now, the submissions it
+// refused at once while it did not, and how long it did not in all.
+type StoreHealth struct {
+	Reachable    bool
+	FastFailures uint64
+	Unavailable  time.Duration
+}
+
+// WatchStore has the collector export health, asked at each scrape, as
+// kvready_store_reachable, kvready_store_fast_failures_total and
+// kvready_store_unavailable_seconds_total: the store behind the engine's
+// backend (backend/redis: func() StoreHealth { h := b.Health(); ... }).
+// Without it those families are not sent. Safe from any goroutine.
+func (c *Collector) WatchStore(health func() StoreHealth) {
+	if health == nil {
+		c.store.Store(nil)
+		return
+	}
+	c.store.Store(&health)
 }
 
 // DefaultMaxWait is how long a scrape waits for the engine's next round
@@ -119,6 +143,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends a fresh snapshot as metrics (see Fresh). Before the engine
 // has shown one it sends nothing.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectStore(ch)
 	s, ok := c.Fresh(context.Background())
 	if !ok {
 		return
@@ -174,6 +199,34 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(lastRound, prometheus.GaugeValue, float64(shownAt.UnixNano())/1e9)
 	ch <- c.histogram(readinessLatency, &st.ReadyLatency)
 	ch <- c.histogram(fenceLatency, &st.FenceLatency)
+}
+
+// collectStore sends the watched store's health, if any.
+func (c *Collector) collectStore(ch chan<- prometheus.Metric) {
+	f := c.store.Load()
+	if f == nil {
+		return
+	}
+	h := (*f)()
+	up := 0.0
+	if h.Reachable {
+		up = 1
+	}
+	for _, m := range []struct {
+		f family
+		t prometheus.ValueType
+		v float64
+	}{
+		{storeReachable, prometheus.GaugeValue, up},
+		{storeFastFailures, prometheus.CounterValue, float64(h.FastFailures)},
+		{storeUnavailable, prometheus.CounterValue, h.Unavailable.Seconds()},
+	} {
+		metric, err := prometheus.NewConstMetric(c.desc[m.f], m.t, m.v)
+		if err != nil {
+			metric = prometheus.NewInvalidMetric(c.desc[m.f], err)
+		}
+		ch <- metric
+	}
 }
 
 // Bucket bounds. The engine counts durations in power-of-two buckets of
@@ -247,6 +300,9 @@ const (
 	lastRound
 	readinessLatency
 	fenceLatency
+	storeReachable
+	storeFastFailures
+	storeUnavailable
 	numFamilies
 )
 
@@ -283,6 +339,9 @@ var families = [numFamilies]struct {
 	lastRound:         {"last_round_timestamp_seconds", "Wall-clock time (the system clock, never the engine's own clock, which may be virtual) at the end of the engine's latest round that a scrape saw, in seconds since the Unix epoch.", nil},
 	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed).", nil},
 	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over).", nil},
+	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors or calls with no reply) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
+	storeFastFailures: {"store_fast_failures_total", "Submissions the backend refused at once because the store was held for down: failures learnt without waiting, never misses.", nil},
+	storeUnavailable:  {"store_unavailable_seconds_total", "Wall-clock seconds the store was held for down, the current outage included.", nil},
 }
 
 // Namespace prefixes every family the collector exports.

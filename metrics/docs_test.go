@@ -200,6 +200,7 @@ func TestAlertRulesLoad(t *testing.T) {
 	for what, metric := range map[string]string{
 		"quarantined slots growing": "kvready_slots", "a containment fired": "kvready_containments_total",
 		"ungrantable leases": "kvready_ungrantable_leases_total", "readiness p99": "kvready_readiness_latency_seconds_bucket",
+		"the store unavailable": "kvready_store_reachable",
 	} {
 		found := false
 		for _, expr := range alerts {
@@ -295,4 +296,6 @@ func TestGrafanaDashboardLoads(t *testing.T) {
 	assert.Contains(t, kinds["timeseries"], "kvready_slots", "quarantine")
 	assert.Contains(t, kinds["heatmap"], "kvready_readiness_latency_seconds_bucket", "readiness latency heatmap")
 	assert.Contains(t, kinds["heatmap"], "kvready_fence_latency_seconds_bucket", "fence latency heatmap")
+	assert.Contains(t, kinds["timeseries"], "kvready_store_reachable", "the store reachable")
+	assert.Contains(t, kinds["timeseries"], "kvready_store_fast_failures_total", "requests failed fast")
 }

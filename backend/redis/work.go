@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type batch struct {
 // errCancelled is what a worker records for a batch it did not send because
 // its attempt was asked to cancel.
 var errCancelled = errors.New("not sent: the attempt was asked to cancel")
+
+// errNotSent is what a worker records for a batch it did not send because
+// the store is known down.
+var errNotSent = fmt.Errorf("not sent: %w (the breaker opened while the attempt waited for a worker)", ErrUnavailable)
 
 // unit returns the plan index of the batch's unit i.
 func (j *batch) unit(i int) int { return j.lo + i }
@@ -90,6 +95,9 @@ func (b *Backend) call(j *batch) {
 		err = errCancelled
 	default:
 	}
+	if err == nil && b.brk.open.Load() {
+		err = errNotSent
+	}
 	if err != nil {
 		for i := range j.errs {
 			j.errs[i] = err
@@ -97,6 +105,8 @@ func (b *Backend) call(j *batch) {
 		return
 	}
 	pipe := b.client.Pipeline()
+	start := time.Now()
+	var execErr error
 	switch j.op {
 	case opFetch:
 		cmds := make([]*goredis.ZeroCopyStringCmd, len(j.keys))
@@ -107,22 +117,24 @@ func (b *Backend) call(j *batch) {
 			j.bufs[i] = b.bufs.get(j.lens[i] + 2)
 			cmds[i] = pipe.GetToBuffer(j.ctx, k, j.bufs[i])
 		}
-		_, err := pipe.Exec(j.ctx)
+		_, execErr = pipe.Exec(j.ctx)
 		for i, c := range cmds {
 			j.n[i], j.errs[i] = c.Result()
 		}
-		j.unattributed(err)
+		j.unattributed(execErr)
 	case opPublish:
 		cmds := make([]*goredis.BoolCmd, len(j.keys))
 		for i, k := range j.keys {
 			cmds[i] = pipe.SetNX(j.ctx, k, j.bufs[i], j.ttl)
 		}
-		_, err := pipe.Exec(j.ctx)
+		_, execErr = pipe.Exec(j.ctx)
 		for i, c := range cmds {
 			j.errs[i] = c.Err() // set or already there: either way the unit is stored
 		}
-		j.unattributed(err)
+		j.unattributed(execErr)
 	}
+	// The call went to the store: what it met says whether the store is up.
+	b.observe(judge(execErr, time.Since(start), b.set.timeout), execErr, start)
 }
 
 // unattributed fails every command of the batch that reports no error of its

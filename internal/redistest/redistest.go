@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -198,6 +199,33 @@ func (s *Server) Kill() {
 	case <-s.exited:
 	case <-time.After(killWait):
 	}
+}
+
+// Freeze stops the server's process (SIGSTOP): the kernel still accepts
+// connections for it, and it answers nothing, not even PING, until Thaw. A
+// hung store, as a machine that swaps or a process stuck in a system call
+// shows itself. Kill still ends a frozen server.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw continues a server Freeze stopped (SIGCONT): it answers again, what
+// it held intact, and works through what its clients sent meanwhile.
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: the server on %s was never started", s.Addr)
+	}
+	select {
+	case <-s.exited:
+		return fmt.Errorf("redistest: the server on %s has exited; cannot send it %v", s.Addr, sig)
+	default:
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: sending %v to the server on %s: %w", sig, s.Addr, err)
+	}
+	return nil
 }
 
 // Stop kills the server and removes its directory: what Start registers for

@@ -137,3 +137,16 @@ func TestReplicationShapeIsChecked(t *testing.T) {
 	defer stop()
 	assert.Error(t, c.waitReplicasLinked(short, 1), "the wait ends at its bound instead of taking masters for a replicated cluster")
 }
+
+// A frozen server answers nothing, not even PING, and answers again once
+// thawed; a frozen server can still be killed.
+func TestFreezeThaw(t *testing.T) {
+	s := Start(t)
+	require.NoError(t, s.Freeze())
+	assert.False(t, s.Alive(), "a frozen server answered PING")
+	require.NoError(t, s.Thaw())
+	assert.True(t, s.Alive(), "a thawed server does not answer PING")
+	require.NoError(t, s.Freeze())
+	s.Kill()
+	assert.Error(t, s.Thaw(), "a killed server cannot be thawed")
+}
