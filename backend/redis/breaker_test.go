@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,4 +351,54 @@ func (h *blackHole) close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
+}
+
+// TestPublicationBatching: without WithBatch a publication is split into at
+// most one pipeline per two cores (at least DefaultBatch keys each), a fetch
+// by DefaultBatch; WithBatch holds for both.
+func TestPublicationBatching(t *testing.T) {
+	const units = 2 * kvredis.DefaultBatch
+	calls := max(1, runtime.GOMAXPROCS(0)/2)
+	perCall := max(kvredis.DefaultBatch, (units+calls-1)/calls)
+	wantPublish := (units + perCall - 1) / perCall
+	us := make([]contract.Unit, units)
+	for i := range us {
+		us[i] = unit(i, 0, i)
+	}
+	for _, tc := range []struct {
+		name               string
+		opts               []kvredis.Option
+		publishes, fetches int
+	}{
+		{"defaults", nil, wantPublish, units / kvredis.DefaultBatch},
+		{"WithBatch", []kvredis.Option{kvredis.WithBatch(4)}, units / 4, units / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, shared.Addr)
+			sig := newSignal()
+			c.AddHook(sig)
+			b := newBackend(t, c, newStaging(1, units, rowBytes), tc.opts...)
+			// Pipelines of SET NX or GET: a new connection's handshake is a
+			// pipeline too.
+			count := func() int {
+				n := 0
+				for len(sig.returned) > 0 {
+					if cmds := <-sig.returned; len(cmds) > 0 && (cmds[0].Name() == "set" || cmds[0].Name() == "get") {
+						n++
+					}
+				}
+				return n
+			}
+			a, err := b.Publish(extentOf(t, us...))
+			require.NoError(t, err)
+			settled(t, b, a)
+			quiesced(t, b, a)
+			assert.Equal(t, tc.publishes, count(), "pipelines of a publication of %d units on %d cores", units, runtime.GOMAXPROCS(0))
+			a, err = b.Fetch(extentOf(t, us...), nil)
+			require.NoError(t, err)
+			settled(t, b, a)
+			quiesced(t, b, a)
+			assert.Equal(t, tc.fetches, count(), "pipelines of a fetch of %d units", units)
+		})
+	}
 }

@@ -42,7 +42,8 @@ type settings struct {
 	timeout time.Duration // the attempt bound
 	workers int
 	batch   int
-	units   int // units a typical attempt carries; 0: at most one batch
+	batched bool // WithBatch was given: publications keep it too
+	units   int  // units a typical attempt carries; 0: at most one batch
 	noProbe bool
 
 	breakAfter           int // failed calls in a row that open the breaker; 0: never
@@ -183,12 +184,19 @@ func WithConcurrency(n int) Option {
 // WithBatch sets how many keys one pipelined network call carries (default
 // DefaultBatch). A submission of more units is split into several calls,
 // which the workers run in parallel.
+//
+// Without it, a publication is split into at most one call per two of the
+// machine's cores (GOMAXPROCS/2, at least one) — each call a busy writer
+// thread — and never into calls smaller than DefaultBatch: on a 2-core
+// machine, which often shares its cores with the server, a lease is one
+// pipeline, as a bare client sends it (docs/backend-redis.md, Performance).
+// Fetches are split by DefaultBatch: parallel reads pay for themselves.
 func WithBatch(n int) Option {
 	return func(s *settings) error {
 		if n < 1 || n > 1<<16 {
 			return fmt.Errorf("WithBatch(%d): want 1 to 65536 keys", n)
 		}
-		s.batch = n
+		s.batch, s.batched = n, true
 		return nil
 	}
 }

@@ -57,6 +57,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -86,6 +87,7 @@ type Backend struct {
 	set    settings
 	direct bool // publications lend staging to the workers: the client's calls end at their deadline
 	admit  int  // AdmissionLimit
+	procs  int  // GOMAXPROCS at New: how many calls a publication is split into
 
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
@@ -143,6 +145,7 @@ func newBackend(client goredis.UniversalClient, mem Memory, s settings) (*Backen
 		mem:    mem,
 		set:    s,
 		direct: bounded,
+		procs:  runtime.GOMAXPROCS(0),
 		jobs:   make(chan *batch),
 		brk:    breaker{threshold: s.breakAfter, first: s.probeFirst, most: s.probeMax, notify: s.onHealth},
 	}

@@ -45,6 +45,9 @@ func (j *batch) unit(i int) int { return j.lo + i }
 func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan) []*batch {
 	n := len(p.keys)
 	size := b.set.batch
+	if p.op == opPublish && !b.set.batched {
+		size = publishBatch(n, size, b.procs)
+	}
 	count := (n + size - 1) / size
 	batches := make([]batch, count)
 	out := make([]*batch, count)
@@ -68,6 +71,17 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan)
 		out[k] = j
 	}
 	return out
+}
+
+// publishBatch is how many keys one call of a publication of n units
+// carries when WithBatch was not given: at least batch, and few enough that
+// the lease is at most one call per two cores. Each call of a publication
+// is a thread writing as fast as the kernel takes it; on a small machine
+// more of them than cores (the server's own thread among them) only take
+// turns, and cost a hand-off each.
+func publishBatch(n, batch, procs int) int {
+	calls := max(1, procs/2)
+	return max(batch, (n+calls-1)/calls)
 }
 
 // work is one worker goroutine of the bounded pool.
