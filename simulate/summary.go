@@ -421,7 +421,7 @@ func (s *Summary) PoolVerdict() string {
 func (s *Summary) writeStore(tw io.Writer, row func(string, any)) {
 	fmt.Fprintln(tw, "store availability")
 	if s.StoreOutages == 0 {
-		row("unavailable", "never: the store answered throughout")
+		row("unavailable", "never held for down")
 	} else {
 		row("unavailable", fmt.Sprintf("%s in %d outage(s)", formatDuration(s.StoreUnavailable), s.StoreOutages))
 	}
