@@ -434,7 +434,12 @@ int kvready_memory_close(uint64_t memory);
  *   "mem" or "mem:?mode=M&capacity=N"  in-process store (backend/mem; M a mode name)
  *   "instant:"                           answers at once, serves every unit, writes
  *                                        nothing (benchmarks and smoke tests)
- *   "redis://host:port[/db]", "rediss://...", "unix:///path"  a shared store (backend/redis) */
+ *   "redis://host:port[/db]", "rediss://...", "unix:///path"  a shared store (backend/redis);
+ *                                        a store that stops answering is held for down
+ *                                        and submissions are rejected at once ("store
+ *                                        unavailable") until a PING answers: query
+ *                                        breaker_failures=N (default 3, 0 off),
+ *                                        breaker_probe=100ms, breaker_probe_max=2s */
 int kvready_backend_open(const char *url, uint64_t memory, uint64_t *backend);
 /* A backend the embedder implements (the table is copied; user is kept). */
 int kvready_backend_new(const kvready_backend_callbacks *callbacks, uint64_t memory, uint64_t *backend);

@@ -42,6 +42,30 @@ type Collector struct {
 	clock     Clock         // the engine's clock, named on the series measured on it
 	published chan struct{} // closed when the next snapshot is shown
 	desc      [numFamilies]*prometheus.Desc
+
+	store atomic.Pointer[func() StoreHealth] // WatchStore's source; nil: no store series
+}
+
+// StoreHealth is what a shared store's backend knows of its availability
+// (backend/redis's Health): whether it answers now, the submissions it
+// refused at once while it did not, and how long it did not in all.
+type StoreHealth struct {
+	Reachable    bool
+	FastFailures uint64
+	Unavailable  time.Duration
+}
+
+// WatchStore has the collector export health, asked at each scrape, as
+// kvready_store_reachable, kvready_store_fast_failures_total and
+// kvready_store_unavailable_seconds_total: the store behind the engine's
+// backend (backend/redis: func() StoreHealth { h := b.Health(); ... }).
+// Without it those families are not sent. Safe from any goroutine.
+func (c *Collector) WatchStore(health func() StoreHealth) {
+	if health == nil {
+		c.store.Store(nil)
+		return
+	}
+	c.store.Store(&health)
 }
 
 // Clock names the clock an engine measures durations on. The latency
@@ -150,6 +174,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends a fresh snapshot as metrics (see Fresh). Before the engine
 // has shown one it sends nothing.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectStore(ch)
 	s, ok := c.Fresh(context.Background())
 	if !ok {
 		return
@@ -231,6 +256,34 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(quarantinedBytes, prometheus.GaugeValue, qb)
 }
 
+// collectStore sends the watched store's health, if any.
+func (c *Collector) collectStore(ch chan<- prometheus.Metric) {
+	f := c.store.Load()
+	if f == nil {
+		return
+	}
+	h := (*f)()
+	up := 0.0
+	if h.Reachable {
+		up = 1
+	}
+	for _, m := range []struct {
+		f family
+		t prometheus.ValueType
+		v float64
+	}{
+		{storeReachable, prometheus.GaugeValue, up},
+		{storeFastFailures, prometheus.CounterValue, float64(h.FastFailures)},
+		{storeUnavailable, prometheus.CounterValue, h.Unavailable.Seconds()},
+	} {
+		metric, err := prometheus.NewConstMetric(c.desc[m.f], m.t, m.v)
+		if err != nil {
+			metric = prometheus.NewInvalidMetric(c.desc[m.f], err)
+		}
+		ch <- metric
+	}
+}
+
 // Bucket bounds. The engine counts durations in power-of-two buckets of
 // nanoseconds (readiness.Histogram: bucket i holds [2^(i-1), 2^i) ns, so
 // everything up to bucket i is at most 2^i - 1 ns). Every second one from
@@ -309,6 +362,9 @@ const (
 	inFlightLeases
 	inFlightBytes
 	quarantinedBytes
+	storeReachable
+	storeFastFailures
+	storeUnavailable
 	numFamilies
 )
 
@@ -356,6 +412,9 @@ var families = [numFamilies]struct {
 	inFlightLeases:    {"in_flight_leases", "Leases whose staging slots a backend was handed and whose access is not yet proven over (contained leases left out).", nil},
 	inFlightBytes:     {"in_flight_bytes", "Staging bytes of the leases in flight: what the backends may still read or write.", nil},
 	quarantinedBytes:  {"quarantined_bytes", "Staging bytes quarantined: out of circulation for ever (kvready_slots{state=\"quarantined\"} times each pool group's slot size).", nil},
+	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors or calls with no reply) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
+	storeFastFailures: {"store_fast_failures_total", "Submissions the backend refused at once because the store was held for down: failures learnt without waiting, never misses.", nil},
+	storeUnavailable:  {"store_unavailable_seconds_total", "Wall-clock seconds the store was held for down, the current outage included.", nil},
 }
 
 // Namespace prefixes every family the collector exports.

@@ -271,6 +271,7 @@ func TestCollectorLint(t *testing.T) {
 // check against, equal to what a scrape shows.
 func TestNamesAreWhatIsExported(t *testing.T) {
 	c := shown(nil, handmade())
+	c.WatchStore(func() metrics.StoreHealth { return metrics.StoreHealth{Reachable: true} })
 	var got []string
 	for _, mf := range gather(t, c) {
 		got = append(got, mf.GetName())
@@ -281,6 +282,42 @@ func TestNamesAreWhatIsExported(t *testing.T) {
 	for _, n := range want {
 		assert.True(t, strings.HasPrefix(n, "kvready_"), n)
 	}
+}
+
+// TestStoreHealth: the store's series carry what the watched source says at
+// each scrape, and are not sent while no store is watched.
+func TestStoreHealth(t *testing.T) {
+	c := shown(prometheus.Labels{"device": "0"}, handmade())
+	storeSeries := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, mf := range gather(t, c) {
+			if !strings.HasPrefix(mf.GetName(), "kvready_store_") {
+				continue
+			}
+			require.Len(t, mf.GetMetric(), 1, mf.GetName())
+			m := mf.GetMetric()[0]
+			require.Equal(t, "0", m.GetLabel()[0].GetValue(), "%s carries the collector's labels", mf.GetName())
+			if g := m.GetGauge(); g != nil {
+				out[mf.GetName()] = g.GetValue()
+			} else {
+				out[mf.GetName()] = m.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	assert.Empty(t, storeSeries(), "no store watched: no store series")
+	h := metrics.StoreHealth{Reachable: false, FastFailures: 7, Unavailable: 1500 * time.Millisecond}
+	c.WatchStore(func() metrics.StoreHealth { return h })
+	assert.Equal(t, map[string]float64{"kvready_store_reachable": 0, "kvready_store_fast_failures_total": 7,
+		"kvready_store_unavailable_seconds_total": 1.5}, storeSeries())
+	h = metrics.StoreHealth{Reachable: true, FastFailures: 9, Unavailable: 2 * time.Second}
+	assert.Equal(t, map[string]float64{"kvready_store_reachable": 1, "kvready_store_fast_failures_total": 9,
+		"kvready_store_unavailable_seconds_total": 2}, storeSeries(), "asked again at each scrape")
+	c.WatchStore(nil)
+	assert.Empty(t, storeSeries())
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
 
 func TestBucketBounds(t *testing.T) {

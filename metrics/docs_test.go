@@ -200,7 +200,8 @@ func TestAlertRulesLoad(t *testing.T) {
 	for what, metric := range map[string]string{
 		"quarantined slots growing": "kvready_slots", "a containment fired": "kvready_containments_total",
 		"ungrantable leases": "kvready_ungrantable_leases_total", "readiness p99": "kvready_readiness_latency_seconds_bucket",
-		"a stuck transfer": "kvready_oldest_unfenced_age_seconds",
+		"a stuck transfer":      "kvready_oldest_unfenced_age_seconds",
+		"the store unavailable": "kvready_store_reachable",
 	} {
 		found := false
 		for _, expr := range alerts {
@@ -299,4 +300,6 @@ func TestGrafanaDashboardLoads(t *testing.T) {
 	assert.Contains(t, kinds["timeseries"], "kvready_oldest_unfenced_age_seconds", "the oldest unfenced lease's age")
 	assert.Contains(t, kinds["timeseries"], "kvready_in_flight_bytes", "bytes in flight")
 	assert.Contains(t, kinds["timeseries"], "kvready_quarantined_bytes", "bytes quarantined")
+	assert.Contains(t, kinds["timeseries"], "kvready_store_reachable", "the store reachable")
+	assert.Contains(t, kinds["timeseries"], "kvready_store_fast_failures_total", "requests failed fast")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
@@ -109,6 +110,11 @@ type Config struct {
 	// `kvready simulate --metrics-addr`. The engine only; one run per
 	// collector.
 	Metrics *metrics.Collector
+	// OnStoreHealth, if set, is told when the Redis store is held for down
+	// and when it is back (backend/redis.WithHealthFunc), from a goroutine
+	// of the backend's own: `kvready simulate` prints a line on stderr for
+	// each. Its metrics reach Metrics too.
+	OnStoreHealth func(kvredis.HealthChange)
 }
 
 // DefaultRedisPrefix is the key prefix a run over a Redis store uses unless

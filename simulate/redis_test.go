@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/internal/redistest"
+	"github.com/kvready/kvready/metrics"
 )
 
 // overRedis is a small run against the Redis server at url, on real time. The
@@ -174,6 +178,86 @@ func TestRedisDefaultsLoseNoCapacityOnAHealthyServer(t *testing.T) {
 	assert.Equal(t, RealTimeDrainGrace, s.DrainGrace)
 	assert.Positive(t, s.MaxOutstanding, "backend/redis's AdmissionLimit reaches the engine through the transport")
 	assert.Equal(t, "quarantine", s.Policy)
+	assert.Zero(t, s.StoreOutages, "a healthy store is never held for down")
+	assert.Zero(t, s.FailedFast+s.FailedWaiting)
+	assert.Contains(t, table(t, s), "never held for down")
+}
+
+// A store killed mid-run and never restarted costs seconds, not the run:
+// after a few calls fail the backend holds it for down, and every request
+// after that fails at once — a rejection that says "store unavailable",
+// never a miss — instead of waiting out its deadline. The run says so while
+// it happens (OnStoreHealth), in the summary and its JSON, and in the
+// metrics; the pool is whole. No duration is asserted.
+func TestRedisStoreDownFailsFast(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := redistest.Start(t)
+	c := realTime(srv.URL())
+	c.Requests = 2000
+	c.RedisPrefix = "down:"
+	c.Metrics = metrics.New(nil)
+	var mu sync.Mutex
+	var told []kvredis.HealthChange
+	c.OnStoreHealth = func(h kvredis.HealthChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, h)
+	}
+	killed := false
+	s, err := Run(context.Background(), c, func(done, total int) {
+		if !killed && done >= total/4 {
+			killed = true
+			srv.Kill()
+		}
+	})
+	require.NoError(t, err)
+	require.True(t, killed)
+	assertClean(t, s)
+	assertPoolWhole(t, s)
+	assert.Equal(t, 1, s.StoreOutages)
+	assert.Positive(t, s.StoreUnavailable)
+	assert.Positive(t, s.FailedFast, "requests after the kill fail fast")
+	assert.LessOrEqual(t, s.FailedFast, s.Rejected, "a fast failure is a rejection: nothing escaped")
+	assert.Greater(t, s.FailedFast, s.FailedWaiting, "most failures did not wait")
+	assert.Positive(t, s.FailedFastP50)
+
+	mu.Lock()
+	require.Len(t, told, 1, "told once that the store is down; it never came back")
+	assert.False(t, told[0].Reachable)
+	assert.NotEmpty(t, told[0].Reason)
+	mu.Unlock()
+
+	tbl := table(t, s)
+	assert.Contains(t, tbl, "store availability")
+	assert.Contains(t, tbl, "in 1 outage(s)")
+	assert.Contains(t, tbl, "leases refused at once")
+	out, err := json.Marshal(s)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(out, &m))
+	assert.EqualValues(t, 1, m["store_outages"])
+	assert.EqualValues(t, s.FailedFast, m["failed_fast"])
+	assert.EqualValues(t, s.FailedWaiting, m["failed_waiting"])
+	assert.Positive(t, m["store_unavailable_us"])
+	assert.Positive(t, m["failed_fast_p50_us"])
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c.Metrics))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			if g := mm.GetGauge(); g != nil {
+				got[mf.GetName()] = g.GetValue()
+			} else if cn := mm.GetCounter(); cn != nil {
+				got[mf.GetName()] = cn.GetValue()
+			}
+		}
+	}
+	assert.Equal(t, 0.0, got["kvready_store_reachable"])
+	assert.GreaterOrEqual(t, got["kvready_store_fast_failures_total"], float64(s.FailedFast))
+	assert.Positive(t, got["kvready_store_unavailable_seconds_total"])
 }
 
 // The store killed (SIGKILL) and restarted on the same port mid-run, then

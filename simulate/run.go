@@ -84,6 +84,7 @@ type driver struct {
 	// Latencies are kept as bounded samples: exact for short runs, a uniform
 	// sample of every lease for long ones.
 	readySample, fenceSample reservoir
+	fastSample               reservoir // from the submission to the outcome, of leases failed fast
 
 	// On real time only: storeChecks takes the names of ended requests to
 	// the goroutine that reads them back from the store for the checker
@@ -195,6 +196,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	d.every = max(time.Millisecond, expected/maxSamples)
 	d.readySample = newReservoir(cfg.Seed)
 	d.fenceSample = newReservoir(cfg.Seed + 1)
+	d.fastSample = newReservoir(cfg.Seed + 2)
 	return d, nil
 }
 
@@ -463,6 +465,9 @@ func (d *driver) outcome(l *lease) {
 		d.readySample.add(d.clk.since() - l.lentAt)
 		d.chk.verifyFetch(d.dev, l)
 	}
+	if l.storeDown {
+		d.fastSample.add(d.clk.since() - l.submittedAt)
+	}
 	d.mu.Unlock()
 	d.mgr.release(l)
 	r := l.req
@@ -589,6 +594,12 @@ func (d *driver) fold(l *lease) {
 	}
 	if l.outcome.Failure() {
 		s.Failed++
+		switch {
+		case l.storeDown:
+			s.FailedFast++
+		case d.cfg.Redis() && l.delivery != nil && (l.outcome == readiness.Failed || l.outcome == readiness.TimedOut):
+			s.FailedWaiting++
+		}
 		switch l.outcome {
 		case readiness.Rejected:
 			s.Rejected++
@@ -671,5 +682,10 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.OrphanSubmissions = d.t.orphans + c.strayCopy
 	s.Timeline = d.timeline
 	s.Deadline, s.DrainGrace, s.Seed = d.cfg.Deadline, d.cfg.DrainGrace, d.cfg.Seed
+	if d.t.rds != nil {
+		h := d.t.rds.Health()
+		s.StoreOutages, s.StoreUnavailable = h.Outages, h.Unavailable
+	}
+	s.FailedFastP50 = quantile(d.fastSample.sorted(), 0.50)
 	return s
 }

@@ -73,6 +73,19 @@ type Summary struct {
 	Served, Partial, Missed, Failed           int
 	Timeouts, Cancelled, Rejected, Violations int
 
+	// Over a Redis store: StoreOutages counts the times the backend held the
+	// store for down (a run of connection errors, or calls with no reply
+	// within the attempt bound), StoreUnavailable how long it did in all.
+	// FailedFast are the leases refused at once meanwhile (among Rejected):
+	// FailedFastP50 is their median time from the submission (which the
+	// engine makes once the lease has its slots) to the outcome reported.
+	// FailedWaiting are the leases the store failed after their submission
+	// (connection errors, the attempt bound): those waited for their fate.
+	StoreOutages              int
+	StoreUnavailable          time.Duration
+	FailedFast, FailedWaiting int
+	FailedFastP50             time.Duration
+
 	// HitTokenRatio is the fraction of fetched prompt tokens that were usable.
 	HitTokenRatio float64
 	// ReadinessP50 and ReadinessP99: time (virtual, or real over Redis) from
@@ -218,6 +231,11 @@ type summaryJSON struct {
 	ReadinessP50us           float64        `json:"readiness_p50_us"`
 	ReadinessP99us           float64        `json:"readiness_p99_us"`
 	ThroughputLeasesPerS     float64        `json:"throughput_leases_per_s"`
+	StoreOutages             int            `json:"store_outages"`
+	StoreUnavailableUs       float64        `json:"store_unavailable_us"`
+	FailedFast               int            `json:"failed_fast"`
+	FailedFastP50us          float64        `json:"failed_fast_p50_us"`
+	FailedWaiting            int            `json:"failed_waiting"`
 	DeadlineUs               float64        `json:"deadline_us"`
 	DrainGraceUs             float64        `json:"drain_grace_us"`
 }
@@ -265,6 +283,8 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
 		ThroughputLeasesPerS: s.Throughput,
 		DeadlineUs:           us(s.Deadline), DrainGraceUs: us(s.DrainGrace),
+		StoreOutages: s.StoreOutages, StoreUnavailableUs: us(s.StoreUnavailable),
+		FailedFast: s.FailedFast, FailedFastP50us: us(s.FailedFastP50), FailedWaiting: s.FailedWaiting,
 		ReadinessOverclaims: s.ReadinessOverclaims,
 	})
 }
@@ -310,6 +330,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("missed", s.Missed)
 	row("failed", fmt.Sprintf("%d = timeouts %d + cancelled %d + rejected %d + violations %d + other failures %d",
 		s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations, s.OtherFailures()))
+	if s.RealTime && s.Store != MemBackend {
+		s.writeStore(tw, row)
+	}
 	s.writeCapacity(tw, row)
 	if s.RealTime {
 		s.writeOverTime(tw, row)
@@ -390,6 +413,20 @@ func (s *Summary) PoolVerdict() string {
 		return "capacity lost, as the run asked (" + s.LossExpected + "): " + what
 	}
 	return "CAPACITY LOST: " + what
+}
+
+// writeStore prints what the shared store's availability cost: how long it
+// was held for down, the leases failed fast meanwhile (and how soon each
+// knew), and those that waited for their failure.
+func (s *Summary) writeStore(tw io.Writer, row func(string, any)) {
+	fmt.Fprintln(tw, "store availability")
+	if s.StoreOutages == 0 {
+		row("unavailable", "never held for down")
+	} else {
+		row("unavailable", fmt.Sprintf("%s in %d outage(s)", formatDuration(s.StoreUnavailable), s.StoreOutages))
+	}
+	row("failed fast", fmt.Sprintf("%d leases refused at once (among rejected), median %s from the submission to the outcome", s.FailedFast, formatDuration(s.FailedFastP50)))
+	row("failed after waiting", fmt.Sprintf("%d leases the store failed once submitted (connection errors, the attempt bound)", s.FailedWaiting))
 }
 
 // overTimeRows is how many intervals "outcomes over time" splits a run into.

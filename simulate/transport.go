@@ -13,6 +13,7 @@ import (
 	"github.com/kvready/kvready/backend/mem"
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -107,10 +108,20 @@ func (t *transport) openRedis(ctx context.Context) error {
 	defer cancel()
 	// One pipelined call per lease: the rows are small, round trips are what
 	// costs.
+	// The store's health goes where the caller wants it said (a line on
+	// stderr), and to the metrics.
 	t.rds, err = kvredis.Open(ctx, cfg.Backend, t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
-		kvredis.WithAttemptTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)))
+		kvredis.WithAttemptTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)),
+		kvredis.WithHealthFunc(cfg.OnStoreHealth))
 	if err != nil {
 		return fmt.Errorf("simulate: backend: %w", err)
+	}
+	if cfg.Metrics != nil {
+		rds := t.rds
+		cfg.Metrics.WatchStore(func() metrics.StoreHealth {
+			h := rds.Health()
+			return metrics.StoreHealth{Reachable: h.Reachable, FastFailures: h.FastFailures, Unavailable: h.Unavailable}
+		})
 	}
 	t.be = t.rds
 	q := u.Query()
@@ -236,6 +247,7 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 	if err != nil {
 		if a == nil && errors.Is(err, contract.ErrSubmissionRejected) {
 			l.rejected = true
+			l.storeDown = errors.Is(err, kvredis.ErrUnavailable)
 		}
 		// No delivery goroutine will ask for its gate.
 		t.gmu.Lock()

@@ -72,6 +72,7 @@ type lease struct {
 	// What the checker saw.
 	submitted             bool // a submission reached the backend
 	rejected              bool // the backend refused it before any work
+	storeDown             bool // ... because it held the store for down (failed fast)
 	proven                bool // the backend's Quiesce answered true for it
 	reported              bool // the manager reported its outcome
 	submittedAt, provenAt time.Duration

@@ -99,7 +99,8 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 // one pipelined EXISTS per unit, bounded by ctx and the backend's timeout. The
 // answer is advisory: a unit may expire or be evicted before a fetch. With
 // WithoutProbe it answers "cannot answer cheaply" (answered false). A
-// connection, timeout or server error is an error, never an empty answer.
+// connection, timeout or server error is an error, never an empty answer, and
+// so is a store known down (ErrUnavailable), answered at once.
 func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (hits contract.NameSet, answered bool, err error) {
 	if err := b.usable(ctx, "Probe"); err != nil {
 		return contract.NameSet{}, false, err
@@ -109,6 +110,9 @@ func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name)
 	}
 	if b.set.noProbe {
 		return contract.NameSet{}, false, nil
+	}
+	if b.brk.open.Load() {
+		return contract.NameSet{}, false, fmt.Errorf("redis: Probe %q: %w", name, b.brk.refusal())
 	}
 	if len(units) == 0 {
 		return contract.NameSet{}, true, nil

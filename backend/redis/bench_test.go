@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/redistest"
 )
 
 // The benchmarks run against the test binary's own redis-server on loopback.
@@ -209,4 +211,38 @@ func pairs(keys []string, rows [][]byte) []any {
 		args = append(args, k, rows[i])
 	}
 	return args
+}
+
+// BenchmarkRedisRefused measures what a lease costs to learn its fate while
+// the store is held for down: a Fetch refused at once by the breaker (the
+// store killed, one failed call opened it). ns/op is the time from the
+// submission to the error, which is the outcome: nothing waits.
+func BenchmarkRedisRefused(b *testing.B) {
+	srv := redistest.Start(b)
+	mem := newStaging(1, benchUnits, 64<<10)
+	store, err := kvredis.Open(context.Background(), srv.URL()+"?breaker_failures=1&breaker_probe=1h", mem,
+		kvredis.WithPrefix(uniquePrefix(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	units := make([]contract.Unit, benchUnits)
+	for i := range units {
+		units[i] = unit(i, 0, i)
+	}
+	extent := extentOf(b, units...)
+	srv.Kill()
+	if a, err := store.Fetch(extent, nil); err == nil { // meets the dead store, and opens the breaker
+		if err := store.Settle(context.Background(), []contract.Attempt{a}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if store.Health().Reachable {
+		b.Fatal("the breaker did not open against a dead store")
+	}
+	for b.Loop() {
+		if _, err := store.Fetch(extent, nil); !errors.Is(err, kvredis.ErrUnavailable) {
+			b.Fatalf("want a refusal wrapping ErrUnavailable, got %v", err)
+		}
+	}
 }

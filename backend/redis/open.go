@@ -27,7 +27,14 @@ import (
 //
 // A plain redis:// or rediss:// URL that turns out to name a Cluster node
 // (INFO cluster says cluster_enabled:1) is opened as a Cluster, so pointing at
-// any node of a Cluster works. Other query parameters are go-redis options
+// any node of a Cluster works. These query parameters set the breaker, over
+// the options given (a URL is all a C or Python embedder passes):
+//
+//	breaker_failures=N      WithBreaker(N): failed calls in a row that hold the store for down (0: never)
+//	breaker_probe=D         WithBreakerProbe: the first wait between PINGs (e.g. 100ms)
+//	breaker_probe_max=D     WithBreakerProbe: the longest wait between PINGs (e.g. 2s)
+//
+// Other query parameters are go-redis options
 // (read_timeout=2s, pool_size=20, ...; see goredis.ParseURL); an unknown one is
 // an error.
 //
@@ -73,6 +80,9 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 		}
 	}
 	q.Del("cluster")
+	if err := breakerParams(q, &s); err != nil {
+		return nil, fmt.Errorf("redis: Open %s: %w", shown, err)
+	}
 	u.RawQuery = q.Encode()
 	sentinel := q.Has("master_name")
 	if u.Scheme == "unix" && (cluster || sentinel || q.Has("addr")) {
@@ -280,3 +290,42 @@ type failedAddr struct{}
 
 func (failedAddr) Network() string { return "failed" }
 func (failedAddr) String() string  { return "failed-dial" }
+
+// breakerParams applies the breaker's query parameters to s and removes
+// them from q, so that go-redis sees only its own.
+func breakerParams(q url.Values, s *settings) error {
+	if v := q.Get("breaker_failures"); q.Has("breaker_failures") {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("breaker_failures=%q; want a number of calls, 0 to turn the breaker off", v)
+		}
+		if err := WithBreaker(n)(s); err != nil {
+			return fmt.Errorf("breaker_failures=%q: %w", v, err)
+		}
+	}
+	first, most := s.probeFirst, s.probeMax
+	for _, p := range []struct {
+		key string
+		d   *time.Duration
+	}{{"breaker_probe", &first}, {"breaker_probe_max", &most}} {
+		if !q.Has(p.key) {
+			continue
+		}
+		v := q.Get(p.key)
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q; want a duration such as 100ms or 2s", p.key, v)
+		}
+		*p.d = d
+	}
+	if q.Has("breaker_probe") && !q.Has("breaker_probe_max") {
+		most = max(most, first)
+	}
+	if err := WithBreakerProbe(first, most)(s); err != nil {
+		return fmt.Errorf("breaker_probe=%v, breaker_probe_max=%v: %w", first, most, err)
+	}
+	for _, k := range []string{"breaker_failures", "breaker_probe", "breaker_probe_max"} {
+		q.Del(k)
+	}
+	return nil
+}

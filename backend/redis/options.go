@@ -22,6 +22,17 @@ const (
 	DefaultConcurrency = 8
 	// DefaultBatch is the number of keys in one pipelined network call.
 	DefaultBatch = 8
+	// DefaultBreakerFailures is how many calls in a row must fail with a
+	// connection error, or with no reply within their bound, before the
+	// store is held for down (WithBreaker). A dead store refuses at once, so
+	// it opens within microseconds; a hung one within one attempt bound.
+	DefaultBreakerFailures = 3
+	// DefaultBreakerProbe and DefaultBreakerProbeMax are the first and the
+	// longest wait between the PINGs that look for the store's return while
+	// it is held for down (WithBreakerProbe): the waits double from the one
+	// to the other.
+	DefaultBreakerProbe    = 100 * time.Millisecond
+	DefaultBreakerProbeMax = 2 * time.Second
 )
 
 type settings struct {
@@ -31,8 +42,13 @@ type settings struct {
 	timeout time.Duration // the attempt bound
 	workers int
 	batch   int
-	units   int // units a typical attempt carries; 0: at most one batch
+	batched bool // WithBatch was given: publications keep it too
+	units   int  // units a typical attempt carries; 0: at most one batch
 	noProbe bool
+
+	breakAfter           int // failed calls in a row that open the breaker; 0: never
+	probeFirst, probeMax time.Duration
+	onHealth             func(HealthChange)
 }
 
 func defaults() settings {
@@ -41,6 +57,10 @@ func defaults() settings {
 		timeout: DefaultAttemptTimeout,
 		workers: DefaultConcurrency,
 		batch:   DefaultBatch,
+
+		breakAfter: DefaultBreakerFailures,
+		probeFirst: DefaultBreakerProbe,
+		probeMax:   DefaultBreakerProbeMax,
 	}
 }
 
@@ -164,12 +184,19 @@ func WithConcurrency(n int) Option {
 // WithBatch sets how many keys one pipelined network call carries (default
 // DefaultBatch). A submission of more units is split into several calls,
 // which the workers run in parallel.
+//
+// Without it, a publication is split into at most one call per two of the
+// machine's cores (GOMAXPROCS/2, at least one) — each call a busy writer
+// thread — and never into calls smaller than DefaultBatch: on a 2-core
+// machine, which often shares its cores with the server, a lease is one
+// pipeline, as a bare client sends it (docs/backend-redis.md, Performance).
+// Fetches are split by DefaultBatch: parallel reads pay for themselves.
 func WithBatch(n int) Option {
 	return func(s *settings) error {
 		if n < 1 || n > 1<<16 {
 			return fmt.Errorf("WithBatch(%d): want 1 to 65536 keys", n)
 		}
-		s.batch = n
+		s.batch, s.batched = n, true
 		return nil
 	}
 }
@@ -193,4 +220,53 @@ func WithUnitsPerAttempt(n int) Option {
 // trip costs about as much as the fetch it would save.
 func WithoutProbe() Option {
 	return func(s *settings) error { s.noProbe = true; return nil }
+}
+
+// WithBreaker sets how many network calls in a row must fail with a
+// connection error (refused, reset, a dial that failed) or with no reply
+// within their attempt's bound before the backend holds the store for down
+// (default DefaultBreakerFailures); 0 never does. A timed-out call counts
+// only if it waited at least half the bound and at least 100ms, with no
+// other call answered meanwhile (a store that answers others is slow, not
+// down). A call the store answers, with a value, a miss or a server error,
+// ends the run.
+//
+// While the store is held for down, Fetch and Publish refuse at once with an
+// error wrapping contract.ErrSubmissionRejected and ErrUnavailable — nothing
+// escaped, so an engine returns the lease's slots at once, and the outcome
+// is a failure, never a miss — and Probe answers ErrUnavailable. Attempts
+// already in flight keep their bound; their batches not yet sent fail
+// without being sent. A PING on a backoff (WithBreakerProbe) ends the outage
+// when the store answers it.
+func WithBreaker(failures int) Option {
+	return func(s *settings) error {
+		if failures < 0 || failures > 1<<20 {
+			return fmt.Errorf("WithBreaker(%d): want 0 (never hold the store for down) to 1048576 calls in a row", failures)
+		}
+		s.breakAfter = failures
+		return nil
+	}
+}
+
+// WithBreakerProbe sets how often a store held for down is PINGed: first
+// after first, then after twice the last wait, up to most (defaults
+// DefaultBreakerProbe and DefaultBreakerProbeMax). Each PING is bounded by
+// the attempt bound. A store that comes back is served again at most most
+// plus one attempt bound after it answers.
+func WithBreakerProbe(first, most time.Duration) Option {
+	return func(s *settings) error {
+		if first < time.Millisecond || most < first || most > time.Hour {
+			return fmt.Errorf("WithBreakerProbe(%v, %v): want 1ms <= first <= most <= 1h", first, most)
+		}
+		s.probeFirst, s.probeMax = first, most
+		return nil
+	}
+}
+
+// WithHealthFunc has f told when the backend holds the store for down and
+// when it is back: once each, in that order, from a goroutine of the
+// backend's own (f may log; it must not call the backend's Close). A nil f
+// tells nothing. Health answers the same at any time.
+func WithHealthFunc(f func(HealthChange)) Option {
+	return func(s *settings) error { s.onHealth = f; return nil }
 }

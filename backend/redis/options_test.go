@@ -213,12 +213,13 @@ func TestNewRefusesTheNewOptions(t *testing.T) {
 // fail every call with the last dial's error, and probe once a second from a
 // goroutine that outlives Close. The client Open builds does not: the first
 // fetch after a restart is served, and Close leaves no goroutine behind.
+// The breaker is off: every fetch must reach the client's dialling.
 func TestDialFailuresLeaveNothingBehind(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	srv := redistest.Start(t)
 	mem := newStaging(1, 1, rowBytes)
 	b, err := kvredis.Open(waitCtx(t), srv.URL()+"?pool_size=1&pipeline_pool_size=1", mem,
-		kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithConcurrency(1))
+		kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithConcurrency(1), kvredis.WithBreaker(0))
 	require.NoError(t, err)
 	require.Equal(t, 1, b.Client().(*goredis.Client).Options().PoolSize)
 	u := unit(1, 0, 0)

@@ -37,6 +37,14 @@
 //     is on the wire finishes into the backend's buffers (or, for a direct
 //     publication, is waited for), and the outcome is Cancelled unless another
 //     came first.
+//   - A store known down costs no time: a run of calls failing with a
+//     connection error, or with no reply within their bound, opens a breaker
+//     (WithBreaker). While it is open, submissions are refused at once with
+//     an error wrapping contract.ErrSubmissionRejected and ErrUnavailable
+//     (nothing escaped: an engine returns the slots at once; a failure, never
+//     a miss), and the workers send nothing more; attempts already in flight
+//     keep their bound. A PING on a backoff (WithBreakerProbe) closes it when
+//     the store answers. Health and WithHealthFunc tell what happened.
 //   - AdmissionLimit says how many attempts the backend serves at once without
 //     queueing them behind each other, so that an engine can keep the rest
 //     waiting before submission, where no deadline runs.
@@ -49,6 +57,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -78,6 +87,7 @@ type Backend struct {
 	set    settings
 	direct bool // publications lend staging to the workers: the client's calls end at their deadline
 	admit  int  // AdmissionLimit
+	procs  int  // GOMAXPROCS at New: how many calls a publication is split into
 
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
@@ -92,6 +102,9 @@ type Backend struct {
 	cerr    error
 
 	pools pools.Registry // locks itself
+
+	brk     breaker
+	probing sync.WaitGroup // the breaker's probe goroutine, while it is open
 }
 
 var (
@@ -133,7 +146,9 @@ func newBackend(client goredis.UniversalClient, mem Memory, s settings) (*Backen
 		mem:    mem,
 		set:    s,
 		direct: bounded,
+		procs:  runtime.GOMAXPROCS(0),
 		jobs:   make(chan *batch),
+		brk:    breaker{threshold: s.breakAfter, first: s.probeFirst, most: s.probeMax, notify: s.onHealth},
 	}
 	calls := s.workers
 	if conns > 0 {
@@ -205,6 +220,7 @@ func (b *Backend) Close() error {
 			b.cerr = b.client.Close()
 		}
 		b.workers.Wait()
+		b.probing.Wait() // no worker can open the breaker any more
 	})
 	return b.cerr
 }
@@ -257,9 +273,9 @@ func (b *Backend) usable(ctx context.Context, method string) error {
 
 // Fetch submits a fetch of the extent's units into their staging rows and
 // returns at once. A route is refused (the store is the only source), as is
-// a unit whose staging row cannot be resolved or is empty: those, and a
-// closed backend, are errors wrapping contract.ErrSubmissionRejected, with
-// nothing touched.
+// a unit whose staging row cannot be resolved or is empty: those, a closed
+// backend and a store known down (ErrUnavailable) are errors wrapping
+// contract.ErrSubmissionRejected, with nothing touched.
 func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
 	if route != nil {
 		return nil, fmt.Errorf("redis: Fetch %q: %w: a route was given, but this single-source backend opens none", extent.Name(), contract.ErrSubmissionRejected)
@@ -314,6 +330,9 @@ func (b *Backend) plan(o op, ext contract.CacheExtent) (*plan, error) {
 	b.life.RUnlock()
 	if closed {
 		return nil, fmt.Errorf("redis: %s %q: %w: %w", o, ext.Name(), contract.ErrSubmissionRejected, ErrClosed)
+	}
+	if b.brk.open.Load() {
+		return nil, fmt.Errorf("redis: %s %q: %w: %w", o, ext.Name(), contract.ErrSubmissionRejected, b.brk.refusal())
 	}
 	n := ext.Len()
 	p := &plan{op: o, extent: ext.Name(), names: make([]contract.Name, n), rows: make([][]byte, n), keys: make([]string, n)}

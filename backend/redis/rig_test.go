@@ -3,6 +3,7 @@ package redis_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -262,8 +263,7 @@ func (r *rig) one(p phase, lane int, publish bool, blocks []int) contract.Outcom
 		a, err = r.b.Fetch(e, nil)
 	}
 	if err != nil {
-		t.Errorf("%v: submission refused: %v", l, err)
-		return nil
+		return r.refused(p, l, err)
 	}
 	// The containment deadline an engine fixes at submission.
 	ctx, cancel := context.WithDeadline(context.Background(), submitted.Add(r.bound+grace))
@@ -284,19 +284,59 @@ func (r *rig) one(p phase, lane int, publish bool, blocks []int) contract.Outcom
 	require.NoError(t, err, "%v: no outcome", l)
 	o := a.Poll()
 	r.check(p, l, o)
-	// Reuse: poison the slots; the next lease finds it intact, or the
-	// backend wrote them after its proof.
-	for k := range blocks {
+	r.reuse(l)
+	return o
+}
+
+// reuse poisons the lease's slots, as their next tenant would write them:
+// the next lease on the lane finds the poison intact, or the backend wrote
+// them after its proof (or after refusing the submission).
+func (r *rig) reuse(l *lease) {
+	for k := range l.blocks {
 		for g := range rigGroups {
-			slot := lane*rigBlocks + k
-			pz := poisonOf(g, slot, use, r.slotBytes)
+			slot := l.lane*rigBlocks + k
+			pz := poisonOf(g, slot, l.use, r.slotBytes)
 			copy(r.mem.rows[g][slot], pz)
 			r.mu.Lock()
 			r.poisons[[2]int{g, slot}] = pz
 			r.mu.Unlock()
 		}
 	}
-	return o
+}
+
+// refusalPause is how long a lane waits after a refusal before its next
+// lease, as a manager recomputes instead: lanes do not spin while the store
+// is held for down.
+const refusalPause = 5 * time.Millisecond
+
+// refused judges a submission refused at once. Only a store held for down
+// may refuse, and never in a phase where it answers throughout. Nothing
+// escaped, so the slots are reused at once, without a Quiesce: the next
+// lease's check finds them as this one left them, or the backend wrote them.
+func (r *rig) refused(p phase, l *lease, err error) contract.Outcome {
+	t := r.t
+	switch {
+	case !errors.Is(err, contract.ErrSubmissionRejected):
+		t.Errorf("%v: submission refused without saying nothing escaped (contract.ErrSubmissionRejected): %v", l, err)
+	case !errors.Is(err, kvredis.ErrUnavailable):
+		t.Errorf("%v: submission refused for another reason than a store held for down: %v", l, err)
+	case p.noFetchFailures:
+		t.Errorf("%v: refused while the store answered throughout: %v", l, err)
+	}
+	if !strings.Contains(err.Error(), "store unavailable") {
+		t.Errorf("%v: a refusal that does not say the store is unavailable: %v", l, err)
+	}
+	if !l.publish {
+		for _, u := range l.units {
+			if !r.mem.untouched(u.LocalGroup, u.Local) {
+				t.Errorf("%v: a refused fetch wrote unit (%d,%d)", l, u.LocalGroup, u.Local)
+			}
+		}
+	}
+	r.count(p, l.lane, "refused", l.String()+": "+err.Error())
+	r.reuse(l)
+	time.Sleep(refusalPause)
+	return contract.Failed{Reason: err.Error()}
 }
 
 // check judges one lease's outcome and staging.
@@ -483,7 +523,7 @@ func (r *rig) throughFault(what string, fault func()) {
 	stop()
 	r.servedAgain()
 	r.finish()
-	if r.total("during/failed") == 0 {
+	if r.total("during/failed")+r.total("during/refused") == 0 {
 		r.t.Errorf("the %s failed nothing: the test proves nothing", what)
 	}
 }
@@ -493,12 +533,15 @@ func (r *rig) throughFault(what string, fault func()) {
 // while the store still fails, until the fetch serves every unit.
 func (r *rig) servedAgain() {
 	p := phase{name: "after"}
+	give := time.Now().Add(wait)
 	for lane := range r.lanes {
 		if r.isDead(lane) {
 			continue
 		}
 		for try := 0; ; try++ {
-			require.Less(r.t, try, 200, "lane %d: the store did not serve again after the fault", lane)
+			// Bounded in time, not tries: a store held for down refuses at
+			// once until its probe sees it back.
+			require.True(r.t, time.Now().Before(give), "lane %d: the store did not serve again within %v after the fault", lane, wait)
 			blocks := r.pick(lane, try, true)
 			if _, ok := r.one(p, lane, true, blocks).(contract.Delivered); !ok {
 				time.Sleep(10 * time.Millisecond)

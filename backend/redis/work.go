@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ type batch struct {
 // its attempt was asked to cancel.
 var errCancelled = errors.New("not sent: the attempt was asked to cancel")
 
+// errNotSent is what a worker records for a batch it did not send because
+// the store is known down.
+var errNotSent = fmt.Errorf("not sent: %w (the breaker opened while the attempt waited for a worker)", ErrUnavailable)
+
 // unit returns the plan index of the batch's unit i.
 func (j *batch) unit(i int) int { return j.lo + i }
 
@@ -40,6 +45,9 @@ func (j *batch) unit(i int) int { return j.lo + i }
 func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan) []*batch {
 	n := len(p.keys)
 	size := b.set.batch
+	if p.op == opPublish && !b.set.batched {
+		size = publishBatch(n, size, b.procs)
+	}
 	count := (n + size - 1) / size
 	batches := make([]batch, count)
 	out := make([]*batch, count)
@@ -63,6 +71,17 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan)
 		out[k] = j
 	}
 	return out
+}
+
+// publishBatch is how many keys one call of a publication of n units
+// carries when WithBatch was not given: at least batch, and few enough that
+// the lease is at most one call per two cores. Each call of a publication
+// is a thread writing as fast as the kernel takes it; on a small machine
+// more of them than cores (the server's own thread among them) only take
+// turns, and cost a hand-off each.
+func publishBatch(n, batch, procs int) int {
+	calls := max(1, procs/2)
+	return max(batch, (n+calls-1)/calls)
 }
 
 // work is one worker goroutine of the bounded pool.
@@ -90,6 +109,9 @@ func (b *Backend) call(j *batch) {
 		err = errCancelled
 	default:
 	}
+	if err == nil && b.brk.open.Load() {
+		err = errNotSent
+	}
 	if err != nil {
 		for i := range j.errs {
 			j.errs[i] = err
@@ -97,6 +119,8 @@ func (b *Backend) call(j *batch) {
 		return
 	}
 	pipe := b.client.Pipeline()
+	start := time.Now()
+	var execErr error
 	switch j.op {
 	case opFetch:
 		cmds := make([]*goredis.ZeroCopyStringCmd, len(j.keys))
@@ -107,22 +131,24 @@ func (b *Backend) call(j *batch) {
 			j.bufs[i] = b.bufs.get(j.lens[i] + 2)
 			cmds[i] = pipe.GetToBuffer(j.ctx, k, j.bufs[i])
 		}
-		_, err := pipe.Exec(j.ctx)
+		_, execErr = pipe.Exec(j.ctx)
 		for i, c := range cmds {
 			j.n[i], j.errs[i] = c.Result()
 		}
-		j.unattributed(err)
+		j.unattributed(execErr)
 	case opPublish:
 		cmds := make([]*goredis.BoolCmd, len(j.keys))
 		for i, k := range j.keys {
 			cmds[i] = pipe.SetNX(j.ctx, k, j.bufs[i], j.ttl)
 		}
-		_, err := pipe.Exec(j.ctx)
+		_, execErr = pipe.Exec(j.ctx)
 		for i, c := range cmds {
 			j.errs[i] = c.Err() // set or already there: either way the unit is stored
 		}
-		j.unattributed(err)
+		j.unattributed(execErr)
 	}
+	// The call went to the store: what it met says whether the store is up.
+	b.observe(judge(execErr, time.Since(start), b.set.timeout), execErr, start)
 }
 
 // unattributed fails every command of the batch that reports no error of its

@@ -7,15 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/simulate"
 	"github.com/schollz/progressbar/v3"
@@ -57,7 +61,9 @@ func runSimulate(e *env, args []string) int {
 	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
 	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout (in-process store only)")
-	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection)")
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection). "+
+		"A Redis store that stops answering is held for down after breaker_failures="+strconv.Itoa(kvredis.DefaultBreakerFailures)+" calls in a row fail (refused, reset, or no reply within --deadline): requests then fail fast, and a PING every breaker_probe="+kvredis.DefaultBreakerProbe.String()+
+		" doubling to breaker_probe_max="+kvredis.DefaultBreakerProbeMax.String()+" looks for its return; set them in the URL's query (breaker_failures=0: off)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
 	fs.StringVar(&cfg.Device, "device", cfg.Device, "the GPU: sim (simulated, virtual clock) or cuda (GPU 0 through the CUDA driver: pinned staging, copies on a CUDA stream)")
 	fs.StringVar(&cfg.CUDALibrary, "cuda-library", cfg.CUDALibrary, "the CUDA driver library with --device cuda (`PATH`; default $KVREADY_CUDA_LIBRARY, else libcuda.so.1; make fakecuda builds bin/libfakecuda.so)")
@@ -353,7 +359,13 @@ func simulateOnce(ctx context.Context, e *env, cfg simulate.Config, progressOut 
 	if cfg.Naive {
 		name = "naive"
 	}
-	sum, err := simulate.Run(ctx, cfg, progressReporter(progressOut, cfg.Requests, name))
+	// The store's health is told from a goroutine of the backend's own,
+	// between progress lines: one writer, one line at a time.
+	out := &lineWriter{w: progressOut}
+	if cfg.Redis() {
+		cfg.OnStoreHealth = storeHealthLine(out, cfg.Backend)
+	}
+	sum, err := simulate.Run(ctx, cfg, progressReporter(out, cfg.Requests, name))
 	if err != nil {
 		e.errorf("%v", err)
 	}
@@ -385,6 +397,37 @@ func storeFlags(e *env, fs *flag.FlagSet) bool {
 		}
 	})
 	return ok
+}
+
+// lineWriter serialises writes from the run's goroutine (progress) and the
+// backend's (the store's health).
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// storeHealthLine prints one line on w when the store is held for down and
+// one when it is back: what an operator watching the run needs to know
+// while it happens (the summary says what it cost).
+func storeHealthLine(w io.Writer, backend string) func(kvredis.HealthChange) {
+	store := backend
+	if u, err := url.Parse(backend); err == nil {
+		store = u.Redacted()
+	}
+	return func(c kvredis.HealthChange) {
+		at := c.At.Format("15:04:05.000")
+		if !c.Reachable {
+			fmt.Fprintf(w, "simulate: store %s unavailable at %s (%s): new requests fail fast until a PING answers\n", store, at, c.Reason)
+			return
+		}
+		fmt.Fprintf(w, "simulate: store %s back at %s, after %s unavailable (a PING answered)\n", store, at, simulate.FormatDuration(c.Down))
+	}
 }
 
 // quietClient is the Redis client's logger during a run: it drops every

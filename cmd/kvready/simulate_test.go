@@ -2,16 +2,24 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/internal/redistest"
 )
 
@@ -338,4 +346,62 @@ func TestSimulateExitStatusWhenCapacityIsLost(t *testing.T) {
 	assert.Positive(t, m["recovered_slots"])
 	assert.EqualValues(t, m["containments"], m["recovered"], "every contained lease proven over after all")
 	assert.EqualValues(t, 0, m["slots_quarantined"], "the pool is whole at the end")
+}
+
+// A store killed mid-run and never restarted: one line on stderr says it
+// went down and why, requests fail fast from then on, and the JSON summary
+// gives the time it was unavailable and the requests failed fast and after
+// waiting; the pool is whole. The kill is set off by the server's own count
+// of commands, never by a timer.
+func TestSimulateStoreDownSaysSo(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	killed := make(chan error, 1)
+	go func() {
+		killed <- func() error {
+			give := time.Now().Add(time.Minute)
+			for time.Now().Before(give) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				info, err := admin.Info(ctx, "stats").Result()
+				cancel()
+				if err != nil {
+					return err
+				}
+				if m := regexp.MustCompile(`total_commands_processed:(\d+)`).FindStringSubmatch(info); m != nil {
+					if n, _ := strconv.Atoi(m[1]); n >= 2000 {
+						srv.Kill()
+						return nil
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return errors.New("the run sent too few commands in a minute")
+		}()
+	}()
+	status, m, stderr := simulateJSON(t, "--backend", srv.URL(), "--requests", "3000", "--arrival", "1ms")
+	require.NoError(t, <-killed)
+	require.Equal(t, exitOK, status, stderr)
+	lines := regexp.MustCompile(`(?m)^simulate: store redis://\S+ unavailable at \S+ \(3 calls in a row failed, the last with .+\): new requests fail fast until a PING answers$`).FindAllString(stderr, -1)
+	assert.Len(t, lines, 1, "one line when the store went down: %s", stderr)
+	assert.NotContains(t, stderr, " back at ", "it never came back")
+	assert.EqualValues(t, 1, m["store_outages"])
+	assert.Positive(t, m["store_unavailable_us"])
+	assert.Positive(t, m["failed_fast"])
+	assert.Contains(t, m, "failed_waiting")
+	assert.Positive(t, m["failed_fast_p50_us"])
+	assert.Equal(t, false, m["capacity_lost"])
+}
+
+// The store's health lines name the store with its password redacted, and
+// say how long an outage lasted.
+func TestStoreHealthLines(t *testing.T) {
+	var b bytes.Buffer
+	say := storeHealthLine(&b, "redis://user:hunter2@10.0.0.5:6379/0")
+	at := time.Date(2026, 12, 1, 18, 5, 32, 838e6, time.UTC)
+	say(kvredis.HealthChange{At: at, Reason: "3 calls in a row failed, the last with EOF"})
+	say(kvredis.HealthChange{Reachable: true, At: at.Add(2 * time.Second), Down: 2 * time.Second})
+	assert.Equal(t, "simulate: store redis://user:xxxxx@10.0.0.5:6379/0 unavailable at 18:05:32.838 (3 calls in a row failed, the last with EOF): new requests fail fast until a PING answers\n"+
+		"simulate: store redis://user:xxxxx@10.0.0.5:6379/0 back at 18:05:34.838, after 2000.00ms unavailable (a PING answered)\n", b.String())
+	assert.NotContains(t, b.String(), "hunter2")
 }

@@ -1,11 +1,20 @@
 // Package redistest starts throwaway redis-server processes for tests: each on
-// a free loopback port, in a temporary directory, with persistence off, killed
+// a free port of a loopback address of the test binary's own (Host), in a
+// temporary directory, with persistence off, killed
 // when the test (or, for New, the caller) ends, and on Linux by the kernel if
 // the test binary dies first. A server can be killed and restarted on the
 // same port. It also starts a Redis Cluster of three masters, with or without
 // a replica each, and waits for a replica to take over a killed master. It
 // never skips: without redis-server or redis-cli the caller fails with the
 // command that installs them.
+//
+// Test runs share machines (parallel worktrees, CI, a mutation run), and a
+// port chosen free can be taken the moment after. Ports alone never keep
+// runs apart: a cluster node keeps gossiping to a node's address after that
+// node died, and a node that took over the address would be met. Each test
+// binary therefore binds its servers, and their cluster buses, to an address
+// of 127.0.0.0/8 drawn at random for it (Linux routes the whole block to
+// loopback), so that its servers can only ever meet its own.
 //
 // It is the one place that knows how to run redis-server for a test, so that
 // the backend's own tests and the tests of what uses the backend (simulate,
@@ -18,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,11 +58,28 @@ const killWait = 60 * time.Second
 // taken by someone else before redis-server binds it.
 const startTries = 5
 
+// Host is the loopback address this test binary's servers listen on:
+// 127.R.R.R drawn once per process (never 127.0.0.x, where other software
+// listens), or 127.0.0.1 where the system does not route 127.0.0.0/8 to
+// loopback (macOS, by default).
+var Host = pickHost()
+
+func pickHost() string {
+	for range 8 {
+		h := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
+		if l, err := net.Listen("tcp", h+":0"); err == nil {
+			_ = l.Close()
+			return h
+		}
+	}
+	return "127.0.0.1"
+}
+
 // Server is one redis-server process. Restart replaces the process with a new
 // one on the same port, directory and arguments, so Addr stays valid across a
 // kill.
 type Server struct {
-	// Addr is its loopback address, HOST:PORT.
+	// Addr is its loopback address, Host:PORT.
 	Addr string
 	port int
 	dir  string
@@ -99,9 +127,9 @@ func New(parent string, extra ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), port: port, dir: dir}
+		s := &Server{Addr: net.JoinHostPort(Host, strconv.Itoa(port)), port: port, dir: dir}
 		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--port", strconv.Itoa(port), "--bind", Host,
 			"--dir", dir, "--logfile", filepath.Join(dir, "server.log"),
 			"--save", "", "--appendonly", "no", "--daemonize", "no",
 			"--protected-mode", "no",
@@ -173,6 +201,33 @@ func (s *Server) Kill() {
 	}
 }
 
+// Freeze stops the server's process (SIGSTOP): the kernel still accepts
+// connections for it, and it answers nothing, not even PING, until Thaw. A
+// hung store, as a machine that swaps or a process stuck in a system call
+// shows itself. Kill still ends a frozen server.
+func (s *Server) Freeze() error { return s.signal(syscall.SIGSTOP) }
+
+// Thaw continues a server Freeze stopped (SIGCONT): it answers again, what
+// it held intact, and works through what its clients sent meanwhile.
+func (s *Server) Thaw() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("redistest: the server on %s was never started", s.Addr)
+	}
+	select {
+	case <-s.exited:
+		return fmt.Errorf("redistest: the server on %s has exited; cannot send it %v", s.Addr, sig)
+	default:
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: sending %v to the server on %s: %w", sig, s.Addr, err)
+	}
+	return nil
+}
+
 // Stop kills the server and removes its directory: what Start registers for
 // the end of the test, and what New's caller owes.
 func (s *Server) Stop() {
@@ -240,7 +295,9 @@ func newCluster(parent string, replicas int, nodeTimeout time.Duration) (*Cluste
 		}
 		// The bus port is chosen apart: the default (port+10000) may be taken
 		// or above 65535 for an ephemeral port.
-		n, err := New(parent, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		// The node announces Host, the address it is bound to, so that its
+		// peers reach it there and nowhere else.
+		n, err := New(parent, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-announce-ip", Host,
 			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10))
 		if err != nil {
 			c.Stop()
@@ -263,7 +320,7 @@ func newCluster(parent string, replicas int, nodeTimeout time.Duration) (*Cluste
 		return nil, err
 	}
 	if replicas > 0 {
-		if err := c.waitReplicasLinked(ctx); err != nil {
+		if err := c.waitReplicasLinked(ctx, replicas); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -303,28 +360,59 @@ func (c *Cluster) waitOK(ctx context.Context, nodes []*Server) error {
 	return nil
 }
 
-// waitReplicasLinked waits until every replica's link to its master is up,
-// so that what the master stores reaches it.
-func (c *Cluster) waitReplicasLinked(ctx context.Context) error {
+// waitReplicasLinked waits until the cluster has the shape it was built
+// with — three masters, each followed by replicas replicas — and every
+// replica's link to its master is up, so that what the master stores reaches
+// it. It checks each of these, never assumes one from another: `redis-cli
+// --cluster create` can return before a CLUSTER REPLICATE it sent took
+// effect.
+func (c *Cluster) waitReplicasLinked(ctx context.Context, replicas int) error {
 	for {
-		top, err := c.Topology(ctx)
-		linked := err == nil
-		for _, n := range top {
-			if !linked || n.Master {
-				continue
-			}
-			out, err := cli(ctx, n.Server, "info", "replication")
-			linked = err == nil && strings.Contains(out, "master_link_status:up")
-		}
-		if linked {
+		err := c.replicationShape(ctx, replicas)
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the replicas of the cluster on %v did not link to their masters: %v (%v)", c.Addrs(), ctx.Err(), err)
+			return fmt.Errorf("the cluster on %v did not reach 3 masters with %d replica(s) each, linked: %v (last: %v)", c.Addrs(), replicas, ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// replicationShape says what keeps the cluster from three masters with
+// replicas linked replicas each, or nil.
+func (c *Cluster) replicationShape(ctx context.Context, replicas int) error {
+	top, err := c.Topology(ctx)
+	if err != nil {
+		return err
+	}
+	followers := map[string]int{}
+	masters := 0
+	for _, n := range top {
+		if n.Master {
+			masters++
+		}
+	}
+	if masters != 3 {
+		return fmt.Errorf("%d masters, want 3", masters)
+	}
+	for _, n := range top {
+		if n.Master {
+			continue
+		}
+		out, err := cli(ctx, n.Server, "info", "replication")
+		if err != nil || !strings.Contains(out, "master_link_status:up") {
+			return fmt.Errorf("replica %s: link to its master not up (%v)", n.Server.Addr, err)
+		}
+		followers[n.MasterID]++
+	}
+	for _, n := range top {
+		if n.Master && followers[n.ID] != replicas {
+			return fmt.Errorf("master %s has %d replica(s), want %d", n.Server.Addr, followers[n.ID], replicas)
+		}
+	}
+	return nil
 }
 
 // Node is one server's place in the cluster, as CLUSTER NODES tells it.
@@ -465,14 +553,14 @@ func (c *Cluster) Stop() {
 // cli runs redis-cli against one server, bounded by ctx, and returns what it
 // printed.
 func cli(ctx context.Context, s *Server, args ...string) (string, error) {
-	args = append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.port)}, args...)
+	args = append([]string{"-h", Host, "-p", strconv.Itoa(s.port)}, args...)
 	out, err := exec.CommandContext(ctx, "redis-cli", args...).Output()
 	return string(out), err
 }
 
-// freePort returns a loopback port nothing listens on at this moment.
+// freePort returns a port of Host nothing listens on at this moment.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -2,7 +2,9 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -98,4 +100,59 @@ func TestReplicatedClusterFailsOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, now, promoted)
 	assert.NotContains(t, now, dead)
+}
+
+// A test binary's servers listen on its own loopback address only: another
+// run's clients and cluster nodes, on 127.0.0.1 or an address of their own,
+// cannot reach them whatever the port, nor they another run's.
+func TestServersListenOnTheBinarysOwnAddress(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Logf("on %s 127.0.0.0/8 is not all loopback: Host is %s", runtime.GOOS, Host)
+		return
+	}
+	require.NotEqual(t, "127.0.0.1", Host, "on Linux each binary draws an address of 127.0.0.0/8 of its own")
+	require.NotEqual(t, Host, pickHost(), "another binary draws another address")
+	s := Start(t)
+	host, port, err := net.SplitHostPort(s.Addr)
+	require.NoError(t, err)
+	assert.Equal(t, Host, host)
+	assert.True(t, s.Alive())
+	assert.Error(t, ping(net.JoinHostPort("127.0.0.1", port)), "the server answers on 127.0.0.1 too, where another run listens")
+	// Another run may take the very same port on its own address: the two
+	// never meet.
+	other, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	require.NoError(t, err, "the port is taken on every loopback address, not only Host")
+	defer other.Close()
+	assert.True(t, s.Alive())
+}
+
+// The wait for a replicated cluster checks the shape it waits for: a
+// cluster of masters alone (what a `--cluster create` whose CLUSTER
+// REPLICATE did not take effect leaves) is not one.
+func TestReplicationShapeIsChecked(t *testing.T) {
+	c, err := NewCluster(t.TempDir())
+	require.NoError(t, err)
+	defer c.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), StartWait)
+	defer cancel()
+	require.NoError(t, c.replicationShape(ctx, 0))
+	err = c.replicationShape(ctx, 1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has 0 replica(s), want 1")
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stop()
+	assert.Error(t, c.waitReplicasLinked(short, 1), "the wait ends at its bound instead of taking masters for a replicated cluster")
+}
+
+// A frozen server answers nothing, not even PING, and answers again once
+// thawed; a frozen server can still be killed.
+func TestFreezeThaw(t *testing.T) {
+	s := Start(t)
+	require.NoError(t, s.Freeze())
+	assert.False(t, s.Alive(), "a frozen server answered PING")
+	require.NoError(t, s.Thaw())
+	assert.True(t, s.Alive(), "a thawed server does not answer PING")
+	require.NoError(t, s.Freeze())
+	s.Kill()
+	assert.Error(t, s.Thaw(), "a killed server cannot be thawed")
 }

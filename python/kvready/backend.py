@@ -318,8 +318,11 @@ def open_backend(url: str, memory: Any) -> StoreBackend:
     """kvready's own backend over ``memory``: ``"mem"`` (in-process; fault
     injection with ``"mem:?mode=miss"``, ``fail``, ``cancel-by-peer``, ...),
     ``"redis://host:port/0"`` (a Redis-compatible store shared across
-    processes), or ``"instant:"`` (answers at once, writes nothing: for
-    benchmarks)."""
+    processes; a store that stops answering is held for down and leases fail
+    at once as REJECTED, "store unavailable", until a PING answers: tune it
+    with ``?breaker_failures=3&breaker_probe=100ms&breaker_probe_max=2s``,
+    ``breaker_failures=0`` turns it off), or ``"instant:"`` (answers at once,
+    writes nothing: for benchmarks)."""
     return StoreBackend(url, memory)
 
 

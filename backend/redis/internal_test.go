@@ -1,0 +1,118 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+)
+
+// serverError is a reply of the server's own (go-redis's proto.RedisError
+// is internal): an answer, whatever it says.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// TestJudge: what one call's error says of the store. A reply of any kind
+// is an answer; a connection error, or a deadline after most of the bound
+// on the wire, is the store not answering; what kvready or the caller did
+// (a cancel, a close, a batch not sent, a deadline met by a call picked up
+// late) says nothing.
+func TestJudge(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, tc := range []struct {
+		name string
+		err  error
+		took time.Duration
+		want verdict
+	}{
+		{"a value", nil, time.Millisecond, answered},
+		{"a miss", goredis.Nil, time.Millisecond, answered},
+		{"a server error", serverError("OOM command not allowed"), time.Millisecond, answered},
+		{"a server error, wrapped", fmt.Errorf("pipeline: %w", serverError("LOADING")), time.Millisecond, answered},
+		{"refused", refused, time.Millisecond, unreachable},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, time.Millisecond, unreachable},
+		{"closed by the server", io.EOF, time.Millisecond, unreachable},
+		{"cut mid-reply", io.ErrUnexpectedEOF, time.Millisecond, unreachable},
+		{"no reply within the bound (socket)", timeout, bound, unreachable},
+		{"no reply within the bound (context)", context.DeadlineExceeded, bound * 3 / 4, unreachable},
+		{"a deadline met by a call picked up late", context.DeadlineExceeded, bound / 10, silent},
+		{"a socket deadline met by a call picked up late", timeout, bound / 10, silent},
+		{"cancelled", context.Canceled, bound, silent},
+		{"not sent: cancel", errCancelled, 0, silent},
+		{"not sent: the breaker", errNotSent, 0, silent},
+		{"the client closed", goredis.ErrClosed, 0, silent},
+		{"no connection free in the pool", goredis.ErrPoolTimeout, bound, silent},
+		{"a value too long for its buffer", errors.New("redis: buffer too small"), time.Millisecond, silent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, judge(tc.err, tc.took, bound))
+		})
+	}
+	// A bound shorter than hungFloor, waited out in full: too tight for the
+	// store, not a store down.
+	assert.Equal(t, silent, judge(context.DeadlineExceeded, 20*time.Millisecond, 20*time.Millisecond))
+	assert.Equal(t, unreachable, judge(context.DeadlineExceeded, hungFloor, 20*time.Millisecond))
+}
+
+// TestObserveCountsRuns: a run of failures ends with any answer; a call
+// with no reply within its bound counts only if nothing answered since it
+// was sent (a store answering other calls is slow, not down); a connection
+// error counts whatever answered meanwhile.
+func TestObserveCountsRuns(t *testing.T) {
+	b := &Backend{brk: breaker{threshold: 100}, ctx: context.Background()}
+	run := func() int {
+		b.brk.mu.Lock()
+		defer b.brk.mu.Unlock()
+		return b.brk.run
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	before := time.Now()
+	time.Sleep(time.Millisecond) // the answer comes after before, on any clock resolution
+	b.observe(answered, nil, before)
+	for range 5 {
+		b.observe(unreachable, context.DeadlineExceeded, before)
+	}
+	assert.Zero(t, run(), "timeouts of calls sent before an answer came")
+	for range 2 {
+		b.observe(unreachable, context.DeadlineExceeded, time.Now())
+	}
+	assert.Equal(t, 2, run(), "timeouts of calls sent after the last answer")
+	b.observe(silent, context.Canceled, time.Now())
+	assert.Equal(t, 2, run(), "a silent call changes nothing")
+	b.observe(answered, goredis.Nil, time.Now())
+	assert.Zero(t, run(), "an answer ends the run")
+	for range 3 {
+		b.observe(unreachable, refused, before)
+	}
+	assert.Equal(t, 3, run(), "connection errors count whatever answered meanwhile")
+	assert.False(t, b.brk.open.Load(), "under the threshold")
+}
+
+// TestPublishBatch: without WithBatch a publication is at most one call per
+// two cores, never calls smaller than the batch.
+func TestPublishBatch(t *testing.T) {
+	for _, tc := range []struct{ n, batch, procs, want int }{
+		{16, 8, 1, 16}, // one core: one pipeline
+		{16, 8, 2, 16}, // two: one pipeline
+		{16, 8, 4, 8},  // four: two pipelines of the batch
+		{16, 8, 16, 8}, // many: the batch
+		{64, 8, 8, 16}, // a large lease on eight cores: four pipelines
+		{3, 8, 2, 8},   // a small lease: one pipeline of up to the batch
+		{0, 8, 2, 8},
+	} {
+		got := publishBatch(tc.n, tc.batch, tc.procs)
+		assert.Equal(t, tc.want, got, "%d units, batch %d, %d cores", tc.n, tc.batch, tc.procs)
+	}
+}

@@ -1,0 +1,87 @@
+"""A Redis store that is down, through open_backend("redis://..."): after a
+failed call the backend holds it for down (breaker_failures=1 in the URL's
+query), and the next fetch is refused at once, a rejection that says "store
+unavailable" — a failure, never a miss — with every slot back. Bad breaker
+parameters are refused, naming the parameter."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import kvready
+
+
+@pytest.fixture
+def own_redis():
+    """A redis-server of the test's own, which it may kill: (url, process)."""
+    exe = shutil.which("redis-server")
+    assert exe, "redis-server is not installed: sudo apt-get install -y redis-server (or make deps)"
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(5):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            p = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+                                  "--appendonly", "no", "--protected-mode", "no"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and p.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                p.kill()
+                p.wait(30)
+                continue
+            try:
+                yield f"redis://127.0.0.1:{port}/0", p
+            finally:
+                p.kill()
+                p.wait(30)
+            return
+    pytest.fail("redis-server did not start on a free loopback port in 5 tries")
+
+
+def test_a_dead_store_fails_fast(rig, own_redis):
+    url, proc = own_redis
+    store = kvready.open_backend(url + "?breaker_failures=1&breaker_probe=1h", rig.mem)
+    eng = rig.engine(store)
+    rows = rig.rows(2, fill=ord("p"))
+    with eng.lend(kvready.Request.publish(rows)) as pub:
+        assert eng.wait(pub, kvready.Until.SETTLED, timeout=30).outcome == kvready.OutcomeKind.SERVED
+    proc.kill()
+    proc.wait(30)
+    with eng.lend(kvready.Request.fetch(rig.rows(2, first=2))) as first:
+        info = eng.wait(first, kvready.Until.SETTLED, timeout=30)
+        assert info.outcome == kvready.OutcomeKind.FAILED, info  # it went to the store, and met it dead
+    fresh = rig.rows(2, fill=ord("f"), first=4)
+    with eng.lend(kvready.Request.fetch(fresh)) as lease:
+        info = eng.wait(lease, kvready.Until.SETTLED, timeout=30)
+        assert info.outcome == kvready.OutcomeKind.REJECTED, info
+        assert "store unavailable" in info.reason, info.reason
+        assert info.outcome != kvready.OutcomeKind.MISSED
+    for r in fresh:  # nothing was fetched into the device rows
+        assert rig.dev.read(r.device, 64) == bytes([ord("f") + r.block - 4]) * 64
+    eng.wait(lease, kvready.Until.RELEASED, timeout=30)
+    assert eng.stats().slots_free == 8, "every slot is back"
+
+
+@pytest.mark.parametrize("query,what", [
+    ("breaker_failures=many", "breaker_failures"),
+    ("breaker_failures=-1", "breaker_failures"),
+    ("breaker_probe=soon", "breaker_probe"),
+    ("breaker_probe=2s&breaker_probe_max=1s", "breaker_probe_max"),
+])
+def test_bad_breaker_parameters_are_refused(rig, redis_url, query, what):
+    with pytest.raises(kvready.KvreadyError) as e:
+        kvready.open_backend(redis_url + "?" + query, rig.mem)
+    assert what in str(e.value)
