@@ -24,15 +24,18 @@ type attemptTable struct {
 	slots   []attemptSlot
 	watch   []uint64 // bit id%64 of word id/64: the watcher polls slots[id].a
 	watched int      // bits set in watch
+	// notices are the completion callbacks handed to notifying attempts,
+	// by lease id: the owner's alone, and kept apart from the slots so that
+	// an engine whose backends never notify pays nothing per slot for them.
+	notices map[uint32]*notice
 }
 
 // attemptSlot is one lease's attempt. It is kept until the lease is fenced —
 // for ever if it is quarantined.
 type attemptSlot struct {
-	a      contract.Attempt
-	notice *notice // the completion callback it was handed (nil: none); the owner's alone
-	gen    uint32
-	kind   Kind
+	a    contract.Attempt
+	gen  uint32
+	kind Kind
 }
 
 // genOf and handleAt split and join a handle as the table stores it.
@@ -64,7 +67,7 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 }
 
 // keep records a lease's new attempt, watched if watch is set.
-func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) *attemptSlot {
+func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	id := uint32(h.Index())
 	t.mu.Lock()
 	for int(id) >= len(t.slots) {
@@ -76,7 +79,15 @@ func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) *a
 	t.slots[id] = attemptSlot{a: a, gen: genOf(h), kind: k}
 	t.setWatched(id, watch)
 	t.mu.Unlock()
-	return &t.slots[id]
+}
+
+// notified records the completion callback handed to the lease's attempt,
+// so that forgetting the attempt retires it. Owner only.
+func (t *attemptTable) notified(h Handle, n *notice) {
+	if t.notices == nil {
+		t.notices = map[uint32]*notice{}
+	}
+	t.notices[uint32(h.Index())] = n
 }
 
 // rewatch has the watcher poll the lease's attempt (again). A stale handle
@@ -108,9 +119,12 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 		s.a = nil
 	}
 	t.mu.Unlock()
-	if forget && s.notice != nil {
-		s.notice.retire()
-		s.notice = nil
+	if forget && len(t.notices) > 0 {
+		id := uint32(h.Index())
+		if n := t.notices[id]; n != nil && n.h == h {
+			n.retire()
+			delete(t.notices, id)
+		}
 	}
 }
 

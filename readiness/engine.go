@@ -616,11 +616,11 @@ func (e *Engine) accept(r submitResult) {
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""
 	n, notifies := r.a.(contract.Notifier)
-	slot := e.attempts.keep(r.h, r.kind, r.a, false)
+	e.attempts.keep(r.h, r.kind, r.a, false)
 	var nt *notice
 	if !answered && notifies {
 		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
-		slot.notice = nt
+		e.attempts.notified(r.h, nt)
 	}
 	e.step(core.Evidence{What: core.SubmitAccepted, Lease: r.h})
 	if r.err != nil {
