@@ -149,7 +149,7 @@ bench:
 bench-abi: lib
 	$(CC) -O2 -Wall -Wextra -Werror -o bin/abi_bench cabi/testdata/bench.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
 	bin/abi_bench > bin/abi_bench.out
-	$(PYTHON) python/bench/lifecycle.py --c-results bin/abi_bench.out > docs/performance-abi.md
+	$(PYTHON) python/bench/lifecycle.py --c-results bin/abi_bench.out --go-bench bench.out > docs/performance-abi.md
 	@cat docs/performance-abi.md
 
 ## diagrams: regenerate the state diagrams and docs/states.md from the table.

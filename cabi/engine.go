@@ -21,8 +21,9 @@ import (
 )
 
 // engine is an engine object: a readiness.Engine, the objects it uses, the
-// wake descriptor and the goroutine that writes it, and what the owner has not
-// read yet (leases that moved, containments, recoveries).
+// wake descriptor (the engine's OnWake makes it readable, from whichever
+// goroutine signals: no goroutine forwards Wake to it), and what the owner has
+// not read yet (leases that moved, containments, recoveries).
 type engine struct {
 	h         uint64
 	eng       *readiness.Engine
@@ -31,11 +32,8 @@ type engine struct {
 	publisher *backend
 	dev       *device
 
-	wake    *wakeFD
-	stop    chan struct{}
-	pause   chan chan struct{}
-	fwdDone chan struct{}
-	freed   atomic.Bool
+	wake  *wakeFD
+	freed atomic.Bool
 
 	// waiting is held while a wait (kvready_wait, _sync, _engine_shutdown)
 	// runs rounds, so that kvready_engine_free from another thread never
@@ -91,7 +89,7 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvready_engine_new: config.device: %w", err)
 	}
-	e := &engine{mem: m, dev: d, stop: make(chan struct{}), pause: make(chan chan struct{}), fwdDone: make(chan struct{})}
+	e := &engine{mem: m, dev: d}
 	e.life, e.kill = context.WithCancel(context.Background())
 	for _, side := range []struct {
 		h    C.uint64_t
@@ -157,14 +155,15 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		rc.Publisher = e.publisher.publisher
 	}
-	eng, err := readiness.New(rc)
-	if err != nil {
-		return nil, invalid("kvready_engine_new: %v", err)
-	}
 	w, err := openWake()
 	if err != nil {
-		eng.Close()
 		return nil, err
+	}
+	rc.OnWake = w.signal
+	eng, err := readiness.New(rc)
+	if err != nil {
+		w.close()
+		return nil, invalid("kvready_engine_new: %v", err)
 	}
 	e.eng, e.wake = eng, w
 	m.users.Add(1)
@@ -174,46 +173,20 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 			b.users.Add(1)
 		}
 	}
-	go e.forward()
 	e.h = register(kindEngine, e)
 	return e, nil
 }
 
-// forward makes the wake descriptor readable whenever the engine's Wake
-// channel fires, until stopped; paused, it leaves Wake to the engine's own
-// waits (Wait, Sync, Shutdown).
-func (e *engine) forward() {
-	defer close(e.fwdDone)
-	wake := e.eng.Wake()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case resume := <-e.pause:
-			<-resume
-		case <-wake:
-			e.wake.signal()
-		}
-	}
-}
-
-// paused runs fn with the forwarder paused, so that fn may wait on Wake; the
-// descriptor is signalled after, for whatever fn left (before the forwarder
-// resumes, so that a free waiting for the forwarder closes the descriptor
-// after this signal, never under it). It returns errFreed, without running
-// fn, once the engine was freed.
-func (e *engine) paused(name string, fn func()) error {
+// underWait runs fn, which waits on the engine's Wake (kvready_wait, _sync,
+// _engine_shutdown), under the waiting lock, so that a free from another
+// thread never touches the engine under it. It returns errFreed, without
+// running fn, once the engine was freed.
+func (e *engine) underWait(name string, fn func()) error {
 	e.waiting.Lock()
 	defer e.waiting.Unlock()
 	if e.freed.Load() {
 		return e.freedWhile(name)
 	}
-	resume := make(chan struct{})
-	e.pause <- resume
-	defer func() {
-		e.wake.signal()
-		close(resume)
-	}()
 	fn()
 	return nil
 }
@@ -242,11 +215,11 @@ func (e *engine) waitCtx(name string, ns C.int64_t) (context.Context, context.Ca
 	return ctx, cancel, nil
 }
 
-// waited runs fn, a wait, with the forwarder paused, and answers CLOSED when
+// waited runs fn, a wait, under the waiting lock, and answers CLOSED when
 // the engine was freed under it and fn failed for that.
 func (e *engine) waited(name string, fn func() error) error {
 	var err error
-	if perr := e.paused(name, func() { err = fn() }); perr != nil {
+	if perr := e.underWait(name, func() { err = fn() }); perr != nil {
 		return perr
 	}
 	if err != nil && e.life.Err() != nil {
@@ -856,8 +829,6 @@ func kvready_engine_free(h C.uint64_t, force C.int32_t) (st C.int) {
 	}
 	e.freed.Store(true)
 	e.kill()
-	close(e.stop)
-	<-e.fwdDone
 	e.wake.close()
 	unregister(uint64(h))
 	if r.Drained {

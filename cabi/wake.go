@@ -14,9 +14,10 @@ import (
 // running rounds back to back would otherwise pay a write and a read for
 // every wake-up the engine raises.
 type wakeFD struct {
-	r, w  int
-	mu    sync.Mutex
-	armed bool // a signal was written and not yet drained
+	r, w   int
+	mu     sync.Mutex
+	armed  bool // a signal was written and not yet drained
+	closed bool // the descriptors are closed: their numbers may be reused
 }
 
 func openWake() (*wakeFD, error) {
@@ -40,11 +41,12 @@ func openWake() (*wakeFD, error) {
 
 var one = []byte{1, 0, 0, 0, 0, 0, 0, 0}
 
-// signal makes the descriptor readable. A full pipe is readable already.
+// signal makes the descriptor readable. A full pipe is readable already. It
+// is the engine's OnWake, so any goroutine may call it, also after close.
 func (w *wakeFD) signal() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.armed {
+	if !w.armed && !w.closed {
 		_, _ = unix.Write(w.w, one)
 		w.armed = true
 	}
@@ -54,7 +56,7 @@ func (w *wakeFD) signal() {
 func (w *wakeFD) drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.armed {
+	if !w.armed || w.closed {
 		return
 	}
 	w.armed = false
@@ -68,6 +70,12 @@ func (w *wakeFD) drain() {
 }
 
 func (w *wakeFD) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
 	unix.Close(w.r)
 	if w.w != w.r {
 		unix.Close(w.w)

@@ -100,7 +100,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var tab attemptTable
 		wake := make(chan struct{}, 1)
-		mail := newMailbox(1<<20, wake)
+		mail := newMailbox(1<<20, wake, nil)
 		w := newWatcher(&tab, nil, mail)
 		defer w.close()
 		type lease struct {

@@ -89,6 +89,14 @@ type Config struct {
 	// them only for what it cannot answer now.
 	QuiesceWorkers int
 
+	// OnWake, if set, is called whenever Wake is signalled — from the owner
+	// goroutine for work its own calls made, from any other goroutine for a
+	// completion, a Quiesce answer, a landed copy or a deadline — so that an
+	// owner that sleeps on something else (a pollable descriptor, an event
+	// loop's future) is woken without a goroutine forwarding Wake to it. It
+	// must not block nor call the engine.
+	OnWake func()
+
 	// OnContainment, if set, is called on the owner goroutine when a lease is
 	// contained: its containment deadline passed with backend access or a
 	// local copy unproven, and its memory is held out of circulation. It must

@@ -118,7 +118,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
 	// A lease holds at least one slot, so slots bound the leases that can
 	// have letters out (see mailbox).
-	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake)
+	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake, cfg.OnWake)
 	if tc, ok := cfg.Clock.(TimerClock); ok {
 		e.timer = tc.NewTimer(e.mail.wakeOwner)
 	}
@@ -174,7 +174,7 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 	}
 	h, err := e.core.Lend(req)
 	if err == nil {
-		signal(e.wake) // a round will grant it
+		e.mail.ring() // a round will grant it
 	}
 	return h, err
 }
@@ -196,7 +196,7 @@ func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
 // lease may now be granted (the next round grants it).
 func (e *Engine) owner(err error) error {
 	if e.core.HasReady() || (err == nil && e.core.Count(fsm.Waiting) > 0) {
-		signal(e.wake)
+		e.mail.ring()
 	}
 	return err
 }
@@ -369,7 +369,7 @@ func (e *Engine) catchUp(ctx context.Context) error {
 		}
 	}
 	if woke {
-		signal(e.wake) // keep it for the round that follows
+		e.mail.ring() // keep it for the round that follows
 	}
 	if e.stopped || !e.watch.started {
 		return nil
@@ -863,7 +863,7 @@ func (e *Engine) noticeHalt() {
 		if e.cfg.OnHalt != nil {
 			e.cfg.OnHalt(err)
 		}
-		signal(e.wake)
+		e.mail.ring()
 	}
 }
 

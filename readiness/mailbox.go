@@ -61,14 +61,15 @@ type mailbox struct {
 	n       atomic.Int64 // len(letters), readable without the lock
 	over    atomic.Bool  // a put was refused: the bound was broken
 	wake    chan<- struct{}
+	onWake  func() // Config.OnWake, or nil
 	// handoffs counts the engine's goroutine hand-offs (Stats.Handoffs):
 	// every letter put, every wake-up from another goroutine, every batch
 	// handed to a worker, every kick of the watcher.
 	handoffs atomic.Uint64
 }
 
-func newMailbox(limit int, wake chan<- struct{}) *mailbox {
-	return &mailbox{limit: limit, wake: wake}
+func newMailbox(limit int, wake chan<- struct{}, onWake func()) *mailbox {
+	return &mailbox{limit: limit, wake: wake, onWake: onWake}
 }
 
 // put appends letters and wakes the owner. It never blocks.
@@ -80,7 +81,7 @@ func (m *mailbox) put(ls ...letter) {
 	if len(m.letters)+len(ls) > m.limit {
 		m.mu.Unlock()
 		m.over.Store(true)
-		signal(m.wake)
+		m.wakeOwner()
 		return
 	}
 	m.letters = append(m.letters, ls...)
@@ -92,7 +93,15 @@ func (m *mailbox) put(ls ...letter) {
 // wakeOwner wakes the owner from another goroutine: a hand-off.
 func (m *mailbox) wakeOwner() {
 	m.handoffs.Add(1)
+	m.ring()
+}
+
+// ring signals Wake and calls OnWake.
+func (m *mailbox) ring() {
 	signal(m.wake)
+	if m.onWake != nil {
+		m.onWake()
+	}
 }
 
 // take appends every letter to dst, empties the mailbox and returns dst.

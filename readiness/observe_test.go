@@ -159,14 +159,17 @@ func TestSnapshotInFlight(t *testing.T) {
 	require.NoError(t, err)
 	staged, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16}, staging.Group{Slots: 4, SlotBytes: 64})
 	require.NoError(t, err)
-	gate := make(chan struct{})
+	gate, second := make(chan struct{}), make(chan struct{})
 	store, err := mem.New(staged,
 		mem.WithPolicy(func(c mem.Call) mem.Mode {
 			return []mem.Mode{mem.Normal, mem.Normal, mem.QuiesceFalse}[(c.Seq-1)%3]
 		}),
 		mem.WithGate(func(c mem.Call) <-chan struct{} {
-			if c.Seq == 1 {
+			switch c.Seq {
+			case 1:
 				return gate // the first delivery is held: a transfer that takes its time
+			case 2:
+				return second // held until the snapshot of three in flight was taken
 			}
 			return nil
 		}))
@@ -206,9 +209,10 @@ func TestSnapshotInFlight(t *testing.T) {
 	first := lend(0)
 	eng.Progress()
 	clk.Advance(100 * time.Millisecond)
-	second, third := lend(1), lend(2)
+	secondLease, third := lend(1), lend(2)
 	s := snap()
 	assert.Equal(t, core.InFlight{Leases: 3, Bytes: 3 * (16 + 64), Oldest: time.Unix(5_000, 0)}, s.InFlight)
+	close(second)
 
 	// The second is served and proven over; the third's Quiesce never proves
 	// anything; the first is still held.
@@ -218,7 +222,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		dev.CompleteAll()
 		_, err := eng.Sync(ctx)
 		require.NoError(t, err)
-		if info, err := eng.Lease(second); err == nil && info.Fenced {
+		if info, err := eng.Lease(secondLease); err == nil && info.Fenced {
 			break
 		}
 		require.NoError(t, ctx.Err(), "the second lease was never fenced")
@@ -232,7 +236,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		dev.CompleteAll() // the second's local copies land: it completes
 		_, err := eng.Sync(ctx)
 		require.NoError(t, err)
-		if info, err := eng.Lease(second); err == nil && info.State == fsm.LogicallyComplete {
+		if info, err := eng.Lease(secondLease); err == nil && info.State == fsm.LogicallyComplete {
 			break
 		}
 		require.NoError(t, ctx.Err(), "the second lease never completed")
@@ -254,6 +258,6 @@ func TestSnapshotInFlight(t *testing.T) {
 	assert.Equal(t, core.InFlight{}, s.InFlight)
 	assert.Equal(t, [2]int{2, 2}, [2]int{s.Groups[0].Quarantined, s.Groups[1].Quarantined}, "two leases of a row in each group quarantined")
 	close(gate)
-	require.NoError(t, eng.Release(second))
+	require.NoError(t, eng.Release(secondLease))
 	drain(eng)
 }
