@@ -358,26 +358,29 @@ func (h *blackHole) close() {
 // by DefaultBatch; WithBatch holds for both.
 func TestPublicationBatching(t *testing.T) {
 	const units = 2 * kvredis.DefaultBatch
+	const bigRow = 256 << 10 // a call of DefaultBatch such rows is 2 MiB
 	calls := max(1, runtime.GOMAXPROCS(0)/2)
 	perCall := max(kvredis.DefaultBatch, (units+calls-1)/calls)
-	wantPublish := (units + perCall - 1) / perCall
+	wantBig := (units + perCall - 1) / perCall
 	us := make([]contract.Unit, units)
 	for i := range us {
 		us[i] = unit(i, 0, i)
 	}
 	for _, tc := range []struct {
 		name               string
+		row                int
 		opts               []kvredis.Option
 		publishes, fetches int
 	}{
-		{"defaults", nil, wantPublish, units / kvredis.DefaultBatch},
-		{"WithBatch", []kvredis.Option{kvredis.WithBatch(4)}, units / 4, units / 4},
+		{"defaults, small rows", rowBytes, nil, units / kvredis.DefaultBatch, units / kvredis.DefaultBatch},
+		{"defaults, large rows: one call per two cores", bigRow, nil, wantBig, units / kvredis.DefaultBatch},
+		{"WithBatch", bigRow, []kvredis.Option{kvredis.WithBatch(4)}, units / 4, units / 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, shared.Addr)
 			sig := newSignal()
 			c.AddHook(sig)
-			b := newBackend(t, c, newStaging(1, units, rowBytes), tc.opts...)
+			b := newBackend(t, c, newStaging(1, units, tc.row), tc.opts...)
 			// Pipelines of SET NX or GET: a new connection's handshake is a
 			// pipeline too.
 			count := func() int {

@@ -103,16 +103,20 @@ func TestObserveCountsRuns(t *testing.T) {
 // TestPublishBatch: without WithBatch a publication is at most one call per
 // two cores, never calls smaller than the batch.
 func TestPublishBatch(t *testing.T) {
-	for _, tc := range []struct{ n, batch, procs, want int }{
-		{16, 8, 1, 16}, // one core: one pipeline
-		{16, 8, 2, 16}, // two: one pipeline
-		{16, 8, 4, 8},  // four: two pipelines of the batch
-		{16, 8, 16, 8}, // many: the batch
-		{64, 8, 8, 16}, // a large lease on eight cores: four pipelines
-		{3, 8, 2, 8},   // a small lease: one pipeline of up to the batch
-		{0, 8, 2, 8},
+	const big, small = 512 << 10, 64 << 10
+	for _, tc := range []struct{ n, batch, procs, row, want int }{
+		{16, 8, 1, big, 16}, // one core: one pipeline
+		{16, 8, 2, big, 16}, // two: one pipeline
+		{16, 8, 4, big, 8},  // four: two pipelines of the batch
+		{16, 8, 16, big, 8}, // many: the batch
+		{64, 8, 8, big, 16}, // a large lease on eight cores: four pipelines
+		{3, 8, 2, big, 8},   // a small lease: one pipeline of up to the batch
+		{0, 8, 2, big, 8},
+		{16, 8, 2, small, 8}, // small rows: pipelines of the batch side by side
+		{16, 8, 2, 256 << 10, 16},
+		{16, 8, 2, 256<<10 - 1, 8},
 	} {
-		got := publishBatch(tc.n, tc.batch, tc.procs)
-		assert.Equal(t, tc.want, got, "%d units, batch %d, %d cores", tc.n, tc.batch, tc.procs)
+		got := publishBatch(tc.n, tc.batch, tc.procs, tc.row)
+		assert.Equal(t, tc.want, got, "%d units of %d bytes, batch %d, %d cores", tc.n, tc.row, tc.batch, tc.procs)
 	}
 }

@@ -185,12 +185,14 @@ func WithConcurrency(n int) Option {
 // DefaultBatch). A submission of more units is split into several calls,
 // which the workers run in parallel.
 //
-// Without it, a publication is split into at most one call per two of the
-// machine's cores (GOMAXPROCS/2, at least one) — each call a busy writer
-// thread — and never into calls smaller than DefaultBatch: on a 2-core
-// machine, which often shares its cores with the server, a lease is one
-// pipeline, as a bare client sends it (docs/backend-redis.md, Performance).
-// Fetches are split by DefaultBatch: parallel reads pay for themselves.
+// Without it, a publication of rows of 256 KiB or more (a call of
+// DefaultBatch of them is 2 MiB or more) is split into at most one call per
+// two of the machine's cores (GOMAXPROCS/2, at least one) — each call a busy
+// writer thread — and never into calls smaller than DefaultBatch: on a 2-core
+// machine, which often shares its cores with the server, such a lease is one
+// pipeline, as a bare client sends it. Smaller rows go in calls of
+// DefaultBatch side by side, which pays for itself (docs/backend-redis.md,
+// Performance). Fetches are split by DefaultBatch: parallel reads pay too.
 func WithBatch(n int) Option {
 	return func(s *settings) error {
 		if n < 1 || n > 1<<16 {
