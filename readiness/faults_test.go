@@ -26,7 +26,7 @@ import (
 type rogueFault uint8
 
 const (
-	rogueStorm        rogueFault = iota // its completion is called 2–60 times, from several goroutines
+	rogueStorm        rogueFault = iota // its completion is called 2–300 times, from several goroutines
 	rogueEarly                          // completions before the outcome, and again after it
 	rogueSilent                         // a Notifier that never calls its completion
 	roguePanicSubmit                    // Fetch or Publish panics
@@ -133,7 +133,7 @@ func (a *rogueAttempt) deliver() {
 	times := 1
 	switch a.fault {
 	case rogueStorm:
-		times = 2 + int(a.names[0][40])%59
+		times = 2 + int(a.names[0][40])*37%299 // up to 300: past the mailbox bound of a small engine if each were a letter
 	case rogueEarly:
 		a.complete(1 + int(a.names[0][40])%3)
 	}

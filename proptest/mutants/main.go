@@ -42,6 +42,7 @@ var (
 	property = []suite{
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
 		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused"},
+		{pkg: "./readiness", dir: "readiness", run: "^TestBackendFaults|^TestHandoffs"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

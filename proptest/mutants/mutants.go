@@ -98,4 +98,10 @@ var mutants = []mutant{
 		"|| c.lost || c.closed {", "|| c.closed {")},
 	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core/effects.go",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
+	// The runner (SPEC §4 rules 14 and 15).
+	{"completion-storm-let-through", "puts a letter in the mailbox for every completion, repeats included", one("readiness/backends.go",
+		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\treturn",
+		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\tn.mail.put(letter{ev: core.Evidence{Lease: n.h}, poll: true})\n\t\t\treturn")},
+	{"probe-unknown-taken-as-ended", "takes a probe that cannot say without blocking as proof that access ended", one("readiness/engine.go",
+		"\t\tcase ans == contract.AccessEnded:", "\t\tcase ans == contract.AccessEnded || ans == contract.AccessUnknown:")},
 }
