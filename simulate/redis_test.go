@@ -88,15 +88,7 @@ func TestRedisServerKilledMidRun(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // nothing of the run outlives it
 	srv := redistest.Start(t)
 	c := overRedis(srv.URL())
-	killed := false
-	s, err := Run(context.Background(), c, func(done, total int) {
-		if !killed && done >= total/4 {
-			killed = true
-			srv.Kill()
-		}
-	})
-	require.NoError(t, err)
-	require.True(t, killed)
+	s := runKilledAtAQuarter(t, srv, c)
 	assertClean(t, s)
 	assert.Positive(t, s.Served+s.Partial+s.Missed, "before the kill the store answered")
 	assert.Positive(t, s.Failed, "after it, submissions fail")
@@ -203,15 +195,7 @@ func TestRedisStoreDownFailsFast(t *testing.T) {
 		defer mu.Unlock()
 		told = append(told, h)
 	}
-	killed := false
-	s, err := Run(context.Background(), c, func(done, total int) {
-		if !killed && done >= total/4 {
-			killed = true
-			srv.Kill()
-		}
-	})
-	require.NoError(t, err)
-	require.True(t, killed)
+	s := runKilledAtAQuarter(t, srv, c)
 	assertClean(t, s)
 	assertPoolWhole(t, s)
 	assert.Equal(t, 1, s.StoreOutages)
@@ -350,4 +334,19 @@ func TestRedisKillRestartAndPauseCostRequestsNotSlots(t *testing.T) {
 	tbl := table(t, s)
 	assert.Contains(t, tbl, "outcomes over time")
 	t.Log(tbl)
+}
+
+// runKilledAtAQuarter runs c and kills srv a quarter of the way through.
+func runKilledAtAQuarter(t *testing.T, srv *redistest.Server, c Config) *Summary {
+	t.Helper()
+	killed := false
+	s, err := Run(context.Background(), c, func(done, total int) {
+		if !killed && done >= total/4 {
+			killed = true
+			srv.Kill()
+		}
+	})
+	require.NoError(t, err)
+	require.True(t, killed, "the run ended before a quarter of it")
+	return s
 }

@@ -4,6 +4,8 @@ when it is missing — no test is skipped for it."""
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import os
 import pathlib
@@ -116,10 +118,11 @@ def rig():
             e.free()
 
 
-@pytest.fixture(scope="session")
-def redis_url():
-    """A throwaway redis-server on a free loopback port (as
-    internal/redistest does for Go); fails, naming the package, without one."""
+@contextlib.contextmanager
+def redis_server():
+    """A throwaway redis-server on a free loopback port (as internal/redistest
+    does for Go): yields (url, process), kills it after; fails, naming the
+    package, without one."""
     exe = shutil.which("redis-server")
     assert exe, "redis-server is not installed: sudo apt-get install -y redis-server (or make deps)"
     with tempfile.TemporaryDirectory() as d:
@@ -142,7 +145,7 @@ def redis_url():
                     time.sleep(0.02)
             if up:
                 try:
-                    yield f"redis://127.0.0.1:{port}/0"
+                    yield f"redis://127.0.0.1:{port}/0", p
                 finally:
                     p.kill()
                     p.wait(30)
@@ -150,6 +153,13 @@ def redis_url():
             p.kill()
             p.wait(30)
     pytest.fail("redis-server did not start on a free loopback port in 5 tries")
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """The session's shared redis-server."""
+    with redis_server() as (url, _):
+        yield url
 
 
 def golden_scope():

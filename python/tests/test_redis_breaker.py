@@ -6,49 +6,17 @@ parameters are refused, naming the parameter."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-
 import pytest
 
 import kvready
+from conftest import redis_server
 
 
 @pytest.fixture
 def own_redis():
     """A redis-server of the test's own, which it may kill: (url, process)."""
-    exe = shutil.which("redis-server")
-    assert exe, "redis-server is not installed: sudo apt-get install -y redis-server (or make deps)"
-    with tempfile.TemporaryDirectory() as d:
-        for _ in range(5):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            s.close()
-            p = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-                                  "--appendonly", "no", "--protected-mode", "no"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and p.poll() is None:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.02)
-            else:
-                p.kill()
-                p.wait(30)
-                continue
-            try:
-                yield f"redis://127.0.0.1:{port}/0", p
-            finally:
-                p.kill()
-                p.wait(30)
-            return
-    pytest.fail("redis-server did not start on a free loopback port in 5 tries")
+    with redis_server() as server:
+        yield server
 
 
 def test_a_dead_store_fails_fast(rig, own_redis):
