@@ -4,12 +4,15 @@
 // deterministic tests, and prints which caught it. A mutant the property
 // suites do not kill is a promise they do not check.
 //
-// A mutant is a source patch (mutants.go): text replaced in production files.
-// Nothing in the tree changes and no production file carries a test hook: each
-// mutant's patched files are written to a scratch directory and the test
-// binaries are compiled from an overlay of them (go test -overlay). An edit
-// whose text no longer occurs exactly once stops the run: the mutant must be
-// updated with the code it breaks.
+// A mutant is a source patch (mutants.go): a pattern replaced inside one
+// declaration of a production package (anchor.go), so that it survives the
+// declaration moving between files or being reformatted. Nothing in the tree
+// changes and no production file carries a test hook: each mutant's patched
+// files are written to a scratch directory and the test binaries are compiled
+// from an overlay of them (go test -overlay). An edit whose declaration is
+// gone, or whose pattern no longer occurs exactly once inside it, stops the
+// run before anything is tested: the mutant must be updated with the code it
+// breaks.
 //
 //	go run ./proptest/mutants [-run REGEXP]
 //
@@ -79,13 +82,20 @@ func run() int {
 		return 2
 	}
 	defer os.RemoveAll(scratch)
-	if *check {
-		for _, m := range mutants {
-			if _, err := m.overlay(root, scratch); err != nil {
-				fmt.Fprintf(os.Stderr, "mutants: %s: %v\n", m.name, err)
-				return 1
-			}
+	// Every mutant must apply before anything runs: a stale one stops the
+	// run at once, never after the others were tested.
+	stale := 0
+	for _, m := range mutants {
+		if _, err := m.overlay(root, scratch); err != nil {
+			fmt.Fprintf(os.Stderr, "mutants: %s: %v\n", m.name, err)
+			stale++
 		}
+	}
+	if stale > 0 {
+		fmt.Fprintf(os.Stderr, "mutants: %d of %d mutants no longer apply\n", stale, len(mutants))
+		return 1
+	}
+	if *check {
 		fmt.Printf("%d mutants apply\n", len(mutants))
 		return 0
 	}
@@ -173,26 +183,21 @@ func (m mutant) overlay(root, scratch string) (string, error) {
 	}
 	patched := map[string]string{}
 	for _, e := range m.edits {
-		src, ok := patched[e.file]
-		if !ok {
-			b, err := os.ReadFile(filepath.Join(root, e.file))
-			if err != nil {
-				return "", err
-			}
-			src = string(b)
+		if err := e.apply(root, patched); err != nil {
+			return "", err
 		}
-		if n := strings.Count(src, e.old); n != 1 {
-			return "", fmt.Errorf("the text to replace in %s occurs %d times, want exactly once: update the mutant with the code it breaks:\n%s", e.file, n, e.old)
-		}
-		patched[e.file] = strings.Replace(src, e.old, e.new, 1)
 	}
 	replace := map[string]string{}
 	for file, src := range patched {
-		out := filepath.Join(dir, strings.ReplaceAll(file, "/", "_"))
+		rel, err := filepath.Rel(root, file)
+		if err != nil {
+			return "", err
+		}
+		out := filepath.Join(dir, strings.ReplaceAll(rel, string(filepath.Separator), "_"))
 		if err := os.WriteFile(out, []byte(src), 0o644); err != nil {
 			return "", err
 		}
-		replace[filepath.Join(root, file)] = out
+		replace[file] = out
 	}
 	b, err := json.Marshal(map[string]any{"Replace": replace})
 	if err != nil {

@@ -1,107 +1,104 @@
 package main
 
-// mutant is one deliberately broken safety guard: edits to production files,
-// each replacing text that must occur exactly once, so that a mutant that no
-// longer applies fails loudly instead of testing nothing. The files are never
-// changed: make mutants compiles each mutant from an overlay (go build
-// -overlay) of patched copies in a scratch directory.
+// mutant is one deliberately broken safety guard: edits to production
+// packages, each replacing a pattern that must occur exactly once inside the
+// declaration it names (anchor.go), so that a mutant that no longer applies
+// fails loudly instead of testing nothing. The files are never changed: make
+// mutants compiles each mutant from an overlay (go build -overlay) of patched
+// copies in a scratch directory.
 type mutant struct {
 	name, what string
 	edits      []edit
 }
 
-type edit struct {
-	file, old, new string
-}
-
-func one(file, old, new string) []edit { return []edit{{file, old, new}} }
+func one(pkg, decl, old, new string) []edit { return []edit{{pkg, decl, old, new}} }
 
 // mutants are the guards make mutants breaks, one at a time. A mutant the
 // property suite does not kill is a promise it does not check.
 var mutants = []mutant{
-	{"trust-quiesce-false", "takes Quiesce false or an error as proof", one("readiness/core/door.go",
+	{"trust-quiesce-false", "takes Quiesce false or an error as proof", one("readiness/core", "Core.classify",
 		"return verdict{event: fsm.AccessUnproven, unproven: ev.Reason, proofDone: true, unproved: true}, true, nil",
 		"return verdict{event: fsm.AccessProven, proofDone: true}, true, nil")},
-	{"quiesce-timeout-as-proof", "takes a Quiesce that outlived its timeout as proof", one("readiness/core/door.go",
+	{"quiesce-timeout-as-proof", "takes a Quiesce that outlived its timeout as proof", one("readiness/core", "Core.due",
 		"_ = c.apply(id, verdict{event: fsm.AccessUnproven, unproven: why})",
 		"_ = why\n\t\t_ = c.apply(id, verdict{event: fsm.AccessProven, proofDone: true})")},
-	{"miss-as-failure", "reports an empty Delivered as a failure", one("readiness/core/door.go",
+	{"miss-as-failure", "reports an empty Delivered as a failure", one("readiness/core", "Core.classifyAnswer",
 		"case n == 0:\n\t\t\tv.event = fsm.OutcomeMissed",
 		"case n == 0:\n\t\t\tv.event = fsm.OutcomeFailed")},
-	{"skip-copy-wait", "answers readiness before the copies land", one("readiness/core/effects.go",
+	{"skip-copy-wait", "answers readiness before the copies land", one("readiness/core", "Core.copyOut",
 		"c.ready.CopyLeases = append(c.ready.CopyLeases, h)\n\tb.copiesOut = n",
 		"c.follow = append(c.follow, followUp{id: id, v: verdict{event: fsm.CopiesLanded, copied: true}})")},
 	{"copy-before-fence", "copies served rows to the device before access is proven over", []edit{
-		{"fsm/lifecycle.go", "\t\tstate: s,\n\t\trest:  effects(AskProof),", "\t\tstate: s,\n\t\trest:  effects(AskProof, CopyOut),"},
-		{"readiness/core/effects.go", "if !l.m.Marks.Has(fsm.Fenced) {", "if false {"},
+		{"fsm", "delivered", "\t\tstate: s,\n\t\trest:  effects(AskProof),", "\t\tstate: s,\n\t\trest:  effects(AskProof, CopyOut),"},
+		{"readiness/core", "Core.copyOut", "if !l.m.Marks.Has(fsm.Fenced) {", "if false {"},
 	}},
-	{"copy-after-release", "copies into the device rows of a lease the owner released", one("readiness/core/door.go",
+	{"copy-after-release", "copies into the device rows of a lease the owner released", one("readiness/core", "Core.facts",
 		"if l.kind == Publish || !served(l.result) || l.m.Latched.Has(fsm.ReleaseRequested) || !c.anyServed(b) {",
 		"if l.kind == Publish || !served(l.result) || !c.anyServed(b) {")},
-	{"accept-unasked", "trusts served names that were never asked for", one("readiness/core/door.go",
+	{"accept-unasked", "trusts served names that were never asked for", one("readiness/core", "Core.classifyAnswer",
 		"if err != nil {\n\t\t\treturn violation(err.Error())\n\t\t}",
 		"if err != nil {\n\t\t\tc.masks, _ = staging.ServedMasksInto(c.masks, &b.view, contract.NameSet{})\n\t\t\tfor _, m := range c.masks {\n\t\t\t\tfor k := range m {\n\t\t\t\t\tm[k] = true\n\t\t\t\t}\n\t\t\t}\n\t\t\treturn verdict{event: fsm.OutcomeServed, first: o, masks: true}, true, nil\n\t\t}")},
-	{"ignore-generation", "accepts a handle (and evidence) whatever its generation", one("readiness/core/core.go",
+	{"ignore-generation", "accepts a handle (and evidence) whatever its generation", one("readiness/core", "Core.lookup",
 		"if !l.inUse || l.gen != h.gen {", "if !l.inUse {")},
-	{"no-stability-check", "never catches an answer changed after the first", one("readiness/core/door.go",
+	{"no-stability-check", "never catches an answer changed after the first", one("readiness/core", "Core.classifyAnswer",
 		"if o != nil && sameOutcome(b.first, o) {", "if true {")},
-	{"stability-kind-only", "compares only the kind of a re-polled answer", one("readiness/core/door.go",
+	{"stability-kind-only", "compares only the kind of a re-polled answer", one("readiness/core", "sameOutcome",
 		"return ok && x.Served.Equal(y.Served)", "_ = y\n\t\treturn ok")},
 	{"late-outcome-wins", "lets a late outcome overwrite a timeout, a failure or the owner's cancel", []edit{
-		{"fsm/lifecycle.go", "refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),",
+		{"fsm", "declaration", "refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),",
 			"refuse(whyFailedStays, with(outcomeEvents[1:], ContractViolation)...),"},
-		{"fsm/lifecycle.go", "on(Containment, Contained),\n\t\t},\n\t\tlatches: []latch{\n\t\t\tkeep(\"the drain goes on:",
+		{"fsm", "declaration", "on(Containment, Contained),\n\t\t},\n\t\tlatches: []latch{\n\t\t\tkeep(\"the drain goes on:",
 			"on(Containment, Contained),\n\t\t\ton(OutcomeServed, Served).latching(Delivered),\n\t\t},\n\t\tlatches: []latch{\n\t\t\tkeep(\"the drain goes on:"},
 	}},
-	{"free-quarantined", "returns quarantined slots to the allocator", one("readiness/core/effects.go",
+	{"free-quarantined", "returns quarantined slots to the allocator", one("readiness/core", "Core.quarantine",
 		"if err := c.alloc.Quarantine(l.ticket); err != nil {", "if err := c.alloc.Free(l.ticket); err != nil {")},
 	{"recover-without-proof", "lets the recover policy release a contained lease without a proof", []edit{
-		{"fsm/lifecycle.go", "\t\t\tkeep(\"still unproven: asked again at the slow cadence\", AccessUnproven).doing(AskProof),\n", ""},
-		{"fsm/lifecycle.go", "on(AccessProven, AccessFenced).doing(Recover),", "on(AccessProven, AccessFenced).doing(Recover),\n\t\t\ton(AccessUnproven, AccessFenced).doing(Recover),"},
+		{"fsm", "declaration", "\t\t\tkeep(\"still unproven: asked again at the slow cadence\", AccessUnproven).doing(AskProof),\n", ""},
+		{"fsm", "declaration", "on(AccessProven, AccessFenced).doing(Recover),", "on(AccessProven, AccessFenced).doing(Recover),\n\t\t\ton(AccessUnproven, AccessFenced).doing(Recover),"},
 	}},
-	{"admission-unbounded", "submits staged leases past the backend's bound", one("readiness/core/door.go",
+	{"admission-unbounded", "submits staged leases past the backend's bound", one("readiness/core", "Core.admit",
 		"(c.cfg.MaxOutstanding == 0 || c.outstanding < c.cfg.MaxOutstanding) {", "true {")},
-	{"ignore-device-loss", "never asks whether the device was lost", one("readiness/engine.go",
+	{"ignore-device-loss", "never asks whether the device was lost", one("readiness", "Engine.checkHealth",
 		"if e.core.Lost() || e.cfg.Health == nil {", "if true {")},
-	{"never-ask-proof", "never asks Quiesce at all", one("readiness/core/effects.go",
+	{"never-ask-proof", "never asks Quiesce at all", one("readiness/core", "Core.askProof",
 		"if !l.m.Marks.Has(fsm.Attempted) || b.proofOut {\n\t\treturn // no attempt",
 		"if true {\n\t\treturn // no attempt")},
-	{"never-retry", "asks Quiesce once and never again after an answer that proved nothing", one("readiness/core/effects.go",
+	{"never-retry", "asks Quiesce once and never again after an answer that proved nothing", one("readiness/core", "Core.askProof",
 		"\tif b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {\n\t\tc.ask(id)\n\t\treturn\n\t}", "\tif b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {\n\t\tc.ask(id)\n\t}\n\treturn")},
-	{"containment-from-notice", "measures the containment deadline from when the engine notices", one("readiness/core/effects.go",
+	{"containment-from-notice", "measures the containment deadline from when the engine notices", one("readiness/core", "Core.startDrain",
 		"if due := at + int64(c.cfg.DrainGrace); b.containAt == 0 || due < b.containAt {",
 		"if due := c.now + int64(c.cfg.DrainGrace) + 0*at; true {")},
-	{"extent-rebuilt-in-place", "reuses a quarantined lease's extent for the next lease", one("readiness/core/effects.go",
+	{"extent-rebuilt-in-place", "reuses a quarantined lease's extent for the next lease", one("readiness/core", "Core.park",
 		"\tc.keep(id)\n\tl.gen = nextGen(l.gen)\n}",
 		"\tc.keep(id)\n\tl.gen = nextGen(l.gen)\n\tc.putBody(l.body)\n\tl.body = &body{rows: l.body.rows, masks: l.body.masks, slots: l.body.slots}\n}")},
-	{"close-no-cancel", "leaves a pending lease without its local cancel at Close", one("fsm/lifecycle.go",
+	{"close-no-cancel", "leaves a pending lease without its local cancel at Close", one("fsm", "declaration",
 		"on(Close, Failed).latching(Cancel).keeping(),", "on(Close, Failed).keeping(),")},
-	{"stall-by-fragmentation", "never takes an ungrantable lease out of the line", one("readiness/core/door.go",
+	{"stall-by-fragmentation", "never takes an ungrantable lease out of the line", one("readiness/core", "Core.findHopeless",
 		"\tc.hopeless = c.alloc.HopelessTickets(c.hopeless[:0])", "\treturn\n\tc.hopeless = c.alloc.HopelessTickets(c.hopeless[:0])")},
-	{"masks-not-cleared", "reuses served masks of more than 32 rows without clearing them", one("staging/masks.go",
+	{"masks-not-cleared", "reuses served masks of more than 32 rows without clearing them", one("staging", "servedByIndex",
 		"\tfor i := range dst {\n\t\tclear(dst[i])\n\t}\n\tfor n := range served.All() {",
 		"\tfor n := range served.All() {")},
-	{"refusal-takes-the-reason", "stores a refused call's reason and by_peer before the table answers", one("readiness/core/door.go",
+	{"refusal-takes-the-reason", "stores a refused call's reason and by_peer before the table answers", one("readiness/core", "Core.apply",
 		"\ten := c.table.Lookup(l.m.State, v.event)\n\tif en.Kind == fsm.Refuse {",
 		"\ten := c.table.Lookup(l.m.State, v.event)\n\tif v.setReason {\n\t\tl.body.reason, l.body.byPeer = v.reason, v.byPeer\n\t}\n\tif en.Kind == fsm.Refuse {")},
-	{"fatal-goes-on", "keeps running after a containment under the fatal policy", one("readiness/core/effects.go",
+	{"fatal-goes-on", "keeps running after a containment under the fatal policy", one("readiness/core", "Core.quarantine",
 		"\tif c.cfg.Containment == Fatal {\n\t\tc.haltWith(", "\tif false {\n\t\tc.haltWith(")},
-	{"halted-takes-releases", "lets the owner release leases on a halted engine", one("readiness/core/core.go",
+	{"halted-takes-releases", "lets the owner release leases on a halted engine", one("readiness/core", "Core.owner",
 		"func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil {", "func (c *Core) owner(h Handle, v verdict) error {\n\tif c.halted != nil && v.event != fsm.ReleaseRequested {")},
 	// The recover policy's exclusions (rule 5), one mutant each: with one
 	// removed, what nothing can prove is recovered (or rests in contained).
-	{"recover-escaped-submission", "lets the recover policy wait on a submission that escaped without an attempt", one("readiness/core/door.go",
+	{"recover-escaped-submission", "lets the recover policy wait on a submission that escaped without an attempt", one("readiness/core", "Core.facts",
 		"if c.cfg.Containment != Recover || !l.m.Marks.Has(fsm.Attempted) || ", "if c.cfg.Containment != Recover || ")},
-	{"recover-failed-copy", "lets the recover policy wait on a local copy that failed without a completion record", one("readiness/core/door.go",
+	{"recover-failed-copy", "lets the recover policy wait on a local copy that failed without a completion record", one("readiness/core", "Core.facts",
 		"|| l.m.Marks.Has(fsm.Fenced) || c.lost ", "|| c.lost ")},
-	{"recover-lost-device", "lets the recover policy recover a lease on a lost device", one("readiness/core/door.go",
+	{"recover-lost-device", "lets the recover policy recover a lease on a lost device", one("readiness/core", "Core.facts",
 		"|| c.lost || c.closed {", "|| c.closed {")},
-	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core/effects.go",
+	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core", "Core.requestCancel",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
 	// The runner (SPEC §4 rules 14 and 15).
-	{"completion-storm-let-through", "puts a letter in the mailbox for every completion, repeats included", one("readiness/backends.go",
+	{"completion-storm-let-through", "puts a letter in the mailbox for every completion, repeats included", one("readiness", "notice.fire",
 		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\treturn",
 		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\tn.mail.put(letter{ev: core.Evidence{Lease: n.h}, poll: true})\n\t\t\treturn")},
-	{"probe-unknown-taken-as-ended", "takes a probe that cannot say without blocking as proof that access ended", one("readiness/engine.go",
+	{"probe-unknown-taken-as-ended", "takes a probe that cannot say without blocking as proof that access ended", one("readiness", "Engine.prove",
 		"\t\tcase ans == contract.AccessEnded:", "\t\tcase ans == contract.AccessEnded || ans == contract.AccessUnknown:")},
 }
