@@ -15,6 +15,15 @@
 // every queued event reads Failed from then on, and new work is refused with
 // gpu.ErrDeviceLost.
 //
+// Timing: without a clock, the test resolves everything. WithLatency completes
+// each operation a fixed time after it was queued; WithBandwidth runs each
+// stream as a copy engine of that many bytes per second, one copy after
+// another, so that a pipeline's timing is exact in virtual time. Beside
+// copies, a stream takes Compute (a kernel that occupies it for a while) and
+// Wait (cuStreamWaitEvent: hold the stream until another stream's event
+// resolved), which is how a forward pass computing layer by layer and the
+// copies behind it are simulated.
+//
 // All methods are safe for concurrent use (one mutex per device). Copies,
 // records and queries allocate nothing in steady state.
 package sim
@@ -167,11 +176,23 @@ func WithLatency(clock Clock, latency time.Duration) Option {
 	return func(d *Device) { d.clock, d.latency = clock, latency }
 }
 
+// WithBandwidth makes each stream a copy engine that moves bytesPerSecond:
+// the copies queued on one stream run one after another, a copy of n bytes
+// taking n/bytesPerSecond of clock time from when the one before it ended (or
+// from when it was queued, if the stream was idle), and an event completes
+// when everything queued before it did. It is the device of a pipeline whose
+// timing is exact in virtual time (layer by layer: a copy of T beside a
+// Compute of C). It excludes WithLatency.
+func WithBandwidth(clock Clock, bytesPerSecond float64) Option {
+	return func(d *Device) { d.clock, d.bandwidth = clock, bytesPerSecond }
+}
+
 // Device is one simulated GPU.
 type Device struct {
-	id      int
-	clock   Clock
-	latency time.Duration
+	id        int
+	clock     Clock
+	latency   time.Duration
+	bandwidth float64 // bytes per second; 0 for the latency model
 
 	mu      sync.Mutex
 	mem     []byte
@@ -194,6 +215,12 @@ func New(id int, memBytes int, opts ...Option) (*Device, error) {
 	}
 	if d.latency < 0 || (d.latency > 0 && d.clock == nil) {
 		return nil, fmt.Errorf("sim: WithLatency(%v) needs a non-nil clock and a non-negative latency", d.latency)
+	}
+	switch {
+	case d.bandwidth < 0 || d.bandwidth != d.bandwidth || (d.bandwidth > 0 && d.clock == nil):
+		return nil, fmt.Errorf("sim: WithBandwidth(%v) needs a non-nil clock and a positive rate in bytes per second", d.bandwidth)
+	case d.bandwidth > 0 && d.latency > 0:
+		return nil, errors.New("sim: WithBandwidth and WithLatency exclude each other; want one timing model")
 	}
 	return d, nil
 }
@@ -351,7 +378,8 @@ func (d *Device) resolveNext(gs gpu.Stream, n int, ok bool) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	done := 0
-	for done < n && s.n > 0 {
+	// A failure needs no waited event: what it fails is poisoned either way.
+	for done < n && s.n > 0 && (!ok || s.resolvableLocked()) {
 		if s.popLocked(ok) {
 			done++
 		}
@@ -367,10 +395,17 @@ func (d *Device) CompleteAll() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	done := 0
-	for _, s := range d.streams {
-		for s.n > 0 {
-			if s.popLocked(true) {
-				done++
+	// A stream waiting for another's event resolves once that one did: go
+	// round until a pass moves nothing (waits never form a cycle, since an
+	// event is recorded before anything can wait for it).
+	for moved := true; moved; {
+		moved = false
+		for _, s := range d.streams {
+			for s.n > 0 && s.resolvableLocked() {
+				if s.popLocked(true) {
+					done++
+				}
+				moved = true
 			}
 		}
 	}
@@ -384,13 +419,17 @@ const (
 	opHtoD opKind = iota + 1
 	opDtoH
 	opRecord
+	opCompute // occupies the stream, touches no memory
+	opWait    // holds the stream until another stream's event resolved
 )
 
 type op struct {
 	kind  opKind
 	dev   gpu.DevicePtr
 	host  []byte
-	seq   uint64 // for opRecord
+	seq   uint64        // the event: recorded (opRecord) or waited for (opWait)
+	on    *Stream       // opWait: the stream the waited event is on
+	busy  time.Duration // opCompute: how long it occupies the stream
 	ready time.Time
 }
 
@@ -407,6 +446,8 @@ type Stream struct {
 	done   uint64   // every event up to here is resolved (complete or failed)
 	failed []uint64 // resolved events that failed, ascending
 	taint  bool     // a copy since the last event was lost: that event fails
+	// tail is when the newest queued operation is ready (clocked devices).
+	tail time.Time
 }
 
 var _ gpu.Stream = (*Stream)(nil)
@@ -444,6 +485,74 @@ func (s *Stream) Record() (gpu.Event, error) {
 	return gpu.MakeEvent(s.id, s.issued), nil
 }
 
+// Compute queues work that occupies the stream for d of clock time and
+// touches no memory: the simulated kernel of a forward pass, so that copies
+// queued behind it (or waiting for an event after it) start when it ended. On
+// a device without a clock it is resolved, in order, like a copy.
+func (s *Stream) Compute(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("sim: Compute(%v); want a non-negative duration", d)
+	}
+	dev := s.dev
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.lost {
+		return dev.lostErr("Compute")
+	}
+	s.pushLocked(op{kind: opCompute, busy: d})
+	return nil
+}
+
+// Wait makes everything queued on s after it wait until ev, an event recorded
+// on another stream of the same device, resolved: cuStreamWaitEvent, how a
+// copy stream is put behind a compute stream's work. Nothing on ev's stream
+// waits. If ev failed, the next event of s fails too (a copy behind failed
+// work cannot be trusted). Waiting for ev after it resolved queues nothing.
+func (s *Stream) Wait(ev gpu.Event) error {
+	d := s.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lost {
+		return d.lostErr("Wait")
+	}
+	var on *Stream
+	for _, o := range d.streams {
+		if o.id == ev.StreamID() {
+			on = o
+		}
+	}
+	switch {
+	case ev.IsZero():
+		return fmt.Errorf("sim: Wait: %w", gpu.ErrNotRecorded)
+	case on == nil:
+		return fmt.Errorf("sim: Wait(%v): %w: no stream of device %d issued it", ev, gpu.ErrForeignEvent, d.id)
+	case on == s:
+		return fmt.Errorf("sim: Wait(%v) on the stream that recorded it; want an event of another stream (a stream already runs in order)", ev)
+	case ev.Seq() > on.issued:
+		return fmt.Errorf("sim: Wait: %w: %v, but stream %d has recorded only %d events", gpu.ErrUnknownEvent, ev, on.id, on.issued)
+	}
+	on.advanceLocked()
+	if ev.Seq() <= on.done {
+		if _, bad := slices.BinarySearch(on.failed, ev.Seq()); bad {
+			s.taint = true
+		}
+		return nil
+	}
+	s.pushLocked(op{kind: opWait, seq: ev.Seq(), on: on, ready: on.readyAt(ev.Seq())})
+	return nil
+}
+
+// readyAt is when the event seq, still queued on s, is ready (the zero time on
+// a device without a clock).
+func (s *Stream) readyAt(seq uint64) time.Time {
+	for i := range s.n {
+		if o := &s.ring[(s.head+i)%len(s.ring)]; o.kind == opRecord && o.seq == seq {
+			return o.ready
+		}
+	}
+	return time.Time{}
+}
+
 func (s *Stream) enqueue(o op) error {
 	d := s.dev
 	d.mu.Lock()
@@ -474,9 +583,35 @@ func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
 	return err
 }
 
+// pushLocked queues o, setting when it is ready on a clocked device: a
+// latency after now; or, on a device with a bandwidth, when the stream's
+// queue ahead of it is done and o's bytes moved. A Compute and a Wait (whose
+// ready holds the waited event's) also start no earlier than the queue ahead
+// of them is done.
 func (s *Stream) pushLocked(o op) {
-	if s.dev.latency > 0 {
-		o.ready = s.dev.clock.Now().Add(s.dev.latency)
+	if d := s.dev; d.clock != nil {
+		now := d.clock.Now()
+		start := now
+		if s.tail.After(start) {
+			start = s.tail
+		}
+		switch {
+		case o.kind == opCompute:
+			o.ready = start.Add(o.busy)
+		case o.kind == opWait:
+			if o.ready.Before(start) {
+				o.ready = start
+			}
+		case d.bandwidth > 0:
+			o.ready = start.Add(time.Duration(float64(len(o.host)) / d.bandwidth * float64(time.Second)))
+		case d.latency > 0:
+			o.ready = now.Add(d.latency)
+		default:
+			o.ready = now
+		}
+		if o.ready.After(s.tail) {
+			s.tail = o.ready
+		}
 	}
 	if s.n == len(s.ring) {
 		size := max(2*len(s.ring), 16)
@@ -498,6 +633,13 @@ func (s *Stream) popLocked(ok bool) bool {
 	s.head = (s.head + 1) % len(s.ring)
 	s.n--
 	switch o.kind {
+	case opCompute:
+		return false
+	case opWait:
+		if _, bad := slices.BinarySearch(o.on.failed, o.seq); bad || !ok {
+			s.taint = true
+		}
+		return false
 	case opRecord:
 		if !ok || s.taint {
 			s.failed = append(s.failed, o.seq)
@@ -552,9 +694,20 @@ func (s *Stream) advanceLocked() {
 		return
 	}
 	now := s.dev.clock.Now()
-	for s.n > 0 && !s.ring[s.head].ready.After(now) {
+	for s.n > 0 && !s.ring[s.head].ready.After(now) && s.resolvableLocked() {
 		s.popLocked(true)
 	}
+}
+
+// resolvableLocked reports whether the oldest queued operation may resolve:
+// anything but a Wait whose event has not resolved yet.
+func (s *Stream) resolvableLocked() bool {
+	o := &s.ring[s.head]
+	if o.kind != opWait {
+		return true
+	}
+	o.on.advanceLocked()
+	return o.seq <= o.on.done
 }
 
 // Query reports ev's status without blocking.
