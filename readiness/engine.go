@@ -348,7 +348,11 @@ func (e *Engine) Sync(ctx context.Context) (int, error) {
 		}
 		n := e.Progress()
 		total += n
-		if n == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 && e.outstandingCalls() == 0 {
+		// Calls before letters: a worker puts its letters before it counts
+		// its answer, so once none is outstanding every letter is in the
+		// mailbox. Read the other way round, a worker that answers between
+		// the two reads leaves its letters untaken.
+		if n == 0 && e.outstandingCalls() == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 {
 			return total, nil
 		}
 	}
