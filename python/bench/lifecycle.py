@@ -4,7 +4,9 @@ rounds of 64 leases (one lend_many, rounds until complete, one
 release_many), against one bare call of the same binding into the same
 library (``kvready_abi_version`` through ctypes). With ``--c-results`` it
 also takes the C benchmark's figures (cabi/testdata/bench.c) and writes
-docs/performance-abi.md to stdout. Run by ``make bench-abi``."""
+docs/performance-abi.md to stdout. Run by ``make bench-abi``, over the test
+library (KVREADY_LIBRARY=testkit or its path: the ``instant:`` backend and
+``kvready_bench_go_lifecycle`` are only there)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import kvready  # noqa: E402
 from kvready import _abi  # noqa: E402
+
+if not _abi.testkit:
+    sys.exit(f"lifecycle.py: {_abi.path} is libkvready.so; the benchmark needs the test library: "
+             "KVREADY_LIBRARY=testkit (or the path of libkvready_testkit.so, make lib-testkit)")
 
 LEASES = 64
 REPS = 5
