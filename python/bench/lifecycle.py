@@ -158,8 +158,9 @@ with its load.
 | lifecycle per lease, driven in Go on the Python run's engine | {py_go:.0f} |
 | one bare call from Python through ctypes (`kvready_abi_version`) | {py_bare:.0f} |
 
-Notes: the Go side runs inside `libkvready.so` on the same engine, backend and device as the C
-side, so that ratio is what crossing the ABI costs; the SPEC's figure compares the C side with
+Notes: the Go side runs inside the library (the test library, `libkvready_testkit.so`: the
+engine code of `libkvready.so` plus this benchmark's export) on the same engine, backend and
+device as the C side, so that ratio is what crossing the ABI costs; the SPEC's figure compares the C side with
 `BenchmarkLifecycle/engine-256` of the same `make bench` (a Go program, rounds of 256). Between
 rounds the Go and C owners yield (`runtime.Gosched`, `sched_yield`); the Python owner waits on
 the wake descriptor with `select` when a round moved nothing, as a manager's event loop does
