@@ -139,6 +139,7 @@ type attempt struct {
 	// once, on mem's delivery goroutine (mem's Notify), before mem can let
 	// Quiesce answer true.
 	out    atomic.Pointer[contract.Outcome]
+	ready  chan struct{} // closed once out is set
 	polls  atomic.Uint64
 	notify notify.List
 	// Guarded by b.mu.
@@ -169,13 +170,14 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 }
 
 func (b *Backend) wrap(inner contract.Attempt, f Fault, extent contract.CacheExtent) *attempt {
-	a := &attempt{b: b, inner: inner, fault: f, extent: extent}
+	a := &attempt{b: b, inner: inner, fault: f, extent: extent, ready: make(chan struct{})}
 	// mem calls this on its delivery goroutine right after its outcome is
 	// set, before that goroutine ends: what it writes lands before Quiesce
 	// can prove access ended, as a backend's own stray write would.
 	inner.(contract.Notifier).Notify(func() {
 		o := a.broken(inner.Poll())
 		a.out.Store(&o)
+		close(a.ready)
 		a.notify.Fire()
 	})
 	return a
@@ -272,14 +274,26 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 	return acc, err
 }
 
-// Settle is mem's.
+// Settle waits until every listed attempt's Poll answers, honouring ctx:
+// mem's Settle, then the fault's answer, which mem's delivery goroutine sets
+// just after mem's own outcome.
 func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	b.fireLate()
-	_, in, err := b.inners("Settle", list)
+	as, in, err := b.inners("Settle", list)
 	if err != nil {
 		return err
 	}
-	return b.Backend.Settle(ctx, in)
+	if err := b.Backend.Settle(ctx, in); err != nil {
+		return err
+	}
+	for i, a := range as {
+		select {
+		case <-a.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("memtest: Settle: waiting for attempt %d: %w", i, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Drain is mem's.
