@@ -18,7 +18,7 @@ PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo py
 CC        ?= cc
 
 .PHONY: all build deps test alert-rules demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
-	lib python abi-test bench-abi bench-smoke
+	lib lib-testkit python abi-test bench-abi bench-smoke
 
 all: build
 
@@ -34,7 +34,9 @@ deps:
 ## in CI: .ci/run installs it), the report in a real browser (report-screenshots).
 test: deps
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags kvready_testkit ./cabi
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -tags kvready_testkit ./cabi
 	$(MAKE) bench-smoke
 	$(MAKE) abi-test
 	$(MAKE) alert-rules
@@ -60,30 +62,45 @@ bench-smoke:
 
 ## lib: the C ABI: bin/libkvready.so (go build -buildmode=c-shared ./cabi) and bin/kvready.h,
 ## the documented header every exported function is compiled against (cgo's own
-## generated header is dropped: it would say the same, undocumented).
+## generated header is dropped: it would say the same, undocumented). It links no
+## test code (cabi TestShippedBinariesLinkNoTestCode).
 lib:
 	@mkdir -p bin
 	$(GO) build -buildmode=c-shared -o bin/libkvready.so ./cabi
 	cp cabi/kvready.h bin/kvready.h
 	rm -f bin/libkvready.h
 
-## python: the Python package with its library inside (python/kvready/libkvready.so),
-## and a wheel built offline into bin/ (python3 -m build --no-isolation, Debian's python3-build).
-python: lib
+## lib-testkit: the test library, bin/libkvready_testkit.so: the same sources built with
+## -tags kvready_testkit, so libkvready.so plus the conformance kit
+## (kvready_conformance_check), the in-library benchmark and the fault backends
+## (instant:, mem:?mode=M). The Python tests and make bench-abi load it; C declares its
+## extra functions with -DKVREADY_TESTKIT. One library per process: never both.
+lib-testkit: lib
+	$(GO) build -tags kvready_testkit -buildmode=c-shared -o bin/libkvready_testkit.so ./cabi
+	rm -f bin/libkvready_testkit.h
+
+## python: the Python package with its libraries inside (python/kvready/libkvready.so, which
+## it loads, and libkvready_testkit.so, loaded only with KVREADY_LIBRARY=testkit, for
+## kvready.conformance), and a wheel built offline into bin/ (python3 -m build
+## --no-isolation, Debian's python3-build).
+python: lib lib-testkit
 	cp bin/libkvready.so python/kvready/libkvready.so
+	cp bin/libkvready_testkit.so python/kvready/libkvready_testkit.so
 	rm -rf python/build python/kvready.egg-info
 	cd python && $(PYTHON) -m build --no-isolation --wheel --outdir ../bin . >/dev/null
 	rm -rf python/build python/kvready.egg-info
 	@ls bin/kvready-*.whl
 
 ## abi-test: the C ABI from C (cabi/testdata/abi_test.c compiled with cc against
-## bin/kvready.h) and from Python (the pytest suite in python/tests: the package, the
-## README's C and Python programs, examples/python/manager.py over a real redis-server),
-## with cgo's pointer checks on.
-abi-test: lib python
+## bin/kvready.h, linked with the production bin/libkvready.so) and from Python (the
+## pytest suite in python/tests, over the test library bin/libkvready_testkit.so, and
+## the production library in subprocesses: the package, the README's C and Python
+## programs, examples/python/manager.py over a real redis-server), with cgo's pointer
+## checks on.
+abi-test: lib lib-testkit python
 	$(CC) -O1 -g -Wall -Wextra -Werror -pthread -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
 	GODEBUG=cgocheck=1 bin/abi_test
-	GODEBUG=cgocheck=1 CC=$(CC) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+	GODEBUG=cgocheck=1 CC=$(CC) KVREADY_LIBRARY=$(CURDIR)/bin/libkvready_testkit.so $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 ## proptest-long: the property suite with ten times the CI budget, and longer sequences.
 proptest-long:
@@ -146,10 +163,10 @@ bench:
 ## from C against the same lifecycle driven in Go (cabi/testdata/bench.c), and from Python
 ## against one bare call of the same binding (python/bench/lifecycle.py); written to
 ## docs/performance-abi.md, which docs/performance.md links.
-bench-abi: lib
-	$(CC) -O2 -Wall -Wextra -Werror -o bin/abi_bench cabi/testdata/bench.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+bench-abi: lib-testkit
+	$(CC) -O2 -Wall -Wextra -Werror -DKVREADY_TESTKIT -o bin/abi_bench cabi/testdata/bench.c -Ibin -Lbin -lkvready_testkit -Wl,-rpath,'$$ORIGIN'
 	bin/abi_bench > bin/abi_bench.out
-	$(PYTHON) python/bench/lifecycle.py --c-results bin/abi_bench.out --go-bench bench.out > docs/performance-abi.md
+	KVREADY_LIBRARY=$(CURDIR)/bin/libkvready_testkit.so $(PYTHON) python/bench/lifecycle.py --c-results bin/abi_bench.out --go-bench bench.out > docs/performance-abi.md
 	@cat docs/performance-abi.md
 
 ## diagrams: regenerate the state diagrams and docs/states.md from the table.
@@ -186,4 +203,4 @@ lint:
 
 clean:
 	$(GO) clean -testcache
-	rm -rf bin python/kvready/libkvready.so python/build python/kvready.egg-info
+	rm -rf bin python/kvready/libkvready.so python/kvready/libkvready_testkit.so python/build python/kvready.egg-info

@@ -60,47 +60,25 @@ func kvready_backend_open(rawURL *C.kv_cchar, memh C.uint64_t, out *C.uint64_t) 
 	return C.KVREADY_OK
 }
 
-// openURL opens a Go backend: mem, instant, or a Redis-compatible store.
+// openURL opens a Go backend: mem or a Redis-compatible store (and, in the
+// test library only, the fault backends: openFault).
 func openURL(raw string, m *memory) (*backend, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, invalid("kvready_backend_open: %q is not a URL: %v; want mem, mem:?mode=M, instant: or redis://host:port", raw, err)
+		return nil, invalid("kvready_backend_open: %q is not a URL: %v; want mem, mem:?capacity=N or redis://host:port", raw, err)
+	}
+	if b, ok, err := openFault(raw, u, m); ok {
+		return b, err
 	}
 	switch {
 	case raw == "mem" || u.Scheme == "mem":
-		var opts []mem.Option
 		q := u.Query()
 		for k := range q {
-			if k != "mode" && k != "capacity" {
-				return nil, invalid("kvready_backend_open %s: unknown parameter %q; want mode or capacity", raw, k)
+			if k != "capacity" {
+				return nil, invalid("kvready_backend_open %s: unknown parameter %q; want capacity", raw, k)
 			}
 		}
-		if v := q.Get("mode"); v != "" {
-			mode, ok := memMode(v)
-			if !ok {
-				return nil, invalid("kvready_backend_open %s: mode %q; want one of %v", raw, v, mem.Modes())
-			}
-			opts = append(opts, mem.WithMode(mode))
-		}
-		if v := q.Get("capacity"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return nil, invalid("kvready_backend_open %s: capacity %q; want a number of rows >= 0", raw, v)
-			}
-			opts = append(opts, mem.WithCapacity(n))
-		}
-		b, err := mem.New(m.rows, opts...)
-		if err != nil {
-			return nil, invalid("kvready_backend_open %s: %v", raw, err)
-		}
-		return &backend{
-			fetcher: b, publisher: b, close: b.Close,
-			put: func(ext string, n contract.Name, row []byte) error { b.Put(ext, n, row); return nil },
-			get: func(ext string, n contract.Name) ([]byte, bool, error) { v, ok := b.Get(ext, n); return v, ok, nil },
-		}, nil
-	case u.Scheme == "instant":
-		b := &instant{}
-		return &backend{fetcher: b, publisher: b, close: func() error { return nil }}, nil
+		return openMem(raw, q, m)
 	case u.Scheme == "redis" || u.Scheme == "rediss" || u.Scheme == "unix":
 		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 		defer cancel()
@@ -122,16 +100,50 @@ func openURL(raw string, m *memory) (*backend, error) {
 			},
 		}, nil
 	}
-	return nil, invalid("kvready_backend_open: %q: unknown backend; want mem, mem:?mode=M&capacity=N, instant:, redis://host:port[/db], rediss://... or unix:///path", raw)
+	return nil, invalid("kvready_backend_open: %q: unknown backend; want mem, mem:?capacity=N, redis://host:port[/db], rediss://... or unix:///path", raw)
 }
 
-func memMode(name string) (mem.Mode, bool) {
-	for _, m := range mem.Modes() {
-		if m.String() == name {
-			return m, true
-		}
+// openMem opens backend/mem over m with the capacity the query names, and
+// opts (the test library's fault modes).
+func openMem(raw string, q url.Values, m *memory, opts ...mem.Option) (*backend, error) {
+	capacity, err := memCapacity(raw, q)
+	if err != nil {
+		return nil, err
 	}
-	return 0, false
+	b, err := mem.New(m.rows, append(opts, capacity...)...)
+	if err != nil {
+		return nil, invalid("kvready_backend_open %s: %v", raw, err)
+	}
+	return memBackend(b), nil
+}
+
+// memCapacity is the store's bound the query names (capacity=N), if any.
+func memCapacity(raw string, q url.Values) ([]mem.Option, error) {
+	v := q.Get("capacity")
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return nil, invalid("kvready_backend_open %s: capacity %q; want a number of rows >= 0", raw, v)
+	}
+	return []mem.Option{mem.WithCapacity(n)}, nil
+}
+
+// memBackend is the cabi backend over a backend/mem store (or a wrapper of
+// one with the same direct access).
+func memBackend(b interface {
+	contract.Fetcher
+	contract.Publisher
+	Close() error
+	Put(string, contract.Name, []byte)
+	Get(string, contract.Name) ([]byte, bool)
+}) *backend {
+	return &backend{
+		fetcher: b, publisher: b, close: b.Close,
+		put: func(ext string, n contract.Name, row []byte) error { b.Put(ext, n, row); return nil },
+		get: func(ext string, n contract.Name) ([]byte, bool, error) { v, ok := b.Get(ext, n); return v, ok, nil },
+	}
 }
 
 //export kvready_backend_new
@@ -733,56 +745,3 @@ var (
 	_ contract.Cancellable   = (*cAttempt)(nil)
 	_ contract.Notifier      = (*notifyingAttempt)(nil)
 )
-
-// ---- instant: the benchmarks' backend ----------------------------------------
-
-// instant answers every submission at once: every unit served (a publication
-// accepted), Quiesce true. It touches no memory, so what a fetch "serves" is
-// whatever staging held: it is for measuring the engine and the ABI, and for
-// smoke tests, never for content.
-type instant struct{}
-
-type instantAttempt struct{ o contract.Outcome }
-
-func (a *instantAttempt) Poll() contract.Outcome { return a.o }
-
-func (instant) Fetch(extent contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
-	return instantServe(extent), nil
-}
-
-func (instant) Publish(extent contract.CacheExtent) (contract.Attempt, error) {
-	return instantServe(extent), nil
-}
-
-func instantServe(extent contract.CacheExtent) contract.Attempt {
-	if extent.Len() == 1 {
-		return &instantAttempt{contract.Delivered{Served: contract.NewNameSet(extent.Unit(0).Name)}}
-	}
-	names := make([]contract.Name, 0, extent.Len())
-	for _, u := range extent.All() {
-		names = append(names, u.Name)
-	}
-	return &instantAttempt{contract.Delivered{Served: contract.NewNameSet(names...)}}
-}
-
-func (instant) Quiesce(ctx context.Context, _ []contract.Attempt) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// TryQuiesce knows at once: nothing ever touches memory.
-func (instant) TryQuiesce([]contract.Attempt) (contract.Access, error) {
-	return contract.AccessEnded, nil
-}
-
-func (instant) Settle(context.Context, []contract.Attempt) error { return nil }
-
-func (instant) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
-	return contract.NameSet{}, false, nil
-}
-
-func (instant) OpenRoute(map[string]string) (contract.Route, error) {
-	return nil, fmt.Errorf("kvready: instant: OpenRoute: %w", errors.ErrUnsupported)
-}

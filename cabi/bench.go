@@ -1,3 +1,5 @@
+//go:build kvready_testkit
+
 package main
 
 /*

@@ -1,3 +1,5 @@
+//go:build kvready_testkit
+
 package main
 
 /*
@@ -66,7 +68,9 @@ var conformanceMu sync.Mutex
 
 // flagsOnce readies the flags rapid reads: rapid asks testing.Short, which
 // needs testing's flags registered and parsed. They are parsed from no
-// arguments — never the host process's own command line.
+// arguments — never the host process's own command line. Only the test
+// library (libkvready_testkit.so) holds this: libkvready.so links neither
+// testing nor flag (TestShippedBinariesLinkNoTestCode).
 var flagsOnce sync.Once
 
 func readyFlags() {

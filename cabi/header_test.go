@@ -1,14 +1,11 @@
 package main
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"go/build/constraint"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,101 +13,90 @@ import (
 // Every exported function is declared in kvready.h, and every function
 // kvready.h declares is exported: the compiler checks the prototypes that
 // exist against the exports (a mismatch is a build error); this checks that
-// none is missing on either side.
+// none is missing on either side. The test library's own exports (files built
+// only with the kvready_testkit tag) are declared inside kvready.h's
+// #ifdef KVREADY_TESTKIT blocks, and nothing else is: a C program built
+// against libkvready.so cannot call what only libkvready_testkit.so has.
 func TestHeaderDeclaresEveryExport(t *testing.T) {
 	header, err := os.ReadFile("kvready.h")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var declared []string
-	for _, m := range regexp.MustCompile(`(?m)^(?:int|uint32_t) (kvready_\w+)\(`).FindAllSubmatch(header, -1) {
-		declared = append(declared, string(m[1]))
+	declared := map[bool][]string{} // by testkit-only
+	testkit := false
+	for line := range strings.SplitSeq(string(header), "\n") {
+		switch {
+		case strings.HasPrefix(line, "#ifdef KVREADY_TESTKIT"):
+			testkit = true
+		case testkit && strings.HasPrefix(line, "#endif"):
+			testkit = false
+		}
+		if m := regexp.MustCompile(`^(?:int|uint32_t) (kvready_\w+)\(`).FindStringSubmatch(line); m != nil {
+			declared[testkit] = append(declared[testkit], m[1])
+		}
+	}
+	if testkit {
+		t.Fatal("kvready.h: an #ifdef KVREADY_TESTKIT block is never closed")
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exported []string
+	exported := map[bool][]string{}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
+		only, err := testkitOnly(src)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
 		for _, m := range regexp.MustCompile(`(?m)^//export (kvready_\w+)$`).FindAllSubmatch(src, -1) {
-			exported = append(exported, string(m[1]))
+			exported[only] = append(exported[only], string(m[1]))
 		}
 	}
-	slices.Sort(declared)
-	slices.Sort(exported)
-	if len(exported) < 40 {
-		t.Fatalf("found only %d exports; the pattern no longer matches the sources", len(exported))
+	if n := len(exported[false]); n < 40 {
+		t.Fatalf("found only %d exports; the pattern no longer matches the sources", n)
 	}
-	for _, name := range exported {
-		if _, ok := slices.BinarySearch(declared, name); !ok {
-			t.Errorf("%s is exported but kvready.h does not declare it", name)
+	if n := len(exported[true]); n < 2 {
+		t.Fatalf("found %d exports in kvready_testkit files, want the conformance kit's and the benchmark's", n)
+	}
+	for _, only := range []bool{false, true} {
+		where := map[bool]string{false: "outside", true: "inside"}[only]
+		slices.Sort(declared[only])
+		slices.Sort(exported[only])
+		for _, name := range exported[only] {
+			if _, ok := slices.BinarySearch(declared[only], name); !ok {
+				t.Errorf("%s is exported (testkit only: %v) but kvready.h does not declare it %s #ifdef KVREADY_TESTKIT", name, only, where)
+			}
 		}
-	}
-	for _, name := range declared {
-		if _, ok := slices.BinarySearch(exported, name); !ok {
-			t.Errorf("kvready.h declares %s, but nothing exports it", name)
+		for _, name := range declared[only] {
+			if _, ok := slices.BinarySearch(exported[only], name); !ok {
+				t.Errorf("kvready.h declares %s %s #ifdef KVREADY_TESTKIT, but no file built %s exports it", name, where,
+					map[bool]string{false: "into libkvready.so", true: "only with the kvready_testkit tag"}[only])
+			}
 		}
 	}
 }
 
-// brokenRule names the rule of rapid's verdict, which comes before the
-// trials' own output, and nothing when no rule is named.
-func TestBrokenRuleFindsTheVerdict(t *testing.T) {
-	report := "[rapid] failed: conformance: " + rules[3].text + ": x\n...\nconformance: " + rules[5].text + ": y"
-	if got := brokenRule(report); got != rules[3].id {
-		t.Errorf("brokenRule = %q, want %q (the verdict comes first)", got, rules[3].id)
-	}
-	if got := brokenRule("panic: boom"); got != "" {
-		t.Errorf("brokenRule of a report naming no rule = %q, want empty", got)
-	}
-}
-
-// Every rule the conformance kit declares (a Rule… constant of package
-// conformance) has an identifier, and kvready.h lists exactly the identifiers,
-// in order: a rule added to the kit cannot reach a C or Python caller as "".
-func TestEveryKitRuleHasAnIdentifier(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../conformance/kit.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var declared []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		v, ok := n.(*ast.ValueSpec)
-		if !ok || len(v.Names) != 1 || !strings.HasPrefix(v.Names[0].Name, "Rule") || len(v.Values) != 1 {
-			return true
+// testkitOnly reports whether a Go file is built only into the test library:
+// its build constraint holds with the kvready_testkit tag and fails without.
+func testkitOnly(src []byte) (bool, error) {
+	for line := range strings.SplitSeq(string(src), "\n") {
+		if strings.HasPrefix(line, "package ") {
+			break
 		}
-		if lit, ok := v.Values[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-			text, _ := strconv.Unquote(lit.Value)
-			declared = append(declared, text)
+		if !constraint.IsGoBuild(line) {
+			continue
 		}
-		return true
-	})
-	if len(declared) < 20 {
-		t.Fatalf("found only %d rules in conformance/kit.go; the pattern no longer matches the sources", len(declared))
+		expr, err := constraint.Parse(line)
+		if err != nil {
+			return false, err
+		}
+		with := expr.Eval(func(tag string) bool { return tag == "kvready_testkit" || tag == "linux" || tag == "cgo" })
+		without := expr.Eval(func(tag string) bool { return tag == "linux" || tag == "cgo" })
+		return with && !without, nil
 	}
-	var texts, ids []string
-	for _, r := range rules {
-		texts, ids = append(texts, r.text), append(ids, r.id)
-	}
-	if !slices.Equal(texts, declared) {
-		t.Errorf("rules in cabi/conformance.go name\n  %q\nthe kit declares\n  %q", texts, declared)
-	}
-	header, err := os.ReadFile("kvready.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := string(header)
-	i := strings.Index(h, "The identifiers:")
-	j := strings.Index(h, "(rule is empty")
-	if i < 0 || j < i {
-		t.Fatal("kvready.h no longer lists the rules' identifiers after \"The identifiers:\"")
-	}
-	listed := strings.Fields(strings.ReplaceAll(h[i+len("The identifiers:"):j], "*", " "))
-	if !slices.Equal(listed, ids) {
-		t.Errorf("kvready.h lists\n  %q\nthe identifiers are\n  %q", listed, ids)
-	}
+	return false, nil
 }

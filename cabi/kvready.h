@@ -431,15 +431,21 @@ int kvready_memory_close(uint64_t memory);
 /* ---- backends -------------------------------------------------------------- */
 
 /* A Go backend by URL, over the staging memory it resolves units into:
- *   "mem" or "mem:?mode=M&capacity=N"  in-process store (backend/mem; M a mode name)
- *   "instant:"                           answers at once, serves every unit, writes
- *                                        nothing (benchmarks and smoke tests)
+ *   "mem" or "mem:?capacity=N"          in-process store (backend/mem)
  *   "redis://host:port[/db]", "rediss://...", "unix:///path"  a shared store (backend/redis);
  *                                        a store that stops answering is held for down
  *                                        and submissions are rejected at once ("store
  *                                        unavailable") until a PING answers: query
  *                                        breaker_failures=N (default 3, 0 off),
- *                                        breaker_probe=100ms, breaker_probe_max=2s */
+ *                                        breaker_probe=100ms, breaker_probe_max=2s
+ * and, in the test library only (libkvready_testkit.so; KVREADY_ERR_UNSUPPORTED
+ * from libkvready.so):
+ *   "mem:?mode=M&capacity=N"            backend/mem with a fault on every submission:
+ *                                        M a mode name of backend/mem (miss, fail,
+ *                                        cancel-by-peer, ...) or a broken one of
+ *                                        backend/mem/memtest (write-after-quiesce, ...)
+ *   "instant:"                           answers at once, serves every unit, writes
+ *                                        nothing (benchmarks and smoke tests) */
 int kvready_backend_open(const char *url, uint64_t memory, uint64_t *backend);
 /* A backend the embedder implements (the table is copied; user is kept). */
 int kvready_backend_new(const kvready_backend_callbacks *callbacks, uint64_t memory, uint64_t *backend);
@@ -453,6 +459,14 @@ int kvready_backend_get(uint64_t backend, const uint8_t *extent_name, size_t nam
 /* KVREADY_ERR_BUSY while an engine uses it. */
 int kvready_backend_close(uint64_t backend);
 
+/* ---- the test library only ----------------------------------------------------
+ * What follows inside #ifdef KVREADY_TESTKIT exists only in
+ * libkvready_testkit.so (make lib-testkit: the same sources built with the
+ * kvready_testkit tag, so a superset of libkvready.so). Compile with
+ * -DKVREADY_TESTKIT and link -lkvready_testkit to call it. libkvready.so links
+ * no test code (Go's testing, rapid) and never reads the host's flags. Load
+ * one library per process, never both: each holds a Go runtime. */
+#ifdef KVREADY_TESTKIT
 /* Run the backend conformance kit (package conformance: CheckFetcher /
  * CheckPublisher) against backends make builds, one per trial, over the kit's
  * memory. kind: KVREADY_FETCH or KVREADY_PUBLISH. checks: trials (0:
@@ -470,6 +484,7 @@ int kvready_backend_close(uint64_t backend);
  * (rule is empty when the failure names none: make_backend failed, say). */
 int kvready_conformance_check(kvready_make_backend make, void *user, int32_t kind, int32_t checks,
                               int32_t may_fail, char *rule, size_t rule_cap);
+#endif /* KVREADY_TESTKIT */
 
 /* ---- devices --------------------------------------------------------------- */
 
@@ -569,13 +584,15 @@ int kvready_engine_report(uint64_t engine, kvready_report *report);
  * returns KVREADY_ERR_CLOSED at once and the engine is freed. */
 int kvready_engine_free(uint64_t engine, int32_t force);
 
-/* ---- measurements (make bench-abi) ------------------------------------------ */
+/* ---- measurements (make bench-abi; the test library only) -------------------- */
+#ifdef KVREADY_TESTKIT
 
 /* Drive rounds of up to 64 one-row fetch lifecycles in Go, as kvready_lend /
  * _progress / _release would from C, on an engine over the sim device:
  * requests are leased n times in all; *ns is the time taken. */
 int kvready_bench_go_lifecycle(uint64_t engine, uint64_t device, const kvready_request *requests,
                                size_t n_requests, int64_t n, int64_t *ns);
+#endif /* KVREADY_TESTKIT */
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kvready/kvready/contract"
 
 	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/backend/mem/memtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,6 +28,28 @@ func memFetcher(mode mem.Mode) NewFetcher {
 			return FetchSubject{}, err
 		}
 		return FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
+	}
+}
+
+// brokenFetcher and brokenPublisher are backend/mem broken on purpose
+// (backend/mem/memtest).
+func brokenFetcher(f memtest.Fault) NewFetcher {
+	return func(m Memory) (FetchSubject, error) {
+		b, err := memtest.New(m, f, mem.WithSlowQuiesce(time.Millisecond))
+		if err != nil {
+			return FetchSubject{}, err
+		}
+		return FetchSubject{Fetcher: b, Put: b.Put, Close: b.Close}, nil
+	}
+}
+
+func brokenPublisher(f memtest.Fault) NewPublisher {
+	return func(m Memory) (PublishSubject, error) {
+		b, err := memtest.New(m, f, mem.WithSlowQuiesce(time.Millisecond))
+		if err != nil {
+			return PublishSubject{}, err
+		}
+		return PublishSubject{Publisher: b, Get: b.Get, Close: b.Close}, nil
 	}
 }
 
@@ -53,12 +76,9 @@ func kitOptions(mode mem.Mode) []Option {
 	return opts
 }
 
-// The kit passes backend/mem in every correct mode.
+// The kit passes backend/mem in every mode.
 func TestKitPassesEveryCorrectMemMode(t *testing.T) {
 	for _, mode := range mem.Modes() {
-		if mode.Broken() {
-			continue
-		}
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Run("fetch", func(t *testing.T) { CheckFetcher(t, memFetcher(mode), kitOptions(mode)...) })
 			t.Run("publish", func(t *testing.T) { CheckPublisher(t, memPublisher(mode), kitOptions(mode)...) })
@@ -66,22 +86,19 @@ func TestKitPassesEveryCorrectMemMode(t *testing.T) {
 	}
 }
 
-// The kit fails for every deliberately broken mode of backend/mem, naming the
-// rule the mode breaks. It runs the kit's own trials (the generator
+// The kit fails for every deliberately broken backend/mem (memtest), naming
+// the rule the fault breaks. It runs the kit's own trials (the generator
 // CheckFetcher and CheckPublisher draw from) until one fails.
 func TestKitCatchesEveryBrokenMemMode(t *testing.T) {
-	want := map[mem.Mode]string{
-		mem.WriteAfterQuiesce: RuleNoLateWrite,
-		mem.WriteUnserved:     RuleUnservedUntouched,
-		mem.FlipOutcome:       RuleStable,
-		mem.ServeUnasked:      RuleServedSubset,
+	want := map[memtest.Fault]string{
+		memtest.WriteAfterQuiesce: RuleNoLateWrite,
+		memtest.WriteUnserved:     RuleUnservedUntouched,
+		memtest.FlipOutcome:       RuleStable,
+		memtest.ServeUnasked:      RuleServedSubset,
 	}
-	for _, mode := range mem.Modes() {
-		if !mode.Broken() {
-			continue
-		}
+	for _, mode := range memtest.Faults() {
 		rule, ok := want[mode]
-		require.True(t, ok, "broken mode %v has no expected rule: add it here", mode)
+		require.True(t, ok, "fault %v has no expected rule: add it here", mode)
 		t.Run(mode.String(), func(t *testing.T) {
 			caught := func(run func(trial) error) bool {
 				for seed := range 200 {
@@ -93,10 +110,10 @@ func TestKitCatchesEveryBrokenMemMode(t *testing.T) {
 				}
 				return false
 			}
-			fetch := caught(func(tr trial) error { return fetchTrial(memFetcher(mode), tr, newConfig(nil)) })
-			publish := caught(func(tr trial) error { return publishTrial(memPublisher(mode), tr, newConfig(nil)) })
+			fetch := caught(func(tr trial) error { return fetchTrial(brokenFetcher(mode), tr, newConfig(nil)) })
+			publish := caught(func(tr trial) error { return publishTrial(brokenPublisher(mode), tr, newConfig(nil)) })
 			assert.True(t, fetch || publish, "the kit never reported %q for %v", rule, mode)
-			if mode != mem.WriteUnserved { // a publication has no unserved destinations
+			if mode != memtest.WriteUnserved { // a publication has no unserved destinations
 				assert.True(t, fetch, "the fetch kit missed %v", mode)
 			}
 		})
@@ -298,7 +315,7 @@ func TestKitFailFilesGoWhereAsked(t *testing.T) {
 	}
 	before := list() // another failed test of this run may have left its own
 	dir := filepath.Join(t.TempDir(), "fails")
-	failure := Run("TestKitFailFilesGoWhereAsked", func(tb TB) { CheckFetcher(tb, memFetcher(mem.WriteAfterQuiesce), FailFiles(dir)) })
+	failure := Run("TestKitFailFilesGoWhereAsked", func(tb TB) { CheckFetcher(tb, brokenFetcher(memtest.WriteAfterQuiesce), FailFiles(dir)) })
 	require.Error(t, failure)
 	files, err := filepath.Glob(filepath.Join(dir, "*.fail"))
 	require.NoError(t, err)

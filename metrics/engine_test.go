@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/backend/mem/memtest"
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
@@ -32,17 +33,21 @@ import (
 // ever, a contract violation, and a delivery held past its deadline.
 var modes = []mem.Mode{
 	mem.Normal, mem.Miss, mem.Partial, mem.Fail, mem.CancelByPeer, mem.Reject,
-	mem.QuiesceNotYet, mem.QuiesceFalse, mem.ServeUnasked, mem.Normal, // the last one is held: a timeout
+	mem.QuiesceNotYet, mem.QuiesceFalse, mem.Normal, mem.Normal, // the last one is held: a timeout
 }
 
 const held = 9 // the index in modes of the delivery held past its deadline
+
+// unasked is the index in modes of the delivery that breaks the contract: it
+// serves a name it was not asked for (memtest.ServeUnasked).
+const unasked = 8
 
 // rig is one engine over an adversarial in-process backend and a simulated
 // device, on a manual clock, with a collector as its Observer.
 type rig struct {
 	eng   *readiness.Engine
 	dev   *sim.Device
-	store *mem.Backend
+	store *memtest.Backend
 	clk   *sim.ManualClock
 	c     *metrics.Collector
 	gate  chan struct{}
@@ -65,7 +70,13 @@ func newRig(t *testing.T, device string) *rig {
 		staging.Group{Slots: 16, SlotBytes: 16}, staging.Group{Slots: 16, SlotBytes: 16})
 	require.NoError(t, err)
 	var seq atomic.Int64
-	r.store, err = mem.New(staged,
+	r.store, err = memtest.WithPolicy(staged,
+		func(c memtest.Call) memtest.Fault {
+			if (c.Seq-1)%uint64(len(modes)) == unasked {
+				return memtest.ServeUnasked
+			}
+			return memtest.None
+		},
 		mem.WithPolicy(func(mem.Call) mem.Mode { return modes[int(seq.Add(1)-1)%len(modes)] }),
 		mem.WithGate(func(call mem.Call) <-chan struct{} {
 			if (call.Seq-1)%uint64(len(modes)) == held {

@@ -1,5 +1,7 @@
-"""The wheel carries libkvready.so (built by `make python`): it is a binary
-distribution for this platform, never a pure-Python one."""
+"""The wheel carries libkvready.so and the test library libkvready_testkit.so
+(built by `make python`; loaded only with KVREADY_LIBRARY=testkit, for
+kvready.conformance): it is a binary distribution for this platform, never a
+pure-Python one."""
 
 from setuptools import setup
 from setuptools.dist import Distribution

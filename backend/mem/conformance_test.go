@@ -31,13 +31,10 @@ func kitChecks(mode mem.Mode, capacity int) []conformance.Option {
 	return opts
 }
 
-// TestConformance runs the conformance kit against every correct mode, with
+// TestConformance runs the conformance kit against every mode, with
 // an unbounded store and with one that evicts.
 func TestConformance(t *testing.T) {
 	for _, mode := range mem.Modes() {
-		if mode.Broken() {
-			continue
-		}
 		for _, capacity := range []int{0, kitCapacity} {
 			name := mode.String()
 			if capacity > 0 {

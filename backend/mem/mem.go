@@ -11,12 +11,12 @@
 // a backend may read an extent long after the submission, so the caller must
 // not rebuild it before Quiesce answered true.
 //
-// Faults (misses, partial delivery, failures, cancels, rejected submissions,
-// quiescence that is unprovable, slow or not yet established, access that goes
-// on after the outcome) and deliberately broken behaviours (writes after
-// Quiesce, writes to unserved rows, changing answers, serving names not asked
-// for) are injected per submission by Mode, so a readiness engine and a
-// conformance kit can be tested against each.
+// Faults a correct backend may exhibit (misses, partial delivery, failures,
+// cancels, rejected submissions, quiescence that is unprovable, slow or not
+// yet established, access that goes on after the outcome) are injected per
+// submission by Mode, so a readiness engine can be tested against each.
+// Behaviours that break the contract on purpose (for the conformance kit's
+// own tests) are not here: backend/mem/memtest wraps this backend with them.
 //
 // Every attempt is cancellable (contract.Cancellable, +cancel-request-v1) and
 // tells when its outcome is known (contract.Notifier). A cancellation request
@@ -51,7 +51,7 @@ type Memory interface {
 	Row(localGroup, local int) ([]byte, bool)
 }
 
-// Poison is the byte that failed, cancelled and broken deliveries write.
+// Poison is the byte that failed and cancelled deliveries write.
 const Poison byte = 0xEE
 
 // Op is the kind of call a Policy is asked about.
@@ -160,12 +160,10 @@ type Backend struct {
 	wg         sync.WaitGroup
 	closed     chan struct{}
 	closing    sync.Once
-	nArmed     atomic.Int32 // len(armed), read without the lock on hot paths
 	tornPasses atomic.Uint64
 
 	mu    sync.Mutex
 	store store
-	armed []*attempt // WriteAfterQuiesce attempts whose Quiesce answered true
 
 	pools pools.Registry // locks itself
 }
@@ -214,7 +212,7 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 
 // Close ends the backend: deliveries still waiting are abandoned (reported
 // Failed, touching nothing), TornUntilQuiesce passes stop (leaving the true
-// content in place), pending broken late writes never happen, and Close
+// content in place), and Close
 // returns once every goroutine of the backend has ended. Later submissions are
 // rejected. Close is idempotent.
 func (b *Backend) Close() error {
@@ -288,7 +286,6 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 }
 
 func (b *Backend) submit(op Op, extent contract.CacheExtent) (contract.Attempt, error) {
-	b.fireLate()
 	call := Call{Op: op, Extent: extent.Name(), Seq: b.seq.Add(1), Units: extent.Len()}
 	select {
 	case <-b.closed:
@@ -312,13 +309,11 @@ func (b *Backend) submit(op Op, extent contract.CacheExtent) (contract.Attempt, 
 }
 
 // attempt is one delivery. Its goroutine sets the outcome once and closes
-// done when it can no longer touch memory (late writes of the broken
-// WriteAfterQuiesce mode excepted, by design).
+// done when it can no longer touch memory.
 type attempt struct {
 	b     *Backend
 	mode  Mode
 	out   atomic.Pointer[outcomeBox]
-	polls atomic.Uint64
 	ready chan struct{} // closed once out is set
 	done  chan struct{} // closed once the goroutine stops touching memory
 
@@ -341,27 +336,17 @@ type attempt struct {
 	stopping atomic.Bool
 
 	// Set by the goroutine before done is closed; read after done.
-	served [][]byte // rows the late writer of WriteAfterQuiesce rewrites
-	sink   byte     // what TornUntilQuiesce's publication re-reads fold into
-
-	// Guarded by b.mu.
-	armed bool
-	fire  chan struct{}
-	fired chan struct{}
+	sink byte // what TornUntilQuiesce's publication re-reads fold into
 }
 
 type outcomeBox struct{ o contract.Outcome }
 
 // Poll returns the outcome, or nil while the delivery is in flight. It never
-// blocks (beyond running a broken mode's pending late write).
+// blocks.
 func (a *attempt) Poll() contract.Outcome {
-	a.b.fireLate()
 	box := a.out.Load()
 	if box == nil {
 		return nil
-	}
-	if a.mode == FlipOutcome && a.polls.Add(1)%2 == 0 {
-		return contract.Failed{Reason: "flipped answer"}
 	}
 	return box.o
 }
@@ -480,25 +465,12 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 		b.keep(ext, rows, hits)
 	}
 
-	names := make([]contract.Name, 0, len(hits)+1)
-	served := make([]bool, ext.Len())
+	names := make([]contract.Name, 0, len(hits))
 	for _, i := range hits {
 		if call.Op == OpFetch {
 			copy(rows[i], data[i])
 		}
 		names = append(names, ext.Unit(i).Name)
-		served[i] = true
-		a.served = append(a.served, rows[i])
-	}
-	if a.mode == WriteUnserved {
-		for i, row := range rows {
-			if !served[i] {
-				fill(row, Poison)
-			}
-		}
-	}
-	if a.mode == ServeUnasked {
-		names = append(names, unasked(ext))
 	}
 	a.settle(contract.Delivered{Served: contract.NewNameSet(names...)})
 	if a.mode == TornUntilQuiesce {
@@ -508,7 +480,7 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 
 // servedPart is the part of the hits a mode serves.
 func servedPart(m Mode, hits []int) []int {
-	if m == Partial || m == WriteUnserved {
+	if m == Partial {
 		return hits[:(len(hits)+1)/2]
 	}
 	return hits
@@ -650,27 +622,6 @@ func (b *Backend) hold(a *attempt, call Call) bool {
 	return true
 }
 
-// unasked returns a name the extent does not hold.
-func unasked(ext contract.CacheExtent) contract.Name {
-	var n contract.Name
-	for i := range n {
-		n[i] = 0xA5
-	}
-	for {
-		clash := false
-		for _, u := range ext.All() {
-			if u.Name == n {
-				clash = true
-				break
-			}
-		}
-		if !clash {
-			return n
-		}
-		n[0]++
-	}
-}
-
 func fill(b []byte, v byte) {
 	for i := range b {
 		b[i] = v
@@ -699,7 +650,6 @@ func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, 
 // false at once while it has false answers left; a TornUntilQuiesce attempt
 // is told to stop its passes, and the call waits for them to end.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	b.fireLate()
 	as, err := b.attempts("Quiesce", list)
 	if err != nil {
 		return false, err
@@ -751,9 +701,6 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("mem: Quiesce: %w", err)
 	}
-	if answer {
-		b.arm(as)
-	}
 	return answer, nil
 }
 
@@ -765,7 +712,6 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 // QuiesceNotYet, TornUntilQuiesce). An injected QuiesceError is an error, as
 // Quiesce's.
 func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
-	b.fireLate()
 	as, err := b.attempts("TryQuiesce", list)
 	if err != nil {
 		return contract.AccessUnknown, err
@@ -791,7 +737,6 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 			return contract.AccessUnknown, nil
 		}
 	}
-	b.arm(as)
 	return contract.AccessEnded, nil
 }
 
@@ -815,61 +760,9 @@ func (b *Backend) Drain(ctx context.Context, list []contract.Attempt) error {
 	return nil
 }
 
-// arm starts the broken late writer of each WriteAfterQuiesce attempt that has
-// just been declared quiescent.
-func (b *Backend) arm(as []*attempt) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, a := range as {
-		if a.mode != WriteAfterQuiesce || a.armed || len(a.served) == 0 {
-			continue
-		}
-		select {
-		case <-b.closed:
-			return
-		default:
-		}
-		a.armed = true
-		a.fire, a.fired = make(chan struct{}), make(chan struct{})
-		b.armed = append(b.armed, a)
-		b.nArmed.Store(int32(len(b.armed)))
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			defer close(a.fired)
-			select {
-			case <-a.fire:
-				for _, row := range a.served {
-					fill(row, Poison)
-				}
-			case <-b.closed:
-			}
-		}()
-	}
-}
-
-// fireLate runs the pending late writes and waits for them, so that they
-// happen at a well-defined point: a write after Quiesce answered true that a
-// canary check sees, without a data race.
-func (b *Backend) fireLate() {
-	if b.nArmed.Load() == 0 {
-		return
-	}
-	b.mu.Lock()
-	armed := b.armed
-	b.armed = nil
-	b.nArmed.Store(0)
-	b.mu.Unlock()
-	for _, a := range armed {
-		close(a.fire)
-		<-a.fired
-	}
-}
-
 // Settle waits until every listed attempt has an outcome, honouring ctx. It
 // proves nothing about memory access.
 func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
-	b.fireLate()
 	as, err := b.attempts("Settle", list)
 	if err != nil {
 		return err
@@ -891,7 +784,6 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 // It is advisory: a row it reports may be evicted before a later fetch. It
 // does not count as a use of the rows.
 func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name) (contract.NameSet, bool, error) {
-	b.fireLate()
 	if err := ctx.Err(); err != nil {
 		return contract.NameSet{}, false, fmt.Errorf("mem: Probe: %w", err)
 	}

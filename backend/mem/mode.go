@@ -4,11 +4,11 @@ import "strconv"
 
 // Mode is how one submission behaves. The zero Mode is Normal.
 //
-// The modes before WriteAfterQuiesce (Normal through TornUntilQuiesce) are
-// correct: faults and adversarial timings a backend that keeps the contract
-// may exhibit, which a correct engine must survive. The modes from
-// WriteAfterQuiesce on are Broken: they violate the contract on purpose, so
-// that a conformance kit can show it catches them.
+// Every mode is correct: a fault or an adversarial timing that a backend
+// keeping the contract may exhibit, which a correct engine must survive (and
+// which kvready simulate injects). Behaviours that break the contract on
+// purpose, for the conformance kit's own tests, are test support:
+// backend/mem/memtest.
 type Mode int
 
 // The modes, in the order Modes returns them.
@@ -64,34 +64,12 @@ const (
 	// WithTornInterval paces them; TornPasses counts them.
 	TornUntilQuiesce
 
-	// WriteAfterQuiesce (broken) delivers like Normal, lets Quiesce answer true,
-	// and keeps a goroutine that writes Poison into every served row again
-	// later: at the next call into the backend (or to Poll on any of its
-	// attempts) after that answer. The call waits for the write, so the bug is
-	// deterministic and race-detector clean. RequestCancel and Notify, which
-	// must not wait, do not run it.
-	WriteAfterQuiesce
-	// WriteUnserved (broken) serves like Partial but writes Poison into the
-	// destinations of every unit it does not serve.
-	WriteUnserved
-	// FlipOutcome (broken) alternates its answer between polls once it has
-	// one: Delivered, then Failed, then Delivered...
-	FlipOutcome
-	// ServeUnasked (broken) delivers like Normal and adds a name to the served
-	// set that the extent did not ask for.
-	ServeUnasked
-
 	numModes
 )
-
-// firstBroken is the first mode that violates the contract: every mode before
-// it is correct, every mode from it on is Broken.
-const firstBroken = WriteAfterQuiesce
 
 var modeNames = [numModes]string{
 	"normal", "miss", "partial", "fail", "cancel-local", "cancel-by-peer", "reject",
 	"quiesce-false", "quiesce-error", "slow-quiesce", "quiesce-not-yet", "torn-until-quiesce",
-	"write-after-quiesce", "write-unserved", "flip-outcome", "serve-unasked",
 }
 
 // String names the mode.
@@ -102,15 +80,10 @@ func (m Mode) String() string {
 	return modeNames[m]
 }
 
-// Broken reports a mode that violates the contract on purpose (WriteAfterQuiesce
-// and the modes after it). Every other valid mode is one a correct backend may
-// exhibit.
-func (m Mode) Broken() bool { return m >= firstBroken && m < numModes }
-
 // Valid reports a defined mode.
 func (m Mode) Valid() bool { return m >= 0 && m < numModes }
 
-// Modes returns every mode, the correct ones first, then the broken ones.
+// Modes returns every mode.
 func Modes() []Mode {
 	ms := make([]Mode, numModes)
 	for i := range ms {

@@ -4,7 +4,9 @@ rounds of 64 leases (one lend_many, rounds until complete, one
 release_many), against one bare call of the same binding into the same
 library (``kvready_abi_version`` through ctypes). With ``--c-results`` it
 also takes the C benchmark's figures (cabi/testdata/bench.c) and writes
-docs/performance-abi.md to stdout. Run by ``make bench-abi``."""
+docs/performance-abi.md to stdout. Run by ``make bench-abi``, over the test
+library (KVREADY_LIBRARY=testkit or its path: the ``instant:`` backend and
+``kvready_bench_go_lifecycle`` are only there)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import kvready  # noqa: E402
 from kvready import _abi  # noqa: E402
+
+if not _abi.testkit:
+    sys.exit(f"lifecycle.py: {_abi.path} is libkvready.so; the benchmark needs the test library: "
+             "KVREADY_LIBRARY=testkit (or the path of libkvready_testkit.so, make lib-testkit)")
 
 LEASES = 64
 REPS = 5
@@ -152,8 +158,9 @@ with its load.
 | lifecycle per lease, driven in Go on the Python run's engine | {py_go:.0f} |
 | one bare call from Python through ctypes (`kvready_abi_version`) | {py_bare:.0f} |
 
-Notes: the Go side runs inside `libkvready.so` on the same engine, backend and device as the C
-side, so that ratio is what crossing the ABI costs; the SPEC's figure compares the C side with
+Notes: the Go side runs inside the library (the test library, `libkvready_testkit.so`: the
+engine code of `libkvready.so` plus this benchmark's export) on the same engine, backend and
+device as the C side, so that ratio is what crossing the ABI costs; the SPEC's figure compares the C side with
 `BenchmarkLifecycle/engine-256` of the same `make bench` (a Go program, rounds of 256). Between
 rounds the Go and C owners yield (`runtime.Gosched`, `sched_yield`); the Python owner waits on
 the wake descriptor with `select` when a round moved nothing, as a manager's event loop does

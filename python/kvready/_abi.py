@@ -24,26 +24,37 @@ MAX_STATES = 16
 ABI_VERSION = 2
 
 
+PRODUCTION = "libkvready.so"
+TESTKIT = "libkvready_testkit.so"
+
+
 def _find_library() -> str:
-    """The shared library: $KVREADY_LIBRARY, the checkout's ``bin/`` (``make
-    lib``: the freshest build while working on kvready), or the package's own
-    copy (a wheel, or ``make python``)."""
-    env = os.environ.get("KVREADY_LIBRARY")
-    if env:
+    """The one shared library this process loads (two would be two Go
+    runtimes in one process, which Go does not support): $KVREADY_LIBRARY — a
+    path, or ``testkit`` for the test library — else libkvready.so. A file
+    name is looked for in the checkout's ``bin/`` (``make lib``: the freshest
+    build while working on kvready), then beside the package (a wheel, or
+    ``make python``)."""
+    env = os.environ.get("KVREADY_LIBRARY", "")
+    if env and env != "testkit":
         if not os.path.exists(env):
-            raise ImportError(f"kvready: KVREADY_LIBRARY={env} does not exist; build the library with `make lib`")
+            raise ImportError(f"kvready: KVREADY_LIBRARY={env} does not exist; build the library with `make lib` "
+                              f"(libkvready.so) or `make lib-testkit` (libkvready_testkit.so)")
         return env
+    file = TESTKIT if env == "testkit" else PRODUCTION
     here = pathlib.Path(__file__).resolve().parent
-    for candidate in (here.parent.parent / "bin" / "libkvready.so", here / "libkvready.so"):
+    for candidate in (here.parent.parent / "bin" / file, here / file):
         if candidate.exists():
             return str(candidate)
+    target = "lib-testkit" if file == TESTKIT else "lib"
     raise ImportError(
-        "kvready: libkvready.so was not found beside the package nor in the repository's bin/: "
-        "build it with `make lib` (or `make python`, which copies it into python/kvready/), "
+        f"kvready: {file} was not found beside the package nor in the repository's bin/: "
+        f"build it with `make {target}` (or `make python`, which copies it into python/kvready/), "
         "or set KVREADY_LIBRARY to its path")
 
 
-lib = ctypes.CDLL(_find_library())
+path = _find_library()
+lib = ctypes.CDLL(path)
 
 
 class Group(Structure):
@@ -172,6 +183,14 @@ def _proto(name, *args, restype=c_int):
     return f
 
 
+def _testkit_proto(name, *args, restype=c_int):
+    """A function only the test library exports (kvready.h: #ifdef
+    KVREADY_TESTKIT): None in libkvready.so."""
+    if not hasattr(lib, name):
+        return None
+    return _proto(name, *args, restype=restype)
+
+
 abi_version = _proto("kvready_abi_version", restype=c_uint32)
 version = _proto("kvready_version", c_char_p, c_size_t, _sizep)
 last_error = _proto("kvready_last_error", c_uint64, c_char_p, c_size_t, _sizep)
@@ -192,7 +211,7 @@ attempt_done = _proto("kvready_attempt_done", c_uint64, c_uint64)
 backend_put = _proto("kvready_backend_put", c_uint64, c_char_p, c_size_t, c_char_p, c_char_p, c_size_t)
 backend_get = _proto("kvready_backend_get", c_uint64, c_char_p, c_size_t, c_char_p, c_void_p, c_size_t, _sizep, _i32p)
 backend_close = _proto("kvready_backend_close", c_uint64)
-conformance_check = _proto("kvready_conformance_check", MakeBackendFn, c_void_p, c_int32, c_int32, c_int32,
+conformance_check = _testkit_proto("kvready_conformance_check", MakeBackendFn, c_void_p, c_int32, c_int32, c_int32,
                            c_char_p, c_size_t)
 sim_device_new = _proto("kvready_sim_device_new", c_int64, c_int64, _u64p)
 sim_alloc = _proto("kvready_sim_alloc", c_uint64, c_int64, _u64p)
@@ -225,7 +244,11 @@ engine_close = _proto("kvready_engine_close", c_uint64, POINTER(CReport))
 engine_shutdown = _proto("kvready_engine_shutdown", c_uint64, c_int64, POINTER(CReport))
 engine_report = _proto("kvready_engine_report", c_uint64, POINTER(CReport))
 engine_free = _proto("kvready_engine_free", c_uint64, c_int32)
-bench_go_lifecycle = _proto("kvready_bench_go_lifecycle", c_uint64, c_uint64, POINTER(CRequest), c_size_t, c_int64, _i64p)
+bench_go_lifecycle = _testkit_proto("kvready_bench_go_lifecycle", c_uint64, c_uint64, POINTER(CRequest), c_size_t, c_int64, _i64p)
+
+#: Whether the loaded library is the test library (the conformance kit, the
+#: in-library benchmark and the fault backends ``instant:``, ``mem:?mode=``).
+testkit = conformance_check is not None
 
 if abi_version() != ABI_VERSION:
     raise ImportError(f"kvready: the library speaks C ABI {abi_version()}, this package {ABI_VERSION}: rebuild with `make python`")

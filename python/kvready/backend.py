@@ -315,14 +315,18 @@ class StoreBackend:
 
 
 def open_backend(url: str, memory: Any) -> StoreBackend:
-    """kvready's own backend over ``memory``: ``"mem"`` (in-process; fault
-    injection with ``"mem:?mode=miss"``, ``fail``, ``cancel-by-peer``, ...),
-    ``"redis://host:port/0"`` (a Redis-compatible store shared across
-    processes; a store that stops answering is held for down and leases fail
-    at once as REJECTED, "store unavailable", until a PING answers: tune it
-    with ``?breaker_failures=3&breaker_probe=100ms&breaker_probe_max=2s``,
-    ``breaker_failures=0`` turns it off), or ``"instant:"`` (answers at once,
-    writes nothing: for benchmarks)."""
+    """kvready's own backend over ``memory``: ``"mem"`` (in-process;
+    ``"mem:?capacity=N"`` bounds it) or ``"redis://host:port/0"`` (a
+    Redis-compatible store shared across processes; a store that stops
+    answering is held for down and leases fail at once as REJECTED, "store
+    unavailable", until a PING answers: tune it with
+    ``?breaker_failures=3&breaker_probe=100ms&breaker_probe_max=2s``,
+    ``breaker_failures=0`` turns it off). The test library
+    (``KVREADY_LIBRARY=testkit``) also opens the fault backends:
+    ``"mem:?mode=miss"``, ``fail``, ``cancel-by-peer``, ... (and the broken
+    ``write-after-quiesce``, ...), and ``"instant:"`` (answers at once, writes
+    nothing: for benchmarks); libkvready.so refuses them
+    (:class:`UnsupportedError`)."""
     return StoreBackend(url, memory)
 
 

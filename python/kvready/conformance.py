@@ -10,6 +10,15 @@ cancellation rules. It raises :class:`kvready.ConformanceError` naming the
 broken rule (``err.rule``, one of :data:`RULES`: ``"no_late_write"``,
 ``"served_subset"``, ``"known_miss"``, ``"cancel_never_blocks"``, ...) with
 the kit's report of the failing trial.
+
+The kit lives in the test library, libkvready_testkit.so (``make
+lib-testkit``; the wheel carries it beside libkvready.so), which links Go's
+testing package and rapid; libkvready.so, which kvready loads by default,
+links neither. Set ``KVREADY_LIBRARY=testkit`` (or the test library's path)
+before kvready is first imported — in the environment of the test run — to
+load it: one library per process, chosen once. ``check`` raises
+:class:`kvready.UnsupportedError` saying so when the loaded library lacks the
+kit.
 """
 
 from __future__ import annotations
@@ -43,6 +52,12 @@ def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", che
     fresh backend). may_fail: the backend fails or cancels on purpose, so a
     failure cannot be told from a miss reported as one (the known-miss rule
     is then not checked)."""
+    if _abi.conformance_check is None:
+        raise errors.UnsupportedError(
+            errors.UNSUPPORTED,
+            f"kvready.conformance.check: the loaded library ({_abi.path}) is libkvready.so, which has no "
+            f"conformance kit; run with KVREADY_LIBRARY=testkit (or the path of libkvready_testkit.so, built by "
+            f"`make lib-testkit`) set before kvready is imported: the test library is libkvready.so plus the kit")
     kinds = {"fetch": [1], "publish": [2], "both": [1, 2]}.get(kind)
     if kinds is None:
         raise errors.InvalidArgumentError(errors.INVALID, f"kvready: kind {kind!r}; want 'fetch', 'publish' or 'both'")

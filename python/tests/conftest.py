@@ -1,5 +1,5 @@
 """Fixtures of the kvready pytest suite. The suite runs through the real
-shared library (`make lib`); importing kvready fails, naming the command,
+shared library, the test one (`make lib-testkit`); importing kvready fails, naming the command,
 when it is missing — no test is skipped for it."""
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+# The suite runs over the test library (libkvready_testkit.so: libkvready.so
+# plus the conformance kit and the fault backends); the production library is
+# checked in subprocesses (test_production_library.py). One library per
+# process: it must be chosen before kvready is imported.
+os.environ.setdefault("KVREADY_LIBRARY", str(ROOT / "bin" / "libkvready_testkit.so"))
 
 import kvready  # noqa: E402  (after the path is set)
 

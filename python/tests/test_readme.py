@@ -34,7 +34,8 @@ def block(heading: str, lang: str) -> tuple[str, str]:
 def test_the_python_program_runs_as_written(tmp_path):
     prog, want = block("## From Python", "python")
     (tmp_path / "prog.py").write_text(prog)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    # The production library: the README's program needs nothing of the test library's.
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), KVREADY_LIBRARY=str(ROOT / "bin" / "libkvready.so"))
     out = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout == want
@@ -58,7 +59,9 @@ def test_the_c_program_builds_and_runs_as_written(tmp_path):
 
 def test_the_wheel_carries_the_library(tmp_path):
     """A wheel from `make python` is self-sufficient: unpacked anywhere, it
-    imports without the checkout's bin/."""
+    imports without the checkout's bin/, loading libkvready.so; it carries the
+    test library too, loaded only when asked (KVREADY_LIBRARY=testkit), for
+    kvready.conformance."""
     wheels = sorted((ROOT / "bin").glob("kvready-*.whl"))
     assert wheels, "no wheel in bin/: `make abi-test` builds one with `make python`"
     with zipfile.ZipFile(wheels[-1]) as z:
@@ -70,3 +73,10 @@ def test_the_wheel_carries_the_library(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "contract revision" in out.stdout
     assert out.stdout.splitlines()[1] == str(tmp_path / "kvready")
+    code = "import kvready; print(kvready._abi.path, kvready._abi.testkit)"
+    for choice, file, testkit in ((None, "libkvready.so", "False"), ("testkit", "libkvready_testkit.so", "True")):
+        run_env = dict(env) if choice is None else dict(env, KVREADY_LIBRARY=choice)
+        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=run_env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [str(tmp_path / "kvready" / file), testkit]

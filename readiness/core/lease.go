@@ -193,38 +193,3 @@ func (b *body) mask(i int) *bool {
 
 // served reports whether the lease's latched result delivered rows.
 func served(r fsm.Result) bool { return r == fsm.Delivered || r == fsm.Partly }
-
-// Descriptors builds, for measurement, the row descriptors the core would keep
-// for n leases of req — each lease's rows, names, view, placed addresses,
-// extent and served masks, built exactly as a granted, submitted lease's are —
-// and returns them, opaque, for the caller to keep alive while it measures the
-// heap. A benchmark subtracts them from an engine's footprint to report the
-// engine's own state per slot (BenchmarkSlotMemory). Row names are varied per
-// lease as name(k, i) returns them.
-func (c *Core) Descriptors(req Request, n int, name func(k, i int) contract.Name) (any, error) {
-	blocks := make([]int, c.mem.NumGroups())
-	for _, r := range req.Rows {
-		blocks[r.Group]++
-	}
-	bodies := make([]*body, n)
-	for k := range bodies {
-		for i := range req.Rows {
-			req.Rows[i].Name = name(k, i)
-		}
-		bd, err := c.newBody(req)
-		if err != nil {
-			return nil, err
-		}
-		for i := range bd.addrs {
-			g := bd.rows[i].Group
-			bd.addrs[i] = c.parts.Part(g).SlotAddress(i % blocks[g])
-			bd.slots[i] = int32(i % blocks[g])
-		}
-		if err := c.builder.Build(&bd.extent, &bd.view, c.parts, c.cfg.ExtentName, false); err != nil {
-			return nil, err
-		}
-		bd.masks, _ = staging.ServedMasksInto(bd.masks, &bd.view, contract.NameSet{})
-		bodies[k] = bd
-	}
-	return bodies, nil
-}

@@ -1,0 +1,125 @@
+//go:build kvready_testkit
+
+package main
+
+/*
+#cgo CFLAGS: -DKVREADY_TESTKIT
+#include "cgo.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/kvready/kvready/backend/mem"
+	"github.com/kvready/kvready/backend/mem/memtest"
+	"github.com/kvready/kvready/contract"
+)
+
+// The test library (make lib-testkit, bin/libkvready_testkit.so) is this
+// package built with the kvready_testkit tag: the production library plus the
+// conformance kit, the in-library benchmark and the fault backends below.
+// CFLAGS -DKVREADY_TESTKIT makes kvready.h declare the test-only functions,
+// so their prototypes are checked against the exports as every other's.
+
+// openFault opens the test library's fault backends: "instant:" and
+// "mem:?mode=M" (M a correct mode of backend/mem or a broken one of
+// backend/mem/memtest). ok is false for any other URL.
+func openFault(raw string, u *url.URL, m *memory) (b *backend, ok bool, err error) {
+	if u.Scheme == "instant" {
+		in := &instant{}
+		return &backend{fetcher: in, publisher: in, close: func() error { return nil }}, true, nil
+	}
+	if raw != "mem" && u.Scheme != "mem" || !u.Query().Has("mode") {
+		return nil, false, nil
+	}
+	q := u.Query()
+	for k := range q {
+		if k != "mode" && k != "capacity" {
+			return nil, true, invalid("kvready_backend_open %s: unknown parameter %q; want mode or capacity", raw, k)
+		}
+	}
+	v := q.Get("mode")
+	for _, md := range mem.Modes() {
+		if md.String() == v {
+			b, err := openMem(raw, q, m, mem.WithMode(md))
+			return b, true, err
+		}
+	}
+	for _, f := range memtest.Faults() {
+		if f.String() == v {
+			return openBroken(raw, q, m, f)
+		}
+	}
+	return nil, true, invalid("kvready_backend_open %s: mode %q; want one of %v or the broken %v", raw, v, mem.Modes(), memtest.Faults())
+}
+
+// openBroken opens backend/mem broken as f (memtest), with the query's
+// capacity.
+func openBroken(raw string, q url.Values, m *memory, f memtest.Fault) (*backend, bool, error) {
+	opts, err := memCapacity(raw, q)
+	if err != nil {
+		return nil, true, err
+	}
+	b, err := memtest.New(m.rows, f, opts...)
+	if err != nil {
+		return nil, true, invalid("kvready_backend_open %s: %v", raw, err)
+	}
+	return memBackend(b), true, nil
+}
+
+// ---- instant: the benchmarks' backend ----------------------------------------
+
+// instant answers every submission at once: every unit served (a publication
+// accepted), Quiesce true. It touches no memory, so what a fetch "serves" is
+// whatever staging held: it is for measuring the engine and the ABI, and for
+// smoke tests, never for content.
+type instant struct{}
+
+type instantAttempt struct{ o contract.Outcome }
+
+func (a *instantAttempt) Poll() contract.Outcome { return a.o }
+
+func (instant) Fetch(extent contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
+	return instantServe(extent), nil
+}
+
+func (instant) Publish(extent contract.CacheExtent) (contract.Attempt, error) {
+	return instantServe(extent), nil
+}
+
+func instantServe(extent contract.CacheExtent) contract.Attempt {
+	if extent.Len() == 1 {
+		return &instantAttempt{contract.Delivered{Served: contract.NewNameSet(extent.Unit(0).Name)}}
+	}
+	names := make([]contract.Name, 0, extent.Len())
+	for _, u := range extent.All() {
+		names = append(names, u.Name)
+	}
+	return &instantAttempt{contract.Delivered{Served: contract.NewNameSet(names...)}}
+}
+
+func (instant) Quiesce(ctx context.Context, _ []contract.Attempt) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// TryQuiesce knows at once: nothing ever touches memory.
+func (instant) TryQuiesce([]contract.Attempt) (contract.Access, error) {
+	return contract.AccessEnded, nil
+}
+
+func (instant) Settle(context.Context, []contract.Attempt) error { return nil }
+
+func (instant) Probe(context.Context, []byte, []contract.Name) (contract.NameSet, bool, error) {
+	return contract.NameSet{}, false, nil
+}
+
+func (instant) OpenRoute(map[string]string) (contract.Route, error) {
+	return nil, fmt.Errorf("kvready: instant: OpenRoute: %w", errors.ErrUnsupported)
+}
