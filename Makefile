@@ -18,7 +18,7 @@ PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo py
 CC        ?= cc
 
 .PHONY: all build deps test alert-rules demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
-	lib lib-testkit python abi-test bench-abi bench-smoke
+	lib lib-testkit python abi-test bench-abi bench-smoke api-doc
 
 all: build
 
@@ -178,6 +178,11 @@ diagrams:
 	$(GO) run ./cmd/kvready diagram --format dot --out docs/diagrams/lifecycle.dot
 	$(GO) run ./cmd/kvready diagram --format svg --out docs/diagrams/lifecycle.svg
 	$(GO) run ./cmd/kvready diagram --format markdown --out docs/states.md
+
+## api-doc: regenerate docs/api.md, the embedder's API on one page, from the doc comments.
+## `make test` fails (internal/apidoc TestAPIDocIsFresh) when it is stale.
+api-doc:
+	$(GO) run ./internal/apidoc > docs/api.md
 
 ## fuzz: a short run of every fuzz target in the module.
 fuzz:

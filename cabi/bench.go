@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
 )
 
 //export kvready_bench_go_lifecycle
@@ -37,7 +38,7 @@ func kvready_bench_go_lifecycle(h C.uint64_t, devh C.uint64_t, reqs *C.kv_creque
 		if err != nil {
 			return fail(uint64(h), err)
 		}
-		r.Rows = append([]readiness.Row(nil), r.Rows...)
+		r.Rows = append([]staging.Row(nil), r.Rows...)
 		batch[i] = r
 	}
 	hs := make([]readiness.Handle, len(batch))
@@ -51,7 +52,7 @@ func kvready_bench_go_lifecycle(h C.uint64_t, devh C.uint64_t, reqs *C.kv_creque
 			}
 			hs[i] = lh
 		}
-		for spins := 0; e.eng.Count(fsm.LogicallyComplete) < k; spins++ {
+		for spins := 0; e.eng.Count(readiness.State(fsm.LogicallyComplete)) < k; spins++ {
 			d.CompleteAll()
 			e.wake.drain()
 			e.eng.Progress()

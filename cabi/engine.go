@@ -17,7 +17,7 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/staging"
 )
 
 // engine is an engine object: a readiness.Engine, the objects it uses, the
@@ -53,7 +53,7 @@ type engine struct {
 	// engine's counters (kvready_stats) and its log keep every one.
 	contained []readiness.Containment
 	recovered []uint64
-	rows      []readiness.Row // scratch for Lend (the core copies the rows)
+	rows      []staging.Row // scratch for Lend (the core copies the rows)
 }
 
 // maxRows bounds one request's rows: more is refused before anything is read.
@@ -110,28 +110,26 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 	}
 	// A policy the core does not know is refused by its validation, with every
 	// other problem of the config; one that does not fit a byte is named 255.
-	policy := core.Policy(255)
+	policy := readiness.Policy(255)
 	if c.policy >= 0 && c.policy <= 255 {
-		policy = core.Policy(c.policy)
+		policy = readiness.Policy(c.policy)
 	}
 	rc := readiness.Config{
-		Core: core.Config{
-			Memory:          m.staged,
-			TokensPerBlock:  int(c.tokens_per_block),
-			RequestTimeout:  time.Duration(c.request_timeout_ns),
-			DrainGrace:      time.Duration(c.drain_grace_ns),
-			QuiesceTimeout:  time.Duration(c.quiesce_timeout_ns),
-			RetryBackoff:    time.Duration(c.retry_backoff_ns),
-			MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
-			KeepReleased:    int(c.keep_released),
-			MaxOutstanding:  int(c.max_outstanding),
-			Containment:     policy,
-			RecoverEvery:    time.Duration(c.recover_every_ns),
-			OnTransition:    e.moved,
-		},
-		Stream:         d.stream,
-		Health:         d.health,
-		QuiesceWorkers: int(c.quiesce_workers),
+		Memory:          m.staged,
+		TokensPerBlock:  int(c.tokens_per_block),
+		RequestTimeout:  time.Duration(c.request_timeout_ns),
+		DrainGrace:      time.Duration(c.drain_grace_ns),
+		QuiesceTimeout:  time.Duration(c.quiesce_timeout_ns),
+		RetryBackoff:    time.Duration(c.retry_backoff_ns),
+		MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
+		KeepReleased:    int(c.keep_released),
+		MaxOutstanding:  int(c.max_outstanding),
+		Containment:     policy,
+		RecoverEvery:    time.Duration(c.recover_every_ns),
+		OnTransition:    e.moved,
+		Stream:          d.stream,
+		Health:          d.health,
+		QuiesceWorkers:  int(c.quiesce_workers),
 		OnContainment: func(ct readiness.Containment) {
 			if len(e.contained) < maxEvents {
 				e.contained = append(e.contained, ct)
@@ -360,7 +358,7 @@ func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
 	e.rows = e.rows[:0]
 	if r.n_rows > 0 {
 		for _, cr := range unsafe.Slice(r.rows, int(r.n_rows)) {
-			var row readiness.Row
+			var row staging.Row
 			copy(row.Name[:], unsafe.Slice((*byte)(unsafe.Pointer(&cr.name[0])), contract.NameSize))
 			row.Group, row.Block, row.Device = int(cr.group), int(cr.block), gpu.DevicePtr(cr.device)
 			e.rows = append(e.rows, row)
@@ -645,7 +643,7 @@ func kvready_count(h C.uint64_t, state C.int32_t, count *C.int64_t) (st C.int) {
 	if state < 0 || state >= C.int32_t(fsm.NumStates) || count == nil {
 		return fail(uint64(h), invalid("kvready_count: state %d (count NULL: %v); want 0 to %d and a count", int(state), count == nil, int(fsm.NumStates)-1))
 	}
-	*count = C.int64_t(e.eng.Count(fsm.State(state)))
+	*count = C.int64_t(e.eng.Count(readiness.State(state)))
 	return C.KVREADY_OK
 }
 

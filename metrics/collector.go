@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/readiness"
 )
 
@@ -190,13 +189,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- m
 	}
-	for state := range fsm.NumStates {
+	for state := range readiness.State(readiness.NumStates) {
 		send(leases, prometheus.GaugeValue, float64(st.Leases[state]), state.String())
 	}
 	for i := range readiness.NumCauses {
 		send(transitions, prometheus.CounterValue, float64(s.Moves[i]), readiness.CauseName(i))
 	}
-	for r := fsm.NoResult + 1; r < fsm.NumResults; r++ {
+	for r := readiness.NoOutcome + 1; int(r) < readiness.NumOutcomes; r++ {
 		send(outcomes, prometheus.CounterValue, float64(st.Outcomes[r]), r.String())
 	}
 	for g, gs := range s.Groups {

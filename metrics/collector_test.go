@@ -29,7 +29,7 @@ func handmade() *readiness.Snapshot {
 		Rounds: 41,
 		At:     time.Unix(1700000000, 500_000_000),
 	}
-	s.InFlight = core.InFlight{Leases: 3, Bytes: 4096, Oldest: time.Unix(1699999998, 0)}
+	s.InFlight = readiness.InFlight{Leases: 3, Bytes: 4096, Oldest: time.Unix(1699999998, 0)}
 	st := &s.Stats
 	st.Leases[fsm.Waiting], st.Leases[fsm.Requested], st.Leases[fsm.Quarantined] = 3, 2, 1
 	st.Lent, st.Released, st.QuarantinedLeases = 101, 95, 1
@@ -44,8 +44,8 @@ func handmade() *readiness.Snapshot {
 	st.Handoffs, st.QuiesceProbes = 26, 27
 	st.FetcherFaults = readiness.BackendFaults{Violations: 28, Panics: 29, RepeatedCompletions: 30, EarlyCompletions: 31}
 	st.PublisherFaults.Panics = 32
-	s.Moves[readiness.Cause(fsm.Step{Event: fsm.SlotsGranted})] = 99
-	s.Moves[readiness.Cause(fsm.Step{Completion: true, Guard: fsm.IsFetch})] = 77
+	s.Moves[core.Cause(fsm.Step{Event: fsm.SlotsGranted})] = 99
+	s.Moves[core.Cause(fsm.Step{Completion: true, Guard: fsm.IsFetch})] = 77
 	return s
 }
 
@@ -203,7 +203,7 @@ func TestCollectorNamesTheEngineClock(t *testing.T) {
 	assert.Equal(t, "wall", metrics.WallClock.String())
 	assert.Equal(t, "virtual", metrics.VirtualClock.String())
 
-	s.InFlight = core.InFlight{}
+	s.InFlight = readiness.InFlight{}
 	age, ok := value(gather(t, shown(nil, s)), "kvready_oldest_unfenced_age_seconds", nil)
 	require.True(t, ok)
 	assert.Zero(t, age, "nothing in flight")

@@ -24,7 +24,6 @@ import (
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -87,18 +86,16 @@ func newRig(t *testing.T, device string) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.store.Close() })
 	r.eng, err = readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 16,
-			RequestTimeout: time.Second,
-			DrainGrace:     time.Second,
-			QuiesceTimeout: time.Second,
-			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-		Fetcher:  r.store,
-		Stream:   stream,
-		Clock:    r.clk,
-		Observer: r.c,
+		Memory:         staged,
+		TokensPerBlock: 16,
+		RequestTimeout: time.Second,
+		DrainGrace:     time.Second,
+		QuiesceTimeout: time.Second,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fetcher:        r.store,
+		Stream:         stream,
+		Clock:          r.clk,
+		Observer:       r.c,
 	})
 	require.NoError(t, err)
 	for k := range len(modes) {
@@ -109,7 +106,7 @@ func newRig(t *testing.T, device string) *rig {
 			r.store.Put(staging.ExtentName, name, []byte("0123456789abcdef"))
 			dev, err := r.dev.Alloc(16)
 			require.NoError(t, err)
-			req.Rows = append(req.Rows, readiness.Row{Name: name, Group: g, Block: 0, Device: dev})
+			req.Rows = append(req.Rows, staging.Row{Name: name, Group: g, Block: 0, Device: dev})
 		}
 		r.reqs = append(r.reqs, req)
 	}

@@ -8,11 +8,9 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -29,15 +27,7 @@ func Example() {
 	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 8, SlotBytes: 16})
 	store, _ := mem.New(staged)
 	defer store.Close()
-	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-		},
-		Fetcher:  store,
-		Stream:   stream,
-		Observer: c,
-	})
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream, Observer: c})
 	if err != nil {
 		panic(err)
 	}
@@ -46,11 +36,11 @@ func Example() {
 	name[0] = 1
 	store.Put(staging.ExtentName, name, make([]byte, 16))
 	row, _ := dev.Alloc(16)
-	h, _ := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Name: name, Device: row}}})
+	h, _ := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: name, Device: row}}})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		dev.CompleteAll()
 		eng.Progress() // the owner's scheduling loop
-		if info, _ := eng.Lease(h); info.State == fsm.LogicallyComplete {
+		if info, _ := eng.Lease(h); info.State.Answerable() {
 			break
 		}
 	}

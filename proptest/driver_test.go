@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"time"
 
@@ -62,7 +63,7 @@ type worldConfig struct {
 	halted    func(error) // the runner's OnHalt
 	// policy and outstanding are the engine's containment policy and bound
 	// on outstanding submissions, drawn per case.
-	policy      core.Policy
+	policy      readiness.Policy
 	outstanding int
 	// probes gives the runner the adversary's non-blocking probe beside its
 	// Quiesce (the core driver asks Quiesce itself).
@@ -84,28 +85,26 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 		fetcher, publisher = probing{w.be}, probing{w.be}
 	}
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:          w.mem,
-			TokensPerBlock:  tpb,
-			RequestTimeout:  requestTimeout,
-			DrainGrace:      drainGrace,
-			QuiesceTimeout:  quiesceWait,
-			RetryBackoff:    retryBackoff,
-			MaxRetryBackoff: maxBackoff,
-			KeepReleased:    keepReleased,
-			Logger:          discardLogger(),
-			Containment:     w.policy,
-			MaxOutstanding:  w.outstanding,
-			RecoverEvery:    recoverEvery,
-		},
-		Fetcher:        fetcher,
-		Publisher:      publisher,
-		Stream:         w.stream,
-		Health:         w.health,
-		Clock:          w.clock,
-		QuiesceWorkers: 2,
-		OnContainment:  w.contained,
-		OnHalt:         w.halted,
+		Memory:          w.mem,
+		TokensPerBlock:  tpb,
+		RequestTimeout:  requestTimeout,
+		DrainGrace:      drainGrace,
+		QuiesceTimeout:  quiesceWait,
+		RetryBackoff:    retryBackoff,
+		MaxRetryBackoff: maxBackoff,
+		KeepReleased:    keepReleased,
+		Logger:          discardLogger(),
+		Containment:     w.policy,
+		MaxOutstanding:  w.outstanding,
+		RecoverEvery:    recoverEvery,
+		Fetcher:         fetcher,
+		Publisher:       publisher,
+		Stream:          w.stream,
+		Health:          w.health,
+		Clock:           w.clock,
+		QuiesceWorkers:  2,
+		OnContainment:   w.contained,
+		OnHalt:          w.halted,
 	})
 	if err != nil {
 		return nil, err
@@ -149,16 +148,16 @@ func (d *runnerDriver) round(synced bool) error {
 type coreDriver struct {
 	c        *core.Core
 	w        worldConfig
-	attempts map[readiness.Handle]contract.Attempt
-	watching []readiness.Handle
+	attempts map[core.Handle]contract.Attempt
+	watching []core.Handle
 	events   gpu.Completions[int]
-	batches  [][]readiness.Handle
+	batches  [][]core.Handle
 	lost     bool
 	// out holds the Quiesce calls still out: the attempt's Quiesce would
 	// block, so the call is asked again each round until it would answer, or
 	// until the core names it overdue (its QuiesceTimeout passed on the
 	// engine's clock) and the driver cancels it, as the runner does.
-	out []readiness.Handle
+	out []core.Handle
 }
 
 func newCoreDriver(w worldConfig) (*coreDriver, error) {
@@ -166,8 +165,8 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
 		QuiesceTimeout: quiesceWait, RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff,
 		KeepReleased: keepReleased, Logger: discardLogger(),
-		Containment: w.policy, MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
-		OnTransition: func(tr readiness.Transition) {
+		Containment: core.Policy(w.policy), MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
+		OnTransition: func(tr core.Transition) {
 			if os.Getenv("MODEL_DEBUG") != "" {
 				fmt.Printf("  %v %v -> %v (%s) at %v\n", tr.Lease, tr.From, tr.To, tr.Cause(), w.clock.Now().UnixMilli()%100000)
 			}
@@ -177,7 +176,7 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 		return nil, err
 	}
 	c.Tick(w.clock.Now())
-	return &coreDriver{c: c, w: w, attempts: map[readiness.Handle]contract.Attempt{}}, nil
+	return &coreDriver{c: c, w: w, attempts: map[core.Handle]contract.Attempt{}}, nil
 }
 
 func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
@@ -195,21 +194,34 @@ func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
 			return readiness.Handle{}, fmt.Errorf("%w: row %d: %w", readiness.ErrInvalidRequest, i, err)
 		}
 	}
-	return d.c.Lend(r)
+	h, err := d.c.Lend(as[core.Request](r))
+	return readiness.HandleOf(h.Uint64()), err
 }
-func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(h) }
-func (d *coreDriver) cancel(h readiness.Handle) error  { return d.c.Cancel(h) }
-func (d *coreDriver) retry(h readiness.Handle) error   { return d.c.Retry(h) }
+func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(coreHandle(h)) }
+func (d *coreDriver) cancel(h readiness.Handle) error  { return d.c.Cancel(coreHandle(h)) }
+func (d *coreDriver) retry(h readiness.Handle) error   { return d.c.Retry(coreHandle(h)) }
 func (d *coreDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) {
-	return d.c.Lease(h)
+	info, err := d.c.Lease(coreHandle(h))
+	return as[readiness.LeaseInfo](info), err
 }
 func (d *coreDriver) readiness(h readiness.Handle) (staging.Interval, error) {
-	return d.c.Readiness(h)
+	return d.c.Readiness(coreHandle(h))
 }
-func (d *coreDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.c.Runs(h, nil) }
-func (d *coreDriver) stats() readiness.Stats                         { return d.c.Stats() }
-func (d *coreDriver) err() error                                     { return d.c.Err() }
-func (d *coreDriver) drained() bool                                  { return d.c.Drained() }
+func (d *coreDriver) runs(h readiness.Handle) ([]staging.Run, error) {
+	return d.c.Runs(coreHandle(h), nil)
+}
+func (d *coreDriver) stats() readiness.Stats { s := d.c.Stats(); return as[readiness.Stats](s) }
+func (d *coreDriver) err() error {
+	// The model reads the halt in the runner's terms (errors.As a
+	// *readiness.FatalError), as an embedder does.
+	err := d.c.Err()
+	var fe *core.FatalError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%w: %w", readiness.ErrHalted, &readiness.FatalError{Containment: as[readiness.Containment](fe.Containment)})
+	}
+	return err
+}
+func (d *coreDriver) drained() bool { return d.c.Drained() }
 func (d *coreDriver) close() {
 	d.c.Close()
 	d.perform()
@@ -267,7 +279,7 @@ func (d *coreDriver) blocks(a contract.Attempt) bool {
 // prove asks the backend (one adversary serves both kinds) inline, bounded by
 // quiesceWait of real time, and reports the answer. A call that would block
 // stays out (see out) instead of holding the test's goroutine.
-func (d *coreDriver) prove(h readiness.Handle) {
+func (d *coreDriver) prove(h core.Handle) {
 	a, ok := d.attempts[h]
 	if !ok {
 		_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: "no attempt kept"})
@@ -282,7 +294,7 @@ func (d *coreDriver) prove(h readiness.Handle) {
 
 // overdue cancels the call out for h, as the runner does when the core names
 // it overdue: the backend sees its context end, and the answer proves nothing.
-func (d *coreDriver) overdue(h readiness.Handle) {
+func (d *coreDriver) overdue(h core.Handle) {
 	i := slices.Index(d.out, h)
 	if i < 0 {
 		return
@@ -298,7 +310,7 @@ func (d *coreDriver) overdue(h readiness.Handle) {
 // unblocked asks again every call out whose Quiesce would now answer.
 func (d *coreDriver) unblocked() {
 	kept := d.out[:0]
-	var ready []readiness.Handle
+	var ready []core.Handle
 	for _, h := range d.out {
 		if a, ok := d.attempts[h]; ok && d.blocks(a) {
 			kept = append(kept, h)
@@ -315,7 +327,7 @@ func (d *coreDriver) unblocked() {
 }
 
 // answer calls Quiesce with a context of wait (0: already ended) and reports.
-func (d *coreDriver) answer(h readiness.Handle, a contract.Attempt, wait time.Duration) {
+func (d *coreDriver) answer(h core.Handle, a contract.Attempt, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	proven, err := d.w.be.Quiesce(ctx, []contract.Attempt{a})
 	cancel()
@@ -332,7 +344,7 @@ func (d *coreDriver) answer(h readiness.Handle, a contract.Attempt, wait time.Du
 }
 
 // requestCancel asks the lease's attempt to stop, once, containing a panic.
-func (d *coreDriver) requestCancel(h readiness.Handle) (ev core.Evidence) {
+func (d *coreDriver) requestCancel(h core.Handle) (ev core.Evidence) {
 	ev = core.Evidence{What: core.CancelReplied, Lease: h}
 	a, ok := d.attempts[h]
 	if !ok {
@@ -355,11 +367,11 @@ func (d *coreDriver) requestCancel(h readiness.Handle) (ev core.Evidence) {
 // perform does what the core's Ready asks, reporting every answer, until it
 // asks for nothing more; then records the round's copy event.
 func (d *coreDriver) perform() {
-	var batch []readiness.Handle
+	var batch []core.Handle
 	for d.c.HasReady() {
 		rd := d.c.Ready()
 		type sub struct {
-			h   readiness.Handle
+			h   core.Handle
 			a   contract.Attempt
 			err error
 		}
@@ -367,7 +379,7 @@ func (d *coreDriver) perform() {
 		for _, s := range rd.Submissions {
 			var a contract.Attempt
 			var err error
-			if s.Kind == readiness.Publish {
+			if s.Kind == core.Publish {
 				a, err = d.w.be.Publish(*s.Extent)
 			} else {
 				a, err = d.w.be.Fetch(*s.Extent, nil)
@@ -375,12 +387,12 @@ func (d *coreDriver) perform() {
 			subs = append(subs, sub{s.Lease, a, err})
 		}
 		type refusal struct {
-			h   readiness.Handle
+			h   core.Handle
 			row int
 			err error
 		}
 		var refused []refusal
-		failed := map[readiness.Handle]error{}
+		failed := map[core.Handle]error{}
 		for _, c := range rd.Copies {
 			if failed[c.Lease] != nil {
 				continue
@@ -404,11 +416,11 @@ func (d *coreDriver) perform() {
 				batch = append(batch, h)
 			}
 		}
-		proofs := make([]readiness.Handle, 0, len(rd.Proofs))
+		proofs := make([]core.Handle, 0, len(rd.Proofs))
 		for _, p := range rd.Proofs {
 			proofs = append(proofs, p.Lease)
 		}
-		overdue := append([]readiness.Handle(nil), rd.Overdue...)
+		overdue := append([]core.Handle(nil), rd.Overdue...)
 		var replies []core.Evidence
 		for _, h := range rd.Cancels {
 			replies = append(replies, d.requestCancel(h))
@@ -416,7 +428,7 @@ func (d *coreDriver) perform() {
 		for _, h := range rd.Forget {
 			delete(d.attempts, h)
 		}
-		contained := append([]readiness.Containment(nil), rd.Containments...)
+		contained := append([]core.Containment(nil), rd.Containments...)
 		d.c.Advance()
 		for _, s := range subs {
 			switch {
@@ -446,7 +458,7 @@ func (d *coreDriver) perform() {
 			d.prove(h)
 		}
 		for _, c := range contained {
-			d.w.contained(c)
+			d.w.contained(as[readiness.Containment](c))
 		}
 	}
 	if len(batch) == 0 {
@@ -462,5 +474,37 @@ func (d *coreDriver) perform() {
 			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "recording the event failed: " + err.Error()})
 		}
 		d.perform()
+	}
+}
+
+// as converts the core's vocabulary into the runner's, field by field by
+// name (the core driver answers in the terms the model reads). A field the
+// two do not share panics: the suite fails loudly rather than compare zeros.
+func as[T any](src any) T {
+	var t T
+	convert(reflect.ValueOf(&t).Elem(), reflect.ValueOf(src))
+	return t
+}
+
+// coreHandle is the core's name for a lease the runner's vocabulary names.
+func coreHandle(h readiness.Handle) core.Handle { return core.HandleOf(h.Uint64()) }
+
+func convert(dst, src reflect.Value) {
+	if !src.IsValid() {
+		panic(fmt.Sprintf("proptest: no field to convert into %v", dst.Type()))
+	}
+	if h, ok := src.Interface().(core.Handle); ok && dst.Type() == reflect.TypeFor[readiness.Handle]() {
+		dst.Set(reflect.ValueOf(readiness.HandleOf(h.Uint64())))
+		return
+	}
+	if src.Type().ConvertibleTo(dst.Type()) {
+		dst.Set(src.Convert(dst.Type()))
+		return
+	}
+	if src.Kind() != reflect.Struct || dst.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("proptest: cannot convert %v into %v", src.Type(), dst.Type()))
+	}
+	for i := range dst.NumField() {
+		convert(dst.Field(i), src.FieldByName(dst.Type().Field(i).Name))
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -56,7 +55,7 @@ type mLease struct {
 	groups   int
 	blocks   int
 	known    int
-	rows     []readiness.Row
+	rows     []staging.Row
 	deadline time.Time // explicit deadline; zero: from the submission
 	reject   bool
 	escape   bool
@@ -103,7 +102,7 @@ type model struct {
 	closed      bool
 	contained   map[readiness.Handle][]readiness.Containment
 	copyFaults  []string
-	policy      core.Policy
+	policy      readiness.Policy
 	halt        error           // why the engine halted (the fatal policy), once it did
 	haltStats   readiness.Stats // the counters when it halted: nothing is released after
 	halts       int             // OnHalt calls (the runner)
@@ -141,7 +140,7 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.spy.onCopy = m.judgeCopy
 	m.be = newAdversary(m.mem)
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
-	m.policy = rapid.SampledFrom([]core.Policy{core.Quarantine, core.Quarantine, core.Recover, core.Fatal}).Draw(t, "policy")
+	m.policy = rapid.SampledFrom([]readiness.Policy{readiness.Quarantine, readiness.Quarantine, readiness.Recover, readiness.Fatal}).Draw(t, "policy")
 	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
 	probes := rapid.Bool().Draw(t, "probes")
 	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock, probes: probes,
@@ -192,15 +191,15 @@ func (m *model) checkHalt(synced bool) {
 	case err == nil && m.halt != nil:
 		m.fail(rule5, "the engine halted (%v) and then ran again", m.halt)
 	case err == nil:
-		if m.policy == core.Fatal && st.Containments > 0 {
+		if m.policy == readiness.Fatal && st.Containments > 0 {
 			m.fail(rule5, "%d leases contained under the fatal policy, and the engine did not halt", st.Containments)
 		}
-	case m.policy != core.Fatal:
+	case m.policy != readiness.Fatal:
 		m.fail(rule5, "the engine halted under the %v policy: %v", m.policy, err)
 	case !errors.Is(err, readiness.ErrHalted):
 		m.fail(rule5, "Err() = %v; want an error wrapping ErrHalted", err)
 	case m.halt == nil:
-		var fatal *core.FatalError
+		var fatal *readiness.FatalError
 		if !errors.As(err, &fatal) || st.Containments == 0 {
 			m.fail(rule5, "the engine halted without a containment: %v (%d containments)", err, st.Containments)
 		}
@@ -337,7 +336,7 @@ func (m *model) lend(t *rapid.T) {
 				}
 				must(t, m.dev.Write(p, pattern(tag, l.serial, rowID(g, l.known+b))))
 			}
-			req.Rows = append(req.Rows, readiness.Row{Name: nameOf(l.serial, g, l.known+b), Group: g, Block: l.known + b, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: nameOf(l.serial, g, l.known+b), Group: g, Block: l.known + b, Device: p})
 		}
 	}
 	if badRow >= 0 {
@@ -620,7 +619,7 @@ func (m *model) cancel(t *rapid.T) {
 		if !errors.Is(err, readiness.ErrHalted) {
 			m.fail(rule5, "Cancel on the halted engine = %v; want ErrHalted", err)
 		}
-	case pending && info.State == fsm.Requested:
+	case pending && info.State == readiness.State(fsm.Requested):
 		if err != nil {
 			m.fail(rule2, "Cancel of a lease still waiting for its outcome: %v", err)
 		}
@@ -628,20 +627,20 @@ func (m *model) cancel(t *rapid.T) {
 		if after.Outcome != readiness.Cancelled || after.ByPeer {
 			m.fail(rule2, "a local cancel latched %v (by peer %v); want cancelled, not by the peer", after.Outcome, after.ByPeer)
 		}
-	case pending && (info.State == fsm.Waiting || info.State == fsm.Granted || info.State == fsm.Staged || info.State == fsm.Admitted):
+	case pending && (info.State == readiness.State(fsm.Waiting) || info.State == readiness.State(fsm.Granted) || info.State == readiness.State(fsm.Staged) || info.State == readiness.State(fsm.Admitted)):
 		if err != nil {
 			m.fail(ruleCancel, "Cancel of lease %d, not yet submitted (%v): %v; a cancel before submission withdraws the lease", l.serial, info.State, err)
 			return
 		}
 		l.cancelled = true
-		l.withdrawn = info.State != fsm.Admitted
+		l.withdrawn = info.State != readiness.State(fsm.Admitted)
 		if afterErr != nil {
 			m.fail(rule7, "Lease(%v) after its cancel: %v; want the withdrawn lease, readable", l.h, afterErr)
 			return
 		}
 		switch info.State {
-		case fsm.Waiting, fsm.Staged:
-			if after.State != fsm.Released || after.Outcome != readiness.Cancelled || after.ByPeer || after.Exposed {
+		case readiness.State(fsm.Waiting), readiness.State(fsm.Staged):
+			if after.State != readiness.State(fsm.Released) || after.Outcome != readiness.Cancelled || after.ByPeer || after.Exposed {
 				m.fail(ruleCancel, "lease %d, cancelled in %v, is %v %v (by peer %v, exposed %v); want released at once, cancelled locally, never exposed",
 					l.serial, info.State, after.State, after.Outcome, after.ByPeer, after.Exposed)
 			}
@@ -700,7 +699,7 @@ func (m *model) stale(t *rapid.T) {
 	if err := m.d.cancel(l.h); err == nil {
 		m.fail(rule7, "Cancel of the retired handle %v was accepted", l.h)
 	}
-	if info, err := m.d.lease(l.h); err == nil && info.State != fsm.Released {
+	if info, err := m.d.lease(l.h); err == nil && info.State != readiness.State(fsm.Released) {
 		m.fail(rule7, "the retired handle %v reads a lease in %v", l.h, info.State)
 	} else if err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Lease(%v) = %v; want the released lease or ErrStaleHandle", l.h, err)
@@ -779,7 +778,7 @@ func (m *model) close() {
 		if err != nil {
 			continue
 		}
-		if b.info.State == fsm.Requested && b.info.Outcome == readiness.NoOutcome {
+		if b.info.State == readiness.State(fsm.Requested) && b.info.Outcome == readiness.NoOutcome {
 			b.l.cancelled = true
 			if info.Outcome != readiness.Cancelled || info.ByPeer {
 				m.fail(rule10, "lease %d was waiting for its outcome at Close; it reports %v, want a local Cancelled at once", b.l.serial, info.Outcome)
@@ -852,7 +851,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	if err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Lease(%v) = %v; want the lease or ErrStaleHandle", l.h, err)
 	}
-	if err != nil || info.State == fsm.Released {
+	if err != nil || info.State == readiness.State(fsm.Released) {
 		m.gone(l)
 		return
 	}
@@ -862,32 +861,32 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	if os.Getenv("MODEL_DEBUG") != "" {
 		fmt.Printf("step %d lease %d %v %v granted=%v\n", m.step, l.serial, info.State, info.Outcome, l.granted)
 	}
-	if !l.granted && info.State != fsm.Waiting {
+	if !l.granted && info.State != readiness.State(fsm.Waiting) {
 		m.granted(l, info.State)
 	}
 	if a := m.attempt(l); a != nil && l.submitAt.IsZero() {
 		l.submitAt = m.clock.Now()
 	}
 	switch info.State {
-	case fsm.AccessFenced, fsm.LogicallyComplete:
+	case readiness.State(fsm.AccessFenced), readiness.State(fsm.LogicallyComplete):
 		if !m.ended(l) {
 			m.fail(rule1, "lease %d is %v, but its backend never proved access over", l.serial, info.State)
 		}
-		if info.State == fsm.LogicallyComplete && m.copiesInFlight(l) {
+		if info.State == readiness.State(fsm.LogicallyComplete) && m.copiesInFlight(l) {
 			m.fail(rule1, "lease %d is logically_complete while a local copy touching its slots is in flight", l.serial)
 		}
-		if info.State == fsm.LogicallyComplete {
+		if info.State == readiness.State(fsm.LogicallyComplete) {
 			m.checkReadiness(l, info)
 		}
-	case fsm.Quarantined:
+	case readiness.State(fsm.Quarantined):
 		m.sawQuarantine(l, info)
-	case fsm.Contained:
+	case readiness.State(fsm.Contained):
 		m.sawContained(l, info)
 	}
 	m.checkOutcome(l, info, synced)
 	if synced {
 		m.checkSynced(l, info)
-		if m.ended(l) && m.attempt(l) != nil && info.State != fsm.Quarantined && !m.copiesInFlight(l) && !l.copyFailed && !m.lost {
+		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.State(fsm.Quarantined) && !m.copiesInFlight(l) && !l.copyFailed && !m.lost {
 			l.settledSeen = true
 		}
 	}
@@ -896,7 +895,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 // granted records the slots the engine lent and checks the allocator's
 // invariants: one contiguous run per group, no slot lent twice, no quarantined
 // slot lent again, strict arrival order among leases that could be granted.
-func (m *model) granted(l *mLease, st fsm.State) {
+func (m *model) granted(l *mLease, st readiness.State) {
 	runs, err := m.d.runs(l.h)
 	if err != nil {
 		m.fail(rule7, "Runs(%v): %v", l.h, err)
@@ -913,7 +912,7 @@ func (m *model) granted(l *mLease, st fsm.State) {
 			continue
 		}
 		info, err := m.d.lease(x.h)
-		if err != nil || info.State != fsm.Waiting || info.Ungrantable {
+		if err != nil || info.State != readiness.State(fsm.Waiting) || info.Ungrantable {
 			continue
 		}
 		m.fail(ruleA, "lease %d was granted before lease %d, lent earlier and still waiting: grants follow arrival order", l.serial, x.serial)
@@ -1026,7 +1025,7 @@ func (m *model) checkAdmission() {
 		if err != nil {
 			continue
 		}
-		if info.Exposed && !info.Fenced && info.State != fsm.Contained && info.State != fsm.Quarantined {
+		if info.Exposed && !info.Fenced && info.State != readiness.State(fsm.Contained) && info.State != readiness.State(fsm.Quarantined) {
 			n++
 		}
 	}
@@ -1039,7 +1038,7 @@ func (m *model) checkAdmission() {
 // policy (the others pass through to quarantined at once), only for a lease
 // whose backend returned an attempt, signalled once; its slots stay held.
 func (m *model) sawContained(l *mLease, info readiness.LeaseInfo) {
-	if m.policy != core.Recover {
+	if m.policy != readiness.Recover {
 		m.fail(rule5, "lease %d rests in contained under the %v policy: only recover waits there", l.serial, m.policy)
 	}
 	if m.attempt(l) == nil || l.escape {
@@ -1072,7 +1071,7 @@ func (m *model) sawQuarantine(l *mLease, info readiness.LeaseInfo) {
 	}
 	// Under Recover a lease contained, proven after all, and contained again
 	// (the copies its fence issued never landed) is signalled each time.
-	if n := len(m.contained[l.h]); n != 1 && !(m.policy == core.Recover && n == 2) {
+	if n := len(m.contained[l.h]); n != 1 && !(m.policy == readiness.Recover && n == 2) {
 		m.fail(rule5, "lease %d is quarantined; OnContainment was called %d times for it, want once", l.serial, n)
 	}
 	if !l.releaseReq && info.ReleaseRequested {
@@ -1192,7 +1191,7 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 		deadline = l.submitAt.Add(requestTimeout)
 	}
 	// Rule 3: an answer changed before the proof is caught by the re-poll.
-	if changedBeforeEnd && ended && (info.State == fsm.AccessFenced || info.State == fsm.LogicallyComplete) &&
+	if changedBeforeEnd && ended && (info.State == readiness.State(fsm.AccessFenced) || info.State == readiness.State(fsm.LogicallyComplete)) &&
 		(l.seen == readiness.Served || l.seen == readiness.Partial) && info.Outcome != readiness.Violation {
 		m.fail(rule3, "lease %d: its backend changed its answer before access was proven; the engine still reports %v", l.serial, info.Outcome)
 	}
@@ -1201,7 +1200,7 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	// engine's clock.
 	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil {
 		switch info.State {
-		case fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed:
+		case readiness.State(fsm.Requested), readiness.State(fsm.Served), readiness.State(fsm.Partial), readiness.State(fsm.Missed), readiness.State(fsm.Failed):
 			m.fail(rule5, "lease %d: its backend proved access over and the outcome is latched, yet it is still %v", l.serial, info.State)
 		}
 	}
@@ -1209,13 +1208,13 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	// submitted stays unproven past the request deadline plus the grace.
 	if a != nil && !deadline.IsZero() && !now.Before(deadline.Add(drainGrace)) && !info.Contained {
 		switch info.State {
-		case fsm.LogicallyComplete, fsm.Quarantined, fsm.Contained, fsm.Waiting, fsm.Granted:
+		case readiness.State(fsm.LogicallyComplete), readiness.State(fsm.Quarantined), readiness.State(fsm.Contained), readiness.State(fsm.Waiting), readiness.State(fsm.Granted):
 		default:
 			m.fail(rule5, "lease %d is %v at %v, past its request deadline %v plus the grace: it must be contained", l.serial, info.State, now, deadline)
 		}
 	}
 	// Rule 8: a waiting lease that quarantine made hopeless is reported.
-	if info.State == fsm.Waiting {
+	if info.State == readiness.State(fsm.Waiting) {
 		hopeless := m.hopeless(l.groups, l.blocks)
 		if hopeless && !info.Ungrantable {
 			m.fail(rule8, "lease %d needs %d contiguous slots per group, which quarantine left nowhere; it is not reported ungrantable", l.serial, l.blocks)
@@ -1245,7 +1244,7 @@ func (m *model) checkCancels(l *mLease, info readiness.LeaseInfo, a *attempt) {
 		m.fail(ruleCancel, "lease %d reports %v, yet its backend was asked to cancel", l.serial, info.Outcome)
 	case failure && cancels == 0:
 		m.fail(ruleCancel, "lease %d latched %v with an attempt, and its backend was never asked to cancel", l.serial, info.Outcome)
-	case cancels == 1 && info.State != fsm.Released:
+	case cancels == 1 && info.State != readiness.State(fsm.Released):
 		switch mode {
 		case cancelRequested:
 			if info.CancelDisposition != contract.CancelRequested {
@@ -1460,7 +1459,7 @@ func (m *model) lendServed(groups, blocks, served int) {
 			m.spy.resolve(true)
 		}
 		m.be.mu.Unlock()
-		if i >= 3 && m.settledIn(l, fsm.LogicallyComplete, fsm.Released) {
+		if i >= 3 && m.settledIn(l, readiness.State(fsm.LogicallyComplete), readiness.State(fsm.Released)) {
 			break
 		}
 		m.clock.Advance(2 * maxBackoff)
@@ -1470,7 +1469,7 @@ func (m *model) lendServed(groups, blocks, served int) {
 	}
 	for range lendServedRounds {
 		m.round(true)
-		if m.settledIn(l, fsm.Released) {
+		if m.settledIn(l, readiness.State(fsm.Released)) {
 			break
 		}
 		m.clock.Advance(2 * maxBackoff)
@@ -1493,7 +1492,7 @@ func (m *model) lendFetch(groups, blocks int, escape bool) *mLease {
 			p, err := m.dev.Alloc(slotBytes)
 			must(m.t, err)
 			must(m.t, m.dev.Write(p, pattern(tagDevice, l.serial, rowID(g, b))))
-			req.Rows = append(req.Rows, readiness.Row{Name: nameOf(l.serial, g, b), Group: g, Block: b, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: nameOf(l.serial, g, b), Group: g, Block: b, Device: p})
 		}
 	}
 	l.rows = req.Rows
@@ -1515,7 +1514,7 @@ func (m *model) lendFetch(groups, blocks int, escape bool) *mLease {
 const lendServedRounds = 64
 
 // settledIn reports whether the lease is in one of the states.
-func (m *model) settledIn(l *mLease, states ...fsm.State) bool {
+func (m *model) settledIn(l *mLease, states ...readiness.State) bool {
 	info, err := m.d.lease(l.h)
 	return err == nil && slices.Contains(states, info.State)
 }
@@ -1605,7 +1604,7 @@ func (m *model) settle() {
 			deadline = l.submitAt.Add(requestTimeout)
 		}
 		cooperative := !l.escape && !l.copyFailed && !m.lost && !l.quarantined && !info.Ungrantable &&
-			!(info.State == fsm.Waiting && m.hopeless(l.groups, l.blocks))
+			!(info.State == readiness.State(fsm.Waiting) && m.hopeless(l.groups, l.blocks))
 		if cooperative && (l.submitAt.IsZero() || m.clock.Now().Before(deadline.Add(drainGrace))) && start.Before(deadline.Add(drainGrace)) {
 			m.fail(rule8, "lease %d is still %v (%v, %q) after its backend answered and proved everything, every copy landed and the owner released it", l.serial, info.State, info.Outcome, info.Reason)
 		}
@@ -1620,7 +1619,7 @@ func (m *model) settle() {
 	}
 	for _, l := range m.live() {
 		info, _ := m.d.lease(l.h)
-		if info.State == fsm.Waiting && info.Ungrantable {
+		if info.State == readiness.State(fsm.Waiting) && info.Ungrantable {
 			continue
 		}
 		if !l.quarantined {

@@ -14,7 +14,6 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -118,11 +117,9 @@ func TestModelRecoverExclusions(t *testing.T) {
 		must(t, err)
 		be := &provable{proven: map[*provableAttempt]bool{}}
 		eng, err := readiness.New(readiness.Config{
-			Core: core.Config{
-				Memory: mem, TokensPerBlock: tpb, Containment: core.Recover, Logger: discardLogger(),
-				RequestTimeout: grace, DrainGrace: grace, QuiesceTimeout: time.Hour, RecoverEvery: grace,
-				RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond,
-			},
+			Memory: mem, TokensPerBlock: tpb, Containment: readiness.Recover, Logger: discardLogger(),
+			RequestTimeout: grace, DrainGrace: grace, QuiesceTimeout: time.Hour, RecoverEvery: grace,
+			RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond,
 			Fetcher: be, Stream: stream, Health: dev, Clock: clock,
 		})
 		must(t, err)
@@ -140,7 +137,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 			for b := range n {
 				p, err := dev.Alloc(16)
 				must(t, err)
-				req.Rows = append(req.Rows, readiness.Row{Name: nameOf(serial, 0, b), Group: 0, Block: b, Device: p})
+				req.Rows = append(req.Rows, staging.Row{Name: nameOf(serial, 0, b), Group: 0, Block: b, Device: p})
 			}
 			h, err := eng.Lend(req)
 			must(t, err)
@@ -168,7 +165,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 			be.prove(be.last()) // fenced at the retry: its staging→device copies are queued
 			clock.Advance(200 * time.Millisecond)
 			settle()
-			if got := state(x).State; got != fsm.AccessFenced {
+			if got := state(x).State; got != readiness.State(fsm.AccessFenced) {
 				t.Fatalf("x is %v; want access_fenced with its copies in flight", got)
 			}
 		}
@@ -185,10 +182,10 @@ func TestModelRecoverExclusions(t *testing.T) {
 		settle()
 		clock.Advance(2*grace + time.Millisecond) // past every containment deadline
 		settle()
-		if info := state(x); info.State != fsm.Quarantined || !info.Contained {
+		if info := state(x); info.State != readiness.State(fsm.Quarantined) || !info.Contained {
 			t.Fatalf("%v: x is %v (contained %v) at its containment deadline under recover; want quarantined", exclusion, info.State, info.Contained)
 		}
-		if info := state(y); info.State != fsm.Contained && recoverable {
+		if info := state(y); info.State != readiness.State(fsm.Contained) && recoverable {
 			t.Fatalf("y is %v at its containment deadline; want contained (recover policy)", info.State)
 		}
 
@@ -202,7 +199,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 			settle()
 			dev.CompleteAll()
 			settle()
-			if info := state(x); info.State != fsm.Quarantined {
+			if info := state(x); info.State != readiness.State(fsm.Quarantined) {
 				t.Fatalf("%v: after %d rounds of Quiesce true, x is %v; want quarantined for ever", exclusion, i+1, info.State)
 			}
 			st := eng.Stats()
@@ -212,7 +209,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 		}
 		st := eng.Stats()
 		if recoverable {
-			if info := state(y); st.Recovered != 1 || info.State != fsm.LogicallyComplete {
+			if info := state(y); st.Recovered != 1 || info.State != readiness.State(fsm.LogicallyComplete) {
 				t.Fatalf("y, with an attempt, is %v after Quiesce true (recovered %d): the trues were not taken", info.State, st.Recovered)
 			}
 			if st.SlotsQuarantined != rows {

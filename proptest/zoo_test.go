@@ -21,7 +21,6 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -252,21 +251,19 @@ func newEngineMgr(w *zooWorld) *engineMgr {
 	w.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
 	var err error
 	e.eng, err = readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:          w.mem,
-			TokensPerBlock:  tpb,
-			RequestTimeout:  time.Minute,
-			DrainGrace:      zooGrace,
-			QuiesceTimeout:  zooQuiesceWait,
-			RetryBackoff:    retryBackoff,
-			MaxRetryBackoff: maxBackoff,
-			Logger:          discardLogger(),
-		},
-		Fetcher:   w.be,
-		Publisher: w.be,
-		Stream:    w.stream,
-		Health:    w.dev,
-		Clock:     w.clock,
+		Memory:          w.mem,
+		TokensPerBlock:  tpb,
+		RequestTimeout:  time.Minute,
+		DrainGrace:      zooGrace,
+		QuiesceTimeout:  zooQuiesceWait,
+		RetryBackoff:    retryBackoff,
+		MaxRetryBackoff: maxBackoff,
+		Logger:          discardLogger(),
+		Fetcher:         w.be,
+		Publisher:       w.be,
+		Stream:          w.stream,
+		Health:          w.dev,
+		Clock:           w.clock,
 	})
 	require.NoError(w.t, err)
 	w.t.Cleanup(func() {
@@ -293,7 +290,7 @@ func (e *engineMgr) lend(name string, serial int, publish bool, rows int, deadli
 		req.Kind = readiness.Publish
 	}
 	for b := range rows {
-		req.Rows = append(req.Rows, readiness.Row{Name: nameOf(serial, 0, b), Block: b, Device: dev[b]})
+		req.Rows = append(req.Rows, staging.Row{Name: nameOf(serial, 0, b), Block: b, Device: dev[b]})
 	}
 	h, err := e.eng.Lend(req)
 	if err == nil {
@@ -319,11 +316,11 @@ func (e *engineMgr) owners() map[slotID]string {
 	out := map[slotID]string{}
 	for name, h := range e.hs {
 		info, err := e.eng.Lease(h)
-		if err != nil || info.State == fsm.Released {
+		if err != nil || info.State == readiness.State(fsm.Released) {
 			delete(e.slotsL, name)
 			continue
 		}
-		if info.State == fsm.Quarantined {
+		if info.State == readiness.State(fsm.Quarantined) {
 			for _, s := range e.slotsL[name] {
 				e.quar[s] = true
 			}

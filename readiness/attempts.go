@@ -35,7 +35,7 @@ type attemptTable struct {
 type attemptSlot struct {
 	a    contract.Attempt
 	gen  uint32
-	kind Kind
+	kind core.Kind
 }
 
 // genOf and handleAt split and join a handle as the table stores it.
@@ -45,7 +45,7 @@ func handleAt(id uint32, gen uint32) core.Handle { return core.HandleOf(uint64(g
 
 // get returns the lease's slot, or nil if the handle is stale or the attempt
 // already dropped. Owner only.
-func (t *attemptTable) get(h Handle) *attemptSlot {
+func (t *attemptTable) get(h core.Handle) *attemptSlot {
 	id := h.Index()
 	if id >= len(t.slots) || t.slots[id].gen != genOf(h) || t.slots[id].a == nil {
 		return nil
@@ -67,7 +67,7 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 }
 
 // keep records a lease's new attempt, watched if watch is set.
-func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
+func (t *attemptTable) keep(h core.Handle, k core.Kind, a contract.Attempt, watch bool) {
 	id := uint32(h.Index())
 	t.mu.Lock()
 	for int(id) >= len(t.slots) {
@@ -83,7 +83,7 @@ func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 
 // notified records the completion callback handed to the lease's attempt,
 // so that forgetting the attempt retires it. Owner only.
-func (t *attemptTable) notified(h Handle, n *notice) {
+func (t *attemptTable) notified(h core.Handle, n *notice) {
 	if t.notices == nil {
 		t.notices = map[uint32]*notice{}
 	}
@@ -92,7 +92,7 @@ func (t *attemptTable) notified(h Handle, n *notice) {
 
 // rewatch has the watcher poll the lease's attempt (again). A stale handle
 // changes nothing.
-func (t *attemptTable) rewatch(h Handle) {
+func (t *attemptTable) rewatch(h core.Handle) {
 	if t.get(h) == nil {
 		return
 	}
@@ -104,11 +104,11 @@ func (t *attemptTable) rewatch(h Handle) {
 // unwatch stops polling the lease's attempt and keeps it; drop also forgets
 // the attempt, and drops any completion it reports from then on. A stale
 // handle changes nothing.
-func (t *attemptTable) unwatch(h Handle) { t.stop(h, false) }
+func (t *attemptTable) unwatch(h core.Handle) { t.stop(h, false) }
 
-func (t *attemptTable) drop(h Handle) { t.stop(h, true) }
+func (t *attemptTable) drop(h core.Handle) { t.stop(h, true) }
 
-func (t *attemptTable) stop(h Handle, forget bool) {
+func (t *attemptTable) stop(h core.Handle, forget bool) {
 	s := t.get(h)
 	if s == nil {
 		return
@@ -131,7 +131,7 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 // watchedAttempt is what the watcher copies out of the table to poll without
 // holding its lock.
 type watchedAttempt struct {
-	h Handle
+	h core.Handle
 	a contract.Attempt
 }
 

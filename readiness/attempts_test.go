@@ -41,28 +41,28 @@ func TestAttemptTable(t *testing.T) {
 		do           func(*attemptTable)
 		held         contract.Attempt // what get(h) returns, nil for none
 		watched      int
-		kind         Kind
+		kind         core.Kind
 		claimed      int // of one outcome for h and one for stale
 		collectedIDs []uint32
 	}{
-		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, Publish, a, true) },
-			held: a, watched: 1, kind: Publish, claimed: 1, collectedIDs: []uint32{2}},
-		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.unwatch(h) },
-			held: a, watched: 0, kind: Fetch},
-		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(h) },
+		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, core.Publish, a, true) },
+			held: a, watched: 1, kind: core.Publish, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.unwatch(h) },
+			held: a, watched: 0, kind: core.Fetch},
+		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.drop(h) },
 			watched: 0},
-		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(stale); t.unwatch(stale) },
-			held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.drop(stale); t.unwatch(stale) },
+			held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "a new generation replaces the old", do: func(t *attemptTable) {
-			t.keep(stale, Fetch, b, true)
+			t.keep(stale, core.Fetch, b, true)
 			t.drop(stale)
-			t.keep(h, Fetch, a, true)
-		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
+			t.keep(h, core.Fetch, a, true)
+		}, held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "handles past the table", do: func(t *attemptTable) { t.drop(handleAt(99, 0)); t.unwatch(handleAt(99, 0)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tab attemptTable
-			tab.keep(handleAt(0, 1), Fetch, b, true) // a neighbour the cases never touch
+			tab.keep(handleAt(0, 1), core.Fetch, b, true) // a neighbour the cases never touch
 			tab.unwatch(handleAt(0, 1))
 			tc.do(&tab)
 			s := tab.get(h)
@@ -104,7 +104,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		w := newWatcher(&tab, nil, mail)
 		defer w.close()
 		type lease struct {
-			h        Handle
+			h        core.Handle
 			a        *lateAttempt
 			resolved bool
 			stopped  bool // unwatched or dropped
@@ -115,7 +115,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		ids := [...]uint32{0, 1, 63, 64, 65, 127, 128, 1000}
 		var live [len(ids)]*lease // by index into ids
 		var all []*lease
-		reported := map[Handle]int{}
+		reported := map[core.Handle]int{}
 		take := func() {
 			for _, m := range mail.take(nil) {
 				reported[m.ev.Lease]++
@@ -141,7 +141,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 				l = &lease{h: handleAt(id, gens[id]), a: &lateAttempt{}}
 				live[k] = l
 				all = append(all, l)
-				tab.keep(l.h, Fetch, l.a, true)
+				tab.keep(l.h, core.Fetch, l.a, true)
 				w.kick()
 			case op == 1 && !l.resolved:
 				l.resolved = true
@@ -186,7 +186,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 }
 
 // claimAgain returns the outcome a second claim of h would report, or nil.
-func claimAgain(t *attemptTable, h Handle) contract.Outcome {
+func claimAgain(t *attemptTable, h core.Handle) contract.Outcome {
 	found := t.claim([]letter{answered(h)})
 	if len(found) == 0 {
 		return nil
@@ -195,6 +195,6 @@ func claimAgain(t *attemptTable, h Handle) contract.Outcome {
 }
 
 // answered is the letter of an outcome the watcher found for h.
-func answered(h Handle) letter {
+func answered(h core.Handle) letter {
 	return letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: contract.Failed{Reason: "gone"}}}
 }

@@ -16,7 +16,7 @@ import (
 // other backend, so that a backend whose Quiesce blocks holds up no proof but
 // its own.
 type side struct {
-	kind    Kind
+	kind    core.Kind
 	quiesce quiesceFunc
 	prober  contract.QuiesceProber // nil: every proof goes to the workers
 	workers *quiescer
@@ -36,7 +36,7 @@ func (f *faultCounts) add(to *core.BackendFaults) {
 	to.EarlyCompletions += f.early.Load()
 }
 
-func newSide(k Kind, quiesce quiesceFunc, backend any, workers int, wall time.Duration, mail *mailbox) *side {
+func newSide(k core.Kind, quiesce quiesceFunc, backend any, workers int, wall time.Duration, mail *mailbox) *side {
 	s := &side{kind: k, quiesce: quiesce}
 	s.prober, _ = backend.(contract.QuiesceProber)
 	s.workers = newQuiescer(workers, wall, mail, &s.faults)
@@ -72,7 +72,7 @@ func (s *side) try(attempts []contract.Attempt) (a contract.Access, reason strin
 // and is dropped too, so that only attempts the engine still holds can put a
 // letter in the mailbox: its bound holds by construction.
 type notice struct {
-	h      Handle
+	h      core.Handle
 	mail   *mailbox
 	faults *faultCounts
 	state  atomic.Uint32

@@ -142,15 +142,13 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 		fetcher = blockingInstant{be}
 	}
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         m,
-			TokensPerBlock: 32,
-			RequestTimeout: time.Hour,
-			DrainGrace:     time.Hour,
-		},
-		Fetcher:  fetcher,
-		Stream:   stream,
-		Observer: obs,
+		Memory:         m,
+		TokensPerBlock: 32,
+		RequestTimeout: time.Hour,
+		DrainGrace:     time.Hour,
+		Fetcher:        fetcher,
+		Stream:         stream,
+		Observer:       obs,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -162,7 +160,7 @@ func newObservedBenchRig(b *testing.B, leases int, pending bool, obs readiness.O
 	}
 	for k := range min(leases, 256) {
 		r.reqs = append(r.reqs, readiness.Request{Kind: readiness.Fetch,
-			Rows: []readiness.Row{{Name: benchName(k), Group: 0, Block: 0, Device: ptr}}})
+			Rows: []staging.Row{{Name: benchName(k), Group: 0, Block: 0, Device: ptr}}})
 	}
 	return r
 }
@@ -198,10 +196,10 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 		}
 		hs[k] = h
 	}
-	for spins := 0; r.eng.Count(fsm.LogicallyComplete) < n; spins++ {
+	for spins := 0; r.eng.Count(readiness.State(fsm.LogicallyComplete)) < n; spins++ {
 		r.dev.CompleteAll()
 		r.rounds++
-		if r.eng.Progress() == 0 && r.eng.Count(fsm.LogicallyComplete) < n {
+		if r.eng.Progress() == 0 && r.eng.Count(readiness.State(fsm.LogicallyComplete)) < n {
 			<-r.eng.Wake() // a worker's Quiesce answer
 		}
 		if spins > 10_000_000 {
@@ -223,13 +221,13 @@ type coreRig struct {
 	dev      *sim.Device
 	stream   gpu.Stream
 	be       *instantBackend
-	reqs     []readiness.Request
+	reqs     []core.Request
 	attempts []contract.Attempt // by lease index
 	list     []contract.Attempt
 	subs     []core.Submission
 	proofs   []core.Proof
 	copies   []core.Copy
-	landing  []readiness.Handle
+	landing  []core.Handle
 	events   gpu.Completions[int]
 	now      time.Time
 }
@@ -251,7 +249,11 @@ func newCoreRig(b *testing.B, leases int) *coreRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cr := &coreRig{c: c, dev: r.dev, stream: stream, be: r.be, reqs: r.reqs, attempts: make([]contract.Attempt, leases),
+	reqs := make([]core.Request, len(r.reqs))
+	for k, req := range r.reqs {
+		reqs[k] = core.Request{Kind: core.Fetch, Rows: req.Rows}
+	}
+	cr := &coreRig{c: c, dev: r.dev, stream: stream, be: r.be, reqs: reqs, attempts: make([]contract.Attempt, leases),
 		list: make([]contract.Attempt, 1), now: time.Unix(1000, 0)}
 	c.Tick(cr.now)
 	return cr
@@ -259,7 +261,7 @@ func newCoreRig(b *testing.B, leases int) *coreRig {
 
 // round runs n whole lifecycles through the core, performing its Ready
 // inline: submissions, Poll, Quiesce, copies and their event.
-func (r *coreRig) round(b *testing.B, hs []readiness.Handle, n int) {
+func (r *coreRig) round(b *testing.B, hs []core.Handle, n int) {
 	step := func(ev core.Evidence) {
 		if err := r.c.Step(ev); err != nil {
 			b.Fatal(err)
@@ -417,7 +419,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 	b.Run("core", func(b *testing.B) {
 		r := newCoreRig(b, 256)
-		hs := make([]readiness.Handle, 256)
+		hs := make([]core.Handle, 256)
 		r.round(b, hs, 256) // warm up
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -495,7 +497,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 			r := newBenchRig(b, n, true)
 			defer r.close(b)
 			dev, _ := r.dev.Alloc(64)
-			req := readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Group: 0, Block: 0, Device: dev}}}
+			req := readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Group: 0, Block: 0, Device: dev}}}
 			for k := range n {
 				req.Rows[0].Name = benchName(k)
 				if _, err := r.eng.Lend(req); err != nil {
@@ -510,7 +512,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if got := r.eng.Count(fsm.Requested); got != n {
+			if got := r.eng.Count(readiness.State(fsm.Requested)); got != n {
 				b.Fatalf("%d leases requested, want %d", got, n)
 			}
 			b.ReportAllocs()

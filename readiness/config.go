@@ -3,11 +3,13 @@ package readiness
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/staging"
 )
 
 // Clock tells the time. Deadlines, containment deadlines, Quiesce timeouts
@@ -60,12 +62,71 @@ type wallTimer struct{ t *time.Timer }
 func (w wallTimer) Reset(d time.Duration) { w.t.Reset(d) }
 func (w wallTimer) Stop()                 { w.t.Stop() }
 
-// Config assembles an Engine. Core.Memory, Core.TokensPerBlock and Stream are
-// required, and at least one of Fetcher and Publisher.
+// Config assembles an Engine. Memory, TokensPerBlock and Stream are
+// required, and at least one of Fetcher and Publisher; every duration left at
+// zero takes its default.
 type Config struct {
-	// Core is the lifecycle's configuration: the staging memory, tokens per
-	// block, attention, and every deadline, grace, timeout and back-off.
-	Core core.Config
+	// Memory is the staging memory the engine lends, one pool group per local
+	// layer group: staging.NewMemory with the device's pinned host allocator,
+	// or staging.MemoryOver slabs the caller pinned (staging.GoHeap only with
+	// the simulated device). Required.
+	Memory *staging.Memory
+	// TokensPerBlock is the number of token positions in one block. Required.
+	TokensPerBlock int
+	// Attention is each local layer group's attention: a sliding window and
+	// its sink blocks, or full attention (the zero value, and every group past
+	// the end of the list). Readiness needs of a window group only its sinks
+	// and its window (see staging.WindowedReadiness).
+	Attention []staging.Attention
+	// ExtentName is the extent namespace; empty means staging.ExtentName.
+	ExtentName []byte
+
+	// RequestTimeout is the deadline, after the submission, of a request that
+	// names none (default 30s).
+	RequestTimeout time.Duration
+	// DrainGrace is how long access or a local copy may stay unproven once the
+	// drain has started — at the request deadline at the latest, earlier on a
+	// failure, a cancel, a Quiesce that could not answer true, an escaped
+	// submission or a failed copy — before the slots are contained (default
+	// 10s).
+	DrainGrace time.Duration
+	// QuiesceTimeout bounds each Quiesce call (default 1s). On the engine's
+	// clock it decides: a call still unanswered then proves nothing for now —
+	// the drain starts, and its context is cancelled — though a true it
+	// answers later is still taken. The call's context is also cancelled
+	// after as long in real time, so that a backend waiting on a clock that
+	// does not move never pins a worker.
+	QuiesceTimeout time.Duration
+	// RetryBackoff is the wait before asking Quiesce again after an answer
+	// that proved nothing (default 1ms); it doubles on each retry, up to
+	// MaxRetryBackoff (default 250ms).
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// KeepReleased is how many of the latest released leases stay readable
+	// through their handles (Lease, Readiness); default 1024.
+	KeepReleased int
+
+	// MaxOutstanding bounds the submissions outstanding at the backend: from
+	// admission until the lease's access is fenced (or it is contained). A
+	// staged lease beyond the bound waits, holding its slots but exposing
+	// nothing, in arrival order (SPEC §4 rule 12): its request deadline starts
+	// only at its submission, so it measures the backend's service, never the
+	// engine's queue. 0 means the backends' own AdmissionLimit (see
+	// Admitter), or no bound.
+	MaxOutstanding int
+	// Containment is what containment does (SPEC §4 rule 5): Quarantine (the
+	// default), Fatal or Recover.
+	Containment Policy
+	// RecoverEvery is how often a contained lease's backend is asked again
+	// under the Recover policy (default 1s): the slow cadence.
+	RecoverEvery time.Duration
+
+	// OnTransition, if set, is called on the owner goroutine for every move,
+	// for tracing. It must not call the engine.
+	OnTransition func(Transition)
+	// Logger receives the few events worth logging (quarantine, containment,
+	// ungrantable leases, contract violations, device loss, a halt); nil
+	// means slog.Default().
+	Logger *slog.Logger
 
 	// Fetcher serves fetches; nil refuses fetch leases.
 	Fetcher contract.Fetcher
@@ -119,8 +180,24 @@ type Config struct {
 
 const defaultQuiesceWorkers = 4
 
+// core is the lifecycle's part of the config, as the core takes it.
+func (c *Config) core() core.Config {
+	cc := core.Config{
+		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, Attention: c.Attention, ExtentName: c.ExtentName,
+		RequestTimeout: c.RequestTimeout, DrainGrace: c.DrainGrace, QuiesceTimeout: c.QuiesceTimeout,
+		RetryBackoff: c.RetryBackoff, MaxRetryBackoff: c.MaxRetryBackoff, KeepReleased: c.KeepReleased,
+		MaxOutstanding: c.MaxOutstanding, Containment: core.Policy(c.Containment), RecoverEvery: c.RecoverEvery,
+		Logger: c.Logger,
+	}
+	if f := c.OnTransition; f != nil {
+		cc.OnTransition = func(t core.Transition) { f(transition(t)) }
+	}
+	return cc
+}
+
 func (c *Config) validate() error {
-	errs := c.Core.Validate()
+	cc := c.core()
+	errs := cc.Validate()
 	if c.Fetcher == nil && c.Publisher == nil {
 		errs = append(errs, errors.New("neither Fetcher nor Publisher is set; want at least one backend"))
 	}
@@ -138,7 +215,7 @@ func (c *Config) validate() error {
 
 // Admitter is what a backend may implement to say how many submissions it can
 // serve at once without queueing inside itself (its connection pool, say).
-// When Core.MaxOutstanding is 0, the engine bounds the submissions outstanding
+// When MaxOutstanding is 0, the engine bounds the submissions outstanding
 // at its backends by the smallest positive AdmissionLimit they report.
 type Admitter interface {
 	AdmissionLimit() int
@@ -148,11 +225,11 @@ func (c *Config) applyDefaults() {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
-	if c.Core.MaxOutstanding == 0 {
+	if c.MaxOutstanding == 0 {
 		for _, be := range []any{c.Fetcher, c.Publisher} {
 			if a, ok := be.(Admitter); ok {
-				if n := a.AdmissionLimit(); n > 0 && (c.Core.MaxOutstanding == 0 || n < c.Core.MaxOutstanding) {
-					c.Core.MaxOutstanding = n
+				if n := a.AdmissionLimit(); n > 0 && (c.MaxOutstanding == 0 || n < c.MaxOutstanding) {
+					c.MaxOutstanding = n
 				}
 			}
 		}

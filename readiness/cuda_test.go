@@ -19,7 +19,6 @@ import (
 	"github.com/kvready/kvready/gpu/cuda"
 	"github.com/kvready/kvready/gpu/cuda/fakecuda"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -88,16 +87,14 @@ func newCUDARig(t *testing.T, slots int, fake bool) *cudaRig {
 	require.NoError(t, err)
 	r := &cudaRig{dev: dev, ctl: ctl, st: s.(*cuda.Stream), store: store, mem: m}
 	r.eng, err = readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         m,
-			TokensPerBlock: cudaTPB,
-			RequestTimeout: 5 * time.Second,
-			DrainGrace:     200 * time.Millisecond,
-			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-		Fetcher:   store,
-		Publisher: store,
-		Stream:    s,
+		Memory:         m,
+		TokensPerBlock: cudaTPB,
+		RequestTimeout: 5 * time.Second,
+		DrainGrace:     200 * time.Millisecond,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fetcher:        store,
+		Publisher:      store,
+		Stream:         s,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -129,13 +126,13 @@ func (r *cudaRig) drain(t *testing.T) {
 
 // until runs the engine until every lease is in a state that pred accepts
 // (bounded by 10 s), and fails naming the states otherwise.
-func (r *cudaRig) until(t *testing.T, hs []readiness.Handle, pred func(fsm.State) bool) {
+func (r *cudaRig) until(t *testing.T, hs []readiness.Handle, pred func(readiness.State) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r.eng.Progress()
 		all := true
-		var states []fsm.State
+		var states []readiness.State
 		for _, h := range hs {
 			info, err := r.eng.Lease(h)
 			require.NoError(t, err)
@@ -182,12 +179,12 @@ func TestEngineOnCUDA(t *testing.T) {
 		for b := range blocks {
 			p := alloc()
 			require.NoError(t, r.dev.Write(p, cudaRow(q, b)))
-			req.Rows = append(req.Rows, readiness.Row{Name: cudaName(q, b), Block: b, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: cudaName(q, b), Block: b, Device: p})
 		}
 		h, err := r.eng.Lend(req)
 		require.NoError(t, err)
 		pubs = append(pubs, h)
-		r.until(t, pubs[len(pubs)-1:], func(s fsm.State) bool { return s == fsm.LogicallyComplete })
+		r.until(t, pubs[len(pubs)-1:], func(s readiness.State) bool { return s == readiness.State(fsm.LogicallyComplete) })
 		require.NoError(t, r.eng.Release(h))
 	}
 	for q := range requests {
@@ -201,17 +198,17 @@ func TestEngineOnCUDA(t *testing.T) {
 	// Fetch: store -> staging -> device (an HtoD copy and its event); the
 	// last block of every other request was never published.
 	var fetches []readiness.Handle
-	var rows [][]readiness.Row
+	var rows [][]staging.Row
 	for q := range requests {
 		req := readiness.Request{Kind: readiness.Fetch}
 		for b := range blocks + q%2 {
-			req.Rows = append(req.Rows, readiness.Row{Name: cudaName(q, b), Block: b, Device: alloc()})
+			req.Rows = append(req.Rows, staging.Row{Name: cudaName(q, b), Block: b, Device: alloc()})
 		}
 		h, err := r.eng.Lend(req)
 		require.NoError(t, err)
 		fetches, rows = append(fetches, h), append(rows, req.Rows)
 		if len(fetches) == 3 || q == requests-1 { // a few in flight at once
-			r.until(t, fetches, func(s fsm.State) bool { return s == fsm.LogicallyComplete })
+			r.until(t, fetches, func(s readiness.State) bool { return s == readiness.State(fsm.LogicallyComplete) })
 			for i, h := range fetches {
 				iv, err := r.eng.Readiness(h)
 				require.NoError(t, err)
@@ -248,7 +245,7 @@ func TestEngineOnCUDAFaults(t *testing.T) {
 	small, err := r.dev.Alloc(cudaSlotBytes / 2)
 	require.NoError(t, err)
 	_, err = r.eng.Lend(readiness.Request{Kind: readiness.Publish,
-		Rows: []readiness.Row{{Name: cudaName(1, 0), Device: small}}})
+		Rows: []staging.Row{{Name: cudaName(1, 0), Device: small}}})
 	assert.ErrorIs(t, err, readiness.ErrInvalidRequest, "a row the stream cannot address is refused at the door")
 	assert.Zero(t, r.eng.Stats().SlotsQuarantined)
 
@@ -256,9 +253,9 @@ func TestEngineOnCUDAFaults(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.ctl.FailCopy(1, fakecuda.ErrorIllegalAddress))
 	h, err := r.eng.Lend(readiness.Request{Kind: readiness.Publish,
-		Rows: []readiness.Row{{Name: cudaName(2, 0), Device: p}}})
+		Rows: []staging.Row{{Name: cudaName(2, 0), Device: p}}})
 	require.NoError(t, err)
-	r.until(t, []readiness.Handle{h}, func(s fsm.State) bool { return s == fsm.Quarantined })
+	r.until(t, []readiness.Handle{h}, func(s readiness.State) bool { return s == readiness.State(fsm.Quarantined) })
 	st := r.eng.Stats()
 	assert.Equal(t, 1, st.SlotsQuarantined, "the faulted copy's slot is contained, never recycled")
 	_, stored := r.store.Get(staging.ExtentName, cudaName(2, 0))

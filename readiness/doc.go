@@ -33,6 +33,11 @@
 // for the goroutines to catch up, for deterministic tests and simulations of
 // the same runner.
 //
+// An embedder imports this package alone of the two: its Config is flat, and
+// the lease's vocabulary — Request, Handle, State with its groups, LeaseInfo,
+// Stats, Policy, the errors — is defined here (docs/api.md lists it on one
+// page). The row a request moves is [staging.Row], shared with the core.
+//
 // # Threading
 //
 // One owner goroutine calls every method of a Core or an Engine. Backend

@@ -35,6 +35,7 @@ import (
 // (Stats.FetcherFaults, PublisherFaults); it never halts the engine.
 type Engine struct {
 	cfg    Config
+	ccfg   core.Config // the core's config, defaults filled in
 	core   *core.Core
 	stream gpu.Stream
 	clock  Clock
@@ -54,7 +55,7 @@ type Engine struct {
 	// Copies queued in one round share one event: a stream completes in
 	// order, so the event after the round's last copy proves all of them.
 	copies      gpu.Completions[int32]
-	batches     [][]Handle
+	batches     [][]core.Handle
 	freeBatches []int32
 	open        int32 // batch collecting this round's copies, or -1
 	onCopy      func(int32, gpu.Status)
@@ -66,35 +67,36 @@ type Engine struct {
 	failed    []copyFailure
 	replies   []core.Evidence
 	inline    []letter // proofs answered on the owner this round
-	contain   []Containment
-	recovered []Handle
+	contain   []core.Containment
+	recovered []core.Handle
 
 	refusedEvidence, staleEvidence uint64
 
 	timer    Timer // wakes the owner at the core's next deadline; nil without a TimerClock
 	timerAt  int64 // when the armed timer fires, in the core's nanoseconds (0: never armed)
 	haltSeen bool
+	halt     error      // the core's halt in this package's terms (haltError)
 	closing  bool       // Close was called
 	stopped  bool       // the background goroutines have stopped
 	obs      *observing // nil unless Config.Observer is set
 }
 
 type submitResult struct {
-	h      Handle
-	kind   Kind
+	h      core.Handle
+	kind   core.Kind
 	a      contract.Attempt
 	err    error
 	panics string
 }
 
 type copyRefusal struct {
-	h   Handle
+	h   core.Handle
 	row int
 	err error
 }
 
 type copyFailure struct {
-	h   Handle
+	h   core.Handle
 	err error
 }
 
@@ -106,16 +108,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	c, err := core.New(cfg.Core)
+	c, err := core.New(cfg.core())
 	if err != nil {
 		return nil, err
 	}
-	cfg.Core = c.Config()
 	slots := 0
-	for g := range cfg.Core.Memory.NumGroups() {
-		slots += cfg.Core.Memory.Group(g).Slots
+	for g := range cfg.Memory.NumGroups() {
+		slots += cfg.Memory.Group(g).Slots
 	}
-	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, ccfg: c.Config(), core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
 	// A lease holds at least one slot, so slots bound the leases that can
 	// have letters out (see mailbox).
 	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake, cfg.OnWake)
@@ -125,10 +126,10 @@ func New(cfg Config) (*Engine, error) {
 	e.onCopy = e.batchDone
 	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail)
 	if cfg.Fetcher != nil {
-		e.sides[Fetch-1] = newSide(Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
+		e.sides[core.Fetch-1] = newSide(core.Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, e.ccfg.QuiesceTimeout, e.mail)
 	}
 	if cfg.Publisher != nil {
-		e.sides[Publish-1] = newSide(Publish, cfg.Publisher.Quiesce, cfg.Publisher, cfg.QuiesceWorkers, cfg.Core.QuiesceTimeout, e.mail)
+		e.sides[core.Publish-1] = newSide(core.Publish, cfg.Publisher.Quiesce, cfg.Publisher, cfg.QuiesceWorkers, e.ccfg.QuiesceTimeout, e.mail)
 	}
 	c.Tick(cfg.Clock.Now())
 	if cfg.Observer != nil {
@@ -151,7 +152,7 @@ func (e *Engine) Wake() <-chan struct{} { return e.wake }
 func (e *Engine) Lend(req Request) (Handle, error) {
 	switch {
 	case e.core.Err() != nil:
-		return Handle{}, e.core.Err()
+		return Handle{}, e.Err()
 	case e.core.Closed():
 		return Handle{}, ErrClosed
 	case req.Kind == Fetch && e.cfg.Fetcher == nil:
@@ -159,7 +160,7 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 	case req.Kind == Publish && e.cfg.Publisher == nil:
 		return Handle{}, fmt.Errorf("%w: a publish, but the engine has no Publisher", ErrInvalidRequest)
 	}
-	mem := e.cfg.Core.Memory
+	mem := e.cfg.Memory
 	for i, r := range req.Rows {
 		if r.Group < 0 || r.Group >= mem.NumGroups() || r.Device == 0 {
 			continue // the core names what is wrong
@@ -172,24 +173,35 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 				ErrInvalidRequest, i, mem.Group(r.Group).SlotBytes, uint64(r.Device), err)
 		}
 	}
-	h, err := e.core.Lend(req)
+	h, err := e.core.Lend(req.core())
 	if err == nil {
 		e.mail.ring() // a round will grant it
 	}
-	return h, err
+	return Handle{h}, err
 }
 
-// Release says the manager is done with the lease; see core.Core.Release.
-func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
+// Release says the owner is done with the lease. The slots return to the
+// allocator only once it is logically complete — access proven over and
+// every local copy landed; until then the release is latched and nothing more
+// is copied into its device rows. Releasing a quarantined lease gives up the
+// owner's claim: its slots never return, and its handle stays readable. A
+// stale handle, or a lease already released, is refused and changes nothing.
+func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h.h)) }
 
-// Cancel cancels a lease still waiting for its outcome, locally: a submitted
-// one's backend is asked once to stop, one not yet submitted is withdrawn,
-// its slots back at once; see core.Core.Cancel.
-func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
+// Cancel cancels, locally, a lease still waiting for its outcome: it latches
+// Cancelled (not by the peer) at once. A submitted lease's drain starts and
+// its backend is asked, once and best effort, to stop — which proves nothing:
+// the slots return only once Quiesce answers true. A lease not yet submitted
+// is withdrawn, its slots back at once without a release (its handle then
+// reads as released). A stale handle, or a lease whose outcome is already
+// latched, is refused, saying why, and nothing changes.
+func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h.h)) }
 
 // Retry asks the backend again, at the next round, whether the lease's access
-// has ended; see core.Core.Retry.
-func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
+// has ended. The engine retries by itself with back-off; Retry asks now. It
+// changes nothing for a lease whose proof is not awaited, or whose Quiesce
+// call is outstanding.
+func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h.h)) }
 
 // owner wakes the owner for the work an owner's request made: a cancel
 // request or a proof to ask for, or slots a release returned that a waiting
@@ -198,33 +210,59 @@ func (e *Engine) owner(err error) error {
 	if e.core.HasReady() || (err == nil && e.core.Count(fsm.Waiting) > 0) {
 		e.mail.ring()
 	}
+	if err != nil && errors.Is(err, ErrHalted) {
+		return e.Err()
+	}
 	return err
 }
 
-// Lease describes the lease h names; see core.Core.Lease.
-func (e *Engine) Lease(h Handle) (LeaseInfo, error) { return e.core.Lease(h) }
-
-// Readiness returns where a fetched request may resume; see
-// core.Core.Readiness.
-func (e *Engine) Readiness(h Handle) (staging.Interval, error) { return e.core.Readiness(h) }
-
-// Arrived appends which blocks of each layer group landed for a fetch; see
-// core.Core.Arrived.
-func (e *Engine) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
-	return e.core.Arrived(h, dst)
+// Lease describes the lease h names. The latest KeepReleased released leases
+// stay readable (state released).
+func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
+	info, err := e.core.Lease(h.h)
+	return leaseInfo(info), err
 }
 
-// Runs appends to dst the staging runs the lease holds; see core.Core.Runs.
+// Readiness returns where a fetched request may resume: answerable once every
+// local copy has landed (State.Answerable), and still after the release. With
+// full attention the interval starts at 0 and ends at TokensPerBlock × the end
+// of the contiguous run of blocks, from KnownBlocks, whose rows arrived in
+// every layer group; a window group (Config.Attention) needs only its sinks
+// and its window. A miss or a failure answers what was already known; the
+// lease's outcome says which it was. Before then it is refused with an error
+// wrapping ErrNotReady.
+func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
+	return e.core.Readiness(h.h)
+}
+
+// Arrived appends to dst, for a fetch whose readiness is answerable, the
+// block ordinals of each layer group whose rows landed on the device, one
+// entry per group in the order of the request's groups: after a partial hit,
+// which rows arrived (not only the contiguous interval).
+func (e *Engine) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBlocks, error) {
+	return e.core.Arrived(h.h, dst)
+}
+
+// Runs appends to dst the staging runs the lease holds (one per pool group it
+// uses). A lease that holds no slots — waiting, released or quarantined — adds
+// none.
 func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
-	return e.core.Runs(h, dst)
+	return e.core.Runs(h.h, dst)
 }
 
 // Count returns the number of leases in state s.
-func (e *Engine) Count(s fsm.State) int { return e.core.Count(s) }
+func (e *Engine) Count(s State) int { return e.core.Count(fsm.State(s)) }
 
-// Err returns why the engine halted (wrapping ErrHalted), or nil while it
-// runs.
-func (e *Engine) Err() error { return e.core.Err() }
+// Err returns why the engine halted (ErrHalted wrapping an *InvariantError
+// or a *FatalError), or nil while it runs.
+func (e *Engine) Err() error {
+	if e.halt == nil {
+		if err := e.core.Err(); err != nil {
+			e.halt = haltError(err)
+		}
+	}
+	return e.halt
+}
 
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
@@ -237,7 +275,7 @@ func (e *Engine) Stats() Stats {
 			sd.faults.add(s.Faults(sd.kind))
 		}
 	}
-	return s
+	return stats(&s)
 }
 
 // Progress runs one round: it tells the core the time (deadlines, containment
@@ -298,7 +336,7 @@ func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, er
 		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled or UntilReleased", until)
 	}
 	for {
-		info, err := e.core.Lease(h)
+		info, err := e.Lease(h)
 		if err != nil {
 			return info, err
 		}
@@ -321,10 +359,10 @@ func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, er
 
 func reached(info LeaseInfo, until Until) bool {
 	switch {
-	case info.State == fsm.Quarantined || info.State == fsm.Released:
+	case info.State.Terminal():
 		return true
 	case until == UntilSettled:
-		return info.State == fsm.LogicallyComplete || info.Ungrantable
+		return info.State.Answerable() || info.Ungrantable
 	}
 	return false
 }
@@ -450,7 +488,7 @@ func (e *Engine) takeMail() {
 // completion Poll does not bear out is the backend's fault, and the attempt
 // is watched from then on, so that its outcome still arrives. An attempt
 // already forgotten (fenced) is not asked again.
-func (e *Engine) sighted(h Handle) {
+func (e *Engine) sighted(h core.Handle) {
 	s := e.attempts.get(h)
 	if s == nil {
 		return
@@ -464,7 +502,7 @@ func (e *Engine) sighted(h Handle) {
 
 // answer polls an attempt on the owner (Poll never blocks, by contract) and
 // reports what it answered.
-func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
+func (e *Engine) answer(h core.Handle, k core.Kind, a contract.Attempt) (answered bool) {
 	o, p := safePoll(a)
 	switch {
 	case p != "":
@@ -530,7 +568,7 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
 		}
 	}()
-	if s.Kind == Publish {
+	if s.Kind == core.Publish {
 		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
 	} else {
 		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
@@ -540,7 +578,7 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 
 // requestCancel asks a lease's attempt, once, to stop. It never blocks, by
 // contract; a panic is recorded as the request's error.
-func (e *Engine) requestCancel(h Handle) (ev core.Evidence) {
+func (e *Engine) requestCancel(h core.Handle) (ev core.Evidence) {
 	ev = core.Evidence{What: core.CancelReplied, Lease: h}
 	s := e.attempts.get(h)
 	if s == nil {
@@ -598,14 +636,14 @@ func (e *Engine) report() {
 	e.replies = e.replies[:0]
 	for _, c := range e.contain {
 		if e.cfg.OnContainment != nil {
-			e.cfg.OnContainment(c)
+			e.cfg.OnContainment(containment(c))
 		}
 	}
 	clear(e.contain)
 	e.contain = e.contain[:0]
 	for _, h := range e.recovered {
 		if e.cfg.OnRecovery != nil {
-			e.cfg.OnRecovery(h)
+			e.cfg.OnRecovery(Handle{h})
 		}
 	}
 	e.recovered = e.recovered[:0]
@@ -743,7 +781,7 @@ func (e *Engine) queueCopy(c *core.Copy, failedAt int) {
 }
 
 // failedCopy reports whether a copy of the lease failed in this round.
-func (e *Engine) failedCopy(h Handle, from int) bool {
+func (e *Engine) failedCopy(h core.Handle, from int) bool {
 	for _, f := range e.failed[from:] {
 		if f.h == h {
 			return true
@@ -754,7 +792,7 @@ func (e *Engine) failedCopy(h Handle, from int) bool {
 
 // record adds the lease to this round's copy batch; the event recorded after
 // the round's last copy is the evidence that every one of them landed.
-func (e *Engine) record(h Handle) {
+func (e *Engine) record(h core.Handle) {
 	if e.open < 0 {
 		if n := len(e.freeBatches); n > 0 {
 			e.open = e.freeBatches[n-1]
@@ -853,7 +891,7 @@ func (e *Engine) pollCopies() {
 		return
 	}
 	if _, err := e.copies.Poll(e.stream, e.onCopy); err != nil {
-		e.cfg.Core.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
+		e.ccfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
 	}
 }
 
@@ -862,7 +900,7 @@ func (e *Engine) noticeHalt() {
 	if e.haltSeen {
 		return
 	}
-	if err := e.core.Err(); err != nil {
+	if err := e.Err(); err != nil {
 		e.haltSeen = true
 		if e.cfg.OnHalt != nil {
 			e.cfg.OnHalt(err)
@@ -874,7 +912,7 @@ func (e *Engine) noticeHalt() {
 // Report says what an engine still holds.
 type Report struct {
 	// Held counts leases by state; quarantined ones stay counted for ever.
-	Held [fsm.NumStates]int
+	Held [NumStates]int
 	// SlotsHeld are slots still lent (not free, not quarantined).
 	SlotsHeld int
 	// SlotsQuarantined are slots out of circulation.
@@ -887,12 +925,14 @@ type Report struct {
 	Halted error
 }
 
-// Close stops admission and tells every lease (see core.Core.Close), then runs
-// one round without blocking and reports what is still held. Run rounds
-// (Progress on Wake, or Sync) until the report says Drained; leases whose
-// access is never proven are contained at their containment deadline, so with
-// a clock that moves every close drains. Calling it again only runs a round
-// and reports.
+// Close stops admission (Lend then fails with ErrClosed) and tells every
+// lease: waiting ones are released at once, those still waiting for an
+// outcome are cancelled locally, and every other one is released once it is
+// fenced and its copies landed, or contained at its containment deadline.
+// Then it runs one round without blocking and reports what is still held. Run
+// rounds (Progress on Wake, or Sync) until the report says Drained; with a
+// clock that moves every close drains. Calling it again only runs a round and
+// reports.
 func (e *Engine) Close() Report {
 	e.closing = true
 	e.core.Close()
@@ -903,7 +943,7 @@ func (e *Engine) Close() Report {
 // Report describes what the engine holds now.
 func (e *Engine) Report() Report {
 	s := e.core.Stats()
-	halted := e.core.Err()
+	halted := e.Err()
 	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
 }
 

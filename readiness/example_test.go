@@ -10,7 +10,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -50,14 +49,7 @@ func Example_fetch() {
 	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 8, SlotBytes: 16})
 	store, _ := mem.New(staged)
 	defer store.Close()
-	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-		},
-		Fetcher: store,
-		Stream:  stream,
-	})
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Fetcher: store, Stream: stream})
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +62,7 @@ func Example_fetch() {
 			store.Put(staging.ExtentName, name, bytes.Repeat([]byte{byte('a' + block)}, 16))
 		}
 		gpuBlock, _ := dev.Alloc(16)
-		req.Rows = append(req.Rows, readiness.Row{Name: name, Group: 0, Block: block, Device: gpuBlock})
+		req.Rows = append(req.Rows, staging.Row{Name: name, Group: 0, Block: block, Device: gpuBlock})
 	}
 	h, err := eng.Lend(req)
 	if err != nil {
@@ -100,14 +92,7 @@ func Example_publish() {
 	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
 	store, _ := mem.New(staged)
 	defer store.Close()
-	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-		},
-		Publisher: store,
-		Stream:    stream,
-	})
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Publisher: store, Stream: stream})
 	if err != nil {
 		panic(err)
 	}
@@ -117,7 +102,7 @@ func Example_publish() {
 	gpuBlock, _ := dev.Alloc(16)
 	_ = dev.Write(gpuBlock, bytes.Repeat([]byte{'k'}, 16))
 	h, err := eng.Lend(readiness.Request{Kind: readiness.Publish,
-		Rows: []readiness.Row{{Name: name, Group: 0, Block: 0, Device: gpuBlock}}})
+		Rows: []staging.Row{{Name: name, Group: 0, Block: 0, Device: gpuBlock}}})
 	if err != nil {
 		panic(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -278,7 +277,7 @@ type faultLease struct {
 	h     Handle
 	rogue bool
 	fault rogueFault
-	rows  []Row
+	rows  []staging.Row
 }
 
 // SPEC §4 rule 15: a backend's fault is the backend's. On the shipped runner,
@@ -313,8 +312,8 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 		}
 		clk := sim.NewManualClock(time.Unix(100, 0))
 		cfg := Config{
-			Core: core.Config{Memory: m, TokensPerBlock: rigTPB, RequestTimeout: time.Second, DrainGrace: time.Second,
-				QuiesceTimeout: 100 * time.Millisecond, Logger: coreConfig(m).Logger},
+			Memory: m, TokensPerBlock: rigTPB, RequestTimeout: time.Second, DrainGrace: time.Second,
+			QuiesceTimeout: 100 * time.Millisecond, Logger: coreConfig(m).Logger,
 			Stream: stream, Clock: clk,
 			// One worker a backend: a rogue whose Quiesce blocks pins it, and
 			// must pin no other backend's.
@@ -346,14 +345,14 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 
 		var leases []*faultLease
 		lend := func(l *faultLease, kind Kind) {
-			rows := make([]Row, rowsPer)
+			rows := make([]staging.Row, rowsPer)
 			for b := range rowsPer {
 				ptr, err := dev.Alloc(slotBytes)
 				require.NoError(rt, err)
 				var n contract.Name
 				copy(n[:], fmt.Sprintf("lease-%d-row-%d", len(leases), b))
 				n[40] = byte(len(leases))
-				rows[b] = Row{Name: n, Group: 0, Block: b, Device: ptr}
+				rows[b] = staging.Row{Name: n, Group: 0, Block: b, Device: ptr}
 				content := bytes.Repeat([]byte{byte(0x10 + len(leases))}, slotBytes)
 				if !l.rogue && kind == Fetch {
 					polite.Put(staging.ExtentName, n, content)
@@ -386,11 +385,11 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 		settled := func(l *faultLease) bool {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
-			return info.State.Terminal() || info.State == fsm.LogicallyComplete
+			return info.State.Terminal() || info.State == State(fsm.LogicallyComplete)
 		}
 		released := map[Handle]bool{}
 		release := func(l *faultLease) {
-			if info, _ := eng.Lease(l.h); info.State == fsm.LogicallyComplete && !released[l.h] {
+			if info, _ := eng.Lease(l.h); info.State == State(fsm.LogicallyComplete) && !released[l.h] {
 				require.NoError(rt, eng.Release(l.h))
 				released[l.h] = true
 			}
@@ -434,7 +433,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
 			require.Equal(rt, Served, info.Outcome, "polite lease %v: %v", l.h, info)
-			require.Equal(rt, fsm.LogicallyComplete, info.State, "polite lease %v", l.h)
+			require.Equal(rt, State(fsm.LogicallyComplete), info.State, "polite lease %v", l.h)
 			want := bytes.Repeat([]byte{l.rows[0].Name[40] + 0x10}, slotBytes)
 			for _, row := range l.rows {
 				got := make([]byte, slotBytes)
@@ -511,7 +510,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
 			if !l.rogue {
-				require.Equal(rt, fsm.Released, info.State, "polite lease %v", l.h)
+				require.Equal(rt, State(fsm.Released), info.State, "polite lease %v", l.h)
 				continue
 			}
 			if l.fault == rogueEarly {
@@ -519,11 +518,11 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			}
 			switch {
 			case !l.fault.provable():
-				require.Equal(rt, fsm.Quarantined, info.State, "rogue lease %v (%v) was never proven: contained", l.h, l.fault)
+				require.Equal(rt, State(fsm.Quarantined), info.State, "rogue lease %v (%v) was never proven: contained", l.h, l.fault)
 			case quick(l):
-				require.Equal(rt, fsm.Released, info.State, "rogue lease %v (%v) was proven: released", l.h, l.fault)
+				require.Equal(rt, State(fsm.Released), info.State, "rogue lease %v (%v) was proven: released", l.h, l.fault)
 			}
-			if info.State == fsm.Released {
+			if info.State == State(fsm.Released) {
 				require.True(rt, r.ended(l.rows[0].Name), "rogue lease %v (%v) released, but the rogue never said its access ended", l.h, l.fault)
 			}
 			switch l.fault {
@@ -583,14 +582,16 @@ func TestRegressionCompletionStormIsTheBackendsFault(t *testing.T) {
 	stream, err := dev.NewStream()
 	require.NoError(t, err)
 	r := &rogue{mem: m, faults: map[string]rogueFault{}, stop: make(chan struct{})}
-	eng, err := New(Config{Core: coreConfig(m), Fetcher: r, Stream: stream})
+	cfg := coreConfig(m)
+	cfg.Fetcher, cfg.Stream = r, stream
+	eng, err := New(cfg)
 	require.NoError(t, err)
 	ptr, err := dev.Alloc(64)
 	require.NoError(t, err)
 	var n contract.Name
 	copy(n[:], "storm")
 	r.faults[string(n[:])] = rogueStorm
-	h, err := eng.Lend(Request{Kind: Fetch, Rows: []Row{{Name: n, Group: 0, Block: 0, Device: ptr}}})
+	h, err := eng.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: n, Group: 0, Block: 0, Device: ptr}}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -19,7 +19,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -242,7 +241,9 @@ func TestHandoffsPerServedFetch(t *testing.T) {
 			if !tc.probe {
 				fetcher = quiesceOnly{q}
 			}
-			eng, err := New(Config{Core: coreConfig(m), Fetcher: fetcher, Stream: queryLog{inner, log}})
+			cfg := coreConfig(m)
+			cfg.Fetcher, cfg.Stream = fetcher, queryLog{inner, log}
+			eng, err := New(cfg)
 			require.NoError(t, err)
 			ptr, err := dev.Alloc(64)
 			require.NoError(t, err)
@@ -252,7 +253,7 @@ func TestHandoffsPerServedFetch(t *testing.T) {
 
 			before := eng.Stats().Handoffs
 			for k := range fetches {
-				h, err := eng.Lend(Request{Kind: Fetch, Rows: []Row{{Name: quickName(k), Group: 0, Block: 0, Device: ptr}}})
+				h, err := eng.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: quickName(k), Group: 0, Block: 0, Device: ptr}}})
 				require.NoError(t, err)
 				from := eng.Stats().Handoffs
 				info, err := eng.Wait(ctx, h, UntilSettled)
@@ -295,7 +296,7 @@ func quickName(k int) contract.Name {
 }
 
 // coreConfig is a lifecycle configuration over m with the system clock's
-// defaults and a quiet logger.
-func coreConfig(m *staging.Memory) core.Config {
-	return core.Config{Memory: m, TokensPerBlock: rigTPB, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+// defaults and a quiet logger, for the caller to add a backend and a stream.
+func coreConfig(m *staging.Memory) Config {
+	return Config{Memory: m, TokensPerBlock: rigTPB, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -130,13 +129,11 @@ func BenchmarkSlotMemory(b *testing.B) {
 				}
 				payload := int64(shape.groups * slots * 64)
 				e, err := New(Config{
-					Core: core.Config{
-						Memory:         m,
-						TokensPerBlock: 32,
-						RequestTimeout: time.Hour,
-					},
-					Fetcher: pendingFetcher{},
-					Stream:  stream,
+					Memory:         m,
+					TokensPerBlock: 32,
+					RequestTimeout: time.Hour,
+					Fetcher:        pendingFetcher{},
+					Stream:         stream,
 				})
 				if err != nil {
 					b.Fatal(err)
@@ -144,7 +141,7 @@ func BenchmarkSlotMemory(b *testing.B) {
 				req := Request{Kind: Fetch}
 				for g := range shape.groups {
 					for blk := range shape.blocks {
-						req.Rows = append(req.Rows, Row{Group: g, Block: blk, Device: ptr})
+						req.Rows = append(req.Rows, staging.Row{Group: g, Block: blk, Device: ptr})
 					}
 				}
 				// Lent as a manager lends, a few per round: the round's own
@@ -166,7 +163,7 @@ func BenchmarkSlotMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				cancel()
-				if got := e.Count(fsm.Requested); got != leases {
+				if got := e.Count(State(fsm.Requested)); got != leases {
 					b.Fatalf("%d leases in flight, want %d", got, leases)
 				}
 				total := heapNow() - start - payload

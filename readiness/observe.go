@@ -34,7 +34,7 @@ type Snapshot struct {
 	// are Stats.SlotsFree, SlotsHeld and SlotsQuarantined.
 	Groups []GroupSlots
 	// Moves counts the moves made since the engine was assembled, by cause
-	// (see Cause and CauseName). Latched evidence is not a move.
+	// (see Transition.Cause and CauseName). Latched evidence is not a move.
 	Moves [NumCauses]uint64
 	// Rounds counts the rounds run: an owner loop that stopped calling
 	// Progress shows as Rounds standing still.
@@ -45,22 +45,23 @@ type Snapshot struct {
 	// Drained is set once a closed engine has drained (Engine.Report): no
 	// lease can change any more and no further snapshot will follow.
 	Drained bool
-	// InFlight is what the backends may still be touching (core.InFlight):
-	// its Oldest is on the engine's clock, as At is.
-	InFlight core.InFlight
+	// InFlight is what the backends may still be touching: its Oldest is on
+	// the engine's clock, as At is.
+	InFlight InFlight
 }
 
 // observing is the engine's part of being observed.
 type observing struct {
-	o    Observer
-	snap Snapshot
+	o      Observer
+	snap   Snapshot
+	groups []core.GroupSlots // the core's answer, before it is copied into snap
 }
 
 // observeWith makes the engine count its moves by cause and show o a
 // snapshot now.
 func (e *Engine) observeWith(o Observer) {
 	e.obs = &observing{o: o}
-	e.obs.snap.Groups = make([]GroupSlots, 0, e.cfg.Core.Memory.NumGroups())
+	e.obs.snap.Groups = make([]GroupSlots, 0, e.cfg.Memory.NumGroups())
 	e.core.CountMoves()
 	e.obs.snap.At = e.core.Now()
 	e.observe()
@@ -83,7 +84,11 @@ func (e *Engine) observe() {
 	s.Drained = e.stopped
 	s.Moves = e.core.MovesByCause()
 	s.Stats = e.Stats()
-	s.Groups = e.core.Groups(s.Groups)
-	s.InFlight = e.core.InFlight()
+	e.obs.groups = e.core.Groups(e.obs.groups)
+	s.Groups = s.Groups[:0]
+	for _, g := range e.obs.groups {
+		s.Groups = append(s.Groups, GroupSlots(g))
+	}
+	s.InFlight = InFlight(e.core.InFlight())
 	e.obs.o.Observe(s)
 }

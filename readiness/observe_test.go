@@ -50,14 +50,12 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 	var byCause [readiness.NumCauses]uint64 // the oracle: every move as OnTransition sees it
 	obs := &recorder{}
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-			OnTransition:   func(tr readiness.Transition) { byCause[readiness.Cause(tr.Step)]++ },
-		},
-		Fetcher:  store,
-		Stream:   stream,
-		Observer: obs,
+		Memory:         staged,
+		TokensPerBlock: 32,
+		OnTransition:   func(tr readiness.Transition) { byCause[tr.Cause]++ },
+		Fetcher:        store,
+		Stream:         stream,
+		Observer:       obs,
 	})
 	require.NoError(t, err)
 
@@ -74,7 +72,7 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 			store.Put(staging.ExtentName, name, make([]byte, 16))
 			p, err := dev.Alloc(16)
 			require.NoError(t, err)
-			req.Rows = append(req.Rows, readiness.Row{Name: name, Group: g, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: name, Group: g, Device: p})
 		}
 		h, err := eng.Lend(req)
 		require.NoError(t, err)
@@ -86,7 +84,7 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 			dev.CompleteAll()
 			eng.Progress()
 			rounds++
-			if info, err := eng.Lease(h); err == nil && info.State == fsm.LogicallyComplete {
+			if info, err := eng.Lease(h); err == nil && info.State == readiness.State(fsm.LogicallyComplete) {
 				break
 			}
 			require.Less(t, rounds, uint64(1_000_000), "the lease never completed")
@@ -143,9 +141,9 @@ func TestCauseNames(t *testing.T) {
 	assert.Empty(t, readiness.CauseName(-1))
 	assert.Empty(t, readiness.CauseName(readiness.NumCauses))
 	step := fsm.Step{Event: fsm.Deadline}
-	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
+	assert.Equal(t, step.Cause(), readiness.CauseName(core.Cause(step)))
 	step = fsm.Step{Completion: true, Guard: fsm.NothingToCopy}
-	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.Cause(step)))
+	assert.Equal(t, step.Cause(), readiness.CauseName(core.Cause(step)))
 }
 
 // The snapshot's InFlight is the leases whose slots a backend was handed
@@ -178,7 +176,7 @@ func TestSnapshotInFlight(t *testing.T) {
 	clk := sim.NewManualClock(time.Unix(5_000, 0))
 	obs := &recorder{}
 	eng, err := readiness.New(readiness.Config{
-		Core:     core.Config{Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second},
+		Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
 		Fetcher:  store,
 		Stream:   stream,
 		Clock:    clk,
@@ -190,7 +188,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		eng.Progress()
 		return obs.shown[len(obs.shown)-1]
 	}
-	assert.Equal(t, core.InFlight{}, snap().InFlight, "nothing lent")
+	assert.Equal(t, readiness.InFlight{}, snap().InFlight, "nothing lent")
 
 	lend := func(k int) readiness.Handle {
 		req := readiness.Request{Kind: readiness.Fetch}
@@ -200,7 +198,7 @@ func TestSnapshotInFlight(t *testing.T) {
 			store.Put(staging.ExtentName, name, make([]byte, []int{16, 64}[g]))
 			p, err := dev.Alloc(64)
 			require.NoError(t, err)
-			req.Rows = append(req.Rows, readiness.Row{Name: name, Group: g, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: name, Group: g, Device: p})
 		}
 		h, err := eng.Lend(req)
 		require.NoError(t, err)
@@ -211,7 +209,7 @@ func TestSnapshotInFlight(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	secondLease, third := lend(1), lend(2)
 	s := snap()
-	assert.Equal(t, core.InFlight{Leases: 3, Bytes: 3 * (16 + 64), Oldest: time.Unix(5_000, 0)}, s.InFlight)
+	assert.Equal(t, readiness.InFlight{Leases: 3, Bytes: 3 * (16 + 64), Oldest: time.Unix(5_000, 0)}, s.InFlight)
 	close(second)
 
 	// The second is served and proven over; the third's Quiesce never proves
@@ -228,7 +226,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		require.NoError(t, ctx.Err(), "the second lease was never fenced")
 		time.Sleep(time.Millisecond)
 	}
-	assert.Equal(t, core.InFlight{Leases: 2, Bytes: 2 * (16 + 64), Oldest: time.Unix(5_000, 0)}, snap().InFlight)
+	assert.Equal(t, readiness.InFlight{Leases: 2, Bytes: 2 * (16 + 64), Oldest: time.Unix(5_000, 0)}, snap().InFlight)
 
 	// Past every containment deadline: the first (held) and the third (never
 	// proven) are contained, and nothing is in flight any more.
@@ -236,7 +234,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		dev.CompleteAll() // the second's local copies land: it completes
 		_, err := eng.Sync(ctx)
 		require.NoError(t, err)
-		if info, err := eng.Lease(secondLease); err == nil && info.State == fsm.LogicallyComplete {
+		if info, err := eng.Lease(secondLease); err == nil && info.State == readiness.State(fsm.LogicallyComplete) {
 			break
 		}
 		require.NoError(t, ctx.Err(), "the second lease never completed")
@@ -255,7 +253,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	s = snap()
-	assert.Equal(t, core.InFlight{}, s.InFlight)
+	assert.Equal(t, readiness.InFlight{}, s.InFlight)
 	assert.Equal(t, [2]int{2, 2}, [2]int{s.Groups[0].Quarantined, s.Groups[1].Quarantined}, "two leases of a row in each group quarantined")
 	close(gate)
 	require.NoError(t, eng.Release(secondLease))

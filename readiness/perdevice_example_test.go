@@ -8,7 +8,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -35,16 +34,8 @@ func Example_oneEnginePerDevice() {
 		staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 8, SlotBytes: 16})
 		store, _ := mem.New(staged)
 		defer store.Close()
-		eng, err := readiness.New(readiness.Config{
-			Core: core.Config{
-				Memory:         staged,
-				TokensPerBlock: tpb,
-			},
-			Fetcher: store,
-			Stream:  stream,
-			Device:  id,
-			Health:  dev, // each engine asks about its own device
-		})
+		eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: tpb, Fetcher: store, Stream: stream,
+			Device: id, Health: dev}) // each engine asks about its own device
 		if err != nil {
 			panic(err)
 		}
@@ -67,7 +58,7 @@ func Example_oneEnginePerDevice() {
 		req := readiness.Request{Kind: readiness.Fetch}
 		for b := range blocks {
 			p, _ := rk.dev.Alloc(16)
-			req.Rows = append(req.Rows, readiness.Row{Name: name(r, b), Block: b, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: name(r, b), Block: b, Device: p})
 		}
 		h, err := rk.eng.Lend(req)
 		if err != nil {

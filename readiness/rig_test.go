@@ -13,10 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -210,20 +208,18 @@ func newRig(t *testing.T, slots int, opts ...rigOption) *rig {
 	}
 	r.be = newScript(r.mem)
 	cfg := Config{
-		Core: core.Config{
-			Memory:         r.mem,
-			TokensPerBlock: rigTPB,
-			RequestTimeout: 5 * time.Second,
-			DrainGrace:     5 * time.Second,
-			QuiesceTimeout: 10 * time.Second,
-			Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-		Fetcher:       r.be,
-		Publisher:     r.be,
-		Stream:        r.stream,
-		Health:        r.dev,
-		Clock:         r.clk,
-		OnContainment: func(c Containment) { r.contained = append(r.contained, c) },
+		Memory:         r.mem,
+		TokensPerBlock: rigTPB,
+		RequestTimeout: 5 * time.Second,
+		DrainGrace:     5 * time.Second,
+		QuiesceTimeout: 10 * time.Second,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fetcher:        r.be,
+		Publisher:      r.be,
+		Stream:         r.stream,
+		Health:         r.dev,
+		Clock:          r.clk,
+		OnContainment:  func(c Containment) { r.contained = append(r.contained, c) },
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -297,14 +293,14 @@ func (r *rig) sync() {
 
 // rows makes n rows of group 0, blocks 0..n-1, each with its own device row
 // holding a canary.
-func (r *rig) rows(serial, n int) []Row {
+func (r *rig) rows(serial, n int) []staging.Row {
 	r.t.Helper()
-	out := make([]Row, n)
+	out := make([]staging.Row, n)
 	for i := range out {
 		p, err := r.dev.Alloc(rigSlotBytes)
 		require.NoError(r.t, err)
 		require.NoError(r.t, r.dev.Write(p, pattern(0xDE, serial, i)))
-		out[i] = Row{Name: name(serial, i), Group: 0, Block: i, Device: p}
+		out[i] = staging.Row{Name: name(serial, i), Group: 0, Block: i, Device: p}
 	}
 	return out
 }
@@ -317,7 +313,7 @@ func (r *rig) lend(req Request) Handle {
 }
 
 // fetch lends a fetch of n rows and runs it to its submission.
-func (r *rig) fetch(serial, n int) (Handle, []Row, *scriptAttempt) {
+func (r *rig) fetch(serial, n int) (Handle, []staging.Row, *scriptAttempt) {
 	r.t.Helper()
 	rows := r.rows(serial, n)
 	h := r.lend(Request{Kind: Fetch, Rows: rows})
@@ -325,7 +321,7 @@ func (r *rig) fetch(serial, n int) (Handle, []Row, *scriptAttempt) {
 	return h, rows, r.be.last(r.t)
 }
 
-func (r *rig) state(h Handle) fsm.State {
+func (r *rig) state(h Handle) State {
 	r.t.Helper()
 	info, err := r.eng.Lease(h)
 	require.NoError(r.t, err)
@@ -340,7 +336,7 @@ func (r *rig) info(h Handle) LeaseInfo {
 }
 
 // deviceRow reads a device row.
-func (r *rig) deviceRow(row Row) []byte {
+func (r *rig) deviceRow(row staging.Row) []byte {
 	r.t.Helper()
 	b := make([]byte, rigSlotBytes)
 	require.NoError(r.t, r.dev.Read(b, row.Device))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu/sim"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -65,13 +64,13 @@ func BenchmarkWake(b *testing.B) {
 			b.Fatal(err)
 		}
 		be := &notifyingFetcher{notify: make(chan func(), 1)}
-		e, err := New(Config{Core: core.Config{Memory: m, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour},
+		e, err := New(Config{Memory: m, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
 			Fetcher: be, Stream: stream})
 		if err != nil {
 			b.Fatal(err)
 		}
 		ptr, _ := dev.Alloc(64)
-		if _, err := e.Lend(Request{Kind: Fetch, Rows: []Row{{Group: 0, Block: 0, Device: ptr}}}); err != nil {
+		if _, err := e.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Group: 0, Block: 0, Device: ptr}}}); err != nil {
 			b.Fatal(err)
 		}
 		e.Progress() // granted, admitted, submitted: the engine registers its notification

@@ -15,7 +15,6 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -80,15 +79,13 @@ func newWakeRig(t *testing.T, notify bool, opts ...mem.Option) *wakeRig {
 		fetcher = silent{store}
 	}
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-			RequestTimeout: time.Minute,
-			DrainGrace:     time.Minute,
-		},
-		Fetcher: fetcher,
-		Stream:  stream,
-		Health:  dev,
+		Memory:         staged,
+		TokensPerBlock: 32,
+		RequestTimeout: time.Minute,
+		DrainGrace:     time.Minute,
+		Fetcher:        fetcher,
+		Stream:         stream,
+		Health:         dev,
 	})
 	require.NoError(t, err)
 	r := &wakeRig{dev: dev, store: store, eng: eng, req: readiness.Request{Kind: readiness.Fetch}}
@@ -100,7 +97,7 @@ func newWakeRig(t *testing.T, notify bool, opts ...mem.Option) *wakeRig {
 		}
 		p, err := dev.Alloc(16)
 		require.NoError(t, err)
-		r.req.Rows = append(r.req.Rows, readiness.Row{Name: n, Block: b, Device: p})
+		r.req.Rows = append(r.req.Rows, staging.Row{Name: n, Block: b, Device: p})
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,7 +126,7 @@ func TestRule13WaitIsWokenToReadinessAndRelease(t *testing.T) {
 			require.NoError(t, err)
 			info, err := r.eng.Wait(bounded(t), h, readiness.UntilSettled)
 			require.NoError(t, err)
-			assert.Equal(t, fsm.LogicallyComplete, info.State)
+			assert.Equal(t, readiness.State(fsm.LogicallyComplete), info.State)
 			assert.Equal(t, readiness.Partial, info.Outcome)
 			iv, err := r.eng.Readiness(h)
 			require.NoError(t, err)
@@ -141,7 +138,7 @@ func TestRule13WaitIsWokenToReadinessAndRelease(t *testing.T) {
 			require.NoError(t, r.eng.Release(h))
 			info, err = r.eng.Wait(bounded(t), h, readiness.UntilReleased)
 			require.NoError(t, err)
-			assert.Equal(t, fsm.Released, info.State)
+			assert.Equal(t, readiness.State(fsm.Released), info.State)
 			assert.Equal(t, 8, r.eng.Stats().SlotsFree)
 		})
 	}
@@ -178,12 +175,12 @@ func TestRule13AnOwnerRunOnWakeAloneFinishesEveryLease(t *testing.T) {
 				for _, h := range hs {
 					info, err := r.eng.Lease(h)
 					require.NoError(t, err)
-					if info.State == fsm.LogicallyComplete {
+					if info.State == readiness.State(fsm.LogicallyComplete) {
 						require.NoError(t, r.eng.Release(h))
 						info, err = r.eng.Lease(h)
 						require.NoError(t, err)
 					}
-					if info.State == fsm.Released {
+					if info.State == readiness.State(fsm.Released) {
 						released[h] = true
 					}
 				}
@@ -209,7 +206,7 @@ func TestRule13WaitEndsWithItsContextAndChangesNothing(t *testing.T) {
 	after, err2 := r.eng.Lease(h)
 	require.NoError(t, err2)
 	assert.Equal(t, after.State, info.State, "the description Wait returned is the lease's")
-	assert.NotEqual(t, fsm.Released, after.State)
+	assert.NotEqual(t, readiness.State(fsm.Released), after.State)
 }
 
 func TestRule13WaitRefusesBadInput(t *testing.T) {
@@ -249,20 +246,19 @@ func TestFatalHaltShutsDownWithoutDraining(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close()
 	halts := 0
+	var halted error
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
-			Containment: core.Fatal,
-		},
-		Fetcher: store, Stream: stream, Clock: clk,
-		OnHalt: func(error) { halts++ },
+		Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
+		Containment: readiness.Fatal,
+		Fetcher:     store, Stream: stream, Clock: clk,
+		OnHalt: func(err error) { halts++; halted = err },
 	})
 	require.NoError(t, err)
 	p, err := dev.Alloc(16)
 	require.NoError(t, err)
 	var n contract.Name
 	n[0] = 1
-	h, err := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Name: n, Device: p}}})
+	h, err := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: n, Device: p}}})
 	require.NoError(t, err)
 	ctx := bounded(t)
 	_, err = eng.Sync(ctx)
@@ -274,12 +270,27 @@ func TestFatalHaltShutsDownWithoutDraining(t *testing.T) {
 	assert.Equal(t, 1, halts, "OnHalt once")
 	info, err := eng.Lease(h)
 	require.NoError(t, err)
-	assert.Equal(t, fsm.Quarantined, info.State)
+	assert.Equal(t, readiness.State(fsm.Quarantined), info.State)
+	// The embedder names why in the engine's own terms: every error that
+	// reports the halt is a *readiness.FatalError naming the contained lease.
+	fatal := func(what string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, readiness.ErrHalted, what)
+		var fe *readiness.FatalError
+		if assert.ErrorAs(t, err, &fe, what) {
+			assert.Equal(t, h, fe.Containment.Lease, what)
+			assert.Equal(t, 1, fe.Containment.Slots, what)
+		}
+	}
+	fatal("Err", eng.Err())
+	fatal("OnHalt", halted)
+	fatal("Release", eng.Release(h))
 
 	rep, err := eng.Shutdown(ctx)
-	require.ErrorIs(t, err, readiness.ErrHalted, "Shutdown reports the halt")
+	fatal("Shutdown", err)
+	fatal("Report.Halted", rep.Halted)
 	assert.False(t, rep.Drained, "a halted engine never reports a drain")
 	assert.Equal(t, 1, rep.SlotsQuarantined)
-	_, err = eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []readiness.Row{{Name: n, Device: p}}})
-	assert.ErrorIs(t, err, readiness.ErrHalted)
+	_, err = eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: n, Device: p}}})
+	fatal("Lend", err)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,13 +54,11 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 	require.NoError(t, err)
 	defer store.Close()
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         staged,
-			TokensPerBlock: 32,
-			Attention:      attn,
-		},
-		Fetcher: store,
-		Stream:  stream,
+		Memory:         staged,
+		TokensPerBlock: 32,
+		Attention:      attn,
+		Fetcher:        store,
+		Stream:         stream,
 	})
 	require.NoError(t, err)
 	defer drain(eng)
@@ -76,12 +73,12 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 			}
 			p, err := dev.Alloc(16)
 			require.NoError(t, err)
-			req.Rows = append(req.Rows, readiness.Row{Name: n, Group: g, Block: b, Device: p})
+			req.Rows = append(req.Rows, staging.Row{Name: n, Group: g, Block: b, Device: p})
 		}
 	}
 	h, err := eng.Lend(req)
 	require.NoError(t, err)
-	require.Equal(t, fsm.LogicallyComplete, settle(eng, h).State)
+	require.Equal(t, readiness.State(fsm.LogicallyComplete), settle(eng, h).State)
 	iv, err := eng.Readiness(h)
 	require.NoError(t, err)
 	require.NoError(t, eng.Release(h))
@@ -106,13 +103,11 @@ func TestEngineRefusesBadAttention(t *testing.T) {
 		{[]staging.Attention{staging.Full, staging.Full}, "the Attention list has 2 layer groups; want at most the memory's 1"},
 	} {
 		_, err := readiness.New(readiness.Config{
-			Core: core.Config{
-				Memory:         staged,
-				TokensPerBlock: 32,
-				Attention:      tc.attn,
-			},
-			Fetcher: store,
-			Stream:  stream,
+			Memory:         staged,
+			TokensPerBlock: 32,
+			Attention:      tc.attn,
+			Fetcher:        store,
+			Stream:         stream,
 		})
 		assert.ErrorContains(t, err, tc.msg)
 	}

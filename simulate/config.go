@@ -10,7 +10,7 @@ import (
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/metrics"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -54,10 +54,10 @@ type Config struct {
 	// (at the deadline at the latest) before the engine contains the lease.
 	DrainGrace time.Duration
 	// Containment is what the engine does with a lease whose containment
-	// deadline passes with access unproven (SPEC §4 rule 5): core.Quarantine
-	// (the zero value), core.Fatal (the engine halts and the run stops) or
-	// core.Recover (a later proof returns the slots). The engine's only.
-	Containment core.Policy
+	// deadline passes with access unproven (SPEC §4 rule 5): readiness.Quarantine
+	// (the zero value), readiness.Fatal (the engine halts and the run stops) or
+	// readiness.Recover (a later proof returns the slots). The engine's only.
+	Containment readiness.Policy
 	// MaxOutstanding bounds the submissions outstanding at the backend; 0
 	// takes the backend's own AdmissionLimit (backend/redis has one; the
 	// in-process store none: no bound). The engine's only.
@@ -311,13 +311,13 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.deviceErrors()...)
-	if c.Containment > core.Recover {
+	if c.Containment > readiness.Recover {
 		bad("containment", "%v; want quarantine, fatal or recover", c.Containment)
 	}
 	if c.MaxOutstanding < 0 {
 		bad("max-outstanding", "%d; want a non-negative number of submissions (0: the backend's own limit, if any)", c.MaxOutstanding)
 	}
-	if c.Naive && c.Containment != core.Quarantine {
+	if c.Naive && c.Containment != readiness.Quarantine {
 		bad("containment", "%v: the naive manager never contains anything; the policy is the engine's", c.Containment)
 	}
 	if c.Naive && c.MaxOutstanding != 0 {

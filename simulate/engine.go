@@ -12,7 +12,6 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // manager is what the driver needs from a KV cache manager's staging side: the
@@ -102,30 +101,28 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		}
 	}
 	eng, err := readiness.New(readiness.Config{
-		Core: core.Config{
-			Memory:         d.mem,
-			TokensPerBlock: TokensPerBlock,
-			Attention:      d.cfg.Attention(),
-			RequestTimeout: d.cfg.Deadline,
-			DrainGrace:     d.cfg.DrainGrace,
-			// Back-off: a "not yet" is asked again a tick later, then less often.
-			RetryBackoff:    tick,
-			MaxRetryBackoff: 20 * tick,
-			KeepReleased:    64,
-			MaxOutstanding:  d.cfg.MaxOutstanding, // 0: the backend's AdmissionLimit, through the transport
-			Containment:     d.cfg.Containment,
-			OnTransition:    em.hook,
-			Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-		Fetcher:       d.t,
-		Publisher:     d.t,
-		Stream:        s,
-		Health:        h,
-		Clock:         clk,
-		OnContainment: em.contain,
-		OnRecovery:    em.recoverLease,
-		OnHalt:        func(err error) { em.halt = err },
-		Observer:      obs,
+		Memory:         d.mem,
+		TokensPerBlock: TokensPerBlock,
+		Attention:      d.cfg.Attention(),
+		RequestTimeout: d.cfg.Deadline,
+		DrainGrace:     d.cfg.DrainGrace,
+		// Back-off: a "not yet" is asked again a tick later, then less often.
+		RetryBackoff:    tick,
+		MaxRetryBackoff: 20 * tick,
+		KeepReleased:    64,
+		MaxOutstanding:  d.cfg.MaxOutstanding, // 0: the backend's AdmissionLimit, through the transport
+		Containment:     d.cfg.Containment,
+		OnTransition:    em.hook,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fetcher:         d.t,
+		Publisher:       d.t,
+		Stream:          s,
+		Health:          h,
+		Clock:           clk,
+		OnContainment:   em.contain,
+		OnRecovery:      em.recoverLease,
+		OnHalt:          func(err error) { em.halt = err },
+		Observer:        obs,
 	})
 	if err != nil {
 		return nil, err
@@ -138,7 +135,7 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 // of admitted leases: a lease admitted to the backend is submitted in that
 // order, in the same round.
 func (em *engineManager) hook(tr readiness.Transition) {
-	if tr.To == fsm.Admitted {
+	if fsm.State(tr.To) == fsm.Admitted {
 		if l := em.byHandle[tr.Lease]; l != nil {
 			em.staged = append(em.staged, l)
 		}
@@ -222,7 +219,7 @@ func (em *engineManager) drain() {
 		if l == nil {
 			continue
 		}
-		switch tr.To {
+		switch fsm.State(tr.To) {
 		case fsm.Granted:
 			if runs, err := em.eng.Runs(tr.Lease, nil); err == nil {
 				em.d.mu.Lock()
@@ -273,7 +270,7 @@ func (em *engineManager) report(l *lease, h readiness.Handle, ready bool) {
 func (em *engineManager) states() []StateCount {
 	out := make([]StateCount, 0, fsm.NumStates)
 	for s := range fsm.NumStates {
-		out = append(out, StateCount{State: fsm.State(s).String(), Leases: em.eng.Count(s)})
+		out = append(out, StateCount{State: fsm.State(s).String(), Leases: em.eng.Count(readiness.State(s))})
 	}
 	return out
 }

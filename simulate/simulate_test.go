@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,7 +273,7 @@ func TestEngineSafeForAnyFaultMix(t *testing.T) {
 func TestFatalRunStopsAtTheHaltAndLeavesNoGoroutine(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	c := small()
-	c.Containment = core.Fatal
+	c.Containment = readiness.Fatal
 	s, err := Run(context.Background(), c, nil)
 	require.Error(t, err, "requests were left unfinished")
 	assert.Contains(t, err.Error(), "the engine halted")

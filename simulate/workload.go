@@ -83,13 +83,13 @@ type lease struct {
 }
 
 // rows returns the lease's rows, in group then block order.
-func (l *lease) rows() []readiness.Row {
+func (l *lease) rows() []staging.Row {
 	r := l.req
 	blocks := len(r.names[0])
-	out := make([]readiness.Row, 0, len(r.names)*l.blocks)
+	out := make([]staging.Row, 0, len(r.names)*l.blocks)
 	for g, ords := range l.needed {
 		for _, b := range ords {
-			out = append(out, readiness.Row{Name: r.names[g][b], Group: g, Block: b, Device: r.row(blocks, g, b)})
+			out = append(out, staging.Row{Name: r.names[g][b], Group: g, Block: b, Device: r.row(blocks, g, b)})
 		}
 	}
 	return out

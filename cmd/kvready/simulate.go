@@ -20,7 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	kvredis "github.com/kvready/kvready/backend/redis"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/simulate"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -150,7 +150,7 @@ func runSimulate(e *env, args []string) int {
 		naiveCfg.Naive = true
 		naiveCfg.Metrics = nil // the naive manager has no engine to observe
 		// Nor a containment policy or an admission bound: those are the engine's.
-		naiveCfg.Containment, naiveCfg.MaxOutstanding = core.Quarantine, 0
+		naiveCfg.Containment, naiveCfg.MaxOutstanding = readiness.Quarantine, 0
 		if naive, _ = simulateOnce(ctx, e, naiveCfg, e.stderr, *asJSON); naive == nil {
 			return exitFail
 		}
@@ -259,7 +259,7 @@ func realTimeDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
 // sizingHint points a run over a real store that lost capacity at how the
 // deadline and the grace are sized.
 func sizingHint(cfg simulate.Config) string {
-	if !cfg.Redis() || cfg.Containment == core.Fatal {
+	if !cfg.Redis() || cfg.Containment == readiness.Fatal {
 		return ""
 	}
 	return fmt.Sprintf("; over a real store the backend's attempt bound (--deadline %s) plus the machine's scheduling margin must fit within --deadline + --drain-grace (%s): see docs/backend-redis.md, Sizing",
@@ -267,7 +267,7 @@ func sizingHint(cfg simulate.Config) string {
 }
 
 // policyFlag is --containment: a containment policy by name.
-type policyFlag struct{ p *core.Policy }
+type policyFlag struct{ p *readiness.Policy }
 
 func (f policyFlag) String() string {
 	if f.p == nil {
@@ -279,7 +279,7 @@ func (f policyFlag) String() string {
 // Set parses quarantine, fatal or recover; any other name is refused,
 // naming the three.
 func (f policyFlag) Set(name string) error {
-	p, err := core.ParsePolicy(name)
+	p, err := readiness.ParsePolicy(name)
 	if err != nil { // the flag package names the value and the flag
 		return errors.New("want quarantine, fatal or recover")
 	}

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,6 +40,7 @@ var rank = map[string]int{
 
 	// Adapters at the edge.
 	"backend/mem":          5,
+	"backend/mem/memtest":  5, // the broken modes: imported by tests and the test library only
 	"backend/notify":       5,
 	"backend/pools":        5,
 	"backend/redis":        5,
@@ -46,6 +53,7 @@ var rank = map[string]int{
 	"internal/redistest":   5,
 	"internal/readme":      5,
 	"internal/benchreport": 7,
+	"internal/apidoc":      7,
 
 	// On top.
 	"proptest":         6,
@@ -143,6 +151,50 @@ func TestShippedProgramsDoNotLinkLooplab(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(shipped), seen, "every shipped package was listed")
+}
+
+// TestEmbeddersImportTheEngineOnly: package readiness is the one an
+// embedder imports; the core behind it is the runner's alone. No other
+// package's shipped code imports readiness/core, and the embedders that have
+// no lifecycle logic of their own — the metrics exporter, and every runnable
+// example of the engine — import neither the core nor the table (fsm).
+func TestEmbeddersImportTheEngineOnly(t *testing.T) {
+	const core, table = module + "/readiness/core", module + "/fsm"
+	for _, p := range goList(t) {
+		from, _ := local(p.ImportPath)
+		if from == "readiness" || from == "readiness/core" {
+			continue
+		}
+		assert(t, !slices.Contains(p.Imports, core), "%s imports readiness/core; embed package readiness", from)
+		if from == "metrics" {
+			assert(t, !slices.Contains(p.Imports, table), "metrics imports fsm; read states through readiness.State")
+		}
+	}
+	examples := 0
+	for _, dir := range []string{"readiness", "metrics"} {
+		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*_test.go"))
+		require.NoError(t, err)
+		for _, name := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+			require.NoError(t, err)
+			isExample := false
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Example") {
+					isExample = true
+				}
+			}
+			if !isExample {
+				continue
+			}
+			examples++
+			for _, imp := range f.Imports {
+				path, err := strconv.Unquote(imp.Path.Value)
+				require.NoError(t, err)
+				assert(t, path != core && path != table, "the example %s imports %s; an example embeds package readiness alone", name, path)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, examples, 3, "example files found")
 }
 
 // The rule is the premise: if the table itself is wrong the test must be

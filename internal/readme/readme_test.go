@@ -3,10 +3,13 @@ package readme
 import (
 	"context"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +118,37 @@ func TestReadmeProgramBuildsAndRuns(t *testing.T) {
 	assert.Empty(t, stderr.String())
 }
 
+// The README program is what an embedder writes: at most 100 lines, naming
+// the engine's package, the contract and staging, one backend and one device
+// — never the core (readiness/core) or the lifecycle table (fsm) behind the
+// engine.
+func TestReadmeProgramIsSmall(t *testing.T) {
+	_, prog, _ := readmeProgram(t)
+	assert.LessOrEqual(t, strings.Count(prog, "\n"), 100, "lines in the README program")
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", prog, parser.ImportsOnly)
+	require.NoError(t, err)
+	const module = "github.com/kvready/kvready/"
+	var backends, devices []string
+	for _, imp := range f.Imports {
+		path, err := strconv.Unquote(imp.Path.Value)
+		require.NoError(t, err)
+		pkg, ours := strings.CutPrefix(path, module)
+		switch {
+		case !ours:
+			assert.NotContains(t, path, ".", "the README program imports %s; want the standard library and kvready only", path)
+		case pkg == "readiness" || pkg == "contract" || pkg == "staging":
+		case strings.HasPrefix(pkg, "backend/"):
+			backends = append(backends, pkg)
+		case strings.HasPrefix(pkg, "gpu/"):
+			devices = append(devices, pkg)
+		default:
+			t.Errorf("the README program imports %s; want readiness, contract, staging, one backend and one device", path)
+		}
+	}
+	assert.Len(t, backends, 1, "backends the README program imports")
+	assert.Len(t, devices, 1, "devices the README program imports")
+}
+
 // neverProven is a file added to the README program: its backend is the
 // README's, except that Quiesce never proves access over, so every lease is
 // contained and quarantined.
@@ -138,7 +172,7 @@ func (neverProven) TryQuiesce([]contract.Attempt) (contract.Access, error) {
 func unproven(b *mem.Backend, err error) (neverProven, error) { return neverProven{b}, err }
 `
 
-// The README program and its serve and release helpers survive a backend
+// The README program and its serve helper survive a backend
 // that quarantines every lease: releasing a quarantined lease gives up the
 // claim and waiting for it returns, so the program never exits on a
 // quarantine (with short deadlines, so that containment comes quickly).
@@ -146,8 +180,8 @@ func TestReadmeProgramSurvivesQuarantine(t *testing.T) {
 	root, prog, _ := readmeProgram(t)
 	for _, r := range []struct{ old, new string }{
 		{"mem.New(staged)", "unproven(mem.New(staged))"},
-		{"core.Config{Memory: staged, TokensPerBlock: layout.TokensPerBlock}",
-			"core.Config{Memory: staged, TokensPerBlock: layout.TokensPerBlock, RequestTimeout: 50 * time.Millisecond, DrainGrace: 50 * time.Millisecond, QuiesceTimeout: 20 * time.Millisecond}"},
+		{"Memory: staged, TokensPerBlock: layout.TokensPerBlock,",
+			"Memory: staged, TokensPerBlock: layout.TokensPerBlock, RequestTimeout: 50 * time.Millisecond, DrainGrace: 50 * time.Millisecond, QuiesceTimeout: 20 * time.Millisecond,"},
 	} {
 		require.Equal(t, 1, strings.Count(prog, r.old), "the README program no longer has %q once", r.old)
 		prog = strings.Replace(prog, r.old, r.new, 1)

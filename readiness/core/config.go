@@ -12,7 +12,9 @@ import (
 
 // Config assembles a Core. Memory and TokensPerBlock are required; every
 // duration left at zero takes its default. The runner (package readiness)
-// embeds it whole, so each field is documented once, here.
+// flattens it into its own Config, field for field under the same names (its
+// tests check that none is missing), where an embedder reads each field's
+// documentation.
 type Config struct {
 	// Memory is the staging memory the core lends, one pool group per local
 	// layer group: staging.NewMemory with the device's pinned host allocator,

@@ -454,7 +454,7 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 // block ordinals of each layer group whose rows landed on the device, one
 // slice per group in the order of the request's groups, and returns it: after
 // a partial hit, which rows arrived (not only the contiguous interval).
-func (c *Core) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
+func (c *Core) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBlocks, error) {
 	id, err := c.lookup(h)
 	if err != nil {
 		return dst, err
@@ -469,7 +469,7 @@ func (c *Core) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
 	b := l.body
 	row := 0
 	for _, run := range b.groupRun {
-		gb := GroupBlocks{Group: run.LayerGroup}
+		gb := staging.GroupBlocks{Group: run.LayerGroup}
 		for k, ord := range run.Ordinals {
 			if served(l.result) {
 				if m := b.mask(row + k); m != nil && *m {
@@ -481,12 +481,6 @@ func (c *Core) Arrived(h Handle, dst []GroupBlocks) ([]GroupBlocks, error) {
 		dst = append(dst, gb)
 	}
 	return dst, nil
-}
-
-// GroupBlocks is one layer group's arrived block ordinals.
-type GroupBlocks struct {
-	Group  int
-	Blocks []int
 }
 
 // Count returns the number of leases in state s, without copying Stats.

@@ -20,7 +20,7 @@ func Example() {
 	c.Tick(time.Unix(100, 0))
 	var name contract.Name
 	name[0] = 7
-	h, _ := c.Lend(core.Request{Kind: core.Fetch, Rows: []core.Row{{Name: name, Device: 0x1000}}})
+	h, _ := c.Lend(core.Request{Kind: core.Fetch, Rows: []staging.Row{{Name: name, Device: 0x1000}}})
 
 	show := func(what string) {
 		info, _ := c.Lease(h)

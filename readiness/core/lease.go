@@ -27,7 +27,7 @@ type lease struct {
 // from them, and the evidence that is not needed on every round. Bodies are
 // reused with their capacity, so steady-state lending does not allocate.
 type body struct {
-	rows     []Row
+	rows     []staging.Row
 	names    []contract.Name
 	ordinals []int
 	addrs    []int
@@ -152,7 +152,7 @@ func (c *Core) newBody(req Request) (*body, error) {
 	return b, nil
 }
 
-func byGroup(x, y Row) int { return x.Group - y.Group }
+func byGroup(x, y staging.Row) int { return x.Group - y.Group }
 
 func (c *Core) takeBody() *body {
 	if n := len(c.bodies); n > 0 {

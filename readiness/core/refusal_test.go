@@ -85,7 +85,7 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 					for i := range max(rows, 1) {
 						var n contract.Name
 						n[0], n[1], n[2] = byte(len(hs)), byte(i), 1
-						req.Rows = append(req.Rows, core.Row{Name: n, Group: i % 2, Block: i / 2, Device: 0x1000})
+						req.Rows = append(req.Rows, staging.Row{Name: n, Group: i % 2, Block: i / 2, Device: 0x1000})
 					}
 					rows = 0
 				}
@@ -95,7 +95,7 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 					if rapid.IntRange(0, 9).Draw(t, "dup") == 0 {
 						n[0], n[1] = 0, 0
 					}
-					req.Rows = append(req.Rows, core.Row{Name: n, Group: rapid.IntRange(-1, 2).Draw(t, "group"),
+					req.Rows = append(req.Rows, staging.Row{Name: n, Group: rapid.IntRange(-1, 2).Draw(t, "group"),
 						Block: rapid.IntRange(-1, 4).Draw(t, "block"), Device: gpu.DevicePtr(rapid.IntRange(0, 1).Draw(t, "dev") * 0x1000)})
 				}
 				var l core.Handle

@@ -156,7 +156,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		for i := range intArg(t, d, "rows", 1) {
 			var n contract.Name
 			n[0], n[1] = name[0], byte(i)
-			req.Rows = append(req.Rows, core.Row{Name: n, Group: i % groups, Block: req.KnownBlocks + i/groups, Device: gpu.DevicePtr(0x1000 + 0x100*i)})
+			req.Rows = append(req.Rows, staging.Row{Name: n, Group: i % groups, Block: req.KnownBlocks + i/groups, Device: gpu.DevicePtr(0x1000 + 0x100*i)})
 		}
 		if d.HasArg("deadline") {
 			req.Deadline = h.now.Add(duration(t, d, "deadline", 0))

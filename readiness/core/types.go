@@ -7,7 +7,6 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -34,27 +33,12 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Row is one block of one layer group that a request moves: its content name
-// (the lender's, copied byte for byte), its local layer group, its block
-// ordinal within the request, and the device memory holding the block.
-//
-// Block ordinals count from the start of the request's sequence: block b holds
-// token positions [b·T, (b+1)·T). A fetch's rows start at or after
-// Request.KnownBlocks — the blocks the request already has are never fetched
-// again — and a publish's rows are any blocks the device holds.
-type Row struct {
-	Name   contract.Name
-	Group  int
-	Block  int
-	Device gpu.DevicePtr
-}
-
 // Request asks for one lease.
 type Request struct {
 	Kind Kind
 	// Rows to move. Within a layer group, blocks must be distinct and
 	// increasing; every row of a fetch is a row readiness counts.
-	Rows []Row
+	Rows []staging.Row
 	// KnownBlocks is the number of leading blocks the request already has: a
 	// fetch's rows start at or after it (a fetch never fetches what it knows).
 	// A publish ignores it.
