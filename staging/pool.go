@@ -124,6 +124,21 @@ func (p *pool) give(s, n int) error {
 	return nil
 }
 
+// counted checks the pool's free count against its free runs: the slots
+// below size whose held bit is clear. The two are kept apart (the count
+// answers FreeSlots and bounds find at once); a difference is a bug, and a
+// count that says free where the bitmap says held would lend a slot twice.
+func (p *pool) counted(g int) error {
+	n := 0
+	for _, w := range p.held {
+		n += 64 - bits.OnesCount64(w) // bits past size are set: held
+	}
+	if n != p.free {
+		return fmt.Errorf("%w: pool group %d counts %d free slots, but its free runs hold %d", ErrInvariant, g, p.free, n)
+	}
+	return nil
+}
+
 // all reports whether every slot of [s, s+n) is held (held set) or free.
 func (p *pool) all(s, n int, held bool) bool {
 	if s < 0 || n < 0 || s+n > p.size {
