@@ -140,35 +140,35 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		}, "a second first answer (failed(later) after failed(earlier)) was about to be latched"},
 		{"a copy to the device before the fence", nil, func(r *rig) {
 			_, id := r.served()
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
 		}, "staging→device copies asked for before the backend's access was proven over"},
 		{"a copy to the device after the owner's release", nil, func(r *rig) {
 			h, id := r.served()
 			r.step(h, QuiesceTrue, nil) // fenced: copies out
 			r.c.leases[id].m.Latched = r.c.leases[id].m.Latched.With(fsm.ReleaseRequested)
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
 		}, "staging→device copies asked for into the device rows of a lease its owner released"},
 		{"a fenced lease with nothing to copy at rest", nil, func(r *rig) {
 			h, id := r.served()
 			r.step(h, QuiesceTrue, nil)
 			clear(r.c.leases[id].body.masks[0])
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
 		}, "a fenced lease with nothing to copy came to rest in access_fenced"},
 		{"a submission without an admission slot", nil, func(r *rig) {
 			_, id := r.lend()
 			r.c.leases[id].body.outstanding = false
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.Submit), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Submit), &verdict{})
 		}, "a submission handed out without an admission slot"},
 		{"a lease admitted twice", nil, func(r *rig) {
 			_, id := r.lend()
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
 		}, "a lease admitted twice"},
 		{"a lease admitted past the backend's bound", func(cfg *Config) { cfg.MaxOutstanding = 1 }, func(r *rig) {
 			r.lend()
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.tick(0) // staged, waiting for the bound
-			r.c.perform(h.id, fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
+			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
 		}, "a lease admitted past the backend's bound of 1 outstanding submissions"},
 		{"an admission slot given back twice", nil, func(r *rig) {
 			h, _ := r.served()
@@ -189,7 +189,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.c.leases[h.id].ticket = staging.Ticket{} // a ticket the allocator never issued
-			r.c.perform(h.id, fsm.Step{}, fsm.Effects(0).With(fsm.Place), &verdict{})
+			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Place), &verdict{})
 		}, "the allocator has no runs for a granted lease"},
 		{"the allocator refuses the slots back", nil, func(r *rig) {
 			h, id := r.complete()
@@ -199,17 +199,17 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		{"the allocator refuses to quarantine", nil, func(r *rig) {
 			_, id := r.served()
 			r.c.leases[id].ticket = staging.Ticket{}
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.Quarantine), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Quarantine), &verdict{})
 		}, "the allocator refused to quarantine a lease's slots"},
 		{"the allocator refuses to withdraw", nil, func(r *rig) {
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.c.leases[h.id].ticket = staging.Ticket{}
-			r.c.perform(h.id, fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
+			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
 		}, "the allocator refused to withdraw a waiting request"},
 		{"an extent still readable reused", nil, func(r *rig) {
 			_, id := r.served()
-			r.c.perform(id, fsm.Step{}, fsm.Effects(0).With(fsm.Retire), &verdict{})
+			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Retire), &verdict{})
 		}, "a lease's extent, which its backend may still read, was about to be reused"},
 	}
 	for _, tt := range tests {

@@ -76,84 +76,82 @@ func (c *Core) invalid(ev *Evidence) error {
 // enter takes one piece of evidence about lease id through the door:
 // classified, then applied.
 func (c *Core) enter(id uint32, ev *Evidence) error {
-	v, ok, err := c.classify(id, ev)
+	var v verdict
+	ok, err := c.classify(id, ev, &v)
 	if err != nil || !ok {
 		return err
 	}
 	return c.apply(id, &v)
 }
 
-// classify turns evidence into the verdict the table is asked about. It reads
-// the lease and writes only the core's scratch masks; ok is false for evidence
-// that observed nothing (a pending Poll, an answer the lease already has).
-func (c *Core) classify(id uint32, ev *Evidence) (v verdict, ok bool, err error) {
+// classify turns evidence into the verdict the table is asked about, in v. It
+// reads the lease and writes only v and the core's scratch masks; ok is false
+// for evidence that observed nothing (a pending Poll, an answer the lease
+// already has).
+func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error) {
 	l := &c.leases[id]
-	b := l.body
 	v.what = ev.What
-	is := func(e fsm.Event, reason string) (verdict, bool, error) {
-		v.event, v.reason = e, reason
-		return v, true, nil
-	}
 	switch ev.What {
 	case SubmitAccepted:
-		return is(fsm.Submitted, "")
+		v.event = fsm.Submitted
 	case SubmitRejected:
-		return is(fsm.Rejected, "submission rejected: "+ev.Reason)
+		v.event, v.reason = fsm.Rejected, "submission rejected: "+ev.Reason
 	case SubmitEscaped:
-		return is(fsm.SubmitEscaped, "submission escaped without an attempt: "+ev.Reason)
+		v.event, v.reason = fsm.SubmitEscaped, "submission escaped without an attempt: "+ev.Reason
 	case PollAnswered:
 		return c.classifyAnswer(l, ev.Outcome, v)
 	case PollPanicked:
-		return is(fsm.ContractViolation, "contract violation: "+ev.Reason)
+		v.event, v.reason = fsm.ContractViolation, "contract violation: "+ev.Reason
 	case QuiesceTrue:
-		return is(fsm.AccessProven, "")
+		v.event = fsm.AccessProven
 	case QuiesceUnproven:
-		return is(fsm.AccessUnproven, ev.Reason)
+		v.event, v.reason = fsm.AccessUnproven, ev.Reason
 	case CopiesDone:
-		return is(fsm.CopiesLanded, "")
+		v.event = fsm.CopiesLanded
 	case CopyRefusedByDevice:
-		if ev.Row < 0 || ev.Row >= len(b.rows) {
-			return v, false, fmt.Errorf("%w: copy refusal of row %d of %v, a lease of %d rows", ErrInvalidEvidence, ev.Row, ev.Lease, len(b.rows))
+		if rows := len(l.body.rows); ev.Row < 0 || ev.Row >= rows {
+			return false, fmt.Errorf("%w: copy refusal of row %d of %v, a lease of %d rows", ErrInvalidEvidence, ev.Row, ev.Lease, rows)
 		}
-		v.row = ev.Row
-		return is(fsm.CopyRefused, fmt.Sprintf("copy of row %d refused by the device: %s", ev.Row, ev.Reason))
+		v.event, v.row = fsm.CopyRefused, ev.Row
+		v.reason = fmt.Sprintf("copy of row %d refused by the device: %s", ev.Row, ev.Reason)
 	case CopyLost:
-		return is(fsm.CopyFailed, "local copy failed without a completion record: "+ev.Reason)
+		v.event, v.reason = fsm.CopyFailed, "local copy failed without a completion record: "+ev.Reason
 	case CancelReplied:
-		v.disp = ev.Disposition
+		v.event, v.disp = fsm.CancelAnswered, ev.Disposition
 		switch {
 		case ev.Reason != "":
 			v.disp, v.cancelErr = 0, ev.Reason
 		case !ev.Disposition.Valid():
 			v.disp, v.cancelErr = 0, fmt.Sprintf("the backend answered disposition %d, which is neither requested nor unsupported", uint8(ev.Disposition))
 		}
-		return is(fsm.CancelAnswered, "")
 	case ownerReleased:
-		return is(fsm.ReleaseRequested, "")
+		v.event = fsm.ReleaseRequested
 	case ownerCancelled:
-		return is(fsm.CancelRequested, "cancelled locally by the owner")
+		v.event, v.reason = fsm.CancelRequested, "cancelled locally by the owner"
 	case ownerRetried, backoffDue:
-		return is(fsm.Retry, "")
+		v.event = fsm.Retry
 	case ownerClosed:
-		return is(fsm.Close, "engine closed: cancelled locally")
+		v.event, v.reason = fsm.Close, "engine closed: cancelled locally"
 	case deadlineDue:
-		return is(fsm.Deadline, "deadline passed with no outcome: timeout")
+		v.event, v.reason = fsm.Deadline, "deadline passed with no outcome: timeout"
 	case containmentDue:
-		return is(fsm.Containment, c.containmentReason(l))
+		v.event, v.reason = fsm.Containment, c.containmentReason(l)
 	case quiesceOverdue:
-		return is(fsm.AccessUnproven, fmt.Sprintf("Quiesce did not answer within %v", c.cfg.QuiesceTimeout))
+		v.event, v.reason = fsm.AccessUnproven, fmt.Sprintf("Quiesce did not answer within %v", c.cfg.QuiesceTimeout)
 	case slotsGranted:
-		return is(fsm.SlotsGranted, "")
+		v.event = fsm.SlotsGranted
 	case slotsHopeless:
-		return is(fsm.SlotsUnavailable, "can never be granted: quarantine left no contiguous run of slots long enough")
+		v.event, v.reason = fsm.SlotsUnavailable, "can never be granted: quarantine left no contiguous run of slots long enough"
 	case admissionGranted:
-		return is(fsm.AdmissionGranted, "")
+		v.event = fsm.AdmissionGranted
 	case extentRefused:
-		return is(fsm.ExtentRefused, "extent refused: "+ev.Reason)
+		v.event, v.reason = fsm.ExtentRefused, "extent refused: "+ev.Reason
 	case deviceLostCopy:
-		return is(fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason)
+		v.event, v.reason = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason
+	default:
+		return false, c.invalid(ev)
 	}
-	return v, false, c.invalid(ev)
+	return true, nil
 }
 
 // classifyAnswer turns a Poll answer into the table's event. The first answer
@@ -161,21 +159,21 @@ func (c *Core) classify(id uint32, ev *Evidence) (v verdict, ok bool, err error)
 // that is no outcome, are a contract violation, never data; a later answer
 // that differs from the first (a re-poll after the access proof; nil
 // included) is a contract violation.
-func (c *Core) classifyAnswer(l *lease, o contract.Outcome, v verdict) (verdict, bool, error) {
+func (c *Core) classifyAnswer(l *lease, o contract.Outcome, v *verdict) (bool, error) {
 	b := l.body
-	violation := func(reason string) (verdict, bool, error) {
+	violation := func(reason string) (bool, error) {
 		v.event, v.reason = fsm.ContractViolation, "contract violation: "+reason
-		return v, true, nil
+		return true, nil
 	}
 	if b.first != nil {
 		if o != nil && sameOutcome(b.first, o) {
-			return v, false, nil
+			return false, nil
 		}
 		return violation(fmt.Sprintf("the outcome changed from %v to %v", b.first, describeOutcome(o)))
 	}
 	switch o := o.(type) {
 	case nil:
-		return v, false, nil // pending
+		return false, nil // pending
 	case contract.Delivered:
 		var err error
 		c.masks, err = staging.ServedMasksInto(c.masks, &b.view, o.Served)
@@ -191,13 +189,13 @@ func (c *Core) classifyAnswer(l *lease, o contract.Outcome, v verdict) (verdict,
 		default:
 			v.event = fsm.OutcomePartial
 		}
-		return v, true, nil
+		return true, nil
 	case contract.Failed:
 		v.event, v.reason, v.first = fsm.OutcomeFailed, "failed: "+o.Reason, o
-		return v, true, nil
+		return true, nil
 	case contract.Cancelled:
 		v.event, v.reason, v.byPeer, v.first = fsm.OutcomeCancelled, o.String(), o.ByPeer, o
-		return v, true, nil
+		return true, nil
 	}
 	return violation(fmt.Sprintf("outcome of unknown type %T", o))
 }
@@ -244,14 +242,16 @@ func (c *Core) apply(id uint32, v *verdict) error {
 		return err
 	}
 	if step.Kind == fsm.Latch {
-		c.perform(id, step, step.Effects, v)
+		c.perform(id, &step, step.Effects, v)
 		if l.inUse {
 			c.rearm(id)
 		}
 	} else {
 		c.settle(id, step, v)
 	}
-	c.checkState(id)
+	if l.inUse && l.m.State >= fsm.NumStates {
+		c.checkState(id)
+	}
 	for len(c.follow) > 0 && c.halted == nil {
 		f := c.follow[0]
 		c.follow = append(c.follow[:0], c.follow[1:]...)
@@ -273,7 +273,7 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 	l := &c.leases[id]
 	gen := l.gen
 	for {
-		c.entered(id, step, v)
+		c.entered(id, &step, v)
 		if l.gen != gen || !l.inUse || c.halted != nil {
 			return
 		}
@@ -287,7 +287,8 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 		}
 		break
 	}
-	c.perform(id, fsm.Step{From: l.m.State, To: l.m.State}, c.table.AtRest(l.m.State), v)
+	rest := fsm.Step{From: l.m.State, To: l.m.State}
+	c.perform(id, &rest, c.table.AtRest(l.m.State), v)
 	if l.gen == gen && l.inUse {
 		c.rearm(id)
 	}
@@ -296,7 +297,7 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 // entered does the bookkeeping of one move — counts, the latched outcome, the
 // trace — and performs what the move stores and the entered state's entry
 // effects.
-func (c *Core) entered(id uint32, step fsm.Step, v *verdict) {
+func (c *Core) entered(id uint32, step *fsm.Step, v *verdict) {
 	l := &c.leases[id]
 	c.moves++
 	c.stats.Leases[step.From]--
@@ -307,10 +308,10 @@ func (c *Core) entered(id uint32, step fsm.Step, v *verdict) {
 		c.stats.Outcomes[step.Result]++
 	}
 	if c.cfg.OnTransition != nil {
-		c.cfg.OnTransition(Transition{Lease: c.handle(id), Step: step})
+		c.cfg.OnTransition(Transition{Lease: c.handle(id), Step: *step})
 	}
 	if c.counting {
-		c.countMove(&step)
+		c.countMove(step)
 	}
 	c.perform(id, step, step.Effects, v)
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -18,18 +19,16 @@ import (
 // asks for proofs and cancels, frees, quarantines and retires handles. The
 // invariants that make memory safe are asserted here, where breaking them
 // would do harm; a broken one halts the engine instead of acting.
-func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
+func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 	if c.halted != nil {
 		return
 	}
 	l := &c.leases[id]
 	b := l.body
-	for st := fsm.Store(0); step.Stores != 0 && st < fsm.NumStores; st++ {
-		if !step.Stores.Has(st) {
-			continue
-		}
-		step.Stores &^= 1 << st
-		switch st {
+	// Bit by bit, lowest first: the declared order, without a test per
+	// store or effect the step does not have.
+	for set := uint32(step.Stores); set != 0; set &= set - 1 {
+		switch fsm.Store(bits.TrailingZeros32(set)) {
 		case fsm.StoreReason:
 			b.reason = v.reason
 		case fsm.StoreByPeer:
@@ -79,11 +78,8 @@ func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
 			}
 		}
 	}
-	for e := fsm.Effect(0); fx != 0 && e < fsm.NumEffects; e++ {
-		if !fx.Has(e) {
-			continue
-		}
-		fx &^= 1 << e
+	for set := uint32(fx) & (1<<fsm.NumEffects - 1); set != 0; set &= set - 1 {
+		e := fsm.Effect(bits.TrailingZeros32(set))
 		if c.halted != nil {
 			return
 		}
@@ -234,7 +230,7 @@ func (c *Core) armDeadline(id uint32) {
 // startDrain starts the drain now — at the request deadline itself when the
 // deadline is what started it, not when the engine noticed — if that moves
 // the containment deadline earlier: later triggers never extend the grace.
-func (c *Core) startDrain(id uint32, step fsm.Step) {
+func (c *Core) startDrain(id uint32, step *fsm.Step) {
 	b := c.leases[id].body
 	at := c.now
 	if step.Event == fsm.Deadline && !step.Completion && b.deadline != 0 {
@@ -272,7 +268,7 @@ func (c *Core) requestCancel(id uint32) {
 // at once the first time or on a retry, after back-off when the last answer
 // proved nothing, never while a call is outstanding (its answer asks again).
 // It is the only way a Quiesce call is asked for.
-func (c *Core) askProof(id uint32, step fsm.Step) {
+func (c *Core) askProof(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
 	b := l.body
 	if b.proofOut {
@@ -371,7 +367,7 @@ func (c *Core) unadmit(id uint32) {
 // deadline passed with access or a local copy unproven. Its admission slot
 // goes back — the engine no longer waits on the submission — but nothing of
 // its memory is freed.
-func (c *Core) contain(id uint32, step fsm.Step) {
+func (c *Core) contain(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
 	b := l.body
 	c.unadmit(id)
