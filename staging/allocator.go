@@ -230,7 +230,7 @@ func (a *Allocator) Free(t Ticket) error {
 			if err := a.pools[g].give(int(s.first), int(s.count)); err != nil {
 				return err // checked above: unreachable
 			}
-			if err := a.pools[g].counted(g); err != nil {
+			if err := a.pools[g].audit(g); err != nil {
 				a.broken = err
 				return err
 			}
@@ -391,7 +391,7 @@ func (a *Allocator) pump() {
 					a.broken = err
 					return
 				}
-				if err := a.pools[g].counted(g); err != nil {
+				if err := a.pools[g].audit(g); err != nil {
 					a.broken = err
 					return
 				}

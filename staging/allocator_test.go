@@ -419,9 +419,10 @@ func TestAllocatorRefusesSlotsItDidNotLend(t *testing.T) {
 	assert.Equal(t, uint64(1), b.pools[0].held[0]&1, "a refused take changes nothing")
 }
 
-// The allocator asserts that its free count is what its free runs hold,
-// wherever slots come and go: a count that drifted from the bitmap is a bug,
-// reported through Err, after which nothing more is granted.
+// The allocator asserts that its free count is what its free runs hold, as
+// slots come and go (once every 4·len(held) changes of a pool, which keeps
+// the recount to about a quarter of a word per change): a count that drifted from the bitmap
+// is a bug, reported through Err, after which nothing more is granted.
 func TestAllocatorFreeCountIsItsFreeRuns(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -429,13 +430,30 @@ func TestAllocatorFreeCountIsItsFreeRuns(t *testing.T) {
 	}{
 		{"found by a free", func(a *Allocator, tk Ticket) error {
 			a.pools[0].free--
+			a.pools[0].changes = 4*len(a.pools[0].held) - 1 // the audit is due at the next change
 			return a.Free(tk)
 		}},
 		{"found by a grant", func(a *Allocator, _ Ticket) error {
 			a.pools[0].free++ // says free what no run holds
+			a.pools[0].changes = 4*len(a.pools[0].held) - 1
 			_, err := a.Request([]int{2})
 			require.NoError(t, err, "the request itself is well-formed")
 			return a.Err()
+		}},
+		{"found within 4·len(held) changes", func(a *Allocator, _ Ticket) error {
+			a.pools[0].free++
+			for range 4 * len(a.pools[0].held) {
+				tk, err := a.Request([]int{1})
+				require.NoError(t, err)
+				if a.Err() != nil {
+					return a.Err()
+				}
+				a.TakeGrants(nil)
+				if err := a.Free(tk); err != nil {
+					return err
+				}
+			}
+			return nil
 		}},
 	}
 	for _, tt := range tests {
