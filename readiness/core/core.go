@@ -256,11 +256,10 @@ func (c *Core) Retry(h Handle) error {
 		return err
 	}
 	// Where no proof is awaited the table refuses the retry: it changes
-	// nothing, and there is nothing to report.
-	if err := c.enter(id, &Evidence{What: ownerRetried, Lease: h}); err != nil && c.halted != nil {
-		return err
-	}
-	return nil
+	// nothing, and there is nothing to report. Like the owner's other calls
+	// it takes no grant and fires no deadline: those wait for a round.
+	_ = c.enter(id, &Evidence{What: ownerRetried, Lease: h})
+	return c.Err()
 }
 
 // AwaitingProof reports whether the lease still needs its access proven: the
