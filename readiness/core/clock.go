@@ -52,12 +52,23 @@ func (c *Core) due(id uint32) {
 // due for ever, so it halts the engine instead.
 func (c *Core) clock(id uint32, what Observed) {
 	if err := c.enter(id, &Evidence{What: what, Lease: c.handle(id)}); err != nil && c.halted == nil {
-		c.halt(fmt.Sprintf("the clock's %s was refused: %v", clockNames[what-deadlineDue], err), id)
+		c.halt(fmt.Sprintf("the clock's %s was refused: %v", clockName(what), err), id)
 	}
 }
 
-var clockNames = [...]string{deadlineDue - deadlineDue: "request deadline", containmentDue - deadlineDue: "containment deadline",
-	quiesceOverdue - deadlineDue: "Quiesce timeout", backoffDue - deadlineDue: "retry back-off"}
+func clockName(what Observed) string {
+	switch what {
+	case deadlineDue:
+		return "request deadline"
+	case containmentDue:
+		return "containment deadline"
+	case quiesceOverdue:
+		return "Quiesce timeout"
+	case backoffDue:
+		return "retry back-off"
+	}
+	return what.String()
+}
 
 // containmentReason says what stayed unproven, and why.
 func (c *Core) containmentReason(l *lease) string {
