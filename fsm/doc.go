@@ -2,7 +2,8 @@
 // publish — once, and compiles it into the dense table the readiness engine runs
 // from. This is revision 3 of SPEC §4: nothing is copied out of staging before the
 // backend's access is proven over, and what entering a state does is declared
-// with the state, as data ([Effect], [Mark]).
+// with the state, as data ([Effect], [Mark]), as is what an accepted move or
+// latch stores from its evidence ([Store]).
 //
 // The declaration (lifecycle.go) says, for every (state, event) pair, exactly one
 // of three things: a Move to a next state, which may latch the lease's logical

@@ -70,6 +70,7 @@ const (
 	CancelAnswered                 // the backend answered the engine's cancel request (a disposition, or an error)
 	ReleaseRequested               // the owner is done with the lease
 	Close                          // engine shutdown
+	Retry                          // ask Quiesce now: the owner's Retry, or the back-off before asking again ran out
 	// NumEvents is the number of events; it is not an event.
 	NumEvents
 )
@@ -125,12 +126,14 @@ const (
 	Place         Effect = iota // record where each row's staging slot is
 	CopyIn                      // queue a publish's device→staging copies
 	Admit                       // join the line for admission to the backend (its bound on outstanding submissions)
+	TakeAdmission               // hold one of the backend's admission slots until access ends or the lease is contained
 	Submit                      // build the extent the backend keeps and hand it over
 	ArmDeadline                 // fix the request deadline and the containment deadline (deadline + drain grace)
 	StartDrain                  // the drain starts: the containment deadline moves earlier, never later
-	RequestCancel               // ask the backend, best effort and once, to stop (where it returned an attempt)
-	AskProof                    // ask Quiesce: now, or after back-off when the last answer proved nothing
-	Forget                      // the attempt is no longer needed: access is proven over
+	RequestCancel               // ask the backend, best effort and once, to stop (only with an attempt)
+	AskProof                    // ask Quiesce: now, or after back-off when the last answer proved nothing (only with an attempt)
+	EndAccess                   // access is over: the admission slot goes back, no proof is awaited any more
+	Forget                      // the attempt is no longer needed: access is proven over (only with an attempt)
 	CopyOut                     // queue the staging→device copies of the served whole rows
 	DropRow                     // the refused row does not count as arrived
 	Answer                      // compute readiness: every local copy landed
@@ -158,6 +161,49 @@ const (
 	// NumMarks is the number of marks; it is not a mark.
 	NumMarks
 )
+
+// Store is one thing an accepted move or latch takes from its evidence and
+// keeps on the lease: declared beside the move's effects, so that what an
+// event stores in a state is read in one place. A re-delivered or completion
+// move stores nothing: its evidence is gone, only the event was kept.
+type Store uint8
+
+// The stores, in the order the engine performs them: all of them before the
+// step's effects.
+const (
+	StoreReason      Store = iota // the evidence's reason becomes the lease's reason
+	StoreByPeer                   // a Cancelled outcome's by_peer is kept
+	StoreFirst                    // the first answer is latched, with the served masks of a Delivered one
+	StoreProofAnswer              // the outstanding Quiesce call is over: answered, or its timeout passed (then it is overdue)
+	StoreUnproven                 // why access is unproven is kept and counted; it becomes the reason unless a failure's stands
+	StoreCopiesDone               // the lease's local copies are no longer in flight
+	StoreCancelReply              // the backend's answer to the cancel request: its disposition or its error
+	StoreViolation                // a contract violation is counted and logged
+	StoreRetry                    // the back-off ends; a retry the clock made is counted
+	// NumStores is the number of stores; it is not a store.
+	NumStores
+)
+
+var storeInfo = [NumStores]struct{ name, meaning string }{
+	StoreReason:      {"reason", "The evidence's reason becomes the lease's reason."},
+	StoreByPeer:      {"by_peer", "Whether the peer cancelled (a Cancelled outcome's by_peer) is kept with the result."},
+	StoreFirst:       {"first_answer", "The first answer is latched; a Delivered one with its served masks. A later answer is compared with it."},
+	StoreProofAnswer: {"proof_answered", "The outstanding Quiesce call is over: answered, or its timeout passed (it is counted and reported overdue)."},
+	StoreUnproven:    {"unproven", "Why access is unproven is kept and counted (an answer also lengthens the back-off); it becomes the reason unless a failure's reason stands."},
+	StoreCopiesDone:  {"copies_done", "The lease's local copies are no longer in flight."},
+	StoreCancelReply: {"cancel_reply", "The backend's answer to the cancel request: its disposition, or its error (counted)."},
+	StoreViolation:   {"violation", "The contract violation is counted and logged."},
+	StoreRetry:       {"retry", "The back-off ends: the proof is asked at once. A retry the clock made is counted."},
+}
+
+// effectNeeds declares the marks an effect needs: a lease without them
+// passes the effect by. Only an attempt can be cancelled, asked about or
+// forgotten: an escaped submission returned none.
+var effectNeeds = [NumEffects]Marks{
+	RequestCancel: 1 << Attempted,
+	AskProof:      1 << Attempted,
+	Forget:        1 << Attempted,
+}
 
 var stateInfo = [NumStates]describedState{
 	Waiting: {"waiting", "Queued for staging slots, in arrival order.",
@@ -217,6 +263,7 @@ var eventInfo = [NumEvents]struct{ name, meaning string }{
 	CancelAnswered:    {"cancel_answered", "The backend answered the engine's cancel request: a disposition, or an error."},
 	ReleaseRequested:  {"release_requested", "The owner is done with the lease."},
 	Close:             {"close", "Engine shutdown."},
+	Retry:             {"retry", "Ask Quiesce now: the owner's Retry, or the back-off before asking again ran out."},
 }
 
 var guardInfo = [NumGuards]struct{ name, meaning string }{
@@ -234,11 +281,13 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Place:         {"place", "Record where each row's staging slot is."},
 	CopyIn:        {"copy_in", "Queue the publish's device→staging copies; one event recorded after them."},
 	Admit:         {"admit", "Join the line, in arrival order, for admission to the backend: its bound on submissions outstanding."},
+	TakeAdmission: {"take_admission", "Hold one of the backend's admission slots: it goes back once access ends or the lease is contained."},
 	Submit:        {"submit", "Build the extent (it stays the lease's until the fence) and hand it to the backend."},
 	ArmDeadline:   {"arm_deadline", "Fix the request deadline and the containment deadline: the request deadline plus the drain grace."},
 	StartDrain:    {"start_drain", "The drain starts: the containment deadline moves to its start plus the drain grace if that is earlier, never later."},
 	RequestCancel: {"request_cancel", "Ask the backend once, best effort, to stop (only where it returned an attempt). It proves nothing."},
 	AskProof:      {"ask_proof", "Ask Quiesce: at once the first time, after back-off when the last answer proved nothing; never twice at a time."},
+	EndAccess:     {"end_access", "The backend's access is over: the admission slot goes back, the fence latency is measured, no proof is awaited any more."},
 	Forget:        {"forget", "Drop the attempt: the backend's access is proven over."},
 	CopyOut:       {"copy_out", "Queue the staging→device copies of the served whole rows; one event recorded after them."},
 	DropRow:       {"drop_row", "The refused row does not count as arrived."},
@@ -288,6 +337,8 @@ const (
 	whyReleased       = "released: the handle is stale"
 	whyAfterFence     = "access is proven over: there is nothing left to cancel"
 	whyNothingToClose = "nothing to shut down: the lease is quarantined for good"
+	whyNoProof        = "no access proof is awaited in this state: there is nothing to ask again"
+	whyRetry          = "Quiesce is asked at once, unless a call is outstanding (its answer asks again)"
 )
 
 // outcomeEvents are the backend's answers once latched: refused alike in most
@@ -307,16 +358,17 @@ var declaration = []block{
 			on(SlotsGranted, Granted),
 			// Waiting holds nothing, so leaving it needs no fence.
 			on(ReleaseRequested, Released),
-			on(Close, Released).latching(Cancel),
+			on(Close, Released).latching(Cancel).storing(StoreReason),
 			// The owner's cancel before submission withdraws the lease
 			// (SPEC §2): Cancelled locally, no request (there is no
 			// attempt), and nothing to fence.
-			on(CancelRequested, Released).latching(Cancel),
+			on(CancelRequested, Released).latching(Cancel).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable).doing(Withdraw),
+			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable).storing(StoreReason).doing(Withdraw),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyHoldsNothing, CopiesLanded, CopyRefused, CopyFailed),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
@@ -330,15 +382,16 @@ var declaration = []block{
 		rest:        effects(CopyIn),
 		completions: []completion{when(IsFetch, Staged)},
 		moves: []move{
-			on(CopiesLanded, Staged),
-			on(CopyFailed, CopyUnproven),
+			on(CopiesLanded, Staged).storing(StoreCopiesDone),
+			on(CopyFailed, CopyUnproven).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("the row's staging content is missing: the publish will not be submitted", CopyRefused),
+			keep("the row's staging content is missing: the publish will not be submitted", CopyRefused).storing(StoreReason),
 			keep("the device→staging copies must land first", ReleaseRequested, Close),
-			keep("the device→staging copies must land first; then the cancel withdraws the lease", CancelRequested),
+			keep("the device→staging copies must land first; then the cancel withdraws the lease", CancelRequested).storing(StoreReason),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
@@ -365,15 +418,16 @@ var declaration = []block{
 			// event stays latched, to release it once fenced), and an explicit
 			// deadline that passes fails it without exposing anything.
 			on(ReleaseRequested, AccessFenced).keeping(),
-			on(Close, AccessFenced).latching(Cancel).keeping(),
-			on(Deadline, Failed).latching(Timeout),
+			on(Close, AccessFenced).latching(Cancel).keeping().storing(StoreReason),
+			on(Deadline, Failed).latching(Timeout).storing(StoreReason),
 			// The owner's cancel withdraws it: Cancelled locally and never
 			// exposed, so the fence holds at once and no copy is in flight;
 			// logically_complete's [cancel_withdrawn] then releases it
 			// without the owner's release.
-			on(CancelRequested, AccessFenced).latching(Cancel),
+			on(CancelRequested, AccessFenced).latching(Cancel).storing(StoreReason),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
 			refuse("waiting for admission: nothing was submitted yet", Submitted, Rejected, SubmitEscaped, ExtentRefused),
@@ -384,24 +438,26 @@ var declaration = []block{
 	},
 	{
 		state: Admitted,
+		entry: effects(TakeAdmission),
 		rest:  effects(Submit),
 		moves: []move{
 			on(Submitted, Requested).marking(Exposed, Attempted),
 			// The rejection proves nothing escaped: failed's never_exposed
 			// completion fences it at once.
-			on(Rejected, Failed).latching(Rejection),
+			on(Rejected, Failed).latching(Rejection).storing(StoreReason),
 			// Something may have escaped and there is no attempt to quiesce:
 			// only containment can end it.
-			on(SubmitEscaped, Failed).latching(Failure).marking(Exposed),
+			on(SubmitEscaped, Failed).latching(Failure).marking(Exposed).storing(StoreReason),
 			// Nothing was handed over: failed's never_exposed completion
 			// fences it at once.
-			on(ExtentRefused, Failed).latching(Failure),
+			on(ExtentRefused, Failed).latching(Failure).storing(StoreReason),
 		},
 		latches: []latch{
 			keep("the submission already handed out goes ahead; the lease is released once fenced", ReleaseRequested, Close),
-			keep("the submission already handed out goes ahead; the cancel follows its answer (one request, if it returned an attempt)", CancelRequested),
+			keep("the submission already handed out goes ahead; the cancel follows its answer (one request, if it returned an attempt)", CancelRequested).storing(StoreReason),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("already admitted", AdmissionGranted),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
@@ -414,26 +470,27 @@ var declaration = []block{
 		state: Requested,
 		entry: effects(ArmDeadline),
 		moves: []move{
-			on(OutcomeServed, Served).latching(Delivered),
-			on(OutcomePartial, Partial).latching(Partly),
-			on(OutcomeMissed, Missed).latching(Miss),
-			on(OutcomeFailed, Failed).latching(Failure),
-			on(OutcomeCancelled, Failed).latching(Cancel),
-			on(ContractViolation, Failed).latching(Violation),
-			on(Deadline, Failed).latching(Timeout),
+			on(OutcomeServed, Served).latching(Delivered).storing(StoreFirst),
+			on(OutcomePartial, Partial).latching(Partly).storing(StoreFirst),
+			on(OutcomeMissed, Missed).latching(Miss).storing(StoreFirst),
+			on(OutcomeFailed, Failed).latching(Failure).storing(StoreReason, StoreFirst),
+			on(OutcomeCancelled, Failed).latching(Cancel).storing(StoreReason, StoreByPeer, StoreFirst),
+			on(ContractViolation, Failed).latching(Violation).storing(StoreReason, StoreViolation),
+			on(Deadline, Failed).latching(Timeout).storing(StoreReason),
 			// The owner's cancel wins over an outcome the engine has not yet
 			// observed; the request to the backend follows (failed's entry).
-			on(CancelRequested, Failed).latching(Cancel),
+			on(CancelRequested, Failed).latching(Cancel).storing(StoreReason),
 			// Close cancels a lease still waiting for its outcome at once, as
 			// the owner's cancel does, and stays latched so that the lease is
 			// released once complete.
-			on(Close, Failed).latching(Cancel).keeping(),
-			on(Containment, Contained),
+			on(Close, Failed).latching(Cancel).keeping().storing(StoreReason),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("access may end before the outcome arrives; it fences only once the outcome is in", AccessProven),
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
+			keep("access may end before the outcome arrives; it fences only once the outcome is in", AccessProven).storing(StoreProofAnswer),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(StartDrain, AskProof),
 			keep("the outcome and the fence come first", ReleaseRequested),
+			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
@@ -448,12 +505,13 @@ var declaration = []block{
 		state: Missed,
 		rest:  effects(AskProof),
 		moves: []move{
-			on(AccessProven, AccessFenced),
-			on(Containment, Contained),
+			on(AccessProven, AccessFenced).storing(StoreProofAnswer),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first", ReleaseRequested, Close),
+			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
@@ -472,13 +530,14 @@ var declaration = []block{
 		rest:        effects(AskProof),
 		completions: []completion{when(NeverExposed, AccessFenced)},
 		moves: []move{
-			on(AccessProven, AccessFenced),
-			on(Containment, Contained),
+			on(AccessProven, AccessFenced).storing(StoreProofAnswer),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("the drain goes on: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
+			keep("the drain goes on: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first", ReleaseRequested, Close),
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
@@ -491,21 +550,22 @@ var declaration = []block{
 	},
 	{
 		state:       AccessFenced,
-		entry:       effects(Forget),
+		entry:       effects(EndAccess, Forget),
 		rest:        effects(CopyOut),
 		marks:       marks(Fenced),
 		completions: []completion{when(NothingToCopy, LogicallyComplete)},
 		moves: []move{
-			on(CopiesLanded, LogicallyComplete),
-			on(CopyFailed, CopyUnproven),
-			on(Containment, Contained),
+			on(CopiesLanded, LogicallyComplete).storing(StoreCopiesDone),
+			on(CopyFailed, CopyUnproven).storing(StoreReason),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("that row does not count as arrived; nothing touches its memory", CopyRefused).doing(DropRow),
+			keep("that row does not count as arrived; nothing touches its memory", CopyRefused).storing(StoreReason).doing(DropRow),
 			keep("copies already issued must land first; nothing more is copied", ReleaseRequested, Close),
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
@@ -517,13 +577,14 @@ var declaration = []block{
 		state: CopyUnproven,
 		entry: effects(StartDrain),
 		moves: []move{
-			on(Containment, Contained),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
 			keep("the slots are held until containment", ReleaseRequested, Close),
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyCopyUnproven, CopiesLanded, CopyRefused, CopyFailed, AccessProven, AccessUnproven),
@@ -543,9 +604,10 @@ var declaration = []block{
 			on(Close, Released),
 		},
 		latches: []latch{
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
@@ -566,19 +628,20 @@ var declaration = []block{
 		marks:       marks(WasContained),
 		completions: []completion{when(NotRecoverable, Quarantined)},
 		moves: []move{
-			on(AccessProven, AccessFenced).doing(Recover),
+			on(AccessProven, AccessFenced).storing(StoreProofAnswer).doing(Recover),
 			// A backend that changed its answer is never trusted again: its
 			// rows are never copied, its slots never return. The outcome
 			// latched before stays (a miss stays a miss); the violation is
 			// counted and its reason kept.
-			on(ContractViolation, Quarantined),
+			on(ContractViolation, Quarantined).storing(StoreReason, StoreViolation),
 			// Shutdown stops waiting for a proof that may never come.
 			on(Close, Quarantined),
 		},
 		latches: []latch{
-			keep("still unproven: asked again at the slow cadence", AccessUnproven).doing(AskProof),
+			keep("still unproven: asked again at the slow cadence", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(AskProof),
 			keep("the slots return only if a later Quiesce answers true", ReleaseRequested),
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
@@ -596,7 +659,7 @@ var declaration = []block{
 			// claim. Waiting for its release returns (the handle reads as
 			// quarantined); its slots never return.
 			keep("the owner gives up its claim: accepted; the slots and what the backend was handed stay out for ever, and the handle reads as quarantined", ReleaseRequested).doing(Park),
-			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered),
+			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
 			refuse(whyNothingToClose, Close),
@@ -617,15 +680,16 @@ func delivered(s State) block {
 		state: s,
 		rest:  effects(AskProof),
 		moves: []move{
-			on(AccessProven, AccessFenced),
+			on(AccessProven, AccessFenced).storing(StoreProofAnswer),
 			// A changed answer or an unasked name: the served rows are not
 			// trusted, and nothing has been copied yet.
-			on(ContractViolation, Failed).latching(Violation),
-			on(Containment, Contained),
+			on(ContractViolation, Failed).latching(Violation).storing(StoreReason, StoreViolation),
+			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).doing(StartDrain, AskProof),
+			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(StartDrain, AskProof),
 			keep("access must be proven over first; then nothing is copied", ReleaseRequested, Close),
+			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),

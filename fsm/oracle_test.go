@@ -105,6 +105,12 @@ served             access_unproven:start_drain+ask_proof release_requested close
 partial            access_unproven:start_drain+ask_proof release_requested close
 missed             access_unproven:start_drain+ask_proof release_requested close
 failed             access_unproven:start_drain+ask_proof release_requested close cancel_answered
+requested          retry:ask_proof                                # the owner's Retry, or the back-off ran out: ask again
+served             retry:ask_proof
+partial            retry:ask_proof
+missed             retry:ask_proof
+failed             retry:ask_proof
+contained          retry:ask_proof
 access_fenced      copy_refused:drop_row release_requested close cancel_answered # issued copies land first
 copy_unproven      release_requested close cancel_answered        # held until containment
 logically_complete cancel_answered                                # §2: a cancel's answer is only recorded
@@ -118,19 +124,89 @@ quarantined        release_requested:park cancel_answered         # the handle g
 const oracleEffects = `
 granted            entry:place                 rest:copy_in      # rule 4: a publish copies device→staging first
 staged                                         rest:admit        # rule 12: in line for the backend's bound
-admitted                                       rest:submit       # rule 6: the extent is built and kept
+admitted           entry:take_admission        rest:submit       # rule 12: one slot of the bound; rule 6: the extent is built and kept
 requested          entry:arm_deadline                            # rule 5: the containment deadline is fixed at submission
 served                                         rest:ask_proof
 partial                                        rest:ask_proof
 missed                                         rest:ask_proof
 failed             entry:start_drain+request_cancel rest:ask_proof # §2: one cancel request follows a failure
-access_fenced      entry:forget                rest:copy_out     marks:fenced # rule 4: copies only after the fence
+access_fenced      entry:end_access+forget     rest:copy_out     marks:fenced # rule 4: copies only after the fence
 copy_unproven      entry:start_drain
 logically_complete entry:answer
 contained          entry:contain               rest:ask_proof    marks:contained # rule 5: the signal, once
 quarantined        entry:quarantine                              # rule 5
 released           entry:free+retire                             # rule 1
 `
+
+// oracleStores says what an accepted piece of evidence keeps on the lease, by
+// event, from SPEC §2 and §4: "any" — every move or latch of the event keeps
+// it; "result" — only a move that latches an outcome does (an event kept for
+// later, or one that moves without a result, keeps nothing of its evidence).
+// Events not listed keep nothing.
+const oracleStores = `
+contract_violation any    reason+violation             # rule 3: counted, and why is kept
+copy_refused       any    reason                       # rule 11: which row, and why
+copy_failed        any    reason                       # rule 5: a copy without a completion record
+cancel_requested   any    reason                       # §2: kept even while the cancel waits
+containment        any    reason                       # rule 5: what stayed unproven
+slots_unavailable  any    reason                       # rule 8: why it can never be granted
+rejected           result reason
+submit_escaped     result reason
+extent_refused     result reason
+deadline           result reason                       # rule 9
+close              result reason                       # rule 10: the local cancel says why
+outcome_served     result first_answer                 # rule 3: the first answer wins, and is compared with later ones
+outcome_partial    result first_answer
+outcome_missed     result first_answer
+outcome_failed     result reason+first_answer
+outcome_cancelled  result reason+by_peer+first_answer  # rule 2: Cancelled stays Cancelled, by_peer with it
+access_proven      any    proof_answered               # the Quiesce call is over
+access_unproven    any    proof_answered+unproven      # rule 5: retried after back-off
+copies_landed      any    copies_done
+cancel_answered    any    cancel_reply                 # §2: recorded, proves nothing
+retry              any    retry
+`
+
+// oracleNeeds lists the effects that only a lease the backend returned an
+// attempt for has (§2: there is nothing to cancel, ask about or forget
+// otherwise), as effect:mark.
+const oracleNeeds = `request_cancel:attempted ask_proof:attempted forget:attempted`
+
+type storeRule struct {
+	any    bool
+	stores fsm.Stores
+}
+
+func parseStores(names string) (fsm.Stores, error) {
+	var out fsm.Stores
+	for _, name := range strings.Split(names, "+") {
+		found := false
+		for st := range fsm.NumStores {
+			if st.String() == name {
+				out, found = out.With(st), true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown store %q", name)
+		}
+	}
+	return out, nil
+}
+
+// storesOf is what the oracle says an accepted (state, event) keeps.
+func (o *oracle) storesOf(p pair) fsm.Stores {
+	r, ok := o.stores[p.event]
+	if !ok || p.completion {
+		return 0
+	}
+	if mv, isMove := o.moves[p]; isMove && (r.any || mv.result != fsm.NoResult) {
+		return r.stores
+	}
+	if _, isLatch := o.latches[p]; isLatch && r.any {
+		return r.stores
+	}
+	return 0
+}
 
 // pair is one (state, cause) of the oracle: Event for a move or latch, or
 // Guard when completion is set.
@@ -156,6 +232,8 @@ type oracle struct {
 	latches     map[pair]fsm.Effects
 	entry, rest [fsm.NumStates]fsm.Effects
 	marks       [fsm.NumStates]fsm.Marks
+	stores      map[fsm.Event]storeRule
+	needs       [fsm.NumEffects]fsm.Marks
 }
 
 func parseEffects(names string) (fsm.Effects, error) {
@@ -215,7 +293,35 @@ func lines(text string) [][]string {
 }
 
 func parseOracle() (*oracle, error) {
-	o := &oracle{moves: map[pair]oracleMove{}, latches: map[pair]fsm.Effects{}}
+	o := &oracle{moves: map[pair]oracleMove{}, latches: map[pair]fsm.Effects{}, stores: map[fsm.Event]storeRule{}}
+	for _, f := range lines(oracleStores) {
+		if len(f) != 3 || (f[1] != "any" && f[1] != "result") {
+			return nil, fmt.Errorf("oracle stores %q: want event, any or result, stores", f)
+		}
+		e, err := fsm.ParseEvent(f[0])
+		if err != nil {
+			return nil, err
+		}
+		st, err := parseStores(f[2])
+		if err != nil {
+			return nil, err
+		}
+		o.stores[e] = storeRule{any: f[1] == "any", stores: st}
+	}
+	for _, item := range strings.Fields(oracleNeeds) {
+		name, mark, _ := strings.Cut(item, ":")
+		fx, err := parseEffects(name)
+		if err != nil {
+			return nil, err
+		}
+		mk, err := parseMark(mark)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range fx.List() {
+			o.needs[e] = o.needs[e].With(mk)
+		}
+	}
 	for _, f := range lines(oracleMoves) {
 		if len(f) < 3 {
 			return nil, fmt.Errorf("oracle move %q: want state, cause, next state, then an optional result, marks and keep", f)
@@ -343,6 +449,11 @@ func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completi
 	var diffs []string
 	report := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
 	tab := fsm.Lifecycle()
+	for e := range fsm.NumEffects {
+		if e.Needs() != o.needs[e] {
+			report("effect %s: the oracle needs %v, the table %v", e, o.needs[e].List(), e.Needs().List())
+		}
+	}
 	for s := range fsm.NumStates {
 		if tab.OnEntry(s) != o.entry[s] || tab.AtRest(s) != o.rest[s] || tab.MarksOf(s) != o.marks[s] {
 			report("%s: the oracle's effects are entry %v, rest %v, marks %v; the table's %v, %v, %v",
@@ -363,6 +474,10 @@ func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completi
 				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Kind, en.Next)
 			case isLatch && en.Effects != latchFx:
 				report("(%s, %s): keeping it does %v for the oracle, %v for the table", s, e, latchFx, en.Effects)
+			case (isMove || isLatch) && en.Stores != o.storesOf(p):
+				report("(%s, %s): it stores %v for the oracle, %v for the table", s, e, o.storesOf(p), en.Stores)
+			case !isMove && !isLatch && en.Stores != 0:
+				report("(%s, %s): a refusal stores nothing, the table stores %v", s, e, en.Stores)
 			case !isMove && !isLatch && en.Kind != fsm.Refuse:
 				report("(%s, %s): the oracle refuses it, the table does %s (to %s)", s, e, en.Kind, en.Next)
 			}
@@ -453,6 +568,21 @@ func TestOracleCatchesAChangedTable(t *testing.T) {
 			"staged [deadline_passed]"},
 		{"completions reordered", tab.Lookup,
 			completionsWith(fsm.Staged, []fsm.Completion{staged[3], staged[2], staged[1], staged[0]}), "staged: the table tries completions"},
+		{"a cancel's by_peer forgotten", lookupWith(fsm.Requested, fsm.OutcomeCancelled, func() fsm.Entry {
+			en := tab.Lookup(fsm.Requested, fsm.OutcomeCancelled)
+			en.Stores &^= fsm.Stores(0).With(fsm.StoreByPeer)
+			return en
+		}()), tab.Completions, "(requested, outcome_cancelled): it stores"},
+		{"a latched close taking its reason", lookupWith(fsm.Granted, fsm.Close, func() fsm.Entry {
+			en := tab.Lookup(fsm.Granted, fsm.Close)
+			en.Stores = en.Stores.With(fsm.StoreReason)
+			return en
+		}()), tab.Completions, "(granted, close): it stores"},
+		{"a proof answer kept without ending the call", lookupWith(fsm.Served, fsm.AccessProven, func() fsm.Entry {
+			en := tab.Lookup(fsm.Served, fsm.AccessProven)
+			en.Stores = 0
+			return en
+		}()), tab.Completions, "(served, access_proven): it stores"},
 		{"an invented completion", tab.Lookup,
 			completionsWith(fsm.Served, []fsm.Completion{{Guard: fsm.NothingToCopy, Next: fsm.LogicallyComplete}}), "served [nothing_to_copy]"},
 	}
@@ -521,11 +651,11 @@ func (m *model) fire(e fsm.Event) (fsm.Step, bool) {
 		m.state = mv.to
 		m.marks |= mv.marks | m.o.marks[mv.to]
 		m.latched[e] = mv.keep
-		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: mv.effects | m.o.entry[mv.to]}, true
+		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: mv.effects | m.o.entry[mv.to], Stores: m.o.storesOf(p)}, true
 	}
 	if fx, ok := m.o.latches[p]; ok {
 		m.latched[e] = true
-		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch, Effects: fx}, true
+		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch, Effects: fx, Stores: m.o.storesOf(p)}, true
 	}
 	return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Refuse}, false
 }
@@ -549,7 +679,10 @@ func (m *model) redeliver() (fsm.Step, bool) {
 	for e := range fsm.NumEvents {
 		if m.latched[e] {
 			if _, ok := m.o.moves[pair{state: m.state, event: e}]; ok {
-				return m.fire(e)
+				// Only the event was kept, not its evidence: nothing is stored.
+				step, ok := m.fire(e)
+				step.Stores = 0
+				return step, ok
 			}
 		}
 	}

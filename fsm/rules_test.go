@@ -169,8 +169,9 @@ func TestRule2MissesNeverFailures(t *testing.T) {
 	for ev := range latching {
 		assert.Positive(t, seen[ev], "%s never moves", ev)
 	}
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Missed, Result: fsm.Miss}, tab.Lookup(fsm.Requested, fsm.OutcomeMissed))
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Cancel}, tab.Lookup(fsm.Requested, fsm.OutcomeCancelled))
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Missed, Result: fsm.Miss, Stores: fsm.Stores(0).With(fsm.StoreFirst)}, tab.Lookup(fsm.Requested, fsm.OutcomeMissed))
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Cancel,
+		Stores: fsm.Stores(0).With(fsm.StoreReason).With(fsm.StoreByPeer).With(fsm.StoreFirst)}, tab.Lookup(fsm.Requested, fsm.OutcomeCancelled))
 	assert.False(t, fsm.Miss.Failure(), "a miss is not a failure")
 
 	fromMissed := reach(g, fsm.Missed, nil)
@@ -427,9 +428,9 @@ func TestRule9DeadlineNeverReleases(t *testing.T) {
 			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Deadline).Kind, "(%s, deadline)", s)
 		}
 	}
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout}, tab.Lookup(fsm.Staged, fsm.Deadline),
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Staged, fsm.Deadline),
 		"an explicit deadline passing while the lease waits for admission fails it, never exposed")
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout}, tab.Lookup(fsm.Requested, fsm.Deadline))
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Requested, fsm.Deadline))
 }
 
 // TestRule10CloseNeverReleasesAnExposedLease: every lease that holds slots
@@ -469,7 +470,7 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 	assert.Equal(t, fsm.Step{From: fsm.LogicallyComplete, To: fsm.Released, Event: fsm.Close, Kind: fsm.Move,
 		Effects: tab.OnEntry(fsm.Released)}, step,
 		"a closed lease is released once proven and complete")
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Released, Result: fsm.Cancel}, tab.Lookup(fsm.Waiting, fsm.Close))
+	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Released, Result: fsm.Cancel, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Waiting, fsm.Close))
 	for s := range fsm.NumStates {
 		if tab.Holding(s) {
 			assert.NotEqual(t, fsm.Refuse, tab.Lookup(s, fsm.Close).Kind, "(%s, close): a retained lease keeps progressing", s)

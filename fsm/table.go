@@ -93,6 +93,67 @@ func (e Effect) Meaning() string {
 	return ""
 }
 
+// String returns the store's snake_case name, as the docs and traces print it.
+func (s Store) String() string {
+	if s < NumStores {
+		return storeInfo[s].name
+	}
+	return fmt.Sprintf("store(%d)", uint8(s))
+}
+
+// Meaning says what the store keeps.
+func (s Store) Meaning() string {
+	if s < NumStores {
+		return storeInfo[s].meaning
+	}
+	return ""
+}
+
+// Stores is a set of stores, one bit per [Store]. Performed in the order of
+// the stores' values, before the step's effects.
+type Stores uint16
+
+// Has reports whether s is in the set.
+func (f Stores) Has(s Store) bool { return s < NumStores && f&(1<<s) != 0 }
+
+// With returns the set plus s; an out-of-range s leaves it as it is.
+func (f Stores) With(s Store) Stores {
+	if s >= NumStores {
+		return f
+	}
+	return f | 1<<s
+}
+
+// List returns the stores in the order they are performed.
+func (f Stores) List() []Store {
+	var out []Store
+	for s := range NumStores {
+		if f.Has(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// String joins the stores' names with ", ".
+func (f Stores) String() string {
+	var names []string
+	for _, s := range f.List() {
+		names = append(names, s.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// Needs returns the marks effect e needs: for a lease without all of them the
+// effect is passed by (only an attempt is cancelled, asked about or
+// forgotten).
+func (e Effect) Needs() Marks {
+	if e < NumEffects {
+		return effectNeeds[e]
+	}
+	return 0
+}
+
 // String returns the mark's snake_case name.
 func (m Mark) String() string {
 	if m < NumMarks {
@@ -258,7 +319,10 @@ type Entry struct {
 	// Effects are what keeping a Latch does, or what a Move does besides the
 	// effects of the state it enters ([Table.OnEntry], [Table.AtRest]).
 	Effects Effects
-	why     string
+	// Stores are what an accepted Move or Latch takes from its evidence and
+	// keeps on the lease, before any effect.
+	Stores Stores
+	why    string
 }
 
 // Reason is the declared reason of a refusal, or what a latch means; "" for a
@@ -338,6 +402,10 @@ type Step struct {
 	// state's entry effects for a move (its rest effects are separate:
 	// [Table.AtRest], performed only where the lease comes to rest).
 	Effects Effects
+	// Stores are what the step takes from its evidence: set only on the step
+	// [Table.Fire] made; a completion or a re-delivered latch has no evidence
+	// to take anything from.
+	Stores Stores
 }
 
 // Cause names what caused the step: its event, or its guard in brackets.
@@ -463,10 +531,10 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 		} else {
 			s.Latched &^= 1 << e
 		}
-		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, nil
+		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next], Stores: en.Stores}, nil
 	case Latch:
 		s.Latched |= 1 << e
-		return Step{From: from, To: from, Event: e, Kind: Latch, Effects: en.Effects}, nil
+		return Step{From: from, To: from, Event: e, Kind: Latch, Effects: en.Effects, Stores: en.Stores}, nil
 	}
 	return Step{From: from, To: from, Event: e, Kind: Refuse}, &t.refused[from][e]
 }
@@ -551,6 +619,7 @@ type move struct {
 	marks   Marks
 	keep    bool
 	effects Effects
+	stores  Stores
 }
 
 func on(e Event, to State) move { return move{event: e, to: to} }
@@ -566,6 +635,17 @@ func (m move) keeping() move { m.keep = true; return m }
 
 // doing declares what the move does besides the entered state's effects.
 func (m move) doing(es ...Effect) move { m.effects |= effects(es...); return m }
+
+// storing declares what the move takes from its evidence.
+func (m move) storing(ss ...Store) move { m.stores |= stores(ss...); return m }
+
+func stores(ss ...Store) Stores {
+	var f Stores
+	for _, s := range ss {
+		f |= 1 << s
+	}
+	return f
+}
 
 type completion struct {
 	guard  Guard
@@ -584,12 +664,16 @@ type latch struct {
 	meaning string
 	events  []Event
 	effects Effects
+	stores  Stores
 }
 
 func keep(meaning string, events ...Event) latch { return latch{meaning: meaning, events: events} }
 
 // doing declares what keeping the latch does.
 func (l latch) doing(es ...Effect) latch { l.effects |= effects(es...); return l }
+
+// storing declares what the latch takes from its evidence.
+func (l latch) storing(ss ...Store) latch { l.stores |= stores(ss...); return l }
 
 // refusal declares that events change nothing in a state, and why.
 type refusal struct {
@@ -678,7 +762,13 @@ func compile(decl []block) (*Table, error) {
 			if m.effects >= 1<<NumEffects {
 				return nil, fmt.Errorf("fsm: effects of (%s, %s): %w", s, m.event, ErrOutOfRange)
 			}
-			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep, Effects: m.effects}); err != nil {
+			if m.stores >= 1<<NumStores {
+				return nil, fmt.Errorf("fsm: stores of (%s, %s): %w", s, m.event, ErrOutOfRange)
+			}
+			if m.stores.Has(StoreByPeer) && m.result == NoResult {
+				return nil, fmt.Errorf("fsm: (%s, %s) stores by_peer but latches no result: by_peer goes with a result", s, m.event)
+			}
+			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep, Effects: m.effects, Stores: m.stores}); err != nil {
 				return nil, err
 			}
 		}
@@ -686,11 +776,14 @@ func compile(decl []block) (*Table, error) {
 			if l.meaning == "" {
 				return nil, fmt.Errorf("fsm: latch in %s of %v says nothing about what keeping them means", s, l.events)
 			}
-			if l.effects >= 1<<NumEffects {
-				return nil, fmt.Errorf("fsm: effects of the latch in %s of %v: %w", s, l.events, ErrOutOfRange)
+			if l.effects >= 1<<NumEffects || l.stores >= 1<<NumStores {
+				return nil, fmt.Errorf("fsm: effects or stores of the latch in %s of %v: %w", s, l.events, ErrOutOfRange)
+			}
+			if l.stores.Has(StoreByPeer) || l.stores.Has(StoreFirst) {
+				return nil, fmt.Errorf("fsm: the latch in %s of %v stores an answer: an answer is stored only with the result it latches", s, l.events)
 			}
 			for _, e := range l.events {
-				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning, Effects: l.effects}); err != nil {
+				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning, Effects: l.effects, Stores: l.stores}); err != nil {
 					return nil, err
 				}
 			}

@@ -123,7 +123,7 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		{"move event out of range", edit(func(d []block) []block {
 			d[Waiting].moves = append(d[Waiting].moves, on(NumEvents, Granted))
 			return d
-		}), "event(24) in waiting", true},
+		}), "event(25) in waiting", true},
 		{"move target out of range", edit(func(d []block) []block {
 			d[Waiting].moves = []move{on(SlotsGranted, NumStates)}
 			return d
@@ -135,7 +135,23 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		{"latch event out of range", edit(func(d []block) []block {
 			d[Waiting].latches = append(d[Waiting].latches, keep("kept", NumEvents))
 			return d
-		}), "event(24) in waiting", true},
+		}), "event(25) in waiting", true},
+		{"move stores out of range", edit(func(d []block) []block {
+			d[Waiting].moves = []move{on(SlotsGranted, Granted).storing(NumStores)}
+			return d
+		}), "stores of (waiting, slots_granted)", true},
+		{"latch stores out of range", edit(func(d []block) []block {
+			d[Waiting].latches = []latch{keep("kept", Close).storing(NumStores)}
+			return d
+		}), "effects or stores of the latch in waiting", true},
+		{"by_peer without a result", edit(func(d []block) []block {
+			d[Waiting].moves = []move{on(SlotsGranted, Granted).storing(StoreByPeer)}
+			return d
+		}), "(waiting, slots_granted) stores by_peer but latches no result", false},
+		{"a latch storing an answer", edit(func(d []block) []block {
+			d[Waiting].latches = []latch{keep("kept", Close).storing(StoreFirst)}
+			return d
+		}), "the latch in waiting of [close] stores an answer", false},
 		{"refusal event out of range", edit(func(d []block) []block {
 			d[Released].refusals = append(d[Released].refusals, refuse("no", Event(200)))
 			return d
@@ -184,7 +200,8 @@ func TestFire(t *testing.T) {
 		s := Slot{State: Requested, Latched: Latches(0).With(OutcomeCancelled).With(ReleaseRequested)}
 		step, err := tab.Fire(&s, OutcomeCancelled)
 		require.NoError(t, err)
-		assert.Equal(t, Step{From: Requested, To: Failed, Event: OutcomeCancelled, Kind: Move, Result: Cancel, Effects: effects(StartDrain, RequestCancel)}, step)
+		assert.Equal(t, Step{From: Requested, To: Failed, Event: OutcomeCancelled, Kind: Move, Result: Cancel, Effects: effects(StartDrain, RequestCancel),
+			Stores: stores(StoreReason, StoreByPeer, StoreFirst)}, step)
 		assert.Equal(t, "outcome_cancelled", step.Cause())
 		assert.Equal(t, Failed, s.State)
 		assert.False(t, s.Latched.Has(OutcomeCancelled), "a move clears its own latch bit")
@@ -194,7 +211,7 @@ func TestFire(t *testing.T) {
 		s := Slot{State: Requested}
 		step, err := tab.Fire(&s, AccessProven)
 		require.NoError(t, err)
-		assert.Equal(t, Step{From: Requested, To: Requested, Event: AccessProven, Kind: Latch}, step)
+		assert.Equal(t, Step{From: Requested, To: Requested, Event: AccessProven, Kind: Latch, Stores: stores(StoreProofAnswer)}, step)
 		assert.Equal(t, Slot{State: Requested, Latched: Latches(0).With(AccessProven)}, s)
 		_, err = tab.Fire(&s, AccessProven)
 		require.NoError(t, err, "latching twice is idempotent")
@@ -387,6 +404,13 @@ func TestNames(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, s, got)
 	}
+	for st := range NumStores {
+		assert.Regexp(t, `^[a-z_]+$`, st.String())
+		assert.NotEmpty(t, st.Meaning())
+	}
+	assert.Equal(t, "reason, first_answer", Stores(0).With(StoreFirst).With(StoreReason).With(NumStores).String())
+	assert.Equal(t, Marks(0).With(Attempted), RequestCancel.Needs())
+	assert.Zero(t, NumEffects.Needs())
 	for e := range NumEvents {
 		unique(e.String())
 		assert.NotEmpty(t, e.Meaning())
@@ -406,7 +430,9 @@ func TestNames(t *testing.T) {
 		results[r.String()] = true
 	}
 	assert.Equal(t, "state(15)", NumStates.String())
-	assert.Equal(t, "event(24)", NumEvents.String())
+	assert.Equal(t, "event(25)", NumEvents.String())
+	assert.Equal(t, "store(9)", NumStores.String())
+	assert.Empty(t, NumStores.Meaning())
 	assert.Equal(t, "guard(8)", NumGuards.String())
 	assert.Equal(t, "result(9)", NumResults.String())
 	assert.Equal(t, "kind(3)", Kind(3).String())

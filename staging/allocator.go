@@ -230,6 +230,10 @@ func (a *Allocator) Free(t Ticket) error {
 			if err := a.pools[g].give(int(s.first), int(s.count)); err != nil {
 				return err // checked above: unreachable
 			}
+			if err := a.pools[g].audit(g); err != nil {
+				a.broken = err
+				return err
+			}
 		}
 	}
 	a.retire(t.idx)
@@ -384,6 +388,10 @@ func (a *Allocator) pump() {
 				if err := a.pools[g].take(int(s.first), int(s.count)); err != nil {
 					// find chose free slots: this is unreachable unless the
 					// bookkeeping is corrupt. Grant nothing more, ever.
+					a.broken = err
+					return
+				}
+				if err := a.pools[g].audit(g); err != nil {
 					a.broken = err
 					return
 				}

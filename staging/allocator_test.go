@@ -408,17 +408,69 @@ func TestAllocatorRefusesSlotsItDidNotLend(t *testing.T) {
 	assert.Contains(t, err.Error(), "not all lent")
 	assert.Equal(t, free, a.FreeSlots(0), "a refused Free changes nothing")
 	assert.True(t, a.Granted(tk), "the ticket is still granted")
-	// A grant that would lend a held slot twice is refused too, and the
-	// allocator grants nothing more.
+	// A take that would lend a held slot twice is refused too.
 	b, err := NewAllocator([]int{4})
 	require.NoError(t, err)
-	b.pools[0].free = 4 // the count says free; the bitmap below says held
-	b.pools[0].held[0] |= 1
-	b.pools[0].low = 0
 	_, err = b.Request([]int{1})
 	require.NoError(t, err)
 	require.NoError(t, b.Err())
 	err = b.pools[0].take(0, 1)
 	require.ErrorIs(t, err, ErrInvariant)
 	assert.Equal(t, uint64(1), b.pools[0].held[0]&1, "a refused take changes nothing")
+}
+
+// The allocator asserts that its free count is what its free runs hold, as
+// slots come and go (once every 4·len(held) changes of a pool, which keeps
+// the recount to about a quarter of a word per change): a count that drifted from the bitmap
+// is a bug, reported through Err, after which nothing more is granted.
+func TestAllocatorFreeCountIsItsFreeRuns(t *testing.T) {
+	tests := []struct {
+		name  string
+		drift func(a *Allocator, tk Ticket) error
+	}{
+		{"found by a free", func(a *Allocator, tk Ticket) error {
+			a.pools[0].free--
+			a.pools[0].changes = 4*len(a.pools[0].held) - 1 // the audit is due at the next change
+			return a.Free(tk)
+		}},
+		{"found by a grant", func(a *Allocator, _ Ticket) error {
+			a.pools[0].free++ // says free what no run holds
+			a.pools[0].changes = 4*len(a.pools[0].held) - 1
+			_, err := a.Request([]int{2})
+			require.NoError(t, err, "the request itself is well-formed")
+			return a.Err()
+		}},
+		{"found within 4·len(held) changes", func(a *Allocator, _ Ticket) error {
+			a.pools[0].free++
+			for range 4 * len(a.pools[0].held) {
+				tk, err := a.Request([]int{1})
+				require.NoError(t, err)
+				if a.Err() != nil {
+					return a.Err()
+				}
+				a.TakeGrants(nil)
+				if err := a.Free(tk); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewAllocator([]int{130})
+			require.NoError(t, err)
+			tk, err := a.Request([]int{3})
+			require.NoError(t, err)
+			require.Len(t, a.TakeGrants(nil), 1)
+			require.NoError(t, a.pools[0].counted(0))
+			err = tt.drift(a, tk)
+			require.ErrorIs(t, err, ErrInvariant)
+			assert.Contains(t, err.Error(), "pool group 0 counts")
+			require.ErrorIs(t, a.Err(), ErrInvariant)
+			_, err = a.Request([]int{1})
+			require.NoError(t, err)
+			assert.Empty(t, a.TakeGrants(nil), "a broken allocator grants nothing more")
+		})
+	}
 }

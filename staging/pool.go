@@ -18,6 +18,9 @@ type pool struct {
 	usable int
 	held   []uint64
 	quar   []uint64
+	// changes counts takes and gives since the free count was last checked
+	// against the bitmap (audit).
+	changes int
 }
 
 func newPool(n int) pool {
@@ -121,6 +124,33 @@ func (p *pool) give(s, n int) error {
 		p.free += bits.OnesCount64(back)
 	})
 	p.low = min(p.low, s)
+	return nil
+}
+
+// audit checks the free count against the free runs once every 4·len(held)
+// takes and gives: a recount reads every word of the bitmap, so checking at
+// that period costs about a quarter of a word per change, however large the
+// pool. A drift is found within that many changes.
+func (p *pool) audit(g int) error {
+	if p.changes++; p.changes < 4*len(p.held) {
+		return nil
+	}
+	p.changes = 0
+	return p.counted(g)
+}
+
+// counted checks the pool's free count against its free runs: the slots
+// below size whose held bit is clear. The two are kept apart (the count
+// answers FreeSlots and bounds find at once); a difference is a bug, and a
+// count that says free where the bitmap says held would lend a slot twice.
+func (p *pool) counted(g int) error {
+	n := 0
+	for _, w := range p.held {
+		n += 64 - bits.OnesCount64(w) // bits past size are set: held
+	}
+	if n != p.free {
+		return fmt.Errorf("%w: pool group %d counts %d free slots, but its free runs hold %d", ErrInvariant, g, p.free, n)
+	}
 	return nil
 }
 

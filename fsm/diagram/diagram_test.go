@@ -217,7 +217,7 @@ func TestSafetyStatesStandOut(t *testing.T) {
 	assert.Contains(t, m, "classDef warning "+warningStyle+"\n")
 	d := DOT(tab)
 	assert.Regexp(t, `(?m)^  quarantined \[label="quarantined\\nentry / quarantine" shape=octagon fillcolor="#fde2e2"`, d)
-	assert.Regexp(t, `(?m)^  access_fenced \[label="access_fenced\\nentry / forget\\nrest / copy_out\\n\+fenced" fillcolor="#dcfce7"`, d)
+	assert.Regexp(t, `(?m)^  access_fenced \[label="access_fenced\\nentry / end_access, forget\\nrest / copy_out\\n\+fenced" fillcolor="#dcfce7"`, d)
 	assert.Regexp(t, `(?m)^  released \[label="released\\nentry / free, retire" fillcolor="#e5e7eb"`, d)
 	assert.Regexp(t, `(?m)^  copy_unproven \[label="copy_unproven\\nentry / start_drain" style="rounded,filled,dashed" fillcolor="#fef3c7"`, d)
 	assert.Regexp(t, `(?m)^  \{ rank=sink; quarantined; released; \}$`, d)
@@ -277,6 +277,15 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	md := Markdown(tab)
 	assert.True(t, strings.HasPrefix(md, "# The lease lifecycle\n"))
 	assert.Contains(t, md, "```mermaid\n"+Mermaid(tab)+"```\n")
+	// What a move stores is spelled out where the move is.
+	assert.Contains(t, section(t, md, "### `requested`"), "| `outcome_cancelled` | move | `failed`, latching `cancelled`; stores reason, by_peer, first_answer |")
+	assert.Contains(t, section(t, md, "### `failed`"), "| `cancel_answered` | latch | kept: recorded on the lease: it changes neither the outcome nor the collection of access evidence; stores cancel_reply |")
+	stores := section(t, md, "## Stores")
+	for st := range fsm.NumStores {
+		assert.Contains(t, stores, fmt.Sprintf("| `%s` | %s |", st, cell(st.Meaning())))
+	}
+	assert.Contains(t, stores, "`outcome_cancelled` in `requested`")
+	assert.Contains(t, section(t, md, "## Effects"), "| `request_cancel` | Ask the backend once, best effort, to stop (only where it returned an attempt). It proves nothing. Only for a lease marked `attempted`; passed by otherwise. |")
 	for s := range fsm.NumStates {
 		sec := section(t, md, "### `"+s.String()+"`")
 		for e := range fsm.NumEvents {
@@ -286,7 +295,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 			case fsm.Move:
 				row = fmt.Sprintf("| `%s` | move | `%s`%s |", e, en.Next, latching(en.Result)+moveExtras(en))
 			case fsm.Latch:
-				row = fmt.Sprintf("| `%s` | latch | kept: %s%s |", e, cell(en.Reason()), doing(en.Effects))
+				row = fmt.Sprintf("| `%s` | latch | kept: %s%s%s |", e, cell(en.Reason()), doing(en.Effects), storing(en.Stores))
 			default:
 				row = fmt.Sprintf("| `%s` | refuse | %s |", e, cell(en.Reason()))
 			}
@@ -333,7 +342,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	}
 	effects := section(t, md, "## Effects")
 	for fx := range fsm.NumEffects {
-		assert.Contains(t, effects, fmt.Sprintf("| `%s` | %s |", fx, cell(fx.Meaning())))
+		assert.Contains(t, effects, fmt.Sprintf("| `%s` | %s", fx, cell(fx.Meaning())))
 	}
 	assert.Contains(t, effects, "| `copy_out` | "+cell(fsm.CopyOut.Meaning())+" | resting in `access_fenced` |")
 	assert.Contains(t, effects, "keeping `access_unproven` in `served`")

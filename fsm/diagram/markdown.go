@@ -244,7 +244,30 @@ func Markdown(t *fsm.Table) string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", fx, cell(fx.Meaning()), strings.Join(where, "<br>"))
+		meaning := fx.Meaning()
+		for _, mk := range fx.Needs().List() {
+			meaning += fmt.Sprintf(" Only for a lease marked `%s`; passed by otherwise.", mk)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", fx, cell(meaning), strings.Join(where, "<br>"))
+	}
+
+	b.WriteString("\n## Stores\n\n")
+	b.WriteString("What an accepted move or latch takes from its evidence and keeps on the lease is\n")
+	b.WriteString("declared beside the move's effects, as data, and performed by the same switch,\n")
+	b.WriteString("before the effects, in this order. A refused event stores nothing; a completion,\n")
+	b.WriteString("or a latched event re-delivered later, stores nothing either: only the event was\n")
+	b.WriteString("kept, not its evidence.\n\n")
+	b.WriteString("| store | keeps | declared on |\n|---|---|---|\n")
+	for st := range fsm.NumStores {
+		var where []string
+		for s := range fsm.NumStates {
+			for e := range fsm.NumEvents {
+				if en := t.Lookup(s, e); en.Kind != fsm.Refuse && en.Stores.Has(st) {
+					where = append(where, fmt.Sprintf("`%s` in `%s`", e, s))
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", st, cell(st.Meaning()), strings.Join(where, "<br>"))
 	}
 
 	b.WriteString("\n## Marks\n\n")
@@ -357,7 +380,7 @@ func Markdown(t *fsm.Table) string {
 				case fsm.Move:
 					fmt.Fprintf(&b, "| `%s` | move | `%s`%s |\n", e, en.Next, latching(en.Result)+moveExtras(en))
 				case fsm.Latch:
-					fmt.Fprintf(&b, "| `%s` | latch | kept: %s%s |\n", e, cell(en.Reason()), doing(en.Effects))
+					fmt.Fprintf(&b, "| `%s` | latch | kept: %s%s%s |\n", e, cell(en.Reason()), doing(en.Effects), storing(en.Stores))
 				default:
 					fmt.Fprintf(&b, "| `%s` | refuse | %s |\n", e, cell(en.Reason()))
 				}
@@ -406,7 +429,15 @@ func moveExtras(en fsm.Entry) string {
 	if en.Keep {
 		out += ", keeping the event latched"
 	}
-	return out
+	return out + storing(en.Stores)
+}
+
+// storing is the text after a move or latch: what it takes from its evidence.
+func storing(st fsm.Stores) string {
+	if st == 0 {
+		return ""
+	}
+	return "; stores " + st.String()
 }
 
 // doing is the text after a latch's meaning: what keeping it does.

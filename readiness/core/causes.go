@@ -19,7 +19,7 @@ func causeOf(ev fsm.Event, completion bool, g fsm.Guard) int {
 
 // causeSlots is NumCauses rounded up to a power of two: the core indexes its
 // counts by a mask rather than a checked index, cheaper on the hot path.
-const causeSlots = 32
+const causeSlots = 64
 
 // The mask in countMove needs every cause to fit.
 var _ [causeSlots - NumCauses]struct{}

@@ -72,7 +72,7 @@ type Core struct {
 // done.
 type followUp struct {
 	id uint32
-	v  verdict
+	ev Evidence
 }
 
 // New assembles a core. It refuses a config missing what it needs, naming
@@ -163,6 +163,12 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	case c.lost:
 		return Handle{}, fmt.Errorf("%w: no lease can copy to or from it", ErrDeviceLost)
 	}
+	if n := len(c.spare); n > 0 {
+		if id := c.spare[n-1]; c.leases[id].inUse || uint8(c.leases[id].gen) == c.leases[id].retired {
+			c.halt("a retired record was about to be reused without a new generation: its old handles would reach the new lease", id)
+			return Handle{}, c.Err()
+		}
+	}
 	b, err := c.newBody(req)
 	if err != nil {
 		return Handle{}, err
@@ -210,7 +216,7 @@ func (c *Core) newRecord() uint32 {
 // stays readable (state quarantined) as a released lease's does. A stale
 // handle, or a lease already released, is refused and changes nothing.
 func (c *Core) Release(h Handle) error {
-	if err := c.owner(h, verdict{event: fsm.ReleaseRequested}); err != nil {
+	if err := c.owner(h, Evidence{What: ownerReleased, Lease: h}); err != nil {
 		return fmt.Errorf("readiness: release of %v: %w", h, err)
 	}
 	return nil
@@ -231,7 +237,7 @@ func (c *Core) Release(h Handle) error {
 func (c *Core) Cancel(h Handle) error {
 	// The reason is kept even where the cancel is latched (a publish's copies
 	// landing, a submission being answered): it says why the lease ends.
-	if err := c.owner(h, verdict{event: fsm.CancelRequested, reason: "cancelled locally by the owner", setReason: true, always: true}); err != nil {
+	if err := c.owner(h, Evidence{What: ownerCancelled, Lease: h}); err != nil {
 		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
 	}
 	return nil
@@ -249,12 +255,11 @@ func (c *Core) Retry(h Handle) error {
 	if err != nil {
 		return err
 	}
-	l := &c.leases[id]
-	if c.awaitingProof(l) && !l.body.proofOut {
-		c.ask(id)
-		c.rearm(id)
-	}
-	return nil
+	// Where no proof is awaited the table refuses the retry: it changes
+	// nothing, and there is nothing to report. Like the owner's other calls
+	// it takes no grant and fires no deadline: those wait for a round.
+	_ = c.enter(id, &Evidence{What: ownerRetried, Lease: h})
+	return c.Err()
 }
 
 // AwaitingProof reports whether the lease still needs its access proven: the
@@ -282,7 +287,7 @@ func (c *Core) Close() {
 	for i := range c.leases {
 		id := uint32(i)
 		if l := &c.leases[id]; l.inUse && !l.m.State.Terminal() {
-			_ = c.apply(id, verdict{event: fsm.Close, reason: "engine closed: cancelled locally", setReason: true})
+			_ = c.enter(id, &Evidence{What: ownerClosed, Lease: c.handle(id)})
 		}
 	}
 }
@@ -307,8 +312,8 @@ func (c *Core) Drained() bool {
 	return true
 }
 
-// owner applies an owner's request through the door.
-func (c *Core) owner(h Handle, v verdict) error {
+// owner takes an owner's request through the door.
+func (c *Core) owner(h Handle, ev Evidence) error {
 	if c.halted != nil {
 		return c.Err()
 	}
@@ -325,7 +330,7 @@ func (c *Core) owner(h Handle, v verdict) error {
 	// Grants and deadlines are taken in rounds (Tick, Step), never inside an
 	// owner's call: a lease is staged on the clock of the round that submits
 	// it.
-	return c.apply(id, v)
+	return c.enter(id, &ev)
 }
 
 // lookup resolves a handle to a record that still carries its lease.

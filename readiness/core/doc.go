@@ -12,13 +12,17 @@
 // evidence is classified into one table event, the table answers, and only an
 // accepted move or latch touches the lease. A refusal returns an error and
 // changes nothing: no state, latch, reason, by_peer flag or counter. The owner's
-// calls ([Core.Release], [Core.Cancel], [Core.Retry], [Core.Close]) go through
-// the same door.
+// calls ([Core.Release], [Core.Cancel], [Core.Retry], [Core.Close]), the clock
+// (deadlines, Quiesce timeouts, the retry back-off: clock.go) and the pump
+// (grants, admissions: pump.go) go through the same door, as evidence of their
+// own kinds.
 //
-// What entering a state does (place, copy in, submit, ask for a proof, copy
-// out, free, quarantine, contain, recover) is declared in the table as effects,
-// and effects.go performs each in one switch. Effects never do I/O: they append
-// work to [Ready].
+// What an accepted move or latch stores from its evidence (a reason, the first
+// answer, by_peer, a cancel reply, a proof answered) and what entering a state
+// does (place, copy in, submit, ask for a proof, copy out, free, quarantine,
+// contain, recover) are declared in the table as stores and effects, and
+// perform (effects.go) does both in one place. Effects never do I/O: they
+// append work to [Ready].
 //
 // # The round
 //
@@ -39,8 +43,8 @@
 //
 // Caller mistakes are errors that wrap [ErrInvalidRequest], [ErrStaleHandle]
 // and their kin; nothing panics on bad input. A broken invariant (the
-// allocator's bookkeeping, a table entry no state should reach) halts the
-// core: [Core.Err] returns an [*InvariantError] and the core releases nothing
+// allocator's bookkeeping, a table entry no state should reach; assert.go and
+// docs/engine.md list them) halts the core: [Core.Err] returns an [*InvariantError] and the core releases nothing
 // from then on, so a bug stops at the broken invariant instead of recycling
 // memory another request still owns. The fatal containment policy halts it the
 // same way with a [*FatalError].

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -10,20 +11,80 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
-// perform does what the table declares, effect by effect, in the effects'
-// order: the one switch that places rows, queues copies, submits, asks for
-// proofs and cancels, frees, quarantines and retires handles. Nothing else in
-// the core does any of it. The invariants that make memory safe are asserted
-// here, where breaking them would do harm; a broken one halts the engine
-// instead of acting.
-func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
-	for e := fsm.Effect(0); fx != 0 && e < fsm.NumEffects; e++ {
-		if !fx.Has(e) {
-			continue
+// perform does what the table declares for one step: first what the step
+// stores from its evidence, store by store, then its effects, in the
+// effects' order — an effect that needs a mark the lease lacks (only an
+// attempt is cancelled, asked about or forgotten) is passed by. It is the one
+// place that keeps evidence on a lease, places rows, queues copies, submits,
+// asks for proofs and cancels, frees, quarantines and retires handles. The
+// invariants that make memory safe are asserted here, where breaking them
+// would do harm; a broken one halts the engine instead of acting.
+func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
+	if c.halted != nil {
+		return
+	}
+	l := &c.leases[id]
+	b := l.body
+	// Bit by bit, lowest first: the declared order, without a test per
+	// store or effect the step does not have.
+	for set := uint32(step.Stores); set != 0; set &= set - 1 {
+		switch fsm.Store(bits.TrailingZeros32(set)) {
+		case fsm.StoreReason:
+			b.reason = v.reason
+		case fsm.StoreByPeer:
+			b.byPeer = v.byPeer
+		case fsm.StoreFirst:
+			if b.first != nil {
+				c.halt(fmt.Sprintf("a second first answer (%v after %v) was about to be latched", describeOutcome(v.first), b.first), id)
+				return
+			}
+			b.first = v.first
+			if _, ok := v.first.(contract.Delivered); ok {
+				b.masks, c.masks = c.masks, b.masks
+			}
+		case fsm.StoreProofAnswer:
+			b.proofDue = 0
+			if v.what == quiesceOverdue {
+				// The call is still out: its late answer ends it.
+				c.stats.QuiesceTimeouts++
+				c.ready.Overdue = append(c.ready.Overdue, c.handle(id))
+			} else {
+				b.proofOut = false
+			}
+		case fsm.StoreUnproven:
+			c.stats.Unproven++
+			if v.what != quiesceOverdue {
+				b.unproved = min(b.unproved+1, 255) // an answer lengthens the back-off
+			}
+			b.unproven = v.reason
+			if !l.result.Failure() {
+				b.reason = "access unproven: " + v.reason
+			}
+		case fsm.StoreCopiesDone:
+			b.copiesOut = 0
+		case fsm.StoreCancelReply:
+			b.cancelDisp, b.cancelErr = v.disp, v.cancelErr
+			if v.cancelErr != "" {
+				c.stats.CancelErrors++
+			}
+		case fsm.StoreViolation:
+			c.stats.Violations++
+			c.stats.Faults(l.kind).Violations++
+			c.cfg.Logger.Warn("kvready: backend contract violation", slog.String("lease", c.handle(id).String()), slog.String("reason", v.reason))
+		case fsm.StoreRetry:
+			b.askAt = 0
+			if v.what == backoffDue && !b.proofOut {
+				c.stats.QuiesceRetries++
+			}
 		}
-		fx &^= 1 << e
+	}
+	for set := uint32(fx) & (1<<fsm.NumEffects - 1); set != 0; set &= set - 1 {
+		e := fsm.Effect(bits.TrailingZeros32(set))
 		if c.halted != nil {
 			return
+		}
+		if need := e.Needs(); l.m.Marks&need != need {
+			continue
 		}
 		switch e {
 		case fsm.Place:
@@ -32,6 +93,8 @@ func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
 			c.copyIn(id)
 		case fsm.Admit:
 			c.admitLine = append(c.admitLine, c.handle(id))
+		case fsm.TakeAdmission:
+			c.takeAdmission(id)
 		case fsm.Submit:
 			c.submit(id)
 		case fsm.ArmDeadline:
@@ -41,13 +104,15 @@ func (c *Core) perform(id uint32, step fsm.Step, fx fsm.Effects, v *verdict) {
 		case fsm.RequestCancel:
 			c.requestCancel(id)
 		case fsm.AskProof:
-			c.askProof(id)
+			c.askProof(id, step)
+		case fsm.EndAccess:
+			c.endAccess(id)
 		case fsm.Forget:
 			c.forget(id)
 		case fsm.CopyOut:
 			c.copyOut(id)
 		case fsm.DropRow:
-			if m := c.leases[id].body.mask(v.row); m != nil {
+			if m := b.mask(v.row); m != nil {
 				*m = false
 			}
 		case fsm.Answer:
@@ -112,6 +177,10 @@ func (c *Core) copyOut(id uint32) {
 		c.halt("staging→device copies asked for before the backend's access was proven over", id)
 		return
 	}
+	if l.m.Latched.Has(fsm.ReleaseRequested) {
+		c.halt("staging→device copies asked for into the device rows of a lease its owner released", id)
+		return
+	}
 	h := c.handle(id)
 	n := int32(0)
 	for i := range b.rows {
@@ -140,7 +209,7 @@ func (c *Core) submit(id uint32) {
 		return
 	}
 	if err := c.builder.Build(&b.extent, &b.view, c.parts, c.cfg.ExtentName, b.isLast); err != nil {
-		c.follow = append(c.follow, followUp{id: id, v: verdict{event: fsm.ExtentRefused, reason: "extent refused: " + err.Error(), setReason: true}})
+		c.follow = append(c.follow, followUp{id: id, ev: Evidence{What: extentRefused, Lease: c.handle(id), Reason: err.Error()}})
 		return
 	}
 	c.ready.Submissions = append(c.ready.Submissions, Submission{Lease: c.handle(id), Kind: l.kind, Extent: &b.extent})
@@ -161,7 +230,7 @@ func (c *Core) armDeadline(id uint32) {
 // startDrain starts the drain now — at the request deadline itself when the
 // deadline is what started it, not when the engine noticed — if that moves
 // the containment deadline earlier: later triggers never extend the grace.
-func (c *Core) startDrain(id uint32, step fsm.Step) {
+func (c *Core) startDrain(id uint32, step *fsm.Step) {
 	b := c.leases[id].body
 	at := c.now
 	if step.Event == fsm.Deadline && !step.Completion && b.deadline != 0 {
@@ -172,26 +241,40 @@ func (c *Core) startDrain(id uint32, step fsm.Step) {
 	}
 }
 
+// takeAdmission holds one of the backend's admission slots for the lease,
+// which the pump let through only while the bound had room.
+func (c *Core) takeAdmission(id uint32) {
+	b := c.leases[id].body
+	switch {
+	case b.outstanding:
+		c.halt("a lease admitted twice", id)
+		return
+	case c.cfg.MaxOutstanding > 0 && c.outstanding >= c.cfg.MaxOutstanding:
+		c.halt(fmt.Sprintf("a lease admitted past the backend's bound of %d outstanding submissions", c.cfg.MaxOutstanding), id)
+		return
+	}
+	b.outstanding = true
+	c.outstanding++
+}
+
 // requestCancel asks for the one cancel request of a lease whose backend
 // returned an attempt.
 func (c *Core) requestCancel(id uint32) {
-	if !c.leases[id].m.Marks.Has(fsm.Attempted) {
-		return
-	}
 	c.stats.CancelRequests++
 	c.ready.Cancels = append(c.ready.Cancels, c.handle(id))
 }
 
 // askProof asks for the access proof of a lease the backend may still touch:
-// at once the first time, after back-off when the last answer proved nothing,
-// never while a call is outstanding (its answer asks again).
-func (c *Core) askProof(id uint32) {
+// at once the first time or on a retry, after back-off when the last answer
+// proved nothing, never while a call is outstanding (its answer asks again).
+// It is the only way a Quiesce call is asked for.
+func (c *Core) askProof(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
 	b := l.body
-	if !l.m.Marks.Has(fsm.Attempted) || b.proofOut {
-		return // no attempt to ask about (an escaped submission waits for containment), or asked already
+	if b.proofOut {
+		return // asked already
 	}
-	if b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {
+	if step.Kind == fsm.Latch && step.Event == fsm.Retry || b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {
 		c.ask(id)
 		return
 	}
@@ -208,24 +291,30 @@ func (c *Core) askProof(id uint32) {
 func (c *Core) ask(id uint32) {
 	l := &c.leases[id]
 	b := l.body
+	if !c.table.Exposed(l.m.State) {
+		c.halt(fmt.Sprintf("Quiesce asked about a lease in %v, where no access proof is awaited", l.m.State), id)
+		return
+	}
 	b.proofOut, b.askAt = true, 0
 	b.proofDue = c.now + int64(c.cfg.QuiesceTimeout)
 	c.ready.Proofs = append(c.ready.Proofs, Proof{Lease: c.handle(id), Kind: l.kind})
 }
 
-// forget drops a fenced lease's attempt: the backend's access is proven over,
-// so nothing about it is needed any more.
-func (c *Core) forget(id uint32) {
-	l := &c.leases[id]
-	b := l.body
+// endAccess ends what the backend's access held: the admission slot goes
+// back, and no proof is awaited any more.
+func (c *Core) endAccess(id uint32) {
+	b := c.leases[id].body
 	b.askAt, b.proofDue = 0, 0
-	c.unadmit(b)
+	c.unadmit(id)
 	if b.exposedAt != 0 {
 		c.stats.FenceLatency.add(c.now - b.exposedAt)
 	}
-	if l.m.Marks.Has(fsm.Attempted) {
-		c.ready.Forget = append(c.ready.Forget, c.handle(id))
-	}
+}
+
+// forget drops a fenced lease's attempt: the backend's access is proven over,
+// so nothing about it is needed any more.
+func (c *Core) forget(id uint32) {
+	c.ready.Forget = append(c.ready.Forget, c.handle(id))
 }
 
 // answer computes readiness once every local copy has landed.
@@ -263,8 +352,12 @@ func (c *Core) withdraw(id uint32) {
 
 // unadmit gives the lease's admission slot back, if it holds one: its
 // submission is no longer outstanding (fenced, or given up on).
-func (c *Core) unadmit(b *body) {
-	if b.outstanding {
+func (c *Core) unadmit(id uint32) {
+	if b := c.leases[id].body; b.outstanding {
+		if c.outstanding <= 0 {
+			c.halt(fmt.Sprintf("an admission slot given back while the core counts %d outstanding", c.outstanding), id)
+			return
+		}
 		b.outstanding = false
 		c.outstanding--
 	}
@@ -274,10 +367,10 @@ func (c *Core) unadmit(b *body) {
 // deadline passed with access or a local copy unproven. Its admission slot
 // goes back — the engine no longer waits on the submission — but nothing of
 // its memory is freed.
-func (c *Core) contain(id uint32, step fsm.Step) {
+func (c *Core) contain(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
 	b := l.body
-	c.unadmit(b)
+	c.unadmit(id)
 	c.stats.Containments++
 	sig := Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}
 	c.ready.Containments = append(c.ready.Containments, sig)
@@ -372,7 +465,7 @@ func (c *Core) retire(id uint32) {
 	c.keep(id)
 	c.stats.Leases[fsm.Released]--
 	c.putBody(b)
-	*l = lease{gen: nextGen(l.gen)}
+	*l = lease{gen: nextGen(l.gen), retired: uint8(l.gen)}
 	c.spare = append(c.spare, id)
 }
 

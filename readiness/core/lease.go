@@ -19,8 +19,11 @@ type lease struct {
 	kind   Kind
 	result fsm.Result
 	inUse  bool // the record carries a lease (live, or parked for ever)
-	ticket staging.Ticket
-	body   *body
+	// retired is the low byte of the generation the record last retired: a
+	// record is reused only with a generation that differs from it.
+	retired uint8
+	ticket  staging.Ticket
+	body    *body
 }
 
 // body is the variable-size part of a lease: its rows, the structures built

@@ -140,6 +140,26 @@ const (
 	numObserved
 )
 
+// The evidence the core makes itself — its owner's calls, its clock, its
+// pump, an effect reporting back — enters through the same door as the
+// caller's and is classified by the same switch. [Core.Step] refuses it from
+// outside: only the core's clock can say that a deadline passed.
+const (
+	ownerReleased    Observed = numObserved + iota // Release
+	ownerCancelled                                 // Cancel
+	ownerRetried                                   // Retry
+	ownerClosed                                    // Close, for each lease
+	deadlineDue                                    // the request deadline passed with no outcome
+	containmentDue                                 // the containment deadline passed
+	quiesceOverdue                                 // the outstanding Quiesce call outlived its timeout
+	backoffDue                                     // the back-off before asking Quiesce again ran out
+	slotsGranted                                   // the allocator lent the slots
+	slotsHopeless                                  // quarantine left no run that could hold the lease
+	admissionGranted                               // the backend's admission bound has room
+	extentRefused                                  // staging refused to build the extent (Reason)
+	deviceLostCopy                                 // the device was lost with the lease's copies in flight (Reason)
+)
+
 var observedNames = [numObserved]string{
 	SubmitAccepted: "submit_accepted", SubmitRejected: "submit_rejected", SubmitEscaped: "submit_escaped",
 	PollAnswered: "poll_answered", PollPanicked: "poll_panicked", QuiesceTrue: "quiesce_true",

@@ -281,8 +281,8 @@ func (h *harness) policy(d *datadriven.TestData) core.Policy {
 	return p
 }
 
-// move prints one transition: lease, from → to, cause, the outcome latched
-// and the entered state's effects.
+// move prints one transition: lease, from → to, cause, the outcome latched,
+// the entered state's effects and what the move stored from its evidence.
 func (h *harness) move(tr core.Transition) string {
 	s := fmt.Sprintf("%s: %v -> %v on %s", h.name(tr.Lease), tr.From, tr.To, tr.Cause())
 	if tr.Result != fsm.NoResult {
@@ -290,6 +290,9 @@ func (h *harness) move(tr core.Transition) string {
 	}
 	if tr.Effects != 0 {
 		s += " {" + tr.Effects.String() + "}"
+	}
+	if tr.Stores != 0 {
+		s += " stores " + tr.Stores.String()
 	}
 	return s
 }
