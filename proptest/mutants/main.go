@@ -24,12 +24,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -56,7 +58,7 @@ var (
 
 func run() int {
 	only := flag.String("run", "", "run only the mutants whose name matches this regular expression")
-	check := flag.Bool("check", false, "only check that every mutant still applies to the code it breaks")
+	check := flag.Bool("check", false, "only check that every mutant still applies to the code it breaks, and compiles")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
 	if err != nil {
@@ -86,7 +88,11 @@ func run() int {
 	// run at once, never after the others were tested.
 	stale := 0
 	for _, m := range mutants {
-		if _, err := m.overlay(root, scratch); err != nil {
+		overlay, err := m.overlay(root, scratch)
+		if err == nil && *check {
+			err = m.compiles(goCmd, root, overlay)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "mutants: %s: %v\n", m.name, err)
 			stale++
 		}
@@ -125,6 +131,10 @@ func run() int {
 		verdict, how := "SURVIVED", "the property suites passed with this guard broken"
 		for _, s := range property {
 			out, err := s.exec(goCmd, root, scratch, overlay, checks)
+			if errors.Is(err, errBuild) {
+				fmt.Fprintf(os.Stderr, "mutants: %s: the mutant is stale, not killed: %v\n%s", m.name, err, out)
+				return 2
+			}
 			if err == nil {
 				continue
 			}
@@ -217,7 +227,7 @@ func (s suite) exec(goCmd, root, scratch string, overlay any, checks string) ([]
 	build := exec.Command(goCmd, append(args, s.pkg)...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return out, fmt.Errorf("building %s: %w", s.pkg, err)
+		return out, fmt.Errorf("%w: building %s: %w", errBuild, s.pkg, err)
 	}
 	cmd := exec.Command(bin, "-test.count=1", "-test.run", s.run)
 	cmd.Dir = filepath.Join(root, s.dir)
@@ -227,6 +237,26 @@ func (s suite) exec(goCmd, root, scratch string, overlay any, checks string) ([]
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.Bytes(), err
+}
+
+// errBuild says a test binary did not compile: with a mutant's overlay, the
+// mutant is broken (its replacement no longer fits the code), never killed.
+var errBuild = errors.New("does not compile")
+
+// compiles builds the packages a mutant edits, from its overlay.
+func (m mutant) compiles(goCmd, root, overlay string) error {
+	var pkgs []string
+	for _, e := range m.edits {
+		if p := "./" + e.pkg; !slices.Contains(pkgs, p) {
+			pkgs = append(pkgs, p)
+		}
+	}
+	build := exec.Command(goCmd, append([]string{"build", "-overlay", overlay}, pkgs...)...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %v\n%s", errBuild, err, out)
+	}
+	return nil
 }
 
 func moduleRoot(goCmd string) (string, error) {

@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every mutant must still apply to the code it breaks: a mutant whose text
-// has gone tests nothing, and make mutants (not run by make test) would only
-// find out later.
+// Every mutant must still apply to the code it breaks, and compile: a mutant
+// whose text has gone tests nothing, one that no longer compiles would read as
+// killed, and make mutants (not run by make test) would only find out later.
 func TestEveryMutantApplies(t *testing.T) {
 	root, err := moduleRoot("go")
 	require.NoError(t, err)
@@ -18,8 +18,9 @@ func TestEveryMutantApplies(t *testing.T) {
 		require.False(t, seen[m.name], "mutant %s listed twice", m.name)
 		seen[m.name] = true
 		require.NotEmpty(t, m.what, m.name)
-		_, err := m.overlay(root, scratch)
+		overlay, err := m.overlay(root, scratch)
 		require.NoError(t, err, m.name)
+		require.NoError(t, m.compiles("go", root, overlay), m.name)
 	}
 	require.GreaterOrEqual(t, len(mutants), 20)
 }

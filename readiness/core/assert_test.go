@@ -53,7 +53,7 @@ func name(k byte) contract.Name {
 // lend lends a one-row fetch and takes the round that stages, admits and
 // submits it.
 func (r *rig) lend() (Handle, uint32) {
-	h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(1), Device: gpu.DevicePtr(0x1000)}}})
+	h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(1), Device: gpu.DevicePtr(0x1000)}}})
 	require.NoError(r.t, err)
 	r.tick(0)
 	return h, h.id
@@ -111,7 +111,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			require.NoError(r.t, r.c.Release(h))
 			r.released = 1
 			r.c.leases[id].gen = h.gen // as if retire had not moved it on
-			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
+			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.ErrorIs(r.t, err, ErrHalted)
 		}, "a retired record was about to be reused without a new generation"},
 		{"a state outside the table's domain, met by the door", nil, func(r *rig) {
@@ -165,7 +165,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		}, "a lease admitted twice"},
 		{"a lease admitted past the backend's bound", func(cfg *Config) { cfg.MaxOutstanding = 1 }, func(r *rig) {
 			r.lend()
-			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
+			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.tick(0) // staged, waiting for the bound
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
@@ -186,7 +186,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.tick(2 * time.Second)
 		}, "the clock's Quiesce timeout was refused: fsm: access_unproven refused in state logically_complete"},
 		{"a granted lease with no runs", nil, func(r *rig) {
-			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
+			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.c.leases[h.id].ticket = staging.Ticket{} // a ticket the allocator never issued
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Place), &verdict{})
@@ -202,7 +202,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Quarantine), &verdict{})
 		}, "the allocator refused to quarantine a lease's slots"},
 		{"the allocator refuses to withdraw", nil, func(r *rig) {
-			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(2), Device: 0x2000}}})
+			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
 			r.c.leases[h.id].ticket = staging.Ticket{}
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
@@ -223,7 +223,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			assert.Contains(t, inv.What, tt.want)
 			assert.Equal(t, uint64(1), r.c.Stats().InvariantBreaches)
 			assert.Equal(t, r.released, r.c.Stats().Released, "a breach frees nothing")
-			_, lerr := r.c.Lend(Request{Kind: Fetch, Rows: []Row{{Name: name(9), Device: 0x9000}}})
+			_, lerr := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(9), Device: 0x9000}}})
 			assert.ErrorIs(t, lerr, ErrHalted, "a halted core lends nothing")
 		})
 	}
