@@ -475,7 +475,7 @@ func (e *Engine) takeMail() {
 		case l.done != nil:
 			l.done.pool.recycle(l.done)
 		case l.poll:
-			e.sighted(l.ev.Lease)
+			e.sighted(l.ev.Lease, l.ev.Outcome)
 		default:
 			e.step(l.ev)
 		}
@@ -483,14 +483,23 @@ func (e *Engine) takeMail() {
 	clear(e.letters)
 }
 
-// sighted polls an attempt that a completion or the watcher says has
-// answered. The evidence is what Poll answers here, on the owner: a
-// completion Poll does not bear out is the backend's fault, and the attempt
-// is watched from then on, so that its outcome still arrives. An attempt
-// already forgotten (fenced) is not asked again.
-func (e *Engine) sighted(h core.Handle) {
+// sighted takes in an attempt that a completion or the watcher says has
+// answered. What the watcher's Poll saw is the engine's first sight of the
+// answer and is stepped as it was seen: polling again here would let a
+// backend that changed its answer in between have its second answer taken
+// for its first (a miss reported as a failure); a later change is caught by
+// the poll after the access proof. A completion carries no answer: the
+// evidence is what Poll answers here, on the owner, and a completion Poll
+// does not bear out is the backend's fault, the attempt watched from then on
+// so that its outcome still arrives. An attempt already forgotten (fenced)
+// is not asked again.
+func (e *Engine) sighted(h core.Handle, seen contract.Outcome) {
 	s := e.attempts.get(h)
 	if s == nil {
+		return
+	}
+	if seen != nil {
+		e.step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: seen})
 		return
 	}
 	if !e.answer(h, s.kind, s.a) {

@@ -10,8 +10,9 @@ import (
 
 // letter is one piece of evidence the engine's goroutines (or a backend's
 // notification) made observable, for the owner's next round: evidence to step
-// into the core; with poll set, an attempt whose outcome is known and that
-// the owner polls itself; with done set, a Quiesce batch fully answered, for
+// into the core; with poll set, a sighting of an attempt that answered —
+// with the answer the watcher saw in ev.Outcome, or none from a completion,
+// in which case the owner polls it itself; with done set, a Quiesce batch fully answered, for
 // the owner to recycle.
 type letter struct {
 	ev   core.Evidence

@@ -56,6 +56,9 @@ type scriptAttempt struct {
 	outcome contract.Outcome
 	ended   bool // Quiesce answered true for it
 	polls   int
+	// then, if set, replaces the outcome once a Poll has returned it: a
+	// backend that changes its answer right after giving it.
+	then contract.Outcome
 }
 
 func newScript(m *staging.Memory) *script {
@@ -66,7 +69,11 @@ func (a *scriptAttempt) Poll() contract.Outcome {
 	a.s.mu.Lock()
 	defer a.s.mu.Unlock()
 	a.polls++
-	return a.outcome
+	o := a.outcome
+	if o != nil && a.then != nil {
+		a.outcome, a.then = a.then, nil
+	}
+	return o
 }
 
 func (s *script) submit(ext contract.CacheExtent) (contract.Attempt, error) {
@@ -152,6 +159,13 @@ func (s *script) last(t *testing.T) *scriptAttempt {
 func (s *script) set(a *scriptAttempt, o contract.Outcome) {
 	s.mu.Lock()
 	a.outcome = o
+	s.mu.Unlock()
+}
+
+// setThen sets an answer that replaces the outcome once a Poll returned it.
+func (s *script) setThen(a *scriptAttempt, first, then contract.Outcome) {
+	s.mu.Lock()
+	a.outcome, a.then = first, then
 	s.mu.Unlock()
 }
 

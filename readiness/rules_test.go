@@ -861,3 +861,21 @@ var (
 	_ TimerClock = systemClock{}
 	_ TimerClock = (*sim.ManualClock)(nil) // gpu/sim
 )
+
+// Rules 2 and 3: the first answer the engine sees is the one the watcher's
+// Poll saw. A backend that changes its answer right after a Poll returned it
+// (a miss, then a failure) must not have its second answer taken for its
+// first: the miss stays a miss.
+func TestRegressionWatcherSightingIsTheFirstAnswer(t *testing.T) {
+	r := newRig(t, 4)
+	r.be.setAnswer(false, nil) // no proof: the outcome stays as first latched
+	h, _, a := r.fetch(1, 1)
+	r.be.setThen(a, contract.Delivered{}, contract.Failed{Reason: "changed its mind"})
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, Missed, info.Outcome, "the backend answered a miss first")
+	r.be.mu.Lock()
+	polls := a.polls
+	r.be.mu.Unlock()
+	assert.GreaterOrEqual(t, polls, 1)
+}

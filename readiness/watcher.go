@@ -126,10 +126,11 @@ func (w *watcher) run() {
 		for word, words := 0, 1; word < words && watched > 0; {
 			polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 			for _, it := range polled {
-				// A panic is an answer too: the owner polls it again and
-				// finds the violation itself.
+				// The answer seen goes with the sighting: it is the first
+				// the engine saw. A panic is an answer too: the owner polls
+				// it again and finds the violation itself.
 				if o, p := safePoll(it.a); o != nil || p != "" {
-					found = append(found, letter{ev: core.Evidence{Lease: it.h}, poll: true})
+					found = append(found, letter{ev: core.Evidence{Lease: it.h, Outcome: o}, poll: true})
 				}
 			}
 			clear(polled)
