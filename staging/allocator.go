@@ -3,6 +3,8 @@ package staging
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvready/kvready/internal/grow"
 )
 
 // Ticket is a small value handle on one slot request. The zero Ticket is never
@@ -55,13 +57,9 @@ const (
 	granted
 )
 
-type record struct {
-	gen   uint32
-	state ticketState
-}
-
-// span is one group's run inside a record; 8 bytes, so a one-row lease costs 16
-// bytes of allocator state plus its queue entry.
+// span is one group's run inside a record; 8 bytes, so a one-row lease costs 13
+// bytes of allocator state (its generation, its state and its span) plus its
+// queue entry while it waits.
 type span struct{ first, count uint32 }
 
 // Allocator hands out staging slots: per pool group, a request takes one
@@ -77,7 +75,11 @@ type span struct{ first, count uint32 }
 // It is not safe for concurrent use.
 type Allocator struct {
 	pools   []pool
-	recs    []record
+	// A record is its generation, its state and one span per group, kept in
+	// parallel arrays: a struct of the generation and the state would be
+	// padded to 8 bytes, and there is a record for every lease in flight.
+	gens    []uint32
+	states  []ticketState
 	spans   []span   // len(pools) per record
 	free    []uint32 // unused record indices
 	queue   []uint32 // ring of record indices, FIFO
@@ -150,13 +152,13 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 	for g, c := range counts {
 		sp[g] = span{count: uint32(c)}
 	}
-	t := Ticket{idx: r, gen: a.recs[r].gen}
+	t := Ticket{idx: r, gen: a.gens[r]}
 	if total == 0 {
-		a.recs[r].state = granted
+		a.states[r] = granted
 		a.grants = append(a.grants, t)
 		return t, nil
 	}
-	a.recs[r].state = waiting
+	a.states[r] = waiting
 	a.waiting++
 	a.push(r)
 	a.pump()
@@ -165,7 +167,7 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 
 // Granted reports whether t holds its slots now.
 func (a *Allocator) Granted(t Ticket) bool {
-	return a.live(t) && a.recs[t.idx].state == granted
+	return a.live(t) && a.states[t.idx] == granted
 }
 
 // TakeGrants appends to dst the tickets granted since the last call, in grant
@@ -201,12 +203,11 @@ func (a *Allocator) Cancel(t Ticket) error {
 	if !a.live(t) {
 		return fmt.Errorf("%w: cannot cancel ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
 	}
-	rec := &a.recs[t.idx]
-	if rec.state == granted {
+	if a.states[t.idx] == granted {
 		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
 	}
-	rec.state = cancelled
-	rec.gen = nextGen(rec.gen) // the ticket is stale from now on; the queue entry goes at the head
+	a.states[t.idx] = cancelled
+	a.gens[t.idx] = nextGen(a.gens[t.idx]) // the ticket is stale from now on; the queue entry goes at the head
 	a.waiting--
 	a.pump()
 	return nil
@@ -279,7 +280,7 @@ func (a *Allocator) QuarantineRun(t Ticket, r Run) error {
 // held does not matter: held slots return, quarantined ones never do). A
 // hopeless ticket blocks the line until cancelled.
 func (a *Allocator) Hopeless(t Ticket) bool {
-	if !a.live(t) || a.recs[t.idx].state != waiting {
+	if !a.live(t) || a.states[t.idx] != waiting {
 		return false
 	}
 	for g, s := range a.recSpans(t.idx) {
@@ -295,7 +296,7 @@ func (a *Allocator) Hopeless(t Ticket) bool {
 func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 	for i := range a.qlen {
 		r := a.queue[(a.qhead+i)%len(a.queue)]
-		t := Ticket{idx: r, gen: a.recs[r].gen}
+		t := Ticket{idx: r, gen: a.gens[r]}
 		if a.Hopeless(t) {
 			dst = append(dst, t)
 		}
@@ -308,8 +309,8 @@ func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 func (a *Allocator) Usable(g int) int { return a.pools[g].usable }
 
 func (a *Allocator) live(t Ticket) bool {
-	return t.gen != 0 && int(t.idx) < len(a.recs) && a.recs[t.idx].gen == t.gen &&
-		a.recs[t.idx].state != unused && a.recs[t.idx].state != cancelled
+	return t.gen != 0 && int(t.idx) < len(a.gens) && a.gens[t.idx] == t.gen &&
+		a.states[t.idx] != unused && a.states[t.idx] != cancelled
 }
 
 func (a *Allocator) recSpans(r uint32) []span {
@@ -323,16 +324,17 @@ func (a *Allocator) newRecord() uint32 {
 		a.free = a.free[:n-1]
 		return r
 	}
-	a.recs = append(a.recs, record{gen: 1})
-	for range a.pools {
-		a.spans = append(a.spans, span{})
-	}
-	return uint32(len(a.recs) - 1)
+	r := len(a.gens)
+	a.gens = grow.Len(a.gens, r+1)
+	a.states = grow.Len(a.states, r+1)
+	a.spans = grow.Len(a.spans, (r+1)*len(a.pools))
+	a.gens[r] = 1
+	return uint32(r)
 }
 
 // retire makes record r's ticket stale and r reusable.
 func (a *Allocator) retire(r uint32) {
-	a.recs[r] = record{gen: nextGen(a.recs[r].gen), state: unused}
+	a.gens[r], a.states[r] = nextGen(a.gens[r]), unused
 	a.free = append(a.free, r)
 }
 
@@ -365,9 +367,8 @@ func (a *Allocator) pop() {
 func (a *Allocator) pump() {
 	for a.qlen > 0 && a.broken == nil {
 		r := a.queue[a.qhead]
-		rec := &a.recs[r]
-		if rec.state == cancelled {
-			rec.state = unused
+		if a.states[r] == cancelled {
+			a.states[r] = unused
 			a.free = append(a.free, r)
 			a.pop()
 			continue
@@ -397,9 +398,9 @@ func (a *Allocator) pump() {
 				}
 			}
 		}
-		rec.state = granted
+		a.states[r] = granted
 		a.waiting--
 		a.pop()
-		a.grants = append(a.grants, Ticket{idx: r, gen: rec.gen})
+		a.grants = append(a.grants, Ticket{idx: r, gen: a.gens[r]})
 	}
 }
