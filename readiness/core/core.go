@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/internal/grow"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -185,8 +186,8 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	l := &c.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
 	l.kind, l.result, l.ticket, l.body, l.inUse = req.Kind, fsm.NoResult, t, b, true
-	for len(c.byTicket) <= t.Index() {
-		c.byTicket = append(c.byTicket, 0)
+	if t.Index() >= len(c.byTicket) {
+		c.byTicket = grow.Len(c.byTicket, t.Index()+1)
 	}
 	c.byTicket[t.Index()] = id
 	b.lentAt = c.now
@@ -203,9 +204,11 @@ func (c *Core) newRecord() uint32 {
 		c.spare = c.spare[:n-1]
 		return id
 	}
-	c.leases = append(c.leases, lease{gen: 1})
+	id := len(c.leases)
+	c.leases = grow.Len(c.leases, id+1)
+	c.leases[id].gen = 1
 	c.timers.grow(len(c.leases))
-	return uint32(len(c.leases) - 1)
+	return uint32(id)
 }
 
 // Release says the owner is done with the lease. The slots return to the
