@@ -74,7 +74,7 @@ type span struct{ first, count uint32 }
 // record tables have grown to the peak number of requests) no call allocates.
 // It is not safe for concurrent use.
 type Allocator struct {
-	pools   []pool
+	pools []pool
 	// A record is its generation, its state and one span per group, kept in
 	// parallel arrays: a struct of the generation and the state would be
 	// padded to 8 bytes, and there is a record for every lease in flight.
