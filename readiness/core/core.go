@@ -42,7 +42,6 @@ type Core struct {
 	// readable after their records are reused or parked.
 	kept     []keptLease
 	keptNext int
-	byTicket []uint32 // lease id by ticket index
 	builder  staging.ExtentBuilder
 	timers   timerHeap
 	grants   []staging.Ticket
@@ -174,8 +173,15 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	if err != nil {
 		return Handle{}, err
 	}
-	t, err := c.alloc.Request(b.counts)
-	if err != nil {
+	next := uint32(len(c.leases))
+	if n := len(c.spare); n > 0 {
+		next = c.spare[n-1]
+	}
+	gen := uint32(1)
+	if int(next) < len(c.leases) {
+		gen = c.leases[next].gen
+	}
+	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
 		c.putBody(b)
 		if errors.Is(err, staging.ErrUngrantable) {
 			return Handle{}, fmt.Errorf("readiness: %w", err)
@@ -185,11 +191,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	id := c.newRecord()
 	l := &c.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
-	l.kind, l.result, l.ticket, l.body, l.inUse = req.Kind, fsm.NoResult, t, b, true
-	if t.Index() >= len(c.byTicket) {
-		c.byTicket = grow.Len(c.byTicket, t.Index()+1)
-	}
-	c.byTicket[t.Index()] = id
+	l.kind, l.result, l.body, l.inUse = req.Kind, fsm.NoResult, b, true
 	b.lentAt = c.now
 	c.stats.Leases[fsm.Waiting]++
 	c.stats.Lent++
@@ -421,7 +423,7 @@ func (c *Core) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
 	if !c.table.Holding(l.m.State) {
 		return dst, nil
 	}
-	return c.alloc.Runs(l.ticket, dst)
+	return c.alloc.Runs(c.ticket(id), dst)
 }
 
 // Readiness returns where a fetched request may resume: answerable once every
