@@ -163,20 +163,21 @@ func TicketOf(index, gen uint32) Ticket { return Ticket{idx: index, gen: gen} }
 // generation must be the one the allocator expects there next — 1 for a new
 // index, else the one after the latest request it retired or cancelled there
 // — so that a stale ticket never becomes live again. It refuses, changing
-// nothing, what Request refuses, a ticket it does not expect, and any call
-// on an allocator whose tickets Request issued; once called, Request refuses.
+// nothing, what Request refuses, a ticket it does not expect (wrapping
+// ErrStaleTicket), and any call on an allocator whose tickets Request issued;
+// once called, Request refuses.
 func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
 	switch n := uint32(len(a.gens)); {
 	case !a.named && len(a.gens) > 0:
 		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", len(a.gens))
 	case t.idx > n:
-		return fmt.Errorf("staging: ticket %d.%d: index %d skips indices; want at most %d, the next new one", t.idx, t.gen, t.idx, n)
+		return fmt.Errorf("%w: ticket %d.%d: index %d skips indices; want at most %d, the next new one", ErrStaleTicket, t.idx, t.gen, t.idx, n)
 	case t.idx == n && t.gen != 1:
-		return fmt.Errorf("staging: ticket %d.%d: generation %d at a new index; want 1", t.idx, t.gen, t.gen)
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at a new index; want 1", ErrStaleTicket, t.idx, t.gen, t.gen)
 	case t.idx < n && (a.states[t.idx] == waiting || a.states[t.idx] == granted):
-		return fmt.Errorf("staging: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", t.idx, t.gen, t.idx, t.idx, a.gens[t.idx])
+		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gens[t.idx])
 	case t.idx < n && t.gen != a.gens[t.idx]:
-		return fmt.Errorf("staging: ticket %d.%d: generation %d at index %d; want %d, the next", t.idx, t.gen, t.gen, t.idx, a.gens[t.idx])
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gens[t.idx])
 	}
 	total, err := a.checkCounts(counts)
 	if err != nil {

@@ -460,6 +460,9 @@ func TestAllocatorRequestTicketRefusals(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tc.want)
+			if tc.name != "bad counts" {
+				require.ErrorIs(t, err, ErrStaleTicket)
+			}
 			assert.Equal(t, waiting, a.Waiting(), "a refusal changes nothing")
 			assert.Equal(t, free, a.FreeSlots(0))
 		})

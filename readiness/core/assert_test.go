@@ -207,6 +207,12 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(h.id))) // granted at once, taken back behind the core's back
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
 		}, "the allocator refused to withdraw a waiting request"},
+		{"the allocator refuses the ticket named after a record", nil, func(r *rig) {
+			// The next record's index is taken behind the core's back.
+			require.NoError(r.t, r.c.alloc.RequestTicket(staging.TicketOf(0, 1), []int{1}))
+			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
+			require.ErrorIs(r.t, err, ErrHalted)
+		}, "the allocator refused the ticket named after a lease record"},
 		{"an extent still readable reused", nil, func(r *rig) {
 			_, id := r.served()
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Retire), &verdict{})

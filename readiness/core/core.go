@@ -183,6 +183,14 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	}
 	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
 		c.putBody(b)
+		if errors.Is(err, staging.ErrStaleTicket) {
+			// The allocator expects at each index the generation after the
+			// request it retired there, which is the record's: a refusal
+			// means the two went apart.
+			c.haltWith(&InvariantError{What: "the allocator refused the ticket named after a lease record: " + err.Error()})
+			c.stats.InvariantBreaches++
+			return Handle{}, c.Err()
+		}
 		if errors.Is(err, staging.ErrUngrantable) {
 			return Handle{}, fmt.Errorf("readiness: %w", err)
 		}
