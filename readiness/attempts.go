@@ -5,36 +5,41 @@ import (
 	"sync"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/grow"
 	"github.com/kvready/kvready/readiness/core"
 )
 
 // attemptTable is the runner's record of every lease's attempt, by lease id:
 // the one thing the core never holds. The watcher polls the attempts marked
-// watched straight from this table, so an attempt is held once, in one 24-byte
-// slot per lease id, however many goroutines look at it. Which ids are watched
-// is a bitmap, so a sweep costs O(ids/64 + watched): a table grown by a burst
-// of leases costs the watcher little once the burst is over.
+// watched straight from this table, so an attempt is held once, in one slot
+// per lease id, however many goroutines look at it. A slot is 20 bytes and a
+// bit: the attempt (an interface, 16), its lease's generation (4) in a
+// parallel array — a struct of the two would be padded to 24 — and the
+// lease's kind as a bit. Which ids are watched is a bitmap, so a sweep costs
+// O(ids/64 + watched): a table grown by a burst of leases costs the watcher
+// little once the burst is over.
 //
-// Sharing follows the fields: a and gen, and the bitmap, are written by the
-// owner under mu and read by the watcher under mu (which also clears a bit
-// when it found the outcome); kind is the owner's alone. The owner reads its
-// own writes without the lock.
+// Sharing follows the fields: attempts and gens, and the watch bitmap, are
+// written by the owner under mu and read by the watcher under mu (which also
+// clears a bit when it found the outcome); the kind bitmap is the owner's
+// alone. The owner reads its own writes without the lock.
 type attemptTable struct {
-	mu      sync.Mutex
-	slots   []attemptSlot
-	watch   []uint64 // bit id%64 of word id/64: the watcher polls slots[id].a
-	watched int      // bits set in watch
+	mu       sync.Mutex
+	attempts []contract.Attempt // by lease id; nil once dropped
+	gens     []uint32           // gens[id] is the generation of the lease whose attempt attempts[id] is
+	watch    []uint64           // bit id%64 of word id/64: the watcher polls attempts[id]
+	publish  []uint64           // bit id%64 of word id/64: the lease is a publish, else a fetch
+	watched  int                // bits set in watch
 	// notices are the completion callbacks handed to notifying attempts,
 	// by lease id: the owner's alone, and kept apart from the slots so that
 	// an engine whose backends never notify pays nothing per slot for them.
 	notices map[uint32]*notice
 }
 
-// attemptSlot is one lease's attempt. It is kept until the lease is fenced —
-// for ever if it is quarantined.
-type attemptSlot struct {
+// heldAttempt is a lease's attempt, as the owner reads it. It is kept until
+// the lease is fenced — for ever if it is quarantined.
+type heldAttempt struct {
 	a    contract.Attempt
-	gen  uint32
 	kind core.Kind
 }
 
@@ -43,14 +48,25 @@ func genOf(h core.Handle) uint32 { return uint32(h.Uint64() >> 32) }
 
 func handleAt(id uint32, gen uint32) core.Handle { return core.HandleOf(uint64(gen)<<32 | uint64(id)) }
 
-// get returns the lease's slot, or nil if the handle is stale or the attempt
-// already dropped. Owner only.
-func (t *attemptTable) get(h core.Handle) *attemptSlot {
+// has reports whether the table holds an attempt for the handle's lease at
+// its generation. Owner only.
+func (t *attemptTable) has(h core.Handle) bool {
 	id := h.Index()
-	if id >= len(t.slots) || t.slots[id].gen != genOf(h) || t.slots[id].a == nil {
-		return nil
+	return id < len(t.attempts) && t.gens[id] == genOf(h) && t.attempts[id] != nil
+}
+
+// get returns the lease's attempt and kind, and false if the handle is stale
+// or the attempt already dropped. Owner only.
+func (t *attemptTable) get(h core.Handle) (heldAttempt, bool) {
+	if !t.has(h) {
+		return heldAttempt{}, false
 	}
-	return &t.slots[id]
+	id := uint32(h.Index())
+	k := core.Fetch
+	if t.publish[id/64]&(1<<(id%64)) != 0 {
+		k = core.Publish
+	}
+	return heldAttempt{a: t.attempts[id], kind: k}, true
 }
 
 // setWatched sets or clears id's bit, keeping the count; the caller holds mu.
@@ -70,13 +86,19 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 func (t *attemptTable) keep(h core.Handle, k core.Kind, a contract.Attempt, watch bool) {
 	id := uint32(h.Index())
 	t.mu.Lock()
-	for int(id) >= len(t.slots) {
-		t.slots = append(t.slots, attemptSlot{})
+	if int(id) >= len(t.attempts) {
+		t.attempts = grow.Len(t.attempts, int(id)+1)
+		t.gens = grow.Len(t.gens, int(id)+1)
+		words := (int(id) + 64) / 64
+		t.watch = grow.Len(t.watch, max(words, len(t.watch)))
+		t.publish = grow.Len(t.publish, max(words, len(t.publish)))
 	}
-	for len(t.watch)*64 < len(t.slots) {
-		t.watch = append(t.watch, 0)
+	t.attempts[id], t.gens[id] = a, genOf(h)
+	if bit := uint64(1) << (id % 64); k == core.Publish {
+		t.publish[id/64] |= bit
+	} else {
+		t.publish[id/64] &^= bit
 	}
-	t.slots[id] = attemptSlot{a: a, gen: genOf(h), kind: k}
 	t.setWatched(id, watch)
 	t.mu.Unlock()
 }
@@ -93,7 +115,7 @@ func (t *attemptTable) notified(h core.Handle, n *notice) {
 // rewatch has the watcher poll the lease's attempt (again). A stale handle
 // changes nothing.
 func (t *attemptTable) rewatch(h core.Handle) {
-	if t.get(h) == nil {
+	if !t.has(h) {
 		return
 	}
 	t.mu.Lock()
@@ -109,14 +131,13 @@ func (t *attemptTable) unwatch(h core.Handle) { t.stop(h, false) }
 func (t *attemptTable) drop(h core.Handle) { t.stop(h, true) }
 
 func (t *attemptTable) stop(h core.Handle, forget bool) {
-	s := t.get(h)
-	if s == nil {
+	if !t.has(h) {
 		return
 	}
 	t.mu.Lock()
 	t.setWatched(uint32(h.Index()), false)
 	if forget {
-		s.a = nil
+		t.attempts[h.Index()] = nil
 	}
 	t.mu.Unlock()
 	if forget && len(t.notices) > 0 {
@@ -146,7 +167,7 @@ func (t *attemptTable) collect(dst []watchedAttempt, from, max int) ([]watchedAt
 	for ; w < len(t.watch) && len(dst) < max; w++ {
 		for word := t.watch[w]; word != 0; word &= word - 1 {
 			id := uint32(w*64 + bits.TrailingZeros64(word))
-			dst = append(dst, watchedAttempt{h: handleAt(id, t.slots[id].gen), a: t.slots[id].a})
+			dst = append(dst, watchedAttempt{h: handleAt(id, t.gens[id]), a: t.attempts[id]})
 		}
 	}
 	return dst, w, len(t.watch)
@@ -168,7 +189,7 @@ func (t *attemptTable) claim(found []letter) []letter {
 	k := 0
 	for _, m := range found {
 		id := uint32(m.ev.Lease.Index())
-		if t.slots[id].gen == genOf(m.ev.Lease) && t.watch[id/64]&(1<<(id%64)) != 0 {
+		if t.gens[id] == genOf(m.ev.Lease) && t.watch[id/64]&(1<<(id%64)) != 0 {
 			t.setWatched(id, false)
 			found[k] = m
 			k++

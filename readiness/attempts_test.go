@@ -58,6 +58,11 @@ func TestAttemptTable(t *testing.T) {
 			t.drop(stale)
 			t.keep(h, core.Fetch, a, true)
 		}, held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "a fetch after a publish on the same id is a fetch", do: func(t *attemptTable) {
+			t.keep(stale, core.Publish, b, true)
+			t.drop(stale)
+			t.keep(h, core.Fetch, a, true)
+		}, held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "handles past the table", do: func(t *attemptTable) { t.drop(handleAt(99, 0)); t.unwatch(handleAt(99, 0)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,15 +70,16 @@ func TestAttemptTable(t *testing.T) {
 			tab.keep(handleAt(0, 1), core.Fetch, b, true) // a neighbour the cases never touch
 			tab.unwatch(handleAt(0, 1))
 			tc.do(&tab)
-			s := tab.get(h)
+			s, ok := tab.get(h)
 			if tc.held == nil {
-				assert.Nil(t, s)
+				assert.False(t, ok)
 			} else {
-				require.NotNil(t, s)
+				require.True(t, ok)
 				assert.Same(t, tc.held, s.a)
 				assert.Equal(t, tc.kind, s.kind)
 			}
-			assert.Nil(t, tab.get(stale), "a stale handle reads nothing")
+			_, ok = tab.get(stale)
+			assert.False(t, ok, "a stale handle reads nothing")
 			watched := tab.watching()
 			assert.Equal(t, tc.watched, watched)
 			got, _, _ := tab.collect(nil, 0, 100)
@@ -83,7 +89,7 @@ func TestAttemptTable(t *testing.T) {
 				assert.Equal(t, h, w.h)
 			}
 			assert.Equal(t, tc.collectedIDs, ids)
-			if tab.slots != nil && h.Index() < len(tab.slots) {
+			if h.Index() < len(tab.attempts) {
 				found := tab.claim([]letter{answered(h), answered(stale)})
 				assert.Len(t, found, tc.claimed)
 				assert.Empty(t, tab.claim([]letter{answered(h)}), "an outcome is claimed once")

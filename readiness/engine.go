@@ -494,8 +494,8 @@ func (e *Engine) takeMail() {
 // so that its outcome still arrives. An attempt already forgotten (fenced)
 // is not asked again.
 func (e *Engine) sighted(h core.Handle, seen contract.Outcome) {
-	s := e.attempts.get(h)
-	if s == nil {
+	s, ok := e.attempts.get(h)
+	if !ok {
 		return
 	}
 	if seen != nil {
@@ -589,8 +589,8 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 // contract; a panic is recorded as the request's error.
 func (e *Engine) requestCancel(h core.Handle) (ev core.Evidence) {
 	ev = core.Evidence{What: core.CancelReplied, Lease: h}
-	s := e.attempts.get(h)
-	if s == nil {
+	s, ok := e.attempts.get(h)
+	if !ok {
 		ev.Reason = "no attempt kept for the lease"
 		return ev
 	}
@@ -692,8 +692,8 @@ func (e *Engine) accept(r submitResult) {
 
 // ask adds a lease to this round's Quiesce batch of its backend.
 func (e *Engine) ask(p core.Proof) {
-	s := e.attempts.get(p.Lease)
-	if s == nil {
+	s, ok := e.attempts.get(p.Lease)
+	if !ok {
 		return // no attempt kept: the core asks only where one was returned
 	}
 	sd := e.sides[s.kind-1]

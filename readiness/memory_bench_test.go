@@ -99,7 +99,9 @@ func heapNow() int64 {
 //
 // The descriptors are the engine's live heap allocated by the functions that
 // build them (descriptorBuilders), read from the heap profile with every
-// allocation sampled.
+// allocation sampled. They include the lease's body struct, whose fields from
+// first on (152 bytes) are engine state all the same: docs/performance.md
+// says what B/slot would read with them counted in.
 //
 // Leases of 1 row and of 8 rows (4 blocks × 2 layer groups) are measured.
 func BenchmarkSlotMemory(b *testing.B) {

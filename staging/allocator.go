@@ -3,6 +3,8 @@ package staging
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvready/kvready/internal/grow"
 )
 
 // Ticket is a small value handle on one slot request. The zero Ticket is never
@@ -55,13 +57,9 @@ const (
 	granted
 )
 
-type record struct {
-	gen   uint32
-	state ticketState
-}
-
-// span is one group's run inside a record; 8 bytes, so a one-row lease costs 16
-// bytes of allocator state plus its queue entry.
+// span is one group's run inside a record; 8 bytes, so a one-row lease costs 13
+// bytes of allocator state (its generation, its state and its span) plus its
+// queue entry while it waits.
 type span struct{ first, count uint32 }
 
 // Allocator hands out staging slots: per pool group, a request takes one
@@ -76,16 +74,23 @@ type span struct{ first, count uint32 }
 // record tables have grown to the peak number of requests) no call allocates.
 // It is not safe for concurrent use.
 type Allocator struct {
-	pools   []pool
-	recs    []record
+	pools []pool
+	// A record is its generation, its state and one span per group, kept in
+	// parallel arrays: a struct of the generation and the state would be
+	// padded to 8 bytes, and there is a record for every lease in flight.
+	gens    []uint32
+	states  []ticketState
 	spans   []span   // len(pools) per record
 	free    []uint32 // unused record indices
-	queue   []uint32 // ring of record indices, FIFO
+	queue   []Ticket // ring of requests, FIFO; an entry whose record moved on to another generation was withdrawn
 	qhead   int
 	qlen    int
 	waiting int
 	grants  []Ticket
 	broken  error // set once the bookkeeping was found corrupt: nothing more is granted
+	// named is set once the caller names tickets (RequestTicket): then the
+	// caller, not the allocator, picks record indices, and Request refuses.
+	named bool
 }
 
 // Err reports the allocator's own bookkeeping found broken (wrapping
@@ -131,41 +136,101 @@ func (a *Allocator) Waiting() int { return a.waiting }
 // group's capacity, and (wrapping ErrUngrantable) a count longer than the longest
 // run quarantine has left in the group: such a request could never be granted.
 func (a *Allocator) Request(counts []int) (Ticket, error) {
+	if a.named {
+		return Ticket{}, errors.New("staging: Request on an allocator whose caller names its tickets (RequestTicket); want RequestTicket")
+	}
+	total, err := a.checkCounts(counts)
+	if err != nil {
+		return Ticket{}, err
+	}
+	r := a.newRecord()
+	t := Ticket{idx: r, gen: a.gens[r]}
+	a.enqueue(t, counts, total)
+	return t, nil
+}
+
+// TicketOf returns the ticket of record index at generation gen: the ticket a
+// caller that names its tickets (RequestTicket) derives from its own record
+// instead of keeping it. A ticket that was never issued is refused wherever it
+// is used, as a stale one is.
+func TicketOf(index, gen uint32) Ticket { return Ticket{idx: index, gen: gen} }
+
+// RequestTicket is Request under a ticket the caller names, for a caller that
+// keeps its own record per request, indexed by t.Index(), and derives the
+// ticket from it (TicketOf) rather than keeping the ticket and a map back. The
+// allocator still guards its records: t's index must be one it holds no live
+// request at, or the next new one (each index from 0, no gaps), and t's
+// generation must be the one the allocator expects there next — 1 for a new
+// index, else the one after the latest request it retired or cancelled there
+// — so that a stale ticket never becomes live again. It refuses, changing
+// nothing, what Request refuses, a ticket it does not expect (wrapping
+// ErrStaleTicket), and any call on an allocator whose tickets Request issued;
+// once called, Request refuses.
+func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
+	switch n := uint32(len(a.gens)); {
+	case !a.named && len(a.gens) > 0:
+		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", len(a.gens))
+	case t.idx > n:
+		return fmt.Errorf("%w: ticket %d.%d: index %d skips indices; want at most %d, the next new one", ErrStaleTicket, t.idx, t.gen, t.idx, n)
+	case t.idx == n && t.gen != 1:
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at a new index; want 1", ErrStaleTicket, t.idx, t.gen, t.gen)
+	case t.idx < n && (a.states[t.idx] == waiting || a.states[t.idx] == granted):
+		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gens[t.idx])
+	case t.idx < n && t.gen != a.gens[t.idx]:
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gens[t.idx])
+	}
+	total, err := a.checkCounts(counts)
+	if err != nil {
+		return err
+	}
+	if t.idx == uint32(len(a.gens)) {
+		a.grow()
+	}
+	a.named = true
+	a.enqueue(t, counts, total)
+	return nil
+}
+
+// checkCounts validates a request's slot counts and returns their total.
+func (a *Allocator) checkCounts(counts []int) (int, error) {
 	if len(counts) != len(a.pools) {
-		return Ticket{}, fmt.Errorf("staging: %d slot counts for %d pool groups; want one per group", len(counts), len(a.pools))
+		return 0, fmt.Errorf("staging: %d slot counts for %d pool groups; want one per group", len(counts), len(a.pools))
 	}
 	total := 0
 	for g, c := range counts {
 		p := &a.pools[g]
 		if c < 0 || c > p.size {
-			return Ticket{}, fmt.Errorf("staging: %d slots asked of pool group %d, which holds %d", c, g, p.size)
+			return 0, fmt.Errorf("staging: %d slots asked of pool group %d, which holds %d", c, g, p.size)
 		}
 		if c > p.usable {
-			return Ticket{}, fmt.Errorf("%w: %d slots asked of pool group %d, whose longest run without a quarantined slot is %d", ErrUngrantable, c, g, p.usable)
+			return 0, fmt.Errorf("%w: %d slots asked of pool group %d, whose longest run without a quarantined slot is %d", ErrUngrantable, c, g, p.usable)
 		}
 		total += c
 	}
-	r := a.newRecord()
-	sp := a.recSpans(r)
+	return total, nil
+}
+
+// enqueue puts ticket t's request for counts (total slots in all) in line,
+// or grants it at once if it asks for none.
+func (a *Allocator) enqueue(t Ticket, counts []int, total int) {
+	sp := a.recSpans(t.idx)
 	for g, c := range counts {
 		sp[g] = span{count: uint32(c)}
 	}
-	t := Ticket{idx: r, gen: a.recs[r].gen}
 	if total == 0 {
-		a.recs[r].state = granted
+		a.states[t.idx] = granted
 		a.grants = append(a.grants, t)
-		return t, nil
+		return
 	}
-	a.recs[r].state = waiting
+	a.states[t.idx] = waiting
 	a.waiting++
-	a.push(r)
+	a.push(t)
 	a.pump()
-	return t, nil
 }
 
 // Granted reports whether t holds its slots now.
 func (a *Allocator) Granted(t Ticket) bool {
-	return a.live(t) && a.recs[t.idx].state == granted
+	return a.live(t) && a.states[t.idx] == granted
 }
 
 // TakeGrants appends to dst the tickets granted since the last call, in grant
@@ -201,12 +266,11 @@ func (a *Allocator) Cancel(t Ticket) error {
 	if !a.live(t) {
 		return fmt.Errorf("%w: cannot cancel ticket %d.%d", ErrStaleTicket, t.idx, t.gen)
 	}
-	rec := &a.recs[t.idx]
-	if rec.state == granted {
+	if a.states[t.idx] == granted {
 		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
 	}
-	rec.state = cancelled
-	rec.gen = nextGen(rec.gen) // the ticket is stale from now on; the queue entry goes at the head
+	a.states[t.idx] = cancelled
+	a.gens[t.idx] = nextGen(a.gens[t.idx]) // the ticket is stale from now on; the queue entry goes at the head
 	a.waiting--
 	a.pump()
 	return nil
@@ -279,7 +343,7 @@ func (a *Allocator) QuarantineRun(t Ticket, r Run) error {
 // held does not matter: held slots return, quarantined ones never do). A
 // hopeless ticket blocks the line until cancelled.
 func (a *Allocator) Hopeless(t Ticket) bool {
-	if !a.live(t) || a.recs[t.idx].state != waiting {
+	if !a.live(t) || a.states[t.idx] != waiting {
 		return false
 	}
 	for g, s := range a.recSpans(t.idx) {
@@ -294,8 +358,9 @@ func (a *Allocator) Hopeless(t Ticket) bool {
 // granted (see Hopeless), in line order, and returns it.
 func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 	for i := range a.qlen {
-		r := a.queue[(a.qhead+i)%len(a.queue)]
-		t := Ticket{idx: r, gen: a.recs[r].gen}
+		// A withdrawn entry is stale, so never hopeless: each waiting
+		// request is reported once, from its own entry.
+		t := a.queue[(a.qhead+i)%len(a.queue)]
 		if a.Hopeless(t) {
 			dst = append(dst, t)
 		}
@@ -308,8 +373,8 @@ func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 func (a *Allocator) Usable(g int) int { return a.pools[g].usable }
 
 func (a *Allocator) live(t Ticket) bool {
-	return t.gen != 0 && int(t.idx) < len(a.recs) && a.recs[t.idx].gen == t.gen &&
-		a.recs[t.idx].state != unused && a.recs[t.idx].state != cancelled
+	return t.gen != 0 && int(t.idx) < len(a.gens) && a.gens[t.idx] == t.gen &&
+		a.states[t.idx] != unused && a.states[t.idx] != cancelled
 }
 
 func (a *Allocator) recSpans(r uint32) []span {
@@ -323,17 +388,25 @@ func (a *Allocator) newRecord() uint32 {
 		a.free = a.free[:n-1]
 		return r
 	}
-	a.recs = append(a.recs, record{gen: 1})
-	for range a.pools {
-		a.spans = append(a.spans, span{})
-	}
-	return uint32(len(a.recs) - 1)
+	return a.grow()
+}
+
+// grow adds a record at the next new index, at generation 1, and returns it.
+func (a *Allocator) grow() uint32 {
+	r := len(a.gens)
+	a.gens = grow.Len(a.gens, r+1)
+	a.states = grow.Len(a.states, r+1)
+	a.spans = grow.Len(a.spans, (r+1)*len(a.pools))
+	a.gens[r] = 1
+	return uint32(r)
 }
 
 // retire makes record r's ticket stale and r reusable.
 func (a *Allocator) retire(r uint32) {
-	a.recs[r] = record{gen: nextGen(a.recs[r].gen), state: unused}
-	a.free = append(a.free, r)
+	a.gens[r], a.states[r] = nextGen(a.gens[r]), unused
+	if !a.named {
+		a.free = append(a.free, r)
+	}
 }
 
 func nextGen(g uint32) uint32 {
@@ -343,15 +416,15 @@ func nextGen(g uint32) uint32 {
 	return g + 1
 }
 
-func (a *Allocator) push(r uint32) {
+func (a *Allocator) push(t Ticket) {
 	if a.qlen == len(a.queue) {
-		grown := make([]uint32, max(16, 2*len(a.queue)))
+		grown := make([]Ticket, max(16, 2*len(a.queue)))
 		for i := range a.qlen {
 			grown[i] = a.queue[(a.qhead+i)%len(a.queue)]
 		}
 		a.queue, a.qhead = grown, 0
 	}
-	a.queue[(a.qhead+a.qlen)%len(a.queue)] = r
+	a.queue[(a.qhead+a.qlen)%len(a.queue)] = t
 	a.qlen++
 }
 
@@ -364,11 +437,19 @@ func (a *Allocator) pop() {
 // takes its runs in every group or in none.
 func (a *Allocator) pump() {
 	for a.qlen > 0 && a.broken == nil {
-		r := a.queue[a.qhead]
-		rec := &a.recs[r]
-		if rec.state == cancelled {
-			rec.state = unused
-			a.free = append(a.free, r)
+		e := a.queue[a.qhead]
+		r := e.idx
+		if e.gen != a.gens[r] {
+			// Withdrawn (Cancel moved the record's generation on). Its
+			// record is reusable once its entry leaves the line — unless a
+			// caller that names tickets already reused it, and a newer
+			// entry stands behind.
+			if a.states[r] == cancelled {
+				a.states[r] = unused
+				if !a.named {
+					a.free = append(a.free, r)
+				}
+			}
 			a.pop()
 			continue
 		}
@@ -397,9 +478,9 @@ func (a *Allocator) pump() {
 				}
 			}
 		}
-		rec.state = granted
+		a.states[r] = granted
 		a.waiting--
 		a.pop()
-		a.grants = append(a.grants, Ticket{idx: r, gen: rec.gen})
+		a.grants = append(a.grants, Ticket{idx: r, gen: a.gens[r]})
 	}
 }

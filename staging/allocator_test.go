@@ -201,6 +201,19 @@ func TestAllocatorProperties(t *testing.T) {
 		}
 		m.tickets = []Ticket{{}} // ticket numbers start at 1
 		m.counts = [][]int{nil}
+		// A caller that names its tickets (RequestTicket) keeps a record per
+		// index and reuses an index once its request is freed, quarantined
+		// or cancelled — at once, even while a cancelled entry is still in
+		// line — at the generation after.
+		named := rapid.Bool().Draw(t, "named")
+		var nextGens []uint32
+		var reusable []uint32
+		retired := func(tk Ticket) {
+			if named {
+				nextGens[tk.idx] = nextGen(nextGens[tk.idx])
+				reusable = append(reusable, tk.idx)
+			}
+		}
 		var taken []Ticket
 		check := func() {
 			taken = a.TakeGrants(taken[:0])
@@ -271,7 +284,20 @@ func TestAllocatorProperties(t *testing.T) {
 				for g := range sizes {
 					counts[g] = rapid.IntRange(0, longestRun(m.owner[g])).Draw(t, "count")
 				}
-				tk, err := a.Request(counts)
+				var tk Ticket
+				var err error
+				if named {
+					if k := rapid.IntRange(-1, len(reusable)-1).Draw(t, "reuse"); k >= 0 {
+						tk = TicketOf(reusable[k], nextGens[reusable[k]])
+						reusable = slices.Delete(reusable, k, k+1)
+					} else {
+						tk = TicketOf(uint32(len(nextGens)), 1)
+						nextGens = append(nextGens, 1)
+					}
+					err = a.RequestTicket(tk, counts)
+				} else {
+					tk, err = a.Request(counts)
+				}
 				if err != nil {
 					t.Fatalf("valid request refused: %v", err)
 				}
@@ -287,6 +313,7 @@ func TestAllocatorProperties(t *testing.T) {
 				if err := a.Free(m.tickets[num]); err != nil {
 					t.Fatal(err)
 				}
+				retired(m.tickets[num])
 				release(num, false)
 				if a.Free(m.tickets[num]) == nil {
 					t.Fatal("second free accepted")
@@ -301,6 +328,7 @@ func TestAllocatorProperties(t *testing.T) {
 				if err := a.Quarantine(m.tickets[num]); err != nil {
 					t.Fatal(err)
 				}
+				retired(m.tickets[num])
 				release(num, true)
 				check()
 			},
@@ -312,7 +340,9 @@ func TestAllocatorProperties(t *testing.T) {
 				if m.outstanding[num] {
 					t.Skip("granted")
 				}
-				_ = a.Cancel(m.tickets[num]) // may be stale already
+				if a.Cancel(m.tickets[num]) == nil { // may be stale already
+					retired(m.tickets[num])
+				}
 				check()
 			},
 		})
@@ -389,6 +419,86 @@ func longestRun(owner []int) int {
 		best = max(best, run)
 	}
 	return best
+}
+
+// A caller that names its tickets gets only the ticket the allocator expects
+// at an index; a refusal names what was wrong and changes nothing.
+func TestAllocatorRequestTicketRefusals(t *testing.T) {
+	fresh := func(t *testing.T) *Allocator {
+		a, err := NewAllocator([]int{4})
+		require.NoError(t, err)
+		require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{4})) // granted
+		require.NoError(t, a.RequestTicket(TicketOf(1, 1), []int{1})) // waits behind 0
+		require.NoError(t, a.RequestTicket(TicketOf(2, 1), []int{1})) // waits behind 1
+		require.NoError(t, a.Cancel(TicketOf(1, 1)))                  // 1: its entry stays in line
+		return a
+	}
+	for _, tc := range []struct {
+		name   string
+		t      Ticket
+		counts []int
+		want   string // "" accepts
+	}{
+		{"the next new index at generation 1", TicketOf(3, 1), []int{1}, ""},
+		{"a cancelled index at its next generation, its entry still in line", TicketOf(1, 2), []int{1}, ""},
+		{"an index past the next new one", TicketOf(4, 1), []int{1}, "index 4 skips indices; want at most 3"},
+		{"a new index at another generation", TicketOf(3, 2), []int{1}, "generation 2 at a new index; want 1"},
+		{"an index holding a granted request", TicketOf(0, 2), []int{1}, "index 0 holds a live request (ticket 0.1)"},
+		{"an index holding a waiting request", TicketOf(2, 2), []int{1}, "index 2 holds a live request (ticket 2.1)"},
+		{"the cancelled ticket again", TicketOf(1, 1), []int{1}, "generation 1 at index 1; want 2"},
+		{"the zero ticket", Ticket{}, []int{1}, "ticket 0.0: index 0 holds a live request"},
+		{"generation 0 at a reusable index", TicketOf(1, 0), []int{1}, "generation 0 at index 1; want 2"},
+		{"bad counts", TicketOf(3, 1), []int{5}, "5 slots asked of pool group 0, which holds 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := fresh(t)
+			waiting, free := a.Waiting(), a.FreeSlots(0)
+			err := a.RequestTicket(tc.t, tc.counts)
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.Equal(t, waiting+1, a.Waiting())
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			if tc.name != "bad counts" {
+				require.ErrorIs(t, err, ErrStaleTicket)
+			}
+			assert.Equal(t, waiting, a.Waiting(), "a refusal changes nothing")
+			assert.Equal(t, free, a.FreeSlots(0))
+		})
+	}
+	t.Run("Request on an allocator whose caller names tickets", func(t *testing.T) {
+		_, err := fresh(t).Request([]int{1})
+		require.ErrorContains(t, err, "want RequestTicket")
+	})
+	t.Run("RequestTicket on an allocator that issued tickets itself", func(t *testing.T) {
+		a, err := NewAllocator([]int{4})
+		require.NoError(t, err)
+		_, err = a.Request([]int{1})
+		require.NoError(t, err)
+		require.ErrorContains(t, a.RequestTicket(TicketOf(1, 1), []int{1}), "issued 1 tickets itself")
+	})
+}
+
+// An index reused while its cancelled entry is still in line waits its own
+// turn, behind the requests ahead of it: the old entry grants nothing.
+func TestAllocatorRequestTicketReuseWaitsItsTurn(t *testing.T) {
+	a, err := NewAllocator([]int{2})
+	require.NoError(t, err)
+	require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{2})) // holds everything
+	require.NoError(t, a.RequestTicket(TicketOf(1, 1), []int{1}))
+	require.NoError(t, a.RequestTicket(TicketOf(2, 1), []int{2}))
+	require.NoError(t, a.Cancel(TicketOf(1, 1)))
+	require.NoError(t, a.RequestTicket(TicketOf(1, 2), []int{1})) // behind 2 now
+	a.TakeGrants(nil)
+	require.NoError(t, a.Free(TicketOf(0, 1)))
+	assert.Equal(t, []Ticket{TicketOf(2, 1)}, a.TakeGrants(nil), "2 first: 1's old entry is stale")
+	assert.False(t, a.Granted(TicketOf(1, 2)))
+	hopeless := a.HopelessTickets(nil)
+	assert.Empty(t, hopeless)
+	require.NoError(t, a.Free(TicketOf(2, 1)))
+	assert.Equal(t, []Ticket{TicketOf(1, 2)}, a.TakeGrants(nil))
+	assert.Equal(t, 0, a.Waiting())
 }
 
 // The allocator is a guard, not a ledger that trusts its caller: it refuses to

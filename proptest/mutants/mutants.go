@@ -56,7 +56,7 @@ var mutants = []mutant{
 			"on(Containment, Contained).storing(StoreReason),\n\t\t\ton(OutcomeServed, Served).latching(Delivered).storing(StoreFirst),\n\t\t},\n\t\tlatches: []latch{\n\t\t\tkeep(\"the drain goes on:"},
 	}},
 	{"free-quarantined", "returns quarantined slots to the allocator", one("readiness/core", "Core.quarantine",
-		"if err := c.alloc.Quarantine(l.ticket); err != nil {", "if err := c.alloc.Free(l.ticket); err != nil {")},
+		"if err := c.alloc.Quarantine(c.ticket(id)); err != nil {", "if err := c.alloc.Free(c.ticket(id)); err != nil {")},
 	{"recover-without-proof", "lets the recover policy release a contained lease without a proof", []edit{
 		{"fsm", "declaration", "keep(\"still unproven: asked again at the slow cadence\", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(AskProof),", ""},
 		{"fsm", "declaration", "on(AccessProven, AccessFenced).storing(StoreProofAnswer).doing(Recover),",

@@ -188,25 +188,31 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		{"a granted lease with no runs", nil, func(r *rig) {
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
-			r.c.leases[h.id].ticket = staging.Ticket{} // a ticket the allocator never issued
+			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(h.id))) // the allocator no longer lends the lease anything
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Place), &verdict{})
 		}, "the allocator has no runs for a granted lease"},
 		{"the allocator refuses the slots back", nil, func(r *rig) {
 			h, id := r.complete()
-			r.c.leases[id].ticket = staging.Ticket{} // not the ticket the allocator lent
+			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(id))) // the slots went back behind the core's back
 			_ = r.c.Release(h)
 		}, "the allocator refused to take the lease's slots back"},
 		{"the allocator refuses to quarantine", nil, func(r *rig) {
 			_, id := r.served()
-			r.c.leases[id].ticket = staging.Ticket{}
+			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(id)))
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Quarantine), &verdict{})
 		}, "the allocator refused to quarantine a lease's slots"},
 		{"the allocator refuses to withdraw", nil, func(r *rig) {
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
-			r.c.leases[h.id].ticket = staging.Ticket{}
+			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(h.id))) // granted at once, taken back behind the core's back
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
 		}, "the allocator refused to withdraw a waiting request"},
+		{"the allocator refuses the ticket named after a record", nil, func(r *rig) {
+			// The next record's index is taken behind the core's back.
+			require.NoError(r.t, r.c.alloc.RequestTicket(staging.TicketOf(0, 1), []int{1}))
+			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2), Device: 0x2000}}})
+			require.ErrorIs(r.t, err, ErrHalted)
+		}, "the allocator refused the ticket named after a lease record"},
 		{"an extent still readable reused", nil, func(r *rig) {
 			_, id := r.served()
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Retire), &verdict{})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/internal/grow"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -41,7 +42,6 @@ type Core struct {
 	// readable after their records are reused or parked.
 	kept     []keptLease
 	keptNext int
-	byTicket []uint32 // lease id by ticket index
 	builder  staging.ExtentBuilder
 	timers   timerHeap
 	grants   []staging.Ticket
@@ -173,9 +173,24 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	if err != nil {
 		return Handle{}, err
 	}
-	t, err := c.alloc.Request(b.counts)
-	if err != nil {
+	next := uint32(len(c.leases))
+	if n := len(c.spare); n > 0 {
+		next = c.spare[n-1]
+	}
+	gen := uint32(1)
+	if int(next) < len(c.leases) {
+		gen = c.leases[next].gen
+	}
+	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
 		c.putBody(b)
+		if errors.Is(err, staging.ErrStaleTicket) {
+			// The allocator expects at each index the generation after the
+			// request it retired there, which is the record's: a refusal
+			// means the two went apart.
+			c.haltWith(&InvariantError{What: "the allocator refused the ticket named after a lease record: " + err.Error()})
+			c.stats.InvariantBreaches++
+			return Handle{}, c.Err()
+		}
 		if errors.Is(err, staging.ErrUngrantable) {
 			return Handle{}, fmt.Errorf("readiness: %w", err)
 		}
@@ -184,11 +199,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	id := c.newRecord()
 	l := &c.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
-	l.kind, l.result, l.ticket, l.body, l.inUse = req.Kind, fsm.NoResult, t, b, true
-	for len(c.byTicket) <= t.Index() {
-		c.byTicket = append(c.byTicket, 0)
-	}
-	c.byTicket[t.Index()] = id
+	l.kind, l.result, l.body, l.inUse = req.Kind, fsm.NoResult, b, true
 	b.lentAt = c.now
 	c.stats.Leases[fsm.Waiting]++
 	c.stats.Lent++
@@ -203,9 +214,11 @@ func (c *Core) newRecord() uint32 {
 		c.spare = c.spare[:n-1]
 		return id
 	}
-	c.leases = append(c.leases, lease{gen: 1})
+	id := len(c.leases)
+	c.leases = grow.Len(c.leases, id+1)
+	c.leases[id].gen = 1
 	c.timers.grow(len(c.leases))
-	return uint32(len(c.leases) - 1)
+	return uint32(id)
 }
 
 // Release says the owner is done with the lease. The slots return to the
@@ -418,7 +431,7 @@ func (c *Core) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
 	if !c.table.Holding(l.m.State) {
 		return dst, nil
 	}
-	return c.alloc.Runs(l.ticket, dst)
+	return c.alloc.Runs(c.ticket(id), dst)
 }
 
 // Readiness returns where a fetched request may resume: answerable once every

@@ -140,7 +140,7 @@ func (c *Core) place(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	var err error
-	if c.runs, err = c.alloc.Runs(l.ticket, c.runs[:0]); err != nil {
+	if c.runs, err = c.alloc.Runs(c.ticket(id), c.runs[:0]); err != nil {
 		c.halt("the allocator has no runs for a granted lease: "+err.Error(), id)
 		return
 	}
@@ -341,7 +341,7 @@ func (c *Core) answer(id uint32) {
 // withdraw takes an ungrantable lease out of the allocator's line.
 func (c *Core) withdraw(id uint32) {
 	l := &c.leases[id]
-	if err := c.alloc.Cancel(l.ticket); err != nil {
+	if err := c.alloc.Cancel(c.ticket(id)); err != nil {
 		c.halt("the allocator refused to withdraw a waiting request: "+err.Error(), id)
 		return
 	}
@@ -398,7 +398,7 @@ func (c *Core) quarantine(id uint32) {
 	b := l.body
 	c.timers.disarm(id)
 	b.askAt, b.proofDue = 0, 0
-	if err := c.alloc.Quarantine(l.ticket); err != nil {
+	if err := c.alloc.Quarantine(c.ticket(id)); err != nil {
 		c.halt("the allocator refused to quarantine a lease's slots: "+err.Error(), id)
 		return
 	}
@@ -436,12 +436,12 @@ func (c *Core) free(id uint32) {
 	c.timers.disarm(id)
 	var err error
 	switch {
-	case c.alloc.Granted(l.ticket):
-		err = c.alloc.Free(l.ticket)
+	case c.alloc.Granted(c.ticket(id)):
+		err = c.alloc.Free(c.ticket(id))
 	case l.m.Latched.Has(fsm.SlotsUnavailable):
 		// Its request left the line when it became ungrantable.
 	default:
-		err = c.alloc.Cancel(l.ticket)
+		err = c.alloc.Cancel(c.ticket(id))
 	}
 	if err != nil {
 		c.halt("the allocator refused to take the lease's slots back: "+err.Error(), id)

@@ -22,9 +22,15 @@ type lease struct {
 	// retired is the low byte of the generation the record last retired: a
 	// record is reused only with a generation that differs from it.
 	retired uint8
-	ticket  staging.Ticket
 	body    *body
 }
+
+// ticket is the lease's allocator ticket. The core names its tickets
+// (staging.Allocator.RequestTicket) by the lease's record and generation, so
+// a record keeps no ticket and the core no map from tickets back to leases:
+// the allocator expects at each index the generation after the one it
+// retired there, which is the generation the record's next lease gets.
+func (c *Core) ticket(id uint32) staging.Ticket { return staging.TicketOf(id, c.leases[id].gen) }
 
 // body is the variable-size part of a lease: its rows, the structures built
 // from them, and the evidence that is not needed on every round. Bodies are

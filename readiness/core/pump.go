@@ -1,6 +1,9 @@
 package core
 
-import "github.com/kvready/kvready/fsm"
+import (
+	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/staging"
+)
 
 // This file is the pump: the allocator's grants, the admissions the backend's
 // bound allows and the leases quarantine made hopeless go through the door as
@@ -55,8 +58,7 @@ func (c *Core) grant() {
 			return
 		}
 		for _, t := range c.grants {
-			id := c.byTicket[t.Index()]
-			if l := &c.leases[id]; l.inUse && l.ticket == t {
+			if id, ok := c.byTicket(t); ok {
 				_ = c.enter(id, &Evidence{What: slotsGranted, Lease: c.handle(id)})
 			}
 		}
@@ -68,9 +70,18 @@ func (c *Core) grant() {
 func (c *Core) findHopeless() {
 	c.hopeless = c.alloc.HopelessTickets(c.hopeless[:0])
 	for _, t := range c.hopeless {
-		id := c.byTicket[t.Index()]
-		if l := &c.leases[id]; l.inUse && l.ticket == t {
+		if id, ok := c.byTicket(t); ok {
 			_ = c.enter(id, &Evidence{What: slotsHopeless, Lease: c.handle(id)})
 		}
 	}
+}
+
+// byTicket finds the live lease whose ticket t is: its record is t's index
+// (the core names its tickets), at t's generation.
+func (c *Core) byTicket(t staging.Ticket) (uint32, bool) {
+	id := uint32(t.Index())
+	if int(id) >= len(c.leases) || !c.leases[id].inUse || c.ticket(id) != t {
+		return 0, false
+	}
+	return id, true
 }

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/kvready/kvready/internal/grow"
+
 // timerHeap holds the one armed deadline of each lease that needs one — its
 // request deadline while its outcome is pending, then its containment
 // deadline: a binary min-heap on the time, indexed by lease id so that a
@@ -19,8 +21,11 @@ type timerHeap struct {
 
 // grow makes room for lease ids below n.
 func (t *timerHeap) grow(n int) {
-	for len(t.pos) < n {
-		t.pos = append(t.pos, -1)
+	if old := len(t.pos); old < n {
+		t.pos = grow.Len(t.pos, n)
+		for i := old; i < n; i++ {
+			t.pos[i] = -1
+		}
 	}
 }
 
@@ -36,9 +41,9 @@ func (t *timerHeap) arm(id uint32, at int64) {
 		t.fix(int(i))
 		return
 	}
-	t.at = append(t.at, at)
-	t.id = append(t.id, id)
-	i := len(t.at) - 1
+	i := len(t.at)
+	t.at, t.id = grow.Len(t.at, i+1), grow.Len(t.id, i+1)
+	t.at[i], t.id[i] = at, id
 	t.pos[id] = int32(i)
 	t.up(i)
 }
