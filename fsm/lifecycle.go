@@ -71,6 +71,7 @@ const (
 	ReleaseRequested               // the owner is done with the lease
 	Close                          // engine shutdown
 	Retry                          // ask Quiesce now: the owner's Retry, or the back-off before asking again ran out
+	LayerLanded                    // the event recorded after one layer's copies completed, the lease's last layer excepted (that one is CopiesLanded)
 	// NumEvents is the number of events; it is not an event.
 	NumEvents
 )
@@ -180,6 +181,8 @@ const (
 	StoreCancelReply              // the backend's answer to the cancel request: its disposition or its error
 	StoreViolation                // a contract violation is counted and logged
 	StoreRetry                    // the back-off ends; a retry the clock made is counted
+	StoreLayerLanded              // the layers up to the one whose event completed read ready
+	StoreLayerFailed              // the first layer whose copy failed is kept: it and every later layer never read ready
 	// NumStores is the number of stores; it is not a store.
 	NumStores
 )
@@ -194,6 +197,8 @@ var storeInfo = [NumStores]struct{ name, meaning string }{
 	StoreCancelReply: {"cancel_reply", "The backend's answer to the cancel request: its disposition, or its error (counted)."},
 	StoreViolation:   {"violation", "The contract violation is counted and logged."},
 	StoreRetry:       {"retry", "The back-off ends: the proof is asked at once. A retry the clock made is counted."},
+	StoreLayerLanded: {"layer_landed", "The layers up to the one whose event completed read ready (events on one stream complete in order); never a layer at or past a failed one."},
+	StoreLayerFailed: {"layer_failed", "The first layer whose copy failed is kept: the waits for it and every later layer end at once, and none of them ever reads ready."},
 }
 
 // effectNeeds declares the marks an effect needs: a lease without them
@@ -264,6 +269,7 @@ var eventInfo = [NumEvents]struct{ name, meaning string }{
 	ReleaseRequested:  {"release_requested", "The owner is done with the lease."},
 	Close:             {"close", "Engine shutdown."},
 	Retry:             {"retry", "Ask Quiesce now: the owner's Retry, or the back-off before asking again ran out."},
+	LayerLanded:       {"layer_landed", "The event recorded after one layer's staging→device copies completed (every layer but the last: its event is copies_landed). Events on one stream complete in order, so every earlier layer landed too."},
 }
 
 var guardInfo = [NumGuards]struct{ name, meaning string }{
@@ -369,7 +375,7 @@ var declaration = []block{
 		},
 		refusals: []refusal{
 			refuse(whyNoProof, Retry),
-			refuse(whyHoldsNothing, CopiesLanded, CopyRefused, CopyFailed),
+			refuse(whyHoldsNothing, CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
@@ -383,7 +389,7 @@ var declaration = []block{
 		completions: []completion{when(IsFetch, Staged)},
 		moves: []move{
 			on(CopiesLanded, Staged).storing(StoreCopiesDone),
-			on(CopyFailed, CopyUnproven).storing(StoreReason),
+			on(CopyFailed, CopyUnproven).storing(StoreReason, StoreLayerFailed),
 		},
 		latches: []latch{
 			keep("the row's staging content is missing: the publish will not be submitted", CopyRefused).storing(StoreReason),
@@ -397,6 +403,7 @@ var declaration = []block{
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
+			refuse("a publish's device→staging copies land with one event (copies_landed)", LayerLanded),
 		},
 	},
 	{
@@ -429,7 +436,7 @@ var declaration = []block{
 		refusals: []refusal{
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
-			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("staging is ready: no local copy in flight", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse("waiting for admission: nothing was submitted yet", Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation)...),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
@@ -460,7 +467,7 @@ var declaration = []block{
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("already admitted", AdmissionGranted),
-			refuse("staging is ready: no local copy in flight", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("staging is ready: no local copy in flight", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
@@ -495,7 +502,7 @@ var declaration = []block{
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
-			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
@@ -520,7 +527,7 @@ var declaration = []block{
 			refuse(whyMissStays, ContractViolation),
 			refuse(whyNoDeadline, Deadline),
 			refuse(whyDelivered, CancelRequested),
-			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	},
@@ -545,7 +552,7 @@ var declaration = []block{
 			refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),
 			refuse(whyNoDeadline, Deadline),
 			refuse(whyCancelSent, CancelRequested),
-			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 		},
 	},
 	{
@@ -556,10 +563,14 @@ var declaration = []block{
 		completions: []completion{when(NothingToCopy, LogicallyComplete)},
 		moves: []move{
 			on(CopiesLanded, LogicallyComplete).storing(StoreCopiesDone),
-			on(CopyFailed, CopyUnproven).storing(StoreReason),
+			on(CopyFailed, CopyUnproven).storing(StoreReason, StoreLayerFailed),
 			on(Containment, Contained).storing(StoreReason),
 		},
 		latches: []latch{
+			// Per-layer progress (rule 16) is a latch, not a state per layer:
+			// the fence, the copies in flight and what may happen next are the
+			// same whichever layer last landed.
+			keep("that layer and every earlier one read ready; the lease waits for its last layer", LayerLanded).storing(StoreLayerLanded),
 			keep("that row does not count as arrived; nothing touches its memory", CopyRefused).storing(StoreReason).doing(DropRow),
 			keep("copies already issued must land first; nothing more is copied", ReleaseRequested, Close),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
@@ -582,6 +593,9 @@ var declaration = []block{
 		latches: []latch{
 			keep("the slots are held until containment", ReleaseRequested, Close),
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
+			// A layer's event recorded before the failed copy may still
+			// complete: what it proves holds, short of the failed layer.
+			keep("a layer before the failed one landed: it reads ready; the failed layer and every later one never do", LayerLanded).storing(StoreLayerLanded),
 		},
 		refusals: []refusal{
 			refuse(whyNoProof, Retry),
@@ -611,7 +625,7 @@ var declaration = []block{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFenced, with(outcomeEvents, ContractViolation, AccessProven, AccessUnproven)...),
-			refuse("every local copy already landed", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("every local copy already landed", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNoDeadline, Deadline),
 			refuse(whyAfterFence, CancelRequested),
 			refuse(whyComplete, Containment),
@@ -646,7 +660,7 @@ var declaration = []block{
 		refusals: []refusal{
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
-			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse("contained: the outcome latched before stays", with(outcomeEvents, CancelRequested)...),
 			refuse("already contained", Deadline, Containment),
 		},
@@ -697,7 +711,7 @@ func delivered(s State) block {
 			refuse(whyLatched, outcomeEvents...),
 			refuse(whyNoDeadline, Deadline),
 			refuse(whyDelivered, CancelRequested),
-			refuse("no local copy before the fence", CopiesLanded, CopyRefused, CopyFailed),
+			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNoCancelSent, CancelAnswered),
 		},
 	}

@@ -111,8 +111,8 @@ partial            retry:ask_proof
 missed             retry:ask_proof
 failed             retry:ask_proof
 contained          retry:ask_proof
-access_fenced      copy_refused:drop_row release_requested close cancel_answered # issued copies land first
-copy_unproven      release_requested close cancel_answered        # held until containment
+access_fenced      copy_refused:drop_row release_requested close cancel_answered layer_landed # issued copies land first; rule 16: a layer landed, the lease waits for its last
+copy_unproven      release_requested close cancel_answered layer_landed # held until containment; rule 16: a layer before the failed one still lands
 logically_complete cancel_answered                                # §2: a cancel's answer is only recorded
 contained          access_unproven:ask_proof release_requested cancel_answered # recover policy: asked again, slowly
 quarantined        release_requested:park cancel_answered         # the handle goes stale; the slots never return
@@ -146,7 +146,7 @@ released           entry:free+retire                             # rule 1
 const oracleStores = `
 contract_violation any    reason+violation             # rule 3: counted, and why is kept
 copy_refused       any    reason                       # rule 11: which row, and why
-copy_failed        any    reason                       # rule 5: a copy without a completion record
+copy_failed        any    reason+layer_failed          # rule 5: a copy without a completion record; rule 16: its layer and every later one never read ready
 cancel_requested   any    reason                       # §2: kept even while the cancel waits
 containment        any    reason                       # rule 5: what stayed unproven
 slots_unavailable  any    reason                       # rule 8: why it can never be granted
@@ -163,6 +163,7 @@ outcome_cancelled  result reason+by_peer+first_answer  # rule 2: Cancelled stays
 access_proven      any    proof_answered               # the Quiesce call is over
 access_unproven    any    proof_answered+unproven      # rule 5: retried after back-off
 copies_landed      any    copies_done
+layer_landed       any    layer_landed                 # rule 16: that layer and every earlier one read ready
 cancel_answered    any    cancel_reply                 # §2: recorded, proves nothing
 retry              any    retry
 `
