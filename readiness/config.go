@@ -80,6 +80,15 @@ type Config struct {
 	Attention []staging.Attention
 	// ExtentName is the extent namespace; empty means staging.ExtentName.
 	ExtentName []byte
+	// Layers is, for each local layer group, its layers in ascending layer
+	// id with the byte spans each occupies in one of the group's slots
+	// (LayersOf builds it from a staging.Layout). A fetch's staging→device
+	// copies then go layer by layer — each layer's spans of every served
+	// row, then one event — and layer l is ready, and the owner woken, when
+	// its event completed (SPEC §4 rule 16): LayerReadiness, WaitLayer. A
+	// row's device memory mirrors its staging slot. Empty: the whole slot is
+	// one layer.
+	Layers [][]staging.LayerSpans
 
 	// RequestTimeout is the deadline, after the submission, of a request that
 	// names none (default 30s).
@@ -183,7 +192,7 @@ const defaultQuiesceWorkers = 4
 // core is the lifecycle's part of the config, as the core takes it.
 func (c *Config) core() core.Config {
 	cc := core.Config{
-		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, Attention: c.Attention, ExtentName: c.ExtentName,
+		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, Attention: c.Attention, ExtentName: c.ExtentName, Layers: c.Layers,
 		RequestTimeout: c.RequestTimeout, DrainGrace: c.DrainGrace, QuiesceTimeout: c.QuiesceTimeout,
 		RetryBackoff: c.RetryBackoff, MaxRetryBackoff: c.MaxRetryBackoff, KeepReleased: c.KeepReleased,
 		MaxOutstanding: c.MaxOutstanding, Containment: core.Policy(c.Containment), RecoverEvery: c.RecoverEvery,

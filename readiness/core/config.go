@@ -30,6 +30,17 @@ type Config struct {
 	Attention []staging.Attention
 	// ExtentName is the extent namespace; empty means staging.ExtentName.
 	ExtentName []byte
+	// Layers is, for each local layer group (the memory group its rows'
+	// Row.Group names), the group's layers in ascending layer id, each with
+	// the byte spans it occupies in one of the group's slots:
+	// staging.Layout.LayerSpans when layer group g's pool group is memory
+	// group g (LayersOf checks that). A fetch's staging→device copies then go
+	// layer by layer, in ascending layer id across the groups: each layer's
+	// spans of every served row, then one event, so that layer l is ready
+	// when its event completed (SPEC §4 rule 16). A row's device memory
+	// mirrors its staging slot: the span at offset o goes to Row.Device + o.
+	// Empty: the whole slot is one layer — the same path, one event.
+	Layers [][]staging.LayerSpans
 
 	// RequestTimeout is the deadline, after the submission, of a request that
 	// names none (default 30s).
@@ -173,6 +184,7 @@ func (c *Config) Validate() []error {
 	if c.RecoverEvery < 0 {
 		errs = append(errs, fmt.Errorf("RecoverEvery = %v; want a non-negative duration (0 means the default)", c.RecoverEvery))
 	}
+	errs = append(errs, c.validateLayers()...)
 	if c.KeepReleased < 0 {
 		errs = append(errs, fmt.Errorf("KeepReleased = %d; want a non-negative number (0 means the default)", c.KeepReleased))
 	}
@@ -212,4 +224,55 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// validateLayers names every problem of Layers: one entry per memory group,
+// layer ids ascending within a group, spans inside the group's slot.
+func (c *Config) validateLayers() []error {
+	if len(c.Layers) == 0 || c.Memory == nil {
+		return nil
+	}
+	var errs []error
+	total := 0
+	for _, layers := range c.Layers {
+		total += len(layers)
+	}
+	if total == 0 {
+		errs = append(errs, errors.New("Layers names no layer; want at least one, or no Layers for whole-slot copies"))
+	}
+	if n := c.Memory.NumGroups(); len(c.Layers) != n {
+		return append(errs, fmt.Errorf("Layers has %d layer groups; want one per memory group (%d), or none for whole-slot copies", len(c.Layers), n))
+	}
+	for g, layers := range c.Layers {
+		slot := c.Memory.Group(g).SlotBytes
+		for i, ls := range layers {
+			switch {
+			case ls.Layer < 0:
+				errs = append(errs, fmt.Errorf("Layers[%d][%d]: layer id %d; want >= 0", g, i, ls.Layer))
+			case i > 0 && ls.Layer <= layers[i-1].Layer:
+				errs = append(errs, fmt.Errorf("Layers[%d]: layer %d after layer %d; want ascending layer ids, each once", g, ls.Layer, layers[i-1].Layer))
+			}
+			for _, sp := range ls.Spans {
+				if sp.Offset < 0 || sp.Size <= 0 || sp.End() > slot {
+					errs = append(errs, fmt.Errorf("Layers[%d], layer %d: span of %d bytes at %d; want a non-empty span inside the group's %d-byte slot", g, ls.Layer, sp.Size, sp.Offset, slot))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// LayersOf returns the Layers of layout for staging memory with one memory
+// group per layer group, in the layout's order: layer group g's rows are
+// staged in memory group g, so g's pool group must be pool group g. A layout
+// whose layer groups share a pool group is refused, naming the groups: the
+// core indexes staging memory by Row.Group, which cannot then say which layer
+// group a row belongs to.
+func LayersOf(layout staging.Layout) ([][]staging.LayerSpans, error) {
+	for g, lg := range layout.LayerGroups {
+		if lg.PoolGroup != g {
+			return nil, fmt.Errorf("readiness: layer group %d uses pool group %d; want pool group %d (one memory group per layer group, in order)", g, lg.PoolGroup, g)
+		}
+	}
+	return layout.LayerSpans()
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -33,6 +34,10 @@ type Core struct {
 	mem   *staging.Memory
 	parts staging.Parts
 	alloc *staging.Allocator
+	// spans[g][k] are the byte spans, in a slot of memory group g, of the
+	// k-th layer in the core's layer order (ascending layer id across the
+	// groups); nil where group g has no such layer.
+	spans [][][]staging.Span
 
 	leases []lease
 	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
@@ -90,8 +95,43 @@ func New(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("readiness: %w", err)
 	}
-	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: alloc}, nil
+	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: alloc, spans: layerOrder(cfg)}, nil
 }
+
+// layerOrder lays the config's layers out in the core's layer order: every
+// layer id of every group, ascending. Without Layers the whole slot is the
+// one layer.
+func layerOrder(cfg Config) [][][]staging.Span {
+	groups := cfg.Memory.NumGroups()
+	out := make([][][]staging.Span, groups)
+	if len(cfg.Layers) == 0 {
+		for g := range out {
+			out[g] = [][]staging.Span{{{Offset: 0, Size: cfg.Memory.Group(g).SlotBytes}}}
+		}
+		return out
+	}
+	var ids []int
+	for _, layers := range cfg.Layers {
+		for _, ls := range layers {
+			ids = append(ids, ls.Layer)
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	for g, layers := range cfg.Layers {
+		out[g] = make([][]staging.Span, len(ids))
+		for _, ls := range layers {
+			k, _ := slices.BinarySearch(ids, ls.Layer)
+			out[g][k] = slices.Clone(ls.Spans)
+		}
+	}
+	return out
+}
+
+// Layers returns the number of layers a fetch's copies go in: layer k is the
+// k-th layer id, ascending, of Config.Layers; 1 without Layers (the whole
+// slot).
+func (c *Core) Layers() int { return len(c.spans[0]) }
 
 // Config returns the core's config, defaults filled in.
 func (c *Core) Config() Config { return c.cfg }
@@ -466,6 +506,82 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered once every local copy has landed", ErrNotReady, h, l.m.State)
 	}
 	return l.body.interval, nil
+}
+
+// LayerStatus is where one layer of a fetch stands (SPEC §4 rule 16).
+type LayerStatus uint8
+
+const (
+	// LayerPending: the layer's copies are not known to have landed yet.
+	LayerPending LayerStatus = iota
+	// LayerReady: the layer's event completed, or the lease's readiness is
+	// answerable (every layer landed, or nothing was to be copied: a miss
+	// or a failure answers what was already known, for every layer).
+	LayerReady
+	// LayerFailed: a copy of this layer, or of an earlier one, failed (or
+	// its device was lost): it never reads ready. The lease's served rows
+	// did not arrive; its readiness is what a failed copy gives (never
+	// answered), and its slots are held until containment.
+	LayerFailed
+	// LayerNever: the lease was quarantined, or released before its copies
+	// landed: the layer is never answered.
+	LayerNever
+)
+
+// String names the status.
+func (s LayerStatus) String() string {
+	switch s {
+	case LayerPending:
+		return "pending"
+	case LayerReady:
+		return "ready"
+	case LayerFailed:
+		return "failed"
+	case LayerNever:
+		return "never"
+	}
+	return fmt.Sprintf("layer_status(%d)", uint8(s))
+}
+
+// LayerReadiness answers whether layer (an index in the core's layer order,
+// 0..Layers()-1) of the fetch h is ready, and with LayerReady the interval
+// the layer answers — the lease's interval once its readiness is
+// answerable; before, that of the served rows the layer carries, the same
+// for every layer, so that the lease's interval is the minimum over its
+// layers. It costs O(1) and allocates nothing for a valid handle and layer;
+// a stale handle, a publish or a layer out of range is an error.
+func (c *Core) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatus, error) {
+	if layer < 0 || layer >= c.Layers() {
+		return staging.Interval{}, LayerNever, fmt.Errorf("%w: layer %d of %v; the engine's layers are 0..%d", ErrInvalidRequest, layer, h, c.Layers()-1)
+	}
+	id, err := c.lookup(h)
+	if err != nil {
+		k, ok := c.released(h)
+		switch {
+		case !ok:
+			return staging.Interval{}, LayerNever, err
+		case k.kind != Fetch:
+			return staging.Interval{}, LayerNever, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+		case k.m.State == fsm.Quarantined || !c.table.Answerable(k.m.State):
+			return staging.Interval{}, LayerNever, nil
+		}
+		return k.interval, LayerReady, nil
+	}
+	l := &c.leases[id]
+	b := l.body
+	switch {
+	case l.kind != Fetch:
+		return staging.Interval{}, LayerNever, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
+	case c.table.Answerable(l.m.State):
+		return b.interval, LayerReady, nil
+	case b.failed != 0 && int32(layer) >= b.failed-1:
+		return staging.Interval{}, LayerFailed, nil
+	case l.m.State.Terminal():
+		return staging.Interval{}, LayerNever, nil
+	case int32(layer) < b.landed:
+		return b.layerIv, LayerReady, nil
+	}
+	return staging.Interval{}, LayerPending, nil
 }
 
 // Arrived appends to dst, for a fetch whose readiness is answerable, the

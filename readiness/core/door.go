@@ -32,6 +32,7 @@ type verdict struct {
 	first     contract.Outcome
 	byPeer    bool
 	row       int // the refused row
+	layer     int // the layer that landed, or the first that failed
 	disp      contract.CancelDisposition
 	cancelErr string
 }
@@ -107,7 +108,20 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 	case QuiesceUnproven:
 		v.event, v.reason = fsm.AccessUnproven, ev.Reason
 	case CopiesDone:
-		v.event = fsm.CopiesLanded
+		v.event, v.layer = fsm.CopiesLanded, int(l.body.layers)-1
+	case LayerDone:
+		b := l.body
+		switch {
+		case ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers):
+			return false, fmt.Errorf("%w: layer %d of %v landed, a lease whose copies go in %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.layers)
+		case ev.Layer < int(b.landed):
+			return false, nil // known: a later layer's event already proved it
+		case ev.Layer == int(b.layers)-1:
+			v.event = fsm.CopiesLanded
+		default:
+			v.event = fsm.LayerLanded
+		}
+		v.layer = ev.Layer
 	case CopyRefusedByDevice:
 		if rows := len(l.body.rows); ev.Row < 0 || ev.Row >= rows {
 			return false, fmt.Errorf("%w: copy refusal of row %d of %v, a lease of %d rows", ErrInvalidEvidence, ev.Row, ev.Lease, rows)
@@ -115,7 +129,14 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		v.event, v.row = fsm.CopyRefused, ev.Row
 		v.reason = fmt.Sprintf("copy of row %d refused by the device: %s", ev.Row, ev.Reason)
 	case CopyLost:
-		v.event, v.reason = fsm.CopyFailed, "local copy failed without a completion record: "+ev.Reason
+		if b := l.body; ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers) {
+			return false, fmt.Errorf("%w: copy of layer %d of %v lost, a lease whose copies go in %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.layers)
+		}
+		v.event, v.layer = fsm.CopyFailed, ev.Layer
+		v.reason = "local copy failed without a completion record: " + ev.Reason
+		if l.body.layers > 1 {
+			v.reason = fmt.Sprintf("local copy of layer %d failed without a completion record: %s", ev.Layer, ev.Reason)
+		}
 	case CancelReplied:
 		v.event, v.disp = fsm.CancelAnswered, ev.Disposition
 		switch {
@@ -147,7 +168,8 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 	case extentRefused:
 		v.event, v.reason = fsm.ExtentRefused, "extent refused: "+ev.Reason
 	case deviceLostCopy:
-		v.event, v.reason = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason
+		// Every layer not yet known to have landed may never land.
+		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(l.body.landed)
 	default:
 		return false, c.invalid(ev)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -61,7 +62,13 @@ func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 				b.reason = "access unproven: " + v.reason
 			}
 		case fsm.StoreCopiesDone:
-			b.copiesOut = 0
+			b.copiesOut, b.landed = 0, b.layers
+		case fsm.StoreLayerLanded:
+			b.landed = max(b.landed, int32(v.layer)+1)
+		case fsm.StoreLayerFailed:
+			if b.failed == 0 {
+				b.failed = int32(v.layer) + 1
+			}
 		case fsm.StoreCancelReply:
 			b.cancelDisp, b.cancelErr = v.disp, v.cancelErr
 			if v.cancelErr != "" {
@@ -115,6 +122,7 @@ func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 			if m := b.mask(v.row); m != nil {
 				*m = false
 			}
+			c.layerInterval(id)
 		case fsm.Answer:
 			c.answer(id)
 		case fsm.Withdraw:
@@ -164,7 +172,9 @@ func (c *Core) copyIn(id uint32) {
 		c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Device: b.rows[i].Device, Staging: c.slot(b, i)})
 	}
 	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
+	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, After: len(c.ready.Copies)})
 	b.copiesOut = int32(len(b.rows))
+	b.layers, b.landed, b.failed = 1, 0, 0
 }
 
 // copyOut asks for a fetch's staging→device copies of its served whole rows:
@@ -182,19 +192,53 @@ func (c *Core) copyOut(id uint32) {
 		return
 	}
 	h := c.handle(id)
-	n := int32(0)
+	rows := 0
 	for i := range b.rows {
 		if m := b.mask(i); m != nil && *m {
-			c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, ToDevice: true, Device: b.rows[i].Device, Staging: c.slot(b, i)})
-			n++
+			rows++
 		}
 	}
-	if n == 0 {
+	if rows == 0 {
 		c.halt("a fenced lease with nothing to copy came to rest in access_fenced", id)
 		return
 	}
+	// Layer by layer (rule 16): each layer's spans of every served row, then
+	// the layer's mark, where its event is recorded.
+	n := int32(0)
+	layers := c.Layers()
+	for k := range layers {
+		for i := range b.rows {
+			if m := b.mask(i); m == nil || !*m {
+				continue
+			}
+			r := &b.rows[i]
+			slot := c.slot(b, i)
+			for _, sp := range c.spans[r.Group][k] {
+				c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Layer: k, ToDevice: true,
+					Device: r.Device + gpu.DevicePtr(sp.Offset), Staging: slot[sp.Offset:sp.End():sp.End()]})
+				n++
+			}
+		}
+		c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: k, After: len(c.ready.Copies)})
+	}
+	b.layers, b.landed, b.failed = int32(layers), 0, 0
+	c.layerInterval(id)
 	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
 	b.copiesOut = n
+}
+
+// layerInterval computes the interval a landed layer answers: that of the
+// served rows whose copies the device did not refuse. It is computed when
+// the copies are issued and again when one is refused, never when asked, so
+// that asking costs O(1).
+func (c *Core) layerInterval(id uint32) {
+	b := c.leases[id].body
+	iv, err := staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, b.masks)
+	if err != nil {
+		c.halt("readiness of a validated view is not computable: "+err.Error(), id)
+		return
+	}
+	b.layerIv = iv
 }
 
 // submit builds the extent the backend will hold and asks for its submission.

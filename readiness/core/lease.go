@@ -63,6 +63,14 @@ type body struct {
 	// copiesOut counts the lease's local copies issued and not yet landed:
 	// the slots never return while it is positive.
 	copiesOut int32
+	// Layer by layer (rule 16): how many layers the lease's copies go in,
+	// how many of them landed (in order: events on one stream complete in
+	// order), and the first failed layer plus one (0: none failed). Layer k
+	// reads ready while k < landed and, once one failed, k < failed-1.
+	layers, landed, failed int32
+	// layerIv is the interval of the rows the layers carry: the served
+	// rows whose copies the device did not refuse.
+	layerIv staging.Interval
 	// Access proofs: whether a Quiesce call is outstanding, how many answers
 	// proved nothing, and the times (core nanoseconds, 0 unset) of the next
 	// ask and of the outstanding call's timeout.
@@ -178,6 +186,7 @@ func (c *Core) takeBody() *body {
 func (c *Core) putBody(b *body) {
 	b.first, b.byPeer, b.reason, b.unproven, b.interval = nil, false, "", "", staging.Interval{}
 	b.cancelDisp, b.cancelErr, b.copiesOut = 0, "", 0
+	b.layers, b.landed, b.failed, b.layerIv = 0, 0, 0, staging.Interval{}
 	b.proofOut, b.unproved, b.askAt, b.proofDue, b.outstanding = false, 0, 0, 0, false
 	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
 	c.bodies = append(c.bodies, b)

@@ -27,6 +27,15 @@ type Ready struct {
 	// CopyLeases are the leases whose copies are in Copies, once each, in the
 	// order of their first copy.
 	CopyLeases []Handle
+	// Layers says where each lease's layers end in Copies, in order (SPEC §4
+	// rule 16): queue Copies[:After], then record an event; when it
+	// completes report LayerDone for Lease and Layer (the last layer's may
+	// be CopiesDone), when it fails CopyLost with Layer. An event recorded
+	// before a later layer's copies are queued lets the layer be read
+	// before the next one lands; a caller that records one event after all
+	// of them and reports CopiesDone is correct too, only slower to answer
+	// per layer. A lease's marks are contiguous, in layer order.
+	Layers []LayerMark
 	// Proofs are leases whose backend access must now be proven over: call
 	// the backend's Quiesce with their attempts (never on the owner goroutine,
 	// which it may block), poll each attempt again after a true answer and
@@ -54,6 +63,16 @@ type Ready struct {
 	Recovered []Handle
 }
 
+// LayerMark is where one layer of a lease's copies ends in Ready.Copies.
+type LayerMark struct {
+	Lease Handle
+	// Layer is the layer's index in the core's layer order (0 for a
+	// publish, whose copies are one layer).
+	Layer int
+	// After is the index in Ready.Copies just past the layer's copies.
+	After int
+}
+
 // Submission asks for one lease's extent to be handed to its backend.
 type Submission struct {
 	Lease Handle
@@ -72,8 +91,11 @@ type Copy struct {
 	// device→staging copy.
 	ToDevice bool
 	Device   gpu.DevicePtr
-	// Staging is the row's staging slot.
+	// Staging is the row's staging bytes the copy moves: its whole slot, or
+	// one layer's span of it (Device is then offset alike).
 	Staging []byte
+	// Layer is the copy's layer in the core's layer order.
+	Layer int
 }
 
 // Proof asks for one lease's access proof.
@@ -84,7 +106,7 @@ type Proof struct {
 
 // Empty reports whether the Ready holds no work.
 func (r *Ready) Empty() bool {
-	return len(r.Submissions) == 0 && len(r.Copies) == 0 && len(r.Proofs) == 0 && len(r.Overdue) == 0 &&
+	return len(r.Submissions) == 0 && len(r.Copies) == 0 && len(r.Layers) == 0 && len(r.Proofs) == 0 && len(r.Overdue) == 0 &&
 		len(r.Cancels) == 0 && len(r.Forget) == 0 && len(r.Containments) == 0 && len(r.Recovered) == 0
 }
 
@@ -92,7 +114,7 @@ func (r *Ready) reset() {
 	clear(r.Submissions)
 	clear(r.Copies)
 	clear(r.Containments)
-	r.Submissions, r.Copies, r.CopyLeases = r.Submissions[:0], r.Copies[:0], r.CopyLeases[:0]
+	r.Submissions, r.Copies, r.CopyLeases, r.Layers = r.Submissions[:0], r.Copies[:0], r.CopyLeases[:0], r.Layers[:0]
 	r.Proofs, r.Overdue, r.Cancels = r.Proofs[:0], r.Overdue[:0], r.Cancels[:0]
 	r.Forget, r.Containments, r.Recovered = r.Forget[:0], r.Containments[:0], r.Recovered[:0]
 }
@@ -136,6 +158,10 @@ const (
 	// DeviceGone: the device is lost; every lease with copies in flight has
 	// them unproven, and no new lease is lent.
 	DeviceGone
+	// LayerDone: the event recorded after Layer's copies of the lease
+	// completed (Ready.Layers). Events on one stream complete in order, so
+	// every earlier layer landed too; the last layer's is CopiesDone.
+	LayerDone
 
 	numObserved
 )
@@ -165,6 +191,7 @@ var observedNames = [numObserved]string{
 	PollAnswered: "poll_answered", PollPanicked: "poll_panicked", QuiesceTrue: "quiesce_true",
 	QuiesceUnproven: "quiesce_unproven", CopiesDone: "copies_done", CopyRefusedByDevice: "copy_refused_by_device",
 	CopyLost: "copy_lost", CancelReplied: "cancel_replied", DeviceGone: "device_gone",
+	LayerDone: "layer_done",
 }
 
 // String names what was observed.
@@ -185,6 +212,9 @@ type Evidence struct {
 	Outcome contract.Outcome
 	// Row is a CopyRefusedByDevice row's index in the lease's request.
 	Row int
+	// Layer is a LayerDone layer, or a CopyLost's first layer whose copies
+	// failed (0, every layer, when the caller cannot say).
+	Layer int
 	// Reason says why (a rejection, an error, a panic, an unproven answer).
 	Reason string
 	// Disposition is a CancelReplied answer (zero when Reason says it failed).
