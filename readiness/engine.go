@@ -53,9 +53,12 @@ type Engine struct {
 	probes uint64 // TryQuiesce calls asked on the owner
 
 	// Copies queued in one round share one event: a stream completes in
-	// order, so the event after the round's last copy proves all of them.
+	// order, so the event after the round's last copy proves all of them —
+	// except that a lease's next layer waits for an event after its
+	// previous one (rule 16), so that no layer is read later than its own
+	// copies land.
 	copies      gpu.Completions[int32]
-	batches     [][]core.Handle
+	batches     [][]layerOf
 	freeBatches []int32
 	open        int32 // batch collecting this round's copies, or -1
 	onCopy      func(int32, gpu.Status)
@@ -96,8 +99,15 @@ type copyRefusal struct {
 }
 
 type copyFailure struct {
-	h   core.Handle
-	err error
+	h     core.Handle
+	layer int // the first layer whose copies failed
+	err   error
+}
+
+// layerOf is one layer of one lease's copies, proven by its batch's event.
+type layerOf struct {
+	h     core.Handle
+	layer int
 }
 
 // New assembles an engine over the caller's staging memory. Its goroutines
@@ -233,6 +243,58 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 // wrapping ErrNotReady.
 func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
 	return e.core.Readiness(h.h)
+}
+
+// Layers returns the number of layers a fetch's copies go in (Config.Layers:
+// layer k is the k-th layer id, ascending; 1 without Layers).
+func (e *Engine) Layers() int { return e.core.Layers() }
+
+// LayerReadiness answers whether layer (0..Layers()-1) of the fetch h is
+// ready — its copies' event completed — and with LayerReady the interval it
+// answers: the same for every layer, the lease's own once every layer landed
+// (SPEC §4 rule 16). LayerFailed: a copy of it or of an earlier layer failed;
+// it never becomes ready, the lease's served rows did not arrive, and the
+// lease goes on to containment as any failed copy does. It costs O(1) and
+// allocates nothing; a stale handle, a publish or a layer out of range is an
+// error.
+func (e *Engine) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatus, error) {
+	iv, st, err := e.core.LayerReadiness(h.h, layer)
+	return iv, LayerStatus(st), err
+}
+
+// WaitLayer runs rounds on the owner goroutine until layer of the fetch h is
+// ready, and returns the interval it answers (vLLM's wait_for_layer_load). It
+// returns at once, with an error wrapping ErrLayerFailed and naming why, when
+// a copy of the layer or of an earlier one failed; with ErrNotReady when the
+// layer will never be answered (the lease was quarantined, or released before
+// its copies landed); ctx's error (wrapped) if ctx ends first; ErrHalted if
+// the engine halts.
+func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.Interval, error) {
+	for {
+		iv, st, err := e.LayerReadiness(h, layer)
+		switch {
+		case err != nil:
+			return iv, err
+		case st == LayerReady:
+			return iv, nil
+		case st == LayerFailed:
+			info, _ := e.core.Lease(h.h)
+			return iv, fmt.Errorf("%w: layer %d of %v: %s", ErrLayerFailed, layer, h, info.Reason)
+		case st == LayerNever:
+			return iv, fmt.Errorf("%w: layer %d of %v is never answered: the lease was quarantined or released before its copies landed", ErrNotReady, layer, h)
+		}
+		if err := e.Err(); err != nil {
+			return iv, err
+		}
+		if e.Progress() > 0 || e.core.HasReady() {
+			continue
+		}
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return iv, fmt.Errorf("readiness: waiting for layer %d of %v: %w", layer, h, ctx.Err())
+		}
+	}
 }
 
 // Arrived appends to dst, for a fetch whose readiness is answerable, the
@@ -534,12 +596,18 @@ func (e *Engine) perform() {
 			e.results = append(e.results, e.submit(s))
 		}
 		failedAt := len(e.failed)
-		for i := range rd.Copies {
-			e.queueCopy(&rd.Copies[i], failedAt)
-		}
-		for _, h := range rd.CopyLeases {
-			if !e.failedCopy(h, failedAt) {
-				e.record(h)
+		next := 0
+		for _, m := range rd.Layers {
+			if m.After > next && e.open >= 0 {
+				if b := e.batches[e.open]; b[len(b)-1].h == m.Lease {
+					e.closeBatch(failedAt)
+				}
+			}
+			for ; next < m.After; next++ {
+				e.queueCopy(&rd.Copies[next], failedAt)
+			}
+			if !e.failedCopy(m.Lease, failedAt) {
+				e.record(m.Lease, m.Layer)
 			}
 		}
 		for _, p := range rd.Proofs {
@@ -634,7 +702,7 @@ func (e *Engine) report() {
 	clear(e.refused)
 	e.refused = e.refused[:0]
 	for _, f := range e.failed {
-		e.step(core.Evidence{What: core.CopyLost, Lease: f.h, Reason: f.err.Error()})
+		e.step(core.Evidence{What: core.CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
 	}
 	clear(e.failed)
 	e.failed = e.failed[:0]
@@ -785,7 +853,7 @@ func (e *Engine) queueCopy(c *core.Copy, failedAt int) {
 	case errors.Is(err, gpu.ErrCopyRefused):
 		e.refused = append(e.refused, copyRefusal{h: c.Lease, row: c.Row, err: err})
 	default:
-		e.failed = append(e.failed, copyFailure{h: c.Lease, err: err})
+		e.failed = append(e.failed, copyFailure{h: c.Lease, layer: c.Layer, err: err})
 	}
 }
 
@@ -799,9 +867,10 @@ func (e *Engine) failedCopy(h core.Handle, from int) bool {
 	return false
 }
 
-// record adds the lease to this round's copy batch; the event recorded after
-// the round's last copy is the evidence that every one of them landed.
-func (e *Engine) record(h core.Handle) {
+// record adds a layer of the lease to this round's copy batch; the event
+// recorded after the batch's last copy is the evidence that every one of
+// them landed.
+func (e *Engine) record(h core.Handle, layer int) {
 	if e.open < 0 {
 		if n := len(e.freeBatches); n > 0 {
 			e.open = e.freeBatches[n-1]
@@ -811,7 +880,29 @@ func (e *Engine) record(h core.Handle) {
 			e.open = int32(len(e.batches) - 1)
 		}
 	}
-	e.batches[e.open] = append(e.batches[e.open], h)
+	e.batches[e.open] = append(e.batches[e.open], layerOf{h, layer})
+}
+
+// closeBatch records the event after the open batch's copies, in the middle
+// of a round: a lease's next layer is about to be queued. If it cannot be
+// recorded, the batch's copies are unproven: each lease's failure is
+// reported with the round's others, and its later copies are skipped.
+func (e *Engine) closeBatch(failedAt int) {
+	idx := e.open
+	e.open = -1
+	ev, err := e.stream.Record()
+	if err == nil {
+		err = e.copies.Push(ev, idx)
+	}
+	if err == nil {
+		return
+	}
+	for _, x := range e.batches[idx] {
+		if !e.failedCopy(x.h, failedAt) {
+			e.failed = append(e.failed, copyFailure{h: x.h, layer: x.layer, err: fmt.Errorf("recording the event after the copies failed: %w", err)})
+		}
+	}
+	e.recycleBatch(idx)
 }
 
 // flush records the event after this round's copies and asks the round's
@@ -827,8 +918,10 @@ func (e *Engine) flush() (more bool) {
 			err = e.copies.Push(ev, idx)
 		}
 		if err != nil {
-			for _, h := range e.batches[idx] {
-				e.step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "recording the event after the copies failed: " + err.Error()})
+			for i, x := range e.batches[idx] {
+				if firstOfLease(e.batches[idx], i) {
+					e.step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
+				}
 			}
 			e.recycleBatch(idx)
 			e.perform()
@@ -885,14 +978,21 @@ func (e *Engine) recycleBatch(idx int32) {
 
 // batchDone hands a completed (or failed) event to every lease it covers.
 func (e *Engine) batchDone(idx int32, st gpu.Status) {
-	for _, h := range e.batches[idx] {
+	for i, x := range e.batches[idx] {
 		if st == gpu.Complete {
-			e.step(core.Evidence{What: core.CopiesDone, Lease: h})
-		} else {
-			e.step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "the device reported the copies' event failed"})
+			e.step(core.Evidence{What: core.LayerDone, Lease: x.h, Layer: x.layer})
+		} else if firstOfLease(e.batches[idx], i) {
+			// A lease's later layers in the batch fail with its first.
+			e.step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
 		}
 	}
 	e.recycleBatch(idx)
+}
+
+// firstOfLease reports whether batch[i] is its lease's first layer in the
+// batch: a failure is reported once per lease, at its first layer.
+func firstOfLease(batch []layerOf, i int) bool {
+	return !slices.ContainsFunc(batch[:i], func(y layerOf) bool { return y.h == batch[i].h })
 }
 
 func (e *Engine) pollCopies() {

@@ -277,6 +277,9 @@ var (
 	ErrDeviceLost = core.ErrDeviceLost
 	// ErrNotReady: readiness is not answerable for the lease (yet).
 	ErrNotReady = core.ErrNotReady
+	// ErrLayerFailed: a copy of the layer waited for, or of an earlier one,
+	// failed: it never becomes ready (WaitLayer).
+	ErrLayerFailed = errors.New("readiness: layer copy failed")
 	// ErrInvalidRequest: the request was malformed; nothing was lent.
 	ErrInvalidRequest = core.ErrInvalidRequest
 	// ErrUngrantable: quarantine left no contiguous run of slots that could
@@ -331,3 +334,22 @@ func haltError(err error) error {
 	}
 	return err
 }
+
+// LayerStatus is where one layer of a fetch stands (Engine.LayerReadiness).
+type LayerStatus uint8
+
+// The layer statuses.
+const (
+	LayerPending = LayerStatus(core.LayerPending) // its copies are not known to have landed yet
+	LayerReady   = LayerStatus(core.LayerReady)   // its event completed, or the lease's readiness is answerable
+	LayerFailed  = LayerStatus(core.LayerFailed)  // a copy of it or of an earlier layer failed: never ready
+	LayerNever   = LayerStatus(core.LayerNever)   // quarantined, or released before its copies landed
+)
+
+// String names the status: pending, ready, failed or never.
+func (s LayerStatus) String() string { return core.LayerStatus(s).String() }
+
+// LayersOf returns Config.Layers for a layout whose layer group g is staged
+// in memory group g (its pool group is pool group g); a layout whose layer
+// groups share a pool group is refused, naming them.
+func LayersOf(layout staging.Layout) ([][]staging.LayerSpans, error) { return core.LayersOf(layout) }
