@@ -28,7 +28,8 @@ import (
 //
 // Commands:
 //
-//	new [slots=N] [groups=G] [timeout=D] [grace=D] [quiesce=D] [backoff=D] [keep=N]
+//	new [slots=N] [groups=G] [layers=L] [timeout=D] [grace=D] [quiesce=D] [backoff=D] [keep=N]
+//	                                          (layers: L layers of 16/L bytes, in order, in every group's slot)
 //	lend NAME kind=fetch|publish rows=N [known=K] [deadline=D]  (D: after now)
 //	tick D                                    (the clock moves by D, then Tick)
 //	release NAME | cancel NAME | retry NAME | close
@@ -36,7 +37,8 @@ import (
 //	answer NAME served|partial|miss|failed|cancelled|cancelled-by-peer|unasked
 //	panicked NAME                              (Poll panicked)
 //	proven NAME | unproven NAME
-//	landed NAME | refused NAME row=R | lost NAME
+//	landed NAME | refused NAME row=R | lost NAME [layer=K]
+//	layer-done NAME layer=K | layers NAME     (rule 16: a layer's event; every layer's status)
 //	cancel-replied NAME requested|unsupported|error
 //	device-lost
 //	info NAME | readiness NAME | stats
@@ -59,6 +61,9 @@ type harness struct {
 	order []string
 	trace []string
 	mem   *staging.Memory
+	// layered: the core was made with layers=N > 0, and Ready's copies print
+	// layer by layer.
+	layered bool
 }
 
 func (h *harness) name(l core.Handle) string {
@@ -129,7 +134,19 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		// A new core issues handles afresh: the names of the last one's
 		// leases would alias the new ones.
 		h.names, h.order = map[string]core.Handle{}, nil
+		var layers [][]staging.LayerSpans
+		if n := intArg(t, d, "layers", 0); n > 0 {
+			for range gs {
+				var ls []staging.LayerSpans
+				for k := range n {
+					ls = append(ls, staging.LayerSpans{Layer: k, Spans: []staging.Span{{Offset: k * 16 / n, Size: 16 / n}}})
+				}
+				layers = append(layers, ls)
+			}
+		}
+		h.layered = layers != nil
 		h.c, err = core.New(core.Config{
+			Layers: layers,
 			Memory: h.mem, TokensPerBlock: 32,
 			RequestTimeout: duration(t, d, "timeout", 5*time.Second), DrainGrace: duration(t, d, "grace", 5*time.Second),
 			QuiesceTimeout: duration(t, d, "quiesce", time.Second), RetryBackoff: duration(t, d, "backoff", 100*time.Millisecond),
@@ -194,7 +211,23 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		l := h.lease(d)
 		what := map[string]core.Observed{"submitted": core.SubmitAccepted, "rejected": core.SubmitRejected, "escaped": core.SubmitEscaped,
 			"panicked": core.PollPanicked, "proven": core.QuiesceTrue, "unproven": core.QuiesceUnproven, "landed": core.CopiesDone, "lost": core.CopyLost}[d.Cmd]
-		report(h.c.Step(core.Evidence{What: what, Lease: l, Reason: "(" + d.Cmd + " in the script)"}))
+		report(h.c.Step(core.Evidence{What: what, Lease: l, Layer: intArg(t, d, "layer", 0), Reason: "(" + d.Cmd + " in the script)"}))
+	case "layer-done":
+		report(h.c.Step(core.Evidence{What: core.LayerDone, Lease: h.lease(d), Layer: intArg(t, d, "layer", 0)}))
+	case "layers":
+		l := h.lease(d)
+		for k := range h.c.Layers() {
+			iv, st, err := h.c.LayerReadiness(l, k)
+			switch {
+			case err != nil:
+				fmt.Fprintf(&out, "layer %d: error: %v\n", k, err)
+			case st == core.LayerReady:
+				fmt.Fprintf(&out, "layer %d: %v %v\n", k, st, iv)
+			default:
+				fmt.Fprintf(&out, "layer %d: %v\n", k, st)
+			}
+		}
+		return out.String()
 	case "refused":
 		report(h.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: h.lease(d), Row: intArg(t, d, "row", 0), Reason: "(refused in the script)"}))
 	case "answer":
@@ -361,7 +394,17 @@ func (h *harness) ready() string {
 	if len(subs) > 0 {
 		fmt.Fprintf(&b, "  submit: %s\n", names(subs))
 	}
-	if len(rd.Copies) > 0 {
+	if h.layered && len(rd.Layers) > 0 {
+		next := 0
+		for _, m := range rd.Layers {
+			var cs []string
+			for ; next < m.After; next++ {
+				c := rd.Copies[next]
+				cs = append(cs, fmt.Sprintf("row %d [%d+%d]", c.Row, c.Device&0xff, len(c.Staging)))
+			}
+			fmt.Fprintf(&b, "  copies of %s layer %d: %s; then its event\n", h.name(m.Lease), m.Layer, strings.Join(cs, ", "))
+		}
+	} else if len(rd.Copies) > 0 {
 		var cs []string
 		for _, c := range rd.Copies {
 			dir := "device->staging"
