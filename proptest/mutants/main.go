@@ -46,7 +46,7 @@ var (
 	// The property suites: a mutant they do not kill fails the run.
 	property = []suite{
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
-		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused"},
+		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused|^TestLayerNeverReady"},
 		{pkg: "./readiness", dir: "readiness", run: "^TestBackendFaults|^TestHandoffs"},
 	}
 	// The deterministic tests: reported beside, for information.

@@ -104,6 +104,11 @@ var mutants = []mutant{
 		"|| c.lost || c.closed {", "|| c.closed {")},
 	{"no-cancel-request", "never asks the backend to cancel a failed or cancelled attempt", one("readiness/core", "Core.requestCancel",
 		"\tc.stats.CancelRequests++\n\tc.ready.Cancels = append(c.ready.Cancels, c.handle(id))", "\tc.stats.CancelRequests++")},
+	// Layer by layer (SPEC §4 rule 16).
+	{"layer-ready-after-failure", "reads a layer ready after a copy of it, or of an earlier layer, failed", one("readiness/core", "Core.LayerReadiness",
+		"case b.failed != 0 && int32(layer) >= b.failed-1:", "case false && b.failed != 0:")},
+	{"layer-ready-early", "reads a layer ready before its own event completed", one("readiness/core", "Core.perform",
+		"b.landed = max(b.landed, int32(v.layer)+1)", "b.landed = max(b.landed, int32(v.layer)+2)")},
 	// The runner (SPEC §4 rules 14 and 15).
 	{"completion-storm-let-through", "puts a letter in the mailbox for every completion, repeats included", one("readiness", "notice.fire",
 		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\treturn",

@@ -2,7 +2,10 @@ package core
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -373,3 +376,36 @@ func TestLayerNeverReadyEarlyOrAfterItFailed(t *testing.T) {
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// BenchmarkLayerReadiness is rule 16's cost of asking (SPEC §5): O(1), no
+// allocation, whichever layer and however many layers landed.
+func BenchmarkLayerReadiness(b *testing.B) {
+	mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 64 * 4})
+	require.NoError(b, err)
+	var layers []staging.LayerSpans
+	for k := range 64 {
+		layers = append(layers, staging.LayerSpans{Layer: k, Spans: []staging.Span{{Offset: 4 * k, Size: 4}}})
+	}
+	c, err := New(Config{Memory: mem, TokensPerBlock: 32, Layers: [][]staging.LayerSpans{layers}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(b, err)
+	h, err := c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(1), Device: 0x1000}}})
+	require.NoError(b, err)
+	c.Tick(time.Unix(100, 0))
+	c.Advance()
+	for _, ev := range []Evidence{{What: SubmitAccepted}, {What: PollAnswered, Outcome: contract.Delivered{Served: contract.NewNameSet(name(1))}}, {What: QuiesceTrue}, {What: LayerDone, Layer: 31}} {
+		ev.Lease = h
+		require.NoError(b, c.Step(ev))
+		c.Advance()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	ready := 0
+	for i := 0; b.Loop(); i++ {
+		if _, st, _ := c.LayerReadiness(h, i&63); st == LayerReady {
+			ready++
+		}
+	}
+	if ready == 0 {
+		b.Fatal("no layer read ready")
+	}
+}
