@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -116,4 +117,59 @@ func Example_publish() {
 	// Output:
 	// stored: true "kkkk"
 	// served: 1 released: 1
+}
+
+// A fetch layer by layer (SPEC §4 rule 16), as a connector's
+// wait_for_layer_load does: the layout's two layers each get their own copies
+// and event, and the manager computes layer l as soon as WaitLayer says its
+// bytes landed, without waiting for the later layers.
+func Example_layerByLayer() {
+	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
+	stream, _ := dev.NewStream()
+	// One layer group, two layers, key and value of 4 bytes each per layer
+	// in a 16-byte slot.
+	layout := staging.Layout{
+		TokensPerBlock: 32,
+		PoolGroups:     map[int][]int{0: {16}},
+		LayerGroups:    []staging.LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0, 1}, Shard: staging.Whole}},
+		Buffers: []staging.Buffer{
+			{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
+			{Layer: 1, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 1, Role: "value", Offset: 12, Size: 4, Expansion: 1},
+		},
+	}
+	layers, err := readiness.LayersOf(layout)
+	if err != nil {
+		panic(err)
+	}
+	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
+	store, _ := mem.New(staged)
+	defer store.Close()
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Layers: layers, Fetcher: store, Stream: stream})
+	if err != nil {
+		panic(err)
+	}
+	var name contract.Name
+	name[0] = 7
+	store.Put(staging.ExtentName, name, []byte("k0k0v0v0k1k1v1v1"))
+	gpuBlock, _ := dev.Alloc(16)
+	h, err := eng.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: name, Device: gpuBlock}}})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for l := range eng.Layers() {
+		iv, err := eng.WaitLayer(ctx, h, l)
+		if err != nil {
+			panic(err) // errors.Is(err, readiness.ErrLayerFailed): recompute the lease's rows
+		}
+		layer := make([]byte, 8)
+		_ = dev.Read(layer, gpuBlock+gpu.DevicePtr(8*l))
+		fmt.Printf("layer %d ready %v: %q\n", l, iv, layer) // compute layer l here
+	}
+	_ = eng.Release(h)
+	drain(eng)
+	// Output:
+	// layer 0 ready [0, 32]: "k0k0v0v0"
+	// layer 1 ready [0, 32]: "k1k1v1v1"
 }
