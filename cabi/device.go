@@ -6,7 +6,9 @@ package main
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,17 @@ type device struct {
 	simMem int64 // the simulated device's memory, in bytes
 	c      *cDevice
 	users  atomic.Int32
+
+	// The simulated device's streams by number: 0 is the engine's copy
+	// stream, the others the embedder's (kvready_sim_stream_new), which any
+	// thread may add.
+	mu      sync.Mutex
+	streams []*sim.Stream
 }
+
+// eventSeqBits is how many low bits of a simulated event's token hold its
+// sequence number on its stream; the stream's number is above them.
+const eventSeqBits = 48
 
 //export kvready_sim_device_new
 func kvready_sim_device_new(memBytes C.int64_t, latencyNS C.int64_t, out *C.uint64_t) (st C.int) {
@@ -41,6 +53,24 @@ func kvready_sim_device_new(memBytes C.int64_t, latencyNS C.int64_t, out *C.uint
 	if latencyNS > 0 {
 		opts = append(opts, sim.WithLatency(sim.WallClock{}, time.Duration(latencyNS)))
 	}
+	return newSim(int64(memBytes), opts, out)
+}
+
+//export kvready_sim_device_new_bandwidth
+func kvready_sim_device_new_bandwidth(memBytes C.int64_t, bytesPerSecond C.double, out *C.uint64_t) (st C.int) {
+	defer guard(0, &st)
+	if out == nil {
+		return fail(0, invalid("kvready_sim_device_new_bandwidth: device (the out-parameter) is NULL"))
+	}
+	bps := float64(bytesPerSecond)
+	if memBytes <= 0 || memBytes > 1<<36 || !(bps > 0) || math.IsInf(bps, 0) {
+		return fail(0, invalid("kvready_sim_device_new_bandwidth: %d bytes, %v bytes per second; want 1 byte to 64 GiB and a positive, finite rate", memBytes, bps))
+	}
+	return newSim(int64(memBytes), []sim.Option{sim.WithBandwidth(sim.WallClock{}, bps)}, out)
+}
+
+// newSim registers a simulated device with its copy stream (stream 0).
+func newSim(memBytes int64, opts []sim.Option, out *C.uint64_t) C.int {
 	d, err := sim.New(0, int(memBytes), opts...)
 	if err != nil {
 		return fail(0, invalid("%v", err))
@@ -49,7 +79,144 @@ func kvready_sim_device_new(memBytes C.int64_t, latencyNS C.int64_t, out *C.uint
 	if err != nil {
 		return fail(0, invalid("%v", err))
 	}
-	*out = C.uint64_t(register(kindDevice, &device{stream: s, health: d, sim: d, simMem: int64(memBytes)}))
+	ss := s.(*sim.Stream)
+	*out = C.uint64_t(register(kindDevice, &device{stream: ss, health: d, sim: d, simMem: memBytes, streams: []*sim.Stream{ss}}))
+	return C.KVREADY_OK
+}
+
+// simStream returns stream number n of a simulated device, refusing the
+// engine's copy stream (0): work the embedder queued there would sit among
+// the engine's copies.
+func simStream(h C.uint64_t, n C.uint32_t, fn string) (*sim.Stream, error) {
+	d, err := simDevice(h, fn)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 || int(n) >= len(d.streams) {
+		return nil, invalid("%s: stream %d; want a stream kvready_sim_stream_new made, 1 to %d (0 is the engine's copy stream)", fn, uint32(n), len(d.streams)-1)
+	}
+	return d.streams[n], nil
+}
+
+// simEvent turns an event's token (kvready_sim_record) back into the event.
+func (d *device) simEvent(tok uint64, fn string) (*sim.Stream, gpu.Event, error) {
+	n, seq := tok>>eventSeqBits, tok&(1<<eventSeqBits-1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if seq == 0 || n >= uint64(len(d.streams)) {
+		return nil, gpu.Event{}, invalid("%s: event %#x is no token kvready_sim_record returned for this device (stream %d of %d, sequence %d)", fn, tok, n, len(d.streams), seq)
+	}
+	s := d.streams[n]
+	return s, gpu.MakeEvent(s.ID(), seq), nil
+}
+
+//export kvready_sim_stream_new
+func kvready_sim_stream_new(h C.uint64_t, out *C.uint32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	d, err := simDevice(h, "kvready_sim_stream_new")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if out == nil {
+		return fail(uint64(h), invalid("kvready_sim_stream_new: stream (the out-parameter) is NULL"))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.streams) >= 1<<16 {
+		return fail(uint64(h), invalid("kvready_sim_stream_new: the device has %d streams; want at most %d", len(d.streams), 1<<16))
+	}
+	s, err := d.sim.NewStream()
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	d.streams = append(d.streams, s.(*sim.Stream))
+	*out = C.uint32_t(len(d.streams) - 1)
+	return C.KVREADY_OK
+}
+
+//export kvready_sim_compute
+func kvready_sim_compute(h C.uint64_t, stream C.uint32_t, ns C.int64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	s, err := simStream(h, stream, "kvready_sim_compute")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if ns < 0 {
+		return fail(uint64(h), invalid("kvready_sim_compute: %d ns; want a duration >= 0", int64(ns)))
+	}
+	return fail(uint64(h), s.Compute(time.Duration(ns)))
+}
+
+//export kvready_sim_record
+func kvready_sim_record(h C.uint64_t, stream C.uint32_t, event *C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	s, err := simStream(h, stream, "kvready_sim_record")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if event == nil {
+		return fail(uint64(h), invalid("kvready_sim_record: event (the out-parameter) is NULL"))
+	}
+	ev, err := s.Record()
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if ev.Seq() >= 1<<eventSeqBits {
+		return fail(uint64(h), invalid("kvready_sim_record: stream %d recorded %d events; a token holds at most 2^%d", uint32(stream), ev.Seq(), eventSeqBits))
+	}
+	*event = C.uint64_t(uint64(stream)<<eventSeqBits | ev.Seq())
+	return C.KVREADY_OK
+}
+
+//export kvready_sim_query
+func kvready_sim_query(h C.uint64_t, event C.uint64_t, status *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	d, err := simDevice(h, "kvready_sim_query")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if status == nil {
+		return fail(uint64(h), invalid("kvready_sim_query: status (the out-parameter) is NULL"))
+	}
+	s, ev, err := d.simEvent(uint64(event), "kvready_sim_query")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	got, err := s.Query(ev)
+	if err != nil {
+		return fail(uint64(h), invalid("kvready_sim_query: %v", err))
+	}
+	switch got {
+	case gpu.Complete:
+		*status = C.KVREADY_EVENT_COMPLETE
+	case gpu.Failed:
+		*status = C.KVREADY_EVENT_FAILED
+	default:
+		*status = C.KVREADY_EVENT_PENDING
+	}
+	return C.KVREADY_OK
+}
+
+//export kvready_sim_wait
+func kvready_sim_wait(h C.uint64_t, stream C.uint32_t, event C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	s, err := simStream(h, stream, "kvready_sim_wait")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	d, _ := simDevice(h, "kvready_sim_wait")
+	_, ev, err := d.simEvent(uint64(event), "kvready_sim_wait")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if err := s.Wait(ev); err != nil {
+		if errors.Is(err, gpu.ErrDeviceLost) {
+			return fail(uint64(h), err)
+		}
+		return fail(uint64(h), invalid("kvready_sim_wait: %v", err))
+	}
 	return C.KVREADY_OK
 }
 
@@ -149,6 +316,51 @@ func kvready_sim_complete_all(h C.uint64_t, completed *C.int64_t) (st C.int) {
 	n := d.CompleteAll()
 	if completed != nil {
 		*completed = C.int64_t(n)
+	}
+	return C.KVREADY_OK
+}
+
+//export kvready_sim_complete_next
+func kvready_sim_complete_next(h C.uint64_t, stream C.uint32_t, n C.int64_t, done *C.int64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return simResolveNext(h, stream, n, done, true)
+}
+
+//export kvready_sim_fail_next
+func kvready_sim_fail_next(h C.uint64_t, stream C.uint32_t, n C.int64_t, done *C.int64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	return simResolveNext(h, stream, n, done, false)
+}
+
+// simResolveNext completes (ok) or fails the next n events of a stream of a
+// simulated device; the engine's copy stream (0) included, which is what a
+// test steps.
+func simResolveNext(h C.uint64_t, stream C.uint32_t, n C.int64_t, done *C.int64_t, ok bool) C.int {
+	fn := map[bool]string{true: "kvready_sim_complete_next", false: "kvready_sim_fail_next"}[ok]
+	d, err := simDevice(h, fn)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	d.mu.Lock()
+	var s *sim.Stream
+	streams := len(d.streams)
+	if int(stream) < streams {
+		s = d.streams[stream]
+	}
+	d.mu.Unlock()
+	if s == nil || n < 0 {
+		return fail(uint64(h), invalid("%s: stream %d, %d events; want a stream of the device (0 to %d) and n >= 0", fn, uint32(stream), int64(n), streams-1))
+	}
+	resolve := d.sim.CompleteNext
+	if !ok {
+		resolve = d.sim.FailNext
+	}
+	k, err := resolve(s, int(n))
+	if err != nil {
+		return fail(uint64(h), invalid("%s: %v", fn, err))
+	}
+	if done != nil {
+		*done = C.int64_t(k)
 	}
 	return C.KVREADY_OK
 }

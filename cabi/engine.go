@@ -114,9 +114,30 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 	if c.policy >= 0 && c.policy <= 255 {
 		policy = readiness.Policy(c.policy)
 	}
+	tokensPerBlock := int(c.tokens_per_block)
+	var layers [][]staging.LayerSpans
+	if c.layout != nil || c.layout_len != 0 {
+		if c.layout == nil || c.layout_len > 1<<24 {
+			return nil, invalid("kvready_engine_new: config.layout_len %d with layout NULL: %v; want a layout document of at most 16 MiB, or NULL and 0 for whole-slot copies", uint64(c.layout_len), c.layout == nil)
+		}
+		l, err := staging.ParseLayout(C.GoBytes(unsafe.Pointer(c.layout), C.int(c.layout_len)))
+		if err != nil {
+			return nil, invalid("kvready_engine_new: config.layout: %v", err)
+		}
+		switch {
+		case tokensPerBlock == 0:
+			tokensPerBlock = l.TokensPerBlock
+		case tokensPerBlock != l.TokensPerBlock:
+			return nil, invalid("kvready_engine_new: config.tokens_per_block %d, but config.layout has %d; want them equal (or 0: the layout's)", tokensPerBlock, l.TokensPerBlock)
+		}
+		if layers, err = readiness.LayersOf(l); err != nil {
+			return nil, invalid("kvready_engine_new: config.layout: %v", err)
+		}
+	}
 	rc := readiness.Config{
 		Memory:          m.staged,
-		TokensPerBlock:  int(c.tokens_per_block),
+		TokensPerBlock:  tokensPerBlock,
+		Layers:          layers,
 		RequestTimeout:  time.Duration(c.request_timeout_ns),
 		DrainGrace:      time.Duration(c.drain_grace_ns),
 		QuiesceTimeout:  time.Duration(c.quiesce_timeout_ns),
@@ -549,6 +570,66 @@ func kvready_readiness(h C.uint64_t, lease C.uint64_t, iv *C.kvready_interval) (
 	iv.restart_floor = C.int64_t(r.RestartFloor)
 	iv.usable_until = C.int64_t(r.UsableUntil)
 	return C.KVREADY_OK
+}
+
+//export kvready_layers
+func kvready_layers(h C.uint64_t, n *C.int32_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if n == nil {
+		return fail(uint64(h), invalid("kvready_layers: n (the out-parameter) is NULL"))
+	}
+	*n = C.int32_t(e.eng.Layers())
+	return C.KVREADY_OK
+}
+
+//export kvready_layer_ready
+func kvready_layer_ready(h C.uint64_t, lease C.uint64_t, layer C.int32_t, status *C.int32_t, iv *C.kvready_interval) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if status == nil {
+		return fail(uint64(h), invalid("kvready_layer_ready: status (the out-parameter) is NULL"))
+	}
+	r, ls, err := e.eng.LayerReadiness(readiness.HandleOf(uint64(lease)), int(layer))
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	*status = C.int32_t(ls)
+	if iv != nil {
+		iv.restart_floor = C.int64_t(r.RestartFloor)
+		iv.usable_until = C.int64_t(r.UsableUntil)
+	}
+	return C.KVREADY_OK
+}
+
+//export kvready_wait_layer
+func kvready_wait_layer(h C.uint64_t, lease C.uint64_t, layer C.int32_t, timeout C.int64_t, iv *C.kvready_interval) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	ctx, cancel, err := e.waitCtx("kvready_wait_layer", timeout)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	defer cancel()
+	var r staging.Interval
+	err = e.waited("kvready_wait_layer", func() (err error) {
+		r, err = e.eng.WaitLayer(ctx, readiness.HandleOf(uint64(lease)), int(layer))
+		return err
+	})
+	if err == nil && iv != nil {
+		iv.restart_floor = C.int64_t(r.RestartFloor)
+		iv.usable_until = C.int64_t(r.UsableUntil)
+	}
+	return fail(e.owner(), err)
 }
 
 //export kvready_arrived

@@ -137,6 +137,8 @@ func statusOf(err error) C.int {
 		return se.status
 	case errors.Is(err, readiness.ErrStaleHandle):
 		return C.KVREADY_ERR_STALE_LEASE
+	case errors.Is(err, readiness.ErrLayerFailed):
+		return C.KVREADY_ERR_LAYER_FAILED
 	case errors.Is(err, readiness.ErrNotReady):
 		return C.KVREADY_ERR_NOT_READY
 	case errors.Is(err, readiness.ErrClosed):

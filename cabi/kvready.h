@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /* The ABI revision this header describes; kvready_abi_version() answers it. */
-#define KVREADY_ABI_VERSION 2
+#define KVREADY_ABI_VERSION 3
 
 /* ---- statuses ---------------------------------------------------------- */
 
@@ -67,7 +67,8 @@ enum {
   KVREADY_ERR_BUSY = 16,        /* the object is in use: an engine still refers to it */
   KVREADY_ERR_UNSUPPORTED = 17, /* the object cannot do that */
   KVREADY_ERR_FAILED = 18,      /* callbacks: a failure (an escaped submission, a failed query, ...) */
-  KVREADY_ERR_INTERNAL = 19     /* a bug in kvready (a recovered panic); the message says where */
+  KVREADY_ERR_INTERNAL = 19,    /* a bug in kvready (a recovered panic); the message says where */
+  KVREADY_ERR_LAYER_FAILED = 20 /* a copy of the layer waited for, or of an earlier one, failed: it never becomes ready */
 };
 
 /* ---- the lifecycle's vocabulary (the values of package fsm) ------------- */
@@ -124,6 +125,14 @@ enum {
 /* A device event's status. */
 enum { KVREADY_EVENT_PENDING = 0, KVREADY_EVENT_COMPLETE = 1, KVREADY_EVENT_FAILED = 2 };
 
+/* Where one layer of a fetch stands (kvready_layer_ready; SPEC §4 rule 16). */
+enum {
+  KVREADY_LAYER_PENDING = 0, /* its copies are not known to have landed yet */
+  KVREADY_LAYER_READY = 1,   /* its copies' event completed (or the lease's readiness is answerable) */
+  KVREADY_LAYER_FAILED = 2,  /* a copy of it or of an earlier layer failed: it never becomes ready */
+  KVREADY_LAYER_NEVER = 3    /* the lease was quarantined, or released before its copies landed */
+};
+
 #define KVREADY_NAME_SIZE 54
 #define KVREADY_KEY_SIZE 32
 #define KVREADY_LAYOUT_ID_SIZE 32
@@ -178,6 +187,15 @@ typedef struct kvready_engine_config {
                                    its submission (its deadline not started). 0: the backend's own limit where it
                                    reports one, else no bound */
   int32_t _pad;
+  /* The layout document (JSON, as kvready_layout_id reads it; layout_len
+   * bytes, read during kvready_engine_new only), or NULL: a fetch's copies
+   * then go layer by layer (SPEC §4 rule 16: each layer's byte ranges of
+   * every served row, then one event; kvready_layer_ready). Layer group g must
+   * use pool group g, staged in the memory's group g. tokens_per_block 0
+   * takes the layout's; another value than the layout's is refused. NULL:
+   * whole slots, one layer. */
+  const char *layout;
+  uint64_t layout_len;
 } kvready_engine_config;
 
 /* A lease as the engine sees it (the same before and after its release). */
@@ -500,7 +518,40 @@ int kvready_sim_write(uint64_t device, uint64_t ptr, const void *src, size_t n);
 int kvready_sim_read(uint64_t device, uint64_t ptr, void *dst, size_t n);
 /* Complete every queued copy and event; *completed counts the events. */
 int kvready_sim_complete_all(uint64_t device, int64_t *completed);
+/* Complete, or fail, the next n events of stream (0: the engine's copy
+ * stream, so a test steps a fetch layer by layer: each layer's copies end in
+ * one event), in order, with the copies queued before each; a failed event's
+ * copies are not performed (their destination is poisoned). *done (may be
+ * NULL) counts the events resolved: fewer when fewer are queued. */
+int kvready_sim_complete_next(uint64_t device, uint32_t stream, int64_t n, int64_t *done);
+int kvready_sim_fail_next(uint64_t device, uint32_t stream, int64_t n, int64_t *done);
 int kvready_sim_lose(uint64_t device, const char *reason);
+/* A simulated device whose streams are copy engines of bytes_per_second
+ * (gpu/sim WithBandwidth, on the system clock): the copies queued on one
+ * stream run one after another, n bytes taking n / bytes_per_second, and an
+ * event completes when everything queued before it did. With a compute
+ * stream beside the engine's copy stream it runs a forward pass layer by
+ * layer: layer l's copy, then "compute layer l" (kvready_sim_compute). */
+int kvready_sim_device_new_bandwidth(int64_t mem_bytes, double bytes_per_second, uint64_t *device);
+/* Another stream of a simulated device (a compute stream), safe from any
+ * thread: *stream is its number, 1 or more (0 is the engine's copy stream,
+ * which only the engine queues on). */
+int kvready_sim_stream_new(uint64_t device, uint32_t *stream);
+/* Queue work that occupies stream for ns of the device's clock and touches no
+ * memory: the simulated kernel of a forward pass. Work queued on the stream
+ * after it starts when it ended. On a device without a clock
+ * (kvready_sim_device_new with latency 0) only kvready_sim_complete_all
+ * resolves it. */
+int kvready_sim_compute(uint64_t device, uint32_t stream, int64_t ns);
+/* Record an event after everything queued on stream so far; *event is its
+ * token (never 0), for kvready_sim_query and kvready_sim_wait. */
+int kvready_sim_record(uint64_t device, uint32_t stream, uint64_t *event);
+/* An event's status (KVREADY_EVENT_*) without blocking. */
+int kvready_sim_query(uint64_t device, uint64_t event, int32_t *status);
+/* Hold everything queued on stream after this call until event, of another
+ * stream of the device, resolved (cuStreamWaitEvent). A failed event fails
+ * the stream's next event. */
+int kvready_sim_wait(uint64_t device, uint32_t stream, uint64_t event);
 /* A device the embedder implements (the table is copied; user is kept). */
 int kvready_device_new(const kvready_device_callbacks *callbacks, uint64_t *device);
 /* KVREADY_ERR_BUSY while an engine uses it. */
@@ -517,7 +568,9 @@ int kvready_device_close(uint64_t device);
 
 int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
 /* The pollable file descriptor (eventfd; a pipe where there is none): readable
- * when a round has work. Owned by the engine: do not close or read it. */
+ * when a round has work — a copy landed (each layer's, with a layout), a
+ * backend answered, a deadline came. Owned by the engine: do not close or
+ * read it. */
 int kvready_engine_wake_fd(uint64_t engine, int32_t *fd);
 /* One round: never blocks. Drains the wake fd, runs the round, and writes the
  * leases whose state moved since the last read (each once, with its state
@@ -548,6 +601,30 @@ int kvready_retry(uint64_t engine, uint64_t lease);
 /* Describe n leases at once (statuses[i] for each, may be NULL). */
 int kvready_lease_infos(uint64_t engine, const uint64_t *leases, size_t n, kvready_lease_info *infos, int32_t *statuses);
 int kvready_readiness(uint64_t engine, uint64_t lease, kvready_interval *interval);
+/* Layer by layer (SPEC §4 rule 16; config.layout). The layers a fetch's
+ * copies go in: layer k is the k-th layer id of the layout, ascending (1
+ * without a layout: the whole slots). */
+int kvready_layers(uint64_t engine, int32_t *n);
+/* Whether layer (0 .. kvready_layers - 1) of the fetch lease is ready: its
+ * copies' event completed. *status is a KVREADY_LAYER_*; with
+ * KVREADY_LAYER_READY, interval (may be NULL) is what the layer answers, the
+ * same for every layer (the lease's own once every layer landed). O(1), and
+ * it allocates nothing: the owner may ask it per layer of every forward pass.
+ * It runs no round: kvready_progress (woken by the wake fd, which a layer
+ * landing makes readable) or kvready_wait_layer moves the engine on. A layer
+ * out of range is KVREADY_ERR_INVALID, a publish KVREADY_ERR_NOT_READY (as
+ * kvready_readiness), a retired lease KVREADY_ERR_STALE_LEASE. */
+int kvready_layer_ready(uint64_t engine, uint64_t lease, int32_t layer, int32_t *status, kvready_interval *interval);
+/* Run rounds on this thread until layer of the fetch lease is ready (vLLM's
+ * wait_for_layer_load), sleeping on the wake fd between; then interval (may
+ * be NULL) is what it answers. Returns at once KVREADY_ERR_LAYER_FAILED when a
+ * copy of the layer or of an earlier one failed (the message names why: the
+ * lease's served rows did not arrive, recompute them), KVREADY_ERR_NOT_READY
+ * when it is never answered (quarantined, or released before its copies
+ * landed), KVREADY_ERR_TIMEOUT after timeout_ns (> 0: every wait is
+ * bounded), KVREADY_ERR_HALTED if the engine halts, KVREADY_ERR_CLOSED when
+ * another thread frees the engine under it (as kvready_wait). */
+int kvready_wait_layer(uint64_t engine, uint64_t lease, int32_t layer, int64_t timeout_ns, kvready_interval *interval);
 /* The blocks of a fetch that arrived: (group, block) pairs. */
 int kvready_arrived(uint64_t engine, uint64_t lease, int32_t *groups, int32_t *blocks, size_t cap, size_t *n);
 /* Run rounds on this thread until the lease reaches until, timeout_ns passes

@@ -5,10 +5,13 @@
  * woken through the wake fd, a backend and a device written here in C (the
  * device's events complete out of order), and the containment policies (fatal
  * halts the engine; recover releases a contained lease once its access is
- * proven). Built and run by `make test` (make abi-test); it prints
+ * proven), and a fetch layer by layer (the engine given the layout; the copy
+ * stream stepped one layer's event at a time, a failed layer, a compute
+ * stream). Built and run by `make test` (make abi-test); it prints
  * "N passed, N failed" and exits non-zero on any failure. Every wait is
  * bounded; no check measures a duration. */
 #define _GNU_SOURCE /* pthread_timedjoin_np: a bounded join */
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -747,6 +750,184 @@ static void test_wait_queues_containment(void) {
   CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
 }
 
+
+/* Layer by layer (SPEC §4 rule 16): an engine given the layout copies a
+ * fetch's rows one layer at a time, each layer ending in its own event; the
+ * test steps the copy stream one event at a time. Layer 0 is ready (and its
+ * bytes are on the device) while layer 1 is still pending; a layer landing
+ * makes the wake fd readable; kvready_wait_layer is bounded; a failed layer
+ * ends its wait at once with KVREADY_ERR_LAYER_FAILED while the layer before
+ * it stays ready. A compute stream runs "compute layer l" behind the wait. */
+#define LAYOUT_2L                                                                                                      \
+  "{\"tokens_per_block\":32,\"pool_groups\":{\"0\":[64]},"                                                            \
+  "\"layer_groups\":[{\"kind\":\"attention\",\"pool_group\":0,\"layers\":[0,1]}],"                                     \
+  "\"buffers\":[{\"layer\":0,\"role\":\"key\",\"pool\":[0,0],\"offset\":0,\"size\":16},"                              \
+  "{\"layer\":0,\"role\":\"value\",\"pool\":[0,0],\"offset\":16,\"size\":16},"                                        \
+  "{\"layer\":1,\"role\":\"key\",\"pool\":[0,0],\"offset\":32,\"size\":16},"                                          \
+  "{\"layer\":1,\"role\":\"value\",\"pool\":[0,0],\"offset\":48,\"size\":16}]}"
+
+/* fenced_fetch lends a fetch of row and runs rounds until its copies are
+ * queued (access_fenced): nothing of them has landed on the stepped device. */
+static uint64_t fenced_fetch(uint64_t eng, kvready_row *row) {
+  kvready_request req = {.kind = KVREADY_FETCH, .rows = row, .n_rows = 1};
+  uint64_t lease = 0;
+  CHECK(kvready_lend(eng, &req, &lease) == KVREADY_OK, eng);
+  CHECK(pump(eng, lease, KVREADY_ACCESS_FENCED, 0), eng);
+  return lease;
+}
+
+/* woken_ready waits (10 s at most) for the wake fd, then runs a round, until
+ * layer reads want; it reports whether the fd was ever readable. */
+static int woken_ready(uint64_t eng, uint64_t lease, int32_t layer, int32_t want, int *woken) {
+  int32_t fd = -1, st = -1;
+  if (kvready_engine_wake_fd(eng, &fd) != KVREADY_OK) return 0;
+  for (int i = 0; i < 100; i++) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) == 1) *woken = 1;
+    kvready_progress(eng, NULL, NULL, NULL, 0);
+    if (kvready_layer_ready(eng, lease, layer, &st, NULL) != KVREADY_OK) return 0;
+    if (st == want) return 1;
+  }
+  return 0;
+}
+
+static void test_layer_by_layer(void) {
+  enum { SLOT = 64, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0, none = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  CHECK(kvready_backend_open("mem", mem, &be) == KVREADY_OK, 0);
+  CHECK(kvready_sim_device_new(1 << 16, 0, &dev) == KVREADY_OK, 0); /* stepped: only the test completes events */
+  const char *layout = LAYOUT_2L;
+  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev,
+                               .layout = layout, .layout_len = strlen(layout),
+                               .request_timeout_ns = 200000000, .drain_grace_ns = 100000000};
+  /* A layout that disagrees with the config, or with the memory, is refused
+   * naming what; nothing is created. */
+  kvready_engine_config bad = cfg;
+  bad.tokens_per_block = 16;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "tokens_per_block 16, but config.layout has 32") && none == 0, 0);
+  bad = cfg;
+  bad.layout_len = 5;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "config.layout") && none == 0, 0);
+  bad = cfg;
+  bad.layout = NULL;
+  CHECK(kvready_engine_new(&bad, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "layout NULL") && none == 0, 0);
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0); /* tokens_per_block 0: the layout's */
+  int32_t layers = 0;
+  CHECK(kvready_layers(eng, &layers) == KVREADY_OK && layers == 2, eng);
+  CHECK(kvready_layers(eng, NULL) == KVREADY_ERR_INVALID, eng);
+
+  kvready_row row;
+  memset(&row, 0, sizeof row);
+  row.name[0] = 0x1A;
+  uint8_t content[SLOT];
+  for (int i = 0; i < SLOT; i++) content[i] = (uint8_t)(i < 32 ? 'A' : 'B'); /* layer 0 'A', layer 1 'B' */
+  CHECK(kvready_backend_put(be, (const uint8_t *)"trtllm:shared-kv:staging:1", 26, row.name, content, SLOT) == KVREADY_OK, be);
+  CHECK(kvready_sim_alloc(dev, SLOT, &row.device) == KVREADY_OK, dev);
+
+  uint64_t lease = fenced_fetch(eng, &row);
+  int32_t st = -1;
+  kvready_interval iv = {-1, -1};
+  CHECK(kvready_layer_ready(eng, lease, 0, &st, &iv) == KVREADY_OK && st == KVREADY_LAYER_PENDING, eng);
+  CHECK(kvready_layer_ready(eng, lease, 2, &st, &iv) == KVREADY_ERR_INVALID && last_error_contains(eng, "layer 2"), eng);
+  CHECK(kvready_layer_ready(eng, lease, -1, &st, &iv) == KVREADY_ERR_INVALID, eng);
+  CHECK(kvready_layer_ready(eng, lease, 0, NULL, &iv) == KVREADY_ERR_INVALID, eng);
+  CHECK(kvready_wait_layer(eng, lease, 0, 0, &iv) == KVREADY_ERR_INVALID && last_error_contains(eng, "bounded"), eng);
+  CHECK(kvready_wait_layer(eng, lease, 0, 20000000, &iv) == KVREADY_ERR_TIMEOUT, eng); /* nothing landed */
+
+  /* Layer 0's event completes: its bytes are on the device, layer 1's not. */
+  int64_t done = 0;
+  kvready_progress(eng, NULL, NULL, NULL, 0); /* drain the fd */
+  CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
+  int woken = 0;
+  CHECK(woken_ready(eng, lease, 0, KVREADY_LAYER_READY, &woken) && woken, eng);
+  CHECK(kvready_layer_ready(eng, lease, 0, &st, &iv) == KVREADY_OK && st == KVREADY_LAYER_READY &&
+            iv.restart_floor == 0 && iv.usable_until == 32, eng);
+  CHECK(kvready_layer_ready(eng, lease, 1, &st, NULL) == KVREADY_OK && st == KVREADY_LAYER_PENDING, eng);
+  CHECK(kvready_readiness(eng, lease, &iv) == KVREADY_ERR_NOT_READY, eng);
+  uint8_t got[SLOT];
+  CHECK(kvready_sim_read(dev, row.device, got, SLOT) == KVREADY_OK && memcmp(got, content, 32) == 0 && got[32] == 0 && got[63] == 0, dev);
+
+  /* Compute layer 0 on a stream of its own, then wait for layer 1. */
+  uint32_t compute = 0;
+  uint64_t ev = 0;
+  CHECK(kvready_sim_stream_new(dev, &compute) == KVREADY_OK && compute == 1, dev);
+  CHECK(kvready_sim_compute(dev, compute, 1000) == KVREADY_OK, dev);
+  CHECK(kvready_sim_record(dev, compute, &ev) == KVREADY_OK && ev != 0, dev);
+  CHECK(kvready_sim_query(dev, ev, &st) == KVREADY_OK && st == KVREADY_EVENT_PENDING, dev);
+  CHECK(kvready_sim_complete_next(dev, compute, 1, &done) == KVREADY_OK && done == 1, dev);
+  CHECK(kvready_sim_query(dev, ev, &st) == KVREADY_OK && st == KVREADY_EVENT_COMPLETE, dev);
+  CHECK(kvready_sim_compute(dev, 0, 1000) == KVREADY_ERR_INVALID && last_error_contains(dev, "copy stream"), dev);
+  CHECK(kvready_sim_compute(dev, 7, 1000) == KVREADY_ERR_INVALID, dev);
+  CHECK(kvready_sim_compute(dev, compute, -1) == KVREADY_ERR_INVALID, dev);
+  CHECK(kvready_sim_query(dev, ev + 5, &st) == KVREADY_ERR_INVALID, dev);
+  CHECK(kvready_sim_query(dev, 0, &st) == KVREADY_ERR_INVALID, dev);
+  CHECK(kvready_sim_wait(dev, compute, ev) == KVREADY_ERR_INVALID && last_error_contains(dev, "another stream"), dev);
+  CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
+  CHECK(kvready_wait_layer(eng, lease, 1, 10000000000LL, &iv) == KVREADY_OK && iv.usable_until == 32, eng);
+  CHECK(kvready_sim_read(dev, row.device, got, SLOT) == KVREADY_OK && memcmp(got, content, SLOT) == 0, dev);
+  CHECK(pump(eng, lease, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+  CHECK(kvready_readiness(eng, lease, &iv) == KVREADY_OK && iv.usable_until == 32, eng);
+  CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+
+  /* Layer 1's copy fails: its wait ends at once, layer 0 stays ready. */
+  kvready_row again = row;
+  CHECK(kvready_sim_alloc(dev, SLOT, &again.device) == KVREADY_OK, dev);
+  lease = fenced_fetch(eng, &again);
+  CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
+  CHECK(kvready_sim_fail_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
+  CHECK(kvready_wait_layer(eng, lease, 1, 10000000000LL, &iv) == KVREADY_ERR_LAYER_FAILED && last_error_contains(eng, "layer 1"), eng);
+  CHECK(kvready_layer_ready(eng, lease, 1, &st, NULL) == KVREADY_OK && st == KVREADY_LAYER_FAILED, eng);
+  CHECK(kvready_layer_ready(eng, lease, 0, &st, NULL) == KVREADY_OK && st == KVREADY_LAYER_READY, eng);
+  CHECK(kvready_wait_layer(eng, lease, 0, 10000000000LL, &iv) == KVREADY_OK, eng);
+  CHECK(kvready_readiness(eng, lease, &iv) == KVREADY_ERR_NOT_READY, eng);
+  CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+
+  /* A publish has no layers to wait for (readiness is a fetch's answer). */
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = &row, .n_rows = 1};
+  uint64_t pl = 0;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK, eng);
+  CHECK(kvready_layer_ready(eng, pl, 0, &st, NULL) == KVREADY_ERR_NOT_READY && last_error_contains(eng, "publish"), eng);
+  CHECK(kvready_cancel(eng, pl) == KVREADY_OK || kvready_release(eng, pl) == KVREADY_OK, eng);
+  kvready_sim_complete_all(dev, NULL);
+
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_layers(eng, &layers) == KVREADY_ERR_BAD_HANDLE, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
+/* A device with a bandwidth: its copies and a compute stream's work complete
+ * by themselves, on the system clock; a stream waits behind another's event. */
+static void test_sim_bandwidth(void) {
+  uint64_t dev = 0;
+  CHECK(kvready_sim_device_new_bandwidth(1 << 16, 0, &dev) == KVREADY_ERR_INVALID && last_error_contains(0, "positive"), 0);
+  CHECK(kvready_sim_device_new_bandwidth(1 << 16, -INFINITY, &dev) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_sim_device_new_bandwidth(1 << 16, 1e9, &dev) == KVREADY_OK, 0);
+  uint32_t a = 0, b = 0;
+  uint64_t ea = 0, eb = 0;
+  CHECK(kvready_sim_stream_new(dev, &a) == KVREADY_OK && kvready_sim_stream_new(dev, &b) == KVREADY_OK && a == 1 && b == 2, dev);
+  CHECK(kvready_sim_compute(dev, a, 1000000) == KVREADY_OK && kvready_sim_record(dev, a, &ea) == KVREADY_OK, dev);
+  CHECK(kvready_sim_wait(dev, b, ea) == KVREADY_OK && kvready_sim_record(dev, b, &eb) == KVREADY_OK, dev);
+  int32_t st = KVREADY_EVENT_PENDING;
+  for (int i = 0; i < 1000 && st == KVREADY_EVENT_PENDING; i++) {
+    CHECK(kvready_sim_query(dev, eb, &st) == KVREADY_OK, dev);
+    if (st == KVREADY_EVENT_PENDING) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  CHECK(st == KVREADY_EVENT_COMPLETE, dev);
+  CHECK(kvready_sim_query(dev, ea, &st) == KVREADY_OK && st == KVREADY_EVENT_COMPLETE, dev); /* b waited behind a */
+  CHECK(kvready_sim_lose(dev, "gone") == KVREADY_OK, dev);
+  CHECK(kvready_sim_compute(dev, a, 1) == KVREADY_ERR_DEVICE_LOST, dev);
+  CHECK(kvready_sim_record(dev, a, &ea) == KVREADY_ERR_DEVICE_LOST, dev);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+}
+
 int main(void) {
   test_library();
   test_bad_handles();
@@ -757,6 +938,8 @@ int main(void) {
   test_fatal_policy_halts();
   test_recover_policy();
   test_wait_queues_containment();
+  test_layer_by_layer();
+  test_sim_bandwidth();
   test_free_while_waiting();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

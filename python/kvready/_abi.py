@@ -21,7 +21,7 @@ KEY_SIZE = 32
 LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 PRODUCTION = "libkvready.so"
@@ -77,7 +77,7 @@ class EngineConfig(Structure):
                 ("request_timeout_ns", c_int64), ("drain_grace_ns", c_int64), ("quiesce_timeout_ns", c_int64),
                 ("retry_backoff_ns", c_int64), ("max_retry_backoff_ns", c_int64),
                 ("keep_released", c_int32), ("policy", c_int32), ("recover_every_ns", c_int64),
-                ("max_outstanding", c_int32), ("_pad", c_int32)]
+                ("max_outstanding", c_int32), ("_pad", c_int32), ("layout", c_char_p), ("layout_len", c_uint64)]
 
 
 class CLeaseInfo(Structure):

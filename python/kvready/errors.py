@@ -28,6 +28,7 @@ BUSY = 16
 UNSUPPORTED = 17
 FAILED = 18
 INTERNAL = 19
+LAYER_FAILED = 20
 
 
 class KvreadyError(Exception):
