@@ -10,7 +10,7 @@ import ctypes
 import os
 import pathlib
 from ctypes import (
-    CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint8,
+    CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint8,
     c_uint32, c_uint64, c_void_p,
 )
 
@@ -219,6 +219,14 @@ sim_write = _proto("kvready_sim_write", c_uint64, c_uint64, c_char_p, c_size_t)
 sim_read = _proto("kvready_sim_read", c_uint64, c_uint64, c_void_p, c_size_t)
 sim_complete_all = _proto("kvready_sim_complete_all", c_uint64, _i64p)
 sim_lose = _proto("kvready_sim_lose", c_uint64, c_char_p)
+sim_device_new_bandwidth = _proto("kvready_sim_device_new_bandwidth", c_int64, c_double, _u64p)
+sim_stream_new = _proto("kvready_sim_stream_new", c_uint64, POINTER(c_uint32))
+sim_compute = _proto("kvready_sim_compute", c_uint64, c_uint32, c_int64)
+sim_record = _proto("kvready_sim_record", c_uint64, c_uint32, _u64p)
+sim_query = _proto("kvready_sim_query", c_uint64, c_uint64, _i32p)
+sim_wait = _proto("kvready_sim_wait", c_uint64, c_uint32, c_uint64)
+sim_complete_next = _proto("kvready_sim_complete_next", c_uint64, c_uint32, c_int64, _i64p)
+sim_fail_next = _proto("kvready_sim_fail_next", c_uint64, c_uint32, c_int64, _i64p)
 device_new = _proto("kvready_device_new", POINTER(DeviceCallbacks), _u64p)
 device_close = _proto("kvready_device_close", c_uint64)
 engine_new = _proto("kvready_engine_new", POINTER(EngineConfig), _u64p)
@@ -233,6 +241,9 @@ cancel = _proto("kvready_cancel", c_uint64, c_uint64)
 retry = _proto("kvready_retry", c_uint64, c_uint64)
 lease_infos = _proto("kvready_lease_infos", c_uint64, _u64p, c_size_t, POINTER(CLeaseInfo), _i32p)
 readiness = _proto("kvready_readiness", c_uint64, c_uint64, POINTER(CInterval))
+layers = _proto("kvready_layers", c_uint64, _i32p)
+layer_ready = _proto("kvready_layer_ready", c_uint64, c_uint64, c_int32, _i32p, POINTER(CInterval))
+wait_layer = _proto("kvready_wait_layer", c_uint64, c_uint64, c_int32, c_int64, POINTER(CInterval))
 arrived = _proto("kvready_arrived", c_uint64, c_uint64, _i32p, _i32p, c_size_t, _sizep)
 wait = _proto("kvready_wait", c_uint64, c_uint64, c_int32, c_int64, POINTER(CLeaseInfo))
 sync = _proto("kvready_sync", c_uint64, c_int64, _i64p)

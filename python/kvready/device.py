@@ -20,7 +20,7 @@ import ctypes
 import itertools
 import logging
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _abi
 from ._callbacks import Registry, write_error
@@ -113,15 +113,101 @@ class Device:
         log.error("kvready: %s.%s raised", type(self).__name__, where, exc_info=e)
 
 
+class SimEvent(NamedTuple):
+    """An event recorded on a stream of a :class:`SimDevice`
+    (:meth:`SimStream.record`)."""
+
+    device: "SimDevice"
+    token: int
+
+    def query(self) -> EventStatus:
+        """Its status, without blocking."""
+        return self.device.query(self)
+
+    def __int__(self) -> int:
+        return self.token
+
+
+class SimStream:
+    """A stream of a :class:`SimDevice` beside the engine's copy stream: the
+    manager's compute stream, on which a forward pass runs "compute layer
+    l" (:meth:`compute`) behind the wait for layer l."""
+
+    __slots__ = ("device", "number")
+
+    def __init__(self, device: "SimDevice", number: int):
+        self.device, self.number = device, number
+
+    def compute(self, seconds: float) -> None:
+        """Queue a kernel that occupies the stream for seconds of the
+        device's clock and touches no memory; work queued after it starts
+        when it ended."""
+        d = self.device
+        _abi.check(_abi.sim_compute(d.handle, self.number, _abi.to_ns(seconds)), d.handle)
+
+    def record(self) -> SimEvent:
+        """An event after everything queued on the stream so far."""
+        d = self.device
+        tok = ctypes.c_uint64()
+        _abi.check(_abi.sim_record(d.handle, self.number, ctypes.byref(tok)), d.handle)
+        return SimEvent(d, tok.value)
+
+    def wait(self, event: SimEvent) -> None:
+        """Hold what is queued on this stream from now on until event, of
+        another stream, resolved (cuStreamWaitEvent)."""
+        d = self.device
+        _abi.check(_abi.sim_wait(d.handle, self.number, int(event)), d.handle)
+
+    def __repr__(self) -> str:
+        return f"SimStream({self.number})"
+
+
 class SimDevice:
     """The simulated device (gpu/sim): device memory is host memory, copies
     really copy. With ``latency`` > 0 seconds they complete by themselves;
-    with 0 only :meth:`complete_all` completes them (tests that step it)."""
+    with 0 only :meth:`complete_all` (or :meth:`complete_next`) completes
+    them (tests that step it). With ``bandwidth`` (bytes per second) each
+    stream is a copy engine on the system clock instead: the copies queued
+    on one stream run one after another, and a :meth:`stream` beside the
+    engine's runs the forward pass (:meth:`SimStream.compute`)."""
 
-    def __init__(self, mem_bytes: int = 1 << 20, latency: float = 0.0):
+    def __init__(self, mem_bytes: int = 1 << 20, latency: float = 0.0, bandwidth: float | None = None):
         h = ctypes.c_uint64()
-        _abi.check(_abi.sim_device_new(mem_bytes, _abi.to_ns(latency), ctypes.byref(h)))
+        if bandwidth is not None:
+            if latency:
+                raise InvalidArgumentError(errors.INVALID, f"kvready: SimDevice(latency={latency}, bandwidth={bandwidth}); "
+                                           "want one timing model: a latency or a bandwidth")
+            _abi.check(_abi.sim_device_new_bandwidth(mem_bytes, float(bandwidth), ctypes.byref(h)))
+        else:
+            _abi.check(_abi.sim_device_new(mem_bytes, _abi.to_ns(latency), ctypes.byref(h)))
         self.handle = h.value
+
+    def stream(self) -> SimStream:
+        """A new stream beside the engine's copy stream (stream 0)."""
+        n = ctypes.c_uint32()
+        _abi.check(_abi.sim_stream_new(self.handle, ctypes.byref(n)), self.handle)
+        return SimStream(self, n.value)
+
+    def query(self, event: SimEvent | int) -> EventStatus:
+        """An event's status, without blocking."""
+        st = ctypes.c_int32()
+        _abi.check(_abi.sim_query(self.handle, int(event), ctypes.byref(st)), self.handle)
+        return EventStatus(st.value)
+
+    def complete_next(self, stream: SimStream | int = 0, n: int = 1) -> int:
+        """Complete the next n events of stream (0: the engine's copy stream,
+        whose events a fetch records one per layer), with the copies before
+        each; how many were completed."""
+        k = ctypes.c_int64()
+        _abi.check(_abi.sim_complete_next(self.handle, _stream_no(stream), n, ctypes.byref(k)), self.handle)
+        return k.value
+
+    def fail_next(self, stream: SimStream | int = 0, n: int = 1) -> int:
+        """Fail the next n events of stream: their copies are not performed
+        (the destinations poisoned); how many were failed."""
+        k = ctypes.c_int64()
+        _abi.check(_abi.sim_fail_next(self.handle, _stream_no(stream), n, ctypes.byref(k)), self.handle)
+        return k.value
 
     def alloc(self, nbytes: int) -> int:
         """Reserve device memory; its address."""
@@ -157,6 +243,10 @@ class SimDevice:
             self.handle = 0
 
     close = shut
+
+
+def _stream_no(stream: SimStream | int) -> int:
+    return stream.number if isinstance(stream, SimStream) else int(stream)
 
 
 _live: Registry[Device] = Registry()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -79,6 +80,16 @@ class Policy(IntEnum):
         except (KeyError, ValueError):
             raise InvalidArgumentError(errors.INVALID, f"kvready: policy {p!r}; want 'quarantine', 'fatal' or 'recover' "
                                   "(or a kvready.Policy)") from None
+
+
+class LayerStatus(IntEnum):
+    """Where one layer of a fetch stands (SPEC §4 rule 16;
+    :meth:`Lease.layer_status`)."""
+
+    PENDING = 0  # its copies are not known to have landed yet
+    READY = 1    # its copies' event completed: the device may read it
+    FAILED = 2   # a copy of it or of an earlier layer failed: never ready
+    NEVER = 3    # the lease was quarantined, or released before its copies landed
 
 
 class Until(IntEnum):
@@ -302,6 +313,22 @@ class Lease:
         (the default timeout outlasts the lease's default containment)."""
         return self.engine.wait(self, until, timeout)
 
+    def layer_status(self, layer: int) -> LayerStatus:
+        """Where layer (0 .. ``engine.layers`` - 1) of this fetch stands,
+        without running a round: see :meth:`Engine.layer_status`."""
+        return self.engine.layer_status(self, layer)[0]
+
+    def layer_ready(self, layer: int) -> bool:
+        """Whether layer's copies landed, so the device may read it
+        (:class:`LayerStatus` ``READY``); never blocks, runs no round."""
+        return self.engine.layer_status(self, layer)[0] == LayerStatus.READY
+
+    def wait_layer(self, layer: int, timeout: float | None = None) -> Readiness:
+        """Block until layer is ready (vLLM's ``wait_for_layer_load``): see
+        :meth:`Engine.wait_layer`. Raises LayerFailedError at once for a
+        failed layer."""
+        return self.engine.wait_layer(self, layer, timeout)
+
     def release(self) -> None:
         self.engine.release(self)
 
@@ -383,6 +410,13 @@ class Engine:
     reason) are called on the owner thread by every call that runs rounds:
     :meth:`progress`, :meth:`wait`, :meth:`sync`, :meth:`close` and
     :meth:`shutdown` (and so the context manager's exit), once per event.
+
+    ``layout`` (the layout document: a dict, or its JSON) makes a fetch's
+    copies go layer by layer (SPEC §4 rule 16): each layer's byte ranges of
+    every served row, then one event, so that :meth:`Lease.wait_layer`
+    returns as soon as that layer landed while later layers still copy.
+    Layer group g must use pool group g. ``tokens_per_block`` 0 takes the
+    layout's; another value than the layout's is refused.
     """
 
     def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,
@@ -394,7 +428,8 @@ class Engine:
                  recover_every: float | None = None,
                  on_containment: Callable[[Containment], None] | None = None,
                  on_recovery: Callable[[int], None] | None = None,
-                 on_halt: Callable[[str], None] | None = None, shutdown_timeout: float = 60.0):
+                 on_halt: Callable[[str], None] | None = None, shutdown_timeout: float = 60.0,
+                 layout: dict | str | bytes | None = None):
         self._h = 0
         if backend is not None:
             fetcher = fetcher if fetcher is not None else backend
@@ -421,6 +456,9 @@ class Engine:
         cfg.policy = Policy.of(policy)
         cfg.recover_every_ns = _abi.to_ns(recover_every)
         cfg.max_outstanding = max_outstanding
+        if layout is not None:
+            doc = layout if isinstance(layout, bytes) else (layout if isinstance(layout, str) else json.dumps(layout)).encode()
+            cfg.layout, cfg.layout_len = doc, len(doc)
         h = ctypes.c_uint64()
         _abi.check(_abi.engine_new(ctypes.byref(cfg), ctypes.byref(h)))
         self._h = h.value
@@ -440,6 +478,7 @@ class Engine:
         self._one = (ctypes.c_uint64 * 1)()
         self._info = _abi.CLeaseInfo()
         self._iv = _abi.CInterval()
+        self._layer_st = ctypes.c_int32()
         self._count = ctypes.c_int64()
 
     @property
@@ -633,6 +672,43 @@ class Engine:
         landed)."""
         iv = self._iv
         _abi.check(_abi.readiness(self.handle, int(lease), ctypes.byref(iv)), self.handle)
+        return Readiness(iv.usable_until, iv.restart_floor)
+
+    @property
+    def layers(self) -> int:
+        """How many layers a fetch's copies go in: the layout's layers
+        (layer k is its k-th layer id, ascending), or 1 without a layout."""
+        n = ctypes.c_int32()
+        _abi.check(_abi.layers(self.handle, ctypes.byref(n)), self.handle)
+        return n.value
+
+    def layer_status(self, lease: Lease | int, layer: int) -> tuple[LayerStatus, Readiness | None]:
+        """Where layer of the fetch lease stands, and with READY the
+        readiness it answers (the same for every layer; the lease's own once
+        every layer landed). It runs no round: :meth:`progress` (woken by
+        :meth:`fileno`, which a layer landing makes readable) moves the engine
+        on. InvalidArgumentError for a layer out of range, NotReadyError for
+        a publish."""
+        st, iv = self._layer_st, self._iv
+        _abi.check(_abi.layer_ready(self.handle, int(lease), layer, ctypes.byref(st), ctypes.byref(iv)), self.handle)
+        status = LayerStatus(st.value)
+        return status, (Readiness(iv.usable_until, iv.restart_floor) if status == LayerStatus.READY else None)
+
+    def wait_layer(self, lease: Lease | int, layer: int, timeout: float | None = None) -> Readiness:
+        """Run rounds on this thread until layer of the fetch lease is ready
+        (the GIL released), and return the readiness it answers. Raises
+        LayerFailedError at once when a copy of the layer or of an earlier
+        one failed (the message says why: recompute the lease's rows),
+        NotReadyError when it is never answered (quarantined, or released
+        before its copies landed), TimedOutError after timeout seconds (None:
+        :attr:`wait_timeout`)."""
+        if timeout is None:
+            timeout = self.wait_timeout
+        iv = _abi.CInterval()
+        try:
+            _abi.check(_abi.wait_layer(self.handle, int(lease), layer, _abi.to_ns(timeout) or 1, ctypes.byref(iv)), self.handle)
+        finally:
+            self._deliver()
         return Readiness(iv.usable_until, iv.restart_floor)
 
     def arrived(self, lease: Lease | int) -> list[tuple[int, int]]:

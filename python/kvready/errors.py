@@ -74,6 +74,12 @@ class DeviceLostError(KvreadyError):
         super().__init__(status, message)
 
 
+class LayerFailedError(KvreadyError):
+    """A copy of the layer waited for, or of an earlier one, failed: it
+    never becomes ready. The lease's served rows did not arrive (recompute
+    them); its slots go to containment as any failed copy's."""
+
+
 class UngrantableError(KvreadyError):
     """Quarantine left no contiguous run of slots that could ever hold it."""
 
@@ -132,7 +138,7 @@ _BY_STATUS = {
     INVALID: InvalidArgumentError, BAD_HANDLE: BadHandleError, STALE_LEASE: StaleLeaseError, NOT_READY: NotReadyError,
     CLOSED: EngineClosedError, HALTED: EngineHaltedError, DEVICE_LOST: DeviceLostError, UNGRANTABLE: UngrantableError,
     PROFILE: ProfileError, TIMEOUT: TimedOutError, BACKEND: BackendError, BUSY: BusyError, UNSUPPORTED: UnsupportedError,
-    FAILED: CallFailedError, INTERNAL: InternalError, CONFORMANCE: ConformanceError,
+    FAILED: CallFailedError, INTERNAL: InternalError, CONFORMANCE: ConformanceError, LAYER_FAILED: LayerFailedError,
 }
 
 

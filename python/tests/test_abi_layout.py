@@ -43,6 +43,10 @@ def enums() -> dict[str, int]:
         out["KVREADY_CANCEL_" + d.name] = d.value
     for a in kvready.Access:
         out["KVREADY_ACCESS_" + a.name] = a.value
+    for ls in kvready.LayerStatus:
+        out["KVREADY_LAYER_" + ls.name] = ls.value
+    for ev in kvready.EventStatus:
+        out["KVREADY_EVENT_" + ev.name] = ev.value
     for k in kvready.Kind:
         out["KVREADY_" + k.name] = k.value
     for name, v in vars(errors).items():

@@ -1,0 +1,179 @@
+"""Layer by layer (SPEC §4 rule 16) from Python: an engine given the layout
+copies a fetch one layer at a time, one event per layer; the tests step the
+simulated device's copy stream one event at a time, so that what each layer
+reads is decided by the test, never by timing."""
+
+from __future__ import annotations
+
+import selectors
+import time
+
+import pytest
+
+import kvready
+from conftest import EXTENT, SLOT, name
+
+# Two layers in a 64-byte slot: layer 0's key and value in its first half,
+# layer 1's in its second.
+LAYOUT = {"tokens_per_block": 32, "pool_groups": {"0": [SLOT]},
+          "layer_groups": [{"kind": "attention", "pool_group": 0, "layers": [0, 1]}],
+          "buffers": [{"layer": l, "role": r, "pool": [0, 0], "offset": 32 * l + 16 * i, "size": 16}
+                      for l in (0, 1) for i, r in enumerate(("key", "value"))]}
+CONTENT = b"A" * 32 + b"B" * 32  # layer 0's bytes, then layer 1's
+
+
+@pytest.fixture
+def stepped():
+    """A layered engine over a stepped device (only the test completes its
+    events) and the mem backend holding one row; shut down after the test."""
+    mem = kvready.Memory([kvready.Group(4, SLOT)])
+    dev = kvready.SimDevice(1 << 16)
+    store = kvready.open_backend("mem", mem)
+    store.put(EXTENT, name(1), CONTENT)
+    eng = kvready.Engine(mem, 0, backend=store, device=dev, layout=LAYOUT, request_timeout=0.2, drain_grace=0.1)
+
+    class Rig:
+        pass
+
+    r = Rig()
+    r.mem, r.dev, r.store, r.eng = mem, dev, store, eng
+    yield r
+    dev.complete_all()
+    eng.shutdown(30)
+    eng.free()
+
+
+def fenced(r, row_name=name(1)):
+    """A fetch of one row, run until its copies are queued (one event per
+    layer on the copy stream, none complete)."""
+    row = kvready.Row(row_name, 0, 0, r.dev.alloc(SLOT))
+    lease = r.eng.lend(kvready.Request.fetch([row]))
+    for _ in range(1000):
+        if lease.info().state == kvready.State.ACCESS_FENCED:
+            return lease, row
+        sel = selectors.DefaultSelector()
+        sel.register(r.eng, selectors.EVENT_READ)
+        sel.select(timeout=0.01)
+        sel.close()
+        r.eng.progress()
+    pytest.fail(f"the fetch never reached ACCESS_FENCED: {lease.info()}")
+
+
+def woken_until(r, lease, layer, want):
+    """Sleep on the engine's fd and run rounds until layer reads want (10 s
+    at most); whether the fd was readable on the way."""
+    sel = selectors.DefaultSelector()
+    sel.register(r.eng, selectors.EVENT_READ)
+    woken = False
+    try:
+        for _ in range(100):
+            woken |= bool(sel.select(timeout=0.1))
+            r.eng.progress()
+            if lease.layer_status(layer) == want:
+                return woken
+    finally:
+        sel.close()
+    pytest.fail(f"layer {layer} never read {want.name}")
+
+
+def test_the_engine_takes_its_layers_from_the_layout(stepped):
+    assert stepped.eng.layers == 2
+    mem = kvready.Memory([kvready.Group(4, SLOT)])
+    dev = kvready.SimDevice(1 << 16)
+    with kvready.Engine(mem, 32, backend=kvready.open_backend("mem", mem), device=dev) as whole:
+        assert whole.layers == 1  # no layout: the whole slots are one layer
+
+
+@pytest.mark.parametrize("layout,tokens,needle", [
+    (LAYOUT, 16, "tokens_per_block 16, but config.layout has 32"),
+    ("{not json", 0, "config.layout"),
+    ({**LAYOUT, "layer_groups": [{**LAYOUT["layer_groups"][0], "pool_group": 1}],
+      "pool_groups": {"0": [SLOT], "1": [SLOT]}}, 0, "pool group"),
+])
+def test_a_layout_the_engine_cannot_use_is_refused_naming_why(layout, tokens, needle):
+    mem = kvready.Memory([kvready.Group(4, SLOT)])
+    dev = kvready.SimDevice(1 << 16)
+    with pytest.raises(kvready.InvalidArgumentError, match=needle):
+        kvready.Engine(mem, tokens, backend=kvready.open_backend("mem", mem), device=dev, layout=layout)
+
+
+def test_each_layer_is_ready_once_its_own_copies_landed(stepped):
+    r = stepped
+    lease, row = fenced(r)
+    assert [lease.layer_status(l) for l in range(2)] == [kvready.LayerStatus.PENDING] * 2
+    assert not lease.layer_ready(0)
+    with pytest.raises(kvready.TimedOutError):
+        lease.wait_layer(0, timeout=0.02)  # nothing landed: the wait is bounded
+
+    r.eng.progress()  # drain the fd: what wakes it next is the layer
+    assert r.dev.complete_next() == 1  # layer 0's event
+    assert woken_until(r, lease, 0, kvready.LayerStatus.READY), "a layer landing makes the wake fd readable"
+    assert lease.layer_ready(0) and not lease.layer_ready(1)
+    assert r.eng.layer_status(lease, 0) == (kvready.LayerStatus.READY, kvready.Readiness(32, 0))
+    assert r.eng.layer_status(lease, 1) == (kvready.LayerStatus.PENDING, None)
+    with pytest.raises(kvready.NotReadyError):
+        lease.readiness()  # the lease is ready only once every layer is
+    assert r.dev.read(row.device, SLOT) == CONTENT[:32] + bytes(32)
+
+    assert r.dev.complete_next() == 1  # layer 1's
+    assert lease.wait_layer(1, timeout=10) == kvready.Readiness(usable_until=32, restart_floor=0)
+    assert r.dev.read(row.device, SLOT) == CONTENT
+    assert lease.wait(timeout=10).state == kvready.State.LOGICALLY_COMPLETE
+    assert lease.readiness() == kvready.Readiness(32, 0)
+    lease.release()
+
+
+def test_a_failed_layer_ends_its_wait_at_once_and_the_one_before_stays_ready(stepped):
+    r = stepped
+    lease, row = fenced(r)
+    assert r.dev.complete_next() == 1
+    assert r.dev.fail_next() == 1  # layer 1's copy fails
+    with pytest.raises(kvready.LayerFailedError, match="layer 1") as e:
+        lease.wait_layer(1, timeout=10)
+    assert e.value.status == kvready.errors.LAYER_FAILED
+    assert lease.layer_status(1) == kvready.LayerStatus.FAILED
+    assert lease.wait_layer(0, timeout=10) == kvready.Readiness(32, 0)
+    assert r.dev.read(row.device, 32) == CONTENT[:32]
+    with pytest.raises(kvready.NotReadyError):
+        lease.readiness()
+    lease.release()
+
+
+def test_refusals_name_what_was_wrong(stepped):
+    r = stepped
+    lease, _ = fenced(r)
+    with pytest.raises(kvready.InvalidArgumentError, match="layer 2"):
+        lease.layer_status(2)
+    with pytest.raises(kvready.InvalidArgumentError):
+        lease.wait_layer(-1, timeout=1)
+    pub = r.eng.lend(kvready.Request.publish([kvready.Row(name(9), 0, 0, r.dev.alloc(SLOT))]))
+    with pytest.raises(kvready.NotReadyError, match="publish"):
+        pub.layer_ready(0)
+    pub.cancel()
+    r.dev.complete_all()
+    lease.release()
+
+
+def test_a_compute_stream_runs_behind_another_streams_event():
+    dev = kvready.SimDevice(1 << 16, bandwidth=1e9)
+    a, b = dev.stream(), dev.stream()
+    assert (a.number, b.number) == (1, 2)
+    a.compute(0.001)
+    done_a = a.record()
+    b.wait(done_a)
+    done_b = b.record()
+    for _ in range(1000):
+        if done_b.query() != kvready.EventStatus.PENDING:
+            break
+        time.sleep(0.01)
+    assert done_b.query() == kvready.EventStatus.COMPLETE
+    assert done_a.query() == kvready.EventStatus.COMPLETE  # b waited behind a
+    with pytest.raises(kvready.InvalidArgumentError, match="another stream"):
+        a.wait(done_a)
+    with pytest.raises(kvready.InvalidArgumentError, match="copy stream"):
+        kvready.SimStream(dev, 0).compute(0.001)
+    with pytest.raises(kvready.InvalidArgumentError, match="one timing model"):
+        kvready.SimDevice(1 << 16, latency=1e-3, bandwidth=1e9)
+    with pytest.raises(kvready.InvalidArgumentError, match="positive"):
+        kvready.SimDevice(1 << 16, bandwidth=0)
+    dev.shut()
