@@ -321,7 +321,7 @@ class Lease:
     def layer_ready(self, layer: int) -> bool:
         """Whether layer's copies landed, so the device may read it
         (:class:`LayerStatus` ``READY``); never blocks, runs no round."""
-        return self.engine.layer_status(self, layer)[0] == LayerStatus.READY
+        return self.engine.layer_ready(self.handle, layer)
 
     def wait_layer(self, layer: int, timeout: float | None = None) -> Readiness:
         """Block until layer is ready (vLLM's ``wait_for_layer_load``): see
@@ -479,6 +479,7 @@ class Engine:
         self._info = _abi.CLeaseInfo()
         self._iv = _abi.CInterval()
         self._layer_st = ctypes.c_int32()
+        self._layer_ref = ctypes.byref(self._layer_st)
         self._count = ctypes.c_int64()
 
     @property
@@ -693,6 +694,16 @@ class Engine:
         _abi.check(_abi.layer_ready(self.handle, int(lease), layer, ctypes.byref(st), ctypes.byref(iv)), self.handle)
         status = LayerStatus(st.value)
         return status, (Readiness(iv.usable_until, iv.restart_floor) if status == LayerStatus.READY else None)
+
+    def layer_ready(self, lease: Lease | int, layer: int) -> bool:
+        """Whether layer of the fetch lease is READY (:meth:`layer_status`'s
+        question, answered with one call and nothing built: a connector may
+        ask it per layer of every forward pass)."""
+        h = self._h or self.handle
+        st = _abi.layer_ready(h, int(lease), layer, self._layer_ref, None)
+        if st:
+            _abi.check(st, h)
+        return self._layer_st.value == 1
 
     def wait_layer(self, lease: Lease | int, layer: int, timeout: float | None = None) -> Readiness:
         """Run rounds on this thread until layer of the fetch lease is ready
