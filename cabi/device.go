@@ -37,8 +37,10 @@ type device struct {
 }
 
 // eventSeqBits is how many low bits of a simulated event's token hold its
-// sequence number on its stream; the stream's number is above them.
-const eventSeqBits = 48
+// sequence number on its stream; the stream's process-unique id is above
+// them, so that a token of another device's stream is refused, never taken
+// for an event of this one.
+const eventSeqBits = 40
 
 //export kvready_sim_device_new
 func kvready_sim_device_new(memBytes C.int64_t, latencyNS C.int64_t, out *C.uint64_t) (st C.int) {
@@ -102,14 +104,15 @@ func simStream(h C.uint64_t, n C.uint32_t, fn string) (*sim.Stream, error) {
 
 // simEvent turns an event's token (kvready_sim_record) back into the event.
 func (d *device) simEvent(tok uint64, fn string) (*sim.Stream, gpu.Event, error) {
-	n, seq := tok>>eventSeqBits, tok&(1<<eventSeqBits-1)
+	id, seq := tok>>eventSeqBits, tok&(1<<eventSeqBits-1)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if seq == 0 || n >= uint64(len(d.streams)) {
-		return nil, gpu.Event{}, invalid("%s: event %#x is no token kvready_sim_record returned for this device (stream %d of %d, sequence %d)", fn, tok, n, len(d.streams), seq)
+	for _, s := range d.streams {
+		if s.ID() == id && seq != 0 {
+			return s, gpu.MakeEvent(id, seq), nil
+		}
 	}
-	s := d.streams[n]
-	return s, gpu.MakeEvent(s.ID(), seq), nil
+	return nil, gpu.Event{}, invalid("%s: event %#x is no token kvready_sim_record returned for a stream of this device (stream id %d, sequence %d)", fn, tok, id, seq)
 }
 
 //export kvready_sim_stream_new
@@ -163,10 +166,10 @@ func kvready_sim_record(h C.uint64_t, stream C.uint32_t, event *C.uint64_t) (st 
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	if ev.Seq() >= 1<<eventSeqBits {
-		return fail(uint64(h), invalid("kvready_sim_record: stream %d recorded %d events; a token holds at most 2^%d", uint32(stream), ev.Seq(), eventSeqBits))
+	if ev.Seq() >= 1<<eventSeqBits || s.ID() >= 1<<(64-eventSeqBits) {
+		return fail(uint64(h), invalid("kvready_sim_record: stream id %d, event %d; a token holds ids below 2^%d and events below 2^%d", s.ID(), ev.Seq(), 64-eventSeqBits, eventSeqBits))
 	}
-	*event = C.uint64_t(uint64(stream)<<eventSeqBits | ev.Seq())
+	*event = C.uint64_t(s.ID()<<eventSeqBits | ev.Seq())
 	return C.KVREADY_OK
 }
 

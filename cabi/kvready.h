@@ -544,7 +544,9 @@ int kvready_sim_stream_new(uint64_t device, uint32_t *stream);
  * resolves it. */
 int kvready_sim_compute(uint64_t device, uint32_t stream, int64_t ns);
 /* Record an event after everything queued on stream so far; *event is its
- * token (never 0), for kvready_sim_query and kvready_sim_wait. */
+ * token (never 0), for kvready_sim_query and kvready_sim_wait on this device
+ * (a token of another device's stream is refused, never taken for one of
+ * this device's events). */
 int kvready_sim_record(uint64_t device, uint32_t stream, uint64_t *event);
 /* An event's status (KVREADY_EVENT_*) without blocking. */
 int kvready_sim_query(uint64_t device, uint64_t event, int32_t *status);

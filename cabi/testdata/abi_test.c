@@ -922,6 +922,13 @@ static void test_sim_bandwidth(void) {
   }
   CHECK(st == KVREADY_EVENT_COMPLETE, dev);
   CHECK(kvready_sim_query(dev, ea, &st) == KVREADY_OK && st == KVREADY_EVENT_COMPLETE, dev); /* b waited behind a */
+  uint64_t other = 0, foreign = 0;
+  uint32_t oa = 0;
+  CHECK(kvready_sim_device_new_bandwidth(1 << 16, 1e9, &other) == KVREADY_OK && kvready_sim_stream_new(other, &oa) == KVREADY_OK, 0);
+  CHECK(kvready_sim_record(other, oa, &foreign) == KVREADY_OK && foreign != ea && foreign != eb, other);
+  CHECK(kvready_sim_query(dev, foreign, &st) == KVREADY_ERR_INVALID && last_error_contains(dev, "no token"), dev);
+  CHECK(kvready_sim_wait(dev, a, foreign) == KVREADY_ERR_INVALID, dev);
+  CHECK(kvready_device_close(other) == KVREADY_OK, other);
   CHECK(kvready_sim_lose(dev, "gone") == KVREADY_OK, dev);
   CHECK(kvready_sim_compute(dev, a, 1) == KVREADY_ERR_DEVICE_LOST, dev);
   CHECK(kvready_sim_record(dev, a, &ea) == KVREADY_ERR_DEVICE_LOST, dev);

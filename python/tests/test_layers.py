@@ -172,6 +172,13 @@ def test_a_compute_stream_runs_behind_another_streams_event():
         a.wait(done_a)
     with pytest.raises(kvready.InvalidArgumentError, match="copy stream"):
         kvready.SimStream(dev, 0).compute(0.001)
+    other = kvready.SimDevice(1 << 16, bandwidth=1e9)
+    foreign = other.stream().record()  # another device's event is never taken for one of dev's
+    with pytest.raises(kvready.InvalidArgumentError, match="no token"):
+        dev.query(foreign)
+    with pytest.raises(kvready.InvalidArgumentError, match="no token"):
+        b.wait(foreign)
+    other.shut()
     with pytest.raises(kvready.InvalidArgumentError, match="one timing model"):
         kvready.SimDevice(1 << 16, latency=1e-3, bandwidth=1e9)
     with pytest.raises(kvready.InvalidArgumentError, match="positive"):
