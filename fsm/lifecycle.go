@@ -18,7 +18,7 @@ type State uint8
 // diagrams and the docs list states in it.
 const (
 	Waiting           State = iota // queued for slots, holds none
-	Granted                        // slots held; a publish's device→staging copies in flight
+	Granted                        // slots held; a publish's device→staging copies in flight (a layerwise publish's, layer by layer)
 	Staged                         // staging ready; waiting for admission to the backend
 	Admitted                       // admitted: the extent is handed to the backend
 	Requested                      // submitted: outcome pending, the backend may touch the slots
@@ -216,7 +216,7 @@ var effectNeeds = [NumEffects]Marks{
 var stateInfo = [NumStates]describedState{
 	Waiting: {"waiting", "Queued for staging slots, in arrival order.",
 		"Holds none."},
-	Granted: {"granted", "Slots held; nothing exposed to the backend yet.",
+	Granted: {"granted", "Slots held; nothing exposed to the backend yet. A layerwise publish takes its layers here, as the owner reports them computed.",
 		"A publish's device→staging copies may be in flight."},
 	Staged: {"staged", "Staging ready; waiting, in arrival order, for admission to the backend (its bound on outstanding submissions).",
 		"Held; nothing exposed yet."},

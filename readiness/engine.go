@@ -408,6 +408,10 @@ const (
 	// UntilReleased waits until the lease's slots are back (released) or out
 	// for good (quarantined).
 	UntilReleased
+	// UntilGranted waits until the lease holds its staging slots (it left
+	// waiting), or can never be granted: a layerwise publish takes its
+	// layers (Computed) from then on.
+	UntilGranted
 )
 
 // Wait runs rounds on the owner goroutine until the lease h reaches what
@@ -417,8 +421,8 @@ const (
 // no longer readable. Wait is how an owner blocks on a lease without a sleep
 // loop; a manager with many leases runs Progress on Wake instead.
 func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, error) {
-	if until != UntilSettled && until != UntilReleased {
-		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled or UntilReleased", until)
+	if until != UntilSettled && until != UntilReleased && until != UntilGranted {
+		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled, UntilReleased or UntilGranted", until)
 	}
 	for {
 		info, err := e.Lease(h)
@@ -448,6 +452,8 @@ func reached(info LeaseInfo, until Until) bool {
 		return true
 	case until == UntilSettled:
 		return info.State.Answerable() || info.Ungrantable
+	case until == UntilGranted:
+		return info.State != State(fsm.Waiting) || info.Ungrantable
 	}
 	return false
 }
