@@ -18,7 +18,7 @@ type State uint8
 // diagrams and the docs list states in it.
 const (
 	Waiting           State = iota // queued for slots, holds none
-	Granted                        // slots held; a publish's device→staging copies in flight
+	Granted                        // slots held; a publish's device→staging copies in flight (a layerwise publish's, layer by layer)
 	Staged                         // staging ready; waiting for admission to the backend
 	Admitted                       // admitted: the extent is handed to the backend
 	Requested                      // submitted: outcome pending, the backend may touch the slots
@@ -72,6 +72,7 @@ const (
 	Close                          // engine shutdown
 	Retry                          // ask Quiesce now: the owner's Retry, or the back-off before asking again ran out
 	LayerLanded                    // the event recorded after one layer's copies completed, the lease's last layer excepted (that one is CopiesLanded)
+	LayerComputed                  // the owner reports one layer of a layerwise publish computed: its device→staging copies may be queued behind the owner's event
 	// NumEvents is the number of events; it is not an event.
 	NumEvents
 )
@@ -125,7 +126,7 @@ type Effect uint8
 // The effects, in the order the engine performs those of one state.
 const (
 	Place         Effect = iota // record where each row's staging slot is
-	CopyIn                      // queue a publish's device→staging copies
+	CopyIn                      // queue a publish's device→staging copies (a layerwise publish's come layer by layer)
 	Admit                       // join the line for admission to the backend (its bound on outstanding submissions)
 	TakeAdmission               // hold one of the backend's admission slots until access ends or the lease is contained
 	Submit                      // build the extent the backend keeps and hand it over
@@ -145,6 +146,8 @@ const (
 	Park                        // the owner gave up its claim: the handle goes stale but stays readable; the record and what the backend was handed are kept for ever
 	Free                        // the slots return to the allocator
 	Retire                      // the handle goes stale; the record is reused
+	CopyLayer                   // queue one computed layer's device→staging copies behind the owner's event, then its event
+	EndLayers                   // a layerwise publish takes no more layers: an event is recorded after the copies already queued
 	// NumEffects is the number of effects; it is not an effect.
 	NumEffects
 )
@@ -213,7 +216,7 @@ var effectNeeds = [NumEffects]Marks{
 var stateInfo = [NumStates]describedState{
 	Waiting: {"waiting", "Queued for staging slots, in arrival order.",
 		"Holds none."},
-	Granted: {"granted", "Slots held; nothing exposed to the backend yet.",
+	Granted: {"granted", "Slots held; nothing exposed to the backend yet. A layerwise publish takes its layers here, as the owner reports them computed.",
 		"A publish's device→staging copies may be in flight."},
 	Staged: {"staged", "Staging ready; waiting, in arrival order, for admission to the backend (its bound on outstanding submissions).",
 		"Held; nothing exposed yet."},
@@ -269,7 +272,8 @@ var eventInfo = [NumEvents]struct{ name, meaning string }{
 	ReleaseRequested:  {"release_requested", "The owner is done with the lease."},
 	Close:             {"close", "Engine shutdown."},
 	Retry:             {"retry", "Ask Quiesce now: the owner's Retry, or the back-off before asking again ran out."},
-	LayerLanded:       {"layer_landed", "The event recorded after one layer's staging→device copies completed (every layer but the last: its event is copies_landed). Events on one stream complete in order, so every earlier layer landed too."},
+	LayerLanded:       {"layer_landed", "The event recorded after one layer's copies completed (every layer but the last: its event is copies_landed). Events on one stream complete in order, so every earlier layer landed too."},
+	LayerComputed:     {"layer_computed", "The owner reports the next layer of a layerwise publish computed: an event on its compute stream, or now. Layers are reported in order, once each."},
 }
 
 var guardInfo = [NumGuards]struct{ name, meaning string }{
@@ -285,7 +289,7 @@ var guardInfo = [NumGuards]struct{ name, meaning string }{
 
 var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Place:         {"place", "Record where each row's staging slot is."},
-	CopyIn:        {"copy_in", "Queue the publish's device→staging copies; one event recorded after them."},
+	CopyIn:        {"copy_in", "Queue the publish's device→staging copies; one event recorded after them. A layerwise publish queues none: each layer's come with layer_computed."},
 	Admit:         {"admit", "Join the line, in arrival order, for admission to the backend: its bound on submissions outstanding."},
 	TakeAdmission: {"take_admission", "Hold one of the backend's admission slots: it goes back once access ends or the lease is contained."},
 	Submit:        {"submit", "Build the extent (it stays the lease's until the fence) and hand it to the backend."},
@@ -305,6 +309,8 @@ var effectInfo = [NumEffects]struct{ name, meaning string }{
 	Park:          {"park", "The owner gave up its claim: the handle goes stale but reads as quarantined (among the latest released); the record, its slots and everything the backend was handed stay out for ever."},
 	Free:          {"free", "Return the slots to the allocator (only once access is proven over and every copy landed)."},
 	Retire:        {"retire", "The handle goes stale: its generation moves on and the record is reused."},
+	CopyLayer:     {"copy_layer", "Queue the computed layer's device→staging copies of every row behind the owner's event; one event recorded after them."},
+	EndLayers:     {"end_layers", "A layerwise publish released, cancelled or closed before every layer was reported takes no more: one event is recorded after the copies already queued, and its completion is copies_landed. Nothing is submitted."},
 }
 
 var markInfo = [NumMarks]struct{ name, meaning string }{
@@ -345,6 +351,7 @@ const (
 	whyNothingToClose = "nothing to shut down: the lease is quarantined for good"
 	whyNoProof        = "no access proof is awaited in this state: there is nothing to ask again"
 	whyRetry          = "Quiesce is asked at once, unless a call is outstanding (its answer asks again)"
+	whyNoLayers       = "only a granted publish takes computed layers: its layers were all reported and staged"
 )
 
 // outcomeEvents are the backend's answers once latched: refused alike in most
@@ -374,6 +381,7 @@ var declaration = []block{
 			keep("taken out of the line for good: it waits for the owner's release", SlotsUnavailable).storing(StoreReason).doing(Withdraw),
 		},
 		refusals: []refusal{
+			refuse("holds no slots yet: a layerwise publish reports its layers once granted", LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyHoldsNothing, CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
 			refuse(whyNotStaged, AdmissionGranted, Submitted, Rejected, SubmitEscaped, ExtentRefused),
@@ -393,8 +401,15 @@ var declaration = []block{
 		},
 		latches: []latch{
 			keep("the row's staging content is missing: the publish will not be submitted", CopyRefused).storing(StoreReason),
-			keep("the device→staging copies must land first", ReleaseRequested, Close),
-			keep("the device→staging copies must land first; then the cancel withdraws the lease", CancelRequested).storing(StoreReason),
+			// A layerwise publish (rule 16): each layer the owner reports
+			// computed is copied behind the owner's event, layer by layer;
+			// the last layer's event is copies_landed.
+			keep("that layer's device→staging copies are queued behind the owner's event", LayerComputed).doing(CopyLayer),
+			keep("that layer and every earlier one landed in staging; the publish waits for its last layer", LayerLanded).storing(StoreLayerLanded),
+			// Withdrawn before every layer was reported: no more are taken,
+			// and the event after the copies already queued lands the lease.
+			keep("the device→staging copies must land first; a layerwise publish takes no more layers", ReleaseRequested, Close).doing(EndLayers),
+			keep("the device→staging copies must land first; then the cancel withdraws the lease (a layerwise publish takes no more layers)", CancelRequested).storing(StoreReason).doing(EndLayers),
 		},
 		refusals: []refusal{
 			refuse(whyNoProof, Retry),
@@ -403,7 +418,6 @@ var declaration = []block{
 			refuse(whyNotSubmitted, with(outcomeEvents, ContractViolation, Deadline)...),
 			refuse(whyNotExposed, AccessProven, AccessUnproven, Containment),
 			refuse(whyNoCancelSent, CancelAnswered),
-			refuse("a publish's device→staging copies land with one event (copies_landed)", LayerLanded),
 		},
 	},
 	{
@@ -434,6 +448,7 @@ var declaration = []block{
 			on(CancelRequested, AccessFenced).latching(Cancel).storing(StoreReason),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("staging is ready: no local copy in flight", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
@@ -464,6 +479,7 @@ var declaration = []block{
 			keep("the submission already handed out goes ahead; the cancel follows its answer (one request, if it returned an attempt)", CancelRequested).storing(StoreReason),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable),
 			refuse("already admitted", AdmissionGranted),
@@ -500,6 +516,7 @@ var declaration = []block{
 			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
@@ -521,6 +538,7 @@ var declaration = []block{
 			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyLatched, outcomeEvents...),
@@ -547,6 +565,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyFailedStays, with(outcomeEvents, ContractViolation)...),
@@ -576,6 +595,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
@@ -598,6 +618,7 @@ var declaration = []block{
 			keep("a layer before the failed one landed: it reads ready; the failed layer and every later one never do", LayerLanded).storing(StoreLayerLanded),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
@@ -621,6 +642,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyNoProof, Retry),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
@@ -658,6 +680,7 @@ var declaration = []block{
 			keep("recorded on the lease: it changes neither the outcome nor the collection of access evidence", CancelAnswered).storing(StoreCancelReply),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse("no local copy before the fence", CopiesLanded, LayerLanded, CopyRefused, CopyFailed),
@@ -706,6 +729,7 @@ func delivered(s State) block {
 			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},
 		refusals: []refusal{
+			refuse(whyNoLayers, LayerComputed),
 			refuse(whyAlreadyGranted, SlotsGranted, SlotsUnavailable, AdmissionGranted),
 			refuse(whyAnswered, Submitted, Rejected, SubmitEscaped, ExtentRefused),
 			refuse(whyLatched, outcomeEvents...),

@@ -98,7 +98,8 @@ logically_complete close                released                  # rule 10: a p
 // (event:effect+effect). Every pair not listed here or above is a refusal.
 const oracleLatches = `
 waiting            slots_unavailable:withdraw                     # rule 8: reported ungrantable; out of the line
-granted            copy_refused release_requested close cancel_requested # the publish's copies land first
+granted            copy_refused release_requested:end_layers close:end_layers cancel_requested:end_layers # the publish's copies land first; rule 16: a layerwise publish withdrawn takes no more layers
+granted            layer_computed:copy_layer layer_landed         # rule 16: each computed layer copied behind the owner's event; a layer landed, the publish waits for its last
 admitted           release_requested close cancel_requested       # the submission handed out goes ahead; its answer comes first
 requested          access_proven access_unproven:start_drain+ask_proof release_requested # proof before outcome; drain started
 served             access_unproven:start_drain+ask_proof release_requested close

@@ -123,7 +123,7 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		{"move event out of range", edit(func(d []block) []block {
 			d[Waiting].moves = append(d[Waiting].moves, on(NumEvents, Granted))
 			return d
-		}), "event(26) in waiting", true},
+		}), "event(27) in waiting", true},
 		{"move target out of range", edit(func(d []block) []block {
 			d[Waiting].moves = []move{on(SlotsGranted, NumStates)}
 			return d
@@ -135,7 +135,7 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 		{"latch event out of range", edit(func(d []block) []block {
 			d[Waiting].latches = append(d[Waiting].latches, keep("kept", NumEvents))
 			return d
-		}), "event(26) in waiting", true},
+		}), "event(27) in waiting", true},
 		{"move stores out of range", edit(func(d []block) []block {
 			d[Waiting].moves = []move{on(SlotsGranted, Granted).storing(NumStores)}
 			return d
@@ -430,7 +430,7 @@ func TestNames(t *testing.T) {
 		results[r.String()] = true
 	}
 	assert.Equal(t, "state(15)", NumStates.String())
-	assert.Equal(t, "event(26)", NumEvents.String())
+	assert.Equal(t, "event(27)", NumEvents.String())
 	assert.Equal(t, "store(11)", NumStores.String())
 	assert.Empty(t, NumStores.Meaning())
 	assert.Equal(t, "guard(8)", NumGuards.String())

@@ -113,6 +113,17 @@ type Stream interface {
 	Addressable(p DevicePtr, n int) error
 }
 
+// Waiter is a [Stream] that can be put behind an event of another stream of
+// its device, as cuStreamWaitEvent does: what is queued on it after Wait
+// starts only once that event resolved, and nothing on the other stream
+// waits. It is how a layerwise publish's copies follow the manager's compute
+// (SPEC §4 rule 16). Wait itself never blocks. An event the stream cannot
+// wait for (never recorded, unknown, of another device) is an error, and
+// nothing is queued.
+type Waiter interface {
+	Wait(Event) error
+}
+
 // Device is one GPU's memory and streams.
 type Device interface {
 	// ID returns the device ordinal, the one Health answers for.

@@ -297,6 +297,29 @@ func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.In
 	}
 }
 
+// Computed reports layer (0..Layers()-1) of the layerwise publish h
+// (Request.Layerwise) computed, as vLLM's save_kv_layer does: the layer's
+// device→staging copies of every row are queued behind after — an event
+// recorded on the manager's compute stream, on the engine's device — or at
+// once for the zero Event (the layer is computed and synchronised already).
+// The engine's stream must then be a gpu.Waiter (gpu/sim's and gpu/cuda's
+// are). Layers are reported in order, once each, once the lease is granted
+// (Wait for it: a lease still waiting for slots refuses it). The publish is
+// submitted when every layer landed in staging; releasing or cancelling it
+// before every layer was reported withdraws it: nothing is submitted, and
+// its slots return once the copies already queued landed. Anything else is
+// refused with an error wrapping ErrInvalidRequest (or the lifecycle's
+// refusal) and changes nothing. The layer's copies are queued at the next
+// round (Progress, or any Wait), which Computed wakes the owner for.
+func (e *Engine) Computed(h Handle, layer int, after gpu.Event) error {
+	if !after.IsZero() {
+		if _, ok := e.stream.(gpu.Waiter); !ok {
+			return fmt.Errorf("readiness: layer %d of %v computed after %v: %w: the engine's stream (%T) cannot wait for another stream's event (it is no gpu.Waiter); synchronise and report the zero Event", layer, h, after, ErrInvalidRequest, e.stream)
+		}
+	}
+	return e.owner(e.core.Computed(h.h, layer, after))
+}
+
 // Arrived appends to dst, for a fetch whose readiness is answerable, the
 // block ordinals of each layer group whose rows landed on the device, one
 // entry per group in the order of the request's groups: after a partial hit,
@@ -385,6 +408,10 @@ const (
 	// UntilReleased waits until the lease's slots are back (released) or out
 	// for good (quarantined).
 	UntilReleased
+	// UntilGranted waits until the lease holds its staging slots (it left
+	// waiting), or can never be granted: a layerwise publish takes its
+	// layers (Computed) from then on.
+	UntilGranted
 )
 
 // Wait runs rounds on the owner goroutine until the lease h reaches what
@@ -394,8 +421,8 @@ const (
 // no longer readable. Wait is how an owner blocks on a lease without a sleep
 // loop; a manager with many leases runs Progress on Wake instead.
 func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, error) {
-	if until != UntilSettled && until != UntilReleased {
-		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled or UntilReleased", until)
+	if until != UntilSettled && until != UntilReleased && until != UntilGranted {
+		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled, UntilReleased or UntilGranted", until)
 	}
 	for {
 		info, err := e.Lease(h)
@@ -425,6 +452,8 @@ func reached(info LeaseInfo, until Until) bool {
 		return true
 	case until == UntilSettled:
 		return info.State.Answerable() || info.Ungrantable
+	case until == UntilGranted:
+		return info.State != State(fsm.Waiting) || info.Ungrantable
 	}
 	return false
 }
@@ -599,8 +628,20 @@ func (e *Engine) perform() {
 		next := 0
 		for _, m := range rd.Layers {
 			if m.After > next && e.open >= 0 {
-				if b := e.batches[e.open]; b[len(b)-1].h == m.Lease {
+				if b := e.batches[e.open]; b[len(b)-1].h == m.Lease || !m.Behind.IsZero() {
+					// A lease's next layer gets its own event; so do the
+					// copies queued before a wait, which would otherwise be
+					// proven only once the owner's compute is done.
 					e.closeBatch(failedAt)
+				}
+			}
+			if !m.Behind.IsZero() && !e.failedCopy(m.Lease, failedAt) {
+				if err := e.waitFor(m.Behind); err != nil {
+					// Nothing of the layer is queued: its copies are
+					// refused before they started.
+					for ; next < m.After; next++ {
+						e.refused = append(e.refused, copyRefusal{h: m.Lease, row: rd.Copies[next].Row, err: err})
+					}
 				}
 			}
 			for ; next < m.After; next++ {
@@ -855,6 +896,19 @@ func (e *Engine) queueCopy(c *core.Copy, failedAt int) {
 	default:
 		e.failed = append(e.failed, copyFailure{h: c.Lease, layer: c.Layer, err: err})
 	}
+}
+
+// waitFor puts the stream behind the owner's event (Engine.Computed checked
+// that the stream can wait).
+func (e *Engine) waitFor(ev gpu.Event) error {
+	w, ok := e.stream.(gpu.Waiter)
+	if !ok {
+		return fmt.Errorf("%w: the engine's stream (%T) cannot wait for %v", gpu.ErrCopyRefused, e.stream, ev)
+	}
+	if err := w.Wait(ev); err != nil {
+		return fmt.Errorf("%w: waiting for %v: %w", gpu.ErrCopyRefused, ev, err)
+	}
+	return nil
 }
 
 // failedCopy reports whether a copy of the lease failed in this round.

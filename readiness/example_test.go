@@ -173,3 +173,65 @@ func Example_layerByLayer() {
 	// layer 0 ready [0, 32]: "k0k0v0v0"
 	// layer 1 ready [0, 32]: "k1k1v1v1"
 }
+
+// A publish layer by layer (SPEC §4 rule 16), as a connector's save_kv_layer
+// does: the manager computes each layer on its compute stream and reports it
+// with the event recorded after it; the layer's device→staging copy waits
+// behind that event on the engine's stream, and the publish is submitted
+// once every layer landed in staging.
+func Example_layerwisePublish() {
+	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
+	copies, _ := dev.NewStream()
+	compute, _ := dev.NewStream()
+	layout := staging.Layout{
+		TokensPerBlock: 32,
+		PoolGroups:     map[int][]int{0: {16}},
+		LayerGroups:    []staging.LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0, 1}, Shard: staging.Whole}},
+		Buffers: []staging.Buffer{
+			{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
+			{Layer: 1, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 1, Role: "value", Offset: 12, Size: 4, Expansion: 1},
+		},
+	}
+	layers, err := readiness.LayersOf(layout)
+	if err != nil {
+		panic(err)
+	}
+	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: 16})
+	store, _ := mem.New(staged)
+	defer store.Close()
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, Layers: layers, Publisher: store, Stream: copies})
+	if err != nil {
+		panic(err)
+	}
+	var name contract.Name
+	name[0] = 9
+	gpuBlock, _ := dev.Alloc(16)
+	h, err := eng.Lend(readiness.Request{Kind: readiness.Publish, Layerwise: true, Rows: []staging.Row{{Name: name, Device: gpuBlock}}})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Layers are reported once the lease holds its staging slots.
+	if _, err := eng.Wait(ctx, h, readiness.UntilGranted); err != nil {
+		panic(err)
+	}
+	for l, kv := range []string{"k0k0v0v0", "k1k1v1v1"} {
+		_ = dev.Write(gpuBlock+gpu.DevicePtr(8*l), []byte(kv)) // "compute layer l"
+		_ = compute.(*sim.Stream).Compute(0)
+		computed, _ := compute.Record()
+		if err := eng.Computed(h, l, computed); err != nil { // save_kv_layer
+			panic(err)
+		}
+	}
+	info, err := eng.Wait(ctx, h, readiness.UntilSettled) // wait_for_save
+	if err != nil {
+		panic(err)
+	}
+	stored, _ := store.Get(staging.ExtentName, name)
+	fmt.Printf("%v, stored %q\n", info.Outcome, stored)
+	_ = eng.Release(h)
+	drain(eng)
+	// Output:
+	// served, stored "k0k0v0v0k1k1v1v1"
+}

@@ -6,8 +6,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -167,4 +170,187 @@ func TestWaitLayerRefusesBadInput(t *testing.T) {
 	cancel()
 	_, err = r.eng.WaitLayer(ctx, h, 0)
 	require.ErrorIs(t, err, context.Canceled, "the outcome is pending: only ctx ends the wait")
+}
+
+// Rule 16, publish: each layer's device→staging copies wait behind the
+// owner's compute event for that layer; the publish goes to its backend
+// only once every layer landed in staging, holding what each layer's
+// compute wrote.
+func TestRule16LayerwisePublish(t *testing.T) {
+	r := newRig(t, 4, withLayers)
+	rows := r.rows(1, 2)
+	h := r.lend(Request{Kind: Publish, Layerwise: true, Rows: rows})
+	r.sync()
+	require.Equal(t, State(fsm.Granted), r.state(h))
+	cs, err := r.dev.NewStream()
+	require.NoError(t, err)
+	computed := make([][]byte, len(rows)) // what the device rows hold once computed
+	for i, row := range rows {
+		computed[i] = r.deviceRow(row)
+	}
+	for k := range 3 {
+		// "Compute layer k": it writes the layer's bytes of every row, and
+		// its stream records the event the copies wait for.
+		for i, row := range rows {
+			for _, sp := range rigLayers[0][k].Spans {
+				for j := sp.Offset; j < sp.End(); j++ {
+					computed[i][j] = byte(0x70 + 16*k + i)
+				}
+				require.NoError(t, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), computed[i][sp.Offset:sp.End()]))
+			}
+		}
+		require.NoError(t, cs.(*sim.Stream).Compute(0))
+		ev, err := cs.Record()
+		require.NoError(t, err)
+		require.NoError(t, r.eng.Computed(h, k, ev))
+		r.sync()
+		n, err := r.dev.CompleteNext(r.stream, 1)
+		require.NoError(t, err)
+		assert.Zero(t, n, "layer %d's copies wait for its compute", k)
+		n, err = r.dev.CompleteNext(cs, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		if k < 2 {
+			n, err = r.dev.CompleteNext(r.stream, 1)
+			require.NoError(t, err)
+			assert.Equal(t, 1, n, "layer %d's own event", k)
+			r.sync()
+			assert.Equal(t, State(fsm.Granted), r.state(h), "layer %d of 3 landed: not submitted", k)
+			r.be.mu.Lock()
+			assert.Empty(t, r.be.attempts)
+			r.be.mu.Unlock()
+		}
+	}
+	r.dev.CompleteAll()
+	r.sync()
+	a := r.be.last(t)
+	for i := range rows {
+		u := a.ext.Unit(i)
+		row, _ := r.mem.Row(u.LocalGroup, u.Local)
+		assert.Equal(t, computed[i], row, "unit %d holds every layer as computed", i)
+	}
+	assert.Equal(t, State(fsm.Requested), r.state(h))
+}
+
+// A layer reported computed behind an event the stream cannot wait for
+// copies nothing: the publish fails unsubmitted, its slots back once
+// released.
+func TestRule16LayerwisePublishBadEvent(t *testing.T) {
+	r := newRig(t, 4, withLayers)
+	h := r.lend(Request{Kind: Publish, Layerwise: true, Rows: r.rows(1, 1)})
+	r.sync()
+	for k := range 3 {
+		ev := gpu.Event{}
+		if k == 1 {
+			ev = gpu.MakeEvent(1<<62, 1) // no stream of the device issued it
+		}
+		require.NoError(t, r.eng.Computed(h, k, ev))
+		r.sync()
+		r.dev.CompleteAll()
+		r.sync()
+	}
+	info := r.info(h)
+	assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+	assert.Equal(t, OutcomeKind(fsm.Failure), info.Outcome)
+	assert.Contains(t, info.Reason, "refused")
+	assert.False(t, info.Exposed, "a unit with a layer missing is never submitted")
+	require.NoError(t, r.eng.Release(h))
+	r.sync()
+	assert.Equal(t, 4, r.eng.Stats().SlotsFree)
+}
+
+// A stream that cannot wait at all refuses an event at the door.
+func TestComputedNeedsAWaiter(t *testing.T) {
+	r := newRig(t, 4, withLayers)
+	h := r.lend(Request{Kind: Publish, Layerwise: true, Rows: r.rows(1, 1)})
+	r.sync()
+	r.eng.stream = noWait{r.eng.stream}
+	err := r.eng.Computed(h, 0, gpu.MakeEvent(5, 1))
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorContains(t, err, "gpu.Waiter")
+	require.NoError(t, r.eng.Computed(h, 0, gpu.Event{}), "computed already: nothing to wait for")
+}
+
+type noWait struct{ gpu.Stream }
+
+// TestLayerwisePublishWaitsForCompute: whatever order the manager's compute
+// events and the engine's copy events resolve in, a layerwise publish hands
+// its backend every layer as computed — a layer's copy never ran before the
+// compute it was reported behind. "Compute" here writes a layer's bytes on
+// the device at the moment its event resolves, so a copy that did not wait
+// stages the bytes from before.
+func TestLayerwisePublishWaitsForCompute(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		r := newRig(t, 4, withLayers)
+		rows := r.rows(1, 2)
+		h := r.lend(Request{Kind: Publish, Layerwise: true, Rows: rows})
+		r.sync()
+		cs, err := r.dev.NewStream()
+		require.NoError(rt, err)
+		want := make([][]byte, len(rows))
+		for i, row := range rows {
+			want[i] = r.deviceRow(row)
+		}
+		var pending []int // computed layers whose compute event has not resolved, oldest first
+		resolveCompute := func() {
+			k := pending[0]
+			pending = pending[1:]
+			for i, row := range rows {
+				for _, sp := range rigLayers[0][k].Spans {
+					for j := sp.Offset; j < sp.End(); j++ {
+						want[i][j] = byte(0x70 + 16*k + i)
+					}
+					require.NoError(rt, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), want[i][sp.Offset:sp.End()]))
+				}
+			}
+			n, err := r.dev.CompleteNext(cs, 1)
+			require.NoError(rt, err)
+			require.Equal(rt, 1, n)
+		}
+		reported := 0
+		for range rapid.IntRange(0, 12).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 2).Draw(rt, "what") {
+			case 0:
+				if reported < 3 {
+					require.NoError(rt, cs.(*sim.Stream).Compute(0))
+					ev, err := cs.Record()
+					require.NoError(rt, err)
+					require.NoError(rt, r.eng.Computed(h, reported, ev))
+					pending = append(pending, reported)
+					reported++
+				}
+			case 1:
+				if len(pending) > 0 {
+					resolveCompute()
+				}
+			case 2:
+				_, err := r.dev.CompleteNext(r.stream, rapid.IntRange(1, 3).Draw(rt, "copy events"))
+				require.NoError(rt, err)
+			}
+			r.sync()
+		}
+		for ; reported < 3; reported++ {
+			for i, row := range rows { // computed and synchronised already
+				for _, sp := range rigLayers[0][reported].Spans {
+					for j := sp.Offset; j < sp.End(); j++ {
+						want[i][j] = byte(0x70 + 16*reported + i)
+					}
+					require.NoError(rt, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), want[i][sp.Offset:sp.End()]))
+				}
+			}
+			require.NoError(rt, r.eng.Computed(h, reported, gpu.Event{}))
+			r.sync()
+		}
+		for len(pending) > 0 {
+			resolveCompute()
+		}
+		r.dev.CompleteAll()
+		r.sync()
+		a := r.be.last(t)
+		for i := range rows {
+			u := a.ext.Unit(i)
+			row, _ := r.mem.Row(u.LocalGroup, u.Local)
+			require.Equal(rt, want[i], row, "unit %d: every layer as computed", i)
+		}
+	})
 }

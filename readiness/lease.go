@@ -53,10 +53,17 @@ type Request struct {
 	Deadline time.Time
 	// IsLast is passed to the backend as the extent's sequence-end flag.
 	IsLast bool
+	// Layerwise makes a publish take its device→staging copies layer by
+	// layer, as the owner reports each layer computed ([Engine.Computed]),
+	// each behind the owner's compute event (SPEC §4 rule 16); it is
+	// submitted once every layer landed in staging. Without it a publish
+	// copies its rows whole once granted. A fetch's copies go layer by layer
+	// anyway (Config.Layers); a fetch that sets it is refused.
+	Layerwise bool
 }
 
 func (r *Request) core() core.Request {
-	return core.Request{Kind: core.Kind(r.Kind), Rows: r.Rows, KnownBlocks: r.KnownBlocks, Deadline: r.Deadline, IsLast: r.IsLast}
+	return core.Request{Kind: core.Kind(r.Kind), Rows: r.Rows, KnownBlocks: r.KnownBlocks, Deadline: r.Deadline, IsLast: r.IsLast, Layerwise: r.Layerwise}
 }
 
 // Handle names a lease at one generation. A handle whose lease was retired

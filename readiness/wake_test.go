@@ -217,7 +217,7 @@ func TestRule13WaitRefusesBadInput(t *testing.T) {
 
 	_, err = r.eng.Wait(bounded(t), h, readiness.Until(9))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "want UntilSettled or UntilReleased")
+	assert.Contains(t, err.Error(), "want UntilSettled, UntilReleased or UntilGranted")
 
 	_, err = r.eng.Wait(bounded(t), readiness.Handle{}, readiness.UntilSettled)
 	assert.True(t, errors.Is(err, readiness.ErrStaleHandle), "the zero handle: %v", err)

@@ -51,6 +51,9 @@ type Device struct {
 	// the check of every asynchronous copy reads it without taking mu.
 	pinnedView atomic.Pointer[[]hostSpan]
 	closed     bool
+
+	streamsMu sync.Mutex
+	streams   []*Stream // open streams, for Wait
 }
 
 // publishPinned publishes a copy of pinned; the caller holds mu.
@@ -336,6 +339,83 @@ var streamIDs atomic.Uint64
 
 var errStreamClosed = errors.New("cuda: the stream is closed")
 
+// externalID is the stream id External's events carry: no stream has it.
+var externalID = streamIDs.Add(1)
+
+// External wraps a CUevent that other code recorded — a framework's compute
+// event, such as PyTorch's torch.cuda.Event.cuda_event — so that a Stream
+// can Wait for it. kvready never queries, records or destroys it: only Wait
+// takes it, and the caller keeps it alive until the wait is queued.
+func External(ev uintptr) gpu.Event { return gpu.MakeEvent(externalID, uint64(ev)) }
+
+// Wait queues a wait for ev on s (cuStreamWaitEvent): what is queued on s
+// after it runs once ev completed. ev is an event recorded by another Stream
+// of the same device, or one made by External. An event of another stream
+// that already completed queues nothing; one that failed is an error (what
+// it covers did not finish), as is an unknown one: nothing is queued.
+func (s *Stream) Wait(ev gpu.Event) error {
+	if ev.IsZero() {
+		return fmt.Errorf("cuda: Wait: %w", gpu.ErrNotRecorded)
+	}
+	h := s.Handle()
+	if h == 0 {
+		return errStreamClosed
+	}
+	if ev.StreamID() == externalID {
+		return s.waitRaw(h, uintptr(ev.Seq()))
+	}
+	if ev.StreamID() == s.id {
+		return fmt.Errorf("cuda: Wait(%v) on the stream that recorded it; want an event of another stream (a stream already runs in order)", ev)
+	}
+	on := s.dev.stream(ev.StreamID())
+	if on == nil {
+		return fmt.Errorf("cuda: Wait(%v): %w: no open stream of device %d issued it", ev, gpu.ErrForeignEvent, s.dev.ordinal)
+	}
+	// The other stream's lock keeps its driver event from being recorded
+	// again before the wait captured it; s's own lock is not taken under it.
+	on.mu.Lock()
+	defer on.mu.Unlock()
+	st, err := on.queryLocked(ev)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cuda: Wait: %w", err)
+	case st == gpu.Failed:
+		return fmt.Errorf("cuda: Wait(%v): the event failed: what it covers did not finish", ev)
+	case st == gpu.Complete:
+		return nil
+	}
+	for i := range on.n {
+		if x := on.ring[(on.head+i)&(len(on.ring)-1)]; x.seq == ev.Seq() {
+			return s.waitRaw(h, x.ev)
+		}
+	}
+	return fmt.Errorf("cuda: Wait(%v): %w", ev, gpu.ErrUnknownEvent)
+}
+
+// waitRaw queues the driver's wait for ev on the stream h (s's handle).
+func (s *Stream) waitRaw(h, ev uintptr) error {
+	if ev == 0 {
+		return fmt.Errorf("cuda: Wait: a null CUevent")
+	}
+	if err := s.dev.enter(); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	return s.dev.drv.check("cuStreamWaitEvent", s.dev.drv.streamWaitEvent(h, ev, 0))
+}
+
+// stream returns the open stream of d whose id is id, or nil.
+func (d *Device) stream(id uint64) *Stream {
+	d.streamsMu.Lock()
+	defer d.streamsMu.Unlock()
+	for _, s := range d.streams {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
 // NewStream creates a non-blocking stream.
 func (d *Device) NewStream() (gpu.Stream, error) {
 	if err := d.enter(); err != nil {
@@ -346,6 +426,9 @@ func (d *Device) NewStream() (gpu.Stream, error) {
 	if err := d.drv.check("cuStreamCreate", d.drv.streamCreate(&s.h, streamNonBlocking)); err != nil {
 		return nil, err
 	}
+	d.streamsMu.Lock()
+	d.streams = append(d.streams, s)
+	d.streamsMu.Unlock()
 	return s, nil
 }
 
@@ -370,7 +453,10 @@ type inflight struct {
 	ev  uintptr
 }
 
-var _ gpu.Stream = (*Stream)(nil)
+var (
+	_ gpu.Stream = (*Stream)(nil)
+	_ gpu.Waiter = (*Stream)(nil)
+)
 
 // ID returns the stream's process-unique id.
 func (s *Stream) ID() uint64 { return s.id }
@@ -603,5 +689,8 @@ func (s *Stream) Close() error {
 	s.spare = nil
 	err := drv.check("cuStreamDestroy", drv.streamDestroy(s.h))
 	s.h = 0
+	s.dev.streamsMu.Lock()
+	s.dev.streams = slices.DeleteFunc(s.dev.streams, func(o *Stream) bool { return o == s })
+	s.dev.streamsMu.Unlock()
 	return err
 }

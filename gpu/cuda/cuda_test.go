@@ -26,6 +26,7 @@ type fakeDriver struct {
 	recorded   map[uintptr]int
 	failFrom   map[uintptr]int // per stream: records numbered >= this fail (0: none)
 	host       map[uintptr][]byte
+	waits      [][2]uintptr // cuStreamWaitEvent calls: stream, event
 }
 
 type fakeEvent struct {
@@ -54,6 +55,10 @@ func (f *fakeDriver) driver() *driver {
 		},
 		streamCreate:  func(s *uintptr, _ uint32) result { f.next++; *s = f.next; return cudaSuccess },
 		streamDestroy: func(uintptr) result { return cudaSuccess },
+		streamWaitEvent: func(s, e uintptr, _ uint32) result {
+			f.waits = append(f.waits, [2]uintptr{s, e})
+			return cudaSuccess
+		},
 		eventCreate: func(e *uintptr, _ uint32) result {
 			f.next++
 			*e = f.next

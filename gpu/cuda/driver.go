@@ -71,6 +71,7 @@ type driver struct {
 	ctxSetCurrent     func(ctx uintptr) result
 	streamCreate      func(s *uintptr, flags uint32) result
 	streamDestroy     func(s uintptr) result
+	streamWaitEvent   func(s, e uintptr, flags uint32) result
 	eventCreate       func(e *uintptr, flags uint32) result
 	eventRecord       func(e, s uintptr) result
 	eventQuery        func(e uintptr) result
@@ -123,6 +124,7 @@ var symbols = []string{
 	"cuEventRecord", "cuEventQuery", "cuEventDestroy_v2", "cuMemcpyHtoDAsync_v2",
 	"cuMemcpyDtoHAsync_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemAlloc_v2",
 	"cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemGetAddressRange_v2", "cuGetErrorName",
+	"cuStreamWaitEvent",
 }
 
 // loadLibrary opens path and resolves every symbol the package needs; a
@@ -194,6 +196,11 @@ func loadLibraryWith(path string, cgoCalls bool) (*driver, error) {
 	}
 	fStreamDestroy := call("cuStreamDestroy_v2")
 	d.streamDestroy = func(s uintptr) result { v, _, _ := purego.SyscallN(fStreamDestroy, s); return r(v) }
+	fStreamWait := call("cuStreamWaitEvent")
+	d.streamWaitEvent = func(s, e uintptr, flags uint32) result {
+		v, _, _ := purego.SyscallN(fStreamWait, s, e, uintptr(flags))
+		return r(v)
+	}
 	fEventCreate := call("cuEventCreate")
 	d.eventCreate = func(e *uintptr, flags uint32) result {
 		v, _, _ := purego.SyscallN(fEventCreate, uintptr(unsafe.Pointer(e)), uintptr(flags))

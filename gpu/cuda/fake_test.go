@@ -434,3 +434,71 @@ func errorIsLost(err error) bool { return errors.Is(err, gpu.ErrDeviceLost) }
 
 // unlockThread ends a test's enter.
 func unlockThread() { runtime.UnlockOSThread() }
+
+func TestFakeStreamWait(t *testing.T) { eachCallPath(t, testFakeStreamWait) }
+
+// testFakeStreamWait puts a copy stream behind a compute stream's event
+// (cuStreamWaitEvent), as a layerwise publish's copies follow the manager's
+// compute: stepping the copy stream runs nothing past the wait until the
+// other stream's event completed, and the bytes the copy moves are those
+// the other stream wrote before its event.
+func testFakeStreamWait(t *testing.T, newRig func(*testing.T) *fakeRig) {
+	r := newRig(t)
+	other, err := r.dev.NewStream()
+	require.NoError(t, err)
+	compute := other.(*Stream)
+	t.Cleanup(func() { _ = compute.Close() })
+	r.ctl.Hold(true)
+	// The "compute": the other stream writes 7 into device byte 0.
+	r.host[100] = 7
+	require.NoError(t, compute.CopyHtoD(r.mem, r.host[100:101]))
+	computed, err := compute.Record()
+	require.NoError(t, err)
+	// The copy stream waits for it, then reads device byte 0 back.
+	require.NoError(t, r.st.Wait(computed))
+	require.NoError(t, r.st.CopyDtoH(r.host[200:201], r.mem))
+	copied, err := r.st.Record()
+	require.NoError(t, err)
+
+	n, err := r.ctl.Step(r.st.Handle(), 1, 0, 0)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing past the wait runs before the compute's event")
+	s, err := r.st.Query(copied)
+	require.NoError(t, err)
+	assert.Equal(t, gpu.Pending, s)
+
+	n, err = r.ctl.Step(compute.Handle(), 1, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = r.ctl.Step(r.st.Handle(), 1, 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, gpu.Complete, settle(t, r.st, copied))
+	assert.Equal(t, byte(7), r.host[200], "the copy read what the compute wrote before its event")
+
+	// A completed event queues nothing; an external CUevent is waited for by
+	// its handle; bad events are refused and queue nothing.
+	require.NoError(t, r.st.Wait(computed))
+	r.ctl.Hold(false)
+	assert.Zero(t, r.ctl.Pending(r.st.Handle()))
+	for _, tt := range []struct {
+		name string
+		ev   gpu.Event
+		want string
+	}{
+		{"never recorded", gpu.Event{}, "never recorded"},
+		{"its own stream's", copied, "on the stream that recorded it"},
+		{"of no open stream", gpu.MakeEvent(1<<60, 1), "another stream"},
+		{"a null external event", External(0), "never recorded"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.ErrorContains(t, r.st.Wait(tt.ev), tt.want)
+		})
+	}
+}
+
+func TestWaitExternalEvent(t *testing.T) {
+	f, _, st, _ := openFake(t)
+	require.NoError(t, st.Wait(External(0xE7)))
+	assert.Equal(t, [][2]uintptr{{st.Handle(), 0xE7}}, f.waits, "the foreign CUevent goes to cuStreamWaitEvent as it is")
+}

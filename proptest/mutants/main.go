@@ -46,8 +46,8 @@ var (
 	// The property suites: a mutant they do not kill fails the run.
 	property = []suite{
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
-		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused|^TestLayerNeverReady"},
-		{pkg: "./readiness", dir: "readiness", run: "^TestBackendFaults|^TestHandoffs"},
+		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever"},
+		{pkg: "./readiness", dir: "readiness", run: "^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

@@ -109,6 +109,11 @@ var mutants = []mutant{
 		"case b.failed != 0 && int32(layer) >= b.failed-1:", "case false && b.failed != 0:")},
 	{"layer-ready-early", "reads a layer ready before its own event completed", one("readiness/core", "Core.perform",
 		"b.landed = max(b.landed, int32(v.layer)+1)", "b.landed = max(b.landed, int32(v.layer)+2)")},
+	{"publish-layer-missing", "submits a layerwise publish once its last queued layer landed, with layers still to come", one("readiness/core", "Core.classify",
+		"case ev.Layer == int(b.layers)-1:\n\t\t\tv.event = fsm.CopiesLanded",
+		"case ev.Layer == int(b.layers)-1 || b.byLayer && ev.Layer == int(b.queued)-1:\n\t\t\tv.event = fsm.CopiesLanded")},
+	{"publish-without-waiting", "queues a computed layer's copies without waiting for the owner's compute event", one("readiness", "Engine.perform",
+		"if !m.Behind.IsZero() && !e.failedCopy(m.Lease, failedAt) {", "if false {")},
 	// The runner (SPEC §4 rules 14 and 15).
 	{"completion-storm-let-through", "puts a letter in the mailbox for every completion, repeats included", one("readiness", "notice.fire",
 		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\treturn",

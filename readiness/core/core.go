@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/internal/grow"
 	"github.com/kvready/kvready/staging"
 )
@@ -292,6 +293,51 @@ func (c *Core) Cancel(h Handle) error {
 	// landing, a submission being answered): it says why the lease ends.
 	if err := c.owner(h, Evidence{What: ownerCancelled, Lease: h}); err != nil {
 		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
+	}
+	return nil
+}
+
+// Computed reports layer (0..Layers()-1, the layer order of the fetch's
+// copies) of the layerwise publish h computed (SPEC §4 rule 16): its
+// device→staging copies of every row are queued at the next Ready, behind
+// behind — an event on the owner's compute stream, which the caller's stream
+// waits for (Ready.Layers' Behind) — or at once for the zero Event. Layers
+// are reported in order, once each, while the lease is granted (a lease
+// still waiting for its slots refuses it: report once it is granted). The
+// publish is submitted when every layer landed in staging; releasing,
+// cancelling or closing it before every layer was reported withdraws it:
+// no more layers are taken, nothing is submitted, and the slots return once
+// the copies already queued landed. Anything else is refused with an error
+// wrapping ErrInvalidRequest (or the table's refusal) and changes nothing.
+func (c *Core) Computed(h Handle, layer int, behind gpu.Event) error {
+	if c.halted != nil {
+		return c.Err()
+	}
+	id, err := c.lookup(h)
+	if err != nil {
+		return fmt.Errorf("readiness: layer %d of %v computed: %w", layer, h, err)
+	}
+	l := &c.leases[id]
+	b := l.body
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("readiness: layer %d of %v computed: %w: "+format, append([]any{layer, h, ErrInvalidRequest}, args...)...)
+	}
+	withdrawn := l.m.Latched.Has(fsm.ReleaseRequested) || l.m.Latched.Has(fsm.Close) || l.m.Latched.Has(fsm.CancelRequested)
+	switch {
+	case l.kind != Publish || !b.byLayer:
+		return bad("the lease is not a layerwise publish (Request.Layerwise): its copies are not reported layer by layer")
+	case layer < 0 || layer >= c.Layers():
+		return bad("the engine's layers are 0..%d", c.Layers()-1)
+	case l.m.State != fsm.Granted:
+	case withdrawn:
+		return bad("the publish was withdrawn (released, cancelled or closed): it takes no more layers")
+	case layer < int(b.queued):
+		return bad("layer %d was already reported computed", layer)
+	case layer > int(b.queued):
+		return bad("the next layer is %d: layers are reported in order", b.queued)
+	}
+	if err := c.owner(h, Evidence{What: ownerComputed, Lease: h, Layer: layer, behind: behind}); err != nil {
+		return fmt.Errorf("readiness: layer %d of %v computed: %w", layer, h, err)
 	}
 	return nil
 }

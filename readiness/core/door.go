@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -32,7 +33,8 @@ type verdict struct {
 	first     contract.Outcome
 	byPeer    bool
 	row       int // the refused row
-	layer     int // the layer that landed, or the first that failed
+	layer     int // the layer that landed, the first that failed, or the one computed
+	behind    gpu.Event
 	disp      contract.CancelDisposition
 	cancelErr string
 }
@@ -109,11 +111,20 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		v.event, v.reason = fsm.AccessUnproven, ev.Reason
 	case CopiesDone:
 		v.event, v.layer = fsm.CopiesLanded, int(l.body.layers)-1
+		if b := l.body; b.byLayer && b.queued < b.layers {
+			// A layerwise publish's copies so far: its queued layers.
+			if b.queued == 0 {
+				return false, fmt.Errorf("%w: copies of %v landed, a layerwise publish with no layer queued", ErrInvalidEvidence, ev.Lease)
+			}
+			v.event, v.layer = fsm.LayerLanded, int(b.queued)-1
+		}
 	case LayerDone:
 		b := l.body
 		switch {
 		case ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers):
 			return false, fmt.Errorf("%w: layer %d of %v landed, a lease whose copies go in %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.layers)
+		case b.byLayer && ev.Layer >= int(b.queued):
+			return false, fmt.Errorf("%w: layer %d of %v landed, a layerwise publish that queued %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.queued)
 		case ev.Layer < int(b.landed):
 			return false, nil // known: a later layer's event already proved it
 		case ev.Layer == int(b.layers)-1:
@@ -167,6 +178,8 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		v.event = fsm.AdmissionGranted
 	case extentRefused:
 		v.event, v.reason = fsm.ExtentRefused, "extent refused: "+ev.Reason
+	case ownerComputed:
+		v.event, v.layer, v.behind = fsm.LayerComputed, ev.Layer, ev.behind
 	case deviceLostCopy:
 		// Every layer not yet known to have landed may never land.
 		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(l.body.landed)

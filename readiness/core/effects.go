@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/kvready/kvready/contract"
@@ -139,6 +140,10 @@ func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 			c.free(id)
 		case fsm.Retire:
 			c.retire(id)
+		case fsm.CopyLayer:
+			c.copyLayer(id, v)
+		case fsm.EndLayers:
+			c.endLayers(id)
 		}
 	}
 }
@@ -163,10 +168,16 @@ func (c *Core) place(id uint32) {
 	}
 }
 
-// copyIn asks for a publish's device→staging copies.
+// copyIn asks for a publish's device→staging copies: all of them, the rows
+// whole, with one event; a layerwise publish's come layer by layer, as the
+// owner reports each computed (copyLayer).
 func (c *Core) copyIn(id uint32) {
 	l := &c.leases[id]
 	b := l.body
+	if b.byLayer {
+		b.layers, b.landed, b.failed, b.queued = int32(c.Layers()), 0, 0, 0
+		return
+	}
 	h := c.handle(id)
 	for i := range b.rows {
 		c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Device: b.rows[i].Device, Staging: c.slot(b, i)})
@@ -175,6 +186,54 @@ func (c *Core) copyIn(id uint32) {
 	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, After: len(c.ready.Copies)})
 	b.copiesOut = int32(len(b.rows))
 	b.layers, b.landed, b.failed = 1, 0, 0
+}
+
+// copyLayer asks for one computed layer's device→staging copies of every
+// row of a layerwise publish, behind the owner's event, then the layer's
+// event. Computed let only the next layer in.
+func (c *Core) copyLayer(id uint32, v *verdict) {
+	b := c.leases[id].body
+	if !b.byLayer || v.layer != int(b.queued) || b.queued >= b.layers {
+		c.halt(fmt.Sprintf("layer %d's copies asked for out of turn: a layerwise publish %v with %d of %d layers queued", v.layer, b.byLayer, b.queued, b.layers), id)
+		return
+	}
+	h := c.handle(id)
+	for i := range b.rows {
+		r := &b.rows[i]
+		slot := c.slot(b, i)
+		for _, sp := range c.spans[r.Group][v.layer] {
+			c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Layer: v.layer,
+				Device: r.Device + gpu.DevicePtr(sp.Offset), Staging: slot[sp.Offset:sp.End():sp.End()]})
+			b.copiesOut++
+		}
+	}
+	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: v.layer, After: len(c.ready.Copies), Behind: v.behind})
+	c.copyLease(h)
+	b.queued++
+}
+
+// endLayers ends a layerwise publish withdrawn before every layer was
+// reported: it takes no more, and one event recorded after the copies
+// already queued (an empty last layer) is the evidence that they landed,
+// copies_landed. A publish that is not layerwise, or whose layers were all
+// reported, has nothing to end.
+func (c *Core) endLayers(id uint32) {
+	b := c.leases[id].body
+	if !b.byLayer || b.queued >= b.layers {
+		return
+	}
+	h := c.handle(id)
+	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: int(b.queued), After: len(c.ready.Copies)})
+	c.copyLease(h)
+	b.queued++
+	b.layers = b.queued
+}
+
+// copyLease lists h among the leases with copies in this Ready, once.
+func (c *Core) copyLease(h Handle) {
+	if !slices.Contains(c.ready.CopyLeases, h) {
+		c.ready.CopyLeases = append(c.ready.CopyLeases, h)
+	}
 }
 
 // copyOut asks for a fetch's staging→device copies of its served whole rows:

@@ -80,7 +80,7 @@ func TestCopiesGoLayerByLayer(t *testing.T) {
 		{0, 1, 0x1004, 4, 4}, {0, 1, 0x100c, 12, 4}, {1, 1, 0x2004, 4, 4}, {1, 1, 0x200c, 12, 4},
 		{0, 2, 0x1008, 8, 4}, {1, 2, 0x2008, 8, 4},
 	}, got)
-	assert.Equal(t, []LayerMark{{h, 0, 2}, {h, 1, 6}, {h, 2, 8}}, rd.Layers)
+	assert.Equal(t, []LayerMark{{Lease: h, Layer: 0, After: 2}, {Lease: h, Layer: 1, After: 6}, {Lease: h, Layer: 2, After: 8}}, rd.Layers)
 	assert.Equal(t, []Handle{h}, rd.CopyLeases)
 }
 
@@ -95,7 +95,7 @@ func TestWholeSlotIsOneLayer(t *testing.T) {
 		assert.Len(t, c.Staging, 16, "copy %d moves the whole slot", i)
 		assert.Zero(t, c.Layer)
 	}
-	assert.Equal(t, []LayerMark{{h, 0, 2}}, rd.Layers)
+	assert.Equal(t, []LayerMark{{Lease: h, Layer: 0, After: 2}}, rd.Layers)
 	r.c.Advance()
 	require.NoError(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 0}))
 	assert.Equal(t, fsm.LogicallyComplete, r.c.leases[h.id].m.State, "the one layer's event is the lease's")

@@ -51,6 +51,8 @@ type body struct {
 	counts []int
 	known  int
 	isLast bool
+	// byLayer: a layerwise publish, whose layers the owner reports computed.
+	byLayer bool
 	// first is the backend's first answer, kept to catch a changed one.
 	first    contract.Outcome
 	byPeer   bool
@@ -68,6 +70,9 @@ type body struct {
 	// order), and the first failed layer plus one (0: none failed). Layer k
 	// reads ready while k < landed and, once one failed, k < failed-1.
 	layers, landed, failed int32
+	// queued counts a layerwise publish's layers reported computed (their
+	// copies queued, in order).
+	queued int32
 	// layerIv is the interval of the rows the layers carry: the served
 	// rows whose copies the device did not refuse.
 	layerIv staging.Interval
@@ -100,6 +105,9 @@ func (c *Core) newBody(req Request) (*body, error) {
 	}
 	if req.KnownBlocks < 0 {
 		return bad("KnownBlocks = %d; want >= 0", req.KnownBlocks)
+	}
+	if req.Layerwise && req.Kind == Fetch {
+		return bad("Layerwise on a fetch; it is a publish's: a fetch's copies go layer by layer as Config.Layers says")
 	}
 	groups := c.mem.NumGroups()
 	for i, r := range req.Rows {
@@ -161,7 +169,7 @@ func (c *Core) newBody(req Request) (*body, error) {
 		c.putBody(b)
 		return bad("%w", err)
 	}
-	b.known, b.isLast = req.KnownBlocks, req.IsLast
+	b.known, b.isLast, b.byLayer = req.KnownBlocks, req.IsLast, req.Layerwise
 	b.deadline = 0
 	if !req.Deadline.IsZero() {
 		b.deadline = req.Deadline.UnixNano()
@@ -186,7 +194,7 @@ func (c *Core) takeBody() *body {
 func (c *Core) putBody(b *body) {
 	b.first, b.byPeer, b.reason, b.unproven, b.interval = nil, false, "", "", staging.Interval{}
 	b.cancelDisp, b.cancelErr, b.copiesOut = 0, "", 0
-	b.layers, b.landed, b.failed, b.layerIv = 0, 0, 0, staging.Interval{}
+	b.layers, b.landed, b.failed, b.queued, b.layerIv = 0, 0, 0, 0, staging.Interval{}
 	b.proofOut, b.unproved, b.askAt, b.proofDue, b.outstanding = false, 0, 0, 0, false
 	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
 	c.bodies = append(c.bodies, b)

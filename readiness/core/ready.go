@@ -71,6 +71,12 @@ type LayerMark struct {
 	Layer int
 	// After is the index in Ready.Copies just past the layer's copies.
 	After int
+	// Behind, when not zero, is the owner's event the layer's copies wait
+	// for (a layerwise publish's computed layer, SPEC §4 rule 16): put the
+	// stream behind it (gpu.Waiter) before queuing them. If the stream
+	// cannot wait for it, queue none of them and report each as refused
+	// (CopyRefusedByDevice): nothing touched their memory.
+	Behind gpu.Event
 }
 
 // Submission asks for one lease's extent to be handed to its backend.
@@ -184,6 +190,7 @@ const (
 	admissionGranted                               // the backend's admission bound has room
 	extentRefused                                  // staging refused to build the extent (Reason)
 	deviceLostCopy                                 // the device was lost with the lease's copies in flight (Reason)
+	ownerComputed                                  // Computed: a layerwise publish's next layer (Layer, behind)
 )
 
 var observedNames = [numObserved]string{
@@ -215,6 +222,8 @@ type Evidence struct {
 	// Layer is a LayerDone layer, or a CopyLost's first layer whose copies
 	// failed (0, every layer, when the caller cannot say).
 	Layer int
+	// behind is the owner's event a computed layer's copies wait for.
+	behind gpu.Event
 	// Reason says why (a rejection, an error, a panic, an unproven answer).
 	Reason string
 	// Disposition is a CancelReplied answer (zero when Reason says it failed).

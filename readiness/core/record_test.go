@@ -63,6 +63,6 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 // bytes that leaves out, and this holds the numbers to the struct.
 func TestBodyEngineStateIsDocumented(t *testing.T) {
 	var b body
-	assert.EqualValues(t, 552, unsafe.Sizeof(b), "docs/performance.md: the body struct's size")
-	assert.EqualValues(t, 184, unsafe.Sizeof(b)-unsafe.Offsetof(b.first), "docs/performance.md: the body's engine state, from first on")
+	assert.EqualValues(t, 560, unsafe.Sizeof(b), "docs/performance.md: the body struct's size")
+	assert.EqualValues(t, 192, unsafe.Sizeof(b)-unsafe.Offsetof(b.first), "docs/performance.md: the body's engine state, from first on")
 }

@@ -30,7 +30,8 @@ import (
 //
 //	new [slots=N] [groups=G] [layers=L] [timeout=D] [grace=D] [quiesce=D] [backoff=D] [keep=N]
 //	                                          (layers: L layers of 16/L bytes, in order, in every group's slot)
-//	lend NAME kind=fetch|publish rows=N [known=K] [deadline=D]  (D: after now)
+//	lend NAME kind=fetch|publish rows=N [known=K] [deadline=D] [layerwise]  (D: after now)
+//	computed NAME layer=K [after=N]          (rule 16: a layerwise publish's layer computed, behind compute event N)
 //	tick D                                    (the clock moves by D, then Tick)
 //	release NAME | cancel NAME | retry NAME | close
 //	submitted NAME | rejected NAME | escaped NAME
@@ -178,6 +179,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if d.HasArg("deadline") {
 			req.Deadline = h.now.Add(duration(t, d, "deadline", 0))
 		}
+		req.Layerwise = d.HasArg("layerwise")
 		l, err := h.c.Lend(req)
 		if err == nil {
 			h.names[name] = l
@@ -212,6 +214,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		what := map[string]core.Observed{"submitted": core.SubmitAccepted, "rejected": core.SubmitRejected, "escaped": core.SubmitEscaped,
 			"panicked": core.PollPanicked, "proven": core.QuiesceTrue, "unproven": core.QuiesceUnproven, "landed": core.CopiesDone, "lost": core.CopyLost}[d.Cmd]
 		report(h.c.Step(core.Evidence{What: what, Lease: l, Layer: intArg(t, d, "layer", 0), Reason: "(" + d.Cmd + " in the script)"}))
+	case "computed":
+		var after gpu.Event
+		if n := intArg(t, d, "after", 0); n > 0 {
+			after = gpu.MakeEvent(99, uint64(n)) // the compute stream's n-th event
+		}
+		report(h.c.Computed(h.lease(d), intArg(t, d, "layer", 0), after))
 	case "layer-done":
 		report(h.c.Step(core.Evidence{What: core.LayerDone, Lease: h.lease(d), Layer: intArg(t, d, "layer", 0)}))
 	case "layers":
@@ -400,9 +408,20 @@ func (h *harness) ready() string {
 			var cs []string
 			for ; next < m.After; next++ {
 				c := rd.Copies[next]
-				cs = append(cs, fmt.Sprintf("row %d [%d+%d]", c.Row, c.Device&0xff, len(c.Staging)))
+				dir := ""
+				if !c.ToDevice {
+					dir = " to staging"
+				}
+				cs = append(cs, fmt.Sprintf("row %d [%d+%d]%s", c.Row, c.Device&0xff, len(c.Staging), dir))
 			}
-			fmt.Fprintf(&b, "  copies of %s layer %d: %s; then its event\n", h.name(m.Lease), m.Layer, strings.Join(cs, ", "))
+			behind := ""
+			if !m.Behind.IsZero() {
+				behind = fmt.Sprintf("behind compute event %d: ", m.Behind.Seq())
+			}
+			if len(cs) == 0 {
+				cs = append(cs, "none")
+			}
+			fmt.Fprintf(&b, "  copies of %s layer %d: %s%s; then its event\n", h.name(m.Lease), m.Layer, behind, strings.Join(cs, ", "))
 		}
 	} else if len(rd.Copies) > 0 {
 		var cs []string

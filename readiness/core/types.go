@@ -50,6 +50,13 @@ type Request struct {
 	Deadline time.Time
 	// IsLast is passed to the backend as the extent's sequence-end flag.
 	IsLast bool
+	// Layerwise makes a publish take its device→staging copies layer by
+	// layer, as the owner reports each layer computed ([Core.Computed]),
+	// each behind the owner's event (SPEC §4 rule 16): the publish is
+	// submitted once every layer landed in staging. Without it a publish
+	// copies its rows whole when granted. A fetch's copies go layer by
+	// layer anyway (Config.Layers); a fetch that sets it is refused.
+	Layerwise bool
 }
 
 // Handle names a lease at one generation. A handle whose lease was retired

@@ -114,7 +114,7 @@ struct alloc {
 	struct alloc *next;
 };
 
-enum { OP_HTOD, OP_DTOH, OP_MARK };
+enum { OP_HTOD, OP_DTOH, OP_MARK, OP_WAIT };
 
 struct op {
 	int kind;
@@ -129,6 +129,7 @@ struct op {
 
 static struct op *op_new(void);
 static void op_free(struct op *o);
+static void wake_all(void);
 
 struct fstream {
 	unsigned magic;
@@ -257,9 +258,12 @@ static void run(struct fstream *s, struct op *o, CUresult fail, int poison)
 		if (o->ev->stream == s && o->ev->target == o->seq) {
 			o->ev->done = 1;
 			o->ev->result = fail;
+			wake_all(); /* a stream may wait for it (cuStreamWaitEvent) */
 		}
 		return;
 	}
+	if (o->kind == OP_WAIT)
+		return;
 	if (ctx_err(c))
 		return; /* a broken context runs nothing */
 	uintptr_t devp = o->kind == OP_HTOD ? o->dst : o->src;
@@ -273,6 +277,18 @@ static void run(struct fstream *s, struct op *o, CUresult fail, int poison)
 	}
 	memmove((void *)o->dst, (const void *)o->src, o->n);
 	counters[FC_COPIES_RUN]++;
+}
+
+/* waits reports whether o is a cuStreamWaitEvent still waiting: for the
+   record it captured when it was queued, which completes, or is replaced by a
+   later record of the same event (then taken as done: the fake keeps no
+   history of records). */
+static int waits(struct op *o)
+{
+	if (o->kind != OP_WAIT)
+		return 0;
+	struct fevent *e = o->ev;
+	return e->stream == (struct fstream *)o->dst && e->target == o->src && !e->done;
 }
 
 static struct op *pop(struct fstream *s)
@@ -295,7 +311,7 @@ static void *worker(void *arg)
 		if (s->stop)
 			break;
 		struct op *o = s->head;
-		if (!o || hold || lost[s->ctx->dev]) {
+		if (!o || hold || lost[s->ctx->dev] || waits(o)) {
 			s->waiting = 1;
 			pthread_cond_wait(&s->cv, &mu);
 			s->waiting = 0;
@@ -363,7 +379,7 @@ static CUresult enqueue(struct fstream *s, int kind, uintptr_t dst, uintptr_t sr
 	o->ev = ev;
 	o->seq = ++s->seq;
 	o->due = delay_ns > 0 ? now_ns() + delay_ns : 0;
-	if (kind != OP_MARK && fail_countdown > 0 && --fail_countdown == 0)
+	if (kind != OP_MARK && kind != OP_WAIT && fail_countdown > 0 && --fail_countdown == 0)
 		o->fault = fail_code;
 	if (s->tail)
 		s->tail->next = o;
@@ -606,6 +622,25 @@ static CUresult record_locked(CUevent e, CUstream s)
 
 CUresult cuEventRecord(CUevent e, CUstream s) { LOCKED(record_locked(e, s)); }
 
+/* cuStreamWaitEvent: what s queues after it waits for e's latest record at
+   the time of the call; an event never recorded is no wait at all, as the
+   driver documents. */
+static CUresult stream_wait_locked(CUstream s, CUevent e, unsigned flags)
+{
+	CUresult r = stream_ok(s);
+	if (r)
+		return r;
+	if (!valid_event(e) || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!e->stream || e->done)
+		return CUDA_SUCCESS;
+	if (e->stream->ctx->dev != s->ctx->dev)
+		return CUDA_ERROR_INVALID_HANDLE; /* kvready waits on one device only */
+	return enqueue(s, OP_WAIT, (uintptr_t)e->stream, (uintptr_t)e->target, 0, e, NULL);
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) { LOCKED(stream_wait_locked(s, e, flags)); }
+
 static CUresult query_locked(CUevent e)
 {
 	if (!inited)
@@ -799,7 +834,7 @@ static long long step_locked(struct fstream *s, long long events, CUresult fail,
 	if (!valid_stream(s) || events < 0)
 		return -1;
 	long long stepped = 0;
-	while (s->head && stepped < events) {
+	while (s->head && stepped < events && !waits(s->head)) {
 		struct op *o = pop(s);
 		run(s, o, fail, poison);
 		if (o->kind == OP_MARK)
