@@ -39,6 +39,7 @@ void kv_release_event(kvready_device_callbacks *cb, uint64_t event);
 int kv_addressable(kvready_device_callbacks *cb, uint64_t device, size_t n, char *err, size_t err_cap);
 int kv_lost(kvready_device_callbacks *cb, int32_t *lost, char *reason, size_t cap);
 void kv_device_close(kvready_device_callbacks *cb);
+int kv_wait(kvready_device_callbacks *cb, uint64_t event);
 int kv_make(kvready_make_backend make, void *user, uint64_t memory, uint64_t *backend);
 kvready_backend_callbacks *kv_copy_backend(const kvready_backend_callbacks *cb);
 kvready_device_callbacks *kv_copy_device(const kvready_device_callbacks *cb);

@@ -115,6 +115,20 @@ func (d *device) simEvent(tok uint64, fn string) (*sim.Stream, gpu.Event, error)
 	return nil, gpu.Event{}, invalid("%s: event %#x is no token kvready_sim_record returned for a stream of this device (stream id %d, sequence %d)", fn, tok, id, seq)
 }
 
+// event is the gpu.Event an embedder's token names for this device: a
+// simulated device's event (kvready_sim_record), or the embedder's own event
+// for a device of callbacks, which only its wait callback can make sense of.
+func (d *device) event(tok uint64, fn string) (gpu.Event, error) {
+	switch {
+	case d.sim != nil:
+		_, ev, err := d.simEvent(tok, fn)
+		return ev, err
+	case d.c.cb.wait == nil:
+		return gpu.Event{}, invalid("%s: event %#x, but the device's callbacks have no wait: it cannot put its copies behind another stream's event; synchronise and pass event 0", fn, tok)
+	}
+	return gpu.MakeEvent(d.c.external(), tok), nil
+}
+
 //export kvready_sim_stream_new
 func kvready_sim_stream_new(h C.uint64_t, out *C.uint32_t) (st C.int) {
 	defer guard(uint64(h), &st)
@@ -545,6 +559,28 @@ func (d *cDevice) release() {
 	}
 }
 
+// external is the stream id the embedder's own events carry (the events
+// kvready_layer_computed hands Wait): no stream has it.
+func (d *cDevice) external() uint64 { return d.id | 1<<62 }
+
+// Wait asks the embedder to hold its queue behind one of its own events.
+func (d *cDevice) Wait(ev gpu.Event) error {
+	switch {
+	case ev.IsZero():
+		return gpu.ErrNotRecorded
+	case ev.StreamID() != d.external():
+		return fmt.Errorf("%w: %v is no event of the embedder's (kvready_layer_computed hands those)", gpu.ErrForeignEvent, ev)
+	case d.cb.wait == nil:
+		return errors.New("kvready: the embedder's device has no wait callback")
+	case detached.Load():
+		return errDetached
+	}
+	if st := C.kv_wait(d.cb, C.uint64_t(ev.Seq())); st != C.KVREADY_OK {
+		return fmt.Errorf("kvready: the embedder's wait for event %#x failed with status %d", ev.Seq(), int(st))
+	}
+	return nil
+}
+
 // Addressable asks the embedder, or accepts any nonzero address.
 func (d *cDevice) Addressable(p gpu.DevicePtr, n int) error {
 	if p == 0 {
@@ -576,4 +612,6 @@ func (d *cDevice) Lost(int) (bool, string) {
 var (
 	_ gpu.Stream = (*cDevice)(nil)
 	_ gpu.Health = (*cDevice)(nil)
+	_ gpu.Waiter = (*cDevice)(nil)
+	_ gpu.Waiter = (*sim.Stream)(nil)
 )

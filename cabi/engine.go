@@ -388,6 +388,13 @@ func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
 	req.Rows = e.rows
 	req.KnownBlocks = int(r.known_blocks)
 	req.IsLast = r.is_last != 0
+	switch r.layerwise {
+	case 0:
+	case 1:
+		req.Layerwise = true
+	default:
+		return req, fmt.Errorf("%w: layerwise %d; want 0 or 1", readiness.ErrInvalidRequest, int(r.layerwise))
+	}
 	if r.deadline_unix_ns != 0 {
 		req.Deadline = time.Unix(0, int64(r.deadline_unix_ns))
 	}
@@ -630,6 +637,22 @@ func kvready_wait_layer(h C.uint64_t, lease C.uint64_t, layer C.int32_t, timeout
 		iv.usable_until = C.int64_t(r.UsableUntil)
 	}
 	return fail(e.owner(), err)
+}
+
+//export kvready_layer_computed
+func kvready_layer_computed(h C.uint64_t, lease C.uint64_t, layer C.int32_t, event C.uint64_t) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	var after gpu.Event
+	if event != 0 {
+		if after, err = e.dev.event(uint64(event), "kvready_layer_computed"); err != nil {
+			return fail(uint64(h), err)
+		}
+	}
+	return fail(uint64(h), e.eng.Computed(readiness.HandleOf(uint64(lease)), int(layer), after))
 }
 
 //export kvready_arrived

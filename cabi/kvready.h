@@ -162,7 +162,8 @@ typedef struct kvready_request {
   int32_t known_blocks;      /* fetch: leading blocks the request already has */
   int64_t deadline_unix_ns;  /* 0: the engine's request timeout after submission */
   int32_t is_last;           /* the extent's sequence-end flag */
-  int32_t _pad;
+  int32_t layerwise;         /* publish, 1: the owner reports each layer computed (kvready_layer_computed), and
+                                each layer's device->staging copies follow its report; 0: one copy of every row */
   const kvready_row *rows;
   uint64_t n_rows;
 } kvready_request;
@@ -392,6 +393,15 @@ typedef struct kvready_device_callbacks {
   int (*lost)(void *user, int32_t *lost, char *reason, size_t reason_cap);
   /* Called once, from the thread that closes the device. Optional. */
   void (*close)(void *user);
+  /* Owner thread; must not block. Optional (NULL: a layerwise publish's
+   * layers are reported computed with event 0 only, once synchronised).
+   * Hold every copy queued on the queue after this call until event — the
+   * embedder's own token, as kvready_layer_computed was handed it: a CUevent
+   * recorded on the manager's compute stream (cuStreamWaitEvent) — resolved;
+   * if it failed, the copies behind it must read failed too. Return
+   * KVREADY_OK, or anything else if the queue cannot wait for it (nothing is
+   * then queued for that layer: its copies are refused). */
+  int (*wait)(void *user, uint64_t event);
 } kvready_device_callbacks;
 
 /* The conformance kit: build a fresh backend over the kit's staging memory. */
@@ -627,6 +637,21 @@ int kvready_layer_ready(uint64_t engine, uint64_t lease, int32_t layer, int32_t 
  * bounded), KVREADY_ERR_HALTED if the engine halts, KVREADY_ERR_CLOSED when
  * another thread frees the engine under it (as kvready_wait). */
 int kvready_wait_layer(uint64_t engine, uint64_t lease, int32_t layer, int64_t timeout_ns, kvready_interval *interval);
+/* Report layer (0 .. kvready_layers - 1) of the layerwise publish lease
+ * (kvready_request.layerwise) computed, as vLLM's save_kv_layer does: the
+ * layer's device->staging copies of every row are queued at the next round
+ * behind event — a token of kvready_sim_record on a stream of the engine's
+ * simulated device, or, for a device of callbacks, the embedder's own event,
+ * which its wait callback is handed — or at once for event 0 (the layer is
+ * computed and synchronised already). Layers are reported in order, once
+ * each, once the lease is granted (KVREADY_GRANTED: a lease still waiting for
+ * slots refuses it). The publish is submitted when every layer landed in
+ * staging; releasing or cancelling it before every layer was reported
+ * withdraws it: nothing is submitted, and its slots return once the copies
+ * already queued landed. Anything else (a fetch, a whole publish, a layer out
+ * of order or again, an event the device cannot wait for) is
+ * KVREADY_ERR_INVALID naming why, and changes nothing. */
+int kvready_layer_computed(uint64_t engine, uint64_t lease, int32_t layer, uint64_t event);
 /* The blocks of a fetch that arrived: (group, block) pairs. */
 int kvready_arrived(uint64_t engine, uint64_t lease, int32_t *groups, int32_t *blocks, size_t cap, size_t *n);
 /* Run rounds on this thread until the lease reaches until, timeout_ns passes

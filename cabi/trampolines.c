@@ -39,6 +39,7 @@ int kv_copy(kvready_device_callbacks *cb, int32_t to_device, uint64_t device, vo
 	return cb->copy(cb->user, to_device, device, host, n);
 }
 int kv_record(kvready_device_callbacks *cb, uint64_t *event) { return cb->record(cb->user, event); }
+int kv_wait(kvready_device_callbacks *cb, uint64_t event) { return cb->wait(cb->user, event); }
 int kv_query(kvready_device_callbacks *cb, uint64_t event, int32_t *status) {
 	return cb->query(cb->user, event, status);
 }

@@ -178,6 +178,9 @@ typedef struct {
   int marks[64]; /* event k covers copies [marks[k-1], marks[k]) (deliberately not all before it) */
   int nevents;
   int released;
+  uint64_t waits[8]; /* the events wait was handed, and how many copies were queued then */
+  int waited_at[8];
+  int nwaits;
 } cdevice;
 
 static int cd_copy(void *user, int32_t to_device, uint64_t device, void *host, size_t n) {
@@ -206,6 +209,14 @@ static int cd_query(void *user, uint64_t event, int32_t *status) {
 }
 
 static void cd_release(void *user, uint64_t event) { (void)event; ((cdevice *)user)->released++; }
+
+static int cd_wait(void *user, uint64_t event) {
+  cdevice *d = user;
+  if (d->nwaits == 8) return KVREADY_ERR_FAILED;
+  d->waited_at[d->nwaits] = d->ncopies;
+  d->waits[d->nwaits++] = event;
+  return KVREADY_OK;
+}
 
 /* complete performs copy i now. */
 static void cd_complete(cdevice *d, int i) {
@@ -903,6 +914,168 @@ static void test_layer_by_layer(void) {
   CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
 }
 
+/* pump_sim runs rounds, completing everything queued on the stepped device
+ * between them, until lease reaches state (1000 rounds at most). */
+static int pump_sim(uint64_t eng, uint64_t dev, uint64_t lease, int state) {
+  for (int i = 0; i < 1000; i++) {
+    kvready_sim_complete_all(dev, NULL);
+    kvready_progress(eng, NULL, NULL, NULL, 0);
+    kvready_lease_info info;
+    if (kvready_lease_infos(eng, &lease, 1, &info, NULL) != KVREADY_OK) return 0;
+    if (info.state == state) return 1;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return 0;
+}
+
+/* A layerwise publish (SPEC §4 rule 16): each layer's device->staging copies
+ * follow its report, behind an event of the compute stream; the publish is
+ * submitted only once every layer landed, and a fetch reads back what each
+ * layer's compute wrote. Refusals change nothing; releasing before the last
+ * layer withdraws it: nothing reaches the store. */
+static void test_layerwise_publish(void) {
+  enum { SLOT = 64, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0, none = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  CHECK(kvready_backend_open("mem", mem, &be) == KVREADY_OK, 0);
+  CHECK(kvready_sim_device_new(1 << 16, 0, &dev) == KVREADY_OK, 0);
+  const char *layout = LAYOUT_2L;
+  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev,
+                               .layout = layout, .layout_len = strlen(layout)};
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  uint32_t compute = 0;
+  CHECK(kvready_sim_stream_new(dev, &compute) == KVREADY_OK, dev);
+
+  kvready_row row;
+  memset(&row, 0, sizeof row);
+  row.name[0] = 0x2B;
+  CHECK(kvready_sim_alloc(dev, SLOT, &row.device) == KVREADY_OK, dev);
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = &row, .n_rows = 1, .layerwise = 2};
+  uint64_t pl = 0;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_ERR_INVALID && last_error_contains(eng, "layerwise 2") && pl == 0, eng);
+  pub.layerwise = 1;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK, eng);
+  CHECK(pump_sim(eng, dev, pl, KVREADY_GRANTED), eng);
+  CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "next layer is 0"), eng);
+  CHECK(kvready_layer_computed(eng, pl, 2, 0) == KVREADY_ERR_INVALID, eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 12345) == KVREADY_ERR_INVALID && last_error_contains(eng, "no token"), eng);
+
+  /* Layer 0: its kernel writes the block's first half, on the compute stream. */
+  uint8_t content[SLOT];
+  for (int i = 0; i < SLOT; i++) content[i] = (uint8_t)(i < 32 ? 'P' : 'Q');
+  CHECK(kvready_sim_write(dev, row.device, content, 32) == KVREADY_OK, dev);
+  CHECK(kvready_sim_compute(dev, compute, 1000) == KVREADY_OK, dev);
+  uint64_t ev = 0;
+  CHECK(kvready_sim_record(dev, compute, &ev) == KVREADY_OK, dev);
+  CHECK(kvready_layer_computed(eng, pl, 0, ev) == KVREADY_OK, eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "already reported"), eng);
+  for (int i = 0; i < 5; i++) kvready_progress(eng, NULL, NULL, NULL, 0);
+  int64_t done = -1;
+  /* The copy stream waits behind the compute event: nothing of it resolves first. */
+  CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 0, dev);
+  CHECK(kvready_sim_complete_next(dev, compute, 1, &done) == KVREADY_OK && done == 1, dev);
+  CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
+  kvready_lease_info info;
+  CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.state == KVREADY_GRANTED, eng); /* not submitted */
+  /* Layer 1, computed and synchronised already: event 0. */
+  CHECK(kvready_sim_write(dev, row.device + 32, content + 32, 32) == KVREADY_OK, dev);
+  CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_OK, eng);
+  CHECK(pump_sim(eng, dev, pl, KVREADY_LOGICALLY_COMPLETE), eng);
+  CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
+  CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
+  uint8_t got[SLOT];
+  size_t n = 0;
+  int32_t found = 0;
+  CHECK(kvready_backend_get(be, (const uint8_t *)"trtllm:shared-kv:staging:1", 26, row.name, got, SLOT, &n, &found) == KVREADY_OK &&
+            found && n == SLOT && memcmp(got, content, SLOT) == 0, be);
+
+  /* Reporting layers of a fetch, or of a whole publish, is refused. */
+  kvready_request whole = {.kind = KVREADY_PUBLISH, .rows = &row, .n_rows = 1};
+  CHECK(kvready_lend(eng, &whole, &pl) == KVREADY_OK, eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "not a layerwise publish"), eng);
+  CHECK(pump_sim(eng, dev, pl, KVREADY_LOGICALLY_COMPLETE) && kvready_release(eng, pl) == KVREADY_OK, eng);
+
+  /* Released after layer 0: withdrawn, nothing reaches the store. */
+  kvready_row gone = row;
+  gone.name[1] = 1;
+  pub.rows = &gone;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK && pump_sim(eng, dev, pl, KVREADY_GRANTED), eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 0) == KVREADY_OK, eng);
+  CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
+  CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "withdrawn"), eng);
+  CHECK(pump_sim(eng, dev, pl, KVREADY_RELEASED), eng);
+  CHECK(kvready_backend_get(be, (const uint8_t *)"trtllm:shared-kv:staging:1", 26, gone.name, got, SLOT, &n, &found) == KVREADY_OK && !found, be);
+  (void)none;
+
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
+/* A device of callbacks puts its queue behind the embedder's own event (its
+ * wait callback, handed the token kvready_layer_computed got, before that
+ * layer's copies); without a wait callback only event 0 is taken. */
+static void test_layerwise_publish_c_device(void) {
+  enum { SLOT = 64, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  static cdevice cd, nowait;
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, dev2 = 0, eng = 0, eng2 = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  CHECK(kvready_backend_open("mem", mem, &be) == KVREADY_OK, 0);
+  kvready_device_callbacks dcb = {.user = &cd, .copy = cd_copy, .record = cd_record, .query = cd_query, .wait = cd_wait};
+  CHECK(kvready_device_new(&dcb, &dev) == KVREADY_OK, 0);
+  const char *layout = LAYOUT_2L;
+  kvready_engine_config cfg = {.memory = mem, .publisher = be, .device = dev, .layout = layout, .layout_len = strlen(layout)};
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  kvready_row row;
+  memset(&row, 0, sizeof row);
+  row.name[0] = 0x3C;
+  row.device = 0x1000;
+  memset(cd.mem, 'w', SLOT);
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = &row, .n_rows = 1, .layerwise = 1};
+  uint64_t pl = 0;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK && pump(eng, pl, KVREADY_GRANTED, 0), eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 0xE7) == KVREADY_OK, eng);
+  CHECK(pump(eng, pl, KVREADY_GRANTED, 0) && cd.ncopies > 0, eng);
+  CHECK(cd.nwaits == 1 && cd.waits[0] == 0xE7 && cd.waited_at[0] == 0, eng); /* the wait came before layer 0's copies */
+  CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_OK, eng);
+  for (int i = 0; i < 1000 && cd.ncopies < 2; i++) {
+    kvready_progress(eng, NULL, NULL, NULL, 0);
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CHECK(cd.ncopies == 2 && cd.nwaits == 1, eng); /* event 0: no wait */
+  for (int i = 0; i < cd.ncopies; i++) cd_complete(&cd, i);
+  CHECK(pump(eng, pl, KVREADY_LOGICALLY_COMPLETE, 0), eng);
+  kvready_lease_info info;
+  CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
+  CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+
+  dcb.user = &nowait;
+  dcb.wait = NULL;
+  CHECK(kvready_device_new(&dcb, &dev2) == KVREADY_OK, 0);
+  cfg.device = dev2;
+  CHECK(kvready_engine_new(&cfg, &eng2) == KVREADY_OK, 0);
+  CHECK(kvready_lend(eng2, &pub, &pl) == KVREADY_OK && pump(eng2, pl, KVREADY_GRANTED, 0), eng2);
+  CHECK(kvready_layer_computed(eng2, pl, 0, 0xE7) == KVREADY_ERR_INVALID && last_error_contains(eng2, "no wait"), eng2);
+  CHECK(kvready_cancel(eng2, pl) == KVREADY_OK, eng2);
+  CHECK(kvready_engine_shutdown(eng2, 10000000000LL, &rep) == KVREADY_OK && rep.drained, eng2);
+  CHECK(kvready_engine_free(eng2, 0) == KVREADY_OK, eng2);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK && kvready_device_close(dev2) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
 /* A device with a bandwidth: its copies and a compute stream's work complete
  * by themselves, on the system clock; a stream waits behind another's event. */
 static void test_sim_bandwidth(void) {
@@ -946,6 +1119,8 @@ int main(void) {
   test_recover_policy();
   test_wait_queues_containment();
   test_layer_by_layer();
+  test_layerwise_publish();
+  test_layerwise_publish_c_device();
   test_sim_bandwidth();
   test_free_while_waiting();
   printf("%d passed, %d failed\n", passed, failed);

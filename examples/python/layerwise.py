@@ -10,7 +10,9 @@ clock) and a compute stream beside it (``SimDevice.stream()``) where "compute
 layer l" runs.
 
 Request A misses: its forward pass computes every layer's KV on the device
-and saves it. Request B has the same prompt: it starts the load of all its
+and saves each layer as it is computed (a layerwise publish: the layer's
+copies to staging wait behind the compute stream's event, and the store
+gets the blocks once every layer landed). Request B has the same prompt: it starts the load of all its
 blocks, then for each layer waits only for that layer's copies
 (``Lease.wait_layer``), checks the bytes it reads are the ones A saved, and
 computes the layer on the compute stream while the next layers still copy.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import selectors
 import sys
 import time
 
@@ -75,8 +78,7 @@ class Connector:
     def __init__(self, engine: kvready.Engine, device: kvready.SimDevice):
         self.engine, self.device = engine, device
         self.load: kvready.Lease | None = None
-        self.save_rows: list[kvready.Row] = []
-        self.last_saved: kvready.SimEvent | None = None
+        self.save: kvready.Lease | None = None
 
     def start_load_kv(self, rows: list[kvready.Row]) -> None:
         """Lend a fetch of the request's blocks: their copies start as soon
@@ -89,20 +91,29 @@ class Connector:
         return self.load.wait_layer(layer, timeout=TIMEOUT)
 
     def start_save(self, rows: list[kvready.Row]) -> None:
-        """The blocks the forward pass will compute and save."""
-        self.save_rows = rows
+        """Lend a layerwise publish of the blocks the forward pass will
+        compute, and run rounds until its staging slots are granted (a
+        layer is reported computed only then)."""
+        self.save = self.engine.lend(kvready.Request.publish(rows, layerwise=True))
+        deadline = time.monotonic() + TIMEOUT
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.engine, selectors.EVENT_READ)
+            while self.save.info().state != kvready.State.GRANTED:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the publish was never granted: {self.save.info()}")
+                sel.select(timeout=0.01)
+                self.engine.progress()
 
     def save_kv_layer(self, layer: int, computed: kvready.SimEvent) -> None:
         """Layer's KV is computed once computed (an event of the compute
-        stream) completes. The whole publish is lent in wait_for_save, once
-        the last layer's event completed."""
-        self.last_saved = computed
+        stream) completes: its device->staging copies are queued behind that
+        event, while the next layers compute."""
+        self.save.layer_computed(layer, computed)
 
     def wait_for_save(self) -> kvready.LeaseInfo:
-        """Publish what the forward pass computed and wait for the store to
-        hold it."""
-        until_complete(self.last_saved)
-        with self.engine.lend(kvready.Request.publish(self.save_rows)) as lease:
+        """Wait for the store to hold every layer (the publish is submitted
+        once the last layer landed in staging)."""
+        with self.save as lease:
             return lease.wait(timeout=TIMEOUT)
 
     def finish_load(self) -> kvready.Readiness:
@@ -141,7 +152,7 @@ def main() -> int:
         compute.compute(args.compute_ms / 1000)
         conn.save_kv_layer(layer, compute.record())
     info = conn.wait_for_save()
-    print(f"request A: computed {LAYERS} layers and saved {info.rows} blocks ({info.outcome.name})")
+    print(f"request A: computed and saved {LAYERS} layers, layer by layer: {info.rows} blocks published ({info.outcome.name})")
 
     # Request B: the same prompt, loaded layer by layer.
     def forward_with_load(label: str, layer_by_layer: bool) -> float:

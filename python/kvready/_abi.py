@@ -68,7 +68,7 @@ class CRow(Structure):
 
 class CRequest(Structure):
     _fields_ = [("kind", c_int32), ("known_blocks", c_int32), ("deadline_unix_ns", c_int64), ("is_last", c_int32),
-                ("_pad", c_int32), ("rows", POINTER(CRow)), ("n_rows", c_uint64)]
+                ("layerwise", c_int32), ("rows", POINTER(CRow)), ("n_rows", c_uint64)]
 
 
 class EngineConfig(Structure):
@@ -160,12 +160,13 @@ QueryFn = CFUNCTYPE(c_int, _p, c_uint64, _p)
 ReleaseEventFn = CFUNCTYPE(None, _p, c_uint64)
 AddressableFn = CFUNCTYPE(c_int, _p, c_uint64, c_size_t, _p, c_size_t)
 LostFn = CFUNCTYPE(c_int, _p, _p, _p, c_size_t)
+WaitFn = CFUNCTYPE(c_int, _p, c_uint64)
 
 
 class DeviceCallbacks(Structure):
     _fields_ = [("user", c_void_p), ("copy", CopyFn), ("record", RecordFn), ("query", QueryFn),
                 ("release_event", ReleaseEventFn), ("addressable", AddressableFn), ("lost", LostFn),
-                ("close", CloseFn)]
+                ("close", CloseFn), ("wait", WaitFn)]
 
 
 MakeBackendFn = CFUNCTYPE(c_int, _p, c_uint64, _p)
@@ -244,6 +245,7 @@ readiness = _proto("kvready_readiness", c_uint64, c_uint64, POINTER(CInterval))
 layers = _proto("kvready_layers", c_uint64, _i32p)
 layer_ready = _proto("kvready_layer_ready", c_uint64, c_uint64, c_int32, _i32p, POINTER(CInterval))
 wait_layer = _proto("kvready_wait_layer", c_uint64, c_uint64, c_int32, c_int64, POINTER(CInterval))
+layer_computed = _proto("kvready_layer_computed", c_uint64, c_uint64, c_int32, c_uint64)
 arrived = _proto("kvready_arrived", c_uint64, c_uint64, _i32p, _i32p, c_size_t, _sizep)
 wait = _proto("kvready_wait", c_uint64, c_uint64, c_int32, c_int64, POINTER(CLeaseInfo))
 sync = _proto("kvready_sync", c_uint64, c_int64, _i64p)

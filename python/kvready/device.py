@@ -54,6 +54,7 @@ class Device:
         self.callback_errors: list[BaseException] = []
         self._handle = 0
         self._events: dict[int, Any] = {}
+        self._waits: dict[int, Any] = {}  # events handed to layer_computed, until wait takes them
         self._tokens = itertools.count(1)
         self._user = 0
         self._table = None
@@ -81,6 +82,24 @@ class Device:
         """Why the device is lost, or None."""
         return None
 
+    def wait(self, event: Any) -> None:
+        """Optional (owner thread; never blocks): hold every copy queued
+        after this call until event — what :meth:`Lease.layer_computed` was
+        handed, e.g. a ``torch.cuda.Event`` recorded on the compute stream:
+        ``self.stream.wait_event(event)`` — resolved. A device without it
+        takes a layerwise publish's layers with event None only. Raise if
+        the stream cannot wait for it (that layer's copies are refused)."""
+        raise NotImplementedError
+
+    def _wait_token(self, event: Any) -> int:
+        """A token for an event wait will be handed (through the library)."""
+        if type(self).wait is Device.wait:
+            raise InvalidArgumentError(errors.INVALID, f"kvready: {type(self).__name__} has no wait(): it cannot put its "
+                                       "copies behind the compute stream's event; synchronise and report the layer with None")
+        tok = next(self._tokens)
+        self._waits[tok] = event
+        return tok
+
     def close(self) -> None:
         """Called once when kvready closes the device."""
 
@@ -95,6 +114,7 @@ class Device:
             t.copy, t.record, t.query, t.release_event, t.close = _COPY, _RECORD, _QUERY, _RELEASE, _CLOSE
             t.addressable = _ADDRESSABLE if cls.addressable is not Device.addressable else _abi.AddressableFn()
             t.lost = _LOST if cls.lost is not Device.lost else _abi.LostFn()
+            t.wait = _WAIT if cls.wait is not Device.wait else _abi.WaitFn()
             h = ctypes.c_uint64()
             st = _abi.device_new(ctypes.byref(t), ctypes.byref(h))
             if st != 0:
@@ -340,6 +360,18 @@ def _lost(user, out, reason, cap):
     return 0
 
 
+def _wait(user, tok):
+    d = _live.get(user)
+    if d is None:
+        return errors.FAILED
+    try:
+        d.wait(d._waits.pop(tok))
+        return 0
+    except BaseException as e:  # noqa: BLE001 - nothing queued behind it: the layer's copies are refused
+        d._failed(e, "wait")
+        return errors.FAILED
+
+
 def _close(user):
     d = _live.pop(user)
     if d is not None:
@@ -357,3 +389,4 @@ _RELEASE = _abi.ReleaseEventFn(_release)
 _ADDRESSABLE = _abi.AddressableFn(_addressable)
 _LOST = _abi.LostFn(_lost)
 _CLOSE = _abi.CloseFn(_close)
+_WAIT = _abi.WaitFn(_wait)

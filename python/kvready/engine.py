@@ -112,13 +112,13 @@ class Row(NamedTuple):
 class Request:
     """One lease request, packed for the C ABI once (reuse it freely)."""
 
-    __slots__ = ("kind", "rows", "known_blocks", "deadline", "is_last", "_c", "_rows")
+    __slots__ = ("kind", "rows", "known_blocks", "deadline", "is_last", "layerwise", "_c", "_rows")
 
     def __init__(self, kind: Kind | int, rows: Sequence[Row | tuple], known_blocks: int = 0,
-                 deadline: float | None = None, is_last: bool = False):
+                 deadline: float | None = None, is_last: bool = False, layerwise: bool = False):
         self.kind = Kind(kind) if kind in (1, 2) else kind
         self.rows = [Row(*r) for r in rows]
-        self.known_blocks, self.deadline, self.is_last = known_blocks, deadline, is_last
+        self.known_blocks, self.deadline, self.is_last, self.layerwise = known_blocks, deadline, is_last, layerwise
         arr = (_abi.CRow * max(len(self.rows), 1))()
         for i, r in enumerate(self.rows):
             if len(r.name) != _abi.NAME_SIZE:
@@ -126,8 +126,8 @@ class Request:
             ctypes.memmove(arr[i].name, bytes(r.name), _abi.NAME_SIZE)
             arr[i].group, arr[i].block, arr[i].device = r.group, r.block, r.device
         self._rows = arr
-        self._c = _abi.CRequest(int(kind), known_blocks, int(deadline * 1e9) if deadline else 0, 1 if is_last else 0, 0,
-                                ctypes.cast(arr, ctypes.POINTER(_abi.CRow)), len(self.rows))
+        self._c = _abi.CRequest(int(kind), known_blocks, int(deadline * 1e9) if deadline else 0, 1 if is_last else 0,
+                                1 if layerwise else 0, ctypes.cast(arr, ctypes.POINTER(_abi.CRow)), len(self.rows))
 
     @classmethod
     def fetch(cls, rows: Sequence[Row | tuple], known_blocks: int = 0, **kw: Any) -> "Request":
@@ -136,7 +136,9 @@ class Request:
 
     @classmethod
     def publish(cls, rows: Sequence[Row | tuple], **kw: Any) -> "Request":
-        """A publication of rows."""
+        """A publication of rows. ``layerwise=True``: the forward pass
+        reports each layer computed (:meth:`Lease.layer_computed`, vLLM's
+        ``save_kv_layer``), and each layer's copies follow its report."""
         return cls(Kind.PUBLISH, rows, **kw)
 
 
@@ -328,6 +330,11 @@ class Lease:
         :meth:`Engine.wait_layer`. Raises LayerFailedError at once for a
         failed layer."""
         return self.engine.wait_layer(self, layer, timeout)
+
+    def layer_computed(self, layer: int, event: Any = None) -> None:
+        """Report layer of this layerwise publish computed (vLLM's
+        ``save_kv_layer``): see :meth:`Engine.layer_computed`."""
+        self.engine.layer_computed(self, layer, event)
 
     def release(self) -> None:
         self.engine.release(self)
@@ -704,6 +711,38 @@ class Engine:
         if st:
             _abi.check(st, h)
         return self._layer_st.value == 1
+
+    def layer_computed(self, lease: Lease | int, layer: int, event: Any = None) -> None:
+        """Report layer (0 .. :attr:`layers` - 1) of the layerwise publish
+        lease (``Request.publish(rows, layerwise=True)``) computed: its
+        device→staging copies of every row are queued at the next round
+        behind event — a :class:`SimEvent` of the engine's simulated device
+        (a compute stream's :meth:`SimStream.record`), or for a
+        :class:`Device` written in Python any event its ``wait`` takes (a
+        ``torch.cuda.Event`` recorded on the compute stream) — or at once
+        with None (computed and synchronised already). Layers are reported
+        in order, once each, once the lease is GRANTED. The publish is
+        submitted when every layer landed in staging; releasing or
+        cancelling it before the last layer withdraws it (nothing is
+        submitted; its slots return once the queued copies landed).
+        Anything else raises InvalidArgumentError naming why, and changes
+        nothing."""
+        _abi.check(_abi.layer_computed(self.handle, int(lease), layer, self._event_token(event)), self.handle)
+
+    def _event_token(self, event: Any) -> int:
+        """What kvready_layer_computed takes for event on this engine's device."""
+        from .device import Device, SimEvent
+        if event is None:
+            return 0
+        if isinstance(event, SimEvent):
+            if event.device is not self.device:
+                raise InvalidArgumentError(errors.INVALID, f"kvready: {event!r} is an event of another device than the "
+                                           "engine's; want an event of a stream of the engine's device")
+            return event.token
+        if isinstance(self.device, Device):
+            return self.device._wait_token(event)
+        raise InvalidArgumentError(errors.INVALID, f"kvready: event {event!r}; the engine's device takes a kvready.SimEvent "
+                                   "of its own streams, or None")
 
     def wait_layer(self, lease: Lease | int, layer: int, timeout: float | None = None) -> Readiness:
         """Run rounds on this thread until layer of the fetch lease is ready

@@ -27,7 +27,7 @@ def test_the_layerwise_example_reads_each_layer_as_saved():
         r"whole lease [\d.]+ ms \(L·T \+ L·C = 20\.0 ms\), on the system clock", timing[0]), timing
     assert [l for l in lines if l not in timing] == [
         "engine: 4 layers of 4 blocks, 512 bytes per layer per block",
-        "request A: computed 4 layers and saved 4 blocks (SERVED)",
+        "request A: computed and saved 4 layers, layer by layer: 4 blocks published (SERVED)",
         *[f"request B: layer {l} loaded, 2048 bytes equal to what A saved; computing it" for l in range(4)],
         "request B: resumes at token 64 of 64",
         "request C: resumes at token 64 of 64",

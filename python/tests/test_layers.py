@@ -184,3 +184,123 @@ def test_a_compute_stream_runs_behind_another_streams_event():
     with pytest.raises(kvready.InvalidArgumentError, match="positive"):
         kvready.SimDevice(1 << 16, bandwidth=0)
     dev.shut()
+
+
+def until_state(r, lease, state):
+    """Complete what the stepped device queued and run rounds until lease
+    reaches state (1000 rounds at most)."""
+    for _ in range(1000):
+        r.dev.complete_all()
+        r.eng.progress()
+        if lease.info().state == state:
+            return
+        time.sleep(0.001)
+    pytest.fail(f"{lease} never reached {state.name}: {lease.info()}")
+
+
+def test_a_layerwise_publish_copies_each_layer_behind_its_compute(stepped):
+    r = stepped
+    compute = r.dev.stream()
+    row = kvready.Row(name(2), 0, 0, r.dev.alloc(SLOT))
+    lease = r.eng.lend(kvready.Request.publish([row], layerwise=True))
+    until_state(r, lease, kvready.State.GRANTED)
+    with pytest.raises(kvready.InvalidArgumentError, match="next layer is 0"):
+        lease.layer_computed(1)
+    other = kvready.SimDevice(1 << 16)
+    with pytest.raises(kvready.InvalidArgumentError, match="another device"):
+        lease.layer_computed(0, other.stream().record())
+    other.shut()
+
+    r.dev.write(row.device, CONTENT[:32])  # layer 0's kernel
+    compute.compute(0.001)
+    lease.layer_computed(0, compute.record())
+    with pytest.raises(kvready.InvalidArgumentError, match="already reported"):
+        lease.layer_computed(0)
+    for _ in range(3):
+        r.eng.progress()
+    assert r.dev.complete_next(0) == 0, "the copy stream waits behind the compute stream's event"
+    assert r.dev.complete_next(compute) == 1
+    assert r.dev.complete_next(0) == 1  # layer 0's copies landed
+    assert lease.info().state == kvready.State.GRANTED  # not submitted: a layer is missing
+    assert r.store.get(EXTENT, name(2)) is None
+    r.dev.write(row.device + 32, CONTENT[32:])
+    lease.layer_computed(1)  # computed and synchronised already
+    until_state(r, lease, kvready.State.LOGICALLY_COMPLETE)
+    assert lease.info().outcome == kvready.OutcomeKind.SERVED
+    lease.release()
+    assert r.store.get(EXTENT, name(2)) == CONTENT
+
+
+def test_a_layerwise_publish_released_before_its_last_layer_is_withdrawn(stepped):
+    r = stepped
+    row = kvready.Row(name(3), 0, 0, r.dev.alloc(SLOT))
+    lease = r.eng.lend(kvready.Request.publish([row], layerwise=True))
+    until_state(r, lease, kvready.State.GRANTED)
+    lease.layer_computed(0)
+    lease.release()
+    with pytest.raises(kvready.InvalidArgumentError, match="withdrawn"):
+        lease.layer_computed(1)
+    until_state(r, lease, kvready.State.RELEASED)
+    assert r.store.get(EXTENT, name(3)) is None
+    assert r.eng.stats().slots_free == 4
+
+
+class QueueDevice(kvready.Device):
+    """A device in Python whose copies happen at once; wait records the
+    event it was handed and how many copies were queued then."""
+
+    def __init__(self):
+        super().__init__()
+        self.mem = bytearray(4096)
+        self.copies = 0
+        self.waits = []
+
+    def copy(self, to_device, device, host, nbytes):
+        staging = kvready.host_memory(host, nbytes)
+        at = device - 0x1000
+        if to_device:
+            self.mem[at:at + nbytes] = staging
+        else:
+            staging[:] = self.mem[at:at + nbytes]
+        self.copies += 1
+
+    def record(self):
+        return self.copies
+
+    def query(self, event):
+        return True
+
+    def wait(self, event):
+        self.waits.append((event, self.copies))
+
+
+class NoWaitDevice(QueueDevice):
+    wait = kvready.Device.wait  # not overridden: no wait callback
+
+
+@pytest.mark.parametrize("cls", [QueueDevice, NoWaitDevice])
+def test_a_python_device_is_handed_the_event_it_waits_for(cls):
+    mem = kvready.Memory([kvready.Group(4, SLOT)])
+    dev = cls()
+    dev.mem[:SLOT] = CONTENT
+    store = kvready.open_backend("mem", mem)
+    with kvready.Engine(mem, 0, publisher=store, device=dev, layout=LAYOUT) as eng:
+        lease = eng.lend(kvready.Request.publish([kvready.Row(name(4), 0, 0, 0x1000)], layerwise=True))
+        for _ in range(1000):
+            if lease.info().state == kvready.State.GRANTED:
+                break
+            eng.progress()
+        compute_event = object()  # what a manager's torch.cuda.Event would be
+        if cls is NoWaitDevice:
+            with pytest.raises(kvready.InvalidArgumentError, match="no wait"):
+                lease.layer_computed(0, compute_event)
+            lease.cancel()
+            return
+        lease.layer_computed(0, compute_event)
+        lease.layer_computed(1)
+        info = lease.wait(timeout=10)
+        assert info.outcome == kvready.OutcomeKind.SERVED
+        assert dev.waits == [(compute_event, 0)], "waited for once, before layer 0's copies"
+        assert dev._waits == {}  # the token was taken
+        lease.release()
+    assert store.get(EXTENT, name(4)) == CONTENT
