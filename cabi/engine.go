@@ -698,8 +698,8 @@ func kvready_wait(h C.uint64_t, lease C.uint64_t, until C.int32_t, timeout C.int
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	if until != C.KVREADY_UNTIL_SETTLED && until != C.KVREADY_UNTIL_RELEASED {
-		return fail(uint64(h), invalid("kvready_wait: until %d; want KVREADY_UNTIL_SETTLED (1) or KVREADY_UNTIL_RELEASED (2)", int(until)))
+	if until != C.KVREADY_UNTIL_SETTLED && until != C.KVREADY_UNTIL_RELEASED && until != C.KVREADY_UNTIL_GRANTED {
+		return fail(uint64(h), invalid("kvready_wait: until %d; want KVREADY_UNTIL_SETTLED (1), KVREADY_UNTIL_RELEASED (2) or KVREADY_UNTIL_GRANTED (3)", int(until)))
 	}
 	ctx, cancel, err := e.waitCtx("kvready_wait", timeout)
 	if err != nil {

@@ -98,7 +98,8 @@ enum {
 /* What kvready_wait waits for. */
 enum {
   KVREADY_UNTIL_SETTLED = 1,  /* logically complete, quarantined, or ungrantable: release it then */
-  KVREADY_UNTIL_RELEASED = 2  /* its slots are back (released) or out for good (quarantined) */
+  KVREADY_UNTIL_RELEASED = 2, /* its slots are back (released) or out for good (quarantined) */
+  KVREADY_UNTIL_GRANTED = 3   /* it holds its staging slots (or never will): a layerwise publish takes layers then */
 };
 
 /* A cancellation request's disposition (contract +cancel-request-v1). */

@@ -958,7 +958,9 @@ static void test_layerwise_publish(void) {
   CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_ERR_INVALID && last_error_contains(eng, "layerwise 2") && pl == 0, eng);
   pub.layerwise = 1;
   CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK, eng);
-  CHECK(pump_sim(eng, dev, pl, KVREADY_GRANTED), eng);
+  kvready_lease_info info;
+  CHECK(kvready_wait(eng, pl, 4, 10000000000LL, &info) == KVREADY_ERR_INVALID && last_error_contains(eng, "KVREADY_UNTIL_GRANTED (3)"), eng);
+  CHECK(kvready_wait(eng, pl, KVREADY_UNTIL_GRANTED, 10000000000LL, &info) == KVREADY_OK && info.state == KVREADY_GRANTED, eng);
   CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "next layer is 0"), eng);
   CHECK(kvready_layer_computed(eng, pl, 2, 0) == KVREADY_ERR_INVALID, eng);
   CHECK(kvready_layer_computed(eng, pl, 0, 12345) == KVREADY_ERR_INVALID && last_error_contains(eng, "no token"), eng);
@@ -978,7 +980,6 @@ static void test_layerwise_publish(void) {
   CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 0, dev);
   CHECK(kvready_sim_complete_next(dev, compute, 1, &done) == KVREADY_OK && done == 1, dev);
   CHECK(kvready_sim_complete_next(dev, 0, 1, &done) == KVREADY_OK && done == 1, dev);
-  kvready_lease_info info;
   CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.state == KVREADY_GRANTED, eng); /* not submitted */
   /* Layer 1, computed and synchronised already: event 0. */
   CHECK(kvready_sim_write(dev, row.device + 32, content + 32, 32) == KVREADY_OK, dev);
@@ -1042,7 +1043,8 @@ static void test_layerwise_publish_c_device(void) {
   memset(cd.mem, 'w', SLOT);
   kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = &row, .n_rows = 1, .layerwise = 1};
   uint64_t pl = 0;
-  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK && pump(eng, pl, KVREADY_GRANTED, 0), eng);
+  kvready_lease_info info;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK && kvready_wait(eng, pl, KVREADY_UNTIL_GRANTED, 10000000000LL, &info) == KVREADY_OK, eng);
   CHECK(kvready_layer_computed(eng, pl, 0, 0xE7) == KVREADY_OK, eng);
   CHECK(pump(eng, pl, KVREADY_GRANTED, 0) && cd.ncopies > 0, eng);
   CHECK(cd.nwaits == 1 && cd.waits[0] == 0xE7 && cd.waited_at[0] == 0, eng); /* the wait came before layer 0's copies */
@@ -1054,7 +1056,6 @@ static void test_layerwise_publish_c_device(void) {
   CHECK(cd.ncopies == 2 && cd.nwaits == 1, eng); /* event 0: no wait */
   for (int i = 0; i < cd.ncopies; i++) cd_complete(&cd, i);
   CHECK(pump(eng, pl, KVREADY_LOGICALLY_COMPLETE, 0), eng);
-  kvready_lease_info info;
   CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
   CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
   kvready_report rep;

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import selectors
 import sys
 import time
 
@@ -95,14 +94,7 @@ class Connector:
         compute, and run rounds until its staging slots are granted (a
         layer is reported computed only then)."""
         self.save = self.engine.lend(kvready.Request.publish(rows, layerwise=True))
-        deadline = time.monotonic() + TIMEOUT
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.engine, selectors.EVENT_READ)
-            while self.save.info().state != kvready.State.GRANTED:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the publish was never granted: {self.save.info()}")
-                sel.select(timeout=0.01)
-                self.engine.progress()
+        self.save.wait(kvready.Until.GRANTED, timeout=TIMEOUT)
 
     def save_kv_layer(self, layer: int, computed: kvready.SimEvent) -> None:
         """Layer's KV is computed once computed (an event of the compute

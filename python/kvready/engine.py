@@ -97,6 +97,7 @@ class Until(IntEnum):
 
     SETTLED = 1   # logically complete, quarantined or ungrantable: release it then
     RELEASED = 2  # its slots are back (or out for good: quarantined)
+    GRANTED = 3   # it holds its staging slots (or never will): a layerwise publish takes layers then
 
 
 class Row(NamedTuple):

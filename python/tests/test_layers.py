@@ -286,10 +286,7 @@ def test_a_python_device_is_handed_the_event_it_waits_for(cls):
     store = kvready.open_backend("mem", mem)
     with kvready.Engine(mem, 0, publisher=store, device=dev, layout=LAYOUT) as eng:
         lease = eng.lend(kvready.Request.publish([kvready.Row(name(4), 0, 0, 0x1000)], layerwise=True))
-        for _ in range(1000):
-            if lease.info().state == kvready.State.GRANTED:
-                break
-            eng.progress()
+        assert lease.wait(kvready.Until.GRANTED, timeout=10).state == kvready.State.GRANTED
         compute_event = object()  # what a manager's torch.cuda.Event would be
         if cls is NoWaitDevice:
             with pytest.raises(kvready.InvalidArgumentError, match="no wait"):
