@@ -181,6 +181,7 @@ typedef struct {
   uint64_t waits[8]; /* the events wait was handed, and how many copies were queued then */
   int waited_at[8];
   int nwaits;
+  int wait_fails; /* nonzero: wait answers it cannot wait for the event */
 } cdevice;
 
 static int cd_copy(void *user, int32_t to_device, uint64_t device, void *host, size_t n) {
@@ -212,7 +213,7 @@ static void cd_release(void *user, uint64_t event) { (void)event; ((cdevice *)us
 
 static int cd_wait(void *user, uint64_t event) {
   cdevice *d = user;
-  if (d->nwaits == 8) return KVREADY_ERR_FAILED;
+  if (d->nwaits == 8 || d->wait_fails) return KVREADY_ERR_FAILED;
   d->waited_at[d->nwaits] = d->ncopies;
   d->waits[d->nwaits++] = event;
   return KVREADY_OK;
@@ -1058,8 +1059,29 @@ static void test_layerwise_publish_c_device(void) {
   CHECK(pump(eng, pl, KVREADY_LOGICALLY_COMPLETE, 0), eng);
   CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
   CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
+
+  /* A wait the device cannot make refuses that layer's copies: the publish
+   * fails, never submitted with a layer missing, and nothing is stored. */
+  cd.wait_fails = 1;
+  row.name[1] = 1;
+  int before = cd.ncopies;
+  CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK && kvready_wait(eng, pl, KVREADY_UNTIL_GRANTED, 10000000000LL, &info) == KVREADY_OK, eng);
+  CHECK(kvready_layer_computed(eng, pl, 0, 0xE8) == KVREADY_OK && kvready_layer_computed(eng, pl, 1, 0) == KVREADY_OK, eng);
+  for (int i = 0; i < 1000; i++) {
+    kvready_progress(eng, NULL, NULL, NULL, 0);
+    for (int k = before; k < cd.ncopies; k++) cd_complete(&cd, k);
+    if (kvready_lease_infos(eng, &pl, 1, &info, NULL) != KVREADY_OK || info.state == KVREADY_LOGICALLY_COMPLETE) break;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CHECK(info.state == KVREADY_LOGICALLY_COMPLETE && info.outcome == KVREADY_OUTCOME_FAILED && !info.exposed &&
+            strstr(info.reason, "refused") != NULL, eng);
+  uint8_t got[SLOT];
+  size_t n = 0;
+  int32_t found = 1;
+  CHECK(kvready_backend_get(be, (const uint8_t *)"trtllm:shared-kv:staging:1", 26, row.name, got, SLOT, &n, &found) == KVREADY_OK && !found, be);
+  CHECK(kvready_release(eng, pl) == KVREADY_OK, eng);
   kvready_report rep;
-  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained, eng);
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
   CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
 
   dcb.user = &nowait;

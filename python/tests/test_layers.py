@@ -301,3 +301,25 @@ def test_a_python_device_is_handed_the_event_it_waits_for(cls):
         assert dev._waits == {}  # the token was taken
         lease.release()
     assert store.get(EXTENT, name(4)) == CONTENT
+
+
+class RaisingWaitDevice(QueueDevice):
+    def wait(self, event):
+        raise RuntimeError("this stream cannot wait for that event")
+
+
+def test_a_wait_that_raises_refuses_the_layer_and_nothing_is_submitted():
+    mem = kvready.Memory([kvready.Group(4, SLOT)])
+    dev = RaisingWaitDevice()
+    store = kvready.open_backend("mem", mem)
+    with kvready.Engine(mem, 0, publisher=store, device=dev, layout=LAYOUT) as eng:
+        lease = eng.lend(kvready.Request.publish([kvready.Row(name(5), 0, 0, 0x1000)], layerwise=True))
+        lease.wait(kvready.Until.GRANTED, timeout=10)
+        lease.layer_computed(0, object())
+        lease.layer_computed(1)
+        info = lease.wait(timeout=10)
+        assert (info.outcome, info.exposed) == (kvready.OutcomeKind.FAILED, False), info
+        assert "refused" in info.reason
+        assert [type(e) for e in dev.callback_errors] == [RuntimeError]
+        lease.release()
+    assert store.get(EXTENT, name(5)) is None
