@@ -356,7 +356,11 @@ const (
 // String names the status: pending, ready, failed or never.
 func (s LayerStatus) String() string { return core.LayerStatus(s).String() }
 
-// LayersOf returns Config.Layers for a layout whose layer group g is staged
-// in memory group g (its pool group is pool group g); a layout whose layer
-// groups share a pool group is refused, naming them.
+// LayersOf returns Config.Layers for layout: for each layer group, in the
+// layout's order, its layers and the byte spans each occupies in a slot laid
+// out as the group's pool group's. The engine stages layer group g in memory
+// group g (Row.Group is the local layer group), whatever pool group the
+// layout puts it in: layer groups that share a pool group each get their own
+// memory group, with that pool group's slot width. An invalid layout is
+// refused by its own validation.
 func LayersOf(layout staging.Layout) ([][]staging.LayerSpans, error) { return core.LayersOf(layout) }

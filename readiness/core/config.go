@@ -262,17 +262,13 @@ func (c *Config) validateLayers() []error {
 	return errs
 }
 
-// LayersOf returns the Layers of layout for staging memory with one memory
-// group per layer group, in the layout's order: layer group g's rows are
-// staged in memory group g, so g's pool group must be pool group g. A layout
-// whose layer groups share a pool group is refused, naming the groups: the
-// core indexes staging memory by Row.Group, which cannot then say which layer
-// group a row belongs to.
+// LayersOf returns the Layers of layout: for each layer group, in the
+// layout's order, its layers with the spans they occupy in a slot laid out
+// as its pool group's. The core stages layer group g's rows in memory group
+// g (Row.Group is the local layer group), so layer groups that share a pool
+// group in the layout — the reference hashes such layouts — each get their
+// own memory group here, with the pool group's slot. An invalid layout is
+// refused by its own validation.
 func LayersOf(layout staging.Layout) ([][]staging.LayerSpans, error) {
-	for g, lg := range layout.LayerGroups {
-		if lg.PoolGroup != g {
-			return nil, fmt.Errorf("readiness: layer group %d uses pool group %d; want pool group %d (one memory group per layer group, in order)", g, lg.PoolGroup, g)
-		}
-	}
 	return layout.LayerSpans()
 }

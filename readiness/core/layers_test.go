@@ -310,9 +310,35 @@ func TestLayersOf(t *testing.T) {
 	l := staging.Layout{}
 	_, err := LayersOf(l)
 	require.Error(t, err, "an invalid layout is refused by its own validation")
-	l.LayerGroups = []staging.LayerGroup{{PoolGroup: 1}}
-	_, err = LayersOf(l)
-	require.ErrorContains(t, err, "layer group 0 uses pool group 1; want pool group 0")
+
+	// Two layer groups sharing pool group 0, their buffers at the same
+	// offsets of its slot (the reference's layer_membership test has such a
+	// layout): each group gets its own layers' spans, for its own memory
+	// group.
+	l = staging.Layout{
+		TokensPerBlock: 32,
+		PoolGroups:     map[int][]int{0: {16}},
+		LayerGroups: []staging.LayerGroup{
+			{Kind: "attention", PoolGroup: 0, Layers: []int{0, 2}, Shard: staging.Whole},
+			{Kind: "attention", PoolGroup: 0, Layers: []int{1}, Shard: staging.Whole},
+		},
+		Buffers: []staging.Buffer{
+			{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
+			{Layer: 1, Role: "key", Offset: 0, Size: 8, Expansion: 1}, {Layer: 1, Role: "value", Offset: 8, Size: 8, Expansion: 1},
+			{Layer: 2, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 2, Role: "value", Offset: 12, Size: 4, Expansion: 1},
+		},
+	}
+	layers, err := LayersOf(l)
+	require.NoError(t, err)
+	assert.Equal(t, [][]staging.LayerSpans{
+		{{Layer: 0, Spans: []staging.Span{{Offset: 0, Size: 8}}}, {Layer: 2, Spans: []staging.Span{{Offset: 8, Size: 8}}}},
+		{{Layer: 1, Spans: []staging.Span{{Offset: 0, Size: 16}}}},
+	}, layers)
+	mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 2, SlotBytes: 16}, staging.Group{Slots: 2, SlotBytes: 16})
+	require.NoError(t, err)
+	c, err := New(Config{Memory: mem, TokensPerBlock: 32, Layers: layers})
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Layers(), "layers 0, 1, 2 across the two groups, in id order")
 }
 
 // TestLayerNeverReadyEarlyOrAfterItFailed is rule 16's property: whatever
