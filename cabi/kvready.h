@@ -192,10 +192,11 @@ typedef struct kvready_engine_config {
   /* The layout document (JSON, as kvready_layout_id reads it; layout_len
    * bytes, read during kvready_engine_new only), or NULL: a fetch's copies
    * then go layer by layer (SPEC §4 rule 16: each layer's byte ranges of
-   * every served row, then one event; kvready_layer_ready). Layer group g must
-   * use pool group g, staged in the memory's group g. tokens_per_block 0
-   * takes the layout's; another value than the layout's is refused. NULL:
-   * whole slots, one layer. */
+   * every served row, then one event; kvready_layer_ready). Layer group g is
+   * staged in the memory's group g (one memory group per layer group, each of
+   * its pool group's slot width, even where layer groups share a pool group).
+   * tokens_per_block 0 takes the layout's; another value than the layout's is
+   * refused. NULL: whole slots, one layer. */
   const char *layout;
   uint64_t layout_len;
 } kvready_engine_config;

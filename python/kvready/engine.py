@@ -423,8 +423,9 @@ class Engine:
     copies go layer by layer (SPEC §4 rule 16): each layer's byte ranges of
     every served row, then one event, so that :meth:`Lease.wait_layer`
     returns as soon as that layer landed while later layers still copy.
-    Layer group g must use pool group g. ``tokens_per_block`` 0 takes the
-    layout's; another value than the layout's is refused.
+    Layer group g is staged in the memory's group g (one memory group per
+    layer group, of its pool group's slot width). ``tokens_per_block`` 0
+    takes the layout's; another value than the layout's is refused.
     """
 
     def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,

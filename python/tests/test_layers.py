@@ -82,13 +82,21 @@ def test_the_engine_takes_its_layers_from_the_layout(stepped):
     dev = kvready.SimDevice(1 << 16)
     with kvready.Engine(mem, 32, backend=kvready.open_backend("mem", mem), device=dev) as whole:
         assert whole.layers == 1  # no layout: the whole slots are one layer
+    # Two layer groups sharing pool group 0 (as the reference's layouts may):
+    # each is staged in a memory group of its own, with the pool group's slot.
+    shared = {**LAYOUT, "layer_groups": [{**LAYOUT["layer_groups"][0], "layers": [0]},
+                                         {**LAYOUT["layer_groups"][0], "layers": [1]}]}
+    two = kvready.Memory([kvready.Group(4, SLOT), kvready.Group(4, SLOT)])
+    with kvready.Engine(two, 0, backend=kvready.open_backend("mem", two), device=dev, layout=shared) as eng:
+        assert eng.layers == 2
 
 
 @pytest.mark.parametrize("layout,tokens,needle", [
     (LAYOUT, 16, "tokens_per_block 16, but config.layout has 32"),
     ("{not json", 0, "config.layout"),
-    ({**LAYOUT, "layer_groups": [{**LAYOUT["layer_groups"][0], "pool_group": 1}],
-      "pool_groups": {"0": [SLOT], "1": [SLOT]}}, 0, "pool group"),
+    # Two layer groups sharing pool group 0: two memory groups wanted, the memory has one.
+    ({**LAYOUT, "layer_groups": [{**LAYOUT["layer_groups"][0], "layers": [0]},
+                                 {**LAYOUT["layer_groups"][0], "layers": [1]}]}, 0, "one per memory group"),
 ])
 def test_a_layout_the_engine_cannot_use_is_refused_naming_why(layout, tokens, needle):
     mem = kvready.Memory([kvready.Group(4, SLOT)])
