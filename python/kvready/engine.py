@@ -729,7 +729,15 @@ class Engine:
         submitted; its slots return once the queued copies landed).
         Anything else raises InvalidArgumentError naming why, and changes
         nothing."""
-        _abi.check(_abi.layer_computed(self.handle, int(lease), layer, self._event_token(event)), self.handle)
+        token = self._event_token(event)
+        try:
+            _abi.check(_abi.layer_computed(self.handle, int(lease), layer, token), self.handle)
+        except BaseException:
+            # Refused: nothing will ever wait for the event the device was handed.
+            from .device import Device
+            if isinstance(self.device, Device):
+                self.device._waits.pop(token, None)
+            raise
 
     def _event_token(self, event: Any) -> int:
         """What kvready_layer_computed takes for event on this engine's device."""

@@ -299,6 +299,7 @@ def test_a_python_device_is_handed_the_event_it_waits_for(cls):
         if cls is NoWaitDevice:
             with pytest.raises(kvready.InvalidArgumentError, match="no wait"):
                 lease.layer_computed(0, compute_event)
+            assert dev._waits == {}, "a refused report keeps no event"
             lease.cancel()
             return
         lease.layer_computed(0, compute_event)
