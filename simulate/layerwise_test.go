@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -242,4 +245,43 @@ func TestCheckerCatchesALayerReadBeforeItsCopyLanded(t *testing.T) {
 	assert.Equal(t, 3, chk.layersRead)
 	assert.Equal(t, 2, chk.layersReadEarly, "landed: the read is clean")
 	assert.Equal(t, 2, chk.corruptLayers)
+}
+
+// The report of a layerwise run has a section of its own: both passes on
+// one plot, each in its colour, the legend right of every line; a run that
+// is not layerwise has no such section.
+func TestLayerwiseReport(t *testing.T) {
+	c := layerwiseSmall()
+	c.Requests = 200
+	s := run(t, c)
+	dir := t.TempDir()
+	require.NoError(t, WriteReport(dir, s))
+	html, err := os.ReadFile(filepath.Join(dir, ReportIndex))
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "<h2>Layer by layer</h2>")
+	assert.Contains(t, images(t, dir, ReportIndex), PlotLayerwise)
+	paths, texts, widthPt := parseSVG(t, filepath.Join(dir, PlotLayerwise))
+	assert.InDelta(t, pageWidthPx*72/96, widthPt, 0.5)
+	assert.Equal(t, hex(layerwiseColor), legendSwatch(t, paths, texts, "layer by layer"))
+	assert.Equal(t, hex(wholeLeaseColor), legendSwatch(t, paths, texts, "whole lease first"))
+	lineMaxX := 0.0
+	for _, p := range paths {
+		if len(p.xs) > 2 {
+			lineMaxX = max(lineMaxX, slices.Max(p.xs))
+		}
+	}
+	for _, tx := range texts {
+		if tx.s == "layer by layer" || tx.s == "whole lease first" {
+			assert.Greater(t, tx.x, lineMaxX, "legend entry %q over a line", tx.s)
+		}
+	}
+
+	plain := small()
+	plain.Requests = 50
+	dir = t.TempDir()
+	require.NoError(t, WriteReport(dir, run(t, plain)))
+	html, err = os.ReadFile(filepath.Join(dir, ReportIndex))
+	require.NoError(t, err)
+	assert.NotContains(t, string(html), "Layer by layer")
+	assert.NoFileExists(t, filepath.Join(dir, PlotLayerwise))
 }
