@@ -93,8 +93,8 @@ func (c Config) layerwiseErrors() []error {
 type layerwise struct {
 	layers  int
 	compute time.Duration
-	pipe    gpu.Stream // layer by layer: layer l computed once it is ready
-	whole   gpu.Stream // the baseline: every layer computed once the lease is ready
+	pipe    computeStream // layer by layer: layer l computed once it is ready
+	whole   computeStream // the baseline: every layer computed once the lease is ready
 	active  []*forward
 
 	pipeSample, wholeSample reservoir
@@ -116,21 +116,27 @@ type forward struct {
 }
 
 func newLayerwise(cfg Config, dev gpu.Device) (*layerwise, error) {
-	pipe, err := dev.NewStream()
-	if err != nil {
-		return nil, err
+	var streams [2]computeStream
+	for i := range streams {
+		s, err := dev.NewStream()
+		if err != nil {
+			return nil, err
+		}
+		cs, ok := s.(computeStream)
+		if !ok {
+			return nil, fmt.Errorf("simulate: --layerwise: the device's streams cannot compute (%T); want --device sim", s)
+		}
+		streams[i] = cs
 	}
-	whole, err := dev.NewStream()
-	if err != nil {
-		return nil, err
-	}
+	pipe, whole := streams[0], streams[1]
 	return &layerwise{layers: cfg.Layers(), compute: cfg.ComputePerLayer, pipe: pipe, whole: whole,
 		pipeSample: newReservoir(cfg.Seed + 3), wholeSample: newReservoir(cfg.Seed + 4)}, nil
 }
 
-// computer is what a compute stream offers beyond gpu.Stream: gpu/sim's
-// Compute.
-type computer interface {
+// computeStream is a stream that can occupy itself with work that touches
+// no memory: gpu/sim's Compute, the simulated kernel of a layer.
+type computeStream interface {
+	gpu.Stream
 	Compute(time.Duration) error
 }
 
@@ -171,7 +177,7 @@ func (d *driver) pump(f *forward) {
 		d.mu.Lock()
 		d.chk.readLayer(d.dev, f.l, f.next)
 		d.mu.Unlock()
-		if lw.pipe.(computer).Compute(lw.compute) != nil {
+		if lw.pipe.Compute(lw.compute) != nil {
 			f.failed = true
 			return
 		}
@@ -194,7 +200,7 @@ func (d *driver) complete(f *forward) {
 	}
 	lw := d.lw
 	for range lw.layers {
-		if lw.whole.(computer).Compute(lw.compute) != nil {
+		if lw.whole.Compute(lw.compute) != nil {
 			f.failed = true
 			return
 		}
