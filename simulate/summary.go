@@ -131,9 +131,9 @@ type Summary struct {
 	// to the last layer computed, layer by layer (LastLayer…) and after the
 	// whole lease was ready (WholeLease…). LayerwiseSpeedup is the whole-lease
 	// time over the layer-by-layer time, summed over those fetches.
-	// ForwardsFailed stopped when a layer's copy failed (the manager
-	// recomputes the rows); ForwardsUnfinished were still computing when the
-	// run stopped.
+	// ForwardsFailed stopped at a layer whose copy failed or will never
+	// land (LayerFailed, LayerNever: the manager recomputes the rows);
+	// ForwardsUnfinished were still computing when the run stopped.
 	Layerwise                               bool
 	Layers                                  int
 	ComputePerLayer, FullLayerCopy          time.Duration
@@ -436,7 +436,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 func (s *Summary) writeLayerwise(tw io.Writer, row func(string, any)) {
 	fmt.Fprintf(tw, "layer by layer (%d layers, compute %s each, copy engine %.4g bytes/s)\n", s.Layers, formatDuration(s.ComputePerLayer), s.CopyBandwidth)
 	pipe, whole := PipelineBound(s.Layers, s.FullLayerCopy, s.ComputePerLayer)
-	row("forward passes measured", fmt.Sprintf("%d fetches (and %d stopped by a failed layer copy: rows recomputed; %d unfinished)", s.Forwards, s.ForwardsFailed, s.ForwardsUnfinished))
+	row("forward passes measured", fmt.Sprintf("%d fetches (and %d stopped by a layer copy that failed or will never land: rows recomputed; %d unfinished)", s.Forwards, s.ForwardsFailed, s.ForwardsUnfinished))
 	row("last layer computed p50 / p99", fmt.Sprintf("%s / %s, layer by layer (from the copies issued)", formatDuration(s.LastLayerP50), formatDuration(s.LastLayerP99)))
 	row("  whole lease first p50 / p99", fmt.Sprintf("%s / %s, every layer after the whole lease was ready", formatDuration(s.WholeLeaseP50), formatDuration(s.WholeLeaseP99)))
 	row("  whole lease ÷ layer by layer", fmt.Sprintf("%.2f× (summed over the fetches measured)", s.LayerwiseSpeedup))
