@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test alert-rules demo demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test alert-rules demo demo-layerwise demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib lib-testkit python abi-test bench-abi bench-smoke api-doc
 
 all: build
@@ -29,15 +29,17 @@ build:
 deps:
 	./scripts/deps.sh
 
-## test: vet, then every package under the race detector, then the C ABI (abi-test), then
-## the alert rules through promtool (alert-rules), then, where Chromium is installed (as
-## in CI: .ci/run installs it), the report in a real browser (report-screenshots).
+## test: vet, then every package under the race detector, then `kvready simulate
+## --layerwise` (demo-layerwise), then the C ABI (abi-test), then the alert rules through
+## promtool (alert-rules), then, where Chromium is installed (as in CI: .ci/run installs
+## it), the report in a real browser (report-screenshots).
 test: deps
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags kvready_testkit ./cabi
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -race -count=1 -tags kvready_testkit ./cabi
 	$(MAKE) bench-smoke
+	$(MAKE) demo-layerwise
 	$(MAKE) abi-test
 	$(MAKE) alert-rules
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
@@ -118,6 +120,14 @@ mutants:
 demo:
 	$(GO) run ./cmd/kvready profile validate docs/examples/profile.json
 	$(GO) run ./cmd/kvready simulate --compare-naive --report bin/report
+
+## demo-layerwise: the main job layer by layer (SPEC §4 rule 16): `kvready simulate
+## --layerwise` over the defaults' faults, 500 requests, each fetch's forward pass computed
+## layer by layer on the simulated device beside the whole-lease baseline. It exits 1 if the
+## checker finds a layer read before its copy landed; prints the layer-by-layer rows and
+## the checker's. make test runs it (about a second).
+demo-layerwise:
+	$(GO) run ./cmd/kvready simulate --layerwise --requests 500 | sed -n '/^layer by layer/,$$p'
 
 ## report-screenshots: render the pages of the demo's report in headless Chromium
 ## (Debian's chromium, installed here when missing) to PNGs in bin/report-screenshots/,

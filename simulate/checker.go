@@ -52,6 +52,25 @@ type checker struct {
 	// The last layer group's sliding window in tokens (0: full attention)
 	// and its sink blocks, for the checker's own rule of what a resume reads.
 	window, sinks int
+
+	// Layer by layer (Config.Layerwise): the model's shape, by the
+	// checker's own arithmetic (Config.layerOf), and the device stream the
+	// engine copies on, asked directly whether the event after a layer's
+	// copy completed. unrecordLayers are the copies since the last event,
+	// as indices into their request's layerCopies.
+	cfg             Config
+	layers          int
+	copyStream      gpu.Stream
+	unrecordLayers  []layerCopy
+	layersRead      int // layers the manager read, of one fetch each
+	layersReadEarly int // of which: a row's copy of the layer had not landed
+	corruptLayers   int // of which: a row's bytes of the layer were not its content
+}
+
+// layerCopy is one layer's copy into one device row, awaiting its event.
+type layerCopy struct {
+	r *request
+	i int // index into r.layerCopies
 }
 
 func newChecker(m *staging.Memory) *checker {
@@ -82,10 +101,19 @@ func (c *checker) fenced(l *lease) bool {
 	return true
 }
 
+// layerwise makes the checker follow copies layer by layer, on the copy
+// stream s (the device's own, not the wrapper the engine copies through).
+func (c *checker) layerwise(cfg Config, s gpu.Stream) {
+	c.cfg, c.layers, c.copyStream = cfg, cfg.Layers(), s
+}
+
 // request registers a request's device rows, so that copies can be attributed.
 func (c *checker) request(r *request, rows int) {
 	for i := range rows {
 		c.rowOwner[r.dev+gpu.DevicePtr(i*SlotBytes)] = r
+	}
+	if c.layers > 0 {
+		r.layerCopies = make([]gpu.Event, rows*c.layers)
 	}
 }
 
@@ -216,6 +244,60 @@ func (c *checker) verifyFetch(dev gpu.Device, l *lease) {
 	}
 }
 
+// readLayer is the manager reading layer k of the fetch l's device rows
+// once it was told the layer is ready: every row of the layer's group that
+// the backend served. The checker reads them and asks the device itself,
+// not the engine, whether the layer's copy into each row had landed: the
+// event recorded after that copy has completed. A row with no such copy, or
+// whose event is still pending, was read before its bytes arrived; a row
+// whose bytes are not its content is corrupt.
+func (c *checker) readLayer(dev gpu.Device, l *lease, k int) {
+	var served contract.NameSet
+	if d, ok := l.backend.(contract.Delivered); ok {
+		served = d.Served
+	}
+	g, j := c.cfg.layerOf(k)
+	if g >= len(l.needed) {
+		return
+	}
+	lb := c.cfg.layerBytes()
+	blocks := len(l.req.names[0])
+	want := make([]byte, SlotBytes)
+	got := make([]byte, lb)
+	read, early, corrupt := false, false, false
+	for _, b := range l.needed[g] {
+		n := l.req.names[g][b]
+		if !served.Has(n) {
+			continue
+		}
+		i := g*blocks + b
+		ev := l.req.layerCopies[i*c.layers+k]
+		if ev.IsZero() {
+			early = true
+		} else if st, err := c.copyStream.Query(ev); err != nil || st != gpu.Complete {
+			early = true
+		}
+		if dev.Read(got, l.req.row(blocks, g, b)+gpu.DevicePtr(j*lb)) != nil {
+			continue // a lost device can no longer be read
+		}
+		read = true
+		content(n, want)
+		if !bytes.Equal(got, want[j*lb:(j+1)*lb]) {
+			corrupt = true
+		}
+	}
+	if !read {
+		return // no row of the layer's group was served: nothing to read
+	}
+	c.layersRead++
+	if early {
+		c.layersReadEarly++
+	}
+	if corrupt {
+		c.corruptLayers++
+	}
+}
+
 // overclaimed reports whether a resume at token position p reads a block of
 // the fetch's range that was not served. Full attention reads every block
 // below p; the window group its sink blocks and the blocks holding one of the
@@ -284,12 +366,18 @@ func (c *checker) slotOf(b []byte) (slotKey, bool) {
 }
 
 // copied attributes a copy between a staging slot and a device row to the
-// lease that moves that row.
+// lease that moves that row. A copy may cover part of a row (a layer's
+// bytes): rows start SlotBytes apart from an allocation that both devices
+// align to 256 bytes, so the row holding dev starts at dev rounded down.
 func (c *checker) copied(host []byte, dev gpu.DevicePtr, toDevice bool) {
 	if _, ok := c.slotOf(host); !ok {
 		return
 	}
-	r := c.rowOwner[dev]
+	row := dev - dev%SlotBytes
+	r := c.rowOwner[row]
+	if r != nil && toDevice && c.layers > 0 {
+		c.layerCopied(r, row, int(dev-row), len(host))
+	}
 	var l *lease
 	if r != nil {
 		l = r.pub
@@ -307,7 +395,24 @@ func (c *checker) copied(host []byte, dev gpu.DevicePtr, toDevice bool) {
 	}
 }
 
+// layerCopied notes which layers a copy of n bytes at off into row of r
+// carries, by the checker's own reading of the row: layer group g's rows
+// hold its layers one after another, layerBytes each.
+func (c *checker) layerCopied(r *request, row gpu.DevicePtr, off, n int) {
+	i := int(row-r.dev) / SlotBytes
+	g := i / c.cfg.Blocks
+	lb := c.cfg.layerBytes()
+	for j := off / lb; j <= (off+n-1)/lb && j < c.cfg.LayersPerGroup; j++ {
+		c.unrecordLayers = append(c.unrecordLayers, layerCopy{r, i*c.layers + g + j*c.cfg.Groups})
+	}
+}
+
 func (c *checker) recorded(ev gpu.Event) {
+	for _, lc := range c.unrecordLayers {
+		lc.r.layerCopies[lc.i] = ev
+	}
+	clear(c.unrecordLayers)
+	c.unrecordLayers = c.unrecordLayers[:0]
 	for _, l := range c.unrecord {
 		l.copyUnrecorded = false
 		l.copySeqs = append(l.copySeqs, ev.Seq())

@@ -83,6 +83,30 @@ type Config struct {
 	// sees an outcome, an error or a timeout. In-process store only.
 	Naive bool
 
+	// Layerwise runs each fetch's forward pass on the simulated device layer
+	// by layer (SPEC §4 rule 16): the engine copies a fetch's rows layer by
+	// layer, and the manager waits for layer l alone (Engine.LayerReadiness),
+	// reads its bytes and computes it while later layers still copy. The
+	// same fetches are also computed the whole-lease way (every layer after
+	// the whole lease is ready) on a compute stream of their own, so the
+	// summary compares the two on one workload. The device's copies then
+	// take their bytes over CopyBandwidth, not GPULatency. The engine, the
+	// in-process store and the simulated device only.
+	Layerwise bool
+	// LayersPerGroup is how many layers each layer group has with Layerwise:
+	// group g holds layers g, g+Groups, g+2·Groups, … (hybrid models
+	// interleave their attention kinds so), each layer's key then value
+	// taking an equal share of a row, so it divides SlotBytes/2.
+	LayersPerGroup int
+	// ComputePerLayer is how long computing one layer of one fetch occupies
+	// the compute stream (gpu/sim Stream.Compute), with Layerwise.
+	ComputePerLayer time.Duration
+	// CopyBandwidth is the simulated copy engine's rate in bytes per second
+	// with Layerwise (gpu/sim WithBandwidth): the engine's copies run one
+	// after another, each taking its bytes over this rate. Rows are SlotBytes
+	// small, so the rate is as small: it sets how long a layer's copy takes.
+	CopyBandwidth float64
+
 	// Backend is the store: "mem" (or "") for the in-process backend on the
 	// virtual clock, or the URL of a Redis-compatible server
 	// (redis://HOST:PORT[/DB], rediss://..., unix://...; see backend/redis.Open)
@@ -167,7 +191,26 @@ func Defaults() Config {
 		Backend:           MemBackend,
 		RedisPrefix:       DefaultRedisPrefix,
 		Device:            SimDevice,
+		LayersPerGroup:    4,
+		ComputePerLayer:   50 * time.Microsecond,
+		// One layer of a fully served fetch (8 blocks, 16 bytes a layer)
+		// copies in 50µs: one round of the virtual clock.
+		CopyBandwidth: 2.56e6,
 	}
+}
+
+// LayerwiseArrival is the time between request arrivals of a layerwise run
+// unless told otherwise (WithLayerwiseDefaults): each served fetch then
+// occupies the copy engine and the compute stream for a few hundred
+// microseconds, and at the 100µs of Defaults both would fall behind for
+// ever.
+const LayerwiseArrival = time.Millisecond
+
+// WithLayerwiseDefaults returns c with Layerwise on and the arrival interval
+// that suits it: LayerwiseArrival.
+func (c Config) WithLayerwiseDefaults() Config {
+	c.Layerwise, c.Arrival = true, LayerwiseArrival
+	return c
 }
 
 // The request deadline and drain grace of a run over a real store unless
@@ -226,6 +269,9 @@ const (
 	maxSlots    = 1 << 20
 	maxFamilies = 1 << 20
 	maxLatency  = time.Hour
+	// maxBandwidth keeps a copy's duration, bytes over the rate, above a
+	// nanosecond's rounding for every row size the run has.
+	maxBandwidth = 1e12
 )
 
 // Validate reports every invalid field at once, each as a *FieldError.
@@ -311,6 +357,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.deviceErrors()...)
+	errs = append(errs, c.layerwiseErrors()...)
 	if c.Containment > readiness.Recover {
 		bad("containment", "%v; want quarantine, fatal or recover", c.Containment)
 	}

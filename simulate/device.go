@@ -54,7 +54,13 @@ func openDevice(cfg Config, clk clock, memBytes int) (*device, error) {
 		}
 		v.Device, v.cuda, v.limit, v.sizes = d, d, memBytes, map[gpu.DevicePtr]int{}
 	default:
-		d, err := sim.New(0, memBytes, sim.WithLatency(clk, cfg.GPULatency))
+		timing := sim.WithLatency(clk, cfg.GPULatency)
+		if cfg.Layerwise {
+			// A copy engine whose copies take their bytes' time, one after
+			// another: the layers of a fetch land one by one.
+			timing = sim.WithBandwidth(clk, cfg.CopyBandwidth)
+		}
+		d, err := sim.New(0, memBytes, timing)
 		if err != nil {
 			return nil, err
 		}

@@ -26,6 +26,17 @@
 // have caught up, and the GPU completes copies on the same clock, so a run is
 // deterministic for a seed apart from its wall-clock measurements.
 //
+// # Layer by layer
+//
+// With Config.Layerwise the engine copies each fetch layer by layer (SPEC §4
+// rule 16) on a device whose copies take their bytes over a bandwidth, and
+// the driver computes each fetch's forward pass on the simulated device
+// twice: layer by layer, each layer once Engine.LayerReadiness says it is
+// ready, and the whole lease first. The checker learns from the copies'
+// device addresses which event follows each layer's copy into each row, and
+// asks the device, not the engine, whether it completed when the manager
+// reads the layer. MeasureLayerFigure runs SPEC §5's layer figure.
+//
 // # A real store
 //
 // With Config.Backend a redis:// URL the store is a Redis-compatible server

@@ -12,6 +12,7 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
 )
 
 // manager is what the driver needs from a KV cache manager's staging side: the
@@ -22,6 +23,8 @@ type manager interface {
 	// step runs one round of the manager and says how many moves it made.
 	step() (int, error)
 	release(l *lease)
+	// layer says where layer k of the fetch l stands (Layerwise).
+	layer(l *lease, k int) readiness.LayerStatus
 	states() []StateCount
 	// nextSubmission names the lease whose submission the backend sees next.
 	nextSubmission() *lease
@@ -89,6 +92,8 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 		clk = nil // the engine's default: the system clock
 	}
 	var obs readiness.Observer
+	var eng *readiness.Engine
+	var err error
 	if d.cfg.Metrics != nil {
 		obs = d.cfg.Metrics
 		// The latency histograms and the oldest unfenced age are measured on
@@ -100,7 +105,14 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 			d.cfg.Metrics.SetClock(metrics.VirtualClock)
 		}
 	}
-	eng, err := readiness.New(readiness.Config{
+	var layers [][]staging.LayerSpans
+	if d.cfg.Layerwise {
+		if layers, err = readiness.LayersOf(d.cfg.layout()); err != nil {
+			return nil, fmt.Errorf("simulate: the layerwise layout: %w", err)
+		}
+	}
+	eng, err = readiness.New(readiness.Config{
+		Layers:         layers,
 		Memory:         d.mem,
 		TokensPerBlock: TokensPerBlock,
 		Attention:      d.cfg.Attention(),
@@ -226,7 +238,12 @@ func (em *engineManager) drain() {
 				em.d.chk.granted(l, runs)
 				em.d.mu.Unlock()
 			}
+		case fsm.AccessFenced:
+			em.d.fenced(l) // the round that issued its copies
 		case fsm.LogicallyComplete:
+			if l.fwd != nil {
+				em.d.complete(l.fwd) // before the release below ends its layers' answers
+			}
 			em.report(l, tr.Lease, true)
 		case fsm.Quarantined:
 			em.report(l, tr.Lease, false)
@@ -265,6 +282,18 @@ func (em *engineManager) report(l *lease, h readiness.Handle, ready bool) {
 		}
 	}
 	em.d.outcome(l)
+}
+
+func (em *engineManager) layer(l *lease, k int) readiness.LayerStatus {
+	h, ok := em.handles[l]
+	if !ok {
+		return readiness.LayerNever // released: nothing more lands for it
+	}
+	_, st, err := em.eng.LayerReadiness(h, k)
+	if err != nil {
+		return readiness.LayerNever
+	}
+	return st
 }
 
 func (em *engineManager) states() []StateCount {

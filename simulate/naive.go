@@ -339,6 +339,10 @@ func (n *naiveManager) done(nl *naiveLease, ready bool) {
 
 func (n *naiveManager) release(*lease) {} // already freed on the outcome
 
+// layer: the naive manager has no per-layer readiness (Validate refuses it
+// with Layerwise).
+func (n *naiveManager) layer(*lease, int) readiness.LayerStatus { return readiness.LayerNever }
+
 func (n *naiveManager) states() []StateCount {
 	var counts [numNaiveStates]int
 	for _, nl := range n.active {

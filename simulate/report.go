@@ -30,6 +30,7 @@ const (
 	PlotStates    = "leases-by-state.svg"
 	PlotFence     = "fence-latency.svg"
 	PlotReadiness = "readiness-latency.svg"
+	PlotLayerwise = "layerwise.svg"
 )
 
 // Plot sizes. A plot is as wide as the page's text column (pageWidthPx CSS
@@ -83,6 +84,7 @@ type reportPage struct {
 	Safe                             bool
 	States, Fence, Ready             string // plot files; "" when there is nothing to plot
 	StatesNote, FenceNote, ReadyNote string // why a plot is missing
+	Layers, LayersNote               string // a layerwise run's plot, or why it has none
 }
 
 func writeReport(dir string, runs []*Summary) error {
@@ -156,7 +158,67 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 	} else {
 		pg.ReadyNote = "No fetch became ready in this run: no readiness latency to show."
 	}
+	if s.Layerwise && len(s.LastLayerLatencies) > 0 {
+		p, legend := layerwisePlot(s)
+		if pg.Layers, err = save(p, legend, PlotLayerwise); err != nil {
+			return nil, err
+		}
+	} else if s.Layerwise {
+		pg.LayersNote = "No fetch copied anything to the device in this run: no forward pass to show."
+	}
 	return pg, nil
+}
+
+// Colours of the layerwise plot's two passes: their own, none of a state's
+// or a manager's.
+var (
+	layerwiseColor  = color.RGBA{R: 0, G: 120, B: 200, A: 255}
+	wholeLeaseColor = color.RGBA{R: 220, G: 120, B: 0, A: 255}
+)
+
+// layerwisePlot draws, for the forward passes measured, the fraction done
+// by each time: layer by layer and whole lease first, one line each, with
+// the idle device's bounds for a fully served fetch as dashed marks in the
+// same colours (the title says so: the legend names the passes only).
+func layerwisePlot(s *Summary) (*plot.Plot, *plot.Legend) {
+	p := newPlot()
+	p.Title.Text = "Time to last layer computed (dashed: a full fetch alone)"
+	p.X.Label.Text = s.clock() + " ms"
+	p.Y.Label.Text = "fraction of fetches"
+	p.Y.Tick.Marker = plot.DefaultTicks{}
+	legend := newLegend()
+	pipe, whole := PipelineBound(s.Layers, s.FullLayerCopy, s.ComputePerLayer)
+	for _, c := range []struct {
+		name  string
+		ds    []time.Duration
+		bound time.Duration
+		color color.RGBA
+	}{
+		{"layer by layer", s.LastLayerLatencies, pipe, layerwiseColor},
+		{"whole lease first", s.WholeLeaseLatencies, whole, wholeLeaseColor},
+	} {
+		pts := make(plotter.XYs, 0, 2*len(c.ds)+1)
+		pts = append(pts, plotter.XY{X: 0, Y: 0})
+		for i, d := range c.ds { // sorted: a step up at each one
+			pts = append(pts, plotter.XY{X: ms(d), Y: float64(i) / float64(len(c.ds))}, plotter.XY{X: ms(d), Y: float64(i+1) / float64(len(c.ds))})
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			continue
+		}
+		line.Color, line.Width = c.color, vg.Points(2)
+		p.Add(line)
+		legend.Add(c.name, line)
+		mark, err := plotter.NewLine(plotter.XYs{{X: ms(c.bound), Y: 0}, {X: ms(c.bound), Y: 1.05}})
+		if err != nil {
+			continue
+		}
+		mark.Color, mark.Dashes = c.color, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(mark)
+	}
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1.05
+	p.X.Max += 0.05 * p.X.Max
+	return p, legend
 }
 
 func writePage(dir string, pg *reportPage, pages []*reportPage, workload []string) error {
@@ -512,6 +574,8 @@ img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;over
 <h2>Fence latency</h2>{{if .P.Fence}}<img src="{{.P.Fence}}" alt="fence latency histogram">{{else}}<p>{{.P.FenceNote}}</p>{{end}}
 <h2>Readiness latency</h2>{{if .P.Ready}}<img src="{{.P.Ready}}" alt="readiness latency histogram, deadline marked">
 <p>The dashed line is the deadline ({{ms .P.S.Deadline}}). A fetch whose delivery is slower times out; its readiness (nothing usable) is answered once the backend's access to its slots is proven over, so the tail right of the line is mostly timed-out fetches.</p>{{else}}<p>{{.P.ReadyNote}}</p>{{end}}
+{{if .P.S.Layerwise}}<h2>Layer by layer</h2>{{if .P.Layers}}<img src="{{.P.Layers}}" alt="time to last layer computed, layer by layer and whole lease first">
+<p>Each fetch whose copies went to the device ran its forward pass twice on the simulated device ({{.P.S.Layers}} layers, {{ms .P.S.ComputePerLayer}} of compute each): layer by layer, each layer computed once the engine said it was ready, and whole lease first, every layer computed once the whole lease was ready. The dashed lines are a fully served fetch alone on the device: T + (L−1)·max(T, C) + C and L·T + L·C, with T = {{ms .P.S.FullLayerCopy}}. Fetches served in part copy less and land sooner; fetches that queue behind others' copies or compute land later.</p>{{else}}<p>{{.P.LayersNote}}</p>{{end}}{{end}}
 <p>See docs/simulate.md for how to read this page and how the checker works.</p>
 </body></html>
 `))

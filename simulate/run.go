@@ -63,6 +63,7 @@ type driver struct {
 	chk *checker
 	mgr manager
 	w   *workload
+	lw  *layerwise // the forward passes of a layerwise run; nil otherwise
 	// mu guards the checker, the transport's deliveries and the facts the
 	// backend calls record on leases: the engine's goroutines reach them
 	// through Poll and Quiesce.
@@ -172,6 +173,12 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	}
 	d.chk = newChecker(d.mem)
 	d.chk.window, d.chk.sinks = cfg.Window, cfg.SinkBlocks
+	if cfg.Layerwise {
+		if d.lw, err = newLayerwise(cfg, d.dev); err != nil {
+			return nil, errors.Join(err, d.dev.close())
+		}
+		d.chk.layerwise(cfg, d.dev.stream.Stream)
+	}
 	if d.t, err = newTransport(ctx, d); err != nil {
 		return nil, err
 	}
@@ -237,6 +244,7 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 		if err != nil {
 			return err
 		}
+		d.forwards()
 		d.reap()
 		if now >= nextSample {
 			d.sample(now)
@@ -249,7 +257,7 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 			progress(d.finished, cfg.Requests)
 			lastEvent = now
 		}
-		if d.next == cfg.Requests && d.finished == cfg.Requests {
+		if d.next == cfg.Requests && d.finished == cfg.Requests && d.lw.idle() {
 			return nil
 		}
 		if d.mgr.halted() != nil {
@@ -687,5 +695,7 @@ func (d *driver) summary(wall time.Duration) *Summary {
 		s.StoreOutages, s.StoreUnavailable = h.Outages, h.Unavailable
 	}
 	s.FailedFastP50 = quantile(d.fastSample.sorted(), 0.50)
+	d.lw.summarize(d.cfg, s)
+	s.LayersRead, s.LayersReadEarly, s.CorruptLayers = c.layersRead, c.layersReadEarly, c.corruptLayers
 	return s
 }

@@ -123,6 +123,33 @@ type Summary struct {
 	// the fetch did not bring: under a window, only the sinks and the window.
 	ReadinessOverclaims int
 
+	// Layer by layer (Config.Layerwise; all zero without it). Layers is the
+	// model's layer count L, ComputePerLayer its C, CopyBandwidth the copy
+	// engine's rate and FullLayerCopy what one layer of a fully served fetch
+	// takes on it when idle (T). Forwards are the fetches whose forward pass
+	// was measured both ways: from the round the engine issued their copies
+	// to the last layer computed, layer by layer (LastLayer…) and after the
+	// whole lease was ready (WholeLease…). LayerwiseSpeedup is the whole-lease
+	// time over the layer-by-layer time, summed over those fetches.
+	// ForwardsFailed stopped at a layer whose copy failed or will never
+	// land (LayerFailed, LayerNever: the manager recomputes the rows);
+	// ForwardsUnfinished were still computing when the run stopped.
+	Layerwise                               bool
+	Layers                                  int
+	ComputePerLayer, FullLayerCopy          time.Duration
+	CopyBandwidth                           float64
+	Forwards, ForwardsFailed                int
+	ForwardsUnfinished                      int
+	LastLayerP50, LastLayerP99              time.Duration
+	WholeLeaseP50, WholeLeaseP99            time.Duration
+	LayerwiseSpeedup                        float64
+	LastLayerLatencies, WholeLeaseLatencies []time.Duration
+	// The checker's layer counters: the layers the manager read (one fetch's
+	// layer, every row of it the backend served), those read before the
+	// device had completed the event after their copy into some row, and
+	// those with a row whose bytes were not its content.
+	LayersRead, LayersReadEarly, CorruptLayers int
+
 	// Deadline is the run's request deadline: deliveries slower than it
 	// time out, which shows as a spike in the readiness latencies. Over
 	// Redis it is the backend's attempt bound too. DrainGrace is how long
@@ -139,7 +166,7 @@ type Summary struct {
 // Safe reports whether the checker found nothing wrong.
 func (s *Summary) Safe() bool {
 	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0 &&
-		s.ReadinessOverclaims == 0
+		s.ReadinessOverclaims == 0 && s.LayersReadEarly == 0 && s.CorruptLayers == 0
 }
 
 // CapacityLost reports whether the run lost staging capacity: a lease
@@ -238,6 +265,28 @@ type summaryJSON struct {
 	FailedWaiting            int            `json:"failed_waiting"`
 	DeadlineUs               float64        `json:"deadline_us"`
 	DrainGraceUs             float64        `json:"drain_grace_us"`
+	Layerwise                *layerwiseJSON `json:"layerwise"` // null: not a layerwise run
+}
+
+// layerwiseJSON is the layerwise part of the JSON summary.
+type layerwiseJSON struct {
+	Layers             int     `json:"layers"`
+	ComputePerLayerUs  float64 `json:"compute_per_layer_us"`
+	CopyBandwidth      float64 `json:"copy_bandwidth_bytes_per_s"`
+	FullLayerCopyUs    float64 `json:"full_layer_copy_us"`
+	PipelineBoundUs    float64 `json:"pipeline_bound_us"`
+	WholeLeaseBoundUs  float64 `json:"whole_lease_bound_us"`
+	Forwards           int     `json:"forwards"`
+	ForwardsFailed     int     `json:"forwards_failed"`
+	ForwardsUnfinished int     `json:"forwards_unfinished"`
+	LastLayerP50us     float64 `json:"last_layer_p50_us"`
+	LastLayerP99us     float64 `json:"last_layer_p99_us"`
+	WholeLeaseP50us    float64 `json:"whole_lease_p50_us"`
+	WholeLeaseP99us    float64 `json:"whole_lease_p99_us"`
+	Speedup            float64 `json:"speedup"`
+	LayersRead         int     `json:"layers_read"`
+	LayersReadEarly    int     `json:"layers_read_early"`
+	CorruptLayers      int     `json:"corrupt_layers"`
 }
 
 // MarshalJSON writes the summary as one flat object: the keys the issue pins
@@ -263,8 +312,19 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		}
 		return m
 	}
+	var lw *layerwiseJSON
+	if s.Layerwise {
+		pipe, whole := PipelineBound(s.Layers, s.FullLayerCopy, s.ComputePerLayer)
+		lw = &layerwiseJSON{Layers: s.Layers, ComputePerLayerUs: us(s.ComputePerLayer), CopyBandwidth: s.CopyBandwidth,
+			FullLayerCopyUs: us(s.FullLayerCopy), PipelineBoundUs: us(pipe), WholeLeaseBoundUs: us(whole),
+			Forwards: s.Forwards, ForwardsFailed: s.ForwardsFailed, ForwardsUnfinished: s.ForwardsUnfinished,
+			LastLayerP50us: us(s.LastLayerP50), LastLayerP99us: us(s.LastLayerP99),
+			WholeLeaseP50us: us(s.WholeLeaseP50), WholeLeaseP99us: us(s.WholeLeaseP99), Speedup: s.LayerwiseSpeedup,
+			LayersRead: s.LayersRead, LayersReadEarly: s.LayersReadEarly, CorruptLayers: s.CorruptLayers}
+	}
 	return json.Marshal(summaryJSON{
-		Manager: s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
+		Layerwise: lw,
+		Manager:   s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
 		Requests: s.Requests, Leases: s.Leases,
 		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
 		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
@@ -341,6 +401,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
 	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
 	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
+	if s.Layerwise {
+		s.writeLayerwise(tw, row)
+	}
 	fmt.Fprintln(tw, "independent checker")
 	row("slot grants watched", s.SlotGrants)
 	row("recycled before fence", fmt.Sprintf("%d slot grants%s", s.RecycledBeforeFence, verdict(s.RecycledBeforeFence)))
@@ -360,7 +423,24 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	row("misses reported as failures", fmt.Sprintf("%d%s", s.MissesReportedAsFailures, verdict(s.MissesReportedAsFailures)))
 	row("readiness overclaims", fmt.Sprintf("%d%s", s.ReadinessOverclaims, verdict(s.ReadinessOverclaims)))
+	if s.Layerwise {
+		row("layers read before their copy landed", fmt.Sprintf("%d of %d layers read%s", s.LayersReadEarly, s.LayersRead, verdict(s.LayersReadEarly)))
+		row("layers read with corrupt bytes", fmt.Sprintf("%d%s", s.CorruptLayers, verdict(s.CorruptLayers)))
+	}
 	return tw.Flush()
+}
+
+// writeLayerwise prints the forward passes of a layerwise run: time to the
+// last layer computed, layer by layer against the whole lease, and the idle
+// device's bounds for a fully served fetch beside them.
+func (s *Summary) writeLayerwise(tw io.Writer, row func(string, any)) {
+	fmt.Fprintf(tw, "layer by layer (%d layers, compute %s each, copy engine %.4g bytes/s)\n", s.Layers, formatDuration(s.ComputePerLayer), s.CopyBandwidth)
+	pipe, whole := PipelineBound(s.Layers, s.FullLayerCopy, s.ComputePerLayer)
+	row("forward passes measured", fmt.Sprintf("%d fetches (and %d stopped by a layer copy that failed or will never land: rows recomputed; %d unfinished)", s.Forwards, s.ForwardsFailed, s.ForwardsUnfinished))
+	row("last layer computed p50 / p99", fmt.Sprintf("%s / %s, layer by layer (from the copies issued)", formatDuration(s.LastLayerP50), formatDuration(s.LastLayerP99)))
+	row("  whole lease first p50 / p99", fmt.Sprintf("%s / %s, every layer after the whole lease was ready", formatDuration(s.WholeLeaseP50), formatDuration(s.WholeLeaseP99)))
+	row("  whole lease ÷ layer by layer", fmt.Sprintf("%.2f× (summed over the fetches measured)", s.LayerwiseSpeedup))
+	row("idle-device bounds, full fetch", fmt.Sprintf("T %s a layer: T + (L−1)·max(T, C) + C = %s; L·T + L·C = %s", formatDuration(s.FullLayerCopy), formatDuration(pipe), formatDuration(whole)))
 }
 
 // writeCapacity prints what the run did to the staging pool: the policy and

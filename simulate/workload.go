@@ -31,6 +31,10 @@ type request struct {
 	fetch  *lease
 	pub    *lease
 	ended  bool
+	// layerCopies is the checker's (Layerwise): for row i and layer k, at
+	// i*layers+k, the event the engine recorded after the copy of that
+	// layer into the row (zero: none yet).
+	layerCopies []gpu.Event
 }
 
 func (r *request) row(blocks, g, b int) gpu.DevicePtr {
@@ -80,6 +84,8 @@ type lease struct {
 	copyUnrecorded        bool             // a copy with no event after it yet
 	delivery              *delivery        // its delivery, if one was made
 	backend               contract.Outcome // the first outcome the manager polled from the backend
+
+	fwd *forward // its forward pass in flight (a layerwise fetch)
 }
 
 // rows returns the lease's rows, in group then block order.

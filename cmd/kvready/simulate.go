@@ -67,6 +67,10 @@ func runSimulate(e *env, args []string) int {
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
 	fs.StringVar(&cfg.Device, "device", cfg.Device, "the GPU: sim (simulated, virtual clock) or cuda (GPU 0 through the CUDA driver: pinned staging, copies on a CUDA stream)")
 	fs.StringVar(&cfg.CUDALibrary, "cuda-library", cfg.CUDALibrary, "the CUDA driver library with --device cuda (`PATH`; default $KVREADY_CUDA_LIBRARY, else libcuda.so.1; make fakecuda builds bin/libfakecuda.so)")
+	fs.BoolVar(&cfg.Layerwise, "layerwise", false, "compute each fetch's forward pass on the simulated device layer by layer (SPEC §4 rule 16: wait for layer l, read it, compute it while later layers still copy) and, on the same fetches, after the whole lease is ready; the summary and the report compare the two. --arrival then defaults to "+simulate.LayerwiseArrival.String()+", and copies take their bytes over --copy-bandwidth (not --gpu-latency)")
+	fs.IntVar(&cfg.LayersPerGroup, "layers-per-group", cfg.LayersPerGroup, "layers of each layer group with --layerwise (group g holds layers g, g+groups, …); a divisor of 32: each layer's key and value take an equal share of a 64-byte row")
+	fs.DurationVar(&cfg.ComputePerLayer, "compute-per-layer", cfg.ComputePerLayer, "how long computing one layer of one fetch occupies the compute stream, with --layerwise")
+	fs.Float64Var(&cfg.CopyBandwidth, "copy-bandwidth", cfg.CopyBandwidth, "the simulated copy engine's rate in `bytes/s` with --layerwise: copies run one after another, each taking its bytes over this rate (the default copies one layer of a fully served 8-block fetch, 128 bytes, in 50µs)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
@@ -83,9 +87,12 @@ func runSimulate(e *env, args []string) int {
 		e.errorf("simulate takes no arguments, got %q", fs.Args())
 		return exitUsage
 	}
-	usable := true
+	usable := layerwiseFlags(e, fs, cfg.Layerwise)
+	if cfg.Layerwise {
+		cfg = layerwiseDefaults(fs, cfg)
+	}
 	if cfg.Redis() {
-		usable = storeFlags(e, fs)
+		usable = storeFlags(e, fs) && usable
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 		cfg = realTimeDefaults(fs, cfg)
 	}
@@ -101,8 +108,8 @@ func runSimulate(e *env, args []string) int {
 		reportConfig(e, fs, err)
 		usable = false
 	}
-	if *compare && (cfg.Naive || cfg.Redis() || cfg.Device == simulate.CUDADevice) {
-		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store and the simulated device; drop --naive, --backend and --device cuda")
+	if *compare && (cfg.Naive || cfg.Redis() || cfg.Device == simulate.CUDADevice || cfg.Layerwise) {
+		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store and the simulated device, whole leases (the naive manager has no per-layer readiness); drop --naive, --backend, --device cuda and --layerwise")
 		usable = false
 	}
 	if *report != "" {
@@ -222,6 +229,7 @@ defaults: over the in-process store (--backend mem) the run is on a virtual
 clock, with --deadline %v and --drain-grace %v. With a Redis --backend it is
 on real time, and --deadline defaults to %v (also the backend's attempt
 bound), --drain-grace to %v; a flag given on the command line always wins.
+With --layerwise --arrival defaults to %v.
 
 exit status:
   0    done: the checker found nothing wrong, every request ended, and the
@@ -237,7 +245,7 @@ exit status:
        summary's "capacity" section says what, and why)
   130  interrupted (Ctrl-C, SIGTERM): the summary so far is printed and the
        report written
-`, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace)
+`, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace, simulate.LayerwiseArrival)
 }
 
 // realTimeDefaults gives a run over a real store the request deadline and
@@ -254,6 +262,39 @@ func realTimeDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
 		}
 	})
 	return rt
+}
+
+// layerwiseOnly are the flags that describe the layer-by-layer forward pass.
+var layerwiseOnly = []string{"layers-per-group", "compute-per-layer", "copy-bandwidth"}
+
+// layerwiseFlags refuses the layerwise flags given without --layerwise
+// (they would change nothing), and --gpu-latency with it (the copies then
+// take their bytes' time instead).
+func layerwiseFlags(e *env, fs *flag.FlagSet, on bool) bool {
+	ok := true
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case !on && slices.Contains(layerwiseOnly, f.Name):
+			e.errorf("--%s: describes the layer-by-layer forward pass; want --layerwise too", f.Name)
+			ok = false
+		case on && f.Name == "gpu-latency":
+			e.errorf("--gpu-latency: with --layerwise each copy takes its bytes over --copy-bandwidth; drop --gpu-latency")
+			ok = false
+		}
+	})
+	return ok
+}
+
+// layerwiseDefaults gives a layerwise run its arrival interval unless the
+// command line set one: explicit flags always win.
+func layerwiseDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
+	lw := cfg.WithLayerwiseDefaults()
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "arrival" {
+			lw.Arrival = cfg.Arrival
+		}
+	})
+	return lw
 }
 
 // sizingHint points a run over a real store that lost capacity at how the

@@ -202,6 +202,7 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "the backend must send for content addresses, one `SET NX` per key, on one connection; on a")
 	fmt.Fprintln(w, "2-CPU machine the server shares the cores with the client, and single runs swing by a third.")
 	fmt.Fprintln(w)
+	renderLayers(w, r)
 	fmt.Fprintln(w, "## Every benchmark")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| benchmark | metrics (median of runs) |")
