@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"unsafe"
 
@@ -65,6 +66,32 @@ type checker struct {
 	layersRead      int // layers the manager read, of one fetch each
 	layersReadEarly int // of which: a row's copy of the layer had not landed
 	corruptLayers   int // of which: a row's bytes of the layer were not its content
+
+	// Layerwise publishes, from the device side: computeStream is the
+	// stream the manager computes publishes on (asked directly whether a
+	// layer's compute event completed), waited the newest of its events
+	// the copy stream was put behind (gpu.Waiter: what is queued on the
+	// copy stream after that wait runs after that event), unrecordSaves the
+	// device→staging layer copies since the copy stream's last event.
+	computeStream   gpu.Stream
+	waited          uint64
+	unrecordSaves   []layerCopy
+	publishesSeen   int // layerwise publishes submitted to the backend
+	layerSaves      int // device→staging layer copies of one row each, followed
+	withdrawals     int // layerwise publishes released before their last layer, seen end
+	savesEarly      int // device→staging layer copies queued neither behind nor after their compute
+	unitsIncomplete int // units handed to the backend with a layer not landed or not its content
+	withdrawnSent   int // withdrawn publishes the backend saw anyway
+	withdrawnEarly  int // withdrawn publishes whose slots returned before their queued copies landed
+}
+
+// saveCopy is the checker's account of one layer of one row of a
+// layerwise publish: whether its device→staging copy was queued, whether
+// it was queued where it could only run after the layer's compute event,
+// and the copy stream's event recorded after it (zero: none yet).
+type saveCopy struct {
+	queued, ordered bool
+	ev              gpu.Event
 }
 
 // layerCopy is one layer's copy into one device row, awaiting its event.
@@ -107,6 +134,10 @@ func (c *checker) layerwise(cfg Config, s gpu.Stream) {
 	c.cfg, c.layers, c.copyStream = cfg, cfg.Layers(), s
 }
 
+// publishes makes the checker follow layerwise publishes computed on the
+// compute stream s.
+func (c *checker) publishes(s gpu.Stream) { c.computeStream = s }
+
 // request registers a request's device rows, so that copies can be attributed.
 func (c *checker) request(r *request, rows int) {
 	for i := range rows {
@@ -114,6 +145,118 @@ func (c *checker) request(r *request, rows int) {
 	}
 	if c.layers > 0 {
 		r.layerCopies = make([]gpu.Event, rows*c.layers)
+	}
+	if c.computeStream != nil {
+		r.computed = make([]gpu.Event, c.layers)
+		r.saves = make([]saveCopy, rows*c.layers)
+	}
+}
+
+// computed records that the manager queued layer k of r's publish on the
+// compute stream, ev recorded after it: the event the layer's
+// device→staging copies must follow.
+func (c *checker) computed(r *request, k int, ev gpu.Event) {
+	if k >= 0 && k < len(r.computed) {
+		r.computed[k] = ev
+	}
+}
+
+// waitedFor is the copy stream put behind ev (gpu.Waiter): everything
+// queued on it from now on runs after ev resolved.
+func (c *checker) waitedFor(ev gpu.Event) {
+	if c.computeStream != nil && ev.StreamID() == c.computeStream.ID() {
+		c.waited = max(c.waited, ev.Seq())
+	}
+}
+
+// behindCompute reports whether a copy of layer k of r's rows queued now
+// can only run once the layer was computed: the layer's compute event is
+// one the copy stream waits for, or the device says it completed already.
+// A layer never computed has no such event: a copy of it is early.
+func (c *checker) behindCompute(r *request, k int) bool {
+	ev := r.computed[k]
+	if ev.IsZero() {
+		return false
+	}
+	if c.waited >= ev.Seq() {
+		return true
+	}
+	st, err := c.computeStream.Query(ev)
+	return err == nil && st == gpu.Complete
+}
+
+// submittedPublish checks a layerwise publish as the backend is handed it:
+// every unit is one of the publish's rows, and every layer of that row was
+// copied behind its compute, its copy event completed on the device, and
+// the slot holds the content the compute produced.
+func (c *checker) submittedPublish(l *lease, ext contract.CacheExtent) {
+	if c.computeStream == nil || l.kind != readiness.Publish {
+		return
+	}
+	c.publishesSeen++
+	if l.withdrawn {
+		c.withdrawnSent++
+	}
+	r := l.req
+	blocks := len(r.names[0])
+	want := make([]byte, SlotBytes)
+	lb := c.cfg.layerBytes()
+	rows := 0
+	for _, ords := range l.needed {
+		rows += len(ords)
+	}
+	for _, u := range ext.All() {
+		rows--
+		g, b, ok := r.find(u.Name)
+		row, inMem := c.mem.Row(u.LocalGroup, u.Local)
+		if !ok || !inMem {
+			c.unitsIncomplete++
+			continue
+		}
+		content(u.Name, want)
+		i := g*blocks + b
+		whole := true
+		for j := range c.cfg.LayersPerGroup {
+			k := g + j*c.cfg.Groups
+			sc := r.saves[i*c.layers+k]
+			if !sc.queued || !sc.ordered || !c.copyLanded(sc.ev) || !bytes.Equal(row[j*lb:(j+1)*lb], want[j*lb:(j+1)*lb]) {
+				whole = false
+			}
+		}
+		if !whole {
+			c.unitsIncomplete++
+		}
+	}
+	c.unitsIncomplete += max(0, rows) // rows of the publish the backend was not handed
+}
+
+// copyLanded asks the copy stream itself whether ev completed.
+func (c *checker) copyLanded(ev gpu.Event) bool {
+	if ev.IsZero() {
+		return false
+	}
+	st, err := c.copyStream.Query(ev)
+	return err == nil && st == gpu.Complete
+}
+
+// withdrawnEnded checks a layerwise publish the manager released before its
+// last layer, as its slots return: every copy queued for it had landed (the
+// device says so), so that none is left to write into slots another lease
+// may hold next. That the backend never saw it is checked at submission.
+func (c *checker) withdrawnEnded(l *lease) {
+	if c.computeStream == nil || !l.withdrawn {
+		return
+	}
+	c.withdrawals++
+	if l.copyUnrecorded {
+		c.withdrawnEarly++
+		return
+	}
+	for _, sc := range l.req.saves {
+		if sc.queued && !c.copyLanded(sc.ev) {
+			c.withdrawnEarly++
+			return
+		}
 	}
 }
 
@@ -378,6 +521,9 @@ func (c *checker) copied(host []byte, dev gpu.DevicePtr, toDevice bool) {
 	if r != nil && toDevice && c.layers > 0 {
 		c.layerCopied(r, row, int(dev-row), len(host))
 	}
+	if r != nil && !toDevice && c.computeStream != nil {
+		c.layerSaved(r, row, int(dev-row), len(host))
+	}
 	var l *lease
 	if r != nil {
 		l = r.pub
@@ -407,7 +553,33 @@ func (c *checker) layerCopied(r *request, row gpu.DevicePtr, off, n int) {
 	}
 }
 
+// layerSaved notes which layers of which row a device→staging copy
+// carries, by the same arithmetic, and whether it was queued behind each
+// layer's compute: one that was not may run before the compute wrote the
+// bytes it stages.
+func (c *checker) layerSaved(r *request, row gpu.DevicePtr, off, n int) {
+	i := int(row-r.dev) / SlotBytes
+	g := i / c.cfg.Blocks
+	lb := c.cfg.layerBytes()
+	for j := off / lb; j <= (off+n-1)/lb && j < c.cfg.LayersPerGroup; j++ {
+		k := g + j*c.cfg.Groups
+		sc := &r.saves[i*c.layers+k]
+		sc.queued = true
+		sc.ordered = c.behindCompute(r, k)
+		c.layerSaves++
+		if !sc.ordered {
+			c.savesEarly++
+		}
+		c.unrecordSaves = append(c.unrecordSaves, layerCopy{r, i*c.layers + k})
+	}
+}
+
 func (c *checker) recorded(ev gpu.Event) {
+	for _, lc := range c.unrecordSaves {
+		lc.r.saves[lc.i].ev = ev
+	}
+	clear(c.unrecordSaves)
+	c.unrecordSaves = c.unrecordSaves[:0]
 	for _, lc := range c.unrecordLayers {
 		lc.r.layerCopies[lc.i] = ev
 	}
@@ -471,6 +643,22 @@ func (s *stream) Record() (gpu.Event, error) {
 		s.mu.Unlock()
 	}
 	return ev, err
+}
+
+// Wait puts the copy stream behind ev, an event of another stream of the
+// device (a layerwise publish's compute), where the device can.
+func (s *stream) Wait(ev gpu.Event) error {
+	w, ok := s.inner.(gpu.Waiter)
+	if !ok {
+		return fmt.Errorf("simulate: the copy stream (%T) cannot wait for %v", s.inner, ev)
+	}
+	err := w.Wait(ev)
+	if err == nil {
+		s.mu.Lock()
+		s.chk.waitedFor(ev)
+		s.mu.Unlock()
+	}
+	return err
 }
 
 func (s *stream) Query(ev gpu.Event) (gpu.Status, error) {

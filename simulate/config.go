@@ -89,8 +89,10 @@ type Config struct {
 	// reads its bytes and computes it while later layers still copy. The
 	// same fetches are also computed the whole-lease way (every layer after
 	// the whole lease is ready) on a compute stream of their own, so the
-	// summary compares the two on one workload. The device's copies then
-	// take their bytes over CopyBandwidth, not GPULatency. The engine, the
+	// summary compares the two on one workload. Publishes save their rows
+	// layer by layer as a pass computes them (Engine.Computed), and a few
+	// are withdrawn before their last layer. The device's copies then take
+	// their bytes over CopyBandwidth, not GPULatency. The engine, the
 	// in-process store and the simulated device only.
 	Layerwise bool
 	// LayersPerGroup is how many layers each layer group has with Layerwise:

@@ -197,6 +197,16 @@ func (s *lastEvent) Record() (gpu.Event, error) {
 	return ev, err
 }
 
+// Wait puts the stream behind another stream's event, where the device can
+// (a layerwise publish's copies follow the manager's compute).
+func (s *lastEvent) Wait(ev gpu.Event) error {
+	w, ok := s.Stream.(gpu.Waiter)
+	if !ok {
+		return fmt.Errorf("simulate: the device's stream (%T) cannot wait for %v", s.Stream, ev)
+	}
+	return w.Wait(ev)
+}
+
 func (s *lastEvent) last() gpu.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -35,7 +35,14 @@
 // ready, and the whole lease first. The checker learns from the copies'
 // device addresses which event follows each layer's copy into each row, and
 // asks the device, not the engine, whether it completed when the manager
-// reads the layer. MeasureLayerFigure runs SPEC §5's layer figure.
+// reads the layer. Publishes go layer by layer too (Request.Layerwise): the
+// driver computes each layer on a compute stream and reports it with
+// Engine.Computed behind its event; the checker verifies, from the streams'
+// events and waits, that no layer was saved before it was computed, that
+// every unit handed to the backend holds every layer, and that a publish
+// withdrawn before its last layer was never submitted and held its slots
+// until its queued copies landed. MeasureLayerFigure runs SPEC §5's layer
+// figure.
 //
 // # A real store
 //

@@ -25,6 +25,9 @@ type manager interface {
 	release(l *lease)
 	// layer says where layer k of the fetch l stands (Layerwise).
 	layer(l *lease, k int) readiness.LayerStatus
+	// computed reports layer k of the layerwise publish l computed, behind
+	// the compute stream's event after (Layerwise).
+	computed(l *lease, k int, after gpu.Event) error
 	states() []StateCount
 	// nextSubmission names the lease whose submission the backend sees next.
 	nextSubmission() *lease
@@ -166,7 +169,9 @@ func (em *engineManager) nextSubmission() *lease {
 }
 
 func (em *engineManager) lend(l *lease) error {
-	h, err := em.eng.Lend(readiness.Request{Kind: l.kind, Rows: l.rows(), KnownBlocks: l.first})
+	// Layer by layer a publish saves what its pass computes as each layer is.
+	layerwise := em.d.cfg.Layerwise && l.kind == readiness.Publish
+	h, err := em.eng.Lend(readiness.Request{Kind: l.kind, Rows: l.rows(), KnownBlocks: l.first, Layerwise: layerwise})
 	if err != nil {
 		return err
 	}
@@ -238,6 +243,7 @@ func (em *engineManager) drain() {
 				em.d.chk.granted(l, runs)
 				em.d.mu.Unlock()
 			}
+			em.d.save(l) // a layerwise publish takes its layers from now on
 		case fsm.AccessFenced:
 			em.d.fenced(l) // the round that issued its copies
 		case fsm.LogicallyComplete:
@@ -252,6 +258,9 @@ func (em *engineManager) drain() {
 			em.forget(l, tr.Lease)
 			em.d.ended(l)
 		case fsm.Released:
+			em.d.mu.Lock()
+			em.d.chk.withdrawnEnded(l) // as its slots return
+			em.d.mu.Unlock()
 			em.report(l, tr.Lease, false)
 			l.final = released
 			em.forget(l, tr.Lease)
@@ -294,6 +303,14 @@ func (em *engineManager) layer(l *lease, k int) readiness.LayerStatus {
 		return readiness.LayerNever
 	}
 	return st
+}
+
+func (em *engineManager) computed(l *lease, k int, after gpu.Event) error {
+	h, ok := em.handles[l]
+	if !ok {
+		return fmt.Errorf("simulate: layer %d of a publish already released", k)
+	}
+	return em.eng.Computed(h, k, after)
 }
 
 func (em *engineManager) states() []StateCount {

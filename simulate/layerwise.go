@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/kvready/kvready/gpu"
@@ -85,17 +86,26 @@ func (c Config) layerwiseErrors() []error {
 	return errs
 }
 
-// layerwise is the forward-pass side of a layerwise run: two compute
-// streams of the simulated device, one for the layer-by-layer passes and
-// one for the whole-lease baseline's, so that the two never delay each
-// other; on each, the passes of all requests run one after another, as on
-// one GPU.
+// layerwise is the forward-pass side of a layerwise run: three compute
+// streams of the simulated device, one for the layer-by-layer passes, one
+// for the whole-lease baseline's, so that the two never delay each other,
+// and one for the passes that compute what publishes save; on each, the
+// passes of all requests run one after another, as on one GPU.
 type layerwise struct {
+	cfg     Config
 	layers  int
 	compute time.Duration
 	pipe    computeStream // layer by layer: layer l computed once it is ready
 	whole   computeStream // the baseline: every layer computed once the lease is ready
+	save    computeStream // the publishes' passes: layer l computed, then saved
 	active  []*forward
+	// saves are the publishes' passes waiting for the save stream, the
+	// first in progress; inFlight the events after the layers queued there
+	// not yet seen computed (at most saveDepth). withdrawn counts the
+	// publishes the manager released before their last layer.
+	saves     []*savePass
+	inFlight  []gpu.Event
+	withdrawn int
 
 	pipeSample, wholeSample reservoir
 	measured, failed        int
@@ -116,7 +126,7 @@ type forward struct {
 }
 
 func newLayerwise(cfg Config, dev gpu.Device) (*layerwise, error) {
-	var streams [2]computeStream
+	var streams [3]computeStream
 	for i := range streams {
 		s, err := dev.NewStream()
 		if err != nil {
@@ -128,8 +138,7 @@ func newLayerwise(cfg Config, dev gpu.Device) (*layerwise, error) {
 		}
 		streams[i] = cs
 	}
-	pipe, whole := streams[0], streams[1]
-	return &layerwise{layers: cfg.Layers(), compute: cfg.ComputePerLayer, pipe: pipe, whole: whole,
+	return &layerwise{cfg: cfg, layers: cfg.Layers(), compute: cfg.ComputePerLayer, pipe: streams[0], whole: streams[1], save: streams[2],
 		pipeSample: newReservoir(cfg.Seed + 3), wholeSample: newReservoir(cfg.Seed + 4)}, nil
 }
 
@@ -256,8 +265,154 @@ func seen(s gpu.Stream, ev gpu.Event, was, at time.Duration, failed *bool) time.
 	return was
 }
 
-// idle reports whether no forward pass is in flight.
-func (lw *layerwise) idle() bool { return lw == nil || len(lw.active) == 0 }
+// withdrawRate is the share of publishes the manager releases before it
+// reported their last layer computed: a request cut short while its KV was
+// being saved (vLLM aborts one mid-forward). Fixed and small, so that
+// every run of the demo withdraws a few and the checker follows them.
+const withdrawRate = 1.0 / 16
+
+// withdrawAfter draws how many layers of request req's publish the manager
+// reports before it releases the publish: all of them, but with
+// withdrawRate fewer (0 to layers−1). Like behaviour, the draw depends on
+// the seed and the request alone.
+func (w *workload) withdrawAfter(req, layers int) int {
+	rng := rand.New(rand.NewPCG(w.cfg.Seed^uint64(req)*0x9e3779b97f4a7c15, 0x7769746864726177))
+	if rng.Float64() >= withdrawRate {
+		return layers
+	}
+	return rng.IntN(layers)
+}
+
+// saveDepth bounds how far the host runs ahead of the save stream: at most
+// this many layers of the publishes' passes are queued there and not yet
+// computed. The engine's copy stream, which fetches share, waits for each
+// reported layer's event; were the host to queue whole passes ahead, a
+// compute stream behind its work would hold every fetch's copies behind it
+// for as long (the engine would contain them as unproven). A manager
+// launches a layer's compute a layer or two before the device gets to it.
+const saveDepth = 2
+
+// savePass is a publish's pass in progress: the layer it queues next, and
+// how many it queues before the publish is released (withdrawn) or
+// submitted (all of them).
+type savePass struct {
+	l          *lease
+	out        []byte
+	next, stop int
+}
+
+// save starts the pass whose KV the layerwise publish l saves, once l holds
+// its slots: the passes run one after another on the save stream, as
+// pumpSaves runs them.
+func (d *driver) save(l *lease) {
+	lw := d.lw
+	if lw == nil || l.kind != readiness.Publish || l.saving {
+		return
+	}
+	l.saving = true
+	lw.saves = append(lw.saves, &savePass{l: l, out: lw.output(l.req, l.first), stop: d.w.withdrawAfter(l.req.id, lw.layers)})
+}
+
+// pumpSaves runs the publishes' passes one round on, as vLLM's save_kv_layer:
+// for each layer it queues the layer's compute on the save stream, records
+// an event after it, and at once reports the layer computed behind that
+// event (Engine.Computed), up to saveDepth layers ahead of the device. The
+// engine queues the layer's device→staging copies behind the event; the
+// publish is submitted once every layer landed. A publish the workload
+// withdraws is released after fewer layers, and so is one whose pass cannot
+// go on (a lost device, a refused report): nothing of it is submitted. A
+// publish that ended meanwhile (the engine closed it) is dropped.
+func (d *driver) pumpSaves() {
+	lw := d.lw
+	done := 0
+	for _, ev := range lw.inFlight {
+		if st, err := lw.save.Query(ev); err == nil && st == gpu.Pending {
+			break
+		}
+		done++
+	}
+	lw.inFlight = append(lw.inFlight[:0], lw.inFlight[done:]...)
+	for len(lw.saves) > 0 {
+		p := lw.saves[0]
+		if p.l.reported || p.l.final != held {
+			p.stop = p.next // it ended: nothing to report or release
+		}
+		for p.next < p.stop && len(lw.inFlight) < saveDepth {
+			ev, err := lw.computeLayer(p.l.req, p.l.first, p.next, p.out)
+			if err == nil {
+				d.mu.Lock()
+				d.chk.computed(p.l.req, p.next, ev)
+				d.mu.Unlock()
+				err = d.mgr.computed(p.l, p.next, ev)
+			}
+			if err != nil {
+				p.stop = p.next
+				break
+			}
+			lw.inFlight = append(lw.inFlight, ev)
+			p.next++
+		}
+		if p.next < p.stop {
+			return // the host is as far ahead as it goes
+		}
+		if p.stop < lw.layers && !p.l.reported && p.l.final == held {
+			p.l.withdrawn = true
+			lw.withdrawn++
+			d.mgr.release(p.l)
+		}
+		lw.saves[0] = nil
+		lw.saves = lw.saves[1:]
+	}
+}
+
+// output is what a publish's pass computes for r: each row's content, for
+// the blocks from first on (the ones the fetch did not bring), laid out as
+// r's device rows are.
+func (lw *layerwise) output(r *request, first int) []byte {
+	blocks := lw.cfg.Blocks
+	out := make([]byte, len(r.names)*blocks*SlotBytes)
+	for g := range r.names {
+		for b := first; b < blocks; b++ {
+			i := g*blocks + b
+			content(r.names[g][b], out[i*SlotBytes:(i+1)*SlotBytes])
+		}
+	}
+	return out
+}
+
+// computeLayer queues layer k of a publish's pass on the save stream and
+// returns the event recorded after it. The simulated device runs no kernel,
+// so the pass writes what the layer produces itself: a host→device copy of
+// the layer's bytes of each computed row (from out), queued after the
+// compute and before the event. The device performs a copy when it
+// resolves, in stream order, so the layer's bytes are on the device when
+// the event resolves, and not a moment before: until then the rows hold the
+// canary the checker wrote when the request arrived (or, in a row the fetch
+// filled, the stored content it brought). A device→staging copy that ran
+// before the event resolved — one the engine did not queue behind it —
+// stages the canary: the checker's check of the submitted units, and its
+// read of the store, see the wrong bytes. The write takes its bytes' time
+// on the device's copy bandwidth, counted in the layer's compute time
+// (it runs for C, or the write's time if that is longer).
+func (lw *layerwise) computeLayer(r *request, first, k int, out []byte) (gpu.Event, error) {
+	cfg := lw.cfg
+	g, j := cfg.layerOf(k)
+	lb, blocks := cfg.layerBytes(), cfg.Blocks
+	write := time.Duration(float64((blocks-first)*lb) / cfg.CopyBandwidth * float64(time.Second))
+	if err := lw.save.Compute(max(0, lw.compute-write)); err != nil {
+		return gpu.Event{}, err
+	}
+	for b := first; b < blocks; b++ {
+		off := (g*blocks+b)*SlotBytes + j*lb
+		if err := lw.save.CopyHtoD(r.dev+gpu.DevicePtr(off), out[off:off+lb]); err != nil {
+			return gpu.Event{}, err
+		}
+	}
+	return lw.save.Record()
+}
+
+// idle reports whether no forward pass is in flight or waiting.
+func (lw *layerwise) idle() bool { return lw == nil || (len(lw.active) == 0 && len(lw.saves) == 0) }
 
 // summarize fills in the layerwise part of the summary.
 func (lw *layerwise) summarize(cfg Config, s *Summary) {
@@ -267,6 +422,7 @@ func (lw *layerwise) summarize(cfg Config, s *Summary) {
 	s.Layerwise, s.Layers, s.ComputePerLayer, s.CopyBandwidth = true, lw.layers, cfg.ComputePerLayer, cfg.CopyBandwidth
 	s.FullLayerCopy = cfg.FullLayerCopy()
 	s.Forwards, s.ForwardsFailed, s.ForwardsUnfinished = lw.measured, lw.failed, len(lw.active)
+	s.PublishesWithdrawn = lw.withdrawn
 	s.LastLayerLatencies, s.WholeLeaseLatencies = lw.pipeSample.sorted(), lw.wholeSample.sorted()
 	s.LastLayerP50, s.LastLayerP99 = quantile(s.LastLayerLatencies, 0.50), quantile(s.LastLayerLatencies, 0.99)
 	s.WholeLeaseP50, s.WholeLeaseP99 = quantile(s.WholeLeaseLatencies, 0.50), quantile(s.WholeLeaseLatencies, 0.99)

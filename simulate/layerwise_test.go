@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -93,6 +96,9 @@ func TestLayerwiseRunIsDeterministic(t *testing.T) {
 	assert.Equal(t, a.LastLayerLatencies, b.LastLayerLatencies)
 	assert.Equal(t, a.WholeLeaseLatencies, b.WholeLeaseLatencies)
 	assert.Equal(t, a.LayersRead, b.LayersRead)
+	assert.Equal(t, a.PublishesSubmitted, b.PublishesSubmitted)
+	assert.Equal(t, a.PublishesWithdrawn, b.PublishesWithdrawn)
+	assert.Equal(t, a.LayerSaves, b.LayerSaves)
 }
 
 // Hybrid layer groups: with a window group its rows are fewer, and its
@@ -136,10 +142,15 @@ func TestLayerwiseSummaryJSON(t *testing.T) {
 	require.NotNil(t, got.Layerwise)
 	for _, k := range []string{"layers", "compute_per_layer_us", "copy_bandwidth_bytes_per_s", "full_layer_copy_us", "pipeline_bound_us",
 		"whole_lease_bound_us", "forwards", "forwards_failed", "forwards_unfinished", "last_layer_p50_us", "last_layer_p99_us",
-		"whole_lease_p50_us", "whole_lease_p99_us", "speedup", "layers_read", "layers_read_early", "corrupt_layers"} {
+		"whole_lease_p50_us", "whole_lease_p99_us", "speedup", "layers_read", "layers_read_early", "corrupt_layers",
+		"publishes_submitted", "publishes_withdrawn", "layer_saves", "save_copies_early", "units_incomplete",
+		"withdrawn_submitted", "withdrawn_freed_early"} {
 		assert.Contains(t, got.Layerwise, k)
 	}
 	assert.Equal(t, float64(s.Forwards), got.Layerwise["forwards"])
+	assert.Equal(t, float64(s.PublishesSubmitted), got.Layerwise["publishes_submitted"])
+	assert.Equal(t, float64(s.PublishesWithdrawn), got.Layerwise["publishes_withdrawn"])
+	assert.Equal(t, float64(s.LayerSaves), got.Layerwise["layer_saves"])
 	pipe, whole := PipelineBound(s.Layers, s.FullLayerCopy, s.ComputePerLayer)
 	assert.InDelta(t, float64(pipe)/1e3, got.Layerwise["pipeline_bound_us"], 1e-9)
 	assert.InDelta(t, float64(whole)/1e3, got.Layerwise["whole_lease_bound_us"], 1e-9)
@@ -264,6 +275,8 @@ func TestLayerwiseReport(t *testing.T) {
 	html, err := os.ReadFile(filepath.Join(dir, ReportIndex))
 	require.NoError(t, err)
 	assert.Contains(t, string(html), "<h2>Layer by layer</h2>")
+	assert.Contains(t, string(html), fmt.Sprintf("%d submitted once every layer landed; %d withdrawn before their last layer", s.PublishesSubmitted, s.PublishesWithdrawn))
+	assert.Contains(t, string(html), fmt.Sprintf("The checker found 0 of %d layer saves queued before their compute", s.LayerSaves))
 	assert.Contains(t, images(t, dir, ReportIndex), PlotLayerwise)
 	paths, texts, widthPt := parseSVG(t, filepath.Join(dir, PlotLayerwise))
 	assert.InDelta(t, pageWidthPx*72/96, widthPt, 0.5)
@@ -289,4 +302,246 @@ func TestLayerwiseReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(html), "Layer by layer")
 	assert.NoFileExists(t, filepath.Join(dir, PlotLayerwise))
+}
+
+// publishRig is a checker following layerwise publishes on a simulated
+// device whose copies and compute take whole milliseconds: one layer group
+// of one block, layers 0 and 1 of 32 bytes each, a layer's copy 1ms.
+type publishRig struct {
+	t       *testing.T
+	cfg     Config
+	clock   *sim.ManualClock
+	dev     *sim.Device
+	copies  *stream // the engine's copy stream, through the checker
+	compute *sim.Stream
+	mem     *staging.Memory
+	chk     *checker
+}
+
+func newPublishRig(t *testing.T) *publishRig {
+	cfg := Defaults().WithLayerwiseDefaults()
+	cfg.Groups, cfg.Blocks, cfg.LayersPerGroup = 1, 1, 2
+	cfg.CopyBandwidth = 32 / time.Millisecond.Seconds()
+	clock := sim.NewManualClock(epoch)
+	dev, err := sim.New(0, 1<<12, sim.WithBandwidth(clock, cfg.CopyBandwidth))
+	require.NoError(t, err)
+	inner, err := dev.NewStream()
+	require.NoError(t, err)
+	cs, err := dev.NewStream()
+	require.NoError(t, err)
+	mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 4, SlotBytes: SlotBytes})
+	require.NoError(t, err)
+	chk := newChecker(mem)
+	chk.layerwise(cfg, inner)
+	chk.publishes(cs.(*sim.Stream))
+	return &publishRig{t: t, cfg: cfg, clock: clock, dev: dev, copies: &stream{inner: inner, chk: chk, mu: &sync.Mutex{}},
+		compute: cs.(*sim.Stream), mem: mem, chk: chk}
+}
+
+// publish starts request id's publish of its one row, which holds the
+// canary, staged in slot id.
+func (p *publishRig) publish(id int) *lease {
+	var name contract.Name
+	name[0] = byte(id)
+	r := &request{id: id, names: [][]contract.Name{{name}}}
+	var err error
+	r.dev, err = p.dev.Alloc(SlotBytes)
+	require.NoError(p.t, err)
+	p.chk.request(r, 1)
+	row := make([]byte, SlotBytes)
+	canary(r.id, 0, row)
+	require.NoError(p.t, p.dev.Write(r.dev, row))
+	r.pub = &lease{req: r, kind: readiness.Publish, blocks: 1, needed: [][]int{{0}}}
+	return r.pub
+}
+
+// computeLayer queues layer k of l's pass as the simulation does, and tells
+// the checker its event.
+func (p *publishRig) computeLayer(l *lease, k int) gpu.Event {
+	lw := &layerwise{cfg: p.cfg, compute: time.Millisecond, save: p.compute}
+	ev, err := lw.computeLayer(l.req, 0, k, lw.output(l.req, 0))
+	require.NoError(p.t, err)
+	p.chk.computed(l.req, k, ev)
+	return ev
+}
+
+func (p *publishRig) slot(l *lease) []byte {
+	row, ok := p.mem.Row(0, l.req.id)
+	require.True(p.t, ok)
+	return row
+}
+
+// save queues layer k's copy device→staging.
+func (p *publishRig) save(l *lease, k int) {
+	require.NoError(p.t, p.copies.CopyDtoH(p.slot(l)[k*32:(k+1)*32], l.req.dev+gpu.DevicePtr(k*32)))
+}
+
+func (p *publishRig) record() gpu.Event {
+	ev, err := p.copies.Record()
+	require.NoError(p.t, err)
+	return ev
+}
+
+// land advances the clock and asks the copy stream, as the engine does,
+// whether ev completed.
+func (p *publishRig) land(ev gpu.Event) {
+	p.clock.Advance(10 * time.Millisecond)
+	st, err := p.copies.Query(ev)
+	require.NoError(p.t, err)
+	require.Equal(p.t, gpu.Complete, st)
+}
+
+func (p *publishRig) submit(l *lease, units ...contract.Unit) {
+	ext, err := contract.NewCacheExtent([]byte("publish"), units, false)
+	require.NoError(p.t, err)
+	p.chk.submittedPublish(l, ext)
+}
+
+func unitOf(l *lease) contract.Unit {
+	return contract.Unit{Name: l.req.names[0][0], LocalGroup: 0, Local: l.req.id}
+}
+
+// The checker's publish oracle is the device's: which compute event each
+// layer's save must follow, whether the copy stream was put behind it (or
+// it had completed) when the save was queued, whether the save's event
+// completed, and what the slot holds. Fed a publish whose layer was saved
+// without waiting for its compute — the simulated device then stages the
+// canary the compute had not yet overwritten — and one whose layer was
+// never computed, it counts both saves early and the unit incomplete; a
+// publish whose saves waited for their compute is clean; a publish handed
+// to the backend without its unit, or a save that never landed, is caught.
+func TestCheckerCatchesALayerSavedBeforeItWasComputed(t *testing.T) {
+	p := newPublishRig(t)
+
+	early := p.publish(1)
+	p.computeLayer(early, 0) // 1ms of compute, then its output written
+	p.save(early, 0)         // not behind the compute event
+	p.save(early, 1)         // layer 1 never computed at all
+	p.land(p.record())       // the copy engine runs before the compute stream is asked
+	assert.Equal(t, 2, p.chk.savesEarly)
+	assert.Equal(t, 2, p.chk.layerSaves)
+	want := make([]byte, SlotBytes)
+	canary(early.req.id, 0, want)
+	assert.Equal(t, want, p.slot(early), "the saves staged the canary: the compute had not written the row")
+	p.submit(early, unitOf(early))
+	assert.Equal(t, 1, p.chk.publishesSeen)
+	assert.Equal(t, 1, p.chk.unitsIncomplete)
+
+	good := p.publish(2)
+	for k := range 2 {
+		require.NoError(t, p.copies.Wait(p.computeLayer(good, k)))
+		p.save(good, k)
+	}
+	p.land(p.record())
+	content(good.req.names[0][0], want)
+	assert.Equal(t, want, p.slot(good), "behind the compute, the saves staged what it produced")
+	p.submit(good, unitOf(good))
+	assert.Equal(t, 2, p.chk.savesEarly, "saves behind their compute are not early")
+	assert.Equal(t, 1, p.chk.unitsIncomplete)
+
+	// A save queued after its compute completed needs no wait.
+	late := p.publish(3)
+	p.computeLayer(late, 0)
+	p.computeLayer(late, 1)
+	p.clock.Advance(10 * time.Millisecond)
+	p.save(late, 0)
+	p.save(late, 1)
+	pending := p.record()
+	p.submit(late, unitOf(late)) // handed over before its saves landed
+	assert.Equal(t, 2, p.chk.savesEarly)
+	assert.Equal(t, 2, p.chk.unitsIncomplete, "a save not landed yet")
+	p.land(pending)
+	p.submit(late, unitOf(late))
+	assert.Equal(t, 2, p.chk.unitsIncomplete, "landed: clean")
+
+	p.submit(good) // its one unit left out
+	assert.Equal(t, 3, p.chk.unitsIncomplete, "a row of the publish the backend was not handed")
+
+	p.slot(good)[40] ^= 0xFF // something else wrote into the slot after the save
+	p.submit(good, unitOf(good))
+	assert.Equal(t, 4, p.chk.unitsIncomplete, "the staged bytes are not what the compute produced")
+}
+
+// A withdrawn publish's slots may return only once every save queued for it
+// landed, and the backend must never see it: the checker counts a return
+// with a save still in flight (or one with no event after it yet), and a
+// withdrawn publish submitted; a return after its saves landed is clean.
+func TestCheckerCatchesAWithdrawnPublishFreedEarlyOrSubmitted(t *testing.T) {
+	p := newPublishRig(t)
+	l := p.publish(1)
+	l.withdrawn = true
+	require.NoError(t, p.copies.Wait(p.computeLayer(l, 0)))
+	p.save(l, 0)
+	p.chk.withdrawnEnded(l)
+	assert.Equal(t, 1, p.chk.withdrawnEarly, "a save with no event after it")
+	ev := p.record()
+	p.chk.withdrawnEnded(l)
+	assert.Equal(t, 2, p.chk.withdrawnEarly, "a save still in flight")
+	p.land(ev)
+	p.chk.withdrawnEnded(l)
+	assert.Equal(t, 2, p.chk.withdrawnEarly, "every save landed: clean")
+	assert.Equal(t, 3, p.chk.withdrawals)
+
+	assert.Zero(t, p.chk.withdrawnSent)
+	p.submit(l, unitOf(l))
+	assert.Equal(t, 1, p.chk.withdrawnSent, "the backend saw a withdrawn publish")
+}
+
+// Layer by layer, a run's publishes save each layer as it is computed: the
+// checker follows every save, finds none queued before its compute, no unit
+// handed with a layer missing, and the withdrawn publishes (some, at the
+// workload's fixed rate) never submitted nor freed before their saves
+// landed; the store holds only what the passes computed.
+func TestLayerwisePublishesSaveEachLayer(t *testing.T) {
+	s := run(t, layerwiseSmall())
+	assert.True(t, s.Safe())
+	assert.True(t, s.Complete())
+	assert.Positive(t, s.PublishesSubmitted)
+	assert.Positive(t, s.PublishesWithdrawn)
+	assert.Less(t, s.PublishesWithdrawn, s.PublishesSubmitted/4, "a small share")
+	assert.GreaterOrEqual(t, s.LayerSaves, s.PublishesSubmitted*layerwiseSmall().LayersPerGroup, "every row of a submitted publish saves each of its group's layers")
+	assert.Zero(t, s.SaveCopiesEarly)
+	assert.Zero(t, s.UnitsIncomplete)
+	assert.Zero(t, s.WithdrawnSubmitted)
+	assert.Zero(t, s.WithdrawnFreedEarly)
+	assert.Zero(t, s.CorruptRows)
+	assert.Positive(t, s.RowsVerified)
+	assert.Equal(t, s.PublishesWithdrawn, s.Withdrawn, "a withdrawn publish ends with no outcome")
+	assert.Equal(t, s.Leases, s.Served+s.Partial+s.Missed+s.Failed+s.Withdrawn, "every lease lent has an outcome or was withdrawn")
+
+	var out strings.Builder
+	require.NoError(t, s.WriteTable(&out))
+	for _, want := range []string{
+		fmt.Sprintf("  withdrawn  %d (layerwise publishes released before their last layer", s.Withdrawn),
+		fmt.Sprintf("%d submitted once every layer landed; %d withdrawn before their last layer", s.PublishesSubmitted, s.PublishesWithdrawn),
+		fmt.Sprintf("layer saves queued before computed     0 of %d layer saves  ok", s.LayerSaves),
+		"units submitted with a layer missing   0  ok",
+		"withdrawn publishes submitted          0  ok",
+		"  slots back before copies landed      0  ok",
+	} {
+		assert.Contains(t, out.String(), want)
+	}
+	// A violation of any of them makes the run unsafe.
+	for _, f := range []*int{&s.SaveCopiesEarly, &s.UnitsIncomplete, &s.WithdrawnSubmitted, &s.WithdrawnFreedEarly} {
+		*f = 1
+		assert.False(t, s.Safe())
+		*f = 0
+	}
+	assert.True(t, s.Safe())
+}
+
+// The host runs at most saveDepth layers ahead of the publishes' compute
+// stream. With 16 layers of 200µs a publish's pass takes 3.2ms, three
+// times the arrival interval: the save stream falls behind for good. Had
+// the host queued every pass ahead, the copy stream — the fetches' too —
+// would wait behind it until the engine contained the fetches' copies as
+// unproven; paced, nothing is contained and every publish is saved whole.
+func TestLayerwisePublishesBehindASlowComputeStreamContainNothing(t *testing.T) {
+	c := layerwiseSmall()
+	c.Requests, c.Groups, c.LayersPerGroup, c.ComputePerLayer, c.CopyBandwidth = 60, 1, 16, 200*time.Microsecond, 1e6
+	s := run(t, c)
+	assert.True(t, s.Safe())
+	assert.False(t, s.CapacityLost(), "%d slots quarantined: %v", s.SlotsQuarantined, s.ContainmentReasons)
+	assert.Positive(t, s.PublishesSubmitted)
+	assert.Zero(t, s.UnitsIncomplete)
 }

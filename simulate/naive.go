@@ -343,6 +343,12 @@ func (n *naiveManager) release(*lease) {} // already freed on the outcome
 // with Layerwise).
 func (n *naiveManager) layer(*lease, int) readiness.LayerStatus { return readiness.LayerNever }
 
+// computed refuses: the naive manager copies whole leases (Validate refuses
+// --layerwise with it).
+func (n *naiveManager) computed(*lease, int, gpu.Event) error {
+	return errors.New("simulate: the naive manager takes no layers")
+}
+
 func (n *naiveManager) states() []StateCount {
 	var counts [numNaiveStates]int
 	for _, nl := range n.active {

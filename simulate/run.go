@@ -178,6 +178,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 			return nil, errors.Join(err, d.dev.close())
 		}
 		d.chk.layerwise(cfg, d.dev.stream.Stream)
+		d.chk.publishes(d.lw.save)
 	}
 	if d.t, err = newTransport(ctx, d); err != nil {
 		return nil, err
@@ -245,6 +246,9 @@ func (d *driver) loop(ctx context.Context, progress Progress) error {
 			return err
 		}
 		d.forwards()
+		if d.lw != nil {
+			d.pumpSaves()
+		}
 		d.reap()
 		if now >= nextSample {
 			d.sample(now)
@@ -492,8 +496,12 @@ func (d *driver) outcome(l *lease) {
 }
 
 // compute stands for the model computing the blocks the fetch did not bring:
-// it writes their content into the request's device rows.
+// it writes their content into the request's device rows. Layer by layer
+// the publish's own pass computes them (save), once its slots are granted.
 func (d *driver) compute(r *request, from int) bool {
+	if d.lw != nil {
+		return !d.lost
+	}
 	buf := make([]byte, SlotBytes)
 	for g := range r.names {
 		for b := from; b < d.cfg.Blocks; b++ {
@@ -593,6 +601,10 @@ func (d *driver) fold(l *lease) {
 		s.Unfinished++
 	}
 	switch l.outcome {
+	case readiness.NoOutcome:
+		if l.withdrawn {
+			s.Withdrawn++
+		}
 	case readiness.Served:
 		s.Served++
 	case readiness.Partial:
@@ -697,5 +709,7 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s.FailedFastP50 = quantile(d.fastSample.sorted(), 0.50)
 	d.lw.summarize(d.cfg, s)
 	s.LayersRead, s.LayersReadEarly, s.CorruptLayers = c.layersRead, c.layersReadEarly, c.corruptLayers
+	s.PublishesSubmitted, s.SaveCopiesEarly, s.UnitsIncomplete = c.publishesSeen, c.savesEarly, c.unitsIncomplete
+	s.WithdrawnSubmitted, s.WithdrawnFreedEarly, s.LayerSaves = c.withdrawnSent, c.withdrawnEarly, c.layerSaves
 	return s
 }

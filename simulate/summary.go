@@ -72,6 +72,10 @@ type Summary struct {
 	// below it; a miss is never among them.
 	Served, Partial, Missed, Failed           int
 	Timeouts, Cancelled, Rejected, Violations int
+	// Withdrawn leases ended with no outcome at all: layerwise publishes
+	// the manager released before their last layer, never submitted
+	// (Layerwise only).
+	Withdrawn int
 
 	// Over a Redis store: StoreOutages counts the times the backend held the
 	// store for down (a run of connection errors, or calls with no reply
@@ -149,6 +153,20 @@ type Summary struct {
 	// device had completed the event after their copy into some row, and
 	// those with a row whose bytes were not its content.
 	LayersRead, LayersReadEarly, CorruptLayers int
+	// Layerwise publishes: PublishesSubmitted were handed to the backend
+	// (the checker saw the submission), PublishesWithdrawn were released by
+	// the manager before their last layer was computed. The checker's
+	// counters: LayerSaves layer copies device→staging (one layer of one
+	// row each) it followed, of which those queued neither behind their
+	// compute event nor after it completed (SaveCopiesEarly), units handed
+	// to the backend with a layer whose copy was not so queued, had not
+	// landed or did not stage the computed bytes (UnitsIncomplete), and
+	// withdrawn publishes the backend saw (WithdrawnSubmitted) or whose slots
+	// returned before their queued copies landed (WithdrawnFreedEarly).
+	PublishesSubmitted, PublishesWithdrawn  int
+	LayerSaves                              int
+	SaveCopiesEarly, UnitsIncomplete        int
+	WithdrawnSubmitted, WithdrawnFreedEarly int
 
 	// Deadline is the run's request deadline: deliveries slower than it
 	// time out, which shows as a spike in the readiness latencies. Over
@@ -166,7 +184,8 @@ type Summary struct {
 // Safe reports whether the checker found nothing wrong.
 func (s *Summary) Safe() bool {
 	return s.RecycledBeforeFence == 0 && s.MissesReportedAsFailures == 0 && s.CorruptRows == 0 &&
-		s.ReadinessOverclaims == 0 && s.LayersReadEarly == 0 && s.CorruptLayers == 0
+		s.ReadinessOverclaims == 0 && s.LayersReadEarly == 0 && s.CorruptLayers == 0 &&
+		s.SaveCopiesEarly == 0 && s.UnitsIncomplete == 0 && s.WithdrawnSubmitted == 0 && s.WithdrawnFreedEarly == 0
 }
 
 // CapacityLost reports whether the run lost staging capacity: a lease
@@ -270,23 +289,30 @@ type summaryJSON struct {
 
 // layerwiseJSON is the layerwise part of the JSON summary.
 type layerwiseJSON struct {
-	Layers             int     `json:"layers"`
-	ComputePerLayerUs  float64 `json:"compute_per_layer_us"`
-	CopyBandwidth      float64 `json:"copy_bandwidth_bytes_per_s"`
-	FullLayerCopyUs    float64 `json:"full_layer_copy_us"`
-	PipelineBoundUs    float64 `json:"pipeline_bound_us"`
-	WholeLeaseBoundUs  float64 `json:"whole_lease_bound_us"`
-	Forwards           int     `json:"forwards"`
-	ForwardsFailed     int     `json:"forwards_failed"`
-	ForwardsUnfinished int     `json:"forwards_unfinished"`
-	LastLayerP50us     float64 `json:"last_layer_p50_us"`
-	LastLayerP99us     float64 `json:"last_layer_p99_us"`
-	WholeLeaseP50us    float64 `json:"whole_lease_p50_us"`
-	WholeLeaseP99us    float64 `json:"whole_lease_p99_us"`
-	Speedup            float64 `json:"speedup"`
-	LayersRead         int     `json:"layers_read"`
-	LayersReadEarly    int     `json:"layers_read_early"`
-	CorruptLayers      int     `json:"corrupt_layers"`
+	Layers              int     `json:"layers"`
+	ComputePerLayerUs   float64 `json:"compute_per_layer_us"`
+	CopyBandwidth       float64 `json:"copy_bandwidth_bytes_per_s"`
+	FullLayerCopyUs     float64 `json:"full_layer_copy_us"`
+	PipelineBoundUs     float64 `json:"pipeline_bound_us"`
+	WholeLeaseBoundUs   float64 `json:"whole_lease_bound_us"`
+	Forwards            int     `json:"forwards"`
+	ForwardsFailed      int     `json:"forwards_failed"`
+	ForwardsUnfinished  int     `json:"forwards_unfinished"`
+	LastLayerP50us      float64 `json:"last_layer_p50_us"`
+	LastLayerP99us      float64 `json:"last_layer_p99_us"`
+	WholeLeaseP50us     float64 `json:"whole_lease_p50_us"`
+	WholeLeaseP99us     float64 `json:"whole_lease_p99_us"`
+	Speedup             float64 `json:"speedup"`
+	LayersRead          int     `json:"layers_read"`
+	LayersReadEarly     int     `json:"layers_read_early"`
+	CorruptLayers       int     `json:"corrupt_layers"`
+	PublishesSubmitted  int     `json:"publishes_submitted"`
+	PublishesWithdrawn  int     `json:"publishes_withdrawn"`
+	LayerSaves          int     `json:"layer_saves"`
+	SaveCopiesEarly     int     `json:"save_copies_early"`
+	UnitsIncomplete     int     `json:"units_incomplete"`
+	WithdrawnSubmitted  int     `json:"withdrawn_submitted"`
+	WithdrawnFreedEarly int     `json:"withdrawn_freed_early"`
 }
 
 // MarshalJSON writes the summary as one flat object: the keys the issue pins
@@ -320,7 +346,10 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 			Forwards: s.Forwards, ForwardsFailed: s.ForwardsFailed, ForwardsUnfinished: s.ForwardsUnfinished,
 			LastLayerP50us: us(s.LastLayerP50), LastLayerP99us: us(s.LastLayerP99),
 			WholeLeaseP50us: us(s.WholeLeaseP50), WholeLeaseP99us: us(s.WholeLeaseP99), Speedup: s.LayerwiseSpeedup,
-			LayersRead: s.LayersRead, LayersReadEarly: s.LayersReadEarly, CorruptLayers: s.CorruptLayers}
+			LayersRead: s.LayersRead, LayersReadEarly: s.LayersReadEarly, CorruptLayers: s.CorruptLayers,
+			PublishesSubmitted: s.PublishesSubmitted, PublishesWithdrawn: s.PublishesWithdrawn,
+			LayerSaves: s.LayerSaves, SaveCopiesEarly: s.SaveCopiesEarly, UnitsIncomplete: s.UnitsIncomplete,
+			WithdrawnSubmitted: s.WithdrawnSubmitted, WithdrawnFreedEarly: s.WithdrawnFreedEarly}
 	}
 	return json.Marshal(summaryJSON{
 		Layerwise: lw,
@@ -390,6 +419,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("missed", s.Missed)
 	row("failed", fmt.Sprintf("%d = timeouts %d + cancelled %d + rejected %d + violations %d + other failures %d",
 		s.Failed, s.Timeouts, s.Cancelled, s.Rejected, s.Violations, s.OtherFailures()))
+	if s.Layerwise {
+		row("withdrawn", fmt.Sprintf("%d (layerwise publishes released before their last layer: never submitted, no outcome)", s.Withdrawn))
+	}
 	if s.RealTime && s.Store != MemBackend {
 		s.writeStore(tw, row)
 	}
@@ -426,6 +458,10 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if s.Layerwise {
 		row("layers read before their copy landed", fmt.Sprintf("%d of %d layers read%s", s.LayersReadEarly, s.LayersRead, verdict(s.LayersReadEarly)))
 		row("layers read with corrupt bytes", fmt.Sprintf("%d%s", s.CorruptLayers, verdict(s.CorruptLayers)))
+		row("layer saves queued before computed", fmt.Sprintf("%d of %d layer saves%s", s.SaveCopiesEarly, s.LayerSaves, verdict(s.SaveCopiesEarly)))
+		row("units submitted with a layer missing", fmt.Sprintf("%d%s", s.UnitsIncomplete, verdict(s.UnitsIncomplete)))
+		row("withdrawn publishes submitted", fmt.Sprintf("%d%s", s.WithdrawnSubmitted, verdict(s.WithdrawnSubmitted)))
+		row("  slots back before copies landed", fmt.Sprintf("%d%s", s.WithdrawnFreedEarly, verdict(s.WithdrawnFreedEarly)))
 	}
 	return tw.Flush()
 }
@@ -441,6 +477,7 @@ func (s *Summary) writeLayerwise(tw io.Writer, row func(string, any)) {
 	row("  whole lease first p50 / p99", fmt.Sprintf("%s / %s, every layer after the whole lease was ready", formatDuration(s.WholeLeaseP50), formatDuration(s.WholeLeaseP99)))
 	row("  whole lease ÷ layer by layer", fmt.Sprintf("%.2f× (summed over the fetches measured)", s.LayerwiseSpeedup))
 	row("idle-device bounds, full fetch", fmt.Sprintf("T %s a layer: T + (L−1)·max(T, C) + C = %s; L·T + L·C = %s", formatDuration(s.FullLayerCopy), formatDuration(pipe), formatDuration(whole)))
+	row("publishes, layer by layer", fmt.Sprintf("%d submitted once every layer landed; %d withdrawn before their last layer (released, never submitted)", s.PublishesSubmitted, s.PublishesWithdrawn))
 }
 
 // writeCapacity prints what the run did to the staging pool: the policy and

@@ -244,6 +244,7 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 		slots = append(slots, slotKey{u.LocalGroup, u.Local})
 	}
 	t.d.chk.exposed(l, slots)
+	t.d.chk.submittedPublish(l, ext)
 	if err != nil {
 		if a == nil && errors.Is(err, contract.ErrSubmissionRejected) {
 			l.rejected = true

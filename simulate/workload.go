@@ -35,6 +35,24 @@ type request struct {
 	// i*layers+k, the event the engine recorded after the copy of that
 	// layer into the row (zero: none yet).
 	layerCopies []gpu.Event
+	// computed and saves are the checker's account of the publish
+	// (Layerwise): per layer, the event recorded after its compute (zero:
+	// not computed yet); per row i and layer k, at i*layers+k, its
+	// device→staging copy.
+	computed []gpu.Event
+	saves    []saveCopy
+}
+
+// find returns where the request's name n lies: its layer group and block.
+func (r *request) find(n contract.Name) (g, b int, ok bool) {
+	for g, names := range r.names {
+		for b, m := range names {
+			if m == n {
+				return g, b, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 func (r *request) row(blocks, g, b int) gpu.DevicePtr {
@@ -86,6 +104,9 @@ type lease struct {
 	backend               contract.Outcome // the first outcome the manager polled from the backend
 
 	fwd *forward // its forward pass in flight (a layerwise fetch)
+	// saving: a layerwise publish whose pass the manager started (once).
+	// withdrawn: one it released before reporting its last layer computed.
+	saving, withdrawn bool
 }
 
 // rows returns the lease's rows, in group then block order.
