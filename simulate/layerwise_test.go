@@ -545,3 +545,27 @@ func TestLayerwisePublishesBehindASlowComputeStreamContainNothing(t *testing.T) 
 	assert.Positive(t, s.PublishesSubmitted)
 	assert.Zero(t, s.UnitsIncomplete)
 }
+
+// hastyManager reports every layer of a publish computed "and synchronised
+// already" (the zero Event) the moment its compute is queued: the engine
+// then queues the layer's saves at once, not behind the compute.
+type hastyManager struct{ manager }
+
+func (h hastyManager) computed(l *lease, k int, _ gpu.Event) error {
+	return h.manager.computed(l, k, gpu.Event{})
+}
+
+// A manager that reports layers computed before they are finds the whole
+// chain against it: the checker counts saves queued before their compute,
+// units handed to the backend without the computed bytes, and the store
+// holding canaries; the run is unsafe.
+func TestLayerwiseRunCatchesAManagerThatSavesBeforeComputing(t *testing.T) {
+	c := layerwiseSmall()
+	c.Requests = 100
+	s, err := runWith(context.Background(), c, nil, func(m manager) manager { return hastyManager{m} })
+	require.NoError(t, err)
+	assert.False(t, s.Safe())
+	assert.Positive(t, s.SaveCopiesEarly)
+	assert.Positive(t, s.UnitsIncomplete)
+	assert.Positive(t, s.CorruptRows, "the store holds what the early saves staged")
+}

@@ -105,6 +105,12 @@ type driver struct {
 // ends with requests unfinished returns an error saying how many and why; the
 // summary says the same.
 func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
+	return runWith(ctx, cfg, progress, nil)
+}
+
+// runWith is Run with the driver's manager wrapped by wrap (nil: as is):
+// the tests' way to put a manager that misbehaves before the checker.
+func runWith(ctx context.Context, cfg Config, progress Progress, wrap func(manager) manager) (*Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("simulate: invalid configuration: %w", err)
 	}
@@ -114,6 +120,9 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Summary, error) {
 	d, err := newDriver(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if wrap != nil {
+		d.mgr = wrap(d.mgr)
 	}
 	start := time.Now()
 	runErr := d.loop(ctx, progress)
