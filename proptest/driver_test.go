@@ -27,6 +27,12 @@ type driver interface {
 	lease(readiness.Handle) (readiness.LeaseInfo, error)
 	readiness(readiness.Handle) (staging.Interval, error)
 	runs(readiness.Handle) ([]staging.Run, error)
+	// layerReadiness is the engine's answer for one layer of a lease;
+	// waitLayer waits for it a little (WaitLayer on the runner) and says how
+	// the wait ended.
+	layerReadiness(h readiness.Handle, layer int) (staging.Interval, readiness.LayerStatus, error)
+	waitLayer(h readiness.Handle, layer int) (staging.Interval, readiness.LayerStatus, error)
+	layers() int
 	stats() readiness.Stats
 	// err is why the engine halted (wrapping ErrHalted), nil while it runs.
 	err() error
@@ -68,6 +74,11 @@ type worldConfig struct {
 	// probes gives the runner the adversary's non-blocking probe beside its
 	// Quiesce (the core driver asks Quiesce itself).
 	probes bool
+	// layers is the engine's Config.Layers (nil: whole-slot copies);
+	// perLayer makes the core driver record an event after each layer's
+	// copies (Ready.Layers) instead of one after the round's.
+	layers   [][]staging.LayerSpans
+	perLayer bool
 }
 
 // recoverEvery is the slow cadence of the Recover policy in the suite:
@@ -94,6 +105,7 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 		MaxRetryBackoff: maxBackoff,
 		KeepReleased:    keepReleased,
 		Logger:          discardLogger(),
+		Layers:          w.layers,
 		Containment:     w.policy,
 		MaxOutstanding:  w.outstanding,
 		RecoverEvery:    recoverEvery,
@@ -124,6 +136,7 @@ func (d *runnerDriver) readiness(h readiness.Handle) (staging.Interval, error) {
 }
 func (d *runnerDriver) runs(h readiness.Handle) ([]staging.Run, error) { return d.eng.Runs(h, nil) }
 func (d *runnerDriver) stats() readiness.Stats                         { return d.eng.Stats() }
+func (d *runnerDriver) layers() int                                    { return d.eng.Layers() }
 func (d *runnerDriver) err() error                                     { return d.eng.Err() }
 func (d *runnerDriver) close()                                         { d.eng.Close() }
 func (d *runnerDriver) drained() bool                                  { return d.eng.Report().Drained }
@@ -151,7 +164,7 @@ type coreDriver struct {
 	attempts map[core.Handle]contract.Attempt
 	watching []core.Handle
 	events   gpu.Completions[int]
-	batches  [][]core.Handle
+	batches  [][]layerDone
 	lost     bool
 	// out holds the Quiesce calls still out: the attempt's Quiesce would
 	// block, so the call is asked again each round until it would answer, or
@@ -164,7 +177,7 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 	c, err := core.New(core.Config{
 		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
 		QuiesceTimeout: quiesceWait, RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff,
-		KeepReleased: keepReleased, Logger: discardLogger(),
+		KeepReleased: keepReleased, Logger: discardLogger(), Layers: w.layers,
 		Containment: core.Policy(w.policy), MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
 		OnTransition: func(tr core.Transition) {
 			if os.Getenv("MODEL_DEBUG") != "" {
@@ -211,6 +224,16 @@ func (d *coreDriver) runs(h readiness.Handle) ([]staging.Run, error) {
 	return d.c.Runs(coreHandle(h), nil)
 }
 func (d *coreDriver) stats() readiness.Stats { s := d.c.Stats(); return as[readiness.Stats](s) }
+func (d *coreDriver) layers() int            { return d.c.Layers() }
+
+// layerDone is what an event of the core driver proves when it completes:
+// one layer of a lease (per-layer events), or all its copies.
+type layerDone struct {
+	h     core.Handle
+	layer int
+	all   bool
+}
+
 func (d *coreDriver) err() error {
 	// The model reads the halt in the runner's terms (errors.As a
 	// *readiness.FatalError), as an embedder does.
@@ -251,11 +274,14 @@ func (d *coreDriver) round(bool) error {
 	d.watching = kept
 	if d.events.Len() > 0 {
 		_, _ = d.events.Poll(d.w.stream, func(i int, st gpu.Status) {
-			for _, h := range d.batches[i] {
-				if st == gpu.Complete {
-					_ = d.c.Step(core.Evidence{What: core.CopiesDone, Lease: h})
-				} else {
-					_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "the event failed"})
+			for _, x := range d.batches[i] {
+				switch {
+				case st != gpu.Complete:
+					_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the event failed"})
+				case x.all:
+					_ = d.c.Step(core.Evidence{What: core.CopiesDone, Lease: x.h})
+				default:
+					_ = d.c.Step(core.Evidence{What: core.LayerDone, Lease: x.h, Layer: x.layer})
 				}
 			}
 			d.batches[i] = nil
@@ -365,9 +391,11 @@ func (d *coreDriver) requestCancel(h core.Handle) (ev core.Evidence) {
 }
 
 // perform does what the core's Ready asks, reporting every answer, until it
-// asks for nothing more; then records the round's copy event.
+// asks for nothing more; then records the round's copy event. With perLayer
+// it records an event after each layer's copies instead, as Ready.Layers
+// marks them.
 func (d *coreDriver) perform() {
-	var batch []core.Handle
+	var batch []layerDone
 	for d.c.HasReady() {
 		rd := d.c.Ready()
 		type sub struct {
@@ -392,28 +420,42 @@ func (d *coreDriver) perform() {
 			err error
 		}
 		var refused []refusal
-		failed := map[core.Handle]error{}
-		for _, c := range rd.Copies {
-			if failed[c.Lease] != nil {
-				continue
-			}
-			var err error
-			if c.ToDevice {
-				err = d.w.stream.CopyHtoD(c.Device, c.Staging)
-			} else {
-				err = d.w.stream.CopyDtoH(c.Staging, c.Device)
+		type failure struct {
+			layer int
+			err   error
+		}
+		failed := map[core.Handle]failure{}
+		next := 0
+		for _, mk := range rd.Layers {
+			for ; next < mk.After; next++ {
+				c := rd.Copies[next]
+				if failed[c.Lease].err != nil {
+					continue
+				}
+				var err error
+				if c.ToDevice {
+					err = d.w.stream.CopyHtoD(c.Device, c.Staging)
+				} else {
+					err = d.w.stream.CopyDtoH(c.Staging, c.Device)
+				}
+				switch {
+				case err == nil:
+				case errors.Is(err, gpu.ErrCopyRefused):
+					refused = append(refused, refusal{c.Lease, c.Row, err})
+				default:
+					failed[c.Lease] = failure{c.Layer, err}
+				}
 			}
 			switch {
-			case err == nil:
-			case errors.Is(err, gpu.ErrCopyRefused):
-				refused = append(refused, refusal{c.Lease, c.Row, err})
+			case failed[mk.Lease].err != nil:
+			case !d.w.perLayer:
+				if !slices.ContainsFunc(batch, func(x layerDone) bool { return x.h == mk.Lease }) {
+					batch = append(batch, layerDone{h: mk.Lease, all: true})
+				}
 			default:
-				failed[c.Lease] = err
-			}
-		}
-		for _, h := range rd.CopyLeases {
-			if failed[h] == nil {
-				batch = append(batch, h)
+				if err := d.record([]layerDone{{h: mk.Lease, layer: mk.Layer}}); err != nil {
+					failed[mk.Lease] = failure{mk.Layer, err}
+				}
 			}
 		}
 		proofs := make([]core.Handle, 0, len(rd.Proofs))
@@ -445,8 +487,8 @@ func (d *coreDriver) perform() {
 		for _, r := range refused {
 			_ = d.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 		}
-		for h, err := range failed {
-			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: err.Error()})
+		for h, f := range failed {
+			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Layer: f.layer, Reason: f.err.Error()})
 		}
 		for _, ev := range replies {
 			_ = d.c.Step(ev)
@@ -464,17 +506,22 @@ func (d *coreDriver) perform() {
 	if len(batch) == 0 {
 		return
 	}
+	if err := d.record(batch); err != nil {
+		for _, x := range batch {
+			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: x.h, Reason: "recording the event failed: " + err.Error()})
+		}
+		d.perform()
+	}
+}
+
+// record records an event after the copies queued so far, proving batch.
+func (d *coreDriver) record(batch []layerDone) error {
 	ev, err := d.w.stream.Record()
 	if err == nil {
 		d.batches = append(d.batches, batch)
 		err = d.events.Push(ev, len(d.batches)-1)
 	}
-	if err != nil {
-		for _, h := range batch {
-			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Reason: "recording the event failed: " + err.Error()})
-		}
-		d.perform()
-	}
+	return err
 }
 
 // as converts the core's vocabulary into the runner's, field by field by

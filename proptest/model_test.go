@@ -77,6 +77,12 @@ type mLease struct {
 	refused     map[gpu.DevicePtr]bool
 	seen        readiness.OutcomeKind
 	submitAt    time.Time // when the backend was handed it
+	// Layer by layer (rule 16), in the engine's layer order, plus one (0:
+	// none): the highest layer a copy was queued for, the first layer a copy
+	// that never landed belonged to, and the first the engine said failed.
+	layerIssued int
+	layerFailed int
+	saidFailed  int // the first layer the engine answered failed, plus one
 }
 
 // model is the reference the engine is checked against after every step.
@@ -94,6 +100,8 @@ type model struct {
 	leases      []*mLease
 	bySerial    map[int]*mLease
 	byDevice    map[gpu.DevicePtr]*mLease
+	rowBases    []gpu.DevicePtr // every lease's device rows, ascending (rowOf)
+	plan        layerPlan       // the layers the engine's copies go in
 	owner       map[slotID]*mLease
 	quarantined map[slotID]bool
 	serials     int
@@ -138,6 +146,8 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.health = &xidHealth{dev: m.dev}
 	m.spy = newSpy(m.dev, inner, m.mem)
 	m.spy.onCopy = m.judgeCopy
+	m.spy.rowOf = m.rowOf
+	m.plan = drawLayerPlan(t)
 	m.be = newAdversary(m.mem)
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
 	m.policy = rapid.SampledFrom([]readiness.Policy{readiness.Quarantine, readiness.Quarantine, readiness.Recover, readiness.Fatal}).Draw(t, "policy")
@@ -147,13 +157,20 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 		contained:   func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) },
 		halted:      func(error) { m.halts++ },
 		policy:      m.policy,
-		outstanding: m.outstanding}
+		outstanding: m.outstanding,
+		layers:      m.plan.cfg}
+	if onCore {
+		w.perLayer = rapid.Bool().Draw(t, "event_per_layer")
+	}
 	if onCore {
 		m.d, err = newCoreDriver(w)
 	} else {
 		m.d, err = newRunnerDriver(w)
 	}
 	must(t, err)
+	if n := m.d.layers(); n != len(m.plan.ids) {
+		t.Fatalf("%s: the engine copies in %d layers; its layout has %d (%v)", rule16, n, len(m.plan.ids), m.plan.ids)
+	}
 	return m
 }
 
@@ -389,9 +406,7 @@ func (m *model) lend(t *rapid.T) {
 	}
 	l.h, l.lentAt = h, m.clock.Now()
 	m.leases = append(m.leases, l)
-	for _, r := range l.rows {
-		m.byDevice[r.Device] = l
-	}
+	m.index(l)
 	m.bySerial[l.serial] = l
 }
 
@@ -547,18 +562,10 @@ func (m *model) copyEvent(t *rapid.T) {
 	}
 	ok := rapid.IntRange(0, 5).Draw(t, "copy_fails") != 0
 	m.be.mu.Lock() // the copy reads or writes staging the backend may be writing
-	rows := m.spy.resolve(ok)
+	copies := m.spy.resolve(ok)
 	m.be.mu.Unlock()
 	if !ok {
-		m.copiesFailed(rows)
-	}
-}
-
-func (m *model) copiesFailed(rows []gpu.DevicePtr) {
-	for _, p := range rows {
-		if l := m.byDevice[p]; l != nil {
-			l.copyFailed = true
-		}
+		m.copiesFailed(copies)
 	}
 }
 
@@ -726,13 +733,7 @@ func (m *model) deviceLost(t *rapid.T) {
 	m.lost = true
 	if rapid.Bool().Draw(t, "xid_only") {
 		m.health.xid = "Xid 48: double-bit ECC error"
-		var rows []gpu.DevicePtr
-		for _, c := range m.spy.copies {
-			if c.event == -1 || m.spy.events[c.event].status == gpu.Pending {
-				rows = append(rows, c.dev)
-			}
-		}
-		m.copiesFailed(rows)
+		m.copiesFailed(m.spy.unresolved())
 		return
 	}
 	m.dev.Lose("Xid 79: GPU has fallen off the bus")
@@ -796,6 +797,7 @@ func (m *model) judgeCopy(c spyCopy) {
 	if l == nil || !c.toDevice {
 		return
 	}
+	m.judgeLayerCopy(l, c)
 	var ended, served bool
 	m.read(l, func(a *attempt) {
 		ended = a.ended
@@ -884,9 +886,10 @@ func (m *model) checkLease(l *mLease, synced bool) {
 		m.sawContained(l, info)
 	}
 	m.checkOutcome(l, info, synced)
+	m.checkLayers(l, info, synced)
 	if synced {
 		m.checkSynced(l, info)
-		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.State(fsm.Quarantined) && !m.copiesInFlight(l) && !l.copyFailed && !m.lost {
+		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.State(fsm.Quarantined) && !m.copiesInFlight(l) && !m.eventsPending(l) && !m.mayHaveFailed(l) && !m.lost {
 			l.settledSeen = true
 		}
 	}
@@ -1280,7 +1283,7 @@ func (m *model) checkReadiness(l *mLease, info readiness.LeaseInfo) {
 		all := true
 		for _, r := range l.rows {
 			if r.Block == l.known+b {
-				all = all && m.spy.landed(r.Device)
+				all = all && m.spy.covered(r.Device, m.plan.all(r.Group))
 			}
 		}
 		if !all {
@@ -1289,13 +1292,23 @@ func (m *model) checkReadiness(l *mLease, info readiness.LeaseInfo) {
 		arrived++
 	}
 	for _, r := range l.rows {
-		if !m.spy.landed(r.Device) || m.lost || l.releaseReq {
+		if m.lost || l.releaseReq {
 			continue
 		}
 		got := make([]byte, slotBytes)
 		must(m.t, m.dev.Read(got, r.Device))
-		if w := pattern(tagContent, l.serial, rowID(r.Group, r.Block)); string(got) != string(w) {
-			m.fail(rule4, "lease %d: served row (%d,%d) on the device holds %x, not %x: copied torn, early, or from a recycled slot", l.serial, r.Group, r.Block, got, w)
+		// Every layer's spans of a row that arrived hold the staged content;
+		// the bytes of no layer, and every byte of a row that did not
+		// arrive, hold what the device row held before.
+		content, before := pattern(tagContent, l.serial, rowID(r.Group, r.Block)), pattern(tagDevice, l.serial, rowID(r.Group, r.Block))
+		want := slices.Clone(before)
+		if m.spy.covered(r.Device, m.plan.all(r.Group)) {
+			for _, sp := range m.plan.all(r.Group) {
+				copy(want[sp.Offset:sp.End()], content[sp.Offset:sp.End()])
+			}
+		}
+		if string(got) != string(want) {
+			m.fail(rule4, "lease %d: served row (%d,%d) on the device holds %x, not %x: copied torn, early, outside its layers' spans, or from a recycled slot", l.serial, r.Group, r.Block, got, want)
 		}
 	}
 	want := staging.Interval{RestartFloor: 0, UsableUntil: (l.known + arrived) * tpb}
@@ -1503,9 +1516,7 @@ func (m *model) lendFetch(groups, blocks int, escape bool) *mLease {
 	l.h = h
 	m.leases = append(m.leases, l)
 	m.bySerial[l.serial] = l
-	for _, r := range l.rows {
-		m.byDevice[r.Device] = l
-	}
+	m.index(l)
 	return l
 }
 
@@ -1603,7 +1614,7 @@ func (m *model) settle() {
 		if deadline.IsZero() {
 			deadline = l.submitAt.Add(requestTimeout)
 		}
-		cooperative := !l.escape && !l.copyFailed && !m.lost && !l.quarantined && !info.Ungrantable &&
+		cooperative := !l.escape && !m.mayHaveFailed(l) && !m.lost && !l.quarantined && !info.Ungrantable &&
 			!(info.State == readiness.State(fsm.Waiting) && m.hopeless(l.groups, l.blocks))
 		if cooperative && (l.submitAt.IsZero() || m.clock.Now().Before(deadline.Add(drainGrace))) && start.Before(deadline.Add(drainGrace)) {
 			m.fail(rule8, "lease %d is still %v (%v, %q) after its backend answered and proved everything, every copy landed and the owner released it", l.serial, info.State, info.Outcome, info.Reason)
@@ -1683,6 +1694,7 @@ func (m *model) run(t *rapid.T) {
 		{"unblock", 1, then(func(*rapid.T) { m.unblock() })},
 		{"late_write", 2, then(m.lateWrite)},
 		{"copy", 4, then(m.copyEvent)},
+		{"layer", 3, m.layerAction},
 		{"release", 3, then(m.release)},
 		{"cancel", 1, then(m.cancel)},
 		{"retry", 1, then(m.retry)},

@@ -37,7 +37,9 @@ const (
 	tagDevice  byte = 0xDE // a fetch's device row before anything arrives
 )
 
-// pattern is a row of slotBytes bytes naming its writer.
+// pattern is a row of slotBytes bytes naming its writer. Every four bytes
+// also name their place in the row, so that bytes moved from another part of
+// the row (a layer's span copied from the wrong offset) show.
 func pattern(tag byte, serial, row int) []byte {
 	b := make([]byte, slotBytes)
 	for i := range b {
@@ -47,7 +49,7 @@ func pattern(tag byte, serial, row int) []byte {
 		case 1:
 			b[i] = byte(serial)
 		case 2:
-			b[i] = byte(serial >> 8)
+			b[i] = byte(serial>>8) ^ byte(i/4)<<5
 		default:
 			b[i] = byte(row)
 		}
@@ -542,15 +544,23 @@ func (b *adversary) heldChanged() []string {
 
 // spyCopy is one copy queued on the stream, and the staging slot it touches.
 type spyCopy struct {
-	slot     slotID
-	dev      gpu.DevicePtr // the device row: unique per lease row, so it names the lease
+	slot slotID
+	// dev is the device row the copy touches (unique per lease row, so it
+	// names the lease), found by range: a layer's copy covers n bytes at off
+	// inside it (SPEC §4 rule 16).
+	dev      gpu.DevicePtr
+	off, n   int
 	toDevice bool
 	event    int // index into events once recorded; -1 before
 }
 
+// span is the part of its device row the copy covers.
+func (c spyCopy) span() staging.Span { return staging.Span{Offset: c.off, Size: c.n} }
+
 type spyEvent struct {
 	copies []int // indexes into copies
 	status gpu.Status
+	at     int // how many copies had been queued when it was recorded
 }
 
 // slotID names one staging slot.
@@ -566,13 +576,17 @@ type spy struct {
 	mem    *staging.Memory
 	bases  []uintptr
 	copies []spyCopy
+	byRow  map[gpu.DevicePtr][]int // indexes into copies, by device row
 	events []spyEvent
 	next   int // the oldest unresolved event
 	onCopy func(c spyCopy)
+	// rowOf names the device row an address lies in, and the address's
+	// offset in it; without it every copy is a whole row at its start.
+	rowOf func(p gpu.DevicePtr) (row gpu.DevicePtr, off int)
 }
 
 func newSpy(dev modelDevice, inner gpu.Stream, mem *staging.Memory) *spy {
-	sp := &spy{Stream: inner, dev: dev, mem: mem}
+	sp := &spy{Stream: inner, dev: dev, mem: mem, byRow: map[gpu.DevicePtr][]int{}}
 	for g := range mem.NumGroups() {
 		row, _ := mem.Row(g, 0)
 		sp.bases = append(sp.bases, uintptr(unsafe.Pointer(unsafe.SliceData(row))))
@@ -596,11 +610,7 @@ func (sp *spy) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
 	if err := sp.Stream.CopyHtoD(dst, src); err != nil {
 		return err
 	}
-	c := spyCopy{slot: sp.slotOf(src), dev: dst, toDevice: true, event: -1}
-	if sp.onCopy != nil {
-		sp.onCopy(c)
-	}
-	sp.copies = append(sp.copies, c)
+	sp.add(sp.copyAt(dst, src, true))
 	return nil
 }
 
@@ -608,12 +618,25 @@ func (sp *spy) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
 	if err := sp.Stream.CopyDtoH(dst, src); err != nil {
 		return err
 	}
-	c := spyCopy{slot: sp.slotOf(dst), dev: src, event: -1}
+	sp.add(sp.copyAt(src, dst, false))
+	return nil
+}
+
+// copyAt describes a copy of host's bytes to or from device address p.
+func (sp *spy) copyAt(p gpu.DevicePtr, host []byte, toDevice bool) spyCopy {
+	row, off := p, 0
+	if sp.rowOf != nil {
+		row, off = sp.rowOf(p)
+	}
+	return spyCopy{slot: sp.slotOf(host), dev: row, off: off, n: len(host), toDevice: toDevice, event: -1}
+}
+
+func (sp *spy) add(c spyCopy) {
 	if sp.onCopy != nil {
 		sp.onCopy(c)
 	}
+	sp.byRow[c.dev] = append(sp.byRow[c.dev], len(sp.copies))
 	sp.copies = append(sp.copies, c)
-	return nil
 }
 
 func (sp *spy) Record() (gpu.Event, error) {
@@ -621,7 +644,7 @@ func (sp *spy) Record() (gpu.Event, error) {
 	if err != nil {
 		return ev, err
 	}
-	e := spyEvent{status: gpu.Pending}
+	e := spyEvent{status: gpu.Pending, at: len(sp.copies)}
 	for i := range sp.copies {
 		if sp.copies[i].event == -1 {
 			sp.copies[i].event = len(sp.events)
@@ -636,8 +659,8 @@ func (sp *spy) Record() (gpu.Event, error) {
 func (sp *spy) pending() bool { return sp.next < len(sp.events) }
 
 // resolve completes (ok) or fails the oldest pending event on the device and
-// returns the device rows its copies touch.
-func (sp *spy) resolve(ok bool) []gpu.DevicePtr {
+// returns its copies.
+func (sp *spy) resolve(ok bool) []spyCopy {
 	if !sp.pending() {
 		return nil
 	}
@@ -656,51 +679,78 @@ func (sp *spy) resolve(ok bool) []gpu.DevicePtr {
 	if ok {
 		e.status = gpu.Complete
 	}
-	var rows []gpu.DevicePtr
+	var out []spyCopy
 	for _, c := range e.copies {
-		rows = append(rows, sp.copies[c].dev)
+		out = append(out, sp.copies[c])
 	}
-	return rows
+	return out
+}
+
+// unresolved returns the copies whose event has not resolved (or was never
+// recorded).
+func (sp *spy) unresolved() []spyCopy {
+	var out []spyCopy
+	for _, c := range sp.copies {
+		if c.event == -1 || sp.events[c.event].status == gpu.Pending {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // lose marks every pending event failed, as a lost device does, and returns
-// the device rows their copies touch.
-func (sp *spy) lose() []gpu.DevicePtr {
-	var rows []gpu.DevicePtr
+// the copies that never landed.
+func (sp *spy) lose() []spyCopy {
+	out := sp.unresolved()
 	for sp.pending() {
-		e := &sp.events[sp.next]
+		sp.events[sp.next].status = gpu.Failed
 		sp.next++
-		e.status = gpu.Failed
-		for _, c := range e.copies {
-			rows = append(rows, sp.copies[c].dev)
-		}
 	}
-	for _, c := range sp.copies {
-		if c.event == -1 {
-			rows = append(rows, c.dev)
-		}
-	}
-	return rows
+	return out
 }
 
 // inFlight reports whether a queued copy to or from device row p has not
 // completed.
 func (sp *spy) inFlight(p gpu.DevicePtr) bool {
-	for _, c := range sp.copies {
-		if c.dev != p {
-			continue
-		}
-		if c.event == -1 || sp.events[c.event].status == gpu.Pending {
+	for _, i := range sp.byRow[p] {
+		if c := sp.copies[i]; c.event == -1 || sp.events[c.event].status == gpu.Pending {
 			return true
 		}
 	}
 	return false
 }
 
-// landed reports whether a staging→device copy to row p completed.
-func (sp *spy) landed(p gpu.DevicePtr) bool {
-	for _, c := range sp.copies {
-		if c.dev == p && c.toDevice && c.event >= 0 && sp.events[c.event].status == gpu.Complete {
+// landedCopy reports whether copy i completed on the device.
+func (sp *spy) landedCopy(i int) bool {
+	c := sp.copies[i]
+	return c.event >= 0 && sp.events[c.event].status == gpu.Complete
+}
+
+// covered reports whether the staging→device copies into row p that
+// completed cover every byte of spans (offsets in the row).
+func (sp *spy) covered(p gpu.DevicePtr, spans []staging.Span) bool {
+	for _, want := range spans {
+		for at := want.Offset; at < want.End(); at++ {
+			hit := false
+			for _, i := range sp.byRow[p] {
+				c := sp.copies[i]
+				if c.toDevice && at >= c.off && at < c.off+c.n && sp.landedCopy(i) {
+					hit = true
+					break
+				}
+			}
+			if !hit {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// issued reports whether a staging→device copy into row p was queued.
+func (sp *spy) issued(p gpu.DevicePtr) bool {
+	for _, i := range sp.byRow[p] {
+		if sp.copies[i].toDevice {
 			return true
 		}
 	}
