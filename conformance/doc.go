@@ -18,6 +18,12 @@
 //		})
 //	}
 //
+// One fetch trial in four goes through a readiness engine configured with
+// layers (SPEC §4 rule 16) on a simulated device instead: each layer that
+// reads ready must carry the stored bytes of the units that arrived, never
+// before the backend proved its access over, so a write after Quiesce
+// answered true shows in the layer that carried it ([RuleNoLateWrite]).
+//
 // After Quiesce answers true the kit owns the memory again: it reuses every
 // row (served, unserved and outside the extent) by writing fresh canaries,
 // and watches them for a window sized from the backend's observed latency,

@@ -206,7 +206,10 @@ func inTrial(err error, tr trial) error {
 // is a contract.QuiesceProber, that TryQuiesce never blocks and never
 // contradicts Quiesce (an answer that access ended is a proof: Quiesce must
 // agree, and the memory is watched from then on; after a proof it never
-// answers unproven). Memory is read only once access was proven over.
+// answers unproven). Memory is read only once access was proven over. One
+// trial in four fetches through a readiness engine configured with layers
+// instead, and checks each layer's bytes on a simulated device as it reads
+// ready (layer by layer, SPEC §4 rule 16).
 //
 // Trials differ in when they first ask Quiesce: half ask right after the
 // submission, while copies may still be pending, and then watch the memory
@@ -219,10 +222,14 @@ func inTrial(err error, tr trial) error {
 func CheckFetcher(t TB, newSubject NewFetcher, opts ...Option) {
 	t.Helper()
 	cfg := newConfig(opts)
-	gen := trialGen(cfg)
+	gen := trialGen(cfg, layeredOneIn)
 	rapid.Check(cfg.wrap(t), func(rt *rapid.T) {
 		tr := gen.Draw(rt, "trial")
-		if err := fetchTrial(newSubject, tr, cfg); err != nil {
+		run := fetchTrial
+		if tr.Layers != nil {
+			run = layeredFetchTrial
+		}
+		if err := run(newSubject, tr, cfg); err != nil {
 			rt.Fatal(inTrial(err, tr))
 		}
 	})
@@ -241,7 +248,7 @@ func CheckFetcher(t TB, newSubject NewFetcher, opts ...Option) {
 func CheckPublisher(t TB, newSubject NewPublisher, opts ...Option) {
 	t.Helper()
 	cfg := newConfig(opts)
-	gen := trialGen(cfg)
+	gen := trialGen(cfg, 0) // publish layer by layer is not yet the engine's
 	rapid.Check(cfg.wrap(t), func(rt *rapid.T) {
 		tr := gen.Draw(rt, "trial")
 		if err := publishTrial(newSubject, tr, cfg); err != nil {

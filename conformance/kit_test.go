@@ -359,4 +359,4 @@ func TestRun(t *testing.T) {
 
 // exampleTrial is the trial the kit's generator draws from seed, with the
 // default options.
-func exampleTrial(seed int) trial { return trialGen(newConfig(nil)).Example(seed) }
+func exampleTrial(seed int) trial { return trialGen(newConfig(nil), 0).Example(seed) }

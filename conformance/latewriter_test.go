@@ -104,7 +104,7 @@ func TestWatchedTrialsAreDrawn(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, 400/DefaultWatchOneIn, watched, 400/DefaultWatchOneIn/2)
-	every := trialGen(newConfig([]Option{WatchOneIn(1)}))
+	every := trialGen(newConfig([]Option{WatchOneIn(1)}), 0)
 	for seed := range 20 {
 		assert.True(t, every.Example(seed).Watched)
 	}

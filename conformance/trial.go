@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/staging"
 	"pgregory.net/rapid"
 )
 
@@ -44,13 +45,21 @@ type trial struct {
 	// Cancel is when a Cancellable attempt is first asked to cancel; every
 	// trial that asks once asks again after the proof.
 	Cancel cancelPoint
+	// Layers, when set, makes the trial a layered one (layers.go): the
+	// units go through a readiness engine that copies them to a simulated
+	// device layer by layer. Its units are blocks 0..n-1 of every group.
+	Layers [][]staging.LayerSpans
 }
 
 // GoString is how rapid prints a drawn trial: names as short hex prefixes.
 func (tr trial) GoString() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "trial{groups %d, slots %d, %d-byte slots, is_last %v, quiesce_first %v, watched %v, cancel %v, units [",
+	fmt.Fprintf(&b, "trial{groups %d, slots %d, %d-byte slots, is_last %v, quiesce_first %v, watched %v, cancel %v, ",
 		tr.Groups, tr.Slots, tr.SlotBytes, tr.IsLast, tr.QuiesceFirst, tr.Watched, tr.Cancel)
+	if tr.Layers != nil {
+		fmt.Fprintf(&b, "through an engine with layers (%s), ", layersString(tr.Layers))
+	}
+	b.WriteString("units [")
 	for i, u := range tr.Units {
 		if i > 0 {
 			b.WriteString(", ")
@@ -75,10 +84,12 @@ func short(n contract.Name) string { return fmt.Sprintf("%x…", n[:4]) }
 
 const kitExtent = "kvready:conformance:1"
 
-// trialGen draws trials; one in cfg.watchOneIn is watched. The draw shrinks
-// towards a trial that is not watched, so shrinking a failure that does not
-// need the window stays fast, and one that does keeps it.
-func trialGen(cfg config) *rapid.Generator[trial] {
+// trialGen draws trials; one in cfg.watchOneIn is watched, and one in
+// layered goes through an engine with layers (0: none, and nothing is drawn
+// for it). The draw shrinks towards a trial that is not watched, so shrinking
+// a failure that does not need the window stays fast, and one that does
+// keeps it.
+func trialGen(cfg config, layered int) *rapid.Generator[trial] {
 	return rapid.Custom(func(t *rapid.T) trial {
 		tr := trial{
 			Groups:       rapid.IntRange(1, 2).Draw(t, "groups"),
@@ -90,8 +101,21 @@ func trialGen(cfg config) *rapid.Generator[trial] {
 			Cancel:       cancelPoint(rapid.IntRange(0, int(cancelAfterProof)).Draw(t, "cancel")),
 		}
 		allAbsent := rapid.IntRange(0, 3).Draw(t, "all_absent") == 0
+		blocks := 0
+		if layered > 0 && rapid.IntRange(0, layered-1).Draw(t, "layered") == 0 {
+			tr.Layers = drawLayers(t, tr.Groups, tr.SlotBytes)
+			blocks = rapid.IntRange(1, tr.Slots).Draw(t, "blocks")
+		}
 		for g := range tr.Groups {
-			used := rapid.SliceOfNDistinct(rapid.IntRange(0, tr.Slots-1), 0, tr.Slots, rapid.ID[int]).Draw(t, fmt.Sprintf("slots%d", g))
+			var used []int
+			if tr.Layers != nil {
+				used = make([]int, blocks) // blocks 0..n-1: an engine's request
+				for b := range used {
+					used[b] = b
+				}
+			} else {
+				used = rapid.SliceOfNDistinct(rapid.IntRange(0, tr.Slots-1), 0, tr.Slots, rapid.ID[int]).Draw(t, fmt.Sprintf("slots%d", g))
+			}
 			for _, s := range used {
 				var n contract.Name
 				n[0], n[1], n[2] = 0xC1, byte(g), byte(s)
