@@ -33,6 +33,9 @@ type driver interface {
 	layerReadiness(h readiness.Handle, layer int) (staging.Interval, readiness.LayerStatus, error)
 	waitLayer(h readiness.Handle, layer int) (staging.Interval, readiness.LayerStatus, error)
 	layers() int
+	// computed reports a layer of a layerwise publish computed (the zero
+	// event: the layer is synchronised already).
+	computed(h readiness.Handle, layer int) error
 	stats() readiness.Stats
 	// err is why the engine halted (wrapping ErrHalted), nil while it runs.
 	err() error
@@ -275,6 +278,9 @@ func (d *coreDriver) round(bool) error {
 	if d.events.Len() > 0 {
 		_, _ = d.events.Poll(d.w.stream, func(i int, st gpu.Status) {
 			for _, x := range d.batches[i] {
+				if os.Getenv("MODEL_DEBUG") != "" {
+					fmt.Printf("  event %d: %v %+v\n", i, st, x)
+				}
 				switch {
 				case st != gpu.Complete:
 					_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the event failed"})
@@ -449,8 +455,16 @@ func (d *coreDriver) perform() {
 			switch {
 			case failed[mk.Lease].err != nil:
 			case !d.w.perLayer:
-				if !slices.ContainsFunc(batch, func(x layerDone) bool { return x.h == mk.Lease }) {
-					batch = append(batch, layerDone{h: mk.Lease, all: true})
+				// The round's one event proves the lease's layers up to
+				// the last one queued in it: CopiesDone once that is the
+				// last layer, LayerDone for it otherwise (a layerwise
+				// publish may queue later layers before this event
+				// completes, and CopiesDone would count them too).
+				x := layerDone{h: mk.Lease, layer: mk.Layer, all: mk.Layer == d.c.Layers()-1}
+				if i := slices.IndexFunc(batch, func(y layerDone) bool { return y.h == mk.Lease }); i >= 0 {
+					batch[i] = x
+				} else {
+					batch = append(batch, x)
 				}
 			default:
 				if err := d.record([]layerDone{{h: mk.Lease, layer: mk.Layer}}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -227,10 +229,18 @@ func (m *model) eventRange(l *mLease) (lo, hi int, ok bool) {
 			last = max(last, i)
 		}
 	}
+	ev := m.spy.events
+	if l.layerwise {
+		// A layerwise publish's layers are queued round after round, as
+		// they are reported, an empty one with an event of its own (so is
+		// the withdrawal of one released before every layer was): any
+		// event since it was lent may carry one.
+		lo, _ = slices.BinarySearchFunc(ev, l.lentCopies, func(e spyEvent, at int) int { return e.at - at })
+		return lo, len(ev) - 1, true
+	}
 	if first < 0 {
 		return 0, -1, true
 	}
-	ev := m.spy.events
 	lo, _ = slices.BinarySearchFunc(ev, first, func(e spyEvent, at int) int { return e.at - at })
 	hi, _ = slices.BinarySearchFunc(ev, last+1, func(e spyEvent, at int) int { return e.at - at })
 	if hi == len(ev) {
@@ -451,6 +461,7 @@ func (m *model) layerAction(t *rapid.T) {
 	}
 	m.step++
 	iv, st, err := m.d.waitLayer(l.h, k)
+	m.checkHalt(false) // the wait ran rounds: a containment may have halted the engine
 	info, ierr := m.d.lease(l.h)
 	switch {
 	case st == readiness.LayerReady && ierr == nil:
@@ -507,4 +518,166 @@ func (d *coreDriver) waitLayer(h readiness.Handle, k int) (staging.Interval, rea
 func (d *coreDriver) layerReadiness(h readiness.Handle, k int) (staging.Interval, readiness.LayerStatus, error) {
 	iv, st, err := d.c.LayerReadiness(coreHandle(h), k)
 	return iv, readiness.LayerStatus(st), err
+}
+
+// ---- the layerwise publish (Request.Layerwise) ----
+
+// publishedSpans is what the adversary must find staged, from the device, in
+// a row of group g when the lease with serial submits: every layer's spans
+// for a layerwise publish, the whole row (nil) for any other.
+func (m *model) publishedSpans(serial, g int) []staging.Span {
+	if l := m.bySerial[serial]; l != nil && l.layerwise {
+		return m.plan.all(g)
+	}
+	return nil
+}
+
+// withdrawLayers records a layerwise publish the owner let go of (release,
+// cancel, Close) in st, before reporting every layer computed: it is
+// withdrawn, and nothing of it may ever be submitted.
+func (m *model) withdrawLayers(l *mLease, st readiness.State) {
+	if l.layerwise && l.computed < len(m.plan.ids) && (st == readiness.State(fsm.Waiting) || st == readiness.State(fsm.Granted)) {
+		l.withdrawnLayers = true
+	}
+}
+
+// computedAction reports the next layer of a granted layerwise publish
+// computed (the zero event: synchronised already), as vLLM's save_kv_layer
+// does; now and then a layer out of turn, or a lease that is no granted
+// layerwise publish, which must be refused and change nothing.
+func (m *model) computedAction(t *rapid.T) {
+	if m.halt != nil {
+		return
+	}
+	var cands []*mLease
+	for _, l := range m.live() {
+		if l.layerwise && l.computed < len(m.plan.ids) {
+			cands = append(cands, l)
+		}
+	}
+	live := m.live()
+	if len(live) == 0 {
+		return
+	}
+	l := pick(t, "lease", live)
+	if len(cands) > 0 && rapid.IntRange(0, 3).Draw(t, "layerwise_lease") != 0 {
+		l = pick(t, "computed_lease", cands)
+	}
+	k := l.computed
+	if rapid.IntRange(0, 5).Draw(t, "out_of_turn") == 0 {
+		k = pick(t, "bad_computed", []int{l.computed - 1, l.computed + 1, len(m.plan.ids)})
+	}
+	info, ierr := m.d.lease(l.h)
+	if ierr != nil {
+		return
+	}
+	before := m.d.stats()
+	err := m.d.computed(l.h, k)
+	if os.Getenv("MODEL_DEBUG") != "" {
+		fmt.Printf("  computed lease %d layer %d: %v\n", l.serial, k, err)
+	}
+	ok := l.layerwise && k == l.computed && k < len(m.plan.ids) && info.State == readiness.State(fsm.Granted) &&
+		!l.releaseReq && !l.cancelled && !l.closedReq
+	switch {
+	case ok && err != nil:
+		m.fail(rule16, "lease %d (%v): Computed(%d), its next layer: %v", l.serial, info.State, k, err)
+	case ok:
+		l.computed++
+	case err == nil:
+		m.fail(rule16, "lease %d (%v, layerwise %v, %d of %d layers computed, released %v, cancelled %v): Computed(%d) was accepted",
+			l.serial, info.State, l.layerwise, l.computed, len(m.plan.ids), l.releaseReq, l.cancelled, k)
+	default:
+		after, _ := m.d.lease(l.h)
+		st := m.d.stats()
+		st.Refused, before.Refused = 0, 0
+		st.Handoffs, before.Handoffs = 0, 0
+		if after != info || st != before {
+			m.fail(rule11, "a refused Computed(%d) (%v) changed lease %d or the engine: %+v -> %+v, %+v -> %+v", k, err, l.serial, info, after, before, st)
+		}
+	}
+}
+
+// judgePublishCopy is called as each device→staging copy of a lease is
+// queued: a layerwise publish's copy is one span of a layer the owner
+// reported computed; any other publish copies whole rows.
+func (m *model) judgePublishCopy(l *mLease, c spyCopy) {
+	r, _ := rowOfLease(l, c.dev)
+	if !l.layerwise {
+		if c.off != 0 || c.n != slotBytes {
+			m.copyFaults = append(m.copyFaults, fmt.Sprintf("%s: lease %d, a publish not layerwise: a copy of %d bytes at %d of row (%d,%d); want whole rows", rule16, l.serial, c.n, c.off, r.Group, r.Block))
+		}
+		return
+	}
+	k, ok := m.plan.layerOf(r.Group, c.off, c.n)
+	switch {
+	case !ok:
+		m.copyFaults = append(m.copyFaults, fmt.Sprintf("%s: lease %d: a publish's copy of %d bytes at %d of row (%d,%d) is no span of a layer of its group (%v)",
+			rule16, l.serial, c.n, c.off, r.Group, r.Block, m.plan.spans[r.Group]))
+	case k >= l.computed:
+		m.copyFaults = append(m.copyFaults, fmt.Sprintf("%s: lease %d: layer %d of a layerwise publish was copied to staging before the owner reported it computed (%d reported)",
+			rule16, l.serial, k, l.computed))
+	}
+}
+
+// checkWithdrawn holds that a layerwise publish withdrawn before every layer
+// was reported is never submitted.
+func (m *model) checkWithdrawn(l *mLease) {
+	if l.withdrawnLayers && m.attempt(l) != nil {
+		m.fail(rule16, "lease %d, a layerwise publish let go of with %d of %d layers reported computed, was submitted", l.serial, l.computed, len(m.plan.ids))
+	}
+}
+
+func (d *runnerDriver) computed(h readiness.Handle, layer int) error {
+	return d.eng.Computed(h, layer, gpu.Event{})
+}
+
+func (d *coreDriver) computed(h readiness.Handle, layer int) error {
+	return d.c.Computed(coreHandle(h), layer, gpu.Event{})
+}
+
+// layerwiseSlotHolds reports whether the staging slot of row r of the
+// layerwise publish l holds only what may be there: the stamp the model put
+// there at the grant outside every layer's spans, and in each span the stamp,
+// the row's device content (its layer's copy landed), a page the owner
+// reused after releasing it, or the poison of a failed copy.
+func (m *model) layerwiseSlotHolds(l *mLease, r staging.Row, row []byte) bool {
+	stamp, content := pattern(tagStamp, l.serial, rowID(r.Group, r.Block)), pattern(tagContent, l.serial, rowID(r.Group, r.Block))
+	reused := pattern(0x77, l.serial, 0)
+	in := make([]bool, len(row))
+	for _, sp := range m.plan.all(r.Group) {
+		got := row[sp.Offset:sp.End()]
+		if string(got) != string(stamp[sp.Offset:sp.End()]) && string(got) != string(content[sp.Offset:sp.End()]) &&
+			string(got) != string(reused[sp.Offset:sp.End()]) && !filled(got, sim.Poison) {
+			return false
+		}
+		for i := sp.Offset; i < sp.End(); i++ {
+			in[i] = true
+		}
+	}
+	for i := range row {
+		if !in[i] && row[i] != stamp[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// computeAll reports every layer not yet reported of each granted layerwise
+// publish the owner still holds: the liveness phase's owner computes
+// everything.
+func (m *model) computeAll() {
+	for _, l := range m.live() {
+		if !l.layerwise || l.releaseReq || l.cancelled || l.closedReq {
+			continue
+		}
+		for l.computed < len(m.plan.ids) {
+			if info, err := m.d.lease(l.h); err != nil || info.State != readiness.State(fsm.Granted) {
+				break
+			}
+			if err := m.d.computed(l.h, l.computed); err != nil {
+				m.fail(rule16, "lease %d: Computed(%d) in the liveness phase: %v", l.serial, l.computed, err)
+			}
+			l.computed++
+		}
+	}
 }

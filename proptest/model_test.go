@@ -83,6 +83,13 @@ type mLease struct {
 	layerIssued int
 	layerFailed int
 	saidFailed  int // the first layer the engine answered failed, plus one
+	// A layerwise publish (Request.Layerwise): how many layers the owner
+	// reported computed, and whether it released the lease before it had
+	// reported them all (the publish is withdrawn: nothing is submitted).
+	layerwise       bool
+	computed        int
+	lentCopies      int // the spy's copies when it was lent
+	withdrawnLayers bool
 }
 
 // model is the reference the engine is checked against after every step.
@@ -150,6 +157,7 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.plan = drawLayerPlan(t)
 	m.be = newAdversary(m.mem)
 	m.be.device = func(serial, g, b int) []byte { return pattern(tagContent, serial, rowID(g, b)) }
+	m.be.staged = m.publishedSpans
 	m.policy = rapid.SampledFrom([]readiness.Policy{readiness.Quarantine, readiness.Quarantine, readiness.Recover, readiness.Fatal}).Draw(t, "policy")
 	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
 	probes := rapid.Bool().Draw(t, "probes")
@@ -339,7 +347,10 @@ func (m *model) lend(t *rapid.T) {
 	if !m.lost && !m.closed && rapid.IntRange(0, 15).Draw(t, "bad_device_row") == 0 {
 		badRow = 0
 	}
-	req := readiness.Request{Kind: l.kind, Deadline: l.deadline, KnownBlocks: l.known}
+	if l.kind == readiness.Publish && rapid.Bool().Draw(t, "layerwise") {
+		l.layerwise = true
+	}
+	req := readiness.Request{Kind: l.kind, Deadline: l.deadline, KnownBlocks: l.known, Layerwise: l.layerwise}
 	for g := range l.groups {
 		for b := range l.blocks {
 			p := gpu.DevicePtr(1) // never used: a lost device takes no lease
@@ -404,7 +415,7 @@ func (m *model) lend(t *rapid.T) {
 	case err != nil:
 		m.fail(ruleA, "Lend of %d rows: %v", len(req.Rows), err)
 	}
-	l.h, l.lentAt = h, m.clock.Now()
+	l.h, l.lentAt, l.lentCopies = h, m.clock.Now(), len(m.spy.copies)
 	m.leases = append(m.leases, l)
 	m.index(l)
 	m.bySerial[l.serial] = l
@@ -586,10 +597,12 @@ func (m *model) release(t *rapid.T) {
 		}
 		return
 	}
+	info, _ := m.d.lease(l.h)
 	if err := m.d.release(l.h); err != nil {
 		m.fail(rule7, "Release(%v) of a live lease: %v", l.h, err)
 	}
 	l.releaseReq, l.releasedAt = true, m.step
+	m.withdrawLayers(l, info.State)
 	if rapid.Bool().Draw(t, "reuse_pages") {
 		// The manager gives the device pages to another request at once:
 		// nothing may be copied into them from now on.
@@ -641,6 +654,7 @@ func (m *model) cancel(t *rapid.T) {
 		}
 		l.cancelled = true
 		l.withdrawn = info.State != readiness.State(fsm.Admitted)
+		m.withdrawLayers(l, info.State)
 		if afterErr != nil {
 			m.fail(rule7, "Lease(%v) after its cancel: %v; want the withdrawn lease, readable", l.h, afterErr)
 			return
@@ -655,8 +669,10 @@ func (m *model) cancel(t *rapid.T) {
 				m.fail(ruleCancel, "lease %d, withdrawn before its submission, made a cancel request: there is no attempt", l.serial)
 			}
 		default:
-			// A publish's copies land first; a submission handed out is answered first.
-			if after.State != info.State {
+			// A publish's copies land first; a submission handed out is
+			// answered first. A layerwise publish with no copy in flight
+			// has nothing to wait for.
+			if after.State != info.State && !(l.layerwise && !m.copiesInFlight(l) && after.State == readiness.State(fsm.Released)) {
 				m.fail(ruleCancel, "lease %d, cancelled in %v, moved to %v before its copies landed or its submission was answered", l.serial, info.State, after.State)
 			}
 		}
@@ -775,6 +791,7 @@ func (m *model) close() {
 	}
 	for _, b := range was {
 		b.l.closedReq = true
+		m.withdrawLayers(b.l, b.info.State)
 		info, err := m.d.lease(b.l.h)
 		if err != nil {
 			continue
@@ -794,6 +811,9 @@ func (m *model) close() {
 // the lease.
 func (m *model) judgeCopy(c spyCopy) {
 	l := m.byDevice[c.dev]
+	if l != nil && !c.toDevice {
+		m.judgePublishCopy(l, c)
+	}
 	if l == nil || !c.toDevice {
 		return
 	}
@@ -887,6 +907,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	}
 	m.checkOutcome(l, info, synced)
 	m.checkLayers(l, info, synced)
+	m.checkWithdrawn(l)
 	if synced {
 		m.checkSynced(l, info)
 		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.State(fsm.Quarantined) && !m.copiesInFlight(l) && !m.eventsPending(l) && !m.mayHaveFailed(l) && !m.lost {
@@ -1341,6 +1362,13 @@ func (m *model) checkBytes() {
 			}
 			r := l.rows[slices.Index(l.slots, id)]
 			own := rowID(r.Group, r.Block)
+			if l.layerwise {
+				if !m.layerwiseSlotHolds(l, r, row) {
+					m.be.mu.Unlock()
+					m.fail(rule1, "slot %v of lease %d, a layerwise publish, holds bytes another transfer wrote, or a layer's bytes outside its spans: %x", id, l.serial, row)
+				}
+				continue
+			}
 			if string(row) != string(pattern(tagStamp, l.serial, own)) &&
 				string(row) != string(pattern(tagContent, l.serial, own)) &&
 				string(row) != string(pattern(tagLate, l.serial, 0xFF)) &&
@@ -1573,6 +1601,7 @@ func (m *model) settle() {
 			m.settleHalted()
 			return
 		}
+		m.computeAll()
 		for _, l := range m.pendingAttempts() {
 			a := m.attempt(l)
 			if m.ended(l) {
@@ -1695,6 +1724,7 @@ func (m *model) run(t *rapid.T) {
 		{"late_write", 2, then(m.lateWrite)},
 		{"copy", 4, then(m.copyEvent)},
 		{"layer", 3, m.layerAction},
+		{"computed", 4, then(m.computedAction)},
 		{"release", 3, then(m.release)},
 		{"cancel", 1, then(m.cancel)},
 		{"retry", 1, then(m.retry)},

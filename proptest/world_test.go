@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -162,17 +163,21 @@ const (
 // within its kind when the test says so. It never breaks the contract itself,
 // except when a test asks it to serve names it was not asked for.
 type adversary struct {
-	mu       sync.Mutex
-	mem      *staging.Memory
-	reject   map[int]bool // serials whose submission is rejected
-	escape   map[int]bool // serials whose submission fails without an attempt
-	cancel   map[int]cancelMode
-	quiesce  map[int]quiesceMode // each serial's first Quiesce mode (the zero mode answers true)
-	instant  map[int]bool        // serials answered before the submission returns (a local hit)
-	byID     map[int]*attempt
-	device   func(serial, g, b int) []byte // what a publish must find staged
-	faults   []string                      // contract facts the engine broke, seen from the backend
-	store    map[contract.Name][]byte      // what publications stored
+	mu      sync.Mutex
+	mem     *staging.Memory
+	reject  map[int]bool // serials whose submission is rejected
+	escape  map[int]bool // serials whose submission fails without an attempt
+	cancel  map[int]cancelMode
+	quiesce map[int]quiesceMode // each serial's first Quiesce mode (the zero mode answers true)
+	instant map[int]bool        // serials answered before the submission returns (a local hit)
+	byID    map[int]*attempt
+	device  func(serial, g, b int) []byte // what a publish must find staged
+	// staged, if set, names the bytes of a row of group g that a publish
+	// of the lease with serial copies from the device (nil: the whole row):
+	// a layerwise publish copies its layers' spans (SPEC §4 rule 16).
+	staged   func(serial, g int) []staging.Span
+	faults   []string                 // contract facts the engine broke, seen from the backend
+	store    map[contract.Name][]byte // what publications stored
 	quiesces int
 }
 
@@ -216,8 +221,19 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 		if publish && b.device != nil {
 			_, g, blk, _ := parseName(u.Name)
 			row, _ := b.mem.Row(u.LocalGroup, u.Local)
-			if want := b.device(serial, g, blk); string(row) != string(want) {
-				b.fault("lease %d published row (%d,%d) before its device->staging copy landed: staging %x, device %x", serial, g, blk, row, want)
+			want := b.device(serial, g, blk)
+			var spans []staging.Span
+			if b.staged != nil {
+				spans = b.staged(serial, g)
+			}
+			if spans == nil {
+				spans = []staging.Span{{Offset: 0, Size: len(row)}}
+			}
+			for _, sp := range spans {
+				if string(row[sp.Offset:sp.End()]) != string(want[sp.Offset:sp.End()]) {
+					b.fault("lease %d published row (%d,%d) before its device->staging copy of bytes %d..%d landed: staging %x, device %x", serial, g, blk, sp.Offset, sp.End(), row, want)
+					break
+				}
 			}
 		}
 	}
@@ -652,6 +668,9 @@ func (sp *spy) Record() (gpu.Event, error) {
 		}
 	}
 	sp.events = append(sp.events, e)
+	if os.Getenv("MODEL_DEBUG") != "" {
+		fmt.Printf("  spy: recorded event %d after %d copies\n", len(sp.events)-1, len(sp.copies))
+	}
 	return ev, nil
 }
 
@@ -672,6 +691,9 @@ func (sp *spy) resolve(ok bool) []spyCopy {
 	}
 	if err != nil {
 		panic(err)
+	}
+	if os.Getenv("MODEL_DEBUG") != "" {
+		fmt.Printf("  spy: resolved event %d (ok %v)\n", sp.next, ok)
 	}
 	e := &sp.events[sp.next]
 	sp.next++
