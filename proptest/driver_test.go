@@ -433,8 +433,10 @@ func (d *coreDriver) perform() {
 		failed := map[core.Handle]failure{}
 		next := 0
 		for _, mk := range rd.Layers {
+			toDevice := false // a fetch's mark: CopiesDone may report its last layer
 			for ; next < mk.After; next++ {
 				c := rd.Copies[next]
+				toDevice = c.ToDevice
 				if failed[c.Lease].err != nil {
 					continue
 				}
@@ -456,11 +458,11 @@ func (d *coreDriver) perform() {
 			case failed[mk.Lease].err != nil:
 			case !d.w.perLayer:
 				// The round's one event proves the lease's layers up to
-				// the last one queued in it: CopiesDone once that is the
-				// last layer, LayerDone for it otherwise (a layerwise
-				// publish may queue later layers before this event
-				// completes, and CopiesDone would count them too).
-				x := layerDone{h: mk.Lease, layer: mk.Layer, all: mk.Layer == d.c.Layers()-1}
+				// the last one queued in it: for a fetch, CopiesDone once
+				// that is the last layer; LayerDone otherwise (a layerwise
+				// publish's landings are reported per layer: the core
+				// refuses CopiesDone for it).
+				x := layerDone{h: mk.Lease, layer: mk.Layer, all: toDevice && mk.Layer == d.c.Layers()-1}
 				if i := slices.IndexFunc(batch, func(y layerDone) bool { return y.h == mk.Lease }); i >= 0 {
 					batch[i] = x
 				} else {

@@ -350,7 +350,7 @@ const (
 	LayerPending = LayerStatus(core.LayerPending) // its copies are not known to have landed yet
 	LayerReady   = LayerStatus(core.LayerReady)   // its event completed, or the lease's readiness is answerable
 	LayerFailed  = LayerStatus(core.LayerFailed)  // a copy of it or of an earlier layer failed: never ready
-	LayerNever   = LayerStatus(core.LayerNever)   // quarantined, or released before its copies landed
+	LayerNever   = LayerStatus(core.LayerNever)   // quarantined, or withdrawn before it was served
 )
 
 // String names the status: pending, ready, failed or never.

@@ -569,8 +569,9 @@ const (
 	// did not arrive; its readiness is what a failed copy gives (never
 	// answered), and its slots are held until containment.
 	LayerFailed
-	// LayerNever: the lease was quarantined, or released before its copies
-	// landed: the layer is never answered.
+	// LayerNever: the lease was quarantined, or withdrawn before it was
+	// served (released or cancelled before its submission): the layer is
+	// never answered.
 	LayerNever
 )
 

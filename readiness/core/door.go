@@ -110,14 +110,13 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 	case QuiesceUnproven:
 		v.event, v.reason = fsm.AccessUnproven, ev.Reason
 	case CopiesDone:
-		v.event, v.layer = fsm.CopiesLanded, int(l.body.layers)-1
-		if b := l.body; b.byLayer && b.queued < b.layers {
-			// A layerwise publish's copies so far: its queued layers.
-			if b.queued == 0 {
-				return false, fmt.Errorf("%w: copies of %v landed, a layerwise publish with no layer queued", ErrInvalidEvidence, ev.Lease)
-			}
-			v.event, v.layer = fsm.LayerLanded, int(b.queued)-1
+		if l.body.byLayer {
+			// Its layers come in later Readys: an event recorded after one
+			// Ready's copies proves nothing of a layer queued after it, and
+			// the core cannot tell which layers a caller's event covers.
+			return false, fmt.Errorf("%w: copies of %v landed, a layerwise publish: report each layer's event with LayerDone and its layer", ErrInvalidEvidence, ev.Lease)
 		}
+		v.event, v.layer = fsm.CopiesLanded, int(l.body.layers)-1
 	case LayerDone:
 		b := l.body
 		switch {

@@ -218,17 +218,29 @@ func TestLayerwisePublishRefusedCopyFailsIt(t *testing.T) {
 	assert.False(t, info.Exposed)
 }
 
-// CopiesDone, the caller that records one event after everything, means
-// the layers queued so far for a layerwise publish: never its missing ones.
-func TestCopiesDoneCoversOnlyQueuedLayers(t *testing.T) {
+// CopiesDone, the caller that records one event after everything, is
+// refused for a layerwise publish: its layers come in later Readys, and an
+// event recorded after one Ready's copies proves nothing of a layer queued
+// after it (the model suite found a lease complete with its last layer in
+// flight when CopiesDone counted every layer queued by the time it came).
+func TestCopiesDoneIsRefusedForALayerwisePublish(t *testing.T) {
 	r := layeredRig(t)
 	h := r.grantedPublish()
-	assert.ErrorIs(t, r.c.Step(Evidence{What: CopiesDone, Lease: h}), ErrInvalidEvidence, "nothing queued")
 	require.NoError(t, r.c.Computed(h, 0, gpu.Event{}))
 	r.c.Advance()
-	require.NoError(t, r.c.Step(Evidence{What: CopiesDone, Lease: h}))
-	assert.Equal(t, fsm.Granted, r.state(h))
-	assert.ErrorIs(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 1}), ErrInvalidEvidence, "layer 1 was never queued")
+	require.NoError(t, r.c.Computed(h, 1, gpu.Event{}))
+	r.c.Advance()
+	for k := range 3 {
+		if k == 2 {
+			require.NoError(t, r.c.Computed(h, 2, gpu.Event{}))
+			r.c.Advance()
+		}
+		err := r.c.Step(Evidence{What: CopiesDone, Lease: h})
+		assert.ErrorIs(t, err, ErrInvalidEvidence)
+		assert.ErrorContains(t, err, "LayerDone")
+		assert.Equal(t, fsm.Granted, r.state(h), "nothing landed by it")
+	}
+	assert.ErrorIs(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 3}), ErrInvalidEvidence, "layer 3 was never queued")
 }
 
 // TestLayerwisePublishNeverSubmitsALayerMissing drives layerwise publishes

@@ -32,9 +32,12 @@ type Ready struct {
 	// completes report LayerDone for Lease and Layer (the last layer's may
 	// be CopiesDone), when it fails CopyLost with Layer. An event recorded
 	// before a later layer's copies are queued lets the layer be read
-	// before the next one lands; a caller that records one event after all
-	// of them and reports CopiesDone is correct too, only slower to answer
-	// per layer. A lease's marks are contiguous, in layer order.
+	// before the next one lands; for a fetch or a whole publish, a caller
+	// that records one event after all of them and reports CopiesDone is
+	// correct too, only slower to answer per layer. A layerwise publish's
+	// layers come in later Readys, so its landings are only ever reported
+	// per layer (LayerDone): CopiesDone is refused for it. A lease's marks
+	// are contiguous, in layer order.
 	Layers []LayerMark
 	// Proofs are leases whose backend access must now be proven over: call
 	// the backend's Quiesce with their attempts (never on the owner goroutine,
@@ -150,7 +153,9 @@ const (
 	QuiesceTrue
 	// QuiesceUnproven: Quiesce answered false, failed or panicked.
 	QuiesceUnproven
-	// CopiesDone: the event recorded after the lease's copies completed.
+	// CopiesDone: the event recorded after the lease's copies completed (a
+	// fetch's, or a whole publish's; a layerwise publish's are reported per
+	// layer, LayerDone).
 	CopiesDone
 	// CopyRefusedByDevice: the device refused the copy of Row before it
 	// started: nothing touches its memory.
