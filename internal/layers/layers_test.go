@@ -50,7 +50,7 @@ var rank = map[string]int{
 	"gpu/nvml":             5,
 	"gpu/sim":              5,
 	"metrics":              5,
-	"conformance":          5,
+	"conformance":          6, // runs trials through an engine on the simulated device
 	"internal/redistest":   5,
 	"internal/readme":      5,
 	"internal/benchreport": 7,
