@@ -129,7 +129,7 @@ struct op {
 
 static struct op *op_new(void);
 static void op_free(struct op *o);
-static void wake_all(void);
+static void wake_waiters(struct fevent *e);
 
 struct fstream {
 	unsigned magic;
@@ -258,7 +258,7 @@ static void run(struct fstream *s, struct op *o, CUresult fail, int poison)
 		if (o->ev->stream == s && o->ev->target == o->seq) {
 			o->ev->done = 1;
 			o->ev->result = fail;
-			wake_all(); /* a stream may wait for it (cuStreamWaitEvent) */
+			wake_waiters(o->ev); /* a stream may wait for it (cuStreamWaitEvent) */
 		}
 		return;
 	}
@@ -861,6 +861,16 @@ static long long wait_idle_locked(struct fstream *s, long long timeout_ns)
 		pthread_cond_timedwait(&idle_cv, &mu, &ts);
 	}
 	return s->pending > 0;
+}
+
+/* wake_waiters wakes the workers whose next operation waits for e: only they
+   can move when it completes, and a signal per stream per event would cost
+   every record. */
+static void wake_waiters(struct fevent *e)
+{
+	for (struct fstream *s = streams; s; s = s->all)
+		if (s->head && s->head->kind == OP_WAIT && s->head->ev == e)
+			pthread_cond_signal(&s->cv);
 }
 
 /* wake_all makes every worker re-check hold mode, loss and its queue. */
