@@ -119,6 +119,18 @@ func Example_publish() {
 	// served: 1 released: 1
 }
 
+// twoLayers is the layout of the layer-by-layer examples: one layer group,
+// two layers, key and value of 4 bytes each per layer in a 16-byte slot.
+var twoLayers = staging.Layout{
+	TokensPerBlock: 32,
+	PoolGroups:     map[int][]int{0: {16}},
+	LayerGroups:    []staging.LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0, 1}, Shard: staging.Whole}},
+	Buffers: []staging.Buffer{
+		{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
+		{Layer: 1, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 1, Role: "value", Offset: 12, Size: 4, Expansion: 1},
+	},
+}
+
 // A fetch layer by layer (SPEC §4 rule 16), as a connector's
 // wait_for_layer_load does: the layout's two layers each get their own copies
 // and event, and the manager computes layer l as soon as WaitLayer says its
@@ -126,18 +138,7 @@ func Example_publish() {
 func Example_layerByLayer() {
 	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	stream, _ := dev.NewStream()
-	// One layer group, two layers, key and value of 4 bytes each per layer
-	// in a 16-byte slot.
-	layout := staging.Layout{
-		TokensPerBlock: 32,
-		PoolGroups:     map[int][]int{0: {16}},
-		LayerGroups:    []staging.LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0, 1}, Shard: staging.Whole}},
-		Buffers: []staging.Buffer{
-			{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
-			{Layer: 1, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 1, Role: "value", Offset: 12, Size: 4, Expansion: 1},
-		},
-	}
-	layers, err := readiness.LayersOf(layout)
+	layers, err := readiness.LayersOf(twoLayers)
 	if err != nil {
 		panic(err)
 	}
@@ -183,16 +184,7 @@ func Example_layerwisePublish() {
 	dev, _ := sim.New(0, 1<<16, sim.WithLatency(sim.WallClock{}, 0))
 	copies, _ := dev.NewStream()
 	compute, _ := dev.NewStream()
-	layout := staging.Layout{
-		TokensPerBlock: 32,
-		PoolGroups:     map[int][]int{0: {16}},
-		LayerGroups:    []staging.LayerGroup{{Kind: "attention", PoolGroup: 0, Layers: []int{0, 1}, Shard: staging.Whole}},
-		Buffers: []staging.Buffer{
-			{Layer: 0, Role: "key", Offset: 0, Size: 4, Expansion: 1}, {Layer: 0, Role: "value", Offset: 4, Size: 4, Expansion: 1},
-			{Layer: 1, Role: "key", Offset: 8, Size: 4, Expansion: 1}, {Layer: 1, Role: "value", Offset: 12, Size: 4, Expansion: 1},
-		},
-	}
-	layers, err := readiness.LayersOf(layout)
+	layers, err := readiness.LayersOf(twoLayers)
 	if err != nil {
 		panic(err)
 	}

@@ -172,6 +172,29 @@ func TestWaitLayerRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled, "the outcome is pending: only ctx ends the wait")
 }
 
+// computeLayer stands for "compute layer k": it writes the layer's bytes of
+// every row on the device, and into want, the rows' expected content.
+func (r *rig) computeLayer(t require.TestingT, rows []staging.Row, want [][]byte, k int) {
+	for i, row := range rows {
+		for _, sp := range rigLayers[0][k].Spans {
+			for j := sp.Offset; j < sp.End(); j++ {
+				want[i][j] = byte(0x70 + 16*k + i)
+			}
+			require.NoError(t, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), want[i][sp.Offset:sp.End()]))
+		}
+	}
+}
+
+// unitRows returns the staging rows of the units the backend was handed.
+func (r *rig) unitRows(a *scriptAttempt, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		u := a.ext.Unit(i)
+		out[i], _ = r.mem.Row(u.LocalGroup, u.Local)
+	}
+	return out
+}
+
 // Rule 16, publish: each layer's device→staging copies wait behind the
 // owner's compute event for that layer; the publish goes to its backend
 // only once every layer landed in staging, holding what each layer's
@@ -189,16 +212,9 @@ func TestRule16LayerwisePublish(t *testing.T) {
 		computed[i] = r.deviceRow(row)
 	}
 	for k := range 3 {
-		// "Compute layer k": it writes the layer's bytes of every row, and
-		// its stream records the event the copies wait for.
-		for i, row := range rows {
-			for _, sp := range rigLayers[0][k].Spans {
-				for j := sp.Offset; j < sp.End(); j++ {
-					computed[i][j] = byte(0x70 + 16*k + i)
-				}
-				require.NoError(t, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), computed[i][sp.Offset:sp.End()]))
-			}
-		}
+		// "Compute layer k", and its stream records the event the copies
+		// wait for.
+		r.computeLayer(t, rows, computed, k)
 		require.NoError(t, cs.(*sim.Stream).Compute(0))
 		ev, err := cs.Record()
 		require.NoError(t, err)
@@ -223,12 +239,7 @@ func TestRule16LayerwisePublish(t *testing.T) {
 	}
 	r.dev.CompleteAll()
 	r.sync()
-	a := r.be.last(t)
-	for i := range rows {
-		u := a.ext.Unit(i)
-		row, _ := r.mem.Row(u.LocalGroup, u.Local)
-		assert.Equal(t, computed[i], row, "unit %d holds every layer as computed", i)
-	}
+	assert.Equal(t, computed, r.unitRows(r.be.last(t), len(rows)), "every unit holds every layer as computed")
 	assert.Equal(t, State(fsm.Requested), r.state(h))
 }
 
@@ -293,16 +304,8 @@ func TestLayerwisePublishWaitsForCompute(t *testing.T) {
 		}
 		var pending []int // computed layers whose compute event has not resolved, oldest first
 		resolveCompute := func() {
-			k := pending[0]
+			r.computeLayer(rt, rows, want, pending[0])
 			pending = pending[1:]
-			for i, row := range rows {
-				for _, sp := range rigLayers[0][k].Spans {
-					for j := sp.Offset; j < sp.End(); j++ {
-						want[i][j] = byte(0x70 + 16*k + i)
-					}
-					require.NoError(rt, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), want[i][sp.Offset:sp.End()]))
-				}
-			}
 			n, err := r.dev.CompleteNext(cs, 1)
 			require.NoError(rt, err)
 			require.Equal(rt, 1, n)
@@ -330,14 +333,7 @@ func TestLayerwisePublishWaitsForCompute(t *testing.T) {
 			r.sync()
 		}
 		for ; reported < 3; reported++ {
-			for i, row := range rows { // computed and synchronised already
-				for _, sp := range rigLayers[0][reported].Spans {
-					for j := sp.Offset; j < sp.End(); j++ {
-						want[i][j] = byte(0x70 + 16*reported + i)
-					}
-					require.NoError(rt, r.dev.Write(row.Device+gpu.DevicePtr(sp.Offset), want[i][sp.Offset:sp.End()]))
-				}
-			}
+			r.computeLayer(rt, rows, want, reported) // computed and synchronised already
 			require.NoError(rt, r.eng.Computed(h, reported, gpu.Event{}))
 			r.sync()
 		}
@@ -346,11 +342,6 @@ func TestLayerwisePublishWaitsForCompute(t *testing.T) {
 		}
 		r.dev.CompleteAll()
 		r.sync()
-		a := r.be.last(t)
-		for i := range rows {
-			u := a.ext.Unit(i)
-			row, _ := r.mem.Row(u.LocalGroup, u.Local)
-			require.Equal(rt, want[i], row, "unit %d: every layer as computed", i)
-		}
+		require.Equal(rt, want, r.unitRows(r.be.last(t), len(rows)), "every unit: every layer as computed")
 	})
 }

@@ -653,11 +653,9 @@ func TestPublishStagesBeforeSubmission(t *testing.T) {
 	r.be.mu.Unlock()
 	r.dev.CompleteAll()
 	r.sync()
-	a := r.be.last(t)
+	units := r.unitRows(r.be.last(t), len(rows))
 	for i := range rows {
-		u := a.ext.Unit(i)
-		row, _ := r.mem.Row(u.LocalGroup, u.Local)
-		assert.Equal(t, pattern(0xDE, 1, i), row)
+		assert.Equal(t, pattern(0xDE, 1, i), units[i])
 	}
 	assert.Equal(t, State(fsm.Requested), r.state(h))
 }
