@@ -12,7 +12,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -52,7 +51,7 @@ func kvready_bench_go_lifecycle(h C.uint64_t, devh C.uint64_t, reqs *C.kv_creque
 			}
 			hs[i] = lh
 		}
-		for spins := 0; e.eng.Count(readiness.State(fsm.LogicallyComplete)) < k; spins++ {
+		for spins := 0; e.eng.Count(readiness.StateLogicallyComplete) < k; spins++ {
 			d.CompleteAll()
 			e.wake.drain()
 			e.eng.Progress()

@@ -14,7 +14,6 @@ import (
 	"unsafe"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -744,8 +743,8 @@ func kvready_count(h C.uint64_t, state C.int32_t, count *C.int64_t) (st C.int) {
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	if state < 0 || state >= C.int32_t(fsm.NumStates) || count == nil {
-		return fail(uint64(h), invalid("kvready_count: state %d (count NULL: %v); want 0 to %d and a count", int(state), count == nil, int(fsm.NumStates)-1))
+	if state < 0 || state >= C.int32_t(readiness.NumStates) || count == nil {
+		return fail(uint64(h), invalid("kvready_count: state %d (count NULL: %v); want 0 to %d and a count", int(state), count == nil, readiness.NumStates-1))
 	}
 	*count = C.int64_t(e.eng.Count(readiness.State(state)))
 	return C.KVREADY_OK

@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
-	"pgregory.net/rapid"
 )
 
 // Layer by layer (SPEC §4 rule 16): one trial in layeredOneIn hands the
@@ -343,7 +343,7 @@ func layeredFetch(newSubject NewFetcher, tr trial, cfg config) (res layeredResul
 		if info, err = eng.Lease(h); err != nil {
 			return res, fmt.Errorf("conformance: through an engine with layers: %w", err)
 		}
-		if runs == nil && info.State != readiness.State(fsm.Waiting) {
+		if runs == nil && info.State != readiness.StateWaiting {
 			runs, _ = eng.Runs(h, nil)
 		}
 		for k := range seen {
@@ -353,7 +353,7 @@ func layeredFetch(newSubject NewFetcher, tr trial, cfg config) (res layeredResul
 			}
 			if st == readiness.LayerReady && !seen[k].ready {
 				seen[k] = layerSeen{ready: true, fenced: watch.fenced(), device: deviceRows(dev, req.Rows, tr.SlotBytes), staged: staged}
-				if info.State != readiness.State(fsm.LogicallyComplete) {
+				if info.State != readiness.StateLogicallyComplete {
 					res.early++
 				}
 			}
@@ -376,7 +376,7 @@ func layeredFetch(newSubject NewFetcher, tr trial, cfg config) (res layeredResul
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if info.State != readiness.State(fsm.LogicallyComplete) {
+	if info.State != readiness.StateLogicallyComplete {
 		return res, nil // nothing landed for good: the other trials judge what the backend did
 	}
 	arrived, err := eng.Arrived(h, nil)
@@ -393,7 +393,7 @@ func layeredFetch(newSubject NewFetcher, tr trial, cfg config) (res layeredResul
 // without its owner.
 func layeredDone(info readiness.LeaseInfo) bool {
 	switch info.State {
-	case readiness.State(fsm.LogicallyComplete), readiness.State(fsm.Quarantined), readiness.State(fsm.Contained), readiness.State(fsm.Released):
+	case readiness.StateLogicallyComplete, readiness.StateQuarantined, readiness.StateContained, readiness.StateReleased:
 		return true
 	}
 	return false

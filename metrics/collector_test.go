@@ -15,10 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // handmade is a snapshot whose every counter has its own value, so that a
@@ -31,11 +29,11 @@ func handmade() *readiness.Snapshot {
 	}
 	s.InFlight = readiness.InFlight{Leases: 3, Bytes: 4096, Oldest: time.Unix(1699999998, 0)}
 	st := &s.Stats
-	st.Leases[fsm.Waiting], st.Leases[fsm.Requested], st.Leases[fsm.Quarantined] = 3, 2, 1
+	st.Leases[readiness.StateWaiting], st.Leases[readiness.StateRequested], st.Leases[readiness.StateQuarantined] = 3, 2, 1
 	st.Lent, st.Released, st.QuarantinedLeases = 101, 95, 1
-	st.Outcomes[fsm.Delivered], st.Outcomes[fsm.Partly], st.Outcomes[fsm.Miss] = 60, 11, 12
-	st.Outcomes[fsm.Failure], st.Outcomes[fsm.Cancel], st.Outcomes[fsm.Rejection] = 4, 5, 6
-	st.Outcomes[fsm.Timeout], st.Outcomes[fsm.Violation] = 7, 8
+	st.Outcomes[readiness.Served], st.Outcomes[readiness.Partial], st.Outcomes[readiness.Missed] = 60, 11, 12
+	st.Outcomes[readiness.Failed], st.Outcomes[readiness.Cancelled], st.Outcomes[readiness.Rejected] = 4, 5, 6
+	st.Outcomes[readiness.TimedOut], st.Outcomes[readiness.Violation] = 7, 8
 	st.QuiesceCalls, st.QuiesceRetries, st.Unproven = 202, 13, 14
 	st.Containments, st.Ungrantable, st.StaleEvidence = 15, 16, 17
 	st.Refused, st.Violations, st.InvariantBreaches = 18, 19, 0
@@ -44,8 +42,8 @@ func handmade() *readiness.Snapshot {
 	st.Handoffs, st.QuiesceProbes = 26, 27
 	st.FetcherFaults = readiness.BackendFaults{Violations: 28, Panics: 29, RepeatedCompletions: 30, EarlyCompletions: 31}
 	st.PublisherFaults.Panics = 32
-	s.Moves[core.Cause(fsm.Step{Event: fsm.SlotsGranted})] = 99
-	s.Moves[core.Cause(fsm.Step{Completion: true, Guard: fsm.IsFetch})] = 77
+	s.Moves[causeNamed("slots_granted")] = 99
+	s.Moves[causeNamed("[fetch]")] = 77
 	return s
 }
 
@@ -137,7 +135,7 @@ kvready_quiesce_calls_total{device="3"} 202
 			assert.Equal(t, tc.want, got)
 		})
 	}
-	assert.Len(t, series(mfs, "kvready_leases"), int(fsm.NumStates), "one series per state")
+	assert.Len(t, series(mfs, "kvready_leases"), int(readiness.NumStates), "one series per state")
 	assert.Len(t, series(mfs, "kvready_transitions_total"), readiness.NumCauses, "one series per cause")
 	assert.Len(t, series(mfs, "kvready_outcomes_total"), 8, "one series per outcome kind, none for 'none'")
 }
@@ -448,4 +446,14 @@ func TestLastRoundTimestampIsWallClock(t *testing.T) {
 	assert.False(t, at.Before(before.Truncate(time.Microsecond)), "%v is before the round (%v)", at, before)
 	assert.False(t, at.After(after.Add(time.Microsecond)), "%v is after the round (%v)", at, after)
 	assert.NotEqual(t, s.At.Year(), at.Year(), "not the engine's clock")
+}
+
+// causeNamed is the index in Snapshot.Moves of the cause the table names so.
+func causeNamed(name string) int {
+	for i := range readiness.NumCauses {
+		if readiness.CauseName(i) == name {
+			return i
+		}
+	}
+	panic("no cause named " + name)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/backend/mem/memtest"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
@@ -224,8 +223,8 @@ func checkAgainstStats(t *testing.T, mfs []*dto.MetricFamily, device string, st 
 			assert.Equal(t, want, got, "%s%v", name, labels)
 		}
 	}
-	for s := range fsm.NumStates {
-		check("kvready_leases", dl("state", s.String()), float64(st.Leases[s]))
+	for s := range readiness.NumStates {
+		check("kvready_leases", dl("state", readiness.State(s).String()), float64(st.Leases[s]))
 	}
 	kinds := map[string]readiness.OutcomeKind{"served": readiness.Served, "partial": readiness.Partial,
 		"missed": readiness.Missed, "failed": readiness.Failed, "cancelled": readiness.Cancelled,

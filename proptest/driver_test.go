@@ -12,7 +12,6 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -162,10 +161,10 @@ func (d *runnerDriver) round(synced bool) error {
 // each answer back through the core's one door. It shares no code with the
 // runner.
 type coreDriver struct {
-	c        *core.Core
+	c        *readiness.Core
 	w        worldConfig
-	attempts map[core.Handle]contract.Attempt
-	watching []core.Handle
+	attempts map[readiness.Handle]contract.Attempt
+	watching []readiness.Handle
 	events   gpu.Completions[int]
 	batches  [][]layerDone
 	lost     bool
@@ -173,18 +172,18 @@ type coreDriver struct {
 	// block, so the call is asked again each round until it would answer, or
 	// until the core names it overdue (its QuiesceTimeout passed on the
 	// engine's clock) and the driver cancels it, as the runner does.
-	out []core.Handle
+	out []readiness.Handle
 }
 
 func newCoreDriver(w worldConfig) (*coreDriver, error) {
-	c, err := core.New(core.Config{
+	c, err := readiness.NewCore(readiness.Config{
 		Memory: w.mem, TokensPerBlock: tpb, RequestTimeout: requestTimeout, DrainGrace: drainGrace,
 		QuiesceTimeout: quiesceWait, RetryBackoff: retryBackoff, MaxRetryBackoff: maxBackoff,
 		KeepReleased: keepReleased, Logger: discardLogger(), Layers: w.layers,
-		Containment: core.Policy(w.policy), MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
-		OnTransition: func(tr core.Transition) {
+		Containment: readiness.Policy(w.policy), MaxOutstanding: w.outstanding, RecoverEvery: recoverEvery,
+		OnTransition: func(tr readiness.Transition) {
 			if os.Getenv("MODEL_DEBUG") != "" {
-				fmt.Printf("  %v %v -> %v (%s) at %v\n", tr.Lease, tr.From, tr.To, tr.Cause(), w.clock.Now().UnixMilli()%100000)
+				fmt.Printf("  %v %v -> %v (%s) at %v\n", tr.Lease, tr.From, tr.To, readiness.CauseName(tr.Cause), w.clock.Now().UnixMilli()%100000)
 			}
 		},
 	})
@@ -192,7 +191,7 @@ func newCoreDriver(w worldConfig) (*coreDriver, error) {
 		return nil, err
 	}
 	c.Tick(w.clock.Now())
-	return &coreDriver{c: c, w: w, attempts: map[core.Handle]contract.Attempt{}}, nil
+	return &coreDriver{c: c, w: w, attempts: map[readiness.Handle]contract.Attempt{}}, nil
 }
 
 func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
@@ -210,7 +209,7 @@ func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
 			return readiness.Handle{}, fmt.Errorf("%w: row %d: %w", readiness.ErrInvalidRequest, i, err)
 		}
 	}
-	h, err := d.c.Lend(as[core.Request](r))
+	h, err := d.c.Lend(as[readiness.Request](r))
 	return readiness.HandleOf(h.Uint64()), err
 }
 func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(coreHandle(h)) }
@@ -232,7 +231,7 @@ func (d *coreDriver) layers() int            { return d.c.Layers() }
 // layerDone is what an event of the core driver proves when it completes:
 // one layer of a lease (per-layer events), or all its copies.
 type layerDone struct {
-	h     core.Handle
+	h     readiness.Handle
 	layer int
 	all   bool
 }
@@ -241,7 +240,7 @@ func (d *coreDriver) err() error {
 	// The model reads the halt in the runner's terms (errors.As a
 	// *readiness.FatalError), as an embedder does.
 	err := d.c.Err()
-	var fe *core.FatalError
+	var fe *readiness.FatalError
 	if errors.As(err, &fe) {
 		return fmt.Errorf("%w: %w", readiness.ErrHalted, &readiness.FatalError{Containment: as[readiness.Containment](fe.Containment)})
 	}
@@ -260,7 +259,7 @@ func (d *coreDriver) round(bool) error {
 	d.perform()
 	if lost, why := d.w.health.Lost(0); lost && !d.lost {
 		d.lost = true
-		_ = d.c.Step(core.Evidence{What: core.DeviceGone, Reason: why})
+		_ = d.c.Step(readiness.Evidence{What: readiness.DeviceGone, Reason: why})
 	}
 	kept := d.watching[:0]
 	for _, h := range d.watching {
@@ -269,7 +268,7 @@ func (d *coreDriver) round(bool) error {
 			continue
 		}
 		if o := a.Poll(); o != nil {
-			_ = d.c.Step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o})
+			_ = d.c.Step(readiness.Evidence{What: readiness.PollAnswered, Lease: h, Outcome: o})
 			continue
 		}
 		kept = append(kept, h)
@@ -283,11 +282,11 @@ func (d *coreDriver) round(bool) error {
 				}
 				switch {
 				case st != gpu.Complete:
-					_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the event failed"})
+					_ = d.c.Step(readiness.Evidence{What: readiness.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the event failed"})
 				case x.all:
-					_ = d.c.Step(core.Evidence{What: core.CopiesDone, Lease: x.h})
+					_ = d.c.Step(readiness.Evidence{What: readiness.CopiesDone, Lease: x.h})
 				default:
-					_ = d.c.Step(core.Evidence{What: core.LayerDone, Lease: x.h, Layer: x.layer})
+					_ = d.c.Step(readiness.Evidence{What: readiness.LayerDone, Lease: x.h, Layer: x.layer})
 				}
 			}
 			d.batches[i] = nil
@@ -311,10 +310,10 @@ func (d *coreDriver) blocks(a contract.Attempt) bool {
 // prove asks the backend (one adversary serves both kinds) inline, bounded by
 // quiesceWait of real time, and reports the answer. A call that would block
 // stays out (see out) instead of holding the test's goroutine.
-func (d *coreDriver) prove(h core.Handle) {
+func (d *coreDriver) prove(h readiness.Handle) {
 	a, ok := d.attempts[h]
 	if !ok {
-		_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: "no attempt kept"})
+		_ = d.c.Step(readiness.Evidence{What: readiness.QuiesceUnproven, Lease: h, Reason: "no attempt kept"})
 		return
 	}
 	if d.blocks(a) {
@@ -326,7 +325,7 @@ func (d *coreDriver) prove(h core.Handle) {
 
 // overdue cancels the call out for h, as the runner does when the core names
 // it overdue: the backend sees its context end, and the answer proves nothing.
-func (d *coreDriver) overdue(h core.Handle) {
+func (d *coreDriver) overdue(h readiness.Handle) {
 	i := slices.Index(d.out, h)
 	if i < 0 {
 		return
@@ -342,7 +341,7 @@ func (d *coreDriver) overdue(h core.Handle) {
 // unblocked asks again every call out whose Quiesce would now answer.
 func (d *coreDriver) unblocked() {
 	kept := d.out[:0]
-	var ready []core.Handle
+	var ready []readiness.Handle
 	for _, h := range d.out {
 		if a, ok := d.attempts[h]; ok && d.blocks(a) {
 			kept = append(kept, h)
@@ -359,25 +358,25 @@ func (d *coreDriver) unblocked() {
 }
 
 // answer calls Quiesce with a context of wait (0: already ended) and reports.
-func (d *coreDriver) answer(h core.Handle, a contract.Attempt, wait time.Duration) {
+func (d *coreDriver) answer(h readiness.Handle, a contract.Attempt, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	proven, err := d.w.be.Quiesce(ctx, []contract.Attempt{a})
 	cancel()
 	if proven && err == nil {
-		_ = d.c.Step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: a.Poll()})
-		_ = d.c.Step(core.Evidence{What: core.QuiesceTrue, Lease: h})
+		_ = d.c.Step(readiness.Evidence{What: readiness.PollAnswered, Lease: h, Outcome: a.Poll()})
+		_ = d.c.Step(readiness.Evidence{What: readiness.QuiesceTrue, Lease: h})
 		return
 	}
 	reason := "false"
 	if err != nil {
 		reason = err.Error()
 	}
-	_ = d.c.Step(core.Evidence{What: core.QuiesceUnproven, Lease: h, Reason: reason})
+	_ = d.c.Step(readiness.Evidence{What: readiness.QuiesceUnproven, Lease: h, Reason: reason})
 }
 
 // requestCancel asks the lease's attempt to stop, once, containing a panic.
-func (d *coreDriver) requestCancel(h core.Handle) (ev core.Evidence) {
-	ev = core.Evidence{What: core.CancelReplied, Lease: h}
+func (d *coreDriver) requestCancel(h readiness.Handle) (ev readiness.Evidence) {
+	ev = readiness.Evidence{What: readiness.CancelReplied, Lease: h}
 	a, ok := d.attempts[h]
 	if !ok {
 		ev.Reason = "no attempt kept"
@@ -405,7 +404,7 @@ func (d *coreDriver) perform() {
 	for d.c.HasReady() {
 		rd := d.c.Ready()
 		type sub struct {
-			h   core.Handle
+			h   readiness.Handle
 			a   contract.Attempt
 			err error
 		}
@@ -413,7 +412,7 @@ func (d *coreDriver) perform() {
 		for _, s := range rd.Submissions {
 			var a contract.Attempt
 			var err error
-			if s.Kind == core.Publish {
+			if s.Kind == readiness.Publish {
 				a, err = d.w.be.Publish(*s.Extent)
 			} else {
 				a, err = d.w.be.Fetch(*s.Extent, nil)
@@ -421,7 +420,7 @@ func (d *coreDriver) perform() {
 			subs = append(subs, sub{s.Lease, a, err})
 		}
 		type refusal struct {
-			h   core.Handle
+			h   readiness.Handle
 			row int
 			err error
 		}
@@ -430,7 +429,7 @@ func (d *coreDriver) perform() {
 			layer int
 			err   error
 		}
-		failed := map[core.Handle]failure{}
+		failed := map[readiness.Handle]failure{}
 		next := 0
 		for _, mk := range rd.Layers {
 			toDevice := false // a fetch's mark: CopiesDone may report its last layer
@@ -474,37 +473,37 @@ func (d *coreDriver) perform() {
 				}
 			}
 		}
-		proofs := make([]core.Handle, 0, len(rd.Proofs))
+		proofs := make([]readiness.Handle, 0, len(rd.Proofs))
 		for _, p := range rd.Proofs {
 			proofs = append(proofs, p.Lease)
 		}
-		overdue := append([]core.Handle(nil), rd.Overdue...)
-		var replies []core.Evidence
+		overdue := append([]readiness.Handle(nil), rd.Overdue...)
+		var replies []readiness.Evidence
 		for _, h := range rd.Cancels {
 			replies = append(replies, d.requestCancel(h))
 		}
 		for _, h := range rd.Forget {
 			delete(d.attempts, h)
 		}
-		contained := append([]core.Containment(nil), rd.Containments...)
+		contained := append([]readiness.Containment(nil), rd.Containments...)
 		d.c.Advance()
 		for _, s := range subs {
 			switch {
 			case s.a != nil:
 				d.attempts[s.h] = s.a
 				d.watching = append(d.watching, s.h)
-				_ = d.c.Step(core.Evidence{What: core.SubmitAccepted, Lease: s.h})
+				_ = d.c.Step(readiness.Evidence{What: readiness.SubmitAccepted, Lease: s.h})
 			case errors.Is(s.err, contract.ErrSubmissionRejected):
-				_ = d.c.Step(core.Evidence{What: core.SubmitRejected, Lease: s.h, Reason: s.err.Error()})
+				_ = d.c.Step(readiness.Evidence{What: readiness.SubmitRejected, Lease: s.h, Reason: s.err.Error()})
 			default:
-				_ = d.c.Step(core.Evidence{What: core.SubmitEscaped, Lease: s.h, Reason: fmt.Sprint(s.err)})
+				_ = d.c.Step(readiness.Evidence{What: readiness.SubmitEscaped, Lease: s.h, Reason: fmt.Sprint(s.err)})
 			}
 		}
 		for _, r := range refused {
-			_ = d.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
+			_ = d.c.Step(readiness.Evidence{What: readiness.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 		}
 		for h, f := range failed {
-			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: h, Layer: f.layer, Reason: f.err.Error()})
+			_ = d.c.Step(readiness.Evidence{What: readiness.CopyLost, Lease: h, Layer: f.layer, Reason: f.err.Error()})
 		}
 		for _, ev := range replies {
 			_ = d.c.Step(ev)
@@ -524,7 +523,7 @@ func (d *coreDriver) perform() {
 	}
 	if err := d.record(batch); err != nil {
 		for _, x := range batch {
-			_ = d.c.Step(core.Evidence{What: core.CopyLost, Lease: x.h, Reason: "recording the event failed: " + err.Error()})
+			_ = d.c.Step(readiness.Evidence{What: readiness.CopyLost, Lease: x.h, Reason: "recording the event failed: " + err.Error()})
 		}
 		d.perform()
 	}
@@ -550,13 +549,13 @@ func as[T any](src any) T {
 }
 
 // coreHandle is the core's name for a lease the runner's vocabulary names.
-func coreHandle(h readiness.Handle) core.Handle { return core.HandleOf(h.Uint64()) }
+func coreHandle(h readiness.Handle) readiness.Handle { return readiness.HandleOf(h.Uint64()) }
 
 func convert(dst, src reflect.Value) {
 	if !src.IsValid() {
 		panic(fmt.Sprintf("proptest: no field to convert into %v", dst.Type()))
 	}
-	if h, ok := src.Interface().(core.Handle); ok && dst.Type() == reflect.TypeFor[readiness.Handle]() {
+	if h, ok := src.Interface().(readiness.Handle); ok && dst.Type() == reflect.TypeFor[readiness.Handle]() {
 		dst.Set(reflect.ValueOf(readiness.HandleOf(h.Uint64())))
 		return
 	}

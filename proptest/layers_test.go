@@ -10,7 +10,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
@@ -326,7 +325,7 @@ func (m *model) checkLayers(l *mLease, info readiness.LeaseInfo, synced bool) {
 		}
 		return
 	}
-	answerable := info.State == readiness.State(fsm.LogicallyComplete)
+	answerable := info.State == readiness.StateLogicallyComplete
 	for k := range m.plan.ids {
 		iv, st, err := m.d.layerReadiness(l.h, k)
 		if err != nil {
@@ -339,7 +338,7 @@ func (m *model) checkLayers(l *mLease, info readiness.LeaseInfo, synced bool) {
 			m.judgeReadyLayer(l, info, k, iv, answerable, "LayerReadiness")
 			continue
 		}
-		if synced && m.layerLanded(l, k) && !m.mayHaveFailed(l) && !m.lost && info.State == readiness.State(fsm.AccessFenced) {
+		if synced && m.layerLanded(l, k) && !m.mayHaveFailed(l) && !m.lost && info.State == readiness.StateAccessFenced {
 			m.fail(rule16, "lease %d: every copy of layers 0..%d landed and a synced round took them in; layer %d reads %v, want ready", l.serial, k, k, st)
 		}
 	}
@@ -467,7 +466,7 @@ func (m *model) layerAction(t *rapid.T) {
 	case st == readiness.LayerReady && ierr == nil:
 		// A released lease's layers read ready only if its readiness was
 		// answerable when it went.
-		answerable := info.State == readiness.State(fsm.LogicallyComplete) || info.State == readiness.State(fsm.Released)
+		answerable := info.State == readiness.StateLogicallyComplete || info.State == readiness.StateReleased
 		m.judgeReadyLayer(l, info, k, iv, answerable, "WaitLayer")
 	case st == readiness.LayerFailed:
 		if !errors.Is(err, readiness.ErrLayerFailed) {
@@ -536,7 +535,7 @@ func (m *model) publishedSpans(serial, g int) []staging.Span {
 // cancel, Close) in st, before reporting every layer computed: it is
 // withdrawn, and nothing of it may ever be submitted.
 func (m *model) withdrawLayers(l *mLease, st readiness.State) {
-	if l.layerwise && l.computed < len(m.plan.ids) && (st == readiness.State(fsm.Waiting) || st == readiness.State(fsm.Granted)) {
+	if l.layerwise && l.computed < len(m.plan.ids) && (st == readiness.StateWaiting || st == readiness.StateGranted) {
 		l.withdrawnLayers = true
 	}
 }
@@ -576,7 +575,7 @@ func (m *model) computedAction(t *rapid.T) {
 	if os.Getenv("MODEL_DEBUG") != "" {
 		fmt.Printf("  computed lease %d layer %d: %v\n", l.serial, k, err)
 	}
-	ok := l.layerwise && k == l.computed && k < len(m.plan.ids) && info.State == readiness.State(fsm.Granted) &&
+	ok := l.layerwise && k == l.computed && k < len(m.plan.ids) && info.State == readiness.StateGranted &&
 		!l.releaseReq && !l.cancelled && !l.closedReq
 	switch {
 	case ok && err != nil:
@@ -671,7 +670,7 @@ func (m *model) computeAll() {
 			continue
 		}
 		for l.computed < len(m.plan.ids) {
-			if info, err := m.d.lease(l.h); err != nil || info.State != readiness.State(fsm.Granted) {
+			if info, err := m.d.lease(l.h); err != nil || info.State != readiness.StateGranted {
 				break
 			}
 			if err := m.d.computed(l.h, l.computed); err != nil {

@@ -13,7 +13,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
@@ -639,7 +638,7 @@ func (m *model) cancel(t *rapid.T) {
 		if !errors.Is(err, readiness.ErrHalted) {
 			m.fail(rule5, "Cancel on the halted engine = %v; want ErrHalted", err)
 		}
-	case pending && info.State == readiness.State(fsm.Requested):
+	case pending && info.State == readiness.StateRequested:
 		if err != nil {
 			m.fail(rule2, "Cancel of a lease still waiting for its outcome: %v", err)
 		}
@@ -647,21 +646,21 @@ func (m *model) cancel(t *rapid.T) {
 		if after.Outcome != readiness.Cancelled || after.ByPeer {
 			m.fail(rule2, "a local cancel latched %v (by peer %v); want cancelled, not by the peer", after.Outcome, after.ByPeer)
 		}
-	case pending && (info.State == readiness.State(fsm.Waiting) || info.State == readiness.State(fsm.Granted) || info.State == readiness.State(fsm.Staged) || info.State == readiness.State(fsm.Admitted)):
+	case pending && (info.State == readiness.StateWaiting || info.State == readiness.StateGranted || info.State == readiness.StateStaged || info.State == readiness.StateAdmitted):
 		if err != nil {
 			m.fail(ruleCancel, "Cancel of lease %d, not yet submitted (%v): %v; a cancel before submission withdraws the lease", l.serial, info.State, err)
 			return
 		}
 		l.cancelled = true
-		l.withdrawn = info.State != readiness.State(fsm.Admitted)
+		l.withdrawn = info.State != readiness.StateAdmitted
 		m.withdrawLayers(l, info.State)
 		if afterErr != nil {
 			m.fail(rule7, "Lease(%v) after its cancel: %v; want the withdrawn lease, readable", l.h, afterErr)
 			return
 		}
 		switch info.State {
-		case readiness.State(fsm.Waiting), readiness.State(fsm.Staged):
-			if after.State != readiness.State(fsm.Released) || after.Outcome != readiness.Cancelled || after.ByPeer || after.Exposed {
+		case readiness.StateWaiting, readiness.StateStaged:
+			if after.State != readiness.StateReleased || after.Outcome != readiness.Cancelled || after.ByPeer || after.Exposed {
 				m.fail(ruleCancel, "lease %d, cancelled in %v, is %v %v (by peer %v, exposed %v); want released at once, cancelled locally, never exposed",
 					l.serial, info.State, after.State, after.Outcome, after.ByPeer, after.Exposed)
 			}
@@ -672,7 +671,7 @@ func (m *model) cancel(t *rapid.T) {
 			// A publish's copies land first; a submission handed out is
 			// answered first. A layerwise publish with no copy in flight
 			// has nothing to wait for.
-			if after.State != info.State && !(l.layerwise && !m.copiesInFlight(l) && after.State == readiness.State(fsm.Released)) {
+			if after.State != info.State && !(l.layerwise && !m.copiesInFlight(l) && after.State == readiness.StateReleased) {
 				m.fail(ruleCancel, "lease %d, cancelled in %v, moved to %v before its copies landed or its submission was answered", l.serial, info.State, after.State)
 			}
 		}
@@ -722,7 +721,7 @@ func (m *model) stale(t *rapid.T) {
 	if err := m.d.cancel(l.h); err == nil {
 		m.fail(rule7, "Cancel of the retired handle %v was accepted", l.h)
 	}
-	if info, err := m.d.lease(l.h); err == nil && info.State != readiness.State(fsm.Released) {
+	if info, err := m.d.lease(l.h); err == nil && info.State != readiness.StateReleased {
 		m.fail(rule7, "the retired handle %v reads a lease in %v", l.h, info.State)
 	} else if err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Lease(%v) = %v; want the released lease or ErrStaleHandle", l.h, err)
@@ -796,7 +795,7 @@ func (m *model) close() {
 		if err != nil {
 			continue
 		}
-		if b.info.State == readiness.State(fsm.Requested) && b.info.Outcome == readiness.NoOutcome {
+		if b.info.State == readiness.StateRequested && b.info.Outcome == readiness.NoOutcome {
 			b.l.cancelled = true
 			if info.Outcome != readiness.Cancelled || info.ByPeer {
 				m.fail(rule10, "lease %d was waiting for its outcome at Close; it reports %v, want a local Cancelled at once", b.l.serial, info.Outcome)
@@ -873,7 +872,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	if err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Lease(%v) = %v; want the lease or ErrStaleHandle", l.h, err)
 	}
-	if err != nil || info.State == readiness.State(fsm.Released) {
+	if err != nil || info.State == readiness.StateReleased {
 		m.gone(l)
 		return
 	}
@@ -883,26 +882,26 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	if os.Getenv("MODEL_DEBUG") != "" {
 		fmt.Printf("step %d lease %d %v %v granted=%v\n", m.step, l.serial, info.State, info.Outcome, l.granted)
 	}
-	if !l.granted && info.State != readiness.State(fsm.Waiting) {
+	if !l.granted && info.State != readiness.StateWaiting {
 		m.granted(l, info.State)
 	}
 	if a := m.attempt(l); a != nil && l.submitAt.IsZero() {
 		l.submitAt = m.clock.Now()
 	}
 	switch info.State {
-	case readiness.State(fsm.AccessFenced), readiness.State(fsm.LogicallyComplete):
+	case readiness.StateAccessFenced, readiness.StateLogicallyComplete:
 		if !m.ended(l) {
 			m.fail(rule1, "lease %d is %v, but its backend never proved access over", l.serial, info.State)
 		}
-		if info.State == readiness.State(fsm.LogicallyComplete) && m.copiesInFlight(l) {
+		if info.State == readiness.StateLogicallyComplete && m.copiesInFlight(l) {
 			m.fail(rule1, "lease %d is logically_complete while a local copy touching its slots is in flight", l.serial)
 		}
-		if info.State == readiness.State(fsm.LogicallyComplete) {
+		if info.State == readiness.StateLogicallyComplete {
 			m.checkReadiness(l, info)
 		}
-	case readiness.State(fsm.Quarantined):
+	case readiness.StateQuarantined:
 		m.sawQuarantine(l, info)
-	case readiness.State(fsm.Contained):
+	case readiness.StateContained:
 		m.sawContained(l, info)
 	}
 	m.checkOutcome(l, info, synced)
@@ -910,7 +909,7 @@ func (m *model) checkLease(l *mLease, synced bool) {
 	m.checkWithdrawn(l)
 	if synced {
 		m.checkSynced(l, info)
-		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.State(fsm.Quarantined) && !m.copiesInFlight(l) && !m.eventsPending(l) && !m.mayHaveFailed(l) && !m.lost {
+		if m.ended(l) && m.attempt(l) != nil && info.State != readiness.StateQuarantined && !m.copiesInFlight(l) && !m.eventsPending(l) && !m.mayHaveFailed(l) && !m.lost {
 			l.settledSeen = true
 		}
 	}
@@ -936,7 +935,7 @@ func (m *model) granted(l *mLease, st readiness.State) {
 			continue
 		}
 		info, err := m.d.lease(x.h)
-		if err != nil || info.State != readiness.State(fsm.Waiting) || info.Ungrantable {
+		if err != nil || info.State != readiness.StateWaiting || info.Ungrantable {
 			continue
 		}
 		m.fail(ruleA, "lease %d was granted before lease %d, lent earlier and still waiting: grants follow arrival order", l.serial, x.serial)
@@ -1049,7 +1048,7 @@ func (m *model) checkAdmission() {
 		if err != nil {
 			continue
 		}
-		if info.Exposed && !info.Fenced && info.State != readiness.State(fsm.Contained) && info.State != readiness.State(fsm.Quarantined) {
+		if info.Exposed && !info.Fenced && info.State != readiness.StateContained && info.State != readiness.StateQuarantined {
 			n++
 		}
 	}
@@ -1215,7 +1214,7 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 		deadline = l.submitAt.Add(requestTimeout)
 	}
 	// Rule 3: an answer changed before the proof is caught by the re-poll.
-	if changedBeforeEnd && ended && (info.State == readiness.State(fsm.AccessFenced) || info.State == readiness.State(fsm.LogicallyComplete)) &&
+	if changedBeforeEnd && ended && (info.State == readiness.StateAccessFenced || info.State == readiness.StateLogicallyComplete) &&
 		(l.seen == readiness.Served || l.seen == readiness.Partial) && info.Outcome != readiness.Violation {
 		m.fail(rule3, "lease %d: its backend changed its answer before access was proven; the engine still reports %v", l.serial, info.Outcome)
 	}
@@ -1224,7 +1223,7 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	// engine's clock.
 	if ended && a != nil && info.Outcome != readiness.NoOutcome && m.dev != nil {
 		switch info.State {
-		case readiness.State(fsm.Requested), readiness.State(fsm.Served), readiness.State(fsm.Partial), readiness.State(fsm.Missed), readiness.State(fsm.Failed):
+		case readiness.StateRequested, readiness.StateServed, readiness.StatePartial, readiness.StateMissed, readiness.StateFailed:
 			m.fail(rule5, "lease %d: its backend proved access over and the outcome is latched, yet it is still %v", l.serial, info.State)
 		}
 	}
@@ -1232,13 +1231,13 @@ func (m *model) checkSynced(l *mLease, info readiness.LeaseInfo) {
 	// submitted stays unproven past the request deadline plus the grace.
 	if a != nil && !deadline.IsZero() && !now.Before(deadline.Add(drainGrace)) && !info.Contained {
 		switch info.State {
-		case readiness.State(fsm.LogicallyComplete), readiness.State(fsm.Quarantined), readiness.State(fsm.Contained), readiness.State(fsm.Waiting), readiness.State(fsm.Granted):
+		case readiness.StateLogicallyComplete, readiness.StateQuarantined, readiness.StateContained, readiness.StateWaiting, readiness.StateGranted:
 		default:
 			m.fail(rule5, "lease %d is %v at %v, past its request deadline %v plus the grace: it must be contained", l.serial, info.State, now, deadline)
 		}
 	}
 	// Rule 8: a waiting lease that quarantine made hopeless is reported.
-	if info.State == readiness.State(fsm.Waiting) {
+	if info.State == readiness.StateWaiting {
 		hopeless := m.hopeless(l.groups, l.blocks)
 		if hopeless && !info.Ungrantable {
 			m.fail(rule8, "lease %d needs %d contiguous slots per group, which quarantine left nowhere; it is not reported ungrantable", l.serial, l.blocks)
@@ -1268,7 +1267,7 @@ func (m *model) checkCancels(l *mLease, info readiness.LeaseInfo, a *attempt) {
 		m.fail(ruleCancel, "lease %d reports %v, yet its backend was asked to cancel", l.serial, info.Outcome)
 	case failure && cancels == 0:
 		m.fail(ruleCancel, "lease %d latched %v with an attempt, and its backend was never asked to cancel", l.serial, info.Outcome)
-	case cancels == 1 && info.State != readiness.State(fsm.Released):
+	case cancels == 1 && info.State != readiness.StateReleased:
 		switch mode {
 		case cancelRequested:
 			if info.CancelDisposition != contract.CancelRequested {
@@ -1500,7 +1499,7 @@ func (m *model) lendServed(groups, blocks, served int) {
 			m.spy.resolve(true)
 		}
 		m.be.mu.Unlock()
-		if i >= 3 && m.settledIn(l, readiness.State(fsm.LogicallyComplete), readiness.State(fsm.Released)) {
+		if i >= 3 && m.settledIn(l, readiness.StateLogicallyComplete, readiness.StateReleased) {
 			break
 		}
 		m.clock.Advance(2 * maxBackoff)
@@ -1510,7 +1509,7 @@ func (m *model) lendServed(groups, blocks, served int) {
 	}
 	for range lendServedRounds {
 		m.round(true)
-		if m.settledIn(l, readiness.State(fsm.Released)) {
+		if m.settledIn(l, readiness.StateReleased) {
 			break
 		}
 		m.clock.Advance(2 * maxBackoff)
@@ -1644,7 +1643,7 @@ func (m *model) settle() {
 			deadline = l.submitAt.Add(requestTimeout)
 		}
 		cooperative := !l.escape && !m.mayHaveFailed(l) && !m.lost && !l.quarantined && !info.Ungrantable &&
-			!(info.State == readiness.State(fsm.Waiting) && m.hopeless(l.groups, l.blocks))
+			!(info.State == readiness.StateWaiting && m.hopeless(l.groups, l.blocks))
 		if cooperative && (l.submitAt.IsZero() || m.clock.Now().Before(deadline.Add(drainGrace))) && start.Before(deadline.Add(drainGrace)) {
 			m.fail(rule8, "lease %d is still %v (%v, %q) after its backend answered and proved everything, every copy landed and the owner released it", l.serial, info.State, info.Outcome, info.Reason)
 		}
@@ -1659,7 +1658,7 @@ func (m *model) settle() {
 	}
 	for _, l := range m.live() {
 		info, _ := m.d.lease(l.h)
-		if info.State == readiness.State(fsm.Waiting) && info.Ungrantable {
+		if info.State == readiness.StateWaiting && info.Ungrantable {
 			continue
 		}
 		if !l.quarantined {

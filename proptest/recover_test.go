@@ -11,7 +11,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -165,7 +164,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 			be.prove(be.last()) // fenced at the retry: its staging→device copies are queued
 			clock.Advance(200 * time.Millisecond)
 			settle()
-			if got := state(x).State; got != readiness.State(fsm.AccessFenced) {
+			if got := state(x).State; got != readiness.StateAccessFenced {
 				t.Fatalf("x is %v; want access_fenced with its copies in flight", got)
 			}
 		}
@@ -182,10 +181,10 @@ func TestModelRecoverExclusions(t *testing.T) {
 		settle()
 		clock.Advance(2*grace + time.Millisecond) // past every containment deadline
 		settle()
-		if info := state(x); info.State != readiness.State(fsm.Quarantined) || !info.Contained {
+		if info := state(x); info.State != readiness.StateQuarantined || !info.Contained {
 			t.Fatalf("%v: x is %v (contained %v) at its containment deadline under recover; want quarantined", exclusion, info.State, info.Contained)
 		}
-		if info := state(y); info.State != readiness.State(fsm.Contained) && recoverable {
+		if info := state(y); info.State != readiness.StateContained && recoverable {
 			t.Fatalf("y is %v at its containment deadline; want contained (recover policy)", info.State)
 		}
 
@@ -199,7 +198,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 			settle()
 			dev.CompleteAll()
 			settle()
-			if info := state(x); info.State != readiness.State(fsm.Quarantined) {
+			if info := state(x); info.State != readiness.StateQuarantined {
 				t.Fatalf("%v: after %d rounds of Quiesce true, x is %v; want quarantined for ever", exclusion, i+1, info.State)
 			}
 			st := eng.Stats()
@@ -209,7 +208,7 @@ func TestModelRecoverExclusions(t *testing.T) {
 		}
 		st := eng.Stats()
 		if recoverable {
-			if info := state(y); st.Recovered != 1 || info.State != readiness.State(fsm.LogicallyComplete) {
+			if info := state(y); st.Recovered != 1 || info.State != readiness.StateLogicallyComplete {
 				t.Fatalf("y, with an attempt, is %v after Quiesce true (recovered %d): the trues were not taken", info.State, st.Recovered)
 			}
 			if st.SlotsQuarantined != rows {

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
@@ -316,11 +315,11 @@ func (e *engineMgr) owners() map[slotID]string {
 	out := map[slotID]string{}
 	for name, h := range e.hs {
 		info, err := e.eng.Lease(h)
-		if err != nil || info.State == readiness.State(fsm.Released) {
+		if err != nil || info.State == readiness.StateReleased {
 			delete(e.slotsL, name)
 			continue
 		}
-		if info.State == readiness.State(fsm.Quarantined) {
+		if info.State == readiness.StateQuarantined {
 			for _, s := range e.slotsL[name] {
 				e.quar[s] = true
 			}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/internal/grow"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // attemptTable is the runner's record of every lease's attempt, by lease id:
@@ -40,31 +39,31 @@ type attemptTable struct {
 // the lease is fenced — for ever if it is quarantined.
 type heldAttempt struct {
 	a    contract.Attempt
-	kind core.Kind
+	kind Kind
 }
 
 // genOf and handleAt split and join a handle as the table stores it.
-func genOf(h core.Handle) uint32 { return uint32(h.Uint64() >> 32) }
+func genOf(h Handle) uint32 { return uint32(h.Uint64() >> 32) }
 
-func handleAt(id uint32, gen uint32) core.Handle { return core.HandleOf(uint64(gen)<<32 | uint64(id)) }
+func handleAt(id uint32, gen uint32) Handle { return HandleOf(uint64(gen)<<32 | uint64(id)) }
 
 // has reports whether the table holds an attempt for the handle's lease at
 // its generation. Owner only.
-func (t *attemptTable) has(h core.Handle) bool {
+func (t *attemptTable) has(h Handle) bool {
 	id := h.Index()
 	return id < len(t.attempts) && t.gens[id] == genOf(h) && t.attempts[id] != nil
 }
 
 // get returns the lease's attempt and kind, and false if the handle is stale
 // or the attempt already dropped. Owner only.
-func (t *attemptTable) get(h core.Handle) (heldAttempt, bool) {
+func (t *attemptTable) get(h Handle) (heldAttempt, bool) {
 	if !t.has(h) {
 		return heldAttempt{}, false
 	}
 	id := uint32(h.Index())
-	k := core.Fetch
+	k := Fetch
 	if t.publish[id/64]&(1<<(id%64)) != 0 {
-		k = core.Publish
+		k = Publish
 	}
 	return heldAttempt{a: t.attempts[id], kind: k}, true
 }
@@ -83,7 +82,7 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 }
 
 // keep records a lease's new attempt, watched if watch is set.
-func (t *attemptTable) keep(h core.Handle, k core.Kind, a contract.Attempt, watch bool) {
+func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
 	id := uint32(h.Index())
 	t.mu.Lock()
 	if int(id) >= len(t.attempts) {
@@ -94,7 +93,7 @@ func (t *attemptTable) keep(h core.Handle, k core.Kind, a contract.Attempt, watc
 		t.publish = grow.Len(t.publish, max(words, len(t.publish)))
 	}
 	t.attempts[id], t.gens[id] = a, genOf(h)
-	if bit := uint64(1) << (id % 64); k == core.Publish {
+	if bit := uint64(1) << (id % 64); k == Publish {
 		t.publish[id/64] |= bit
 	} else {
 		t.publish[id/64] &^= bit
@@ -105,7 +104,7 @@ func (t *attemptTable) keep(h core.Handle, k core.Kind, a contract.Attempt, watc
 
 // notified records the completion callback handed to the lease's attempt,
 // so that forgetting the attempt retires it. Owner only.
-func (t *attemptTable) notified(h core.Handle, n *notice) {
+func (t *attemptTable) notified(h Handle, n *notice) {
 	if t.notices == nil {
 		t.notices = map[uint32]*notice{}
 	}
@@ -114,7 +113,7 @@ func (t *attemptTable) notified(h core.Handle, n *notice) {
 
 // rewatch has the watcher poll the lease's attempt (again). A stale handle
 // changes nothing.
-func (t *attemptTable) rewatch(h core.Handle) {
+func (t *attemptTable) rewatch(h Handle) {
 	if !t.has(h) {
 		return
 	}
@@ -126,11 +125,11 @@ func (t *attemptTable) rewatch(h core.Handle) {
 // unwatch stops polling the lease's attempt and keeps it; drop also forgets
 // the attempt, and drops any completion it reports from then on. A stale
 // handle changes nothing.
-func (t *attemptTable) unwatch(h core.Handle) { t.stop(h, false) }
+func (t *attemptTable) unwatch(h Handle) { t.stop(h, false) }
 
-func (t *attemptTable) drop(h core.Handle) { t.stop(h, true) }
+func (t *attemptTable) drop(h Handle) { t.stop(h, true) }
 
-func (t *attemptTable) stop(h core.Handle, forget bool) {
+func (t *attemptTable) stop(h Handle, forget bool) {
 	if !t.has(h) {
 		return
 	}
@@ -152,7 +151,7 @@ func (t *attemptTable) stop(h core.Handle, forget bool) {
 // watchedAttempt is what the watcher copies out of the table to poll without
 // holding its lock.
 type watchedAttempt struct {
-	h core.Handle
+	h Handle
 	a contract.Attempt
 }
 

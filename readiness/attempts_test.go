@@ -10,7 +10,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // lateAttempt answers nothing until the test resolves it, from another
@@ -41,33 +40,33 @@ func TestAttemptTable(t *testing.T) {
 		do           func(*attemptTable)
 		held         contract.Attempt // what get(h) returns, nil for none
 		watched      int
-		kind         core.Kind
+		kind         Kind
 		claimed      int // of one outcome for h and one for stale
 		collectedIDs []uint32
 	}{
-		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, core.Publish, a, true) },
-			held: a, watched: 1, kind: core.Publish, claimed: 1, collectedIDs: []uint32{2}},
-		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.unwatch(h) },
-			held: a, watched: 0, kind: core.Fetch},
-		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.drop(h) },
+		{name: "kept attempts are watched", do: func(t *attemptTable) { t.keep(h, Publish, a, true) },
+			held: a, watched: 1, kind: Publish, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "unwatch keeps the attempt, stops the polling", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.unwatch(h) },
+			held: a, watched: 0, kind: Fetch},
+		{name: "drop forgets the attempt", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(h) },
 			watched: 0},
-		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, core.Fetch, a, true); t.drop(stale); t.unwatch(stale) },
-			held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
+		{name: "a stale handle changes nothing", do: func(t *attemptTable) { t.keep(h, Fetch, a, true); t.drop(stale); t.unwatch(stale) },
+			held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "a new generation replaces the old", do: func(t *attemptTable) {
-			t.keep(stale, core.Fetch, b, true)
+			t.keep(stale, Fetch, b, true)
 			t.drop(stale)
-			t.keep(h, core.Fetch, a, true)
-		}, held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
+			t.keep(h, Fetch, a, true)
+		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "a fetch after a publish on the same id is a fetch", do: func(t *attemptTable) {
-			t.keep(stale, core.Publish, b, true)
+			t.keep(stale, Publish, b, true)
 			t.drop(stale)
-			t.keep(h, core.Fetch, a, true)
-		}, held: a, watched: 1, kind: core.Fetch, claimed: 1, collectedIDs: []uint32{2}},
+			t.keep(h, Fetch, a, true)
+		}, held: a, watched: 1, kind: Fetch, claimed: 1, collectedIDs: []uint32{2}},
 		{name: "handles past the table", do: func(t *attemptTable) { t.drop(handleAt(99, 0)); t.unwatch(handleAt(99, 0)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tab attemptTable
-			tab.keep(handleAt(0, 1), core.Fetch, b, true) // a neighbour the cases never touch
+			tab.keep(handleAt(0, 1), Fetch, b, true) // a neighbour the cases never touch
 			tab.unwatch(handleAt(0, 1))
 			tc.do(&tab)
 			s, ok := tab.get(h)
@@ -110,7 +109,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		w := newWatcher(&tab, nil, mail)
 		defer w.close()
 		type lease struct {
-			h        core.Handle
+			h        Handle
 			a        *lateAttempt
 			resolved bool
 			stopped  bool // unwatched or dropped
@@ -121,7 +120,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 		ids := [...]uint32{0, 1, 63, 64, 65, 127, 128, 1000}
 		var live [len(ids)]*lease // by index into ids
 		var all []*lease
-		reported := map[core.Handle]int{}
+		reported := map[Handle]int{}
 		take := func() {
 			for _, m := range mail.take(nil) {
 				reported[m.ev.Lease]++
@@ -147,7 +146,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 				l = &lease{h: handleAt(id, gens[id]), a: &lateAttempt{}}
 				live[k] = l
 				all = append(all, l)
-				tab.keep(l.h, core.Fetch, l.a, true)
+				tab.keep(l.h, Fetch, l.a, true)
 				w.kick()
 			case op == 1 && !l.resolved:
 				l.resolved = true
@@ -192,7 +191,7 @@ func TestWatcherReportsEachOutcomeOnceAndNothingStopped(t *testing.T) {
 }
 
 // claimAgain returns the outcome a second claim of h would report, or nil.
-func claimAgain(t *attemptTable, h core.Handle) contract.Outcome {
+func claimAgain(t *attemptTable, h Handle) contract.Outcome {
 	found := t.claim([]letter{answered(h)})
 	if len(found) == 0 {
 		return nil
@@ -201,6 +200,6 @@ func claimAgain(t *attemptTable, h core.Handle) contract.Outcome {
 }
 
 // answered is the letter of an outcome the watcher found for h.
-func answered(h core.Handle) letter {
-	return letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: contract.Failed{Reason: "gone"}}}
+func answered(h Handle) letter {
+	return letter{ev: Evidence{What: PollAnswered, Lease: h, Outcome: contract.Failed{Reason: "gone"}}}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // side is one backend as the runner drives it: how its access proofs are
@@ -16,7 +15,7 @@ import (
 // other backend, so that a backend whose Quiesce blocks holds up no proof but
 // its own.
 type side struct {
-	kind    core.Kind
+	kind    Kind
 	quiesce quiesceFunc
 	prober  contract.QuiesceProber // nil: every proof goes to the workers
 	workers *quiescer
@@ -30,13 +29,13 @@ type faultCounts struct {
 }
 
 // add adds what was counted here to the core's counts (its Violations).
-func (f *faultCounts) add(to *core.BackendFaults) {
+func (f *faultCounts) add(to *BackendFaults) {
 	to.Panics += f.panics.Load()
 	to.RepeatedCompletions += f.repeated.Load()
 	to.EarlyCompletions += f.early.Load()
 }
 
-func newSide(k core.Kind, quiesce quiesceFunc, backend any, workers int, wall time.Duration, mail *mailbox) *side {
+func newSide(k Kind, quiesce quiesceFunc, backend any, workers int, wall time.Duration, mail *mailbox) *side {
 	s := &side{kind: k, quiesce: quiesce}
 	s.prober, _ = backend.(contract.QuiesceProber)
 	s.workers = newQuiescer(workers, wall, mail, &s.faults)
@@ -72,7 +71,7 @@ func (s *side) try(attempts []contract.Attempt) (a contract.Access, reason strin
 // and is dropped too, so that only attempts the engine still holds can put a
 // letter in the mailbox: its bound holds by construction.
 type notice struct {
-	h      core.Handle
+	h      Handle
 	mail   *mailbox
 	faults *faultCounts
 	state  atomic.Uint32
@@ -91,7 +90,7 @@ func (n *notice) fire() {
 		switch st := n.state.Load(); st {
 		case noticeArmed:
 			if n.state.CompareAndSwap(st, noticeFired) {
-				n.mail.put(letter{ev: core.Evidence{Lease: n.h}, poll: true})
+				n.mail.put(letter{ev: Evidence{Lease: n.h}, poll: true})
 				return
 			}
 		case noticeRetired:

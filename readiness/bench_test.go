@@ -20,7 +20,6 @@ import (
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -196,10 +195,10 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 		}
 		hs[k] = h
 	}
-	for spins := 0; r.eng.Count(readiness.State(fsm.LogicallyComplete)) < n; spins++ {
+	for spins := 0; r.eng.Count(readiness.StateLogicallyComplete) < n; spins++ {
 		r.dev.CompleteAll()
 		r.rounds++
-		if r.eng.Progress() == 0 && r.eng.Count(readiness.State(fsm.LogicallyComplete)) < n {
+		if r.eng.Progress() == 0 && r.eng.Count(readiness.StateLogicallyComplete) < n {
 			<-r.eng.Wake() // a worker's Quiesce answer
 		}
 		if spins > 10_000_000 {
@@ -217,17 +216,17 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 // with the same zero-allocation backend and simulated device: the floor the
 // runner's goroutine hand-offs are measured against.
 type coreRig struct {
-	c        *core.Core
+	c        *readiness.Core
 	dev      *sim.Device
 	stream   gpu.Stream
 	be       *instantBackend
-	reqs     []core.Request
+	reqs     []readiness.Request
 	attempts []contract.Attempt // by lease index
 	list     []contract.Attempt
-	subs     []core.Submission
-	proofs   []core.Proof
-	copies   []core.Copy
-	landing  []core.Handle
+	subs     []readiness.Submission
+	proofs   []readiness.Proof
+	copies   []readiness.Copy
+	landing  []readiness.Handle
 	events   gpu.Completions[int]
 	now      time.Time
 }
@@ -240,7 +239,7 @@ func newCoreRig(b *testing.B, leases int) *coreRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := core.New(core.Config{Memory: m, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
+	c, err := readiness.NewCore(readiness.Config{Memory: m, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -249,9 +248,9 @@ func newCoreRig(b *testing.B, leases int) *coreRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reqs := make([]core.Request, len(r.reqs))
+	reqs := make([]readiness.Request, len(r.reqs))
 	for k, req := range r.reqs {
-		reqs[k] = core.Request{Kind: core.Fetch, Rows: req.Rows}
+		reqs[k] = readiness.Request{Kind: readiness.Fetch, Rows: req.Rows}
 	}
 	cr := &coreRig{c: c, dev: r.dev, stream: stream, be: r.be, reqs: reqs, attempts: make([]contract.Attempt, leases),
 		list: make([]contract.Attempt, 1), now: time.Unix(1000, 0)}
@@ -261,8 +260,8 @@ func newCoreRig(b *testing.B, leases int) *coreRig {
 
 // round runs n whole lifecycles through the core, performing its Ready
 // inline: submissions, Poll, Quiesce, copies and their event.
-func (r *coreRig) round(b *testing.B, hs []core.Handle, n int) {
-	step := func(ev core.Evidence) {
+func (r *coreRig) round(b *testing.B, hs []readiness.Handle, n int) {
+	step := func(ev readiness.Evidence) {
 		if err := r.c.Step(ev); err != nil {
 			b.Fatal(err)
 		}
@@ -288,8 +287,8 @@ func (r *coreRig) round(b *testing.B, hs []core.Handle, n int) {
 				b.Fatal(err)
 			}
 			r.attempts[s.Lease.Index()] = a
-			step(core.Evidence{What: core.SubmitAccepted, Lease: s.Lease})
-			step(core.Evidence{What: core.PollAnswered, Lease: s.Lease, Outcome: a.Poll()})
+			step(readiness.Evidence{What: readiness.SubmitAccepted, Lease: s.Lease})
+			step(readiness.Evidence{What: readiness.PollAnswered, Lease: s.Lease, Outcome: a.Poll()})
 		}
 		for _, p := range r.proofs {
 			a := r.attempts[p.Lease.Index()]
@@ -297,8 +296,8 @@ func (r *coreRig) round(b *testing.B, hs []core.Handle, n int) {
 			if ok, err := r.be.Quiesce(context.Background(), r.list); !ok || err != nil {
 				b.Fatalf("Quiesce: %v %v", ok, err)
 			}
-			step(core.Evidence{What: core.PollAnswered, Lease: p.Lease, Outcome: a.Poll()})
-			step(core.Evidence{What: core.QuiesceTrue, Lease: p.Lease})
+			step(readiness.Evidence{What: readiness.PollAnswered, Lease: p.Lease, Outcome: a.Poll()})
+			step(readiness.Evidence{What: readiness.QuiesceTrue, Lease: p.Lease})
 		}
 		for _, c := range r.copies {
 			if err := r.stream.CopyHtoD(c.Device, c.Staging); err != nil {
@@ -318,7 +317,7 @@ func (r *coreRig) round(b *testing.B, hs []core.Handle, n int) {
 				b.Fatal(err)
 			}
 			for _, h := range r.landing {
-				step(core.Evidence{What: core.CopiesDone, Lease: h})
+				step(readiness.Evidence{What: readiness.CopiesDone, Lease: h})
 			}
 		}
 	}
@@ -419,7 +418,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 	b.Run("core", func(b *testing.B) {
 		r := newCoreRig(b, 256)
-		hs := make([]core.Handle, 256)
+		hs := make([]readiness.Handle, 256)
 		r.round(b, hs, 256) // warm up
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -512,7 +511,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if got := r.eng.Count(readiness.State(fsm.Requested)); got != n {
+			if got := r.eng.Count(readiness.StateRequested); got != n {
 				b.Fatalf("%d leases requested, want %d", got, n)
 			}
 			b.ReportAllocs()

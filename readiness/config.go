@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -189,29 +188,18 @@ type Config struct {
 
 const defaultQuiesceWorkers = 4
 
-// core is the lifecycle's part of the config, as the core takes it.
-func (c *Config) core() core.Config {
-	cc := core.Config{
-		Memory: c.Memory, TokensPerBlock: c.TokensPerBlock, Attention: c.Attention, ExtentName: c.ExtentName, Layers: c.Layers,
-		RequestTimeout: c.RequestTimeout, DrainGrace: c.DrainGrace, QuiesceTimeout: c.QuiesceTimeout,
-		RetryBackoff: c.RetryBackoff, MaxRetryBackoff: c.MaxRetryBackoff, KeepReleased: c.KeepReleased,
-		MaxOutstanding: c.MaxOutstanding, Containment: core.Policy(c.Containment), RecoverEvery: c.RecoverEvery,
-		Logger: c.Logger,
-	}
-	if f := c.OnTransition; f != nil {
-		cc.OnTransition = func(t core.Transition) { f(transition(t)) }
-	}
-	return cc
-}
-
-func (c *Config) validate() error {
-	cc := c.core()
-	errs := cc.Validate()
-	if c.Fetcher == nil && c.Publisher == nil {
-		errs = append(errs, errors.New("neither Fetcher nor Publisher is set; want at least one backend"))
-	}
-	if c.Stream == nil {
-		errs = append(errs, errors.New("no Stream: want the stream that copies between staging and device memory"))
+// validate names every problem of the config at once, wrapped in one error;
+// nil means it assembles. A Core needs the lifecycle's settings; an Engine
+// (engine true) its backends and stream as well.
+func (c *Config) validate(engine bool) error {
+	errs := c.validateLifecycle()
+	if engine {
+		if c.Fetcher == nil && c.Publisher == nil {
+			errs = append(errs, errors.New("neither Fetcher nor Publisher is set; want at least one backend"))
+		}
+		if c.Stream == nil {
+			errs = append(errs, errors.New("no Stream: want the stream that copies between staging and device memory"))
+		}
 	}
 	if c.QuiesceWorkers < 0 {
 		errs = append(errs, fmt.Errorf("QuiesceWorkers = %d; want a non-negative number (0 means the default)", c.QuiesceWorkers))
@@ -230,20 +218,27 @@ type Admitter interface {
 	AdmissionLimit() int
 }
 
-func (c *Config) applyDefaults() {
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
-	if c.MaxOutstanding == 0 {
-		for _, be := range []any{c.Fetcher, c.Publisher} {
-			if a, ok := be.(Admitter); ok {
-				if n := a.AdmissionLimit(); n > 0 && (c.MaxOutstanding == 0 || n < c.MaxOutstanding) {
-					c.MaxOutstanding = n
+// admissionLimit is the smallest positive AdmissionLimit of the backends
+// that report one; 0 when none does. A backend that panics in it reports
+// nothing (its fault is its own: it costs no bound, and no engine).
+func admissionLimit(backends ...any) int {
+	limit := 0
+	for _, be := range backends {
+		a, ok := be.(Admitter)
+		if !ok {
+			continue
+		}
+		n := func() (n int) {
+			defer func() {
+				if recover() != nil {
+					n = 0
 				}
-			}
+			}()
+			return a.AdmissionLimit()
+		}()
+		if n > 0 && (limit == 0 || n < limit) {
+			limit = n
 		}
 	}
-	if c.QuiesceWorkers == 0 {
-		c.QuiesceWorkers = defaultQuiesceWorkers
-	}
+	return limit
 }

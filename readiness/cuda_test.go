@@ -14,7 +14,6 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/cuda"
 	"github.com/kvready/kvready/gpu/cuda/fakecuda"
@@ -184,7 +183,7 @@ func TestEngineOnCUDA(t *testing.T) {
 		h, err := r.eng.Lend(req)
 		require.NoError(t, err)
 		pubs = append(pubs, h)
-		r.until(t, pubs[len(pubs)-1:], func(s readiness.State) bool { return s == readiness.State(fsm.LogicallyComplete) })
+		r.until(t, pubs[len(pubs)-1:], func(s readiness.State) bool { return s == readiness.StateLogicallyComplete })
 		require.NoError(t, r.eng.Release(h))
 	}
 	for q := range requests {
@@ -208,7 +207,7 @@ func TestEngineOnCUDA(t *testing.T) {
 		require.NoError(t, err)
 		fetches, rows = append(fetches, h), append(rows, req.Rows)
 		if len(fetches) == 3 || q == requests-1 { // a few in flight at once
-			r.until(t, fetches, func(s readiness.State) bool { return s == readiness.State(fsm.LogicallyComplete) })
+			r.until(t, fetches, func(s readiness.State) bool { return s == readiness.StateLogicallyComplete })
 			for i, h := range fetches {
 				iv, err := r.eng.Readiness(h)
 				require.NoError(t, err)
@@ -255,7 +254,7 @@ func TestEngineOnCUDAFaults(t *testing.T) {
 	h, err := r.eng.Lend(readiness.Request{Kind: readiness.Publish,
 		Rows: []staging.Row{{Name: cudaName(2, 0), Device: p}}})
 	require.NoError(t, err)
-	r.until(t, []readiness.Handle{h}, func(s readiness.State) bool { return s == readiness.State(fsm.Quarantined) })
+	r.until(t, []readiness.Handle{h}, func(s readiness.State) bool { return s == readiness.StateQuarantined })
 	st := r.eng.Stats()
 	assert.Equal(t, 1, st.SlotsQuarantined, "the faulted copy's slot is contained, never recycled")
 	_, stored := r.store.Get(staging.ExtentName, cudaName(2, 0))

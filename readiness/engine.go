@@ -11,11 +11,10 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
-// Engine is the runner managers embed: a core.Core, the stream the copies go
+// Engine is the runner managers embed: a Core, the stream the copies go
 // through, and goroutines only for what may block or to wake an owner that
 // sleeps (SPEC §4 rule 14). The owner goroutine calls every method. A round
 // (Progress) takes in everything that arrived at once, through the core's one
@@ -35,8 +34,7 @@ import (
 // (Stats.FetcherFaults, PublisherFaults); it never halts the engine.
 type Engine struct {
 	cfg    Config
-	ccfg   core.Config // the core's config, defaults filled in
-	core   *core.Core
+	core   *Core
 	stream gpu.Stream
 	clock  Clock
 
@@ -68,10 +66,10 @@ type Engine struct {
 	results   []submitResult
 	refused   []copyRefusal
 	failed    []copyFailure
-	replies   []core.Evidence
+	replies   []Evidence
 	inline    []letter // proofs answered on the owner this round
-	contain   []core.Containment
-	recovered []core.Handle
+	contain   []Containment
+	recovered []Handle
 
 	refusedEvidence, staleEvidence uint64
 
@@ -85,28 +83,28 @@ type Engine struct {
 }
 
 type submitResult struct {
-	h      core.Handle
-	kind   core.Kind
+	h      Handle
+	kind   Kind
 	a      contract.Attempt
 	err    error
 	panics string
 }
 
 type copyRefusal struct {
-	h   core.Handle
+	h   Handle
 	row int
 	err error
 }
 
 type copyFailure struct {
-	h     core.Handle
+	h     Handle
 	layer int // the first layer whose copies failed
 	err   error
 }
 
 // layerOf is one layer of one lease's copies, proven by its batch's event.
 type layerOf struct {
-	h     core.Handle
+	h     Handle
 	layer int
 }
 
@@ -114,11 +112,11 @@ type layerOf struct {
 // start as they are needed: QuiesceWorkers for Quiesce calls, one watcher once
 // an attempt cannot notify or a copy is in flight.
 func New(cfg Config) (*Engine, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(true); err != nil {
 		return nil, err
 	}
-	cfg.applyDefaults()
-	c, err := core.New(cfg.core())
+	cfg = cfg.withDefaults()
+	c, err := newCore(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +124,7 @@ func New(cfg Config) (*Engine, error) {
 	for g := range cfg.Memory.NumGroups() {
 		slots += cfg.Memory.Group(g).Slots
 	}
-	e := &Engine{cfg: cfg, ccfg: c.Config(), core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
 	// A lease holds at least one slot, so slots bound the leases that can
 	// have letters out (see mailbox).
 	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake, cfg.OnWake)
@@ -136,10 +134,10 @@ func New(cfg Config) (*Engine, error) {
 	e.onCopy = e.batchDone
 	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail)
 	if cfg.Fetcher != nil {
-		e.sides[core.Fetch-1] = newSide(core.Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, e.ccfg.QuiesceTimeout, e.mail)
+		e.sides[Fetch-1] = newSide(Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, e.cfg.QuiesceTimeout, e.mail)
 	}
 	if cfg.Publisher != nil {
-		e.sides[core.Publish-1] = newSide(core.Publish, cfg.Publisher.Quiesce, cfg.Publisher, cfg.QuiesceWorkers, e.ccfg.QuiesceTimeout, e.mail)
+		e.sides[Publish-1] = newSide(Publish, cfg.Publisher.Quiesce, cfg.Publisher, cfg.QuiesceWorkers, e.cfg.QuiesceTimeout, e.mail)
 	}
 	c.Tick(cfg.Clock.Now())
 	if cfg.Observer != nil {
@@ -183,11 +181,11 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 				ErrInvalidRequest, i, mem.Group(r.Group).SlotBytes, uint64(r.Device), err)
 		}
 	}
-	h, err := e.core.Lend(req.core())
+	h, err := e.core.Lend(req)
 	if err == nil {
 		e.mail.ring() // a round will grant it
 	}
-	return Handle{h}, err
+	return h, err
 }
 
 // Release says the owner is done with the lease. The slots return to the
@@ -196,7 +194,7 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 // is copied into its device rows. Releasing a quarantined lease gives up the
 // owner's claim: its slots never return, and its handle stays readable. A
 // stale handle, or a lease already released, is refused and changes nothing.
-func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h.h)) }
+func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
 
 // Cancel cancels, locally, a lease still waiting for its outcome: it latches
 // Cancelled (not by the peer) at once. A submitted lease's drain starts and
@@ -205,19 +203,19 @@ func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h.h)) }
 // is withdrawn, its slots back at once without a release (its handle then
 // reads as released). A stale handle, or a lease whose outcome is already
 // latched, is refused, saying why, and nothing changes.
-func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h.h)) }
+func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
 
 // Retry asks the backend again, at the next round, whether the lease's access
 // has ended. The engine retries by itself with back-off; Retry asks now. It
 // changes nothing for a lease whose proof is not awaited, or whose Quiesce
 // call is outstanding.
-func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h.h)) }
+func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
 
 // owner wakes the owner for the work an owner's request made: a cancel
 // request or a proof to ask for, or slots a release returned that a waiting
 // lease may now be granted (the next round grants it).
 func (e *Engine) owner(err error) error {
-	if e.core.HasReady() || (err == nil && e.core.Count(fsm.Waiting) > 0) {
+	if e.core.HasReady() || (err == nil && e.core.Count(StateWaiting) > 0) {
 		e.mail.ring()
 	}
 	if err != nil && errors.Is(err, ErrHalted) {
@@ -229,8 +227,8 @@ func (e *Engine) owner(err error) error {
 // Lease describes the lease h names. The latest KeepReleased released leases
 // stay readable (state released).
 func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
-	info, err := e.core.Lease(h.h)
-	return leaseInfo(info), err
+	info, err := e.core.Lease(h)
+	return info, err
 }
 
 // Readiness returns where a fetched request may resume: answerable once every
@@ -242,7 +240,7 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 // lease's outcome says which it was. Before then it is refused with an error
 // wrapping ErrNotReady.
 func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
-	return e.core.Readiness(h.h)
+	return e.core.Readiness(h)
 }
 
 // Layers returns the number of layers a fetch's copies go in (Config.Layers:
@@ -258,7 +256,7 @@ func (e *Engine) Layers() int { return e.core.Layers() }
 // allocates nothing; a stale handle, a publish or a layer out of range is an
 // error.
 func (e *Engine) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatus, error) {
-	iv, st, err := e.core.LayerReadiness(h.h, layer)
+	iv, st, err := e.core.LayerReadiness(h, layer)
 	return iv, LayerStatus(st), err
 }
 
@@ -278,7 +276,7 @@ func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.In
 		case st == LayerReady:
 			return iv, nil
 		case st == LayerFailed:
-			info, _ := e.core.Lease(h.h)
+			info, _ := e.core.Lease(h)
 			return iv, fmt.Errorf("%w: layer %d of %v: %s", ErrLayerFailed, layer, h, info.Reason)
 		case st == LayerNever:
 			return iv, fmt.Errorf("%w: layer %d of %v is never answered: the lease was quarantined or released before its copies landed", ErrNotReady, layer, h)
@@ -317,7 +315,7 @@ func (e *Engine) Computed(h Handle, layer int, after gpu.Event) error {
 			return fmt.Errorf("readiness: layer %d of %v computed after %v: %w: the engine's stream (%T) cannot wait for another stream's event (it is no gpu.Waiter); synchronise and report the zero Event", layer, h, after, ErrInvalidRequest, e.stream)
 		}
 	}
-	return e.owner(e.core.Computed(h.h, layer, after))
+	return e.owner(e.core.Computed(h, layer, after))
 }
 
 // Arrived appends to dst, for a fetch whose readiness is answerable, the
@@ -325,29 +323,22 @@ func (e *Engine) Computed(h Handle, layer int, after gpu.Event) error {
 // entry per group in the order of the request's groups: after a partial hit,
 // which rows arrived (not only the contiguous interval).
 func (e *Engine) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBlocks, error) {
-	return e.core.Arrived(h.h, dst)
+	return e.core.Arrived(h, dst)
 }
 
 // Runs appends to dst the staging runs the lease holds (one per pool group it
 // uses). A lease that holds no slots — waiting, released or quarantined — adds
 // none.
 func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
-	return e.core.Runs(h.h, dst)
+	return e.core.Runs(h, dst)
 }
 
 // Count returns the number of leases in state s.
-func (e *Engine) Count(s State) int { return e.core.Count(fsm.State(s)) }
+func (e *Engine) Count(s State) int { return e.core.Count(s) }
 
 // Err returns why the engine halted (ErrHalted wrapping an *InvariantError
 // or a *FatalError), or nil while it runs.
-func (e *Engine) Err() error {
-	if e.halt == nil {
-		if err := e.core.Err(); err != nil {
-			e.halt = haltError(err)
-		}
-	}
-	return e.halt
-}
+func (e *Engine) Err() error { return e.core.Err() }
 
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
@@ -360,7 +351,7 @@ func (e *Engine) Stats() Stats {
 			sd.faults.add(s.Faults(sd.kind))
 		}
 	}
-	return stats(&s)
+	return s
 }
 
 // Progress runs one round: it tells the core the time (deadlines, containment
@@ -532,19 +523,19 @@ func (e *Engine) checkHealth() {
 		return
 	}
 	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
-		e.step(core.Evidence{What: core.DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
+		e.step(Evidence{What: DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
 	}
 }
 
 // step reports one piece of evidence through the core's door, counting what
 // the core refused (the core itself changes nothing on a refusal).
-func (e *Engine) step(ev core.Evidence) {
+func (e *Engine) step(ev Evidence) {
 	err := e.core.Step(ev)
 	switch {
 	case err == nil:
-	case errors.Is(err, core.ErrStaleHandle):
+	case errors.Is(err, ErrStaleHandle):
 		e.staleEvidence++
-	case errors.Is(err, core.ErrHalted):
+	case errors.Is(err, ErrHalted):
 	default:
 		e.refusedEvidence++
 	}
@@ -584,13 +575,13 @@ func (e *Engine) takeMail() {
 // does not bear out is the backend's fault, the attempt watched from then on
 // so that its outcome still arrives. An attempt already forgotten (fenced)
 // is not asked again.
-func (e *Engine) sighted(h core.Handle, seen contract.Outcome) {
+func (e *Engine) sighted(h Handle, seen contract.Outcome) {
 	s, ok := e.attempts.get(h)
 	if !ok {
 		return
 	}
 	if seen != nil {
-		e.step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: seen})
+		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: seen})
 		return
 	}
 	if !e.answer(h, s.kind, s.a) {
@@ -602,15 +593,15 @@ func (e *Engine) sighted(h core.Handle, seen contract.Outcome) {
 
 // answer polls an attempt on the owner (Poll never blocks, by contract) and
 // reports what it answered.
-func (e *Engine) answer(h core.Handle, k core.Kind, a contract.Attempt) (answered bool) {
+func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	o, p := safePoll(a)
 	switch {
 	case p != "":
 		e.sides[k-1].faults.panics.Add(1)
-		e.step(core.Evidence{What: core.PollPanicked, Lease: h, Reason: p})
+		e.step(Evidence{What: PollPanicked, Lease: h, Reason: p})
 		return true
 	case o != nil:
-		e.step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o})
+		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: o})
 		return true
 	}
 	return false
@@ -678,7 +669,7 @@ func (e *Engine) perform() {
 }
 
 // submit hands one staged lease to its backend.
-func (e *Engine) submit(s core.Submission) (r submitResult) {
+func (e *Engine) submit(s Submission) (r submitResult) {
 	r.h, r.kind = s.Lease, s.Kind
 	defer func() {
 		if p := recover(); p != nil {
@@ -686,7 +677,7 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
 		}
 	}()
-	if s.Kind == core.Publish {
+	if s.Kind == Publish {
 		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
 	} else {
 		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
@@ -696,8 +687,8 @@ func (e *Engine) submit(s core.Submission) (r submitResult) {
 
 // requestCancel asks a lease's attempt, once, to stop. It never blocks, by
 // contract; a panic is recorded as the request's error.
-func (e *Engine) requestCancel(h core.Handle) (ev core.Evidence) {
-	ev = core.Evidence{What: core.CancelReplied, Lease: h}
+func (e *Engine) requestCancel(h Handle) (ev Evidence) {
+	ev = Evidence{What: CancelReplied, Lease: h}
 	s, ok := e.attempts.get(h)
 	if !ok {
 		ev.Reason = "no attempt kept for the lease"
@@ -724,26 +715,26 @@ func (e *Engine) report() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
-			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: r.panics})
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
 		case r.a != nil:
 			e.accept(r)
 		case errors.Is(r.err, contract.ErrSubmissionRejected):
-			e.step(core.Evidence{What: core.SubmitRejected, Lease: r.h, Reason: r.err.Error()})
+			e.step(Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
 		case r.err != nil:
-			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
 		default:
-			e.step(core.Evidence{What: core.SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
 		}
 	}
 	clear(e.results)
 	e.results = e.results[:0]
 	for _, r := range e.refused {
-		e.step(core.Evidence{What: core.CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
+		e.step(Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 	}
 	clear(e.refused)
 	e.refused = e.refused[:0]
 	for _, f := range e.failed {
-		e.step(core.Evidence{What: core.CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
+		e.step(Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
 	}
 	clear(e.failed)
 	e.failed = e.failed[:0]
@@ -754,14 +745,14 @@ func (e *Engine) report() {
 	e.replies = e.replies[:0]
 	for _, c := range e.contain {
 		if e.cfg.OnContainment != nil {
-			e.cfg.OnContainment(containment(c))
+			e.cfg.OnContainment(c)
 		}
 	}
 	clear(e.contain)
 	e.contain = e.contain[:0]
 	for _, h := range e.recovered {
 		if e.cfg.OnRecovery != nil {
-			e.cfg.OnRecovery(Handle{h})
+			e.cfg.OnRecovery(h)
 		}
 	}
 	e.recovered = e.recovered[:0]
@@ -782,16 +773,16 @@ func (e *Engine) accept(r submitResult) {
 		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
 		e.attempts.notified(r.h, nt)
 	}
-	e.step(core.Evidence{What: core.SubmitAccepted, Lease: r.h})
+	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
 	if r.err != nil {
-		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
+		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
 	}
 	switch {
 	case p != "":
 		sd.faults.panics.Add(1)
-		e.step(core.Evidence{What: core.PollPanicked, Lease: r.h, Reason: p})
+		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: p})
 	case o != nil:
-		e.step(core.Evidence{What: core.PollAnswered, Lease: r.h, Outcome: o})
+		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
 	case notifies && notify(n, nt):
 	default:
 		e.attempts.rewatch(r.h)
@@ -800,7 +791,7 @@ func (e *Engine) accept(r submitResult) {
 }
 
 // ask adds a lease to this round's Quiesce batch of its backend.
-func (e *Engine) ask(p core.Proof) {
+func (e *Engine) ask(p Proof) {
 	s, ok := e.attempts.get(p.Lease)
 	if !ok {
 		return // no attempt kept: the core asks only where one was returned
@@ -834,7 +825,7 @@ func (e *Engine) prove(sd *side) (answered bool) {
 			}
 			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
 		case ans == contract.AccessUnproven && len(b.attempts) == 1:
-			e.inline = append(e.inline, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
+			e.inline = append(e.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
 			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
 		case len(b.attempts) > 1:
 			// Asked one by one, so that one delivery still running, or one
@@ -846,7 +837,7 @@ func (e *Engine) prove(sd *side) (answered bool) {
 				case contract.AccessEnded:
 					e.inline = proven(e.inline, b.leases[i], a, &sd.faults)
 				case contract.AccessUnproven:
-					e.inline = append(e.inline, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
+					e.inline = append(e.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
 				default:
 					b.leases[k], b.attempts[k] = b.leases[i], a
 					k++
@@ -879,7 +870,7 @@ func (e *Engine) takeInline() {
 // queueCopy queues one copy. A refusal before it started is reported as such;
 // any other error leaves the copy unproven, and the lease's other copies are
 // skipped.
-func (e *Engine) queueCopy(c *core.Copy, failedAt int) {
+func (e *Engine) queueCopy(c *Copy, failedAt int) {
 	if e.failedCopy(c.Lease, failedAt) {
 		return
 	}
@@ -912,7 +903,7 @@ func (e *Engine) waitFor(ev gpu.Event) error {
 }
 
 // failedCopy reports whether a copy of the lease failed in this round.
-func (e *Engine) failedCopy(h core.Handle, from int) bool {
+func (e *Engine) failedCopy(h Handle, from int) bool {
 	for _, f := range e.failed[from:] {
 		if f.h == h {
 			return true
@@ -924,7 +915,7 @@ func (e *Engine) failedCopy(h core.Handle, from int) bool {
 // record adds a layer of the lease to this round's copy batch; the event
 // recorded after the batch's last copy is the evidence that every one of
 // them landed.
-func (e *Engine) record(h core.Handle, layer int) {
+func (e *Engine) record(h Handle, layer int) {
 	if e.open < 0 {
 		if n := len(e.freeBatches); n > 0 {
 			e.open = e.freeBatches[n-1]
@@ -974,7 +965,7 @@ func (e *Engine) flush() (more bool) {
 		if err != nil {
 			for i, x := range e.batches[idx] {
 				if firstOfLease(e.batches[idx], i) {
-					e.step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
+					e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
 				}
 			}
 			e.recycleBatch(idx)
@@ -1034,10 +1025,10 @@ func (e *Engine) recycleBatch(idx int32) {
 func (e *Engine) batchDone(idx int32, st gpu.Status) {
 	for i, x := range e.batches[idx] {
 		if st == gpu.Complete {
-			e.step(core.Evidence{What: core.LayerDone, Lease: x.h, Layer: x.layer})
+			e.step(Evidence{What: LayerDone, Lease: x.h, Layer: x.layer})
 		} else if firstOfLease(e.batches[idx], i) {
 			// A lease's later layers in the batch fail with its first.
-			e.step(core.Evidence{What: core.CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
+			e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
 		}
 	}
 	e.recycleBatch(idx)
@@ -1054,7 +1045,7 @@ func (e *Engine) pollCopies() {
 		return
 	}
 	if _, err := e.copies.Poll(e.stream, e.onCopy); err != nil {
-		e.ccfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
+		e.cfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/staging"
 )
@@ -385,11 +384,11 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 		settled := func(l *faultLease) bool {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
-			return info.State.Terminal() || info.State == State(fsm.LogicallyComplete)
+			return info.State.Terminal() || info.State == State(StateLogicallyComplete)
 		}
 		released := map[Handle]bool{}
 		release := func(l *faultLease) {
-			if info, _ := eng.Lease(l.h); info.State == State(fsm.LogicallyComplete) && !released[l.h] {
+			if info, _ := eng.Lease(l.h); info.State == State(StateLogicallyComplete) && !released[l.h] {
 				require.NoError(rt, eng.Release(l.h))
 				released[l.h] = true
 			}
@@ -419,7 +418,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				rt.Fatalf("%d leases did not settle with the clock standing still: %v", waiting, describe(eng, leases))
+				rt.Fatalf("%d leases did not settle with the clock standing still: %v", waiting, describeLeases(eng, leases))
 			}
 			select {
 			case <-eng.Wake():
@@ -433,7 +432,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
 			require.Equal(rt, Served, info.Outcome, "polite lease %v: %v", l.h, info)
-			require.Equal(rt, State(fsm.LogicallyComplete), info.State, "polite lease %v", l.h)
+			require.Equal(rt, State(StateLogicallyComplete), info.State, "polite lease %v", l.h)
 			want := bytes.Repeat([]byte{l.rows[0].Name[40] + 0x10}, slotBytes)
 			for _, row := range l.rows {
 				got := make([]byte, slotBytes)
@@ -468,7 +467,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				rt.Fatalf("%d rogue answers were not taken in: %v", waiting, describe(eng, leases))
+				rt.Fatalf("%d rogue answers were not taken in: %v", waiting, describeLeases(eng, leases))
 			}
 			select {
 			case <-eng.Wake():
@@ -510,7 +509,7 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			info, err := eng.Lease(l.h)
 			require.NoError(rt, err)
 			if !l.rogue {
-				require.Equal(rt, State(fsm.Released), info.State, "polite lease %v", l.h)
+				require.Equal(rt, State(StateReleased), info.State, "polite lease %v", l.h)
 				continue
 			}
 			if l.fault == rogueEarly {
@@ -518,11 +517,11 @@ func TestBackendFaultsAreTheBackends(t *testing.T) {
 			}
 			switch {
 			case !l.fault.provable():
-				require.Equal(rt, State(fsm.Quarantined), info.State, "rogue lease %v (%v) was never proven: contained", l.h, l.fault)
+				require.Equal(rt, State(StateQuarantined), info.State, "rogue lease %v (%v) was never proven: contained", l.h, l.fault)
 			case quick(l):
-				require.Equal(rt, State(fsm.Released), info.State, "rogue lease %v (%v) was proven: released", l.h, l.fault)
+				require.Equal(rt, State(StateReleased), info.State, "rogue lease %v (%v) was proven: released", l.h, l.fault)
 			}
-			if info.State == State(fsm.Released) {
+			if info.State == State(StateReleased) {
 				require.True(rt, r.ended(l.rows[0].Name), "rogue lease %v (%v) released, but the rogue never said its access ended", l.h, l.fault)
 			}
 			switch l.fault {
@@ -561,7 +560,7 @@ func (r *rogue) ended(n contract.Name) bool {
 	return false
 }
 
-func describe(eng *Engine, leases []*faultLease) string {
+func describeLeases(eng *Engine, leases []*faultLease) string {
 	var b bytes.Buffer
 	for _, l := range leases {
 		info, _ := eng.Lease(l.h)

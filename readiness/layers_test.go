@@ -76,7 +76,7 @@ func TestRule16LayerByLayer(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, staging.Interval{RestartFloor: 0, UsableUntil: 2 * rigTPB}, iv)
 	}
-	assert.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+	assert.Equal(t, State(StateLogicallyComplete), r.state(h))
 	whole, err := r.eng.Readiness(h)
 	require.NoError(t, err)
 	assert.Equal(t, staging.Interval{RestartFloor: 0, UsableUntil: 2 * rigTPB}, whole)
@@ -94,7 +94,7 @@ func TestWholeSlotCopiesAreOneLayer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	r.sync()
-	assert.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+	assert.Equal(t, State(StateLogicallyComplete), r.state(h))
 	assert.Equal(t, []LayerStatus{LayerReady}, r.layerStatuses(h))
 }
 
@@ -119,13 +119,13 @@ func TestRule16FailedLayer(t *testing.T) {
 	}
 	_, err = r.eng.WaitLayer(contextWithTimeout(t), h, 0)
 	require.NoError(t, err)
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	_, err = r.eng.Readiness(h)
 	require.ErrorIs(t, err, ErrNotReady)
 	require.NoError(t, r.eng.Release(h))
 	r.dev.CompleteAll()
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h), "a failed copy frees nothing")
+	assert.Equal(t, State(StateCopyUnproven), r.state(h), "a failed copy frees nothing")
 	assert.Equal(t, []LayerStatus{LayerReady, LayerFailed, LayerFailed}, r.layerStatuses(h), "the late event of a later layer changes nothing")
 }
 
@@ -204,7 +204,7 @@ func TestRule16LayerwisePublish(t *testing.T) {
 	rows := r.rows(1, 2)
 	h := r.lend(Request{Kind: Publish, Layerwise: true, Rows: rows})
 	r.sync()
-	require.Equal(t, State(fsm.Granted), r.state(h))
+	require.Equal(t, State(StateGranted), r.state(h))
 	cs, err := r.dev.NewStream()
 	require.NoError(t, err)
 	computed := make([][]byte, len(rows)) // what the device rows hold once computed
@@ -231,7 +231,7 @@ func TestRule16LayerwisePublish(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 1, n, "layer %d's own event", k)
 			r.sync()
-			assert.Equal(t, State(fsm.Granted), r.state(h), "layer %d of 3 landed: not submitted", k)
+			assert.Equal(t, State(StateGranted), r.state(h), "layer %d of 3 landed: not submitted", k)
 			r.be.mu.Lock()
 			assert.Empty(t, r.be.attempts)
 			r.be.mu.Unlock()
@@ -240,7 +240,7 @@ func TestRule16LayerwisePublish(t *testing.T) {
 	r.dev.CompleteAll()
 	r.sync()
 	assert.Equal(t, computed, r.unitRows(r.be.last(t), len(rows)), "every unit holds every layer as computed")
-	assert.Equal(t, State(fsm.Requested), r.state(h))
+	assert.Equal(t, State(StateRequested), r.state(h))
 }
 
 // A layer reported computed behind an event the stream cannot wait for
@@ -261,7 +261,7 @@ func TestRule16LayerwisePublishBadEvent(t *testing.T) {
 		r.sync()
 	}
 	info := r.info(h)
-	assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+	assert.Equal(t, State(StateLogicallyComplete), info.State)
 	assert.Equal(t, OutcomeKind(fsm.Failure), info.Outcome)
 	assert.Contains(t, info.Reason, "refused")
 	assert.False(t, info.Exposed, "a unit with a layer missing is never submitted")

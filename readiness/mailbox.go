@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"sync"
 	"sync/atomic"
-
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // letter is one piece of evidence the engine's goroutines (or a backend's
@@ -15,7 +13,7 @@ import (
 // in which case the owner polls it itself; with done set, a Quiesce batch fully answered, for
 // the owner to recycle.
 type letter struct {
-	ev   core.Evidence
+	ev   Evidence
 	poll bool
 	done *batch
 	// seq is the answering batch's sequence number; 0 for an outcome the

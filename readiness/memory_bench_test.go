@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/staging"
 )
@@ -40,7 +39,7 @@ func (pendingFetcher) OpenRoute(map[string]string) (contract.Route, error) { ret
 // itself. Every lease in flight holds what the first two allocate; served
 // masks are built only once an outcome is in (none in this benchmark).
 var descriptorBuilders = []string{
-	"github.com/kvready/kvready/readiness/core.(*Core).newBody",
+	"github.com/kvready/kvready/readiness.(*Core).newBody",
 	"github.com/kvready/kvready/staging.(*ExtentBuilder).Build",
 	"github.com/kvready/kvready/staging.ServedMasksInto",
 }
@@ -165,7 +164,7 @@ func BenchmarkSlotMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				cancel()
-				if got := e.Count(State(fsm.Requested)); got != leases {
+				if got := e.Count(State(StateRequested)); got != leases {
 					b.Fatalf("%d leases in flight, want %d", got, leases)
 				}
 				total := heapNow() - start - payload

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/nvml"
 )
 
@@ -50,25 +49,25 @@ func TestNVMLXidMakesInFlightCopiesUnproven(t *testing.T) {
 	r.sync()
 	r.dev.CompleteAll()
 	r.sync()
-	require.Equal(t, State(fsm.LogicallyComplete), r.state(done))
+	require.Equal(t, State(StateLogicallyComplete), r.state(done))
 
 	inFlight, _, b := r.fetch(2, 1)
 	r.deliver(b, 2, 0)
 	r.sync()
-	require.Equal(t, State(fsm.AccessFenced), r.state(inFlight), "its copy to the device is queued, not landed")
+	require.Equal(t, State(StateAccessFenced), r.state(inFlight), "its copy to the device is queued, not landed")
 
 	events <- gonvml.EventData{Device: dev, EventType: gonvml.EventTypeXidCriticalError, EventData: 79}
 	deadline := time.Now().Add(10 * time.Second)
-	for r.state(inFlight) != State(fsm.CopyUnproven) && time.Now().Before(deadline) {
+	for r.state(inFlight) != State(StateCopyUnproven) && time.Now().Before(deadline) {
 		r.sync()
 		time.Sleep(time.Millisecond) // the NVML watcher's goroutine delivers the event
 	}
-	require.Equal(t, State(fsm.CopyUnproven), r.state(inFlight))
+	require.Equal(t, State(StateCopyUnproven), r.state(inFlight))
 	assert.Contains(t, r.info(inFlight).Reason, "Xid 79")
-	assert.Equal(t, State(fsm.LogicallyComplete), r.state(done), "a lease with no copy in flight is untouched")
+	assert.Equal(t, State(StateLogicallyComplete), r.state(done), "a lease with no copy in flight is untouched")
 	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(3, 1)})
 	assert.ErrorIs(t, err, ErrDeviceLost)
 	r.clk.Advance(5 * time.Second)
 	r.sync()
-	assert.Equal(t, State(fsm.Quarantined), r.state(inFlight))
+	assert.Equal(t, State(StateQuarantined), r.state(inFlight))
 }

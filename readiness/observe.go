@@ -2,8 +2,6 @@ package readiness
 
 import (
 	"time"
-
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // Observer is shown, on the owner goroutine, what an engine has counted: once
@@ -54,7 +52,7 @@ type Snapshot struct {
 type observing struct {
 	o      Observer
 	snap   Snapshot
-	groups []core.GroupSlots // the core's answer, before it is copied into snap
+	groups []GroupSlots // the core's answer, before it is copied into snap
 }
 
 // observeWith makes the engine count its moves by cause and show o a

@@ -15,7 +15,6 @@ import (
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/readiness/core"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -84,7 +83,7 @@ func TestObserverIsShownSnapshotsWhenDue(t *testing.T) {
 			dev.CompleteAll()
 			eng.Progress()
 			rounds++
-			if info, err := eng.Lease(h); err == nil && info.State == readiness.State(fsm.LogicallyComplete) {
+			if info, err := eng.Lease(h); err == nil && info.State == readiness.StateLogicallyComplete {
 				break
 			}
 			require.Less(t, rounds, uint64(1_000_000), "the lease never completed")
@@ -141,9 +140,9 @@ func TestCauseNames(t *testing.T) {
 	assert.Empty(t, readiness.CauseName(-1))
 	assert.Empty(t, readiness.CauseName(readiness.NumCauses))
 	step := fsm.Step{Event: fsm.Deadline}
-	assert.Equal(t, step.Cause(), readiness.CauseName(core.Cause(step)))
+	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.CauseOf(step)))
 	step = fsm.Step{Completion: true, Guard: fsm.NothingToCopy}
-	assert.Equal(t, step.Cause(), readiness.CauseName(core.Cause(step)))
+	assert.Equal(t, step.Cause(), readiness.CauseName(readiness.CauseOf(step)))
 }
 
 // The snapshot's InFlight is the leases whose slots a backend was handed
@@ -234,7 +233,7 @@ func TestSnapshotInFlight(t *testing.T) {
 		dev.CompleteAll() // the second's local copies land: it completes
 		_, err := eng.Sync(ctx)
 		require.NoError(t, err)
-		if info, err := eng.Lease(secondLease); err == nil && info.State == readiness.State(fsm.LogicallyComplete) {
+		if info, err := eng.Lease(secondLease); err == nil && info.State == readiness.StateLogicallyComplete {
 			break
 		}
 		require.NoError(t, ctx.Err(), "the second lease never completed")

@@ -22,13 +22,13 @@ func TestReleasingAQuarantinedLeaseGivesUpTheClaim(t *testing.T) {
 	h, _, _ := r.fetch(1, 2)
 	r.clk.Advance(11 * time.Second) // past the containment deadline (15 + 5... from t=10: 20)
 	r.sync()
-	require.Equal(t, State(fsm.Quarantined), r.state(h))
+	require.Equal(t, State(StateQuarantined), r.state(h))
 
 	require.NoError(t, r.eng.Release(h), "the owner may give up a quarantined lease")
 	for _, until := range []Until{UntilReleased, UntilSettled} {
 		info, err := r.eng.Wait(contextWithTimeout(t), h, until)
 		require.NoError(t, err, "Wait(%d) after releasing a quarantined lease", until)
-		assert.Equal(t, State(fsm.Quarantined), info.State)
+		assert.Equal(t, State(StateQuarantined), info.State)
 		assert.True(t, info.ReleaseRequested)
 		assert.True(t, info.Contained)
 	}
@@ -43,7 +43,7 @@ func TestReleasingAQuarantinedLeaseGivesUpTheClaim(t *testing.T) {
 	after := r.eng.Stats()
 	assert.Equal(t, before.SlotsQuarantined, after.SlotsQuarantined)
 	assert.Equal(t, 2, after.SlotsQuarantined, "the slots stay out for ever")
-	assert.Equal(t, 1, after.Leases[State(fsm.Quarantined)])
+	assert.Equal(t, 1, after.Leases[State(StateQuarantined)])
 }
 
 // A cancel before submission withdraws the lease (SPEC §2): Cancelled locally,
@@ -56,7 +56,7 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	withdrawn := func(h Handle) {
 		t.Helper()
 		info := r.info(h)
-		assert.Equal(t, State(fsm.Released), info.State)
+		assert.Equal(t, State(StateReleased), info.State)
 		assert.Equal(t, Cancelled, info.Outcome)
 		assert.False(t, info.ByPeer)
 		assert.False(t, info.Exposed)
@@ -70,13 +70,13 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	require.ErrorIs(t, r.eng.Release(a), ErrStaleHandle, "a withdrawn lease is released already")
 	info, err := r.eng.Wait(contextWithTimeout(t), a, UntilReleased)
 	require.NoError(t, err)
-	assert.Equal(t, State(fsm.Released), info.State)
+	assert.Equal(t, State(StateReleased), info.State)
 
 	// Staged behind the admission bound, which x holds.
 	x, _, xa := r.fetch(2, 1)
 	b := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 2)})
 	r.sync()
-	require.Equal(t, State(fsm.Staged), r.state(b))
+	require.Equal(t, State(StateStaged), r.state(b))
 	require.Equal(t, 1, r.eng.Stats().SlotsFree)
 	require.NoError(t, r.eng.Cancel(b))
 	withdrawn(b)
@@ -86,10 +86,10 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	// until they land, then is withdrawn.
 	p := r.lend(Request{Kind: Publish, Rows: r.rows(4, 2)})
 	r.sync()
-	require.Equal(t, State(fsm.Granted), r.state(p))
+	require.Equal(t, State(StateGranted), r.state(p))
 	require.NoError(t, r.eng.Cancel(p))
 	r.sync()
-	require.Equal(t, State(fsm.Granted), r.state(p), "the copies touching its slots have not landed")
+	require.Equal(t, State(StateGranted), r.state(p), "the copies touching its slots have not landed")
 	assert.Equal(t, 1, r.eng.Stats().SlotsFree)
 	r.dev.CompleteAll()
 	r.sync()
@@ -144,13 +144,13 @@ func TestShutdownTimeoutSaysWhatIsHeldQuarantinedAndUnproven(t *testing.T) {
 	}
 	q := r.lend(Request{Kind: Fetch, Rows: r.rows(1, 2)})
 	r.eng.Progress() // submitted, served at once; its Quiesce call never returns
-	require.Equal(t, State(fsm.Served), r.state(q))
+	require.Equal(t, State(StateServed), r.state(q))
 	r.clk.Advance(11 * time.Second) // past its containment deadline (t = 20)
 	r.eng.Progress()
-	require.Equal(t, State(fsm.Quarantined), r.state(q))
+	require.Equal(t, State(StateQuarantined), r.state(q))
 	u := r.lend(Request{Kind: Fetch, Rows: r.rows(2, 2)})
 	r.eng.Progress()
-	require.Equal(t, State(fsm.Served), r.state(u))
+	require.Equal(t, State(StateServed), r.state(u))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // quiesceFunc is a backend's Quiesce method (Fetcher's or Publisher's).
@@ -24,7 +23,7 @@ type quiesceFunc func(ctx context.Context, attempts []contract.Attempt) (bool, e
 type batch struct {
 	pool     *quiescer
 	quiesce  quiesceFunc
-	leases   []core.Handle
+	leases   []Handle
 	attempts []contract.Attempt
 	ctx      callCtx
 	letters  []letter // the worker's answers, put in the mailbox at once
@@ -111,11 +110,11 @@ type quiescer struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	workers int
-	started bool          // the workers run (owner only)
-	handed  atomic.Int64  // batches handed out
-	answer  atomic.Int64  // batches answered
-	free    []*batch      // answered batches back from the owner (owner only)
-	due     []core.Handle // overdue's sorted scratch (owner only)
+	started bool         // the workers run (owner only)
+	handed  atomic.Int64 // batches handed out
+	answer  atomic.Int64 // batches answered
+	free    []*batch     // answered batches back from the owner (owner only)
+	due     []Handle     // overdue's sorted scratch (owner only)
 	// wall bounds a batch's calls in real time too: the engine's clock decides
 	// when a call stops counting (it proves nothing from then on), and this
 	// makes sure a backend blocked on a clock that does not move still gets
@@ -178,15 +177,15 @@ func (q *quiescer) recycle(b *batch) {
 // overdue cancels the calls of the batches that ask about any of hs, queued
 // or running. Owner only. It costs O((leases in batches + len(hs)) log
 // len(hs)): a whole round's leases can come due at once.
-func (q *quiescer) overdue(hs []core.Handle) {
+func (q *quiescer) overdue(hs []Handle) {
 	q.due = append(q.due[:0], hs...)
-	slices.SortFunc(q.due, func(a, b core.Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) })
+	slices.SortFunc(q.due, func(a, b Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) })
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, list := range [][]*batch{q.queue, q.running} {
 		for _, b := range list {
 			for _, l := range b.leases {
-				if _, found := slices.BinarySearchFunc(q.due, l, func(a, b core.Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) }); found {
+				if _, found := slices.BinarySearchFunc(q.due, l, func(a, b Handle) int { return cmp.Compare(a.Uint64(), b.Uint64()) }); found {
 					b.ctx.cancel()
 					break
 				}
@@ -286,14 +285,14 @@ func (q *quiescer) answerBatch(b *batch) {
 		return
 	}
 	if len(b.attempts) == 1 {
-		b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
+		b.letters = append(b.letters, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
 		return
 	}
 	for i := range b.attempts {
 		if ok, reason := q.call(&b.ctx, b.quiesce, b.attempts[i:i+1]); ok {
 			b.letters = proven(b.letters, b.leases[i], b.attempts[i], q.faults)
 		} else {
-			b.letters = append(b.letters, letter{ev: core.Evidence{What: core.QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
+			b.letters = append(b.letters, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
 		}
 	}
 }
@@ -301,14 +300,14 @@ func (q *quiescer) answerBatch(b *batch) {
 // proven appends the evidence of a true answer: the attempt polled again
 // first, so that an answer changed before the proof is a violation caught
 // before anything is copied.
-func proven(dst []letter, h core.Handle, a contract.Attempt, faults *faultCounts) []letter {
+func proven(dst []letter, h Handle, a contract.Attempt, faults *faultCounts) []letter {
 	o, p := safePoll(a)
-	first := letter{ev: core.Evidence{What: core.PollAnswered, Lease: h, Outcome: o}}
+	first := letter{ev: Evidence{What: PollAnswered, Lease: h, Outcome: o}}
 	if p != "" {
 		faults.panics.Add(1)
-		first.ev = core.Evidence{What: core.PollPanicked, Lease: h, Reason: p}
+		first.ev = Evidence{What: PollPanicked, Lease: h, Reason: p}
 	}
-	return append(dst, first, letter{ev: core.Evidence{What: core.QuiesceTrue, Lease: h}})
+	return append(dst, first, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/staging"
 )
@@ -50,7 +49,7 @@ func TestRule1OutcomeAndAccessEndAreIndependent(t *testing.T) {
 					close(gate)
 					r.sync()
 				}
-				assert.NotEqual(t, State(fsm.Released), r.state(h))
+				assert.NotEqual(t, State(StateReleased), r.state(h))
 				if kind == Fetch {
 					assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]), "rule 4: nothing copied before both are in")
 				}
@@ -62,13 +61,13 @@ func TestRule1OutcomeAndAccessEndAreIndependent(t *testing.T) {
 				r.sync()
 				r.dev.CompleteAll()
 				r.sync()
-				require.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+				require.Equal(t, State(StateLogicallyComplete), r.state(h))
 				if kind == Fetch {
 					assert.Equal(t, pattern(0xC0, 1, 0), r.deviceRow(rows[0]))
 					assert.Equal(t, pattern(0xC0, 1, 1), r.deviceRow(rows[1]))
 				}
 				require.NoError(t, r.eng.Release(h))
-				assert.Equal(t, State(fsm.Released), r.state(h))
+				assert.Equal(t, State(StateReleased), r.state(h))
 				assert.Equal(t, 4, r.eng.Stats().SlotsFree)
 			})
 		}
@@ -97,7 +96,7 @@ func TestRule4OnlyServedRowsAreCopied(t *testing.T) {
 			r.dev.CompleteAll()
 			r.sync()
 			info := r.info(h)
-			require.Equal(t, State(fsm.LogicallyComplete), info.State)
+			require.Equal(t, State(StateLogicallyComplete), info.State)
 			assert.Equal(t, tc.want, info.Outcome)
 			for i, row := range rows {
 				want := pattern(0xDE, 1, i) // untouched
@@ -143,16 +142,16 @@ func TestRule1CopyBarrierSurvivesRequestExit(t *testing.T) {
 	h, _, a := r.fetch(1, 2)
 	r.deliver(a, 1, 0, 1)
 	r.sync()
-	require.Equal(t, State(fsm.AccessFenced), r.state(h), "proven, copies in flight")
+	require.Equal(t, State(StateAccessFenced), r.state(h), "proven, copies in flight")
 	require.NoError(t, r.eng.Release(h))
 	rep := r.eng.Close()
 	r.sync()
 	assert.False(t, rep.Drained)
-	assert.Equal(t, State(fsm.AccessFenced), r.state(h), "the copies have not landed")
+	assert.Equal(t, State(StateAccessFenced), r.state(h), "the copies have not landed")
 	assert.Equal(t, 2, r.eng.Stats().SlotsHeld)
 	r.dev.CompleteAll()
 	r.sync()
-	assert.Equal(t, State(fsm.Released), r.state(h))
+	assert.Equal(t, State(StateReleased), r.state(h))
 	assert.True(t, r.eng.Report().Drained)
 }
 
@@ -182,7 +181,7 @@ func TestRule3TerminalOutcomeIsStable(t *testing.T) {
 			info := r.info(h)
 			assert.Equal(t, tc.kind, info.Outcome)
 			assert.False(t, info.ByPeer)
-			assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+			assert.Equal(t, State(StateLogicallyComplete), info.State)
 			for i, row := range rows {
 				assert.Equal(t, pattern(0xDE, 1, i), r.deviceRow(row), "nothing copied for row %d", i)
 			}
@@ -221,7 +220,7 @@ func TestRule9TimeoutStaysFailedAfterLateSuccess(t *testing.T) {
 	r.sync()
 	info := r.info(h)
 	assert.Equal(t, TimedOut, info.Outcome)
-	assert.Equal(t, State(fsm.LogicallyComplete), info.State, "proven after the timeout: released normally")
+	assert.Equal(t, State(StateLogicallyComplete), info.State, "proven after the timeout: released normally")
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 	assert.Empty(t, r.contained)
 }
@@ -235,7 +234,7 @@ func TestRule5ContainmentAtTheFixedDeadline(t *testing.T) {
 	h, rows, a := r.fetch(1, 2)
 	r.clk.Advance(10 * time.Second) // t = 20, straight past the deadline (15)
 	r.sync()
-	require.Equal(t, State(fsm.Quarantined), r.state(h), "containment at 15 + 5 = 20, not measured from when the deadline was noticed")
+	require.Equal(t, State(StateQuarantined), r.state(h), "containment at 15 + 5 = 20, not measured from when the deadline was noticed")
 	require.Len(t, r.contained, 1)
 	assert.Equal(t, time.Unix(20, 0), r.contained[0].Deadline)
 	assert.Equal(t, 2, r.contained[0].Slots)
@@ -244,7 +243,7 @@ func TestRule5ContainmentAtTheFixedDeadline(t *testing.T) {
 	r.sync()
 	r.dev.CompleteAll()
 	r.sync()
-	assert.Equal(t, State(fsm.Quarantined), r.state(h), "late evidence never releases a contained lease")
+	assert.Equal(t, State(StateQuarantined), r.state(h), "late evidence never releases a contained lease")
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 	assert.Equal(t, 2, r.eng.Stats().SlotsQuarantined)
 	assert.Len(t, r.contained, 1, "OnContainment fires once")
@@ -258,12 +257,12 @@ func TestRule5ProofJustBeforeTheDeadlineReleases(t *testing.T) {
 	h, _, a := r.fetch(1, 1)
 	r.clk.Advance(10*time.Second - time.Nanosecond)
 	r.sync() // timeout at 15; the drain started at 15
-	require.Equal(t, State(fsm.Failed), r.state(h))
+	require.Equal(t, State(StateFailed), r.state(h))
 	r.be.setAnswer(true, nil)
 	r.be.set(a, contract.Delivered{})
 	require.NoError(t, r.eng.Retry(h))
 	r.sync()
-	assert.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+	assert.Equal(t, State(StateLogicallyComplete), r.state(h))
 	assert.Empty(t, r.contained)
 }
 
@@ -290,16 +289,16 @@ func TestRule5SubmissionFailurePreservesUncertainty(t *testing.T) {
 			assert.Equal(t, 0, r.be.quiesceCalls())
 			if rejected {
 				assert.Equal(t, Rejected, info.Outcome)
-				assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+				assert.Equal(t, State(StateLogicallyComplete), info.State)
 				require.NoError(t, r.eng.Release(h))
 				assert.Equal(t, 4, r.eng.Stats().SlotsFree)
 				return
 			}
 			assert.Equal(t, Failed, info.Outcome)
-			assert.Equal(t, State(fsm.Failed), info.State)
+			assert.Equal(t, State(StateFailed), info.State)
 			r.clk.Advance(5 * time.Second) // t = 15: the drain started at 10
 			r.sync()
-			assert.Equal(t, State(fsm.Quarantined), r.state(h))
+			assert.Equal(t, State(StateQuarantined), r.state(h))
 			require.Len(t, r.contained, 1)
 			assert.Contains(t, r.contained[0].Reason, "escaped")
 		})
@@ -320,7 +319,7 @@ func TestRule5UnprovenAccessIsRetried(t *testing.T) {
 			h, rows, a := r.fetch(1, 1)
 			r.deliver(a, 1, 0)
 			r.sync()
-			assert.Equal(t, State(fsm.Served), r.state(h), "unproven: not fenced")
+			assert.Equal(t, State(StateServed), r.state(h), "unproven: not fenced")
 			assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 			assert.Equal(t, 1, r.be.quiesceCalls())
 			r.be.setAnswer(true, nil)
@@ -328,7 +327,7 @@ func TestRule5UnprovenAccessIsRetried(t *testing.T) {
 			r.sync()
 			r.dev.CompleteAll()
 			r.sync()
-			assert.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+			assert.Equal(t, State(StateLogicallyComplete), r.state(h))
 			assert.Equal(t, 2, r.be.quiesceCalls())
 			assert.Equal(t, pattern(0xC0, 1, 0), r.deviceRow(rows[0]))
 		})
@@ -355,7 +354,7 @@ func TestRule5RetryWithBackoff(t *testing.T) {
 	r.clk.Advance(time.Millisecond)
 	r.sync()
 	assert.Equal(t, 3, r.be.quiesceCalls())
-	assert.Equal(t, State(fsm.AccessFenced), r.state(h))
+	assert.Equal(t, State(StateAccessFenced), r.state(h))
 	assert.Equal(t, uint64(2), r.eng.Stats().QuiesceRetries)
 }
 
@@ -366,18 +365,18 @@ func TestRule5CopyFailureIsContained(t *testing.T) {
 	h, _, a := r.fetch(1, 2)
 	r.deliver(a, 1, 0, 1)
 	r.sync()
-	require.Equal(t, State(fsm.AccessFenced), r.state(h))
+	require.Equal(t, State(StateAccessFenced), r.state(h))
 	_, err := r.dev.FailNext(r.stream, 1)
 	require.NoError(t, err)
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	require.NoError(t, r.eng.Release(h))
 	r.clk.Advance(5*time.Second - time.Nanosecond)
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	r.clk.Advance(time.Nanosecond)
 	r.sync()
-	assert.Equal(t, State(fsm.Quarantined), r.state(h))
+	assert.Equal(t, State(StateQuarantined), r.state(h))
 	require.Len(t, r.contained, 1)
 	assert.Contains(t, r.contained[0].Reason, "local copy")
 }
@@ -392,7 +391,7 @@ func TestRule3UnknownServedNameIsAViolation(t *testing.T) {
 	r.sync()
 	info := r.info(h)
 	assert.Equal(t, Violation, info.Outcome)
-	assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+	assert.Equal(t, State(StateLogicallyComplete), info.State)
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 }
 
@@ -430,7 +429,7 @@ func TestRule4NoCopyAfterRelease(t *testing.T) {
 	r.be.setAnswer(true, nil)
 	require.NoError(t, r.eng.Retry(h))
 	r.sync()
-	assert.Equal(t, State(fsm.Released), r.state(h))
+	assert.Equal(t, State(StateReleased), r.state(h))
 	assert.Equal(t, pattern(0x77, 2, 0), r.deviceRow(rows[0]))
 	assert.Equal(t, 4, r.eng.Stats().SlotsFree)
 }
@@ -453,7 +452,7 @@ func TestRule10CloseCancelsPendingLeases(t *testing.T) {
 	r.sync()
 	r.dev.CompleteAll()
 	r.sync()
-	assert.Equal(t, State(fsm.Released), r.state(h))
+	assert.Equal(t, State(StateReleased), r.state(h))
 	assert.True(t, r.eng.Report().Drained)
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 }
@@ -468,7 +467,7 @@ func TestRule8UngrantableIsReportedAndTheLineMoves(t *testing.T) {
 	three := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 3)})
 	one := r.lend(Request{Kind: Fetch, Rows: r.rows(4, 1)})
 	r.sync()
-	require.Equal(t, State(fsm.Waiting), r.state(three))
+	require.Equal(t, State(StateWaiting), r.state(three))
 	// Release the first lease (miss, proven) and contain the second.
 	r.be.set(r.be.attempts[0], contract.Delivered{})
 	r.sync()
@@ -477,11 +476,11 @@ func TestRule8UngrantableIsReportedAndTheLineMoves(t *testing.T) {
 	r.be.set(r.be.attempts[1], contract.Delivered{})
 	r.clk.Advance(10 * time.Second)
 	r.sync()
-	require.Equal(t, State(fsm.Quarantined), r.state(q))
+	require.Equal(t, State(StateQuarantined), r.state(q))
 	info := r.info(three)
 	assert.True(t, info.Ungrantable, "slots 0, 2, 3 are free but no three are contiguous")
-	assert.Equal(t, State(fsm.Waiting), info.State)
-	assert.NotEqual(t, State(fsm.Waiting), r.state(one), "the line moved on")
+	assert.Equal(t, State(StateWaiting), info.State)
+	assert.NotEqual(t, State(StateWaiting), r.state(one), "the line moved on")
 	assert.Equal(t, uint64(1), r.eng.Stats().Ungrantable)
 	require.NoError(t, r.eng.Release(three))
 	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(5, 3)})
@@ -506,7 +505,7 @@ func TestRule11CallerMistakesAreRefusedAtTheDoor(t *testing.T) {
 	r.dev.CompleteAll()
 	r.sync()
 	info := r.info(h)
-	assert.Equal(t, State(fsm.LogicallyComplete), info.State, "a refused copy is not unproven")
+	assert.Equal(t, State(StateLogicallyComplete), info.State, "a refused copy is not unproven")
 	assert.Contains(t, info.Reason, "refused")
 	iv, err := r.eng.Readiness(h)
 	require.NoError(t, err)
@@ -538,7 +537,7 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 	require.Equal(t, h.Index(), live.Index(), "the record was reused")
 	assert.ErrorIs(t, r.eng.Release(h), ErrStaleHandle)
 	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
-	assert.Equal(t, State(fsm.Requested), r.state(live), "the stale calls changed nothing")
+	assert.Equal(t, State(StateRequested), r.state(live), "the stale calls changed nothing")
 	assert.False(t, r.info(live).ReleaseRequested)
 }
 
@@ -552,7 +551,7 @@ func TestRule5QuiesceTimeoutIsNoProof(t *testing.T) {
 	r.entered()
 	r.clk.Advance(5 * time.Millisecond) // the call's timeout, on the engine's clock
 	r.sync()
-	assert.Equal(t, State(fsm.Served), r.state(h), "a timed-out Quiesce is not a proof")
+	assert.Equal(t, State(StateServed), r.state(h), "a timed-out Quiesce is not a proof")
 	assert.Equal(t, uint64(1), r.eng.Stats().QuiesceTimeouts)
 	assert.Equal(t, pattern(0xDE, 1, 0), r.deviceRow(rows[0]))
 	assert.Positive(t, r.eng.Stats().Unproven)
@@ -609,7 +608,7 @@ func TestRule6QuarantinedExtentIsNeverRebuilt(t *testing.T) {
 	r.be.set(a, contract.Delivered{})
 	r.clk.Advance(10 * time.Second)
 	r.sync()
-	require.Equal(t, State(fsm.Quarantined), r.state(h))
+	require.Equal(t, State(StateQuarantined), r.state(h))
 	require.NoError(t, r.eng.Release(h))
 	r.be.setAnswer(true, nil)
 	for i := range 6 {
@@ -629,15 +628,15 @@ func TestRule1DeviceLossContainsInFlightCopies(t *testing.T) {
 	h, _, a := r.fetch(1, 1)
 	r.deliver(a, 1, 0)
 	r.sync()
-	require.Equal(t, State(fsm.AccessFenced), r.state(h))
+	require.Equal(t, State(StateAccessFenced), r.state(h))
 	r.dev.Lose("Xid 79")
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(2, 0), Device: 1}}})
 	assert.Error(t, err)
 	r.clk.Advance(5 * time.Second)
 	r.sync()
-	assert.Equal(t, State(fsm.Quarantined), r.state(h))
+	assert.Equal(t, State(StateQuarantined), r.state(h))
 }
 
 // A publish's device→staging copies land before the backend is handed the
@@ -647,7 +646,7 @@ func TestPublishStagesBeforeSubmission(t *testing.T) {
 	rows := r.rows(1, 2)
 	h := r.lend(Request{Kind: Publish, Rows: rows})
 	r.sync()
-	assert.Equal(t, State(fsm.Granted), r.state(h))
+	assert.Equal(t, State(StateGranted), r.state(h))
 	r.be.mu.Lock()
 	assert.Empty(t, r.be.attempts, "not submitted before its copies landed")
 	r.be.mu.Unlock()
@@ -657,7 +656,7 @@ func TestPublishStagesBeforeSubmission(t *testing.T) {
 	for i := range rows {
 		assert.Equal(t, pattern(0xDE, 1, i), units[i])
 	}
-	assert.Equal(t, State(fsm.Requested), r.state(h))
+	assert.Equal(t, State(StateRequested), r.state(h))
 }
 
 // Bad input is refused and changes nothing.
@@ -705,7 +704,7 @@ func TestRegressionGrantIsJudgedOnTheRoundsClock(t *testing.T) {
 	info := r.info(late)
 	assert.Equal(t, TimedOut, info.Outcome)
 	assert.False(t, info.Exposed, "a lease whose deadline passed before its submission is never exposed")
-	assert.Equal(t, State(fsm.LogicallyComplete), info.State)
+	assert.Equal(t, State(StateLogicallyComplete), info.State)
 	assert.Empty(t, r.contained)
 	r.be.mu.Lock()
 	assert.Len(t, r.be.attempts, 1, "the late lease never reached the backend")
@@ -721,9 +720,9 @@ func TestRegressionCloseAfterLatchedProofAndRelease(t *testing.T) {
 	require.NoError(t, r.eng.Retry(h)) // proof asked before the outcome: latched
 	r.sync()
 	require.NoError(t, r.eng.Release(h)) // release latched too
-	require.Equal(t, State(fsm.Requested), r.state(h))
+	require.Equal(t, State(StateRequested), r.state(h))
 	rep := r.eng.Close()
-	assert.Equal(t, State(fsm.Released), r.state(h))
+	assert.Equal(t, State(StateReleased), r.state(h))
 	assert.Equal(t, Cancelled, r.info(h).Outcome)
 	assert.Equal(t, uint64(0), r.eng.Stats().InvariantBreaches)
 	assert.True(t, rep.Drained)
@@ -743,18 +742,18 @@ func TestRule1XidMakesInFlightCopiesUnproven(t *testing.T) {
 	h, _, a := r.fetch(1, 1)
 	r.deliver(a, 1, 0)
 	r.sync()
-	require.Equal(t, State(fsm.AccessFenced), r.state(h), "proven; its copy is in flight")
+	require.Equal(t, State(StateAccessFenced), r.state(h), "proven; its copy is in flight")
 	health.lost = true
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	r.dev.CompleteAll() // the device says the copy completed: after an Xid it proves nothing
 	r.sync()
-	assert.Equal(t, State(fsm.CopyUnproven), r.state(h))
+	assert.Equal(t, State(StateCopyUnproven), r.state(h))
 	_, err := r.eng.Lend(Request{Kind: Fetch, Rows: r.rows(2, 1)})
 	assert.ErrorIs(t, err, ErrDeviceLost)
 	r.clk.Advance(5 * time.Second)
 	r.sync()
-	assert.Equal(t, State(fsm.Quarantined), r.state(h))
+	assert.Equal(t, State(StateQuarantined), r.state(h))
 	require.Len(t, r.contained, 1)
 }
 
@@ -781,14 +780,14 @@ func TestAnswerAtSubmissionIsTakenInAtOnce(t *testing.T) {
 	r.eng.Progress() // grant, submit and, at once, the answer
 	a := r.be.last(t)
 	require.Equal(t, 1, pollsOf(r.be, a), "polled once, by the round that submitted it")
-	assert.NotEqual(t, State(fsm.Requested), r.state(h), "the answer was taken in by the submitting round")
+	assert.NotEqual(t, State(StateRequested), r.state(h), "the answer was taken in by the submitting round")
 	watched := r.eng.attempts.watching()
 	assert.Zero(t, watched, "an answered attempt is not handed to the watcher")
 	close(gate)
 	r.sync() // the proof, then the copies
 	r.dev.CompleteAll()
 	r.sync()
-	assert.Equal(t, State(fsm.LogicallyComplete), r.state(h))
+	assert.Equal(t, State(StateLogicallyComplete), r.state(h))
 	for i, row := range rows {
 		assert.Equal(t, pattern(0xC0, 1, i), r.deviceRow(row), "row %d copied after the proof", i)
 	}

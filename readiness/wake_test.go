@@ -12,7 +12,6 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -126,7 +125,7 @@ func TestRule13WaitIsWokenToReadinessAndRelease(t *testing.T) {
 			require.NoError(t, err)
 			info, err := r.eng.Wait(bounded(t), h, readiness.UntilSettled)
 			require.NoError(t, err)
-			assert.Equal(t, readiness.State(fsm.LogicallyComplete), info.State)
+			assert.Equal(t, readiness.StateLogicallyComplete, info.State)
 			assert.Equal(t, readiness.Partial, info.Outcome)
 			iv, err := r.eng.Readiness(h)
 			require.NoError(t, err)
@@ -138,7 +137,7 @@ func TestRule13WaitIsWokenToReadinessAndRelease(t *testing.T) {
 			require.NoError(t, r.eng.Release(h))
 			info, err = r.eng.Wait(bounded(t), h, readiness.UntilReleased)
 			require.NoError(t, err)
-			assert.Equal(t, readiness.State(fsm.Released), info.State)
+			assert.Equal(t, readiness.StateReleased, info.State)
 			assert.Equal(t, 8, r.eng.Stats().SlotsFree)
 		})
 	}
@@ -175,12 +174,12 @@ func TestRule13AnOwnerRunOnWakeAloneFinishesEveryLease(t *testing.T) {
 				for _, h := range hs {
 					info, err := r.eng.Lease(h)
 					require.NoError(t, err)
-					if info.State == readiness.State(fsm.LogicallyComplete) {
+					if info.State == readiness.StateLogicallyComplete {
 						require.NoError(t, r.eng.Release(h))
 						info, err = r.eng.Lease(h)
 						require.NoError(t, err)
 					}
-					if info.State == readiness.State(fsm.Released) {
+					if info.State == readiness.StateReleased {
 						released[h] = true
 					}
 				}
@@ -206,7 +205,7 @@ func TestRule13WaitEndsWithItsContextAndChangesNothing(t *testing.T) {
 	after, err2 := r.eng.Lease(h)
 	require.NoError(t, err2)
 	assert.Equal(t, after.State, info.State, "the description Wait returned is the lease's")
-	assert.NotEqual(t, readiness.State(fsm.Released), after.State)
+	assert.NotEqual(t, readiness.StateReleased, after.State)
 }
 
 func TestRule13WaitRefusesBadInput(t *testing.T) {
@@ -270,7 +269,7 @@ func TestFatalHaltShutsDownWithoutDraining(t *testing.T) {
 	assert.Equal(t, 1, halts, "OnHalt once")
 	info, err := eng.Lease(h)
 	require.NoError(t, err)
-	assert.Equal(t, readiness.State(fsm.Quarantined), info.State)
+	assert.Equal(t, readiness.StateQuarantined, info.State)
 	// The embedder names why in the engine's own terms: every error that
 	// reports the halt is a *readiness.FatalError naming the contained lease.
 	fatal := func(what string, err error) {

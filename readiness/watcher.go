@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/readiness/core"
 )
 
 // watcher is the one goroutine that wakes an owner that sleeps: Poll and an
@@ -130,7 +129,7 @@ func (w *watcher) run() {
 				// the engine saw. A panic is an answer too: the owner polls
 				// it again and finds the violation itself.
 				if o, p := safePoll(it.a); o != nil || p != "" {
-					found = append(found, letter{ev: core.Evidence{Lease: it.h, Outcome: o}, poll: true})
+					found = append(found, letter{ev: Evidence{Lease: it.h, Outcome: o}, poll: true})
 				}
 			}
 			clear(polled)

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestEngineWindowedReadiness runs the shipped engine (its runner, backend/mem
@@ -78,7 +78,7 @@ func fetchWindowed(t *testing.T, attn []staging.Attention, rows [][]int, missing
 	}
 	h, err := eng.Lend(req)
 	require.NoError(t, err)
-	require.Equal(t, readiness.State(fsm.LogicallyComplete), settle(eng, h).State)
+	require.Equal(t, readiness.StateLogicallyComplete, settle(eng, h).State)
 	iv, err := eng.Readiness(h)
 	require.NoError(t, err)
 	require.NoError(t, eng.Release(h))

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
@@ -150,7 +149,7 @@ func newEngineManager(d *driver, s gpu.Stream, h gpu.Health) (*engineManager, er
 // of admitted leases: a lease admitted to the backend is submitted in that
 // order, in the same round.
 func (em *engineManager) hook(tr readiness.Transition) {
-	if fsm.State(tr.To) == fsm.Admitted {
+	if tr.To == readiness.StateAdmitted {
 		if l := em.byHandle[tr.Lease]; l != nil {
 			em.staged = append(em.staged, l)
 		}
@@ -236,28 +235,28 @@ func (em *engineManager) drain() {
 		if l == nil {
 			continue
 		}
-		switch fsm.State(tr.To) {
-		case fsm.Granted:
+		switch tr.To {
+		case readiness.StateGranted:
 			if runs, err := em.eng.Runs(tr.Lease, nil); err == nil {
 				em.d.mu.Lock()
 				em.d.chk.granted(l, runs)
 				em.d.mu.Unlock()
 			}
 			em.d.save(l) // a layerwise publish takes its layers from now on
-		case fsm.AccessFenced:
+		case readiness.StateAccessFenced:
 			em.d.fenced(l) // the round that issued its copies
-		case fsm.LogicallyComplete:
+		case readiness.StateLogicallyComplete:
 			if l.fwd != nil {
 				em.d.complete(l.fwd) // before the release below ends its layers' answers
 			}
 			em.report(l, tr.Lease, true)
-		case fsm.Quarantined:
+		case readiness.StateQuarantined:
 			em.report(l, tr.Lease, false)
 			l.final = quarantined
 			_ = em.eng.Release(tr.Lease) // retire the handle; the slots stay out for ever
 			em.forget(l, tr.Lease)
 			em.d.ended(l)
-		case fsm.Released:
+		case readiness.StateReleased:
 			em.d.mu.Lock()
 			em.d.chk.withdrawnEnded(l) // as its slots return
 			em.d.mu.Unlock()
@@ -314,9 +313,9 @@ func (em *engineManager) computed(l *lease, k int, after gpu.Event) error {
 }
 
 func (em *engineManager) states() []StateCount {
-	out := make([]StateCount, 0, fsm.NumStates)
-	for s := range fsm.NumStates {
-		out = append(out, StateCount{State: fsm.State(s).String(), Leases: em.eng.Count(readiness.State(s))})
+	out := make([]StateCount, 0, readiness.NumStates)
+	for s := range readiness.NumStates {
+		out = append(out, StateCount{State: readiness.State(s).String(), Leases: em.eng.Count(readiness.State(s))})
 	}
 	return out
 }
@@ -370,13 +369,13 @@ func (em *engineManager) why() string {
 	if st.Ungrantable > 0 {
 		parts = append(parts, fmt.Sprintf("%d leases can never be granted: quarantine left no run of slots long enough", st.Ungrantable))
 	}
-	if n := st.Leases[fsm.Waiting]; n > 0 {
+	if n := st.Leases[readiness.StateWaiting]; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d leases still waiting for slots", n))
 	}
 	if em.halt != nil {
 		parts = append(parts, "the engine halted under the fatal containment policy: it releases nothing any more, and a manager restarts it")
 	}
-	for _, s := range []fsm.State{fsm.Staged, fsm.Admitted, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.Contained} {
+	for _, s := range []readiness.State{readiness.StateStaged, readiness.StateAdmitted, readiness.StateRequested, readiness.StateServed, readiness.StatePartial, readiness.StateMissed, readiness.StateFailed, readiness.StateAccessFenced, readiness.StateCopyUnproven, readiness.StateContained} {
 		if n := st.Leases[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d leases in %v", n, s))
 		}

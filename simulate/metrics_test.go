@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/readiness"
 )
 
@@ -137,8 +136,8 @@ func TestMetricsServedWhileTheRunGoes(t *testing.T) {
 	} {
 		assert.Equal(t, float64(want), metricValue(t, final, name, "device", "0"), name)
 	}
-	for s := range fsm.NumStates {
-		assert.Equal(t, float64(st.Leases[s]), metricValue(t, final, "kvready_leases", "state", s.String()), "leases %v", s)
+	for s := range readiness.NumStates {
+		assert.Equal(t, float64(st.Leases[s]), metricValue(t, final, "kvready_leases", "state", readiness.State(s).String()), "leases %v", readiness.State(s))
 	}
 	var quarantined float64
 	for g := range c.Groups {

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvready/kvready/readiness"
-	"github.com/kvready/kvready/staging"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
 )
 
 // small is a workload that finishes fast under -race and still exercises

@@ -3,11 +3,12 @@ package simulate
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestWindowRunIsSafe runs the engine end to end with a window group (the last

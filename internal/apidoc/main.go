@@ -57,8 +57,8 @@ func write(w io.Writer, root string, pkgs []string) error {
 	fmt.Fprintf(w, "`contract` and `staging` packages its API uses — %d exported identifiers (constants,\n", total)
 	fmt.Fprintf(w, "variables, functions, types, methods and fields). The rest of an embedding is one backend\n")
 	fmt.Fprintf(w, "(`backend/mem`, `backend/redis` or your own) and one device (`gpu/sim`, `gpu/cuda`,\n")
-	fmt.Fprintf(w, "`gpu/nvml`); the core (`readiness/core`) and the lifecycle table (`fsm`) stay behind the\n")
-	fmt.Fprintf(w, "engine. Generated from the doc comments by `go run ./internal/apidoc > docs/api.md`; its\n")
+	fmt.Fprintf(w, "`gpu/nvml`); the lifecycle table (`fsm`) stays behind the engine, which names its\n")
+	fmt.Fprintf(w, "states, outcomes and kinds itself. Generated from the doc comments by `go run ./internal/apidoc > docs/api.md`; its\n")
 	fmt.Fprintf(w, "test fails when this page is stale.\n")
 	_, err := w.Write(body.Bytes())
 	return err

@@ -13,7 +13,7 @@ import (
 const layerSample = `pkg: github.com/kvready/kvready/simulate
 BenchmarkLayerFigure/T<C-2         	       1	  49909064 ns/op	         8.000 layers	         2.000 ms-C	         1.000 ms-T	        17.00 ms-last-layer	        17.00 ms-pipeline-bound	        24.00 ms-whole-bound	        24.00 ms-whole-lease
 BenchmarkLayerFigure/T=C-2         	       1	  57434835 ns/op	         8.000 layers	         2.000 ms-C	         2.000 ms-T	        19.00 ms-last-layer	        18.00 ms-pipeline-bound	        32.00 ms-whole-bound	        32.00 ms-whole-lease
-pkg: github.com/kvready/kvready/readiness/core
+pkg: github.com/kvready/kvready/readiness
 BenchmarkLayerReadiness-2   	201718322	         5.800 ns/op	       0 B/op	       0 allocs/op
 `
 

@@ -171,7 +171,7 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Notes: every lifecycle figure is per whole one-row fetch lifecycle on the simulated device,")
-	fmt.Fprintln(w, "with a zero-allocation backend. `core` is the I/O-free core (`readiness/core`) driven")
+	fmt.Fprintln(w, "with a zero-allocation backend. `core` is the I/O-free core (`readiness.Core`) driven")
 	fmt.Fprintln(w, "synchronously, 256 leases a round; `engine-256` is the runner users embed (`readiness.Engine`)")
 	fmt.Fprintln(w, "with 256 leases in flight a round, over a backend that answers its proof without blocking")
 	fmt.Fprintln(w, "(`contract.QuiesceProber`, as backend/mem and backend/redis do): the proof is asked on the owner")

@@ -36,8 +36,7 @@ var rank = map[string]int{
 	"fsm/declaration": 2,
 	"fsm/diagram":     2,
 
-	"readiness/core": 3,
-	"readiness":      4,
+	"readiness": 4,
 
 	// Adapters at the edge.
 	"backend/mem":          5,
@@ -139,7 +138,7 @@ func TestNoPackageImportsUpward(t *testing.T) {
 // machine at build time; the engine runs the compiled table, so neither the
 // kvready binary nor the C library may carry it.
 func TestShippedProgramsDoNotLinkLooplab(t *testing.T) {
-	shipped := map[string]bool{"cmd/kvready": true, "cabi": true, "readiness": true, "readiness/core": true, "simulate": true}
+	shipped := map[string]bool{"cmd/kvready": true, "cabi": true, "readiness": true, "simulate": true}
 	seen := 0
 	for _, p := range goList(t) {
 		from, _ := local(p.ImportPath)
@@ -155,21 +154,21 @@ func TestShippedProgramsDoNotLinkLooplab(t *testing.T) {
 }
 
 // TestEmbeddersImportTheEngineOnly: package readiness is the one an
-// embedder imports; the core behind it is the runner's alone. No other
-// package's shipped code imports readiness/core, and the embedders that have
-// no lifecycle logic of their own — the metrics exporter, and every runnable
-// example of the engine — import neither the core nor the table (fsm).
+// embedder imports, and it names every state, outcome and kind an embedder
+// reads. The table (package fsm) is imported only where the lifecycle is
+// declared, run or drawn: by fsm's own packages, by readiness, and by the
+// command that draws it (cmd/kvready's diagram) — never by the C library,
+// simulate, conformance or metrics to name a state — and no runnable example
+// of the engine imports it.
 func TestEmbeddersImportTheEngineOnly(t *testing.T) {
-	const core, table = module + "/readiness/core", module + "/fsm"
+	const table = module + "/fsm"
+	drawsOrRuns := map[string]bool{"fsm/declaration": true, "fsm/diagram": true, "readiness": true, "cmd/kvready": true}
 	for _, p := range goList(t) {
 		from, _ := local(p.ImportPath)
-		if from == "readiness" || from == "readiness/core" {
+		if drawsOrRuns[from] {
 			continue
 		}
-		assert(t, !slices.Contains(p.Imports, core), "%s imports readiness/core; embed package readiness", from)
-		if from == "metrics" {
-			assert(t, !slices.Contains(p.Imports, table), "metrics imports fsm; read states through readiness.State")
-		}
+		assert(t, !slices.Contains(p.Imports, table), "%s imports fsm; name states through readiness.State", from)
 	}
 	examples := 0
 	for _, dir := range []string{"readiness", "metrics"} {
@@ -191,7 +190,7 @@ func TestEmbeddersImportTheEngineOnly(t *testing.T) {
 			for _, imp := range f.Imports {
 				path, err := strconv.Unquote(imp.Path.Value)
 				require.NoError(t, err)
-				assert(t, path != core && path != table, "the example %s imports %s; an example embeds package readiness alone", name, path)
+				assert(t, path != table, "the example %s imports %s; an example embeds package readiness alone", name, path)
 			}
 		}
 	}
@@ -202,12 +201,12 @@ func TestEmbeddersImportTheEngineOnly(t *testing.T) {
 // able to say so, so check the checker on an import that goes up.
 func TestTheRuleRefusesAnUpwardImport(t *testing.T) {
 	up := func(from, to string) bool { return !allowed(from, to) }
-	require.True(t, up("readiness/core", "readiness"))
+	require.True(t, up("fsm", "readiness"))
 	require.True(t, up("contract", "staging"))
 	require.True(t, up("metrics", "backend/mem"))
 	require.True(t, up("backend/redis", "simulate"))
 	require.False(t, up("backend/mem", "backend/pools"))
-	require.False(t, up("readiness", "readiness/core"))
+	require.False(t, up("readiness", "fsm"))
 }
 
 func assert(t *testing.T, ok bool, format string, args ...any) bool {

@@ -120,7 +120,7 @@ func TestReadmeProgramBuildsAndRuns(t *testing.T) {
 
 // The README program is what an embedder writes: at most 100 lines, naming
 // the engine's package, the contract and staging, one backend and one device
-// — never the core (readiness/core) or the lifecycle table (fsm) behind the
+// — never the lifecycle table (fsm) behind the
 // engine.
 func TestReadmeProgramIsSmall(t *testing.T) {
 	_, prog, _ := readmeProgram(t)

@@ -46,13 +46,11 @@ var (
 	// The property suites: a mutant they do not kill fails the run.
 	property = []suite{
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
-		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever"},
-		{pkg: "./readiness", dir: "readiness", run: "^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
+		{pkg: "./readiness", dir: "readiness", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever|^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{
-		{pkg: "./readiness/core", dir: "readiness/core", run: "^TestTranscripts|^Example"},
-		{pkg: "./readiness", dir: "readiness", run: "^TestRule|^TestRegression|^TestMiss|^TestPublish|^TestRefused"},
+		{pkg: "./readiness", dir: "readiness", run: "^TestTranscripts|^Example|^TestRule|^TestRegression|^TestMiss|^TestPublish|^TestRefused"},
 	}
 )
 

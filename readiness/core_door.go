@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ func (c *Core) Step(ev Evidence) error {
 }
 
 func (c *Core) invalid(ev *Evidence) error {
-	return fmt.Errorf("%w: %v about %v: want one of the kinds core.Observed lists", ErrInvalidEvidence, ev.What, ev.Lease)
+	return fmt.Errorf("%w: %v about %v: want one of the kinds readiness.Observed lists", ErrInvalidEvidence, ev.What, ev.Lease)
 }
 
 // enter takes one piece of evidence about lease id through the door:
@@ -342,7 +342,7 @@ func (c *Core) entered(id uint32, step *fsm.Step, v *verdict) {
 		c.stats.Outcomes[step.Result]++
 	}
 	if c.cfg.OnTransition != nil {
-		c.cfg.OnTransition(Transition{Lease: c.handle(id), Step: *step})
+		c.cfg.OnTransition(Transition{Lease: c.handle(id), From: State(step.From), To: State(step.To), Cause: causeOfStep(*step), Outcome: OutcomeKind(step.Result), step: *step})
 	}
 	if c.counting {
 		c.countMove(step)

@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"errors"
@@ -81,13 +81,22 @@ type followUp struct {
 	ev Evidence
 }
 
-// New assembles a core. It refuses a config missing what it needs, naming
-// every problem at once.
-func New(cfg Config) (*Core, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("readiness: invalid config: %w", errors.Join(errs...))
+// NewCore assembles a core: the lifecycle without I/O, driven by its
+// caller (etcd raft's RawNode beside Engine's Node). It reads the lifecycle's
+// settings of cfg — Memory, TokensPerBlock, the durations, the policy,
+// Layers, Logger, OnTransition — and ignores the runner's (backends, stream,
+// clock, callbacks). It refuses a config missing what it needs, naming every
+// problem at once.
+func NewCore(cfg Config) (*Core, error) {
+	if err := cfg.validate(false); err != nil {
+		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	return newCore(cfg.withDefaults())
+}
+
+// newCore assembles a core from a config already validated, defaults filled
+// in.
+func newCore(cfg Config) (*Core, error) {
 	slots := make([]int, cfg.Memory.NumGroups())
 	for g := range slots {
 		slots[g] = cfg.Memory.Group(g).Slots
@@ -493,7 +502,7 @@ func (c *Core) Lease(h Handle) (LeaseInfo, error) {
 // does, for a live lease and a released one alike.
 func describe(h Handle, m fsm.Slot, k Kind, r fsm.Result, byPeer bool, reason string, disp contract.CancelDisposition, cancelErr string, rows int) LeaseInfo {
 	return LeaseInfo{
-		Handle: h, Kind: k, State: m.State, Outcome: r, ByPeer: byPeer, Reason: reason,
+		Handle: h, Kind: k, State: State(m.State), Outcome: OutcomeKind(r), ByPeer: byPeer, Reason: reason,
 		ReleaseRequested:  m.Latched.Has(fsm.ReleaseRequested),
 		Ungrantable:       m.Latched.Has(fsm.SlotsUnavailable),
 		Exposed:           m.Marks.Has(fsm.Exposed),
@@ -665,8 +674,8 @@ func (c *Core) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBloc
 }
 
 // Count returns the number of leases in state s, without copying Stats.
-func (c *Core) Count(s fsm.State) int {
-	if s >= fsm.NumStates {
+func (c *Core) Count(s State) int {
+	if int(s) >= NumStates {
 		return 0
 	}
 	return c.stats.Leases[s]

@@ -1,4 +1,4 @@
-package core_test
+package readiness_test
 
 import (
 	"io"

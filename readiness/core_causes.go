@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import "github.com/kvready/kvready/fsm"
 
@@ -8,7 +8,7 @@ const NumCauses = int(fsm.NumEvents) + int(fsm.NumGuards)
 
 // Cause returns the index in MovesByCause of what caused step: its event, or
 // NumEvents plus its guard for a completion.
-func Cause(step fsm.Step) int { return causeOf(step.Event, step.Completion, step.Guard) }
+func causeOfStep(step fsm.Step) int { return causeOf(step.Event, step.Completion, step.Guard) }
 
 func causeOf(ev fsm.Event, completion bool, g fsm.Guard) int {
 	if completion {

@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"testing"
@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
@@ -23,11 +22,11 @@ func TestLeaseRecordIs24Bytes(t *testing.T) {
 // withdrawn request still stands in the allocator's line carries the next
 // lease at once, and that lease waits its own turn.
 func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
-	r := newRig(t, nil)
+	r := newCoreRig(t, nil)
 	rows := func(n int, k byte) []staging.Row {
 		var out []staging.Row
 		for i := range n {
-			out = append(out, staging.Row{Block: i, Name: name(k + byte(i)), Device: gpu.DevicePtr(0x1000)})
+			out = append(out, staging.Row{Block: i, Name: coreName(k + byte(i)), Device: gpu.DevicePtr(0x1000)})
 		}
 		return out
 	}
@@ -40,7 +39,7 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 	require.NoError(t, r.c.Cancel(c)) // withdrawn: its entry stays in line behind b
 	info, err := r.c.Lease(c)
 	require.NoError(t, err)
-	require.Equal(t, fsm.Released, info.State)
+	require.Equal(t, StateReleased, info.State)
 	d, err := r.c.Lend(Request{Kind: Fetch, Rows: rows(1, 40)})
 	require.NoError(t, err, "the record c left is named again at once")
 	require.Equal(t, c.Index(), d.Index(), "d carries c's record")
@@ -53,7 +52,7 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 	for _, h := range []Handle{b, d} {
 		info, err := r.c.Lease(h)
 		require.NoError(t, err)
-		assert.NotEqual(t, fsm.Waiting, info.State, "%v granted once a's slots returned", h)
+		assert.NotEqual(t, StateWaiting, info.State, "%v granted once a's slots returned", h)
 	}
 	require.NoError(t, r.c.Err())
 }

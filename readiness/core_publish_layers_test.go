@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"testing"
@@ -18,26 +18,26 @@ import (
 
 // grantedPublish lends a two-row layerwise publish and takes the round that
 // grants it; nothing is copied yet.
-func (r *rig) grantedPublish() Handle {
+func (r *coreRig) grantedPublish() Handle {
 	r.t.Helper()
 	h, err := r.c.Lend(Request{Kind: Publish, Layerwise: true, Rows: []staging.Row{
-		{Name: name(1), Block: 0, Device: 0x1000},
-		{Name: name(2), Block: 1, Device: 0x2000},
+		{Name: coreName(1), Block: 0, Device: 0x1000},
+		{Name: coreName(2), Block: 1, Device: 0x2000},
 	}})
 	require.NoError(r.t, err)
 	r.tick(0)
-	require.Equal(r.t, fsm.Granted, r.state(h))
+	require.Equal(r.t, StateGranted, r.state(h))
 	return h
 }
 
-func (r *rig) state(h Handle) fsm.State {
+func (r *coreRig) state(h Handle) State {
 	r.t.Helper()
 	info, err := r.c.Lease(h)
 	require.NoError(r.t, err)
 	return info.State
 }
 
-func (r *rig) layerDone(h Handle, k int) {
+func (r *coreRig) layerDone(h Handle, k int) {
 	r.t.Helper()
 	require.NoError(r.t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: k}))
 	r.c.Advance()
@@ -77,14 +77,14 @@ func TestLayerwisePublishCopiesEachLayerBehindItsEvent(t *testing.T) {
 	r.layerDone(h, 0)
 	r.layerDone(h, 1)
 	r.tick(0)
-	assert.Equal(t, fsm.Granted, r.state(h), "two of three layers landed: nothing is submitted")
+	assert.Equal(t, StateGranted, r.state(h), "two of three layers landed: nothing is submitted")
 	assert.Empty(t, r.c.Ready().Submissions)
 
 	require.NoError(t, r.c.Computed(h, 2, gpu.Event{}))
 	require.Len(t, r.c.Ready().Copies, 2)
 	r.c.Advance()
 	require.NoError(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 2}))
-	assert.Equal(t, fsm.Admitted, r.state(h), "every layer landed: the publish goes to its backend")
+	assert.Equal(t, StateAdmitted, r.state(h), "every layer landed: the publish goes to its backend")
 	require.Len(t, r.c.Ready().Submissions, 1)
 	assert.Equal(t, h, r.c.Ready().Submissions[0].Lease)
 }
@@ -95,11 +95,11 @@ func TestComputedRefusesBadInput(t *testing.T) {
 	require.NoError(t, r.c.Computed(h, 0, gpu.Event{}))
 	r.c.Advance()
 
-	whole, err := r.c.Lend(Request{Kind: Publish, Rows: []staging.Row{{Name: name(3), Device: 0x3000}}})
+	whole, err := r.c.Lend(Request{Kind: Publish, Rows: []staging.Row{{Name: coreName(3), Device: 0x3000}}})
 	require.NoError(t, err)
-	waiting, err := r.c.Lend(Request{Kind: Publish, Layerwise: true, Rows: []staging.Row{{Name: name(4), Device: 0x4000}}})
+	waiting, err := r.c.Lend(Request{Kind: Publish, Layerwise: true, Rows: []staging.Row{{Name: coreName(4), Device: 0x4000}}})
 	require.NoError(t, err)
-	_, err = r.c.Lend(Request{Kind: Fetch, Layerwise: true, Rows: []staging.Row{{Name: name(5), Device: 0x5000}}})
+	_, err = r.c.Lend(Request{Kind: Fetch, Layerwise: true, Rows: []staging.Row{{Name: coreName(5), Device: 0x5000}}})
 	assert.ErrorIs(t, err, ErrInvalidRequest, "a fetch is not layerwise by request")
 	assert.ErrorContains(t, err, "Layerwise on a fetch")
 
@@ -131,7 +131,7 @@ func TestComputedRefusesBadInput(t *testing.T) {
 		})
 	}
 	t.Run("a lease still waiting for its slots", func(t *testing.T) {
-		require.Equal(t, fsm.Waiting, r.state(waiting))
+		require.Equal(t, StateWaiting, r.state(waiting))
 		var refused *fsm.RefusedError
 		require.ErrorAs(t, r.c.Computed(waiting, 0, gpu.Event{}), &refused)
 		assert.Contains(t, refused.Reason, "once granted")
@@ -139,7 +139,7 @@ func TestComputedRefusesBadInput(t *testing.T) {
 }
 
 func TestLayerwisePublishWithdrawn(t *testing.T) {
-	free := func(r *rig) int { return r.c.alloc.FreeSlots(0) }
+	free := func(r *coreRig) int { return r.c.alloc.FreeSlots(0) }
 	t.Run("released with nothing queued: one empty event lands it", func(t *testing.T) {
 		r := layeredRig(t)
 		h := r.grantedPublish()
@@ -151,7 +151,7 @@ func TestLayerwisePublishWithdrawn(t *testing.T) {
 		r.c.Advance()
 		assert.Equal(t, held, free(r), "the slots wait for that event")
 		r.layerDone(h, 0)
-		assert.Equal(t, fsm.Released, r.state(h))
+		assert.Equal(t, StateReleased, r.state(h))
 		assert.Equal(t, held+2, free(r))
 		assert.Empty(t, r.c.Ready().Submissions, "nothing is submitted")
 	})
@@ -168,10 +168,10 @@ func TestLayerwisePublishWithdrawn(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidRequest)
 		assert.ErrorContains(t, err, "withdrawn")
 		r.layerDone(h, 0)
-		assert.Equal(t, fsm.Granted, r.state(h), "the end event has not landed")
+		assert.Equal(t, StateGranted, r.state(h), "the end event has not landed")
 		assert.Equal(t, held, free(r))
 		r.layerDone(h, 1)
-		assert.Equal(t, fsm.Released, r.state(h))
+		assert.Equal(t, StateReleased, r.state(h))
 		assert.Equal(t, held+2, free(r))
 	})
 	t.Run("a copy lost: contained, never submitted", func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestLayerwisePublishWithdrawn(t *testing.T) {
 		require.NoError(t, r.c.Computed(h, 0, gpu.Event{}))
 		r.c.Advance()
 		require.NoError(t, r.c.Step(Evidence{What: CopyLost, Lease: h, Layer: 0, Reason: "event failed"}))
-		assert.Equal(t, fsm.CopyUnproven, r.state(h))
+		assert.Equal(t, StateCopyUnproven, r.state(h))
 		assert.Empty(t, r.c.Ready().Submissions)
 	})
 	t.Run("cancelled: withdrawn once the queued copies landed", func(t *testing.T) {
@@ -191,11 +191,11 @@ func TestLayerwisePublishWithdrawn(t *testing.T) {
 		require.NoError(t, r.c.Cancel(h))
 		r.c.Advance()
 		r.layerDone(h, 0)
-		assert.Equal(t, fsm.Granted, r.state(h))
+		assert.Equal(t, StateGranted, r.state(h))
 		r.layerDone(h, 1)
 		info, err := r.c.Lease(h)
 		require.NoError(t, err)
-		assert.Equal(t, fsm.Released, info.State)
+		assert.Equal(t, StateReleased, info.State)
 		assert.Equal(t, Cancelled, info.Outcome)
 	})
 }
@@ -213,7 +213,7 @@ func TestLayerwisePublishRefusedCopyFailsIt(t *testing.T) {
 	}
 	info, err := r.c.Lease(h)
 	require.NoError(t, err)
-	assert.Equal(t, fsm.LogicallyComplete, info.State, "never exposed: fenced at once, for the owner to release")
+	assert.Equal(t, StateLogicallyComplete, info.State, "never exposed: fenced at once, for the owner to release")
 	assert.Equal(t, Failed, info.Outcome, "a unit with a layer missing is never submitted")
 	assert.False(t, info.Exposed)
 }
@@ -238,7 +238,7 @@ func TestCopiesDoneIsRefusedForALayerwisePublish(t *testing.T) {
 		err := r.c.Step(Evidence{What: CopiesDone, Lease: h})
 		assert.ErrorIs(t, err, ErrInvalidEvidence)
 		assert.ErrorContains(t, err, "LayerDone")
-		assert.Equal(t, fsm.Granted, r.state(h), "nothing landed by it")
+		assert.Equal(t, StateGranted, r.state(h), "nothing landed by it")
 	}
 	assert.ErrorIs(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 3}), ErrInvalidEvidence, "layer 3 was never queued")
 }
@@ -280,7 +280,7 @@ func TestLayerwisePublishNeverSubmitsALayerMissing(t *testing.T) {
 			}
 			info, err := r.c.Lease(h)
 			require.NoError(rt, err)
-			submitting := info.Exposed || info.State == fsm.Staged || info.State == fsm.Admitted
+			submitting := info.Exposed || info.State == StateStaged || info.State == StateAdmitted
 			for _, s := range r.c.Ready().Submissions {
 				submitting = submitting || s.Lease == h
 			}
@@ -293,7 +293,7 @@ func TestLayerwisePublishNeverSubmitsALayerMissing(t *testing.T) {
 				require.False(rt, lost, "slots back after a lost copy")
 			}
 			r.c.Advance()
-			if info.State == fsm.Released {
+			if info.State == StateReleased {
 				break
 			}
 		}

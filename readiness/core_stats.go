@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"math/bits"
@@ -11,7 +11,7 @@ import (
 type Stats struct {
 	// Leases counts live leases by state (a released lease is retired at
 	// once, so Leases[fsm.Released] is 0; see Released).
-	Leases [fsm.NumStates]int
+	Leases [NumStates]int
 	// Lent and Released count leases over the engine's life.
 	Lent, Released uint64
 	// Slots across every pool group.
@@ -20,7 +20,7 @@ type Stats struct {
 	QuarantinedLeases uint64
 	// Outcomes counts latched outcomes by kind. A miss is counted as a miss and
 	// never as a failure; a cancellation as a cancellation.
-	Outcomes [fsm.NumResults]uint64
+	Outcomes [NumOutcomes]uint64
 	// FenceLatency: from the submission to the access fence.
 	FenceLatency Histogram
 	// ReadyLatency: from Lend to readiness being answerable.

@@ -1,4 +1,4 @@
-package core_test
+package readiness_test
 
 import (
 	"fmt"
@@ -9,22 +9,21 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
 
 // snapshot is everything a refused call must leave as it was: every lease's
 // description, the counters, and the work the core asks for.
 type snapshot struct {
-	infos []core.LeaseInfo
+	infos []readiness.LeaseInfo
 	errs  []string
-	stats core.Stats
+	stats readiness.Stats
 	ready string
 }
 
-func take(c *core.Core, hs []core.Handle) snapshot {
+func take(c *readiness.Core, hs []readiness.Handle) snapshot {
 	var s snapshot
 	for _, h := range hs {
 		info, err := c.Lease(h)
@@ -41,7 +40,7 @@ func take(c *core.Core, hs []core.Handle) snapshot {
 	return s
 }
 
-func describeReady(rd *core.Ready) string {
+func describeReady(rd *readiness.Ready) string {
 	return fmt.Sprintf("%v %v %v %v %v %v %v %v", rd.Submissions, rd.Copies, rd.CopyLeases, rd.Proofs, rd.Overdue, rd.Cancels, rd.Forget, rd.Containments)
 }
 
@@ -55,20 +54,20 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := core.New(core.Config{Memory: mem, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
+		c, err := readiness.NewCore(readiness.Config{Memory: mem, TokensPerBlock: 32, RequestTimeout: time.Second, DrainGrace: time.Second,
 			QuiesceTimeout: 100 * time.Millisecond, KeepReleased: 3, Logger: discard})
 		if err != nil {
 			t.Fatal(err)
 		}
 		now := time.Unix(100, 0)
 		c.Tick(now)
-		var hs []core.Handle
-		first := map[core.Handle]contract.Name{} // each lease's first row
+		var hs []readiness.Handle
+		first := map[readiness.Handle]contract.Name{} // each lease's first row
 		refusals := 0
 		for step := range rapid.IntRange(1, 120).Draw(t, "steps") {
 			_ = step
 			before := take(c, hs)
-			var h core.Handle
+			var h readiness.Handle
 			if len(hs) > 0 {
 				h = hs[rapid.IntRange(0, len(hs)-1).Draw(t, "lease")]
 			}
@@ -76,12 +75,12 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 			switch op := rapid.IntRange(0, 10).Draw(t, "op"); op {
 			case 0:
 				rows := rapid.IntRange(0, 5).Draw(t, "rows")
-				req := core.Request{Kind: core.Kind(rapid.IntRange(0, 3).Draw(t, "kind")), KnownBlocks: rapid.IntRange(-1, 2).Draw(t, "known")}
+				req := readiness.Request{Kind: readiness.Kind(rapid.IntRange(0, 3).Draw(t, "kind")), KnownBlocks: rapid.IntRange(-1, 2).Draw(t, "known")}
 				if rapid.Bool().Draw(t, "well_formed") {
 					// Most leases a manager lends are good ones: they go deep
 					// into the lifecycle, where out-of-place evidence meets
 					// latched outcomes, reasons and proofs.
-					req = core.Request{Kind: core.Kind(rapid.IntRange(1, 2).Draw(t, "good_kind"))}
+					req = readiness.Request{Kind: readiness.Kind(rapid.IntRange(1, 2).Draw(t, "good_kind"))}
 					for i := range max(rows, 1) {
 						var n contract.Name
 						n[0], n[1], n[2] = byte(len(hs)), byte(i), 1
@@ -98,7 +97,7 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 					req.Rows = append(req.Rows, staging.Row{Name: n, Group: rapid.IntRange(-1, 2).Draw(t, "group"),
 						Block: rapid.IntRange(-1, 4).Draw(t, "block"), Device: gpu.DevicePtr(rapid.IntRange(0, 1).Draw(t, "dev") * 0x1000)})
 				}
-				var l core.Handle
+				var l readiness.Handle
 				l, err = c.Lend(req)
 				if err == nil {
 					hs = append(hs, l)
@@ -126,11 +125,11 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 				// reach the states where the rest arrives out of place.
 				err = c.Step(natural(t, c, h, first[h]))
 			default:
-				ev := core.Evidence{What: core.Observed(rapid.IntRange(0, 14).Draw(t, "what")), Lease: h,
+				ev := readiness.Evidence{What: readiness.Observed(rapid.IntRange(0, 14).Draw(t, "what")), Lease: h,
 					Row: rapid.IntRange(-1, 6).Draw(t, "row"), Reason: "because",
 					Disposition: contract.CancelDisposition(rapid.IntRange(0, 3).Draw(t, "disposition"))}
 				if rapid.Bool().Draw(t, "stale") {
-					ev.Lease = core.HandleOf(ev.Lease.Uint64() + 1<<32)
+					ev.Lease = readiness.HandleOf(ev.Lease.Uint64() + 1<<32)
 				}
 				switch rapid.IntRange(0, 6).Draw(t, "outcome") {
 				case 1:
@@ -161,17 +160,17 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 
 // natural is the evidence a lease in its state waits for: a submission
 // answered, an outcome, a proof, its copies landed.
-func natural(t *rapid.T, c *core.Core, h core.Handle, first contract.Name) core.Evidence {
-	ev := core.Evidence{Lease: h}
+func natural(t *rapid.T, c *readiness.Core, h readiness.Handle, first contract.Name) readiness.Evidence {
+	ev := readiness.Evidence{Lease: h}
 	info, err := c.Lease(h)
 	if err != nil {
 		return ev
 	}
 	switch info.State {
-	case fsm.Admitted:
-		ev.What = core.SubmitAccepted
-	case fsm.Requested:
-		ev.What = core.PollAnswered
+	case readiness.StateAdmitted:
+		ev.What = readiness.SubmitAccepted
+	case readiness.StateRequested:
+		ev.What = readiness.PollAnswered
 		switch rapid.IntRange(0, 3).Draw(t, "natural_outcome") {
 		case 0:
 			ev.Outcome = contract.Failed{Reason: "natural failure"}
@@ -182,12 +181,12 @@ func natural(t *rapid.T, c *core.Core, h core.Handle, first contract.Name) core.
 		default:
 			ev.Outcome = contract.Delivered{Served: contract.NewNameSet(first)}
 		}
-	case fsm.AccessFenced:
-		ev.What = core.CopiesDone
+	case readiness.StateAccessFenced:
+		ev.What = readiness.CopiesDone
 	default:
-		ev.What = core.QuiesceTrue
+		ev.What = readiness.QuiesceTrue
 		if rapid.IntRange(0, 3).Draw(t, "natural_unproven") == 0 {
-			ev.What, ev.Reason = core.QuiesceUnproven, "not yet"
+			ev.What, ev.Reason = readiness.QuiesceUnproven, "not yet"
 		}
 	}
 	return ev

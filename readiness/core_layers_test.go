@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"errors"
@@ -26,26 +26,26 @@ var threeLayers = [][]staging.LayerSpans{{
 	{Layer: 2, Spans: []staging.Span{{Offset: 8, Size: 4}}},
 }}
 
-func layeredRig(t *testing.T) *rig {
-	return newRig(t, func(c *Config) { c.Layers = threeLayers })
+func layeredRig(t *testing.T) *coreRig {
+	return newCoreRig(t, func(c *Config) { c.Layers = threeLayers })
 }
 
 // fenced drives a two-row fetch, both rows served, through the fence and
 // returns the Ready that asks for its copies (before Advance).
-func (r *rig) fenced() (Handle, *Ready) {
+func (r *coreRig) fenced() (Handle, *Ready) {
 	h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{
-		{Name: name(1), Block: 0, Device: 0x1000},
-		{Name: name(2), Block: 1, Device: 0x2000},
+		{Name: coreName(1), Block: 0, Device: 0x1000},
+		{Name: coreName(2), Block: 1, Device: 0x2000},
 	}})
 	require.NoError(r.t, err)
 	r.tick(0)
 	r.step(h, SubmitAccepted, nil)
-	r.step(h, PollAnswered, contract.Delivered{Served: contract.NewNameSet(name(1), name(2))})
+	r.step(h, PollAnswered, contract.Delivered{Served: contract.NewNameSet(coreName(1), coreName(2))})
 	require.NoError(r.t, r.c.Step(Evidence{What: QuiesceTrue, Lease: h}))
 	return h, r.c.Ready()
 }
 
-func (r *rig) statuses(h Handle) []LayerStatus {
+func (r *coreRig) statuses(h Handle) []LayerStatus {
 	var out []LayerStatus
 	for k := range r.c.Layers() {
 		_, st, err := r.c.LayerReadiness(h, k)
@@ -85,7 +85,7 @@ func TestCopiesGoLayerByLayer(t *testing.T) {
 }
 
 func TestWholeSlotIsOneLayer(t *testing.T) {
-	r := newRig(t, nil)
+	r := newCoreRig(t, nil)
 	h, rd := r.fenced()
 	require.Equal(t, 1, r.c.Layers())
 	require.Len(t, rd.Copies, 2)
@@ -98,7 +98,7 @@ func TestWholeSlotIsOneLayer(t *testing.T) {
 	assert.Equal(t, []LayerMark{{Lease: h, Layer: 0, After: 2}}, rd.Layers)
 	r.c.Advance()
 	require.NoError(t, r.c.Step(Evidence{What: LayerDone, Lease: h, Layer: 0}))
-	assert.Equal(t, fsm.LogicallyComplete, r.c.leases[h.id].m.State, "the one layer's event is the lease's")
+	assert.Equal(t, StateLogicallyComplete, State(r.c.leases[h.id].m.State), "the one layer's event is the lease's")
 }
 
 func TestLayerReadiness(t *testing.T) {
@@ -109,54 +109,54 @@ func TestLayerReadiness(t *testing.T) {
 		ev    Evidence
 		err   error // errors.Is; nil: accepted (or known already)
 		want  []LayerStatus
-		state fsm.State
+		state State
 	}
 	cases := []struct {
 		name  string
 		steps []step
 	}{
 		{"in order", []step{
-			{done(0), nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{done(1), nil, []LayerStatus{R, R, P}, fsm.AccessFenced},
-			{done(2), nil, []LayerStatus{R, R, R}, fsm.LogicallyComplete},
+			{done(0), nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{done(1), nil, []LayerStatus{R, R, P}, StateAccessFenced},
+			{done(2), nil, []LayerStatus{R, R, R}, StateLogicallyComplete},
 		}},
 		{"a later event proves the earlier layers", []step{
-			{done(1), nil, []LayerStatus{R, R, P}, fsm.AccessFenced},
-			{done(0), nil, []LayerStatus{R, R, P}, fsm.AccessFenced},
-			{Evidence{What: CopiesDone}, nil, []LayerStatus{R, R, R}, fsm.LogicallyComplete},
+			{done(1), nil, []LayerStatus{R, R, P}, StateAccessFenced},
+			{done(0), nil, []LayerStatus{R, R, P}, StateAccessFenced},
+			{Evidence{What: CopiesDone}, nil, []LayerStatus{R, R, R}, StateLogicallyComplete},
 		}},
 		{"a layer out of range changes nothing", []step{
-			{done(3), ErrInvalidEvidence, []LayerStatus{P, P, P}, fsm.AccessFenced},
-			{done(-1), ErrInvalidEvidence, []LayerStatus{P, P, P}, fsm.AccessFenced},
-			{lost(3), ErrInvalidEvidence, []LayerStatus{P, P, P}, fsm.AccessFenced},
+			{done(3), ErrInvalidEvidence, []LayerStatus{P, P, P}, StateAccessFenced},
+			{done(-1), ErrInvalidEvidence, []LayerStatus{P, P, P}, StateAccessFenced},
+			{lost(3), ErrInvalidEvidence, []LayerStatus{P, P, P}, StateAccessFenced},
 		}},
 		{"a failed layer ends it and every later one", []step{
-			{done(0), nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{lost(1), nil, []LayerStatus{R, F, F}, fsm.CopyUnproven},
+			{done(0), nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{lost(1), nil, []LayerStatus{R, F, F}, StateCopyUnproven},
 			// The failed layer's own event, late: never ready.
-			{done(1), nil, []LayerStatus{R, F, F}, fsm.CopyUnproven},
-			{done(2), &fsm.RefusedError{}, []LayerStatus{R, F, F}, fsm.CopyUnproven},
+			{done(1), nil, []LayerStatus{R, F, F}, StateCopyUnproven},
+			{done(2), &fsm.RefusedError{}, []LayerStatus{R, F, F}, StateCopyUnproven},
 		}},
 		{"an earlier layer still lands after a later one failed", []step{
-			{lost(2), nil, []LayerStatus{P, P, F}, fsm.CopyUnproven},
-			{done(1), nil, []LayerStatus{R, R, F}, fsm.CopyUnproven},
-			{lost(0), &fsm.RefusedError{}, []LayerStatus{R, R, F}, fsm.CopyUnproven},
+			{lost(2), nil, []LayerStatus{P, P, F}, StateCopyUnproven},
+			{done(1), nil, []LayerStatus{R, R, F}, StateCopyUnproven},
+			{lost(0), &fsm.RefusedError{}, []LayerStatus{R, R, F}, StateCopyUnproven},
 		}},
 		{"a lost copy without a layer fails them all", []step{
-			{Evidence{What: CopyLost, Reason: "event failed"}, nil, []LayerStatus{F, F, F}, fsm.CopyUnproven},
+			{Evidence{What: CopyLost, Reason: "event failed"}, nil, []LayerStatus{F, F, F}, StateCopyUnproven},
 		}},
 		{"device loss fails every layer not landed", []step{
-			{done(0), nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{Evidence{What: DeviceGone, Reason: "Xid 79"}, nil, []LayerStatus{R, F, F}, fsm.CopyUnproven},
+			{done(0), nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{Evidence{What: DeviceGone, Reason: "Xid 79"}, nil, []LayerStatus{R, F, F}, StateCopyUnproven},
 		}},
 		{"a refused row narrows the layers' interval", []step{
-			{done(0), nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{Evidence{What: CopyRefusedByDevice, Row: 0, Reason: "bad address"}, nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
+			{done(0), nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{Evidence{What: CopyRefusedByDevice, Row: 0, Reason: "bad address"}, nil, []LayerStatus{R, P, P}, StateAccessFenced},
 		}},
 		{"released before the last layer: the release waits", []step{
-			{done(0), nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{Evidence{What: ownerReleased}, nil, []LayerStatus{R, P, P}, fsm.AccessFenced},
-			{done(2), nil, []LayerStatus{R, R, R}, fsm.Released},
+			{done(0), nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{Evidence{What: ownerReleased}, nil, []LayerStatus{R, P, P}, StateAccessFenced},
+			{done(2), nil, []LayerStatus{R, R, R}, StateReleased},
 		}},
 	}
 	for _, tc := range cases {
@@ -241,7 +241,7 @@ func TestLayerReadinessRefusesBadInput(t *testing.T) {
 	}
 	_, _, err := r.c.LayerReadiness(Handle{}, 0)
 	require.ErrorIs(t, err, ErrStaleHandle)
-	p, err := r.c.Lend(Request{Kind: Publish, Rows: []staging.Row{{Name: name(9), Device: 0x9000}}})
+	p, err := r.c.Lend(Request{Kind: Publish, Rows: []staging.Row{{Name: coreName(9), Device: 0x9000}}})
 	require.NoError(t, err)
 	_, _, err = r.c.LayerReadiness(p, 0)
 	require.ErrorIs(t, err, ErrNotReady)
@@ -287,7 +287,7 @@ func TestLayersConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(Config{Memory: mem, TokensPerBlock: 1, Layers: tc.layers})
+			c, err := NewCore(Config{Memory: mem, TokensPerBlock: 1, Layers: tc.layers})
 			if len(tc.want) == 0 {
 				require.NoError(t, err)
 				return
@@ -299,7 +299,7 @@ func TestLayersConfig(t *testing.T) {
 			}
 		})
 	}
-	c, err := New(Config{Memory: mem, TokensPerBlock: 1, Layers: cases[1].layers})
+	c, err := NewCore(Config{Memory: mem, TokensPerBlock: 1, Layers: cases[1].layers})
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.Layers(), "layer ids 0, 1, 2 across the groups")
 	assert.Equal(t, [][]staging.Span{{{Offset: 0, Size: 16}}, nil, {{Offset: 0, Size: 8}}}, c.spans[0])
@@ -336,7 +336,7 @@ func TestLayersOf(t *testing.T) {
 	}, layers)
 	mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 2, SlotBytes: 16}, staging.Group{Slots: 2, SlotBytes: 16})
 	require.NoError(t, err)
-	c, err := New(Config{Memory: mem, TokensPerBlock: 32, Layers: layers})
+	c, err := NewCore(Config{Memory: mem, TokensPerBlock: 32, Layers: layers})
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.Layers(), "layers 0, 1, 2 across the two groups, in id order")
 }
@@ -367,7 +367,7 @@ func TestLayerNeverReadyEarlyOrAfterItFailed(t *testing.T) {
 				ev = Evidence{What: CopiesDone}
 			}
 			ev.Lease = h
-			state := r.c.leases[h.id].m.State
+			state := State(r.c.leases[h.id].m.State)
 			err := r.c.Step(ev)
 			r.c.Advance()
 			if err == nil {
@@ -376,9 +376,9 @@ func TestLayerNeverReadyEarlyOrAfterItFailed(t *testing.T) {
 					completed = max(completed, ev.Layer)
 				case ev.What == CopiesDone:
 					completed = layers - 1
-				case ev.What == CopyLost && state == fsm.AccessFenced:
+				case ev.What == CopyLost && state == StateAccessFenced:
 					failedAt = min(failedAt, ev.Layer)
-				case ev.What == DeviceGone && state == fsm.AccessFenced:
+				case ev.What == DeviceGone && state == StateAccessFenced:
 					failedAt = min(failedAt, completed+1)
 				}
 			}
@@ -412,13 +412,13 @@ func BenchmarkLayerReadiness(b *testing.B) {
 	for k := range 64 {
 		layers = append(layers, staging.LayerSpans{Layer: k, Spans: []staging.Span{{Offset: 4 * k, Size: 4}}})
 	}
-	c, err := New(Config{Memory: mem, TokensPerBlock: 32, Layers: [][]staging.LayerSpans{layers}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := NewCore(Config{Memory: mem, TokensPerBlock: 32, Layers: [][]staging.LayerSpans{layers}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(b, err)
-	h, err := c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: name(1), Device: 0x1000}}})
+	h, err := c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(1), Device: 0x1000}}})
 	require.NoError(b, err)
 	c.Tick(time.Unix(100, 0))
 	c.Advance()
-	for _, ev := range []Evidence{{What: SubmitAccepted}, {What: PollAnswered, Outcome: contract.Delivered{Served: contract.NewNameSet(name(1))}}, {What: QuiesceTrue}, {What: LayerDone, Layer: 31}} {
+	for _, ev := range []Evidence{{What: SubmitAccepted}, {What: PollAnswered, Outcome: contract.Delivered{Served: contract.NewNameSet(coreName(1))}}, {What: QuiesceTrue}, {What: LayerDone, Layer: 31}} {
 		ev.Lease = h
 		require.NoError(b, c.Step(ev))
 		c.Advance()

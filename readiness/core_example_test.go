@@ -1,12 +1,11 @@
-package core_test
+package readiness_test
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/kvready/kvready/contract"
-	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -16,11 +15,11 @@ import (
 // before the access proof.
 func Example() {
 	staged, _ := staging.NewMemory(staging.GoHeap, staging.Group{Slots: 2, SlotBytes: 16})
-	c, _ := core.New(core.Config{Memory: staged, TokensPerBlock: 32})
+	c, _ := readiness.NewCore(readiness.Config{Memory: staged, TokensPerBlock: 32})
 	c.Tick(time.Unix(100, 0))
 	var name contract.Name
 	name[0] = 7
-	h, _ := c.Lend(core.Request{Kind: core.Fetch, Rows: []staging.Row{{Name: name, Device: 0x1000}}})
+	h, _ := c.Lend(readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: name, Device: 0x1000}}})
 
 	show := func(what string) {
 		info, _ := c.Lease(h)
@@ -30,21 +29,21 @@ func Example() {
 	}
 	c.Tick(time.Unix(100, 0)) // the round takes the grant: staged, admitted, the extent handed out
 	show("tick")
-	_ = c.Step(core.Evidence{What: core.SubmitAccepted, Lease: h}) // the backend returned an attempt
+	_ = c.Step(readiness.Evidence{What: readiness.SubmitAccepted, Lease: h}) // the backend returned an attempt
 	show("submitted")
-	_ = c.Step(core.Evidence{What: core.PollAnswered, Lease: h, Outcome: contract.Delivered{Served: contract.NewNameSet(name)}})
+	_ = c.Step(readiness.Evidence{What: readiness.PollAnswered, Lease: h, Outcome: contract.Delivered{Served: contract.NewNameSet(name)}})
 	show("served")
-	_ = c.Step(core.Evidence{What: core.QuiesceTrue, Lease: h}) // only now are rows copied
+	_ = c.Step(readiness.Evidence{What: readiness.QuiesceTrue, Lease: h}) // only now are rows copied
 	show("proven")
-	_ = c.Step(core.Evidence{What: core.CopiesDone, Lease: h}) // the event after the copies completed
+	_ = c.Step(readiness.Evidence{What: readiness.CopiesDone, Lease: h}) // the event after the copies completed
 	iv, _ := c.Readiness(h)
 	show("copies landed")
 	fmt.Println("readiness:", iv)
-	err := c.Step(core.Evidence{What: core.QuiesceTrue, Lease: h})
+	err := c.Step(readiness.Evidence{What: readiness.QuiesceTrue, Lease: h})
 	fmt.Println("a late proof:", err)
 	_ = c.Release(h)
 	info, _ := c.Lease(h)
-	fmt.Println(info.State == fsm.Released)
+	fmt.Println(info.State == readiness.StateReleased)
 	// Output:
 	// tick             admitted           submit 1, proofs 0, copies 0
 	// submitted        requested          submit 0, proofs 0, copies 0

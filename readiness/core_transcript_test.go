@@ -1,4 +1,4 @@
-package core_test
+package readiness_test
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
-	"github.com/kvready/kvready/readiness/core"
+	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
 
@@ -24,7 +24,7 @@ import (
 // reaches the core prints what it answered, every move it made, and the Ready
 // it left — the work the core asks for — which the harness then takes
 // (Advance). A change in behaviour shows as a diff of the transcript.
-// Regenerate with: go test ./readiness/core -run TestTranscripts -rewrite
+// Regenerate with: go test ./readiness -run TestTranscripts -rewrite
 //
 // Commands:
 //
@@ -46,7 +46,7 @@ import (
 //	evidence NAME WHAT                        (raw evidence of any kind, by number)
 func TestTranscripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/transcripts", func(t *testing.T, path string) {
-		h := &harness{t: t, names: map[string]core.Handle{}}
+		h := &harness{t: t, names: map[string]readiness.Handle{}}
 		datadriven.RunTest(t, path, h.run)
 		if filepath.Ext(path) != ".txt" {
 			t.Errorf("%s: transcripts are .txt files", path)
@@ -56,9 +56,9 @@ func TestTranscripts(t *testing.T) {
 
 type harness struct {
 	t     *testing.T
-	c     *core.Core
+	c     *readiness.Core
 	now   time.Time
-	names map[string]core.Handle
+	names map[string]readiness.Handle
 	order []string
 	trace []string
 	mem   *staging.Memory
@@ -67,7 +67,7 @@ type harness struct {
 	layered bool
 }
 
-func (h *harness) name(l core.Handle) string {
+func (h *harness) name(l readiness.Handle) string {
 	for n, x := range h.names {
 		if x == l {
 			return n
@@ -76,7 +76,7 @@ func (h *harness) name(l core.Handle) string {
 	return l.String()
 }
 
-func (h *harness) lease(d *datadriven.TestData) core.Handle {
+func (h *harness) lease(d *datadriven.TestData) readiness.Handle {
 	if len(d.CmdArgs) == 0 {
 		d.Fatalf(h.t, "%s: which lease?", d.Cmd)
 	}
@@ -134,7 +134,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.now = time.Unix(10, 0)
 		// A new core issues handles afresh: the names of the last one's
 		// leases would alias the new ones.
-		h.names, h.order = map[string]core.Handle{}, nil
+		h.names, h.order = map[string]readiness.Handle{}, nil
 		var layers [][]staging.LayerSpans
 		if n := intArg(t, d, "layers", 0); n > 0 {
 			for range gs {
@@ -146,7 +146,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 		h.layered = layers != nil
-		h.c, err = core.New(core.Config{
+		h.c, err = readiness.NewCore(readiness.Config{
 			Layers: layers,
 			Memory: h.mem, TokensPerBlock: 32,
 			RequestTimeout: duration(t, d, "timeout", 5*time.Second), DrainGrace: duration(t, d, "grace", 5*time.Second),
@@ -155,7 +155,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			MaxOutstanding: intArg(t, d, "outstanding", 0), Containment: h.policy(d),
 			RecoverEvery: duration(t, d, "recover-every", time.Second),
 			Logger:       discard,
-			OnTransition: func(tr core.Transition) { h.trace = append(h.trace, h.move(tr)) },
+			OnTransition: func(tr readiness.Transition) { h.trace = append(h.trace, h.move(tr)) },
 		})
 		if err != nil {
 			d.Fatalf(t, "%v", err)
@@ -166,9 +166,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		name := d.CmdArgs[0].Key
 		var kind string
 		d.ScanArgs(t, "kind", &kind)
-		req := core.Request{Kind: core.Fetch, KnownBlocks: intArg(t, d, "known", 0)}
+		req := readiness.Request{Kind: readiness.Fetch, KnownBlocks: intArg(t, d, "known", 0)}
 		if kind == "publish" {
-			req.Kind = core.Publish
+			req.Kind = readiness.Publish
 		}
 		groups := h.mem.NumGroups()
 		for i := range intArg(t, d, "rows", 1) {
@@ -208,12 +208,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.c.Close()
 		out.WriteString("ok\n")
 	case "device-lost":
-		report(h.c.Step(core.Evidence{What: core.DeviceGone, Reason: "the device fell off the bus"}))
+		report(h.c.Step(readiness.Evidence{What: readiness.DeviceGone, Reason: "the device fell off the bus"}))
 	case "submitted", "rejected", "escaped", "panicked", "proven", "unproven", "landed", "lost":
 		l := h.lease(d)
-		what := map[string]core.Observed{"submitted": core.SubmitAccepted, "rejected": core.SubmitRejected, "escaped": core.SubmitEscaped,
-			"panicked": core.PollPanicked, "proven": core.QuiesceTrue, "unproven": core.QuiesceUnproven, "landed": core.CopiesDone, "lost": core.CopyLost}[d.Cmd]
-		report(h.c.Step(core.Evidence{What: what, Lease: l, Layer: intArg(t, d, "layer", 0), Reason: "(" + d.Cmd + " in the script)"}))
+		what := map[string]readiness.Observed{"submitted": readiness.SubmitAccepted, "rejected": readiness.SubmitRejected, "escaped": readiness.SubmitEscaped,
+			"panicked": readiness.PollPanicked, "proven": readiness.QuiesceTrue, "unproven": readiness.QuiesceUnproven, "landed": readiness.CopiesDone, "lost": readiness.CopyLost}[d.Cmd]
+		report(h.c.Step(readiness.Evidence{What: what, Lease: l, Layer: intArg(t, d, "layer", 0), Reason: "(" + d.Cmd + " in the script)"}))
 	case "computed":
 		var after gpu.Event
 		if n := intArg(t, d, "after", 0); n > 0 {
@@ -221,7 +221,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		report(h.c.Computed(h.lease(d), intArg(t, d, "layer", 0), after))
 	case "layer-done":
-		report(h.c.Step(core.Evidence{What: core.LayerDone, Lease: h.lease(d), Layer: intArg(t, d, "layer", 0)}))
+		report(h.c.Step(readiness.Evidence{What: readiness.LayerDone, Lease: h.lease(d), Layer: intArg(t, d, "layer", 0)}))
 	case "layers":
 		l := h.lease(d)
 		for k := range h.c.Layers() {
@@ -229,7 +229,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			switch {
 			case err != nil:
 				fmt.Fprintf(&out, "layer %d: error: %v\n", k, err)
-			case st == core.LayerReady:
+			case st == readiness.LayerReady:
 				fmt.Fprintf(&out, "layer %d: %v %v\n", k, st, iv)
 			default:
 				fmt.Fprintf(&out, "layer %d: %v\n", k, st)
@@ -237,12 +237,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return out.String()
 	case "refused":
-		report(h.c.Step(core.Evidence{What: core.CopyRefusedByDevice, Lease: h.lease(d), Row: intArg(t, d, "row", 0), Reason: "(refused in the script)"}))
+		report(h.c.Step(readiness.Evidence{What: readiness.CopyRefusedByDevice, Lease: h.lease(d), Row: intArg(t, d, "row", 0), Reason: "(refused in the script)"}))
 	case "answer":
 		l := h.lease(d)
-		report(h.c.Step(core.Evidence{What: core.PollAnswered, Lease: l, Outcome: h.outcome(d, l)}))
+		report(h.c.Step(readiness.Evidence{What: readiness.PollAnswered, Lease: l, Outcome: h.outcome(d, l)}))
 	case "cancel-replied":
-		ev := core.Evidence{What: core.CancelReplied, Lease: h.lease(d)}
+		ev := readiness.Evidence{What: readiness.CancelReplied, Lease: h.lease(d)}
 		switch d.CmdArgs[1].Key {
 		case "requested":
 			ev.Disposition = contract.CancelRequested
@@ -254,7 +254,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		report(h.c.Step(ev))
 	case "evidence":
 		w, _ := strconv.Atoi(d.CmdArgs[1].Key)
-		report(h.c.Step(core.Evidence{What: core.Observed(w), Lease: h.lease(d)}))
+		report(h.c.Step(readiness.Evidence{What: readiness.Observed(w), Lease: h.lease(d)}))
 	case "info":
 		info, err := h.c.Lease(h.lease(d))
 		if err != nil {
@@ -309,13 +309,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 }
 
 // policy reads the containment policy a script names (policy=…).
-func (h *harness) policy(d *datadriven.TestData) core.Policy {
+func (h *harness) policy(d *datadriven.TestData) readiness.Policy {
 	if !d.HasArg("policy") {
-		return core.Quarantine
+		return readiness.Quarantine
 	}
 	var name string
 	d.ScanArgs(h.t, "policy", &name)
-	p, err := core.ParsePolicy(name)
+	p, err := readiness.ParsePolicy(name)
 	if err != nil {
 		d.Fatalf(h.t, "%v", err)
 	}
@@ -324,22 +324,23 @@ func (h *harness) policy(d *datadriven.TestData) core.Policy {
 
 // move prints one transition: lease, from → to, cause, the outcome latched,
 // the entered state's effects and what the move stored from its evidence.
-func (h *harness) move(tr core.Transition) string {
-	s := fmt.Sprintf("%s: %v -> %v on %s", h.name(tr.Lease), tr.From, tr.To, tr.Cause())
-	if tr.Result != fsm.NoResult {
-		s += " (" + tr.Result.String() + ")"
+func (h *harness) move(tr readiness.Transition) string {
+	step := readiness.StepOf(tr)
+	s := fmt.Sprintf("%s: %v -> %v on %s", h.name(tr.Lease), tr.From, tr.To, step.Cause())
+	if step.Result != fsm.NoResult {
+		s += " (" + step.Result.String() + ")"
 	}
-	if tr.Effects != 0 {
-		s += " {" + tr.Effects.String() + "}"
+	if step.Effects != 0 {
+		s += " {" + step.Effects.String() + "}"
 	}
-	if tr.Stores != 0 {
-		s += " stores " + tr.Stores.String()
+	if step.Stores != 0 {
+		s += " stores " + step.Stores.String()
 	}
 	return s
 }
 
 // outcome builds the answer a script names for the lease's rows.
-func (h *harness) outcome(d *datadriven.TestData, l core.Handle) contract.Outcome {
+func (h *harness) outcome(d *datadriven.TestData, l readiness.Handle) contract.Outcome {
 	info, err := h.c.Lease(l)
 	if err != nil {
 		d.Fatalf(h.t, "%v", err)
@@ -384,7 +385,7 @@ func (h *harness) ready() string {
 	}
 	var b strings.Builder
 	b.WriteString("ready:\n")
-	names := func(hs []core.Handle) string {
+	names := func(hs []readiness.Handle) string {
 		var ns []string
 		for _, l := range hs {
 			ns = append(ns, h.name(l))
@@ -392,7 +393,7 @@ func (h *harness) ready() string {
 		sort.Strings(ns)
 		return strings.Join(ns, " ")
 	}
-	var subs, proofs []core.Handle
+	var subs, proofs []readiness.Handle
 	for _, s := range rd.Submissions {
 		subs = append(subs, s.Lease)
 	}

@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ type Request struct {
 	// IsLast is passed to the backend as the extent's sequence-end flag.
 	IsLast bool
 	// Layerwise makes a publish take its device→staging copies layer by
-	// layer, as the owner reports each layer computed ([Core.Computed]),
+	// layer, as the owner reports each layer computed ([Engine.Computed]),
 	// each behind the owner's event (SPEC §4 rule 16): the publish is
 	// submitted once every layer landed in staging. Without it a publish
 	// copies its rows whole when granted. A fetch's copies go layer by
@@ -73,7 +73,7 @@ func (h Handle) String() string { return fmt.Sprintf("lease#%d.%d", h.id, h.gen)
 func (h Handle) IsZero() bool { return h.gen == 0 }
 
 // Index returns the index of the record the handle names: small, dense, and
-// reused by later leases (at another generation). Runners index their own
+// reused by later leases (at another generation). Embedders index their own
 // per-lease tables by it.
 func (h Handle) Index() int { return int(h.id) }
 
@@ -97,6 +97,9 @@ var (
 	ErrDeviceLost = errors.New("readiness: device lost")
 	// ErrNotReady: readiness is not answerable for the lease (yet).
 	ErrNotReady = errors.New("readiness: not ready")
+	// ErrLayerFailed: a copy of the layer waited for, or of an earlier one,
+	// failed: it never becomes ready (WaitLayer).
+	ErrLayerFailed = errors.New("readiness: layer copy failed")
 	// ErrInvalidRequest: the request was malformed; nothing was lent.
 	ErrInvalidRequest = errors.New("readiness: invalid request")
 	// ErrInvalidEvidence: the evidence was malformed (an unknown kind, a row
@@ -141,30 +144,43 @@ func (e *FatalError) Error() string {
 		e.Containment.Lease, e.Containment.Reason)
 }
 
-// OutcomeKind is the logical outcome the engine latched for a lease, as the
-// lifecycle declares it (fsm.Result): a miss is its own kind, never a failure,
-// and a cancellation is its own kind, never folded into a failure.
-type OutcomeKind = fsm.Result
+// OutcomeKind is the logical outcome the engine latched for a lease: a miss
+// is its own kind, never a failure, and a cancellation is its own kind, never
+// folded into a failure. Its values are the table's results (package fsm
+// declares them; the engine latches them).
+type OutcomeKind uint8
 
 // The latched outcomes.
 const (
-	NoOutcome = fsm.NoResult  // no outcome latched (yet)
-	Served    = fsm.Delivered // every row delivered
-	Partial   = fsm.Partly    // some rows delivered
-	Missed    = fsm.Miss      // nothing delivered: a miss (fetch) or an unaccepted publication
-	Failed    = fsm.Failure   // the backend's Failed, a submission that escaped, or staging that could not be filled
-	Cancelled = fsm.Cancel    // Cancelled by the peer (LeaseInfo.ByPeer) or locally (Cancel, Close)
-	Rejected  = fsm.Rejection // SubmissionRejected: nothing escaped
-	TimedOut  = fsm.Timeout   // no outcome before the deadline
-	Violation = fsm.Violation // the backend broke the contract: nothing it said is trusted
+	NoOutcome = OutcomeKind(fsm.NoResult)  // no outcome latched (yet)
+	Served    = OutcomeKind(fsm.Delivered) // every row delivered
+	Partial   = OutcomeKind(fsm.Partly)    // some rows delivered
+	Missed    = OutcomeKind(fsm.Miss)      // nothing delivered: a miss (fetch) or an unaccepted publication
+	Failed    = OutcomeKind(fsm.Failure)   // the backend's Failed, a submission that escaped, or staging that could not be filled
+	Cancelled = OutcomeKind(fsm.Cancel)    // Cancelled by the peer (LeaseInfo.ByPeer) or locally (Cancel, Close)
+	Rejected  = OutcomeKind(fsm.Rejection) // SubmissionRejected: nothing escaped
+	TimedOut  = OutcomeKind(fsm.Timeout)   // no outcome before the deadline
+	Violation = OutcomeKind(fsm.Violation) // the backend broke the contract: nothing it said is trusted
 )
+
+// NumOutcomes is the number of outcome kinds: Stats.Outcomes is indexed by
+// OutcomeKind, from 0 to NumOutcomes-1.
+const NumOutcomes = int(fsm.NumResults)
+
+// String names the outcome: none, served, partial, missed, failed, cancelled,
+// rejected, timeout or violation.
+func (o OutcomeKind) String() string { return fsm.Result(o).String() }
+
+// Failure reports an outcome that is a failure of some kind: failed,
+// cancelled, rejected, timed out or a violation (never a miss).
+func (o OutcomeKind) Failure() bool { return fsm.Result(o).Failure() }
 
 // LeaseInfo describes a lease as the engine sees it. It is derived from the
 // lease's record by one function, the same before and after the release.
 type LeaseInfo struct {
 	Handle  Handle
 	Kind    Kind
-	State   fsm.State
+	State   State
 	Outcome OutcomeKind
 	// ByPeer is set for a cancellation the peer made.
 	ByPeer bool
@@ -197,10 +213,17 @@ type LeaseInfo struct {
 	Rows int
 }
 
-// Transition is one move of one lease, for tracing.
+// Transition is one move of one lease, for tracing (Config.OnTransition).
 type Transition struct {
-	Lease Handle
-	fsm.Step
+	Lease    Handle
+	From, To State
+	// Cause is what caused the move, as an index into Snapshot.Moves;
+	// CauseName names it.
+	Cause int
+	// Outcome is the outcome the move latched (NoOutcome: unchanged).
+	Outcome OutcomeKind
+
+	step fsm.Step // the table's whole step, for the transcripts (export_test.go)
 }
 
 // Containment is the signal raised when a lease's containment deadline passes

@@ -48,4 +48,4 @@
 // from then on, so a bug stops at the broken invariant instead of recycling
 // memory another request still owns. The fatal containment policy halts it the
 // same way with a [*FatalError].
-package core
+package readiness

@@ -1,4 +1,4 @@
-package core
+package readiness
 
 import (
 	"errors"
@@ -9,86 +9,6 @@ import (
 
 	"github.com/kvready/kvready/staging"
 )
-
-// Config assembles a Core. Memory and TokensPerBlock are required; every
-// duration left at zero takes its default. The runner (package readiness)
-// flattens it into its own Config, field for field under the same names (its
-// tests check that none is missing), where an embedder reads each field's
-// documentation.
-type Config struct {
-	// Memory is the staging memory the core lends, one pool group per local
-	// layer group: staging.NewMemory with the device's pinned host allocator,
-	// or staging.MemoryOver slabs the caller pinned (staging.GoHeap only with
-	// the simulated device). Required.
-	Memory *staging.Memory
-	// TokensPerBlock is the number of token positions in one block. Required.
-	TokensPerBlock int
-	// Attention is each local layer group's attention: a sliding window and
-	// its sink blocks, or full attention (the zero value, and every group past
-	// the end of the list). Readiness needs of a window group only its sinks
-	// and its window (see staging.WindowedReadiness).
-	Attention []staging.Attention
-	// ExtentName is the extent namespace; empty means staging.ExtentName.
-	ExtentName []byte
-	// Layers is, for each local layer group (the memory group its rows'
-	// Row.Group names), the group's layers in ascending layer id, each with
-	// the byte spans it occupies in one of the group's slots:
-	// staging.Layout.LayerSpans when layer group g's pool group is memory
-	// group g (LayersOf checks that). A fetch's staging→device copies then go
-	// layer by layer, in ascending layer id across the groups: each layer's
-	// spans of every served row, then one event, so that layer l is ready
-	// when its event completed (SPEC §4 rule 16). A row's device memory
-	// mirrors its staging slot: the span at offset o goes to Row.Device + o.
-	// Empty: the whole slot is one layer — the same path, one event.
-	Layers [][]staging.LayerSpans
-
-	// RequestTimeout is the deadline, after the submission, of a request that
-	// names none (default 30s).
-	RequestTimeout time.Duration
-	// DrainGrace is how long access or a local copy may stay unproven once the
-	// drain has started — at the request deadline at the latest, earlier on a
-	// failure, a cancel, a Quiesce that could not answer true, an escaped
-	// submission or a failed copy — before the slots are contained (default
-	// 10s).
-	DrainGrace time.Duration
-	// QuiesceTimeout bounds each Quiesce call (default 1s). On the engine's
-	// clock it decides: a call still unanswered then proves nothing for now —
-	// the drain starts, and its context is cancelled — though a true it
-	// answers later is still taken. The runner also cancels a call's context
-	// after as long in real time, so that a backend waiting on a clock that
-	// does not move never pins a worker.
-	QuiesceTimeout time.Duration
-	// RetryBackoff is the wait before asking Quiesce again after an answer
-	// that proved nothing (default 1ms); it doubles on each retry, up to
-	// MaxRetryBackoff (default 250ms).
-	RetryBackoff, MaxRetryBackoff time.Duration
-	// KeepReleased is how many of the latest released leases stay readable
-	// through their handles (Lease, Readiness); default 1024.
-	KeepReleased int
-
-	// MaxOutstanding bounds the submissions outstanding at the backend: from
-	// admission until the lease's access is fenced (or it is contained). A
-	// staged lease beyond the bound waits, holding its slots but exposing
-	// nothing, in arrival order (SPEC §4 rule 12): its request deadline starts
-	// only at its submission, so it measures the backend's service, never the
-	// engine's queue. 0 means no bound (the runner takes the backend's own
-	// AdmissionLimit when it has one).
-	MaxOutstanding int
-	// Containment is what containment does (SPEC §4 rule 5): Quarantine (the
-	// default), Fatal or Recover.
-	Containment Policy
-	// RecoverEvery is how often a contained lease's backend is asked again
-	// under the Recover policy (default 1s): the slow cadence.
-	RecoverEvery time.Duration
-
-	// OnTransition, if set, is called for every move, for tracing. It must not
-	// call the engine.
-	OnTransition func(Transition)
-	// Logger receives the few events worth logging (quarantine, containment,
-	// ungrantable leases, contract violations, device loss, a halt); nil
-	// means slog.Default().
-	Logger *slog.Logger
-}
 
 const (
 	defaultRequestTimeout  = 30 * time.Second
@@ -147,8 +67,9 @@ func ParsePolicy(name string) (Policy, error) {
 	return 0, fmt.Errorf("readiness: containment policy %q; want quarantine, fatal or recover", name)
 }
 
-// Validate names every problem of the config at once; nil means it assembles.
-func (c *Config) Validate() []error {
+// validateLifecycle names every problem of the lifecycle's settings at once;
+// nil means a Core assembles from them.
+func (c *Config) validateLifecycle() []error {
 	var errs []error
 	if c.Memory == nil {
 		errs = append(errs, errors.New("no Memory: want the staging memory from staging.NewMemory or staging.MemoryOver"))
@@ -191,9 +112,18 @@ func (c *Config) Validate() []error {
 	return errs
 }
 
-// withDefaults returns the config with every zero default filled in and the
-// extent name copied.
+// withDefaults returns the config with every zero default filled in — the
+// one place defaults are set — and the extent name copied.
 func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.MaxOutstanding == 0 {
+		c.MaxOutstanding = admissionLimit(c.Fetcher, c.Publisher)
+	}
+	if c.QuiesceWorkers == 0 {
+		c.QuiesceWorkers = defaultQuiesceWorkers
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = defaultRequestTimeout
 	}
