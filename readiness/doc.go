@@ -2,7 +2,7 @@
 // publishes, hands them to a content-addressed backend, latches the evidence
 // that comes back — outcomes, access proofs, GPU copy completions, deadlines,
 // device loss, release requests — and drives every lease through the compiled
-// lifecycle table of package fsm (SPEC §4, revision 3). The table is the only
+// lifecycle table of package fsm (SPEC §4, revision 5). The table is the only
 // place where transitions are decided.
 //
 // The engine guarantees that no staging slot is recycled before its fence —
@@ -14,14 +14,30 @@
 // Access that is never proven is retried, and contained at a deadline fixed at
 // submission — never assumed.
 //
-// # Core and runner
+// # Core and runner: one vocabulary, two drivers
 //
-// Package [github.com/kvready/kvready/readiness/core] is the lifecycle without
-// I/O, like etcd raft's RawNode: every piece of evidence enters it through one
-// door, is applied to the table, and the work the table calls for comes back
-// in a Ready — submissions, copies, access proofs to ask for, cancellations,
-// containment signals. It starts no goroutine and calls no backend or device;
-// its clock is whatever its caller passes to Tick.
+// [Core] is the lifecycle without I/O, like etcd raft's RawNode: every piece
+// of evidence — a backend outcome, a Quiesce answer, a copy event, a
+// cancellation answer, a device loss — enters it through one door,
+// [Core.Step]; the evidence is classified into one table event, the table
+// answers, and only an accepted move or latch touches the lease. A refusal
+// returns an error and changes nothing: no state, latch, reason, by_peer flag
+// or counter. The owner's calls, the clock (deadlines, Quiesce timeouts, the
+// retry back-off) and the pump (grants, admissions) go through the same door.
+// What an accepted step stores and what entering a state does are declared in
+// the table and performed in one place; the work comes back in a [Ready] —
+// submissions, copies, access proofs to ask for, cancellations, containment
+// signals:
+//
+//	c.Tick(now)
+//	rd := c.Ready()
+//	// perform rd.Submissions, rd.Copies, rd.Proofs, rd.Cancels ...
+//	c.Advance()
+//	// report what came back through c.Step
+//
+// The core starts no goroutine and calls no backend or device; its clock is
+// whatever its caller passes to [Core.Tick]. It lives in this package as the
+// files core*.go, and a test keeps them that way (docs/engine.md says why).
 //
 // [Engine] is the runner managers embed, like raft's node.go around RawNode: a
 // core plus the goroutines that observe the backend — one watches attempts, a
@@ -33,10 +49,20 @@
 // for the goroutines to catch up, for deterministic tests and simulations of
 // the same runner.
 //
-// An embedder imports this package alone of the two: its Config is flat, and
-// the lease's vocabulary — Request, Handle, State with its groups, LeaseInfo,
-// Stats, Policy, the errors — is defined here (docs/api.md lists it on one
-// page). The row a request moves is [staging.Row], shared with the core.
+// Both share one vocabulary, defined once: [Config], [Request], [Handle],
+// [Kind], [State] with its named constants and groups, [OutcomeKind],
+// [LeaseInfo], [Stats], [Policy], the errors (docs/api.md lists them on one
+// page). The row a request moves is [staging.Row].
+//
+// # Errors
+//
+// Caller mistakes are errors that wrap [ErrInvalidRequest], [ErrStaleHandle]
+// and their kin; nothing panics on bad input. A broken invariant (docs/engine.md
+// lists them) halts the engine: Err returns [ErrHalted] wrapping an
+// [*InvariantError], and nothing is released from then on, so a bug stops at
+// the broken invariant instead of recycling memory another request still
+// owns. The fatal containment policy halts it the same way with a
+// [*FatalError].
 //
 // # Threading
 //
