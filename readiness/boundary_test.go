@@ -130,3 +130,31 @@ func TestCoreCheckCatchesIO(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, found)
 }
+
+// The engine's rooms stay small enough for a newcomer to own one: no file of
+// the package over 600 lines, no function over 70 (TigerBeetle's limit).
+func TestEngineRoomsStaySmall(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	seen := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		seen++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		lines := fset.File(f.Pos()).LineCount()
+		assert.LessOrEqual(t, lines, 600, "%s: lines; split it by what it does", name)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			assert.LessOrEqual(t, n, 70, "%s: %s is %d lines; make it named steps", name, fn.Name.Name, n)
+		}
+	}
+	require.Greater(t, seen, 20, "the package's files were found")
+}

@@ -90,7 +90,8 @@ func (c *Core) enter(id uint32, ev *Evidence) error {
 // classify turns evidence into the verdict the table is asked about, in v. It
 // reads the lease and writes only v and the core's scratch masks; ok is false
 // for evidence that observed nothing (a pending Poll, an answer the lease
-// already has).
+// already has). The backend's evidence is classified here; the device's in
+// classifyCopy; the owner's, the clock's and the pump's in classifyOwn.
 func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error) {
 	l := &c.leases[id]
 	v.what = ev.What
@@ -109,6 +110,26 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		v.event = fsm.AccessProven
 	case QuiesceUnproven:
 		v.event, v.reason = fsm.AccessUnproven, ev.Reason
+	case CancelReplied:
+		v.event, v.disp = fsm.CancelAnswered, ev.Disposition
+		switch {
+		case ev.Reason != "":
+			v.disp, v.cancelErr = 0, ev.Reason
+		case !ev.Disposition.Valid():
+			v.disp, v.cancelErr = 0, fmt.Sprintf("the backend answered disposition %d, which is neither requested nor unsupported", uint8(ev.Disposition))
+		}
+	case CopiesDone, LayerDone, CopyRefusedByDevice, CopyLost, ownerComputed, deviceLostCopy:
+		return c.classifyCopy(l, ev, v)
+	default:
+		return c.classifyOwn(l, ev, v)
+	}
+	return true, nil
+}
+
+// classifyCopy classifies the device's evidence — copies landed, refused or
+// lost, a layer computed, the device lost — as classify does.
+func (c *Core) classifyCopy(l *lease, ev *Evidence, v *verdict) (ok bool, err error) {
+	switch ev.What {
 	case CopiesDone:
 		if l.body.byLayer {
 			// Its layers come in later Readys: an event recorded after one
@@ -147,14 +168,19 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		if l.body.layers > 1 {
 			v.reason = fmt.Sprintf("local copy of layer %d failed without a completion record: %s", ev.Layer, ev.Reason)
 		}
-	case CancelReplied:
-		v.event, v.disp = fsm.CancelAnswered, ev.Disposition
-		switch {
-		case ev.Reason != "":
-			v.disp, v.cancelErr = 0, ev.Reason
-		case !ev.Disposition.Valid():
-			v.disp, v.cancelErr = 0, fmt.Sprintf("the backend answered disposition %d, which is neither requested nor unsupported", uint8(ev.Disposition))
-		}
+	case ownerComputed:
+		v.event, v.layer, v.behind = fsm.LayerComputed, ev.Layer, ev.behind
+	case deviceLostCopy:
+		// Every layer not yet known to have landed may never land.
+		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(l.body.landed)
+	}
+	return true, nil
+}
+
+// classifyOwn classifies what the engine itself observes — the owner's calls,
+// the clock's deadlines and the pump's grants — as classify does.
+func (c *Core) classifyOwn(l *lease, ev *Evidence, v *verdict) (ok bool, err error) {
+	switch ev.What {
 	case ownerReleased:
 		v.event = fsm.ReleaseRequested
 	case ownerCancelled:
@@ -177,11 +203,6 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 		v.event = fsm.AdmissionGranted
 	case extentRefused:
 		v.event, v.reason = fsm.ExtentRefused, "extent refused: "+ev.Reason
-	case ownerComputed:
-		v.event, v.layer, v.behind = fsm.LayerComputed, ev.Layer, ev.behind
-	case deviceLostCopy:
-		// Every layer not yet known to have landed may never land.
-		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(l.body.landed)
 	default:
 		return false, c.invalid(ev)
 	}

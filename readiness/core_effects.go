@@ -4,88 +4,34 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
-	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
 
 // perform does what the table declares for one step: first what the step
-// stores from its evidence, store by store, then its effects, in the
-// effects' order — an effect that needs a mark the lease lacks (only an
-// attempt is cancelled, asked about or forgotten) is passed by. It is the one
-// place that keeps evidence on a lease, places rows, queues copies, submits,
-// asks for proofs and cancels, frees, quarantines and retires handles. The
-// invariants that make memory safe are asserted here, where breaking them
-// would do harm; a broken one halts the engine instead of acting.
+// stores from its evidence, store by store (store), then its effects, in the
+// effects' order (effect) — an effect that needs a mark the lease lacks (only
+// an attempt is cancelled, asked about or forgotten) is passed by. It is the
+// one place that keeps evidence on a lease, places rows, queues copies,
+// submits, asks for proofs and cancels, frees, quarantines and retires
+// handles. The invariants that make memory safe are asserted here, where
+// breaking them would do harm; a broken one halts the engine instead of
+// acting.
 func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 	if c.halted != nil {
 		return
 	}
-	l := &c.leases[id]
-	b := l.body
 	// Bit by bit, lowest first: the declared order, without a test per
 	// store or effect the step does not have.
 	for set := uint32(step.Stores); set != 0; set &= set - 1 {
-		switch fsm.Store(bits.TrailingZeros32(set)) {
-		case fsm.StoreReason:
-			b.reason = v.reason
-		case fsm.StoreByPeer:
-			b.byPeer = v.byPeer
-		case fsm.StoreFirst:
-			if b.first != nil {
-				c.halt(fmt.Sprintf("a second first answer (%v after %v) was about to be latched", describeOutcome(v.first), b.first), id)
-				return
-			}
-			b.first = v.first
-			if _, ok := v.first.(contract.Delivered); ok {
-				b.masks, c.masks = c.masks, b.masks
-			}
-		case fsm.StoreProofAnswer:
-			b.proofDue = 0
-			if v.what == quiesceOverdue {
-				// The call is still out: its late answer ends it.
-				c.stats.QuiesceTimeouts++
-				c.ready.Overdue = append(c.ready.Overdue, c.handle(id))
-			} else {
-				b.proofOut = false
-			}
-		case fsm.StoreUnproven:
-			c.stats.Unproven++
-			if v.what != quiesceOverdue {
-				b.unproved = min(b.unproved+1, 255) // an answer lengthens the back-off
-			}
-			b.unproven = v.reason
-			if !l.result.Failure() {
-				b.reason = "access unproven: " + v.reason
-			}
-		case fsm.StoreCopiesDone:
-			b.copiesOut, b.landed = 0, b.layers
-		case fsm.StoreLayerLanded:
-			b.landed = max(b.landed, int32(v.layer)+1)
-		case fsm.StoreLayerFailed:
-			if b.failed == 0 {
-				b.failed = int32(v.layer) + 1
-			}
-		case fsm.StoreCancelReply:
-			b.cancelDisp, b.cancelErr = v.disp, v.cancelErr
-			if v.cancelErr != "" {
-				c.stats.CancelErrors++
-			}
-		case fsm.StoreViolation:
-			c.stats.Violations++
-			c.stats.Faults(l.kind).Violations++
-			c.cfg.Logger.Warn("kvready: backend contract violation", slog.String("lease", c.handle(id).String()), slog.String("reason", v.reason))
-		case fsm.StoreRetry:
-			b.askAt = 0
-			if v.what == backoffDue && !b.proofOut {
-				c.stats.QuiesceRetries++
-			}
+		if !c.store(id, fsm.Store(bits.TrailingZeros32(set)), v) {
+			return
 		}
 	}
+	l := &c.leases[id]
 	for set := uint32(fx) & (1<<fsm.NumEffects - 1); set != 0; set &= set - 1 {
 		e := fsm.Effect(bits.TrailingZeros32(set))
 		if c.halted != nil {
@@ -94,57 +40,125 @@ func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 		if need := e.Needs(); l.m.Marks&need != need {
 			continue
 		}
-		switch e {
-		case fsm.Place:
-			c.place(id)
-		case fsm.CopyIn:
-			c.copyIn(id)
-		case fsm.Admit:
-			c.admitLine = append(c.admitLine, c.handle(id))
-		case fsm.TakeAdmission:
-			c.takeAdmission(id)
-		case fsm.Submit:
-			c.submit(id)
-		case fsm.ArmDeadline:
-			c.armDeadline(id)
-		case fsm.StartDrain:
-			c.startDrain(id, step)
-		case fsm.RequestCancel:
-			c.requestCancel(id)
-		case fsm.AskProof:
-			c.askProof(id, step)
-		case fsm.EndAccess:
-			c.endAccess(id)
-		case fsm.Forget:
-			c.forget(id)
-		case fsm.CopyOut:
-			c.copyOut(id)
-		case fsm.DropRow:
-			if m := b.mask(v.row); m != nil {
-				*m = false
-			}
-			c.layerInterval(id)
-		case fsm.Answer:
-			c.answer(id)
-		case fsm.Withdraw:
-			c.withdraw(id)
-		case fsm.Contain:
-			c.contain(id, step)
-		case fsm.Recover:
-			c.recover(id)
-		case fsm.Quarantine:
-			c.quarantine(id)
-		case fsm.Park:
-			c.park(id)
-		case fsm.Free:
-			c.free(id)
-		case fsm.Retire:
-			c.retire(id)
-		case fsm.CopyLayer:
-			c.copyLayer(id, v)
-		case fsm.EndLayers:
-			c.endLayers(id)
+		c.effect(id, e, step, v)
+	}
+}
+
+// store keeps one thing the step declares it stores from its evidence. It
+// reports false when it halted the core instead.
+func (c *Core) store(id uint32, s fsm.Store, v *verdict) bool {
+	l := &c.leases[id]
+	b := l.body
+	switch s {
+	case fsm.StoreReason:
+		b.reason = v.reason
+	case fsm.StoreByPeer:
+		b.byPeer = v.byPeer
+	case fsm.StoreFirst:
+		if b.first != nil {
+			c.halt(fmt.Sprintf("a second first answer (%v after %v) was about to be latched", describeOutcome(v.first), b.first), id)
+			return false
 		}
+		b.first = v.first
+		if _, ok := v.first.(contract.Delivered); ok {
+			b.masks, c.masks = c.masks, b.masks
+		}
+	case fsm.StoreProofAnswer:
+		b.proofDue = 0
+		if v.what == quiesceOverdue {
+			// The call is still out: its late answer ends it.
+			c.stats.QuiesceTimeouts++
+			c.ready.Overdue = append(c.ready.Overdue, c.handle(id))
+		} else {
+			b.proofOut = false
+		}
+	case fsm.StoreUnproven:
+		c.stats.Unproven++
+		if v.what != quiesceOverdue {
+			b.unproved = min(b.unproved+1, 255) // an answer lengthens the back-off
+		}
+		b.unproven = v.reason
+		if !l.result.Failure() {
+			b.reason = "access unproven: " + v.reason
+		}
+	case fsm.StoreCopiesDone:
+		b.copiesOut, b.landed = 0, b.layers
+	case fsm.StoreLayerLanded:
+		b.landed = max(b.landed, int32(v.layer)+1)
+	case fsm.StoreLayerFailed:
+		if b.failed == 0 {
+			b.failed = int32(v.layer) + 1
+		}
+	case fsm.StoreCancelReply:
+		b.cancelDisp, b.cancelErr = v.disp, v.cancelErr
+		if v.cancelErr != "" {
+			c.stats.CancelErrors++
+		}
+	case fsm.StoreViolation:
+		c.stats.Violations++
+		c.stats.Faults(l.kind).Violations++
+		c.cfg.Logger.Warn("kvready: backend contract violation", slog.String("lease", c.handle(id).String()), slog.String("reason", v.reason))
+	case fsm.StoreRetry:
+		b.askAt = 0
+		if v.what == backoffDue && !b.proofOut {
+			c.stats.QuiesceRetries++
+		}
+	}
+	return true
+}
+
+// effect does one thing entering a state (or keeping a latch) declares.
+func (c *Core) effect(id uint32, e fsm.Effect, step *fsm.Step, v *verdict) {
+	switch e {
+	case fsm.Place:
+		c.place(id)
+	case fsm.CopyIn:
+		c.copyIn(id)
+	case fsm.Admit:
+		c.admitLine = append(c.admitLine, c.handle(id))
+	case fsm.TakeAdmission:
+		c.takeAdmission(id)
+	case fsm.Submit:
+		c.submit(id)
+	case fsm.ArmDeadline:
+		c.armDeadline(id)
+	case fsm.StartDrain:
+		c.startDrain(id, step)
+	case fsm.RequestCancel:
+		c.requestCancel(id)
+	case fsm.AskProof:
+		c.askProof(id, step)
+	case fsm.EndAccess:
+		c.endAccess(id)
+	case fsm.Forget:
+		c.forget(id)
+	case fsm.CopyOut:
+		c.copyOut(id)
+	case fsm.DropRow:
+		if m := c.leases[id].body.mask(v.row); m != nil {
+			*m = false
+		}
+		c.layerInterval(id)
+	case fsm.Answer:
+		c.answer(id)
+	case fsm.Withdraw:
+		c.withdraw(id)
+	case fsm.Contain:
+		c.contain(id, step)
+	case fsm.Recover:
+		c.recover(id)
+	case fsm.Quarantine:
+		c.quarantine(id)
+	case fsm.Park:
+		c.park(id)
+	case fsm.Free:
+		c.free(id)
+	case fsm.Retire:
+		c.retire(id)
+	case fsm.CopyLayer:
+		c.copyLayer(id, v)
+	case fsm.EndLayers:
+		c.endLayers(id)
 	}
 }
 
@@ -166,138 +180,6 @@ func (c *Core) place(id uint32) {
 			row++
 		}
 	}
-}
-
-// copyIn asks for a publish's device→staging copies: all of them, the rows
-// whole, with one event; a layerwise publish's come layer by layer, as the
-// owner reports each computed (copyLayer).
-func (c *Core) copyIn(id uint32) {
-	l := &c.leases[id]
-	b := l.body
-	if b.byLayer {
-		b.layers, b.landed, b.failed, b.queued = int32(c.Layers()), 0, 0, 0
-		return
-	}
-	h := c.handle(id)
-	for i := range b.rows {
-		c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Device: b.rows[i].Device, Staging: c.slot(b, i)})
-	}
-	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
-	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, After: len(c.ready.Copies)})
-	b.copiesOut = int32(len(b.rows))
-	b.layers, b.landed, b.failed = 1, 0, 0
-}
-
-// copyLayer asks for one computed layer's device→staging copies of every
-// row of a layerwise publish, behind the owner's event, then the layer's
-// event. Computed let only the next layer in.
-func (c *Core) copyLayer(id uint32, v *verdict) {
-	b := c.leases[id].body
-	if !b.byLayer || v.layer != int(b.queued) || b.queued >= b.layers {
-		c.halt(fmt.Sprintf("layer %d's copies asked for out of turn: a layerwise publish %v with %d of %d layers queued", v.layer, b.byLayer, b.queued, b.layers), id)
-		return
-	}
-	h := c.handle(id)
-	for i := range b.rows {
-		r := &b.rows[i]
-		slot := c.slot(b, i)
-		for _, sp := range c.spans[r.Group][v.layer] {
-			c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Layer: v.layer,
-				Device: r.Device + gpu.DevicePtr(sp.Offset), Staging: slot[sp.Offset:sp.End():sp.End()]})
-			b.copiesOut++
-		}
-	}
-	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: v.layer, After: len(c.ready.Copies), Behind: v.behind})
-	c.copyLease(h)
-	b.queued++
-}
-
-// endLayers ends a layerwise publish withdrawn before every layer was
-// reported: it takes no more, and one event recorded after the copies
-// already queued (an empty last layer) is the evidence that they landed,
-// copies_landed. A publish that is not layerwise, or whose layers were all
-// reported, has nothing to end.
-func (c *Core) endLayers(id uint32) {
-	b := c.leases[id].body
-	if !b.byLayer || b.queued >= b.layers {
-		return
-	}
-	h := c.handle(id)
-	c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: int(b.queued), After: len(c.ready.Copies)})
-	c.copyLease(h)
-	b.queued++
-	b.layers = b.queued
-}
-
-// copyLease lists h among the leases with copies in this Ready, once.
-func (c *Core) copyLease(h Handle) {
-	if !slices.Contains(c.ready.CopyLeases, h) {
-		c.ready.CopyLeases = append(c.ready.CopyLeases, h)
-	}
-}
-
-// copyOut asks for a fetch's staging→device copies of its served whole rows:
-// only ever after the fence, never for a lease the owner has released (the
-// nothing_to_copy completion moved those on).
-func (c *Core) copyOut(id uint32) {
-	l := &c.leases[id]
-	b := l.body
-	if !l.m.Marks.Has(fsm.Fenced) {
-		c.halt("staging→device copies asked for before the backend's access was proven over", id)
-		return
-	}
-	if l.m.Latched.Has(fsm.ReleaseRequested) {
-		c.halt("staging→device copies asked for into the device rows of a lease its owner released", id)
-		return
-	}
-	h := c.handle(id)
-	rows := 0
-	for i := range b.rows {
-		if m := b.mask(i); m != nil && *m {
-			rows++
-		}
-	}
-	if rows == 0 {
-		c.halt("a fenced lease with nothing to copy came to rest in access_fenced", id)
-		return
-	}
-	// Layer by layer (rule 16): each layer's spans of every served row, then
-	// the layer's mark, where its event is recorded.
-	n := int32(0)
-	layers := c.Layers()
-	for k := range layers {
-		for i := range b.rows {
-			if m := b.mask(i); m == nil || !*m {
-				continue
-			}
-			r := &b.rows[i]
-			slot := c.slot(b, i)
-			for _, sp := range c.spans[r.Group][k] {
-				c.ready.Copies = append(c.ready.Copies, Copy{Lease: h, Row: i, Layer: k, ToDevice: true,
-					Device: r.Device + gpu.DevicePtr(sp.Offset), Staging: slot[sp.Offset:sp.End():sp.End()]})
-				n++
-			}
-		}
-		c.ready.Layers = append(c.ready.Layers, LayerMark{Lease: h, Layer: k, After: len(c.ready.Copies)})
-	}
-	b.layers, b.landed, b.failed = int32(layers), 0, 0
-	c.layerInterval(id)
-	c.ready.CopyLeases = append(c.ready.CopyLeases, h)
-	b.copiesOut = n
-}
-
-// layerInterval computes the interval a landed layer answers: that of the
-// served rows whose copies the device did not refuse. It is computed when
-// the copies are issued and again when one is refused, never when asked, so
-// that asking costs O(1).
-func (c *Core) layerInterval(id uint32) {
-	b := c.leases[id].body
-	iv, err := staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, b.masks)
-	if err != nil {
-		c.halt("readiness of a validated view is not computable: "+err.Error(), id)
-		return
-	}
-	b.layerIv = iv
 }
 
 // submit builds the extent the backend will hold and asks for its submission.

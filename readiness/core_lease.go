@@ -91,11 +91,11 @@ type body struct {
 	containAt         int64 // the containment deadline: fixed at submission, moved earlier by an earlier drain
 }
 
-// newBody validates req against the memory and copies it into a reused body,
-// grouping rows by layer group. Bad input changes nothing.
-func (c *Core) newBody(req Request) (*body, error) {
-	bad := func(format string, args ...any) (*body, error) {
-		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+// checkRequest refuses a request the core could never stage, naming what is
+// wrong; the order of the rows is checked once they are grouped (newBody).
+func (c *Core) checkRequest(req *Request) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
 	if req.Kind != Fetch && req.Kind != Publish {
 		return bad("kind %v; want Fetch or Publish", req.Kind)
@@ -125,6 +125,19 @@ func (c *Core) newBody(req Request) (*body, error) {
 			return bad("row %d: device address 0; want the device memory of the block", i)
 		}
 	}
+	return nil
+}
+
+// newBody validates req against the memory and copies it into a reused body,
+// grouping rows by layer group. Bad input changes nothing.
+func (c *Core) newBody(req Request) (*body, error) {
+	if err := c.checkRequest(&req); err != nil {
+		return nil, err
+	}
+	bad := func(format string, args ...any) (*body, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	groups := c.mem.NumGroups()
 	b := c.takeBody()
 	b.rows = append(b.rows[:0], req.Rows...)
 	if !slices.IsSortedFunc(b.rows, byGroup) {

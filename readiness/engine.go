@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
-	"time"
 
-	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
@@ -42,70 +38,26 @@ type Engine struct {
 	mail     *mailbox
 	attempts attemptTable
 	watch    *watcher
-	awaited  gpu.Event // the copy event the watcher was last told of
 	// The backends, by kind (sides[Fetch-1], sides[Publish-1]; nil for a kind
 	// the engine has no backend for): each with its own Quiesce workers.
-	sides  [2]*side
-	seq    uint64 // the last Quiesce batch's sequence number
-	calls  uint64 // Quiesce calls handed to workers
-	probes uint64 // TryQuiesce calls asked on the owner
-
-	// Copies queued in one round share one event: a stream completes in
-	// order, so the event after the round's last copy proves all of them —
-	// except that a lease's next layer waits for an event after its
-	// previous one (rule 16), so that no layer is read later than its own
-	// copies land.
-	copies      gpu.Completions[int32]
-	batches     [][]layerOf
-	freeBatches []int32
-	open        int32 // batch collecting this round's copies, or -1
-	onCopy      func(int32, gpu.Status)
+	sides [2]*side
+	pf    proofs    // the round's access proofs
+	cp    copier    // the copies queued on the stream and their events
+	tm    wakeTimer // wakes the owner at the core's next deadline
 
 	// Scratch, reused every round.
 	letters   []letter
 	results   []submitResult
-	refused   []copyRefusal
-	failed    []copyFailure
 	replies   []Evidence
-	inline    []letter // proofs answered on the owner this round
 	contain   []Containment
 	recovered []Handle
 
 	refusedEvidence, staleEvidence uint64
 
-	timer    Timer // wakes the owner at the core's next deadline; nil without a TimerClock
-	timerAt  int64 // when the armed timer fires, in the core's nanoseconds (0: never armed)
 	haltSeen bool
-	halt     error      // the core's halt in this package's terms (haltError)
 	closing  bool       // Close was called
 	stopped  bool       // the background goroutines have stopped
 	obs      *observing // nil unless Config.Observer is set
-}
-
-type submitResult struct {
-	h      Handle
-	kind   Kind
-	a      contract.Attempt
-	err    error
-	panics string
-}
-
-type copyRefusal struct {
-	h   Handle
-	row int
-	err error
-}
-
-type copyFailure struct {
-	h     Handle
-	layer int // the first layer whose copies failed
-	err   error
-}
-
-// layerOf is one layer of one lease's copies, proven by its batch's event.
-type layerOf struct {
-	h     Handle
-	layer int
 }
 
 // New assembles an engine over the caller's staging memory. Its goroutines
@@ -124,14 +76,14 @@ func New(cfg Config) (*Engine, error) {
 	for g := range cfg.Memory.NumGroups() {
 		slots += cfg.Memory.Group(g).Slots
 	}
-	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, open: -1, wake: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, core: c, stream: cfg.Stream, clock: cfg.Clock, cp: copier{open: -1}, wake: make(chan struct{}, 1)}
 	// A lease holds at least one slot, so slots bound the leases that can
 	// have letters out (see mailbox).
 	e.mail = newMailbox(mailboxPerLease*slots+64, e.wake, cfg.OnWake)
 	if tc, ok := cfg.Clock.(TimerClock); ok {
-		e.timer = tc.NewTimer(e.mail.wakeOwner)
+		e.tm.timer = tc.NewTimer(e.mail.wakeOwner)
 	}
-	e.onCopy = e.batchDone
+	e.cp.onCopy = e.batchDone
 	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail)
 	if cfg.Fetcher != nil {
 		e.sides[Fetch-1] = newSide(Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, e.cfg.QuiesceTimeout, e.mail)
@@ -343,7 +295,7 @@ func (e *Engine) Err() error { return e.core.Err() }
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.core.Stats()
-	s.QuiesceCalls, s.QuiesceProbes = e.calls, e.probes
+	s.QuiesceCalls, s.QuiesceProbes = e.pf.calls, e.pf.probes
 	s.Refused, s.StaleEvidence = e.refusedEvidence, e.staleEvidence
 	s.Handoffs = e.mail.handoffs.Load()
 	for _, sd := range e.sides {
@@ -506,107 +458,6 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// outstandingCalls returns the Quiesce batches handed to workers and not yet
-// answered.
-func (e *Engine) outstandingCalls() int64 {
-	var n int64
-	for _, sd := range e.sides {
-		if sd != nil {
-			n += sd.workers.outstanding()
-		}
-	}
-	return n
-}
-
-func (e *Engine) checkHealth() {
-	if e.core.Lost() || e.cfg.Health == nil {
-		return
-	}
-	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
-		e.step(Evidence{What: DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
-	}
-}
-
-// step reports one piece of evidence through the core's door, counting what
-// the core refused (the core itself changes nothing on a refusal).
-func (e *Engine) step(ev Evidence) {
-	err := e.core.Step(ev)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrStaleHandle):
-		e.staleEvidence++
-	case errors.Is(err, ErrHalted):
-	default:
-		e.refusedEvidence++
-	}
-}
-
-// takeMail reports what the background and the backends' notifications made
-// observable, in the order it arrived.
-func (e *Engine) takeMail() {
-	if e.mail.over.Load() {
-		e.core.Halt(errors.New("the evidence mailbox outgrew its bound: more letters than leases in flight can produce"))
-		return
-	}
-	e.letters = e.mail.take(e.letters[:0])
-	if len(e.letters) > 1 {
-		slices.SortStableFunc(e.letters, letterOrder)
-	}
-	for _, l := range e.letters {
-		switch {
-		case l.done != nil:
-			l.done.pool.recycle(l.done)
-		case l.poll:
-			e.sighted(l.ev.Lease, l.ev.Outcome)
-		default:
-			e.step(l.ev)
-		}
-	}
-	clear(e.letters)
-}
-
-// sighted takes in an attempt that a completion or the watcher says has
-// answered. What the watcher's Poll saw is the engine's first sight of the
-// answer and is stepped as it was seen: polling again here would let a
-// backend that changed its answer in between have its second answer taken
-// for its first (a miss reported as a failure); a later change is caught by
-// the poll after the access proof. A completion carries no answer: the
-// evidence is what Poll answers here, on the owner, and a completion Poll
-// does not bear out is the backend's fault, the attempt watched from then on
-// so that its outcome still arrives. An attempt already forgotten (fenced)
-// is not asked again.
-func (e *Engine) sighted(h Handle, seen contract.Outcome) {
-	s, ok := e.attempts.get(h)
-	if !ok {
-		return
-	}
-	if seen != nil {
-		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: seen})
-		return
-	}
-	if !e.answer(h, s.kind, s.a) {
-		e.sides[s.kind-1].faults.early.Add(1)
-		e.attempts.rewatch(h)
-		e.watch.kick()
-	}
-}
-
-// answer polls an attempt on the owner (Poll never blocks, by contract) and
-// reports what it answered.
-func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
-	o, p := safePoll(a)
-	switch {
-	case p != "":
-		e.sides[k-1].faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: h, Reason: p})
-		return true
-	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: o})
-		return true
-	}
-	return false
-}
-
 // perform does the work the core asks for, and reports what the backend and
 // the device answered at once, until the core asks for nothing more.
 func (e *Engine) perform() {
@@ -615,33 +466,7 @@ func (e *Engine) perform() {
 		for _, s := range rd.Submissions {
 			e.results = append(e.results, e.submit(s))
 		}
-		failedAt := len(e.failed)
-		next := 0
-		for _, m := range rd.Layers {
-			if m.After > next && e.open >= 0 {
-				if b := e.batches[e.open]; b[len(b)-1].h == m.Lease || !m.Behind.IsZero() {
-					// A lease's next layer gets its own event; so do the
-					// copies queued before a wait, which would otherwise be
-					// proven only once the owner's compute is done.
-					e.closeBatch(failedAt)
-				}
-			}
-			if !m.Behind.IsZero() && !e.failedCopy(m.Lease, failedAt) {
-				if err := e.waitFor(m.Behind); err != nil {
-					// Nothing of the layer is queued: its copies are
-					// refused before they started.
-					for ; next < m.After; next++ {
-						e.refused = append(e.refused, copyRefusal{h: m.Lease, row: rd.Copies[next].Row, err: err})
-					}
-				}
-			}
-			for ; next < m.After; next++ {
-				e.queueCopy(&rd.Copies[next], failedAt)
-			}
-			if !e.failedCopy(m.Lease, failedAt) {
-				e.record(m.Lease, m.Layer)
-			}
-		}
+		e.queueCopies(rd)
 		for _, p := range rd.Proofs {
 			e.ask(p)
 		}
@@ -668,401 +493,6 @@ func (e *Engine) perform() {
 	}
 }
 
-// submit hands one staged lease to its backend.
-func (e *Engine) submit(s Submission) (r submitResult) {
-	r.h, r.kind = s.Lease, s.Kind
-	defer func() {
-		if p := recover(); p != nil {
-			e.sides[s.Kind-1].faults.panics.Add(1)
-			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
-		}
-	}()
-	if s.Kind == Publish {
-		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
-	} else {
-		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
-	}
-	return r
-}
-
-// requestCancel asks a lease's attempt, once, to stop. It never blocks, by
-// contract; a panic is recorded as the request's error.
-func (e *Engine) requestCancel(h Handle) (ev Evidence) {
-	ev = Evidence{What: CancelReplied, Lease: h}
-	s, ok := e.attempts.get(h)
-	if !ok {
-		ev.Reason = "no attempt kept for the lease"
-		return ev
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			e.sides[s.kind-1].faults.panics.Add(1)
-			ev.Disposition, ev.Reason = 0, fmt.Sprintf("backend panicked in RequestCancel: %v", p)
-		}
-	}()
-	d, err := contract.RequestCancel(s.a)
-	if err != nil {
-		ev.Reason = "RequestCancel: " + err.Error()
-		return ev
-	}
-	ev.Disposition = d
-	return ev
-}
-
-// report tells the core what the round's submissions, copies and cancel
-// requests answered, and raises the containment signals.
-func (e *Engine) report() {
-	for _, r := range e.results {
-		switch {
-		case r.panics != "":
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
-		case r.a != nil:
-			e.accept(r)
-		case errors.Is(r.err, contract.ErrSubmissionRejected):
-			e.step(Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
-		case r.err != nil:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
-		default:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
-		}
-	}
-	clear(e.results)
-	e.results = e.results[:0]
-	for _, r := range e.refused {
-		e.step(Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
-	}
-	clear(e.refused)
-	e.refused = e.refused[:0]
-	for _, f := range e.failed {
-		e.step(Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
-	}
-	clear(e.failed)
-	e.failed = e.failed[:0]
-	for _, ev := range e.replies {
-		e.step(ev)
-	}
-	clear(e.replies)
-	e.replies = e.replies[:0]
-	for _, c := range e.contain {
-		if e.cfg.OnContainment != nil {
-			e.cfg.OnContainment(c)
-		}
-	}
-	clear(e.contain)
-	e.contain = e.contain[:0]
-	for _, h := range e.recovered {
-		if e.cfg.OnRecovery != nil {
-			e.cfg.OnRecovery(h)
-		}
-	}
-	e.recovered = e.recovered[:0]
-}
-
-// accept keeps a new attempt and reports it. It is polled once here, on the
-// owner: one already answered — a backend serving from a local cache — is
-// taken in at once and never watched. The rest notify the engine when they
-// can (contract.Notifier), or are watched.
-func (e *Engine) accept(r submitResult) {
-	sd := e.sides[r.kind-1]
-	o, p := safePoll(r.a)
-	answered := o != nil || p != ""
-	n, notifies := r.a.(contract.Notifier)
-	e.attempts.keep(r.h, r.kind, r.a, false)
-	var nt *notice
-	if !answered && notifies {
-		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
-		e.attempts.notified(r.h, nt)
-	}
-	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
-	if r.err != nil {
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
-	}
-	switch {
-	case p != "":
-		sd.faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: p})
-	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
-	case notifies && notify(n, nt):
-	default:
-		e.attempts.rewatch(r.h)
-		e.watch.kick()
-	}
-}
-
-// ask adds a lease to this round's Quiesce batch of its backend.
-func (e *Engine) ask(p Proof) {
-	s, ok := e.attempts.get(p.Lease)
-	if !ok {
-		return // no attempt kept: the core asks only where one was returned
-	}
-	sd := e.sides[s.kind-1]
-	if sd.round == nil {
-		sd.round = sd.workers.newBatch(sd.quiesce)
-	}
-	sd.round.leases = append(sd.round.leases, p.Lease)
-	sd.round.attempts = append(sd.round.attempts, s.a)
-}
-
-// prove asks the round's proofs of one backend on the owner when the
-// backend can answer without blocking (contract.QuiesceProber), one call for
-// the round's batch and, unless that proved every lease over, one per lease;
-// what it cannot answer now goes to the backend's workers, to its blocking
-// Quiesce.
-// It reports whether anything was answered here.
-func (e *Engine) prove(sd *side) (answered bool) {
-	b := sd.round
-	if b == nil {
-		return false
-	}
-	sd.round = nil
-	if sd.prober != nil {
-		e.probes++
-		switch ans, reason := sd.try(b.attempts); {
-		case ans == contract.AccessEnded:
-			for i := range b.attempts {
-				e.inline = proven(e.inline, b.leases[i], b.attempts[i], &sd.faults)
-			}
-			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
-		case ans == contract.AccessUnproven && len(b.attempts) == 1:
-			e.inline = append(e.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
-			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
-		case len(b.attempts) > 1:
-			// Asked one by one, so that one delivery still running, or one
-			// that cannot be proven, holds up none of its neighbours.
-			k := 0
-			for i, a := range b.attempts {
-				e.probes++
-				switch ans, reason := sd.try(b.attempts[i : i+1]); ans {
-				case contract.AccessEnded:
-					e.inline = proven(e.inline, b.leases[i], a, &sd.faults)
-				case contract.AccessUnproven:
-					e.inline = append(e.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
-				default:
-					b.leases[k], b.attempts[k] = b.leases[i], a
-					k++
-				}
-			}
-			clear(b.attempts[k:])
-			b.leases, b.attempts = b.leases[:k], b.attempts[:k]
-		}
-	}
-	if len(b.leases) == 0 {
-		b.pool.recycle(b)
-		return true
-	}
-	answered = len(e.inline) > 0
-	e.calls++
-	e.seq++
-	sd.workers.hand(e.seq, b)
-	return answered
-}
-
-// takeInline reports the proofs answered on the owner this round.
-func (e *Engine) takeInline() {
-	for _, l := range e.inline {
-		e.step(l.ev)
-	}
-	clear(e.inline)
-	e.inline = e.inline[:0]
-}
-
-// queueCopy queues one copy. A refusal before it started is reported as such;
-// any other error leaves the copy unproven, and the lease's other copies are
-// skipped.
-func (e *Engine) queueCopy(c *Copy, failedAt int) {
-	if e.failedCopy(c.Lease, failedAt) {
-		return
-	}
-	var err error
-	if c.ToDevice {
-		err = e.stream.CopyHtoD(c.Device, c.Staging)
-	} else {
-		err = e.stream.CopyDtoH(c.Staging, c.Device)
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, gpu.ErrCopyRefused):
-		e.refused = append(e.refused, copyRefusal{h: c.Lease, row: c.Row, err: err})
-	default:
-		e.failed = append(e.failed, copyFailure{h: c.Lease, layer: c.Layer, err: err})
-	}
-}
-
-// waitFor puts the stream behind the owner's event (Engine.Computed checked
-// that the stream can wait).
-func (e *Engine) waitFor(ev gpu.Event) error {
-	w, ok := e.stream.(gpu.Waiter)
-	if !ok {
-		return fmt.Errorf("%w: the engine's stream (%T) cannot wait for %v", gpu.ErrCopyRefused, e.stream, ev)
-	}
-	if err := w.Wait(ev); err != nil {
-		return fmt.Errorf("%w: waiting for %v: %w", gpu.ErrCopyRefused, ev, err)
-	}
-	return nil
-}
-
-// failedCopy reports whether a copy of the lease failed in this round.
-func (e *Engine) failedCopy(h Handle, from int) bool {
-	for _, f := range e.failed[from:] {
-		if f.h == h {
-			return true
-		}
-	}
-	return false
-}
-
-// record adds a layer of the lease to this round's copy batch; the event
-// recorded after the batch's last copy is the evidence that every one of
-// them landed.
-func (e *Engine) record(h Handle, layer int) {
-	if e.open < 0 {
-		if n := len(e.freeBatches); n > 0 {
-			e.open = e.freeBatches[n-1]
-			e.freeBatches = e.freeBatches[:n-1]
-		} else {
-			e.batches = append(e.batches, nil)
-			e.open = int32(len(e.batches) - 1)
-		}
-	}
-	e.batches[e.open] = append(e.batches[e.open], layerOf{h, layer})
-}
-
-// closeBatch records the event after the open batch's copies, in the middle
-// of a round: a lease's next layer is about to be queued. If it cannot be
-// recorded, the batch's copies are unproven: each lease's failure is
-// reported with the round's others, and its later copies are skipped.
-func (e *Engine) closeBatch(failedAt int) {
-	idx := e.open
-	e.open = -1
-	ev, err := e.stream.Record()
-	if err == nil {
-		err = e.copies.Push(ev, idx)
-	}
-	if err == nil {
-		return
-	}
-	for _, x := range e.batches[idx] {
-		if !e.failedCopy(x.h, failedAt) {
-			e.failed = append(e.failed, copyFailure{h: x.h, layer: x.layer, err: fmt.Errorf("recording the event after the copies failed: %w", err)})
-		}
-	}
-	e.recycleBatch(idx)
-}
-
-// flush records the event after this round's copies and asks the round's
-// proofs (prove). It reports whether the round should go on: an event was
-// recorded (the owner queries it at once: a copy may land as fast as it is
-// asked) or a proof was answered on the owner.
-func (e *Engine) flush() (more bool) {
-	if idx := e.open; idx >= 0 {
-		more = true
-		e.open = -1
-		ev, err := e.stream.Record()
-		if err == nil {
-			err = e.copies.Push(ev, idx)
-		}
-		if err != nil {
-			for i, x := range e.batches[idx] {
-				if firstOfLease(e.batches[idx], i) {
-					e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
-				}
-			}
-			e.recycleBatch(idx)
-			e.perform()
-		}
-	}
-	for _, sd := range e.sides {
-		if sd != nil && e.prove(sd) {
-			more = true
-		}
-	}
-	if len(e.inline) > 0 {
-		e.takeInline()
-	}
-	return more
-}
-
-// handOff ends a round: it tells the watcher the oldest copy event the round
-// left pending — the only way an owner asleep on Wake learns that it landed
-// — and arms the wake-up for the core's next deadline.
-func (e *Engine) handOff() {
-	if oldest, _ := e.copies.Oldest(); oldest != e.awaited {
-		e.awaited = oldest
-		e.watch.await(oldest)
-	}
-	e.armTimer()
-}
-
-// armTimer arranges a wake-up at the core's next deadline, when the clock can.
-// It only ever moves the timer earlier: deadlines come and go with every
-// lease, and resetting a runtime timer for each would cost more than the
-// round it saves. A timer that fires with nothing due costs one idle round,
-// which arms it again.
-func (e *Engine) armTimer() {
-	if e.timer == nil {
-		return
-	}
-	at, ok := e.core.NextDue()
-	if !ok {
-		return // an armed timer may fire early: one idle round
-	}
-	next, now := at.UnixNano(), e.core.Now().UnixNano()
-	if e.timerAt > now && next >= e.timerAt {
-		return // armed, not yet fired, and no later than what is due
-	}
-	e.timerAt = next
-	e.timer.Reset(time.Duration(max(next-now, 0)))
-}
-
-func (e *Engine) recycleBatch(idx int32) {
-	clear(e.batches[idx])
-	e.batches[idx] = e.batches[idx][:0]
-	e.freeBatches = append(e.freeBatches, idx)
-}
-
-// batchDone hands a completed (or failed) event to every lease it covers.
-func (e *Engine) batchDone(idx int32, st gpu.Status) {
-	for i, x := range e.batches[idx] {
-		if st == gpu.Complete {
-			e.step(Evidence{What: LayerDone, Lease: x.h, Layer: x.layer})
-		} else if firstOfLease(e.batches[idx], i) {
-			// A lease's later layers in the batch fail with its first.
-			e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
-		}
-	}
-	e.recycleBatch(idx)
-}
-
-// firstOfLease reports whether batch[i] is its lease's first layer in the
-// batch: a failure is reported once per lease, at its first layer.
-func firstOfLease(batch []layerOf, i int) bool {
-	return !slices.ContainsFunc(batch[:i], func(y layerOf) bool { return y.h == batch[i].h })
-}
-
-func (e *Engine) pollCopies() {
-	if e.copies.Len() == 0 {
-		return
-	}
-	if _, err := e.copies.Poll(e.stream, e.onCopy); err != nil {
-		e.cfg.Logger.Error("kvready: querying a copy event failed; the copies behind it stay unproven", slog.Any("error", err))
-	}
-}
-
-// noticeHalt tells the owner, once, that the engine halted.
-func (e *Engine) noticeHalt() {
-	if e.haltSeen {
-		return
-	}
-	if err := e.Err(); err != nil {
-		e.haltSeen = true
-		if e.cfg.OnHalt != nil {
-			e.cfg.OnHalt(err)
-		}
-		e.mail.ring()
-	}
-}
-
 // Report says what an engine still holds.
 type Report struct {
 	// Held counts leases by state; quarantined ones stay counted for ever.
@@ -1077,81 +507,4 @@ type Report struct {
 	// Halted is why the engine halted (nil while it runs): it releases
 	// nothing any more, and a drain never completes.
 	Halted error
-}
-
-// Close stops admission (Lend then fails with ErrClosed) and tells every
-// lease: waiting ones are released at once, those still waiting for an
-// outcome are cancelled locally, and every other one is released once it is
-// fenced and its copies landed, or contained at its containment deadline.
-// Then it runs one round without blocking and reports what is still held. Run
-// rounds (Progress on Wake, or Sync) until the report says Drained; with a
-// clock that moves every close drains. Calling it again only runs a round and
-// reports.
-func (e *Engine) Close() Report {
-	e.closing = true
-	e.core.Close()
-	e.Progress()
-	return e.Report()
-}
-
-// Report describes what the engine holds now.
-func (e *Engine) Report() Report {
-	s := e.core.Stats()
-	halted := e.Err()
-	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
-}
-
-// stopIfDrained stops the background goroutines once a closed engine has no
-// lease that can still change and no Quiesce call outstanding. A closed
-// engine that halted takes nothing in any more, so there is nothing left to
-// observe: its outstanding Quiesce calls are cancelled, and its goroutines
-// stop once they have answered (it never reports Drained: its slots stay).
-func (e *Engine) stopIfDrained() {
-	if e.stopped {
-		return
-	}
-	halted := e.closing && e.core.Err() != nil
-	if halted {
-		for _, sd := range e.sides {
-			if sd != nil {
-				sd.workers.cancelAll()
-			}
-		}
-	}
-	if e.outstandingCalls() > 0 || !(halted || e.core.Drained()) {
-		return
-	}
-	e.stopped = true
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	e.watch.close()
-	for _, sd := range e.sides {
-		if sd != nil {
-			sd.workers.close()
-		}
-	}
-}
-
-// Shutdown closes the engine (Close) and runs rounds, woken as they have
-// work, until its goroutines have stopped: it drained, or it halted and its
-// outstanding Quiesce calls, cancelled, have answered. Leases whose access is
-// never proven are contained at their containment deadline, so with a clock
-// that moves every shutdown drains. It returns the final report, and ctx's
-// error (wrapped) if ctx ended first, or the halt.
-func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
-	rep := e.Close()
-	for !e.stopped {
-		select {
-		case <-e.wake:
-		case <-ctx.Done():
-			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.outstandingCalls()), ctx.Err())
-		}
-		e.Progress()
-		rep = e.Report()
-	}
-	if rep.Halted != nil {
-		return rep, rep.Halted
-	}
-	return rep, nil
 }

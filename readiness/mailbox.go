@@ -2,8 +2,13 @@ package readiness
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kvready/kvready/contract"
 )
 
 // letter is one piece of evidence the engine's goroutines (or a backend's
@@ -123,5 +128,81 @@ func signal(ch chan<- struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// The owner's side of the mailbox: what the background made observable,
+// taken in on the owner goroutine, through the core's one door.
+
+func (e *Engine) checkHealth() {
+	if e.core.Lost() || e.cfg.Health == nil {
+		return
+	}
+	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
+		e.step(Evidence{What: DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
+	}
+}
+
+// step reports one piece of evidence through the core's door, counting what
+// the core refused (the core itself changes nothing on a refusal).
+func (e *Engine) step(ev Evidence) {
+	err := e.core.Step(ev)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStaleHandle):
+		e.staleEvidence++
+	case errors.Is(err, ErrHalted):
+	default:
+		e.refusedEvidence++
+	}
+}
+
+// takeMail reports what the background and the backends' notifications made
+// observable, in the order it arrived.
+func (e *Engine) takeMail() {
+	if e.mail.over.Load() {
+		e.core.Halt(errors.New("the evidence mailbox outgrew its bound: more letters than leases in flight can produce"))
+		return
+	}
+	e.letters = e.mail.take(e.letters[:0])
+	if len(e.letters) > 1 {
+		slices.SortStableFunc(e.letters, letterOrder)
+	}
+	for _, l := range e.letters {
+		switch {
+		case l.done != nil:
+			l.done.pool.recycle(l.done)
+		case l.poll:
+			e.sighted(l.ev.Lease, l.ev.Outcome)
+		default:
+			e.step(l.ev)
+		}
+	}
+	clear(e.letters)
+}
+
+// sighted takes in an attempt that a completion or the watcher says has
+// answered. What the watcher's Poll saw is the engine's first sight of the
+// answer and is stepped as it was seen: polling again here would let a
+// backend that changed its answer in between have its second answer taken
+// for its first (a miss reported as a failure); a later change is caught by
+// the poll after the access proof. A completion carries no answer: the
+// evidence is what Poll answers here, on the owner, and a completion Poll
+// does not bear out is the backend's fault, the attempt watched from then on
+// so that its outcome still arrives. An attempt already forgotten (fenced)
+// is not asked again.
+func (e *Engine) sighted(h Handle, seen contract.Outcome) {
+	s, ok := e.attempts.get(h)
+	if !ok {
+		return
+	}
+	if seen != nil {
+		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: seen})
+		return
+	}
+	if !e.answer(h, s.kind, s.a) {
+		e.sides[s.kind-1].faults.early.Add(1)
+		e.attempts.rewatch(h)
+		e.watch.kick()
 	}
 }

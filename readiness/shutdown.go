@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kvready/kvready/fsm"
@@ -21,4 +22,95 @@ func undrained(rep Report, unanswered int64) string {
 	}
 	return fmt.Sprintf("shutdown did not drain: %d slots still held (%d leases with access or a copy still unproven), %d slots quarantined, %d Quiesce calls still unanswered",
 		rep.SlotsHeld, unproven, rep.SlotsQuarantined, unanswered)
+}
+
+// noticeHalt tells the owner, once, that the engine halted.
+func (e *Engine) noticeHalt() {
+	if e.haltSeen {
+		return
+	}
+	if err := e.Err(); err != nil {
+		e.haltSeen = true
+		if e.cfg.OnHalt != nil {
+			e.cfg.OnHalt(err)
+		}
+		e.mail.ring()
+	}
+}
+
+// Close stops admission (Lend then fails with ErrClosed) and tells every
+// lease: waiting ones are released at once, those still waiting for an
+// outcome are cancelled locally, and every other one is released once it is
+// fenced and its copies landed, or contained at its containment deadline.
+// Then it runs one round without blocking and reports what is still held. Run
+// rounds (Progress on Wake, or Sync) until the report says Drained; with a
+// clock that moves every close drains. Calling it again only runs a round and
+// reports.
+func (e *Engine) Close() Report {
+	e.closing = true
+	e.core.Close()
+	e.Progress()
+	return e.Report()
+}
+
+// Report describes what the engine holds now.
+func (e *Engine) Report() Report {
+	s := e.core.Stats()
+	halted := e.Err()
+	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
+}
+
+// stopIfDrained stops the background goroutines once a closed engine has no
+// lease that can still change and no Quiesce call outstanding. A closed
+// engine that halted takes nothing in any more, so there is nothing left to
+// observe: its outstanding Quiesce calls are cancelled, and its goroutines
+// stop once they have answered (it never reports Drained: its slots stay).
+func (e *Engine) stopIfDrained() {
+	if e.stopped {
+		return
+	}
+	halted := e.closing && e.core.Err() != nil
+	if halted {
+		for _, sd := range e.sides {
+			if sd != nil {
+				sd.workers.cancelAll()
+			}
+		}
+	}
+	if e.outstandingCalls() > 0 || !(halted || e.core.Drained()) {
+		return
+	}
+	e.stopped = true
+	if e.tm.timer != nil {
+		e.tm.timer.Stop()
+	}
+	e.watch.close()
+	for _, sd := range e.sides {
+		if sd != nil {
+			sd.workers.close()
+		}
+	}
+}
+
+// Shutdown closes the engine (Close) and runs rounds, woken as they have
+// work, until its goroutines have stopped: it drained, or it halted and its
+// outstanding Quiesce calls, cancelled, have answered. Leases whose access is
+// never proven are contained at their containment deadline, so with a clock
+// that moves every shutdown drains. It returns the final report, and ctx's
+// error (wrapped) if ctx ended first, or the halt.
+func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
+	rep := e.Close()
+	for !e.stopped {
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.outstandingCalls()), ctx.Err())
+		}
+		e.Progress()
+		rep = e.Report()
+	}
+	if rep.Halted != nil {
+		return rep, rep.Halted
+	}
+	return rep, nil
 }

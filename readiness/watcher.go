@@ -122,27 +122,10 @@ func (w *watcher) run() {
 		if idle >= spinRounds {
 			start = time.Now()
 		}
-		for word, words := 0, 1; word < words && watched > 0; {
-			polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
-			for _, it := range polled {
-				// The answer seen goes with the sighting: it is the first
-				// the engine saw. A panic is an answer too: the owner polls
-				// it again and finds the violation itself.
-				if o, p := safePoll(it.a); o != nil || p != "" {
-					found = append(found, letter{ev: Evidence{Lease: it.h, Outcome: o}, poll: true})
-				}
-			}
-			clear(polled)
+		if watched > 0 {
+			polled, found = w.sweep(polled, found)
 		}
-		landed := false
-		if waiting {
-			if st, err := w.stream.Query(ev); err != nil || st != gpu.Pending {
-				landed = true
-				w.mu.Lock()
-				w.told = ev
-				w.mu.Unlock()
-			}
-		}
+		landed := waiting && w.landed(ev)
 		var swept time.Duration
 		if idle >= spinRounds {
 			swept = time.Since(start)
@@ -165,28 +148,66 @@ func (w *watcher) run() {
 			continue
 		}
 		idle++
-		if idle <= spinRounds {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			continue
-		}
-		// Sleep longer the longer a sweep takes, so that polling a huge number
-		// of pending attempts never takes more than a fraction of a core.
-		d := min(minIdleSleep<<min(idle-spinRounds, 6), maxIdleSleep)
-		d = min(max(d, 4*swept), maxSweepSleep)
-		sleep.Reset(d)
-		select {
-		case <-w.signal:
-		case <-sleep.C:
-		case <-w.stop:
-			sleep.Stop()
+		if w.rest(idle, swept, sleep) {
 			return
 		}
-		sleep.Stop()
 	}
+}
+
+// rest spins for the first idle rounds, then sleeps until signalled or for
+// longer the longer the idle stretch and the last sweep took, so that
+// polling a huge number of pending attempts never takes more than a fraction
+// of a core. It reports whether the watcher was stopped.
+func (w *watcher) rest(idle int, swept time.Duration, sleep *time.Timer) (stopped bool) {
+	if idle <= spinRounds {
+		select {
+		case <-w.stop:
+			return true
+		default:
+			return false
+		}
+	}
+	d := min(minIdleSleep<<min(idle-spinRounds, 6), maxIdleSleep)
+	d = min(max(d, 4*swept), maxSweepSleep)
+	sleep.Reset(d)
+	defer sleep.Stop()
+	select {
+	case <-w.signal:
+	case <-sleep.C:
+	case <-w.stop:
+		return true
+	}
+	return false
+}
+
+// sweep polls every watched attempt once, in chunks, and adds a sighting to
+// found for each that answered. The answer seen goes with the sighting: it is
+// the first the engine saw. A panic is an answer too: the owner polls it
+// again and finds the violation itself.
+func (w *watcher) sweep(polled []watchedAttempt, found []letter) ([]watchedAttempt, []letter) {
+	for word, words := 0, 1; word < words; {
+		polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
+		for _, it := range polled {
+			if o, p := safePoll(it.a); o != nil || p != "" {
+				found = append(found, letter{ev: Evidence{Lease: it.h, Outcome: o}, poll: true})
+			}
+		}
+		clear(polled)
+	}
+	return polled, found
+}
+
+// landed reports whether the copy event the owner waits on is no longer
+// pending (landed, failed, or unreadable: the owner finds out which), and
+// remembers it as told.
+func (w *watcher) landed(ev gpu.Event) bool {
+	if st, err := w.stream.Query(ev); err == nil && st == gpu.Pending {
+		return false
+	}
+	w.mu.Lock()
+	w.told = ev
+	w.mu.Unlock()
+	return true
 }
 
 func (w *watcher) close() {

@@ -1,0 +1,159 @@
+package readiness
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvready/kvready/contract"
+)
+
+// The runner's calls into the backends: submissions, the first poll of a new
+// attempt, cancel requests — every one of them guarded, so that what a backend
+// does wrong is counted against it (SPEC §4 rule 15) — and the report of what
+// they answered, through the core's one door.
+
+type submitResult struct {
+	h      Handle
+	kind   Kind
+	a      contract.Attempt
+	err    error
+	panics string
+}
+
+// answer polls an attempt on the owner (Poll never blocks, by contract) and
+// reports what it answered.
+func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
+	o, p := safePoll(a)
+	switch {
+	case p != "":
+		e.sides[k-1].faults.panics.Add(1)
+		e.step(Evidence{What: PollPanicked, Lease: h, Reason: p})
+		return true
+	case o != nil:
+		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: o})
+		return true
+	}
+	return false
+}
+
+// submit hands one staged lease to its backend.
+func (e *Engine) submit(s Submission) (r submitResult) {
+	r.h, r.kind = s.Lease, s.Kind
+	defer func() {
+		if p := recover(); p != nil {
+			e.sides[s.Kind-1].faults.panics.Add(1)
+			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
+		}
+	}()
+	if s.Kind == Publish {
+		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
+	} else {
+		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
+	}
+	return r
+}
+
+// requestCancel asks a lease's attempt, once, to stop. It never blocks, by
+// contract; a panic is recorded as the request's error.
+func (e *Engine) requestCancel(h Handle) (ev Evidence) {
+	ev = Evidence{What: CancelReplied, Lease: h}
+	s, ok := e.attempts.get(h)
+	if !ok {
+		ev.Reason = "no attempt kept for the lease"
+		return ev
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.sides[s.kind-1].faults.panics.Add(1)
+			ev.Disposition, ev.Reason = 0, fmt.Sprintf("backend panicked in RequestCancel: %v", p)
+		}
+	}()
+	d, err := contract.RequestCancel(s.a)
+	if err != nil {
+		ev.Reason = "RequestCancel: " + err.Error()
+		return ev
+	}
+	ev.Disposition = d
+	return ev
+}
+
+// report tells the core what the round's submissions, copies and cancel
+// requests answered, and raises the containment signals.
+func (e *Engine) report() {
+	for _, r := range e.results {
+		switch {
+		case r.panics != "":
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
+		case r.a != nil:
+			e.accept(r)
+		case errors.Is(r.err, contract.ErrSubmissionRejected):
+			e.step(Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
+		case r.err != nil:
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
+		default:
+			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
+		}
+	}
+	clear(e.results)
+	e.results = e.results[:0]
+	for _, r := range e.cp.refused {
+		e.step(Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
+	}
+	clear(e.cp.refused)
+	e.cp.refused = e.cp.refused[:0]
+	for _, f := range e.cp.failed {
+		e.step(Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
+	}
+	clear(e.cp.failed)
+	e.cp.failed = e.cp.failed[:0]
+	for _, ev := range e.replies {
+		e.step(ev)
+	}
+	clear(e.replies)
+	e.replies = e.replies[:0]
+	for _, c := range e.contain {
+		if e.cfg.OnContainment != nil {
+			e.cfg.OnContainment(c)
+		}
+	}
+	clear(e.contain)
+	e.contain = e.contain[:0]
+	for _, h := range e.recovered {
+		if e.cfg.OnRecovery != nil {
+			e.cfg.OnRecovery(h)
+		}
+	}
+	e.recovered = e.recovered[:0]
+}
+
+// accept keeps a new attempt and reports it. It is polled once here, on the
+// owner: one already answered — a backend serving from a local cache — is
+// taken in at once and never watched. The rest notify the engine when they
+// can (contract.Notifier), or are watched.
+func (e *Engine) accept(r submitResult) {
+	sd := e.sides[r.kind-1]
+	o, p := safePoll(r.a)
+	answered := o != nil || p != ""
+	n, notifies := r.a.(contract.Notifier)
+	e.attempts.keep(r.h, r.kind, r.a, false)
+	var nt *notice
+	if !answered && notifies {
+		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
+		e.attempts.notified(r.h, nt)
+	}
+	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
+	if r.err != nil {
+		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
+	}
+	switch {
+	case p != "":
+		sd.faults.panics.Add(1)
+		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: p})
+	case o != nil:
+		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
+	case notifies && notify(n, nt):
+	default:
+		e.attempts.rewatch(r.h)
+		e.watch.kick()
+	}
+}
