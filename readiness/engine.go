@@ -1,11 +1,10 @@
 package readiness
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"sync"
 
-	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
 )
@@ -29,6 +28,12 @@ import (
 // returns — costs at most its own leases and is counted against it
 // (Stats.FetcherFaults, PublisherFaults); it never halts the engine.
 type Engine struct {
+	// mu serialises every public call (SPEC §4 rule 18): the core and the
+	// owner's state are touched by one caller at a time, whichever goroutine
+	// it is on. A wait releases it while it sleeps (waits.go).
+	mu   sync.Mutex
+	wait waiting
+
 	cfg    Config
 	core   *Core
 	stream gpu.Stream
@@ -110,9 +115,11 @@ func (e *Engine) Wake() <-chan struct{} { return e.wake }
 // changes nothing. The lease waits for slots in arrival order; it is granted
 // and submitted in a later round.
 func (e *Engine) Lend(req Request) (Handle, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	switch {
 	case e.core.Err() != nil:
-		return Handle{}, e.Err()
+		return Handle{}, e.core.Err()
 	case e.core.Closed():
 		return Handle{}, ErrClosed
 	case req.Kind == Fetch && e.cfg.Fetcher == nil:
@@ -146,7 +153,11 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 // is copied into its device rows. Releasing a quarantined lease gives up the
 // owner's claim: its slots never return, and its handle stays readable. A
 // stale handle, or a lease already released, is refused and changes nothing.
-func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
+func (e *Engine) Release(h Handle) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owner(e.core.Release(h))
+}
 
 // Cancel cancels, locally, a lease still waiting for its outcome: it latches
 // Cancelled (not by the peer) at once. A submitted lease's drain starts and
@@ -155,13 +166,21 @@ func (e *Engine) Release(h Handle) error { return e.owner(e.core.Release(h)) }
 // is withdrawn, its slots back at once without a release (its handle then
 // reads as released). A stale handle, or a lease whose outcome is already
 // latched, is refused, saying why, and nothing changes.
-func (e *Engine) Cancel(h Handle) error { return e.owner(e.core.Cancel(h)) }
+func (e *Engine) Cancel(h Handle) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owner(e.core.Cancel(h))
+}
 
 // Retry asks the backend again, at the next round, whether the lease's access
 // has ended. The engine retries by itself with back-off; Retry asks now. It
 // changes nothing for a lease whose proof is not awaited, or whose Quiesce
 // call is outstanding.
-func (e *Engine) Retry(h Handle) error { return e.owner(e.core.Retry(h)) }
+func (e *Engine) Retry(h Handle) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owner(e.core.Retry(h))
+}
 
 // owner wakes the owner for the work an owner's request made: a cancel
 // request or a proof to ask for, or slots a release returned that a waiting
@@ -171,7 +190,7 @@ func (e *Engine) owner(err error) error {
 		e.mail.ring()
 	}
 	if err != nil && errors.Is(err, ErrHalted) {
-		return e.Err()
+		return e.core.Err()
 	}
 	return err
 }
@@ -179,8 +198,9 @@ func (e *Engine) owner(err error) error {
 // Lease describes the lease h names. The latest KeepReleased released leases
 // stay readable (state released).
 func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
-	info, err := e.core.Lease(h)
-	return info, err
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.Lease(h)
 }
 
 // Readiness returns where a fetched request may resume: answerable once every
@@ -192,6 +212,8 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 // lease's outcome says which it was. Before then it is refused with an error
 // wrapping ErrNotReady.
 func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.core.Readiness(h)
 }
 
@@ -208,43 +230,9 @@ func (e *Engine) Layers() int { return e.core.Layers() }
 // allocates nothing; a stale handle, a publish or a layer out of range is an
 // error.
 func (e *Engine) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatus, error) {
-	iv, st, err := e.core.LayerReadiness(h, layer)
-	return iv, LayerStatus(st), err
-}
-
-// WaitLayer runs rounds on the owner goroutine until layer of the fetch h is
-// ready, and returns the interval it answers (vLLM's wait_for_layer_load). It
-// returns at once, with an error wrapping ErrLayerFailed and naming why, when
-// a copy of the layer or of an earlier one failed; with ErrNotReady when the
-// layer will never be answered (the lease was quarantined, or released before
-// its copies landed); ctx's error (wrapped) if ctx ends first; ErrHalted if
-// the engine halts.
-func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.Interval, error) {
-	for {
-		iv, st, err := e.LayerReadiness(h, layer)
-		switch {
-		case err != nil:
-			return iv, err
-		case st == LayerReady:
-			return iv, nil
-		case st == LayerFailed:
-			info, _ := e.core.Lease(h)
-			return iv, fmt.Errorf("%w: layer %d of %v: %s", ErrLayerFailed, layer, h, info.Reason)
-		case st == LayerNever:
-			return iv, fmt.Errorf("%w: layer %d of %v is never answered: the lease was quarantined or released before its copies landed", ErrNotReady, layer, h)
-		}
-		if err := e.Err(); err != nil {
-			return iv, err
-		}
-		if e.Progress() > 0 || e.core.HasReady() {
-			continue
-		}
-		select {
-		case <-e.wake:
-		case <-ctx.Done():
-			return iv, fmt.Errorf("readiness: waiting for layer %d of %v: %w", layer, h, ctx.Err())
-		}
-	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.LayerReadiness(h, layer)
 }
 
 // Computed reports layer (0..Layers()-1) of the layerwise publish h
@@ -267,6 +255,8 @@ func (e *Engine) Computed(h Handle, layer int, after gpu.Event) error {
 			return fmt.Errorf("readiness: layer %d of %v computed after %v: %w: the engine's stream (%T) cannot wait for another stream's event (it is no gpu.Waiter); synchronise and report the zero Event", layer, h, after, ErrInvalidRequest, e.stream)
 		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.owner(e.core.Computed(h, layer, after))
 }
 
@@ -275,6 +265,8 @@ func (e *Engine) Computed(h Handle, layer int, after gpu.Event) error {
 // entry per group in the order of the request's groups: after a partial hit,
 // which rows arrived (not only the contiguous interval).
 func (e *Engine) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBlocks, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.core.Arrived(h, dst)
 }
 
@@ -282,18 +274,34 @@ func (e *Engine) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBl
 // uses). A lease that holds no slots — waiting, released or quarantined — adds
 // none.
 func (e *Engine) Runs(h Handle, dst []staging.Run) ([]staging.Run, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.core.Runs(h, dst)
 }
 
 // Count returns the number of leases in state s.
-func (e *Engine) Count(s State) int { return e.core.Count(s) }
+func (e *Engine) Count(s State) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.Count(s)
+}
 
 // Err returns why the engine halted (ErrHalted wrapping an *InvariantError
 // or a *FatalError), or nil while it runs.
-func (e *Engine) Err() error { return e.core.Err() }
+func (e *Engine) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.Err()
+}
 
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats()
+}
+
+func (e *Engine) stats() Stats {
 	s := e.core.Stats()
 	s.QuiesceCalls, s.QuiesceProbes = e.pf.calls, e.pf.probes
 	s.Refused, s.StaleEvidence = e.refusedEvidence, e.staleEvidence
@@ -315,6 +323,12 @@ func (e *Engine) Stats() Stats {
 // A round in which nothing happened costs the same however many leases are in
 // flight: each source of evidence is checked in O(what it delivered + 1).
 func (e *Engine) Progress() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.progress()
+}
+
+func (e *Engine) progress() int {
 	before := e.core.Moves()
 	e.core.Tick(e.clock.Now())
 	e.perform()
@@ -337,125 +351,11 @@ func (e *Engine) Progress() int {
 	if e.obs != nil {
 		e.observed()
 	}
-	return int(e.core.Moves() - before)
-}
-
-// Until names what Wait waits for.
-type Until uint8
-
-const (
-	// UntilSettled waits until the lease can go no further without its owner:
-	// readiness is answerable (logically_complete), or it was quarantined, or
-	// it can never be granted. Release it then.
-	UntilSettled Until = iota + 1
-	// UntilReleased waits until the lease's slots are back (released) or out
-	// for good (quarantined).
-	UntilReleased
-	// UntilGranted waits until the lease holds its staging slots (it left
-	// waiting), or can never be granted: a layerwise publish takes its
-	// layers (Computed) from then on.
-	UntilGranted
-)
-
-// Wait runs rounds on the owner goroutine until the lease h reaches what
-// until names, and returns its description; between rounds it sleeps until
-// woken (Wake) or ctx ends. It returns ctx's error (wrapped) if ctx ends
-// first, ErrHalted if the engine halts, and ErrStaleHandle once h's record is
-// no longer readable. Wait is how an owner blocks on a lease without a sleep
-// loop; a manager with many leases runs Progress on Wake instead.
-func (e *Engine) Wait(ctx context.Context, h Handle, until Until) (LeaseInfo, error) {
-	if until != UntilSettled && until != UntilReleased && until != UntilGranted {
-		return LeaseInfo{}, fmt.Errorf("readiness: Wait until %d; want UntilSettled, UntilReleased or UntilGranted", until)
+	moved := int(e.core.Moves() - before)
+	if moved > 0 || e.core.Err() != nil {
+		e.wait.broadcast()
 	}
-	for {
-		info, err := e.Lease(h)
-		if err != nil {
-			return info, err
-		}
-		if reached(info, until) {
-			return info, nil
-		}
-		if err := e.Err(); err != nil {
-			return info, err
-		}
-		if e.Progress() > 0 || e.core.HasReady() {
-			continue
-		}
-		select {
-		case <-e.wake:
-		case <-ctx.Done():
-			return info, fmt.Errorf("readiness: waiting for %v (%v): %w", h, info.State, ctx.Err())
-		}
-	}
-}
-
-func reached(info LeaseInfo, until Until) bool {
-	switch {
-	case info.State.Terminal():
-		return true
-	case until == UntilSettled:
-		return info.State.Answerable() || info.Ungrantable
-	case until == UntilGranted:
-		return info.State != State(fsm.Waiting) || info.Ungrantable
-	}
-	return false
-}
-
-// Sync runs rounds until the engine is idle: everything handed to the
-// background before the call has been observed — every Quiesce call
-// answered, every watched attempt polled again — and a round changes nothing.
-// It waits on those goroutines, never on a backend's own timing: retries and
-// deadlines later on the clock are not waited for. With a manual clock it
-// makes each step of a test or simulation deterministic. It returns the number
-// of moves made, or ctx's error if the background did not catch up in time (a
-// Quiesce that blocks, ignoring its context, holds it up).
-func (e *Engine) Sync(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return total, fmt.Errorf("readiness: Sync: the engine did not become idle: %w", err)
-		}
-		if err := e.catchUp(ctx); err != nil {
-			return total, err
-		}
-		n := e.Progress()
-		total += n
-		// Calls before letters: a worker puts its letters before it counts
-		// its answer, so once none is outstanding every letter is in the
-		// mailbox. Read the other way round, a worker that answers between
-		// the two reads leaves its letters untaken.
-		if n == 0 && e.outstandingCalls() == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 {
-			return total, nil
-		}
-	}
-}
-
-// catchUp waits until every Quiesce batch handed out has been answered and
-// the watcher has swept everything handed to it.
-func (e *Engine) catchUp(ctx context.Context) error {
-	// The worker that answers the last call outstanding wakes the owner
-	// after counting it, so waiting on the wake-up alone never misses it.
-	woke := false
-	for e.outstandingCalls() > 0 {
-		select {
-		case <-e.wake:
-			woke = true
-		case <-ctx.Done():
-			return fmt.Errorf("readiness: Sync: %d Quiesce calls still unanswered: %w", e.outstandingCalls(), ctx.Err())
-		}
-	}
-	if woke {
-		e.mail.ring() // keep it for the round that follows
-	}
-	if e.stopped || !e.watch.started {
-		return nil
-	}
-	select {
-	case <-e.watch.sync():
-	case <-ctx.Done():
-		return fmt.Errorf("readiness: Sync: the watcher did not catch up: %w", ctx.Err())
-	}
-	return nil
+	return moved
 }
 
 // perform does the work the core asks for, and reports what the backend and
@@ -489,7 +389,7 @@ func (e *Engine) perform() {
 		e.contain = append(e.contain, rd.Containments...)
 		e.recovered = append(e.recovered, rd.Recovered...)
 		e.core.Advance()
-		e.report()
+		e.reportAnswers()
 	}
 }
 

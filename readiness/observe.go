@@ -81,7 +81,7 @@ func (e *Engine) observe() {
 	s := &e.obs.snap
 	s.Drained = e.stopped
 	s.Moves = e.core.MovesByCause()
-	s.Stats = e.Stats()
+	s.Stats = e.stats()
 	e.obs.groups = e.core.Groups(e.obs.groups)
 	s.Groups = s.Groups[:0]
 	for _, g := range e.obs.groups {

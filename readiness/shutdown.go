@@ -29,7 +29,7 @@ func (e *Engine) noticeHalt() {
 	if e.haltSeen {
 		return
 	}
-	if err := e.Err(); err != nil {
+	if err := e.core.Err(); err != nil {
 		e.haltSeen = true
 		if e.cfg.OnHalt != nil {
 			e.cfg.OnHalt(err)
@@ -47,16 +47,28 @@ func (e *Engine) noticeHalt() {
 // clock that moves every close drains. Calling it again only runs a round and
 // reports.
 func (e *Engine) Close() Report {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.close()
+}
+
+func (e *Engine) close() Report {
 	e.closing = true
 	e.core.Close()
-	e.Progress()
-	return e.Report()
+	e.progress()
+	return e.report()
 }
 
 // Report describes what the engine holds now.
 func (e *Engine) Report() Report {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.report()
+}
+
+func (e *Engine) report() Report {
 	s := e.core.Stats()
-	halted := e.Err()
+	halted := e.core.Err()
 	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
 }
 
@@ -97,17 +109,18 @@ func (e *Engine) stopIfDrained() {
 // outstanding Quiesce calls, cancelled, have answered. Leases whose access is
 // never proven are contained at their containment deadline, so with a clock
 // that moves every shutdown drains. It returns the final report, and ctx's
-// error (wrapped) if ctx ended first, or the halt.
+// error (wrapped) if ctx ended first, or the halt. Other calls go on while it
+// waits.
 func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
-	rep := e.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rep := e.close()
 	for !e.stopped {
-		select {
-		case <-e.wake:
-		case <-ctx.Done():
-			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.outstandingCalls()), ctx.Err())
+		if err := e.sleep(ctx); err != nil {
+			return rep, fmt.Errorf("readiness: %s: %w", undrained(rep, e.outstandingCalls()), err)
 		}
-		e.Progress()
-		rep = e.Report()
+		e.progress()
+		rep = e.report()
 	}
 	if rep.Halted != nil {
 		return rep, rep.Halted

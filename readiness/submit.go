@@ -77,9 +77,9 @@ func (e *Engine) requestCancel(h Handle) (ev Evidence) {
 	return ev
 }
 
-// report tells the core what the round's submissions, copies and cancel
+// reportAnswers tells the core what the round's submissions, copies and cancel
 // requests answered, and raises the containment signals.
-func (e *Engine) report() {
+func (e *Engine) reportAnswers() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
