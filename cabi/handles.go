@@ -243,10 +243,11 @@ func outView[T any](p *T, cap C.size_t, need int) []T {
 	return unsafe.Slice(p, n)
 }
 
-// inView views the n elements a caller passes in at p, after refusing (KVREADY_ERR_INVALID,
-// naming what and the bound) a count above max or one whose bytes would run
-// past the end of the address space: no length a caller gives makes a slice
-// that cannot exist.
+// inView views the n elements a caller passes in at p, after refusing
+// (KVREADY_ERR_INVALID, naming what and the bound) a count above max or one
+// whose bytes would run past the end of the address space: no length a
+// caller gives makes a slice that cannot exist. max math.MaxInt: no bound but
+// the address space.
 func inView[T any](p *T, n C.size_t, max uint64, what string) ([]T, error) {
 	if n == 0 {
 		return nil, nil
@@ -255,7 +256,7 @@ func inView[T any](p *T, n C.size_t, max uint64, what string) ([]T, error) {
 		return nil, invalid("%s: NULL with length %d; want a pointer to %d elements, or length 0", what, uint64(n), uint64(n))
 	}
 	size := uint64(unsafe.Sizeof(*p))
-	if uint64(n) > max {
+	if uint64(n) > max && max < math.MaxInt/size {
 		return nil, invalid("%s: length %d; want at most %d", what, uint64(n), max)
 	}
 	if end := uint64(uintptr(unsafe.Pointer(p))) + uint64(n)*size; uint64(n) > math.MaxInt/size || end < uint64(uintptr(unsafe.Pointer(p))) {
