@@ -60,6 +60,14 @@ type engine struct {
 // maxRows bounds one request's rows: more is refused before anything is read.
 const maxRows = 1 << 24
 
+// maxDuration bounds each duration of an engine's config, and maxDeadline a
+// request's deadline (Unix ns): the engine adds them to the clock, and the
+// drain grace to a deadline, in int64 nanoseconds, which must not wrap.
+const (
+	maxDuration = 1 << 61
+	maxDeadline = 1 << 62
+)
+
 // maxEvents bounds each queue of events waiting for the owner (containments,
 // recoveries): an owner that never reads them costs no more than this.
 const maxEvents = 1 << 16
@@ -133,6 +141,16 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		if layers, err = readiness.LayersOf(l); err != nil {
 			return nil, invalid("kvready_engine_new: config.layout: %v", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		ns   C.int64_t
+	}{{"request_timeout_ns", c.request_timeout_ns}, {"drain_grace_ns", c.drain_grace_ns},
+		{"quiesce_timeout_ns", c.quiesce_timeout_ns}, {"retry_backoff_ns", c.retry_backoff_ns},
+		{"max_retry_backoff_ns", c.max_retry_backoff_ns}, {"recover_every_ns", c.recover_every_ns}} {
+		if d.ns > maxDuration {
+			return nil, invalid("kvready_engine_new: config.%s %d; want at most %d (2^61 ns, about 73 years: deadlines are the clock plus these, in int64 ns)", d.name, int64(d.ns), int64(maxDuration))
 		}
 	}
 	rc := readiness.Config{
@@ -392,6 +410,9 @@ func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
 		req.Layerwise = true
 	default:
 		return req, fmt.Errorf("%w: layerwise %d; want 0 or 1", readiness.ErrInvalidRequest, int(r.layerwise))
+	}
+	if r.deadline_unix_ns < 0 || r.deadline_unix_ns > maxDeadline {
+		return req, fmt.Errorf("%w: deadline_unix_ns %d; want 0 (the request timeout) or a Unix time in ns up to %d (2^62: the year 2116)", readiness.ErrInvalidRequest, int64(r.deadline_unix_ns), int64(maxDeadline))
 	}
 	if r.deadline_unix_ns != 0 {
 		req.Deadline = time.Unix(0, int64(r.deadline_unix_ns))

@@ -341,6 +341,15 @@ static void test_go_backend(void) {
   CHECK(kvready_backend_open("gopher://x", mem, &(uint64_t){0}) == KVREADY_ERR_INVALID && last_error_contains(0, "unknown backend"), 0);
   CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
   kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev, .tokens_per_block = 32};
+  /* A duration the engine would add to its clock past int64 ns is refused
+   * naming the bound (it made every lease time out at once). */
+  cfg.request_timeout_ns = INT64_MAX;
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_ERR_INVALID && eng == 0 &&
+            last_error_contains(0, "config.request_timeout_ns 9223372036854775807; want at most 2305843009213693952"), 0);
+  cfg.request_timeout_ns = 0;
+  cfg.drain_grace_ns = ((int64_t)1 << 61) + 1;
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_ERR_INVALID && eng == 0 && last_error_contains(0, "config.drain_grace_ns"), 0);
+  cfg.drain_grace_ns = 0;
   CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
   CHECK(kvready_memory_close(mem) == KVREADY_ERR_BUSY, mem);
 
@@ -440,6 +449,10 @@ static void test_go_backend(void) {
   CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "group"), eng);
   badreq.kind = 7;
   CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "kind 7"), eng);
+  kvready_request late = {.kind = KVREADY_FETCH, .rows = frows, .n_rows = 1, .deadline_unix_ns = INT64_MAX};
+  CHECK(kvready_lend(eng, &late, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "up to 4611686018427387904"), eng);
+  late.deadline_unix_ns = -1;
+  CHECK(kvready_lend(eng, &late, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "deadline_unix_ns -1"), eng);
   kvready_engine_stats(eng, &after);
   CHECK(before.lent == after.lent && none == 0, eng);
   CHECK(kvready_readiness(eng, 0, &iv) == KVREADY_ERR_STALE_LEASE, eng);
