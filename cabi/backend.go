@@ -213,6 +213,9 @@ func kvready_attempt_done(h C.uint64_t, attempt C.uint64_t) (st C.int) {
 	return fail(uint64(h), b.c.done(uint64(attempt)))
 }
 
+// maxRow bounds a row kvready_backend_put stores (4 GiB: past any slot).
+const maxRow = 1 << 32
+
 //export kvready_backend_put
 func kvready_backend_put(h C.uint64_t, ext *C.kv_cu8, extLen C.size_t, name *C.kv_cu8, row *C.kv_cvoid, n C.size_t) (st C.int) {
 	defer guard(uint64(h), &st)
@@ -227,8 +230,16 @@ func kvready_backend_put(h C.uint64_t, ext *C.kv_cu8, extLen C.size_t, name *C.k
 		return fail(uint64(h), invalid("kvready_backend_put: name is NULL; want %d bytes", contract.NameSize))
 	}
 	nm, _ := contract.NameFromBytes(bytesOf(unsafe.Pointer(name), contract.NameSize))
-	v := append([]byte(nil), bytesOf(unsafe.Pointer(row), n)...)
-	if err := b.put(string(bytesOf(unsafe.Pointer(ext), extLen)), nm, v); err != nil {
+	extName, err := inBytes(unsafe.Pointer(ext), extLen, maxDocument, "kvready_backend_put: extent_name")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	in, err := inBytes(unsafe.Pointer(row), n, maxRow, "kvready_backend_put: row")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	v := append([]byte(nil), in...)
+	if err := b.put(string(extName), nm, v); err != nil {
 		return fail(uint64(h), statusf(C.KVREADY_ERR_BACKEND, "kvready_backend_put: %v", err))
 	}
 	return C.KVREADY_OK
@@ -248,7 +259,11 @@ func kvready_backend_get(h C.uint64_t, ext *C.kv_cu8, extLen C.size_t, name *C.k
 		return fail(uint64(h), invalid("kvready_backend_get: name and found are required (NULL given)"))
 	}
 	nm, _ := contract.NameFromBytes(bytesOf(unsafe.Pointer(name), contract.NameSize))
-	v, ok, err := b.get(string(bytesOf(unsafe.Pointer(ext), extLen)), nm)
+	extName, err := inBytes(unsafe.Pointer(ext), extLen, maxDocument, "kvready_backend_get: extent_name")
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	v, ok, err := b.get(string(extName), nm)
 	if err != nil {
 		return fail(uint64(h), statusf(C.KVREADY_ERR_BACKEND, "kvready_backend_get: %v", err))
 	}
@@ -260,10 +275,10 @@ func kvready_backend_get(h C.uint64_t, ext *C.kv_cu8, extLen C.size_t, name *C.k
 	if n != nil {
 		*n = C.size_t(len(v))
 	}
-	if int(cap) < len(v) {
-		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_backend_get: the row is %d bytes; the buffer holds %d", len(v), cap))
+	if !fits(cap, len(v)) || (len(v) > 0 && row == nil) {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_backend_get: the row is %d bytes; the buffer holds %d (row NULL: %v)", len(v), uint64(cap), row == nil))
 	}
-	copy(bytesOf(row, cap), v)
+	copy(outView((*byte)(row), cap, len(v)), v)
 	return C.KVREADY_OK
 }
 

@@ -273,7 +273,7 @@ func kvready_sim_alloc(h C.uint64_t, n C.int64_t, ptr *C.uint64_t) (st C.int) {
 		return fail(uint64(h), err)
 	}
 	if ptr == nil || n <= 0 || n > 1<<36 {
-		return fail(uint64(h), invalid("kvready_sim_alloc: %d bytes (ptr NULL: %v); want a positive size and a ptr", n, ptr == nil))
+		return fail(uint64(h), invalid("kvready_sim_alloc: %d bytes (ptr NULL: %v); want 1 to %d bytes and a ptr", int64(n), ptr == nil, int64(1)<<36))
 	}
 	p, err := d.Alloc(int(n))
 	if err != nil {

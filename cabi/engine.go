@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,14 @@ type engine struct {
 
 // maxRows bounds one request's rows: more is refused before anything is read.
 const maxRows = 1 << 24
+
+// maxDuration bounds each duration of an engine's config, and maxDeadline a
+// request's deadline (Unix ns): the engine adds them to the clock, and the
+// drain grace to a deadline, in int64 nanoseconds, which must not wrap.
+const (
+	maxDuration = 1 << 61
+	maxDeadline = 1 << 62
+)
 
 // maxEvents bounds each queue of events waiting for the owner (containments,
 // recoveries): an owner that never reads them costs no more than this.
@@ -131,6 +140,16 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		if layers, err = readiness.LayersOf(l); err != nil {
 			return nil, invalid("kvready_engine_new: config.layout: %v", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		ns   C.int64_t
+	}{{"request_timeout_ns", c.request_timeout_ns}, {"drain_grace_ns", c.drain_grace_ns},
+		{"quiesce_timeout_ns", c.quiesce_timeout_ns}, {"retry_backoff_ns", c.retry_backoff_ns},
+		{"max_retry_backoff_ns", c.max_retry_backoff_ns}, {"recover_every_ns", c.recover_every_ns}} {
+		if d.ns > maxDuration {
+			return nil, invalid("kvready_engine_new: config.%s %d; want at most %d (2^61 ns, about 73 years: deadlines are the clock plus these, in int64 ns)", d.name, int64(d.ns), int64(maxDuration))
 		}
 	}
 	rc := readiness.Config{
@@ -276,13 +295,10 @@ func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t
 		e.chLease, e.chState = e.chLease[:0], e.chState[:0]
 		return 0, 0
 	}
-	n := min(int(cap), len(e.chLease))
-	if n > 0 {
-		ls := unsafe.Slice((*uint64)(unsafe.Pointer(leases)), n)
-		ss := unsafe.Slice((*int32)(unsafe.Pointer(states)), n)
-		copy(ls, e.chLease[:n])
-		copy(ss, e.chState[:n])
-	}
+	ls := outView((*uint64)(unsafe.Pointer(leases)), cap, len(e.chLease))
+	ss := outView((*int32)(unsafe.Pointer(states)), cap, len(e.chLease))
+	n := copy(ls, e.chLease)
+	copy(ss, e.chState)
 	for _, h := range e.chLease[:n] {
 		e.pos[readiness.HandleOf(h).Index()] = 0
 	}
@@ -393,6 +409,9 @@ func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
 		req.Layerwise = true
 	default:
 		return req, fmt.Errorf("%w: layerwise %d; want 0 or 1", readiness.ErrInvalidRequest, int(r.layerwise))
+	}
+	if r.deadline_unix_ns < 0 || r.deadline_unix_ns > maxDeadline {
+		return req, fmt.Errorf("%w: deadline_unix_ns %d; want 0 (the request timeout) or a Unix time in ns up to %d (2^62: the year 2116)", readiness.ErrInvalidRequest, int64(r.deadline_unix_ns), int64(maxDeadline))
 	}
 	if r.deadline_unix_ns != 0 {
 		req.Deadline = time.Unix(0, int64(r.deadline_unix_ns))
@@ -651,7 +670,14 @@ func kvready_layer_computed(h C.uint64_t, lease C.uint64_t, layer C.int32_t, eve
 			return fail(uint64(h), err)
 		}
 	}
-	return fail(uint64(h), e.eng.Computed(readiness.HandleOf(uint64(lease)), int(layer), after))
+	err = e.eng.Computed(readiness.HandleOf(uint64(lease)), int(layer), after)
+	var refused *fsm.RefusedError
+	if errors.As(err, &refused) {
+		// The lifecycle refuses a layer where the lease stands (not granted
+		// yet, or past its copies): a misuse, as kvready.h says, not a failure.
+		err = invalid("kvready_layer_computed: %v; want a granted layerwise publish (kvready_wait with KVREADY_UNTIL_GRANTED first)", err)
+	}
+	return fail(uint64(h), err)
 }
 
 //export kvready_arrived
@@ -672,14 +698,14 @@ func kvready_arrived(h C.uint64_t, lease C.uint64_t, groups, blocks *C.int32_t, 
 	if n != nil {
 		*n = C.size_t(total)
 	}
-	if int(cap) < total || (total > 0 && (groups == nil || blocks == nil)) {
-		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_arrived: %d blocks arrived; the arrays hold %d", total, cap))
+	if !fits(cap, total) || (total > 0 && (groups == nil || blocks == nil)) {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_arrived: %d blocks arrived; the arrays hold %d (groups or blocks NULL: %v)", total, uint64(cap), groups == nil || blocks == nil))
 	}
 	if total == 0 {
 		return C.KVREADY_OK
 	}
-	gs := unsafe.Slice((*int32)(unsafe.Pointer(groups)), total)
-	bs := unsafe.Slice((*int32)(unsafe.Pointer(blocks)), total)
+	gs := outView((*int32)(unsafe.Pointer(groups)), cap, total)
+	bs := outView((*int32)(unsafe.Pointer(blocks)), cap, total)
 	k := 0
 	for _, g := range gb {
 		for _, b := range g.Blocks {
@@ -794,12 +820,9 @@ func kvready_containments(h C.uint64_t, out *C.kvready_containment, cap C.size_t
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	k := min(int(cap), len(e.contained))
-	if out == nil {
-		k = 0
-	}
+	dst := outView(out, cap, len(e.contained))
+	k := len(dst)
 	if k > 0 {
-		dst := unsafe.Slice(out, k)
 		for i, c := range e.contained[:k] {
 			dst[i].lease = C.uint64_t(c.Lease.Uint64())
 			dst[i].slots = C.int64_t(c.Slots)
@@ -823,12 +846,8 @@ func kvready_recoveries(h C.uint64_t, out *C.uint64_t, cap C.size_t, n *C.size_t
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	k := min(int(cap), len(e.recovered))
-	if out == nil {
-		k = 0
-	}
+	k := copy(outView((*uint64)(unsafe.Pointer(out)), cap, len(e.recovered)), e.recovered)
 	if k > 0 {
-		copy(unsafe.Slice((*uint64)(unsafe.Pointer(out)), k), e.recovered[:k])
 		rest := copy(e.recovered, e.recovered[k:])
 		e.recovered = e.recovered[:rest]
 	}

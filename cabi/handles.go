@@ -9,7 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -179,11 +182,26 @@ func fail(h uint64, err error) C.int {
 
 // guard turns a panic in an exported function into KVREADY_ERR_INTERNAL,
 // recorded on h: a bug in kvready must not take the embedder's process down.
-// Deferred first in every exported function.
+// The message stays one line naming the panic; the goroutine's stack goes to
+// the log (slog's default logger: stderr unless the embedder routes it), so
+// that a caller who prints the message is not handed a stack. Deferred first
+// in every exported function.
 func guard(h uint64, status *C.int) {
 	if p := recover(); p != nil {
-		*status = fail(h, statusf(C.KVREADY_ERR_INTERNAL, "kvready: internal error (a bug in kvready; please report it): %v\n%s", p, debug.Stack()))
+		slog.Default().Error("kvready: internal error (a bug in kvready; please report it with this stack)",
+			slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		*status = fail(h, internalError(p))
 	}
+}
+
+// internalError is what a recovered panic answers: its value, one line, and
+// where its stack went.
+func internalError(p any) error {
+	msg := strings.ReplaceAll(fmt.Sprint(p), "\n", " ")
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return statusf(C.KVREADY_ERR_INTERNAL, "kvready: internal error (a bug in kvready; please report it): %s; its stack is in the log", msg)
 }
 
 // detached is set by kvready_detach_callbacks: the embedder's callbacks are
@@ -194,15 +212,66 @@ var detached atomic.Bool
 var errDetached = errors.New("kvready: the embedder's callbacks were detached (kvready_detach_callbacks): nothing is asked of them any more")
 
 // cString copies s into the C buffer dst of cap bytes, NUL-terminated, and
-// returns the full length of s. It writes nothing when cap is 0.
+// returns the full length of s. It writes nothing when cap is 0, and views
+// no more of dst than it writes (a cap of SIZE_MAX is a large buffer).
 func cString(dst *C.char, cap C.size_t, s string) int {
-	if dst != nil && cap > 0 {
-		b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(cap))
+	if b := outView((*byte)(unsafe.Pointer(dst)), cap, len(s)+1); len(b) > 0 {
 		n := copy(b[:len(b)-1], s)
 		b[n] = 0
 	}
 	return len(s)
 }
+
+// fits reports whether a caller's array of cap elements holds need of them.
+// It compares unsigned: a capacity past int64 (SIZE_MAX) holds anything,
+// never a negative one.
+func fits(cap C.size_t, need int) bool {
+	return need <= 0 || uint64(cap) >= uint64(need)
+}
+
+// outView views the first min(cap, need) elements of a caller's array, the
+// elements a call writes: never a slice longer than needed, so that no
+// capacity, SIZE_MAX included, makes one that cannot exist.
+func outView[T any](p *T, cap C.size_t, need int) []T {
+	n := need
+	if !fits(cap, need) {
+		n = int(cap)
+	}
+	if p == nil || n <= 0 {
+		return nil
+	}
+	return unsafe.Slice(p, n)
+}
+
+// inView views the n elements a caller passes in at p, after refusing
+// (KVREADY_ERR_INVALID, naming what and the bound) a count above max or one
+// whose bytes would run past the end of the address space: no length a
+// caller gives makes a slice that cannot exist. max math.MaxInt: no bound but
+// the address space.
+func inView[T any](p *T, n C.size_t, max uint64, what string) ([]T, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if p == nil {
+		return nil, invalid("%s: NULL with length %d; want a pointer to %d elements, or length 0", what, uint64(n), uint64(n))
+	}
+	size := uint64(unsafe.Sizeof(*p))
+	if uint64(n) > max && max < math.MaxInt/size {
+		return nil, invalid("%s: length %d; want at most %d", what, uint64(n), max)
+	}
+	if end := uint64(uintptr(unsafe.Pointer(p))) + uint64(n)*size; uint64(n) > math.MaxInt/size || end < uint64(uintptr(unsafe.Pointer(p))) {
+		return nil, invalid("%s: length %d runs past the end of the address space from %p; want the length of the caller's buffer", what, uint64(n), p)
+	}
+	return unsafe.Slice(p, int(n)), nil
+}
+
+// inBytes is inView of bytes.
+func inBytes(p unsafe.Pointer, n C.size_t, max uint64, what string) ([]byte, error) {
+	return inView((*byte)(p), n, max, what)
+}
+
+// maxDocument bounds a JSON document a caller passes (a profile, a layout).
+const maxDocument = 1 << 24
 
 // cArray copies s into the fixed C char array a, NUL-terminated, cutting it to
 // fit.

@@ -20,7 +20,17 @@
  *     object, a handle closed or never issued), per calling thread (pass 0).
  *   - A length past the memory it names (n beyond the slot, or beyond the
  *     simulated device's memory; SIZE_MAX included) is KVREADY_ERR_INVALID,
- *     and the message names the bound.
+ *     and the message names the bound. So is an input length past its own
+ *     bound (a JSON document or an extent name: 16 MiB; a row: 4 GiB; names:
+ *     2^24 at once) or one that runs past the end of the address space.
+ *   - A capacity (cap: of a string buffer, of the arrays kvready_arrived,
+ *     kvready_progress, kvready_changes, kvready_containments,
+ *     kvready_recoveries, kvready_memory_groups and kvready_backend_get fill)
+ *     is compared unsigned: SIZE_MAX is a large buffer, never a negative one,
+ *     and kvready writes only what it has (and a string's NUL) into it.
+ *   - No length, capacity or count gives KVREADY_ERR_INTERNAL. INTERNAL is a
+ *     bug in kvready (a recovered panic): its message is one line; the
+ *     goroutine's stack goes to the log (Go's slog default logger: stderr).
  *
  * Threading
  *   - One owner thread calls every function taking an engine handle (the
@@ -67,7 +77,7 @@ enum {
   KVREADY_ERR_BUSY = 16,        /* the object is in use: an engine still refers to it */
   KVREADY_ERR_UNSUPPORTED = 17, /* the object cannot do that */
   KVREADY_ERR_FAILED = 18,      /* callbacks: a failure (an escaped submission, a failed query, ...) */
-  KVREADY_ERR_INTERNAL = 19,    /* a bug in kvready (a recovered panic); the message says where */
+  KVREADY_ERR_INTERNAL = 19,    /* a bug in kvready (a recovered panic): one line; its stack is logged */
   KVREADY_ERR_LAYER_FAILED = 20 /* a copy of the layer waited for, or of an earlier one, failed: it never becomes ready */
 };
 
@@ -161,7 +171,7 @@ typedef struct kvready_row {
 typedef struct kvready_request {
   int32_t kind;              /* KVREADY_FETCH or KVREADY_PUBLISH */
   int32_t known_blocks;      /* fetch: leading blocks the request already has */
-  int64_t deadline_unix_ns;  /* 0: the engine's request timeout after submission */
+  int64_t deadline_unix_ns;  /* 0: the engine's request timeout after submission; else at most 2^62 (the year 2116) */
   int32_t is_last;           /* the extent's sequence-end flag */
   int32_t layerwise;         /* publish, 1: the owner reports each layer computed (kvready_layer_computed), and
                                 each layer's device->staging copies follow its report; 0: one copy of every row */
@@ -177,6 +187,8 @@ typedef struct kvready_engine_config {
   uint64_t device;        /* device carrying the copies; required */
   int32_t tokens_per_block;
   int32_t quiesce_workers;
+  /* Each duration at most 2^61 ns (about 73 years): the engine adds them to
+   * its clock in int64 ns. 0 takes the default. */
   int64_t request_timeout_ns;   /* default 30 s */
   int64_t drain_grace_ns;       /* default 10 s */
   int64_t quiesce_timeout_ns;   /* default 1 s */
@@ -413,9 +425,12 @@ typedef int (*kvready_make_backend)(void *user, uint64_t memory, uint64_t *backe
 
 /* KVREADY_ABI_VERSION of the library (a bare call, also the benchmarks' unit). */
 uint32_t kvready_abi_version(void);
-/* kvready's version and pinned contract revision, NUL-terminated. */
+/* kvready's version and pinned contract revision, NUL-terminated
+ * (KVREADY_ERR_BUFFER, *len the full length, when cap does not hold it). */
 int kvready_version(char *buf, size_t cap, size_t *len);
-/* The message of the last failing call on handle (0: the calling thread's). */
+/* The message of the last failing call on handle (0: the calling thread's),
+ * NUL-terminated; *len is its full length. A cap that does not hold it
+ * returns KVREADY_ERR_BUFFER (the message cut to fit), without replacing it. */
 int kvready_last_error(uint64_t handle, char *buf, size_t cap, size_t *len);
 /* Stop calling the embedder's callbacks for good (process exit): polls answer
  * pending, quiesce proves nothing, copies are refused. */
@@ -423,7 +438,8 @@ int kvready_detach_callbacks(void);
 
 /* ---- profiles, layouts, names --------------------------------------------- */
 
-/* KVREADY_OK, or KVREADY_ERR_PROFILE with every violated field in the error. */
+/* KVREADY_OK, or KVREADY_ERR_PROFILE with every violated field in the error
+ * (len: at most 16 MiB, as kvready_layout_id's; more is KVREADY_ERR_INVALID). */
 int kvready_profile_validate(const char *json, size_t len);
 /* The layout id (LAYOUT_ID_VERSION 2) of a layout document, and its tokens per block. */
 int kvready_layout_id(const char *json, size_t len, uint8_t id[KVREADY_LAYOUT_ID_SIZE], int32_t *tokens_per_block);
@@ -650,11 +666,12 @@ int kvready_wait_layer(uint64_t engine, uint64_t lease, int32_t layer, int64_t t
  * slots refuses it). The publish is submitted when every layer landed in
  * staging; releasing or cancelling it before every layer was reported
  * withdraws it: nothing is submitted, and its slots return once the copies
- * already queued landed. Anything else (a fetch, a whole publish, a layer out
- * of order or again, an event the device cannot wait for) is
- * KVREADY_ERR_INVALID naming why, and changes nothing. */
+ * already queued landed. Anything else (a lease not granted yet, a fetch, a
+ * whole publish, a layer out of order or again, an event the device cannot
+ * wait for) is KVREADY_ERR_INVALID naming why, and changes nothing. */
 int kvready_layer_computed(uint64_t engine, uint64_t lease, int32_t layer, uint64_t event);
-/* The blocks of a fetch that arrived: (group, block) pairs. */
+/* The blocks of a fetch that arrived: (group, block) pairs; *n is how many.
+ * Arrays of cap pairs that do not hold them: KVREADY_ERR_BUFFER. */
 int kvready_arrived(uint64_t engine, uint64_t lease, int32_t *groups, int32_t *blocks, size_t cap, size_t *n);
 /* Run rounds on this thread until the lease reaches until, timeout_ns passes
  * (KVREADY_ERR_TIMEOUT) or the engine halts; sleeps on the wake fd between.

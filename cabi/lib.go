@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/kvready/kvready/contract"
@@ -34,8 +35,8 @@ func writeString(h uint64, s string, buf *C.char, cap C.size_t, n *C.size_t) C.i
 	if n != nil {
 		*n = C.size_t(full)
 	}
-	if int(cap) <= full {
-		return fail(h, statusf(C.KVREADY_ERR_BUFFER, "kvready: the buffer holds %d bytes; the string needs %d and a NUL", int(cap), full))
+	if !fits(cap, full+1) {
+		return fail(h, statusf(C.KVREADY_ERR_BUFFER, "kvready: the buffer holds %d bytes; the string needs %d and a NUL", uint64(cap), full))
 	}
 	return C.KVREADY_OK
 }
@@ -56,7 +57,7 @@ func kvready_last_error(h C.uint64_t, buf *C.char, cap C.size_t, n *C.size_t) (s
 	if n != nil {
 		*n = C.size_t(full)
 	}
-	if int(cap) <= full {
+	if !fits(cap, full+1) {
 		return C.KVREADY_ERR_BUFFER // not recorded: it would replace the message being read
 	}
 	return C.KVREADY_OK
@@ -71,10 +72,11 @@ func kvready_detach_callbacks() C.int {
 //export kvready_profile_validate
 func kvready_profile_validate(json *C.kv_cchar, n C.size_t) (st C.int) {
 	defer guard(0, &st)
-	if json == nil && n > 0 {
-		return fail(0, invalid("kvready_profile_validate: json is NULL with length %d", n))
+	doc, err := inBytes(unsafe.Pointer(json), n, maxDocument, "kvready_profile_validate: json")
+	if err != nil {
+		return fail(0, err)
 	}
-	_, err := contract.LoadProfile(bytesOf(unsafe.Pointer(json), n))
+	_, err = contract.LoadProfile(doc)
 	if err != nil {
 		if !contract.IsProfileError(err) {
 			err = statusf(C.KVREADY_ERR_PROFILE, "%v", err) // not JSON: refused all the same
@@ -89,7 +91,11 @@ func kvready_layout_id(json *C.kv_cchar, n C.size_t, id *C.uint8_t, tokensPerBlo
 	if id == nil {
 		return fail(0, invalid("kvready_layout_id: id is NULL; want room for %d bytes", C.KVREADY_LAYOUT_ID_SIZE))
 	}
-	l, err := staging.ParseLayout(bytesOf(unsafe.Pointer(json), n))
+	doc, err := inBytes(unsafe.Pointer(json), n, maxDocument, "kvready_layout_id: json")
+	if err != nil {
+		return fail(0, err)
+	}
+	l, err := staging.ParseLayout(doc)
 	if err != nil {
 		return fail(0, invalid("%v", err))
 	}
@@ -103,6 +109,9 @@ func kvready_layout_id(json *C.kv_cchar, n C.size_t, id *C.uint8_t, tokensPerBlo
 	}
 	return C.KVREADY_OK
 }
+
+// maxNames bounds the names one kvready_names call derives.
+const maxNames = 1 << 24
 
 // identity builds the names of a manager from the C description of its layer
 // groups.
@@ -138,7 +147,15 @@ func identity(scope *C.kv_cu8, scopeLen C.size_t, layoutID *C.kv_cu8, layoutIDLe
 		}
 		shards[g] = staging.Shard{Count: int(cs[g]), Index: int(is[g])}
 	}
-	id, err := staging.NewIdentity(bytesOf(unsafe.Pointer(scope), scopeLen), bytesOf(unsafe.Pointer(layoutID), layoutIDLen), groups, shards)
+	sc, err := inBytes(unsafe.Pointer(scope), scopeLen, math.MaxInt, "kvready: scope")
+	if err != nil {
+		return nil, err
+	}
+	lid, err := inBytes(unsafe.Pointer(layoutID), layoutIDLen, math.MaxInt, "kvready: layout_id")
+	if err != nil {
+		return nil, err
+	}
+	id, err := staging.NewIdentity(sc, lid, groups, shards)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -165,11 +182,17 @@ func kvready_names(scope *C.kv_cu8, scopeLen C.size_t, layoutID *C.kv_cu8, layou
 	if n == 0 {
 		return C.KVREADY_OK
 	}
-	if keys == nil || names == nil {
-		return fail(0, invalid("kvready_names: keys and names are required (NULL given) for %d names", n))
+	if keys == nil || names == nil || n > maxNames {
+		return fail(0, invalid("kvready_names: %d names (keys or names NULL: %v); want at most %d, keys and names required", uint64(n), keys == nil || names == nil, maxNames))
 	}
-	ks := unsafe.Slice((*byte)(unsafe.Pointer(keys)), int(n)*staging.KeySize)
-	out := unsafe.Slice((*byte)(unsafe.Pointer(names)), int(n)*contract.NameSize)
+	ks, err := inBytes(unsafe.Pointer(keys), n*staging.KeySize, math.MaxInt, "kvready_names: keys")
+	if err != nil {
+		return fail(0, err)
+	}
+	out, err := inBytes(unsafe.Pointer(names), n*contract.NameSize, math.MaxInt, "kvready_names: names")
+	if err != nil {
+		return fail(0, err)
+	}
 	for i := range int(n) {
 		var k staging.Key
 		copy(k[:], ks[i*staging.KeySize:])

@@ -6,6 +6,8 @@ package main
 import "C"
 
 import (
+	"fmt"
+	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -48,8 +50,12 @@ func kvready_memory_over(groups *C.kv_cgroup, n C.size_t, slabs *unsafe.Pointer,
 		if ps[g] == nil {
 			return fail(0, invalid("kvready_memory_over: slab %d is NULL; want %d bytes of caller memory", g, slots*width))
 		}
+		buf, err := inBytes(ps[g], C.size_t(slots*width), math.MaxInt, fmt.Sprintf("kvready_memory_over: slab %d", g))
+		if err != nil {
+			return fail(0, err)
+		}
 		sgs[g] = staging.Group{Slots: int(slots), SlotBytes: int(width)}
-		bufs[g] = unsafe.Slice((*byte)(ps[g]), int(slots*width))
+		bufs[g] = buf
 	}
 	m, err := staging.MemoryOver(bufs, sgs...)
 	if err != nil {
@@ -180,10 +186,10 @@ func kvready_memory_groups(h C.uint64_t, out *C.kvready_group, cap C.size_t, n *
 	if n != nil {
 		*n = C.size_t(len(gs))
 	}
-	if int(cap) < len(gs) || out == nil {
-		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_memory_groups: %d pool groups; the array holds %d", len(gs), cap))
+	if !fits(cap, len(gs)) || out == nil {
+		return fail(uint64(h), statusf(C.KVREADY_ERR_BUFFER, "kvready_memory_groups: %d pool groups; the array holds %d (out NULL: %v)", len(gs), uint64(cap), out == nil))
 	}
-	dst := unsafe.Slice(out, len(gs))
+	dst := outView(out, cap, len(gs))
 	for i, g := range gs {
 		dst[i].slots, dst[i].slot_bytes = C.int64_t(g.Slots), C.int64_t(g.SlotBytes)
 	}

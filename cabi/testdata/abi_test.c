@@ -236,6 +236,15 @@ static void test_library(void) {
   size_t n = 0;
   CHECK(kvready_version(v, sizeof v, &n) == KVREADY_OK && strstr(v, "147ed68276e7fb89d5de60002d4e793a78707a8c") != NULL, 0);
   CHECK(kvready_version(v, 4, &n) == KVREADY_ERR_BUFFER && n > 4 && strlen(v) == 3, 0);
+  /* A capacity of SIZE_MAX is a large buffer: kvready writes what it has
+   * (and its NUL) and nothing past it. */
+  memset(v, 'x', sizeof v);
+  CHECK(kvready_version(v, SIZE_MAX, &n) == KVREADY_OK && strlen(v) == n && v[n + 1] == 'x', 0);
+  CHECK(kvready_layout_id("{}", 2, (uint8_t[32]){0}, NULL) == KVREADY_ERR_INVALID, 0);
+  char msg[4096];
+  size_t len = 0;
+  memset(msg, 'x', sizeof msg);
+  CHECK(kvready_last_error(0, msg, SIZE_MAX, &len) == KVREADY_OK && len > 0 && strlen(msg) == len && msg[len + 1] == 'x', 0);
 }
 
 static void test_bad_handles(void) {
@@ -283,6 +292,13 @@ static void test_profile_layout_names(void) {
   hex("cb34d92ec6d4961a36d053db281528986f5614c44e0cc7871dc06c0b897ffc9d", want, 32);
   CHECK(kvready_layout_id(layout, strlen(layout), id, &tpb) == KVREADY_OK && memcmp(id, want, 32) == 0 && tpb == 32, 0);
   CHECK(kvready_layout_id("{}", 2, id, &tpb) == KVREADY_ERR_INVALID, 0);
+  /* A document's length past its bound (SIZE_MAX included) is refused naming
+   * the bound: never KVREADY_ERR_INTERNAL, and no stack in the message. */
+  CHECK(kvready_layout_id(layout, SIZE_MAX, id, &tpb) == KVREADY_ERR_INVALID &&
+            last_error_contains(0, "want at most 16777216") && !last_error_contains(0, "goroutine"), 0);
+  CHECK(kvready_layout_id(layout, (size_t)1 << 24 | 1, id, &tpb) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_profile_validate(ok, SIZE_MAX) == KVREADY_ERR_INVALID && last_error_contains(0, "want at most 16777216"), 0);
+  CHECK(kvready_profile_validate(NULL, 5) == KVREADY_ERR_INVALID && last_error_contains(0, "NULL with length 5"), 0);
 
   /* The SPEC's golden name. */
   uint8_t scope[32], lid[32], key[32], name[54], golden[54];
@@ -295,6 +311,12 @@ static void test_profile_layout_names(void) {
   int32_t badidx[] = {4, 0}; /* index 4 of 4 shards */
   CHECK(kvready_name(scope, 32, lid, 32, layers, offsets, 2, counts, badidx, 0, key, name) == KVREADY_ERR_INVALID, 0);
   CHECK(kvready_name(scope, 32, lid, 0, layers, offsets, 2, counts, indexes, 0, key, name) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_name(scope, SIZE_MAX, lid, 32, layers, offsets, 2, counts, indexes, 0, key, name) == KVREADY_ERR_INVALID &&
+            last_error_contains(0, "runs past the end of the address space"), 0);
+  CHECK(kvready_name(scope, 32, lid, SIZE_MAX, layers, offsets, 2, counts, indexes, 0, key, name) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_names(scope, 32, lid, 32, layers, offsets, 2, counts, indexes, 0, key, SIZE_MAX, name) == KVREADY_ERR_INVALID &&
+            last_error_contains(0, "want at most 16777216"), 0);
+  CHECK(kvready_names(scope, 32, lid, 32, layers, offsets, 2, counts, indexes, 0, key, (size_t)1 << 60, name) == KVREADY_ERR_INVALID, 0);
 }
 
 /* A publish of two blocks and a fetch back, over backend/mem and the
@@ -319,6 +341,15 @@ static void test_go_backend(void) {
   CHECK(kvready_backend_open("gopher://x", mem, &(uint64_t){0}) == KVREADY_ERR_INVALID && last_error_contains(0, "unknown backend"), 0);
   CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
   kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev, .tokens_per_block = 32};
+  /* A duration the engine would add to its clock past int64 ns is refused
+   * naming the bound (it made every lease time out at once). */
+  cfg.request_timeout_ns = INT64_MAX;
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_ERR_INVALID && eng == 0 &&
+            last_error_contains(0, "config.request_timeout_ns 9223372036854775807; want at most 2305843009213693952"), 0);
+  cfg.request_timeout_ns = 0;
+  cfg.drain_grace_ns = ((int64_t)1 << 61) + 1;
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_ERR_INVALID && eng == 0 && last_error_contains(0, "config.drain_grace_ns"), 0);
+  cfg.drain_grace_ns = 0;
   CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
   CHECK(kvready_memory_close(mem) == KVREADY_ERR_BUSY, mem);
 
@@ -361,6 +392,36 @@ static void test_go_backend(void) {
   int32_t gs[4], bs[4];
   size_t n = 0;
   CHECK(kvready_arrived(eng, lease, gs, bs, 4, &n) == KVREADY_OK && n == 2 && bs[0] == 0 && bs[1] == 1, eng);
+  /* Capacities are compared unsigned: SIZE_MAX holds anything, and kvready
+   * writes only what there is. */
+  gs[2] = bs[2] = -7;
+  CHECK(kvready_arrived(eng, lease, gs, bs, SIZE_MAX, &n) == KVREADY_OK && n == 2 && bs[1] == 1 && gs[2] == -7 && bs[2] == -7, eng);
+  CHECK(kvready_arrived(eng, lease, gs, bs, 1, &n) == KVREADY_ERR_BUFFER && n == 2 && last_error_contains(eng, "the arrays hold 1"), eng);
+  {
+    kvready_containment cs[2];
+    uint64_t rs[2], ls[2];
+    int32_t ss[2];
+    kvready_round round;
+    CHECK(kvready_containments(eng, cs, SIZE_MAX, &n) == KVREADY_OK && n == 0, eng);
+    CHECK(kvready_recoveries(eng, rs, SIZE_MAX, &n) == KVREADY_OK && n == 0, eng);
+    CHECK(kvready_progress(eng, &round, ls, ss, SIZE_MAX) == KVREADY_OK, eng);
+    CHECK(kvready_changes(eng, ls, ss, SIZE_MAX, &n) == KVREADY_OK, eng);
+    kvready_group gr[2] = {{-1, -1}, {-1, -1}};
+    CHECK(kvready_memory_groups(mem, gr, SIZE_MAX, &n) == KVREADY_OK && n == 1 && gr[0].slots == SLOTS && gr[1].slots == -1, mem);
+    uint8_t row[SLOT + 1];
+    int32_t found = 0;
+    memset(row, 'r', SLOT);
+    CHECK(kvready_backend_put(be, (const uint8_t *)"e", 1, frows[0].name, row, SLOT) == KVREADY_OK, be);
+    memset(row, 0, SLOT);
+    row[SLOT] = 'z';
+    CHECK(kvready_backend_get(be, (const uint8_t *)"e", 1, frows[0].name, row, SIZE_MAX, &n, &found) == KVREADY_OK &&
+              found && n == SLOT && row[0] == 'r' && row[SLOT - 1] == 'r' && row[SLOT] == 'z', be);
+    CHECK(kvready_backend_get(be, (const uint8_t *)"e", SIZE_MAX, frows[0].name, row, SLOT, &n, &found) == KVREADY_ERR_INVALID &&
+              last_error_contains(be, "extent_name: length"), be);
+    CHECK(kvready_backend_put(be, (const uint8_t *)"e", SIZE_MAX, frows[0].name, row, SLOT) == KVREADY_ERR_INVALID, be);
+    CHECK(kvready_backend_put(be, (const uint8_t *)"e", 1, frows[0].name, row, SIZE_MAX) == KVREADY_ERR_INVALID &&
+              last_error_contains(be, "row: length"), be);
+  }
   uint8_t got[SLOT];
   CHECK(kvready_sim_read(dev, frows[1].device, got, SLOT) == KVREADY_OK && got[0] == 'b' && got[SLOT - 1] == 'b', dev);
 
@@ -388,6 +449,10 @@ static void test_go_backend(void) {
   CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "group"), eng);
   badreq.kind = 7;
   CHECK(kvready_lend(eng, &badreq, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "kind 7"), eng);
+  kvready_request late = {.kind = KVREADY_FETCH, .rows = frows, .n_rows = 1, .deadline_unix_ns = INT64_MAX};
+  CHECK(kvready_lend(eng, &late, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "up to 4611686018427387904"), eng);
+  late.deadline_unix_ns = -1;
+  CHECK(kvready_lend(eng, &late, &none) == KVREADY_ERR_INVALID && last_error_contains(eng, "deadline_unix_ns -1"), eng);
   kvready_engine_stats(eng, &after);
   CHECK(before.lent == after.lent && none == 0, eng);
   CHECK(kvready_readiness(eng, 0, &iv) == KVREADY_ERR_STALE_LEASE, eng);
@@ -960,6 +1025,10 @@ static void test_layerwise_publish(void) {
   pub.layerwise = 1;
   CHECK(kvready_lend(eng, &pub, &pl) == KVREADY_OK, eng);
   kvready_lease_info info;
+  /* Before the grant (grants are taken in rounds): a misuse, INVALID, and
+   * nothing changes. */
+  CHECK(kvready_layer_computed(eng, pl, 0, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "granted"), eng);
+  CHECK(kvready_lease_infos(eng, &pl, 1, &info, NULL) == KVREADY_OK && info.state == KVREADY_WAITING, eng);
   CHECK(kvready_wait(eng, pl, 4, 10000000000LL, &info) == KVREADY_ERR_INVALID && last_error_contains(eng, "KVREADY_UNTIL_GRANTED (3)"), eng);
   CHECK(kvready_wait(eng, pl, KVREADY_UNTIL_GRANTED, 10000000000LL, &info) == KVREADY_OK && info.state == KVREADY_GRANTED, eng);
   CHECK(kvready_layer_computed(eng, pl, 1, 0) == KVREADY_ERR_INVALID && last_error_contains(eng, "next layer is 0"), eng);

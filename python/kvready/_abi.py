@@ -283,12 +283,3 @@ def check(status: int, handle: int = 0) -> None:
     """Raise the exception of a failed call's status, with its message."""
     if status != 0:
         raise errors.from_status(status, message(handle))
-
-
-def to_ns(seconds: float | None) -> int:
-    """A duration in seconds as nanoseconds (None: 0, the default)."""
-    if seconds is None:
-        return 0
-    if seconds < 0:
-        raise errors.InvalidArgumentError(errors.INVALID, f"a negative duration ({seconds} s); want >= 0")
-    return int(seconds * 1e9)

@@ -29,6 +29,7 @@ from typing import Callable
 
 from . import _abi
 from . import errors
+from ._border import integer
 from .backend import Backend
 from .memory import KitMemory
 
@@ -58,7 +59,8 @@ def check(make_backend: Callable[[KitMemory], Backend], kind: str = "fetch", che
             f"kvready.conformance.check: the loaded library ({_abi.path}) is libkvready.so, which has no "
             f"conformance kit; run with KVREADY_LIBRARY=testkit (or the path of libkvready_testkit.so, built by "
             f"`make lib-testkit`) set before kvready is imported: the test library is libkvready.so plus the kit")
-    kinds = {"fetch": [1], "publish": [2], "both": [1, 2]}.get(kind)
+    checks = integer(checks, ctypes.c_int32, "checks", low=1)
+    kinds = {"fetch": [1], "publish": [2], "both": [1, 2]}.get(kind) if isinstance(kind, str) else None
     if kinds is None:
         raise errors.InvalidArgumentError(errors.INVALID, f"kvready: kind {kind!r}; want 'fetch', 'publish' or 'both'")
     made: list[BaseException] = []

@@ -23,6 +23,7 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 from . import _abi
+from ._border import integer, nanoseconds, real
 from ._callbacks import Registry, write_error
 from . import errors
 from .errors import CopyRefusedError, DeviceLostError, InvalidArgumentError
@@ -41,8 +42,8 @@ class EventStatus(IntEnum):
 def host_memory(address: int, nbytes: int) -> memoryview:
     """A writable memoryview over nbytes of staging memory at address (what
     ``copy`` is handed): valid while kvready holds the copy's slot."""
-    if not address or nbytes <= 0:
-        raise InvalidArgumentError(errors.INVALID, f"kvready: host_memory({address:#x}, {nbytes}); want an address and a positive size")
+    address = integer(address, ctypes.c_uint64, "address", low=1)
+    nbytes = integer(nbytes, ctypes.c_size_t, "nbytes", low=1)
     return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
 
 
@@ -163,7 +164,7 @@ class SimStream:
         device's clock and touches no memory; work queued after it starts
         when it ended."""
         d = self.device
-        _abi.check(_abi.sim_compute(d.handle, self.number, _abi.to_ns(seconds)), d.handle)
+        _abi.check(_abi.sim_compute(d.handle, self.number, nanoseconds(seconds, "seconds")), d.handle)
 
     def record(self) -> SimEvent:
         """An event after everything queued on the stream so far."""
@@ -176,7 +177,7 @@ class SimStream:
         """Hold what is queued on this stream from now on until event, of
         another stream, resolved (cuStreamWaitEvent)."""
         d = self.device
-        _abi.check(_abi.sim_wait(d.handle, self.number, int(event)), d.handle)
+        _abi.check(_abi.sim_wait(d.handle, self.number, _event(event)), d.handle)
 
     def __repr__(self) -> str:
         return f"SimStream({self.number})"
@@ -193,13 +194,15 @@ class SimDevice:
 
     def __init__(self, mem_bytes: int = 1 << 20, latency: float = 0.0, bandwidth: float | None = None):
         h = ctypes.c_uint64()
+        c_mem = integer(mem_bytes, ctypes.c_int64, "mem_bytes")
         if bandwidth is not None:
+            c_bw = real(bandwidth, "bandwidth")
             if latency:
                 raise InvalidArgumentError(errors.INVALID, f"kvready: SimDevice(latency={latency}, bandwidth={bandwidth}); "
                                            "want one timing model: a latency or a bandwidth")
-            _abi.check(_abi.sim_device_new_bandwidth(mem_bytes, float(bandwidth), ctypes.byref(h)))
+            _abi.check(_abi.sim_device_new_bandwidth(c_mem, c_bw, ctypes.byref(h)))
         else:
-            _abi.check(_abi.sim_device_new(mem_bytes, _abi.to_ns(latency), ctypes.byref(h)))
+            _abi.check(_abi.sim_device_new(c_mem, nanoseconds(latency, "latency"), ctypes.byref(h)))
         self.handle = h.value
 
     def stream(self) -> SimStream:
@@ -211,7 +214,7 @@ class SimDevice:
     def query(self, event: SimEvent | int) -> EventStatus:
         """An event's status, without blocking."""
         st = ctypes.c_int32()
-        _abi.check(_abi.sim_query(self.handle, int(event), ctypes.byref(st)), self.handle)
+        _abi.check(_abi.sim_query(self.handle, _event(event), ctypes.byref(st)), self.handle)
         return EventStatus(st.value)
 
     def complete_next(self, stream: SimStream | int = 0, n: int = 1) -> int:
@@ -219,31 +222,35 @@ class SimDevice:
         whose events a fetch records one per layer), with the copies before
         each; how many were completed."""
         k = ctypes.c_int64()
-        _abi.check(_abi.sim_complete_next(self.handle, _stream_no(stream), n, ctypes.byref(k)), self.handle)
+        _abi.check(_abi.sim_complete_next(self.handle, _stream_no(stream), integer(n, ctypes.c_int64, "n"), ctypes.byref(k)),
+                   self.handle)
         return k.value
 
     def fail_next(self, stream: SimStream | int = 0, n: int = 1) -> int:
         """Fail the next n events of stream: their copies are not performed
         (the destinations poisoned); how many were failed."""
         k = ctypes.c_int64()
-        _abi.check(_abi.sim_fail_next(self.handle, _stream_no(stream), n, ctypes.byref(k)), self.handle)
+        _abi.check(_abi.sim_fail_next(self.handle, _stream_no(stream), integer(n, ctypes.c_int64, "n"), ctypes.byref(k)),
+                   self.handle)
         return k.value
 
     def alloc(self, nbytes: int) -> int:
         """Reserve device memory; its address."""
         p = ctypes.c_uint64()
-        _abi.check(_abi.sim_alloc(self.handle, nbytes, ctypes.byref(p)), self.handle)
+        _abi.check(_abi.sim_alloc(self.handle, integer(nbytes, ctypes.c_int64, "nbytes"), ctypes.byref(p)), self.handle)
         return p.value
 
     def write(self, ptr: int, data: Any) -> None:
         """Copy data to device memory now."""
+        c_ptr = integer(ptr, ctypes.c_uint64, "ptr")
         b = bytes(data)
-        _abi.check(_abi.sim_write(self.handle, ptr, b, len(b)), self.handle)
+        _abi.check(_abi.sim_write(self.handle, c_ptr, b, len(b)), self.handle)
 
     def read(self, ptr: int, nbytes: int) -> bytes:
         """Copy device memory out now."""
-        buf = ctypes.create_string_buffer(nbytes)
-        _abi.check(_abi.sim_read(self.handle, ptr, buf, nbytes), self.handle)
+        c_ptr, n = integer(ptr, ctypes.c_uint64, "ptr"), integer(nbytes, ctypes.c_size_t, "nbytes")
+        buf = ctypes.create_string_buffer(n)
+        _abi.check(_abi.sim_read(self.handle, c_ptr, buf, n), self.handle)
         return buf.raw
 
     def complete_all(self) -> int:
@@ -266,7 +273,11 @@ class SimDevice:
 
 
 def _stream_no(stream: SimStream | int) -> int:
-    return stream.number if isinstance(stream, SimStream) else int(stream)
+    return stream.number if isinstance(stream, SimStream) else integer(stream, ctypes.c_uint32, "stream")
+
+
+def _event(event: SimEvent | int) -> int:
+    return event.token if isinstance(event, SimEvent) else integer(event, ctypes.c_uint64, "event")
 
 
 _live: Registry[Device] = Registry()

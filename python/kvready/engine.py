@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from . import _abi
 from . import errors
+from ._border import MAX_WAIT_SECONDS, integer, nanoseconds
 from .backend import CancelDisposition
 from .errors import EngineClosedError, InvalidArgumentError, KvreadyError, StaleLeaseError
 
@@ -117,17 +118,24 @@ class Request:
 
     def __init__(self, kind: Kind | int, rows: Sequence[Row | tuple], known_blocks: int = 0,
                  deadline: float | None = None, is_last: bool = False, layerwise: bool = False):
+        c_kind = integer(kind, ctypes.c_int32, "kind")
         self.kind = Kind(kind) if kind in (1, 2) else kind
         self.rows = [Row(*r) for r in rows]
         self.known_blocks, self.deadline, self.is_last, self.layerwise = known_blocks, deadline, is_last, layerwise
+        c_known = integer(known_blocks, ctypes.c_int32, "known_blocks")
+        # deadline is a Unix time in seconds: as the C ABI's int64_t ns (None or 0: the engine's request timeout).
+        c_deadline = nanoseconds(deadline or None, "deadline")
         arr = (_abi.CRow * max(len(self.rows), 1))()
         for i, r in enumerate(self.rows):
-            if len(r.name) != _abi.NAME_SIZE:
-                raise InvalidArgumentError(errors.INVALID, f"kvready: row {i}: a name is {_abi.NAME_SIZE} bytes, got {len(r.name)}")
+            if not isinstance(r.name, (bytes, bytearray, memoryview)) or len(r.name) != _abi.NAME_SIZE:
+                got = f"{len(r.name)} bytes" if isinstance(r.name, (bytes, bytearray, memoryview)) else f"a {type(r.name).__name__}"
+                raise InvalidArgumentError(errors.INVALID, f"kvready: row {i}: a name is {_abi.NAME_SIZE} bytes, got {got}")
             ctypes.memmove(arr[i].name, bytes(r.name), _abi.NAME_SIZE)
-            arr[i].group, arr[i].block, arr[i].device = r.group, r.block, r.device
+            arr[i].group = integer(r.group, ctypes.c_int32, f"row {i}: group")
+            arr[i].block = integer(r.block, ctypes.c_int32, f"row {i}: block")
+            arr[i].device = integer(r.device, ctypes.c_uint64, f"row {i}: device")
         self._rows = arr
-        self._c = _abi.CRequest(int(kind), known_blocks, int(deadline * 1e9) if deadline else 0, 1 if is_last else 0,
+        self._c = _abi.CRequest(c_kind, c_known, c_deadline, 1 if is_last else 0,
                                 1 if layerwise else 0, ctypes.cast(arr, ctypes.POINTER(_abi.CRow)), len(self.rows))
 
     @classmethod
@@ -389,6 +397,16 @@ DEFAULT_DRAIN_GRACE = 10.0
 WAIT_MARGIN = 2.0
 
 
+def _lease(x: Any) -> int:
+    """A lease (or its handle) as the C ABI's uint64_t."""
+    return integer(x, ctypes.c_uint64, "lease")
+
+
+def _layer(x: Any) -> int:
+    """A layer number as the C ABI's int32_t."""
+    return integer(x, ctypes.c_int32, "layer")
+
+
 def _handle(x: Any, what: str) -> int:
     if x is None:
         return 0
@@ -450,21 +468,22 @@ class Engine:
         cfg.device = _handle(device, "device")
         cfg.fetcher = _handle(fetcher, "fetcher") if fetcher is not None and _has(fetcher, "fetch") else 0
         cfg.publisher = _handle(publisher, "publisher") if publisher is not None and _has(publisher, "publish") else 0
-        cfg.tokens_per_block = tokens_per_block
-        cfg.quiesce_workers = quiesce_workers
-        cfg.request_timeout_ns = _abi.to_ns(request_timeout)
-        cfg.drain_grace_ns = _abi.to_ns(drain_grace)
+        cfg.tokens_per_block = integer(tokens_per_block, ctypes.c_int32, "tokens_per_block")
+        cfg.quiesce_workers = integer(quiesce_workers, ctypes.c_int32, "quiesce_workers")
+        cfg.request_timeout_ns = nanoseconds(request_timeout, "request_timeout")
+        cfg.drain_grace_ns = nanoseconds(drain_grace, "drain_grace")
         # What the library takes for 0 (kvready.h's defaults): the wait's
         # default timeout is derived from them.
         self.request_timeout = request_timeout or DEFAULT_REQUEST_TIMEOUT
         self.drain_grace = drain_grace or DEFAULT_DRAIN_GRACE
-        cfg.quiesce_timeout_ns = _abi.to_ns(quiesce_timeout)
-        cfg.retry_backoff_ns = _abi.to_ns(retry_backoff)
-        cfg.max_retry_backoff_ns = _abi.to_ns(max_retry_backoff)
-        cfg.keep_released = keep_released
+        cfg.quiesce_timeout_ns = nanoseconds(quiesce_timeout, "quiesce_timeout")
+        cfg.retry_backoff_ns = nanoseconds(retry_backoff, "retry_backoff")
+        cfg.max_retry_backoff_ns = nanoseconds(max_retry_backoff, "max_retry_backoff")
+        cfg.keep_released = integer(keep_released, ctypes.c_int32, "keep_released")
         cfg.policy = Policy.of(policy)
-        cfg.recover_every_ns = _abi.to_ns(recover_every)
-        cfg.max_outstanding = max_outstanding
+        cfg.recover_every_ns = nanoseconds(recover_every, "recover_every")
+        cfg.max_outstanding = integer(max_outstanding, ctypes.c_int32, "max_outstanding")
+        nanoseconds(shutdown_timeout, "shutdown_timeout")  # refused now, not at the end
         if layout is not None:
             doc = layout if isinstance(layout, bytes) else (layout if isinstance(layout, str) else json.dumps(layout)).encode()
             cfg.layout, cfg.layout_len = doc, len(doc)
@@ -512,7 +531,7 @@ class Engine:
     def wait_timeout(self) -> float:
         """The default timeout of :meth:`wait`: the containment horizon
         plus WAIT_MARGIN."""
-        return self.containment_horizon + WAIT_MARGIN
+        return min(self.containment_horizon + WAIT_MARGIN, MAX_WAIT_SECONDS)
 
     @property
     def closed(self) -> bool:
@@ -636,11 +655,11 @@ class Engine:
         complete (at once if it is; else when its fence is proven). Releasing
         a quarantined lease gives up the claim: its slots stay out for ever,
         and wait(Until.RELEASED) returns it as quarantined."""
-        _abi.check(_abi.release(self.handle, int(lease)), self.handle)
+        _abi.check(_abi.release(self.handle, _lease(lease)), self.handle)
 
     def release_many(self, leases: Sequence[Lease | int]) -> None:
         """Release many at once (one call); raises the first refusal."""
-        arr = (ctypes.c_uint64 * len(leases))(*[int(x) for x in leases])
+        arr = (ctypes.c_uint64 * len(leases))(*[_lease(x) for x in leases])
         _abi.check(_abi.release_many(self.handle, arr, len(leases), None), self.handle)
 
     def cancel(self, lease: Lease | int) -> None:
@@ -650,15 +669,15 @@ class Engine:
         no request, its slots back at once (a publish's once its copies
         landed), no release needed. Refused (nothing changes) only for a
         stale handle or an outcome already latched."""
-        _abi.check(_abi.cancel(self.handle, int(lease)), self.handle)
+        _abi.check(_abi.cancel(self.handle, _lease(lease)), self.handle)
 
     def retry(self, lease: Lease | int) -> None:
         """Ask the backend again, next round, whether access has ended."""
-        _abi.check(_abi.retry(self.handle, int(lease)), self.handle)
+        _abi.check(_abi.retry(self.handle, _lease(lease)), self.handle)
 
     def info(self, lease: Lease | int) -> LeaseInfo:
         """Describe a lease."""
-        self._one[0] = int(lease)
+        self._one[0] = _lease(lease)
         _abi.check(_abi.lease_infos(self.handle, self._one, 1, ctypes.byref(self._info), None), self.handle)
         return _info(self._info)
 
@@ -668,7 +687,7 @@ class Engine:
         n = len(leases)
         if not n:
             return []
-        arr = (ctypes.c_uint64 * n)(*[int(x) for x in leases])
+        arr = (ctypes.c_uint64 * n)(*[_lease(x) for x in leases])
         out = (_abi.CLeaseInfo * n)()
         sts = (ctypes.c_int32 * n)()
         st = _abi.lease_infos(self.handle, arr, n, out, sts)
@@ -681,7 +700,7 @@ class Engine:
         """Where a fetched request may resume (NotReadyError until its copies
         landed)."""
         iv = self._iv
-        _abi.check(_abi.readiness(self.handle, int(lease), ctypes.byref(iv)), self.handle)
+        _abi.check(_abi.readiness(self.handle, _lease(lease), ctypes.byref(iv)), self.handle)
         return Readiness(iv.usable_until, iv.restart_floor)
 
     @property
@@ -700,7 +719,7 @@ class Engine:
         on. InvalidArgumentError for a layer out of range, NotReadyError for
         a publish."""
         st, iv = self._layer_st, self._iv
-        _abi.check(_abi.layer_ready(self.handle, int(lease), layer, ctypes.byref(st), ctypes.byref(iv)), self.handle)
+        _abi.check(_abi.layer_ready(self.handle, _lease(lease), _layer(layer), ctypes.byref(st), ctypes.byref(iv)), self.handle)
         status = LayerStatus(st.value)
         return status, (Readiness(iv.usable_until, iv.restart_floor) if status == LayerStatus.READY else None)
 
@@ -709,7 +728,7 @@ class Engine:
         question, answered with one call and nothing built: a connector may
         ask it per layer of every forward pass)."""
         h = self._h or self.handle
-        st = _abi.layer_ready(h, int(lease), layer, self._layer_ref, None)
+        st = _abi.layer_ready(h, _lease(lease), _layer(layer), self._layer_ref, None)
         if st:
             _abi.check(st, h)
         return self._layer_st.value == 1
@@ -729,9 +748,10 @@ class Engine:
         submitted; its slots return once the queued copies landed).
         Anything else raises InvalidArgumentError naming why, and changes
         nothing."""
+        c_lease, c_layer = _lease(lease), _layer(layer)  # checked before the device is handed the event
         token = self._event_token(event)
         try:
-            _abi.check(_abi.layer_computed(self.handle, int(lease), layer, token), self.handle)
+            _abi.check(_abi.layer_computed(self.handle, c_lease, c_layer, token), self.handle)
         except BaseException:
             # Refused: nothing will ever wait for the event the device was handed.
             from .device import Device
@@ -762,22 +782,23 @@ class Engine:
         NotReadyError when it is never answered (quarantined, or released
         before its copies landed), TimedOutError after timeout seconds (None:
         :attr:`wait_timeout`)."""
-        if timeout is None:
-            timeout = self.wait_timeout
+        c_lease, c_layer = _lease(lease), _layer(layer)
+        ns = nanoseconds(self.wait_timeout if timeout is None else timeout, "timeout") or 1
         iv = _abi.CInterval()
         try:
-            _abi.check(_abi.wait_layer(self.handle, int(lease), layer, _abi.to_ns(timeout) or 1, ctypes.byref(iv)), self.handle)
+            _abi.check(_abi.wait_layer(self.handle, c_lease, c_layer, ns, ctypes.byref(iv)), self.handle)
         finally:
             self._deliver()
         return Readiness(iv.usable_until, iv.restart_floor)
 
     def arrived(self, lease: Lease | int) -> list[tuple[int, int]]:
         """The (group, block) pairs of a fetch that arrived."""
+        c_lease = _lease(lease)
         cap = 64
         while True:
             gs, bs = (ctypes.c_int32 * cap)(), (ctypes.c_int32 * cap)()
             n = ctypes.c_size_t()
-            st = _abi.arrived(self.handle, int(lease), gs, bs, cap, ctypes.byref(n))
+            st = _abi.arrived(self.handle, c_lease, gs, bs, cap, ctypes.byref(n))
             if st == errors.BUFFER and n.value > cap:
                 cap = n.value
                 continue
@@ -797,11 +818,11 @@ class Engine:
         TimedOutError first, whatever its backend does: the two defaults
         agree. (A lease held back by ``max_outstanding`` starts its deadline
         only at its submission: pass a longer timeout for it.)"""
-        if timeout is None:
-            timeout = self.wait_timeout
+        c_lease, c_until = _lease(lease), integer(until, ctypes.c_int32, "until")
+        ns = nanoseconds(self.wait_timeout if timeout is None else timeout, "timeout") or 1
         info = _abi.CLeaseInfo()
         try:
-            _abi.check(_abi.wait(self.handle, int(lease), int(until), _abi.to_ns(timeout) or 1, ctypes.byref(info)), self.handle)
+            _abi.check(_abi.wait(self.handle, c_lease, c_until, ns, ctypes.byref(info)), self.handle)
         finally:
             self._deliver()
         return _info(info)
@@ -809,16 +830,17 @@ class Engine:
     def sync(self, timeout: float = 30.0) -> int:
         """Run rounds until the background has caught up and a round changes
         nothing; the moves made."""
+        ns = nanoseconds(timeout, "timeout") or 1
         n = ctypes.c_int64()
         try:
-            _abi.check(_abi.sync(self.handle, _abi.to_ns(timeout) or 1, ctypes.byref(n)), self.handle)
+            _abi.check(_abi.sync(self.handle, ns, ctypes.byref(n)), self.handle)
         finally:
             self._deliver()
         return n.value
 
     def count(self, state: State | int) -> int:
         """The number of leases in a state."""
-        _abi.check(_abi.count(self.handle, int(state), ctypes.byref(self._count)), self.handle)
+        _abi.check(_abi.count(self.handle, integer(state, ctypes.c_int32, "state"), ctypes.byref(self._count)), self.handle)
         return self._count.value
 
     def stats(self) -> Stats:
@@ -845,10 +867,10 @@ class Engine:
 
     def shutdown(self, timeout: float | None = None) -> Report:
         """Close, then run rounds until drained (TimedOutError otherwise)."""
+        ns = nanoseconds(self.shutdown_timeout if timeout is None else timeout, "timeout") or 1
         c = _abi.CReport()
-        t = self.shutdown_timeout if timeout is None else timeout
         try:
-            _abi.check(_abi.engine_shutdown(self.handle, _abi.to_ns(t) or 1, ctypes.byref(c)), self.handle)
+            _abi.check(_abi.engine_shutdown(self.handle, ns, ctypes.byref(c)), self.handle)
         finally:
             self._deliver()
         return _report(c)

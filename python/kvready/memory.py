@@ -6,6 +6,7 @@ import ctypes
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from . import _abi
+from ._border import bounds, integer
 from .errors import InvalidArgumentError, UnsupportedError
 
 
@@ -22,15 +23,14 @@ def _address(buf: Any, need: int) -> tuple[int, Any]:
     object that keeps it exported (and so unmoved: a bytearray with an export
     cannot be resized). An int is taken as an address the caller keeps
     valid (pinned memory from torch: tensor.data_ptr())."""
-    if isinstance(buf, int):
-        if buf == 0:
-            raise InvalidArgumentError(1, "kvready: staging address 0; want the address of at least %d bytes" % need)
-        return buf, None
+    if isinstance(buf, int) and not isinstance(buf, bool):
+        return integer(buf, ctypes.c_uint64, f"staging address (of at least {need} bytes)", low=1), None
     try:
         mv = memoryview(buf)
     except TypeError:
+        lo, hi, _ = bounds(ctypes.c_uint64)
         raise InvalidArgumentError(1, f"kvready: a {type(buf).__name__} is not a buffer; want a writable buffer "
-                                 "(bytearray, memoryview, numpy array) or an address") from None
+                                 f"(bytearray, memoryview, numpy array) or an address (an integer in 1 .. {hi})") from None
     if mv.readonly:
         raise InvalidArgumentError(1, f"kvready: the {type(buf).__name__} is read-only; staging memory must be writable")
     if not mv.c_contiguous:
@@ -54,9 +54,13 @@ class Memory:
     """
 
     def __init__(self, groups: Sequence[Group | tuple[int, int]], buffers: Sequence[Any] | None = None):
-        self.groups = [Group(*g) for g in groups]
+        self.groups = [Group(integer(s, ctypes.c_int64, f"pool group {i}: slots", low=1),
+                             integer(b, ctypes.c_int64, f"pool group {i}: slot_bytes", low=1))
+                       for i, (s, b) in enumerate(Group(*g) for g in groups)]
         if not self.groups:
             raise InvalidArgumentError(1, "kvready: no pool groups; want one per local layer group")
+        for i, g in enumerate(self.groups):
+            integer(g.slots * g.slot_bytes, ctypes.c_int64, f"pool group {i}: slots * slot_bytes")
         if buffers is None:
             buffers = [bytearray(g.slots * g.slot_bytes) for g in self.groups]
         if len(buffers) != len(self.groups):
@@ -65,8 +69,6 @@ class Memory:
         self._keep = []
         addrs = []
         for g, buf in zip(self.groups, self.buffers):
-            if g.slots <= 0 or g.slot_bytes <= 0:
-                raise InvalidArgumentError(1, f"kvready: a pool group of {g.slots} slots of {g.slot_bytes} bytes; want positive sizes")
             addr, keep = _address(buf, g.slots * g.slot_bytes)
             addrs.append(addr)
             self._keep.append(keep)
@@ -88,7 +90,11 @@ class Memory:
     def write(self, group: int, local: int, data: Any, offset: int = 0) -> None:
         """Copy data into a slot (at offset)."""
         mv = memoryview(data).cast("B")
-        self.row(group, local)[offset:offset + mv.nbytes] = mv
+        row = self.row(group, local)
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= len(row) - mv.nbytes:
+            raise InvalidArgumentError(1, f"kvready: {mv.nbytes} bytes at offset {offset!r} of the {len(row)}-byte slot "
+                                          f"{local} of pool group {group}; want 0 <= offset <= {len(row) - mv.nbytes}")
+        row[offset:offset + mv.nbytes] = mv
 
     def read(self, group: int, local: int) -> bytes:
         """A copy of a slot."""
@@ -124,15 +130,17 @@ class KitMemory:
     def write(self, group: int, local: int, data: Any, offset: int = 0) -> None:
         """Copy data into a slot (at offset)."""
         b = bytes(data)
-        _abi.check(_abi.memory_write(self.handle, group, local, offset, b, len(b)), self.handle)
+        _abi.check(_abi.memory_write(self.handle, integer(group, ctypes.c_int32, "group"),
+                                     integer(local, ctypes.c_int64, "local"), integer(offset, ctypes.c_int64, "offset"),
+                                     b, len(b)), self.handle)
 
     def read(self, group: int, local: int) -> bytes:
         """A copy of a slot."""
-        if not 0 <= group < len(self.groups):
-            raise InvalidArgumentError(1, f"kvready: no pool group {group}")
+        if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < len(self.groups):
+            raise InvalidArgumentError(1, f"kvready: no pool group {group!r}; want 0 .. {len(self.groups) - 1}")
         n = self.groups[group].slot_bytes
         buf = ctypes.create_string_buffer(n)
-        _abi.check(_abi.memory_read(self.handle, group, local, 0, buf, n), self.handle)
+        _abi.check(_abi.memory_read(self.handle, group, integer(local, ctypes.c_int64, "local"), 0, buf, n), self.handle)
         return buf.raw
 
     def row(self, group: int, local: int) -> memoryview:

@@ -8,6 +8,7 @@ import json
 from typing import Any, NamedTuple, Sequence
 
 from . import _abi
+from ._border import integer
 from .errors import InvalidArgumentError
 
 
@@ -54,8 +55,13 @@ class Identity:
         if not layers:
             raise InvalidArgumentError(1, "kvready: no layer groups; want one list of global layer ids per local group")
         self.scope, self.layout_id = bytes(scope), bytes(layout_id)
-        self.layers = [list(g) for g in layers]
+        self.layers = [[integer(l, ctypes.c_int32, f"layer group {g}: layer id") for l in ls] for g, ls in enumerate(layers)]
         self.shards = [tuple(s) for s in shards] if shards is not None else [(1, 0)] * len(self.layers)
+        for g, s in enumerate(self.shards):
+            if len(s) != 2:
+                raise InvalidArgumentError(1, f"kvready: layer group {g}: shard {s!r}; want (count, index)")
+            integer(s[0], ctypes.c_int32, f"layer group {g}: shard count")
+            integer(s[1], ctypes.c_int32, f"layer group {g}: shard index")
         if len(self.shards) != len(self.layers):
             raise InvalidArgumentError(1, f"kvready: {len(self.shards)} shards for {len(self.layers)} layer groups; want one each")
         flat = [l for g in self.layers for l in g]
@@ -74,6 +80,7 @@ class Identity:
     def names(self, group: int, keys: Sequence[bytes]) -> list[bytes]:
         """The names of blocks of one local layer group, by 32-byte block key
         (a hash of the tokens up to and including the block)."""
+        c_group = integer(group, ctypes.c_int32, "group")
         n = len(keys)
         if n == 0:
             return []
@@ -83,7 +90,7 @@ class Identity:
         kbuf = (ctypes.c_uint8 * len(kb)).from_buffer_copy(kb)
         out = (ctypes.c_uint8 * (_abi.NAME_SIZE * n))()
         _abi.check(_abi.names(self._scope, len(self.scope), self._lid, len(self.layout_id), self._layers, self._offs,
-                              len(self.layers), self._counts, self._idx, group, kbuf, n, out))
+                              len(self.layers), self._counts, self._idx, c_group, kbuf, n, out))
         raw = bytes(out)
         return [raw[i * _abi.NAME_SIZE:(i + 1) * _abi.NAME_SIZE] for i in range(n)]
 

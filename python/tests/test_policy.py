@@ -201,7 +201,7 @@ def test_policies_and_bounds_are_checked_at_the_door(rig):
         rig.engine(store, policy=7)
     with pytest.raises(kvready.InvalidArgumentError, match="MaxOutstanding"):
         rig.engine(store, max_outstanding=-1)
-    with pytest.raises(kvready.InvalidArgumentError, match="negative duration"):
+    with pytest.raises(kvready.InvalidArgumentError, match="recover_every is negative"):
         rig.engine(store, recover_every=-1)
 
 
