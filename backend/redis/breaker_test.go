@@ -145,6 +145,107 @@ func TestBreakerBlackHole(t *testing.T) {
 	assert.Positive(t, hole.accepted.Load(), "the proxy carried the connections")
 }
 
+// TestBreakerSequentialManager: a manager that sends one request at a time
+// learns that the store is down within one attempt bound. Against a hung
+// store (SIGSTOP, a black hole) the first fetch waits out its bound and
+// opens the breaker on its own: every later one is refused at once. Against
+// a dead one each call is refused by the kernel in microseconds, and the
+// run of DefaultBreakerFailures of them opens it. Counts, never durations:
+// how long each request took is only logged.
+func TestBreakerSequentialManager(t *testing.T) {
+	const requests = kvredis.DefaultBreakerFailures + 4
+	for _, tc := range []struct {
+		name   string
+		start  func(t *testing.T) (url string, down func())
+		waited int // requests that went to the store and failed there
+		reason string
+	}{
+		{"stopped", func(t *testing.T) (string, func()) {
+			srv := redistest.Start(t)
+			return srv.URL(), func() {
+				require.NoError(t, srv.Freeze())
+				t.Cleanup(func() { _ = srv.Thaw() })
+			}
+		}, 1, "a call had no reply within the attempt bound"},
+		{"black hole", func(t *testing.T) (string, func()) {
+			hole := newBlackHole(t, redistest.Start(t).Addr)
+			return "redis://" + hole.addr() + "/0", func() { hole.swallow.Store(true) }
+		}, 1, "a call had no reply within the attempt bound"},
+		{"killed", func(t *testing.T) (string, func()) {
+			srv := redistest.Start(t)
+			return srv.URL(), srv.Kill
+		}, kvredis.DefaultBreakerFailures, "calls in a row failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, down := tc.start(t)
+			mem := newStaging(1, 1, rowBytes)
+			b, err := kvredis.Open(waitCtx(t), url, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(faultBound))
+			require.NoError(t, err)
+			defer b.Close()
+			down()
+			waited, refused := 0, 0
+			for i := range requests {
+				begin := time.Now()
+				a, err := b.Fetch(extentOf(t, unit(i, 0, 0)), nil)
+				if err != nil {
+					require.ErrorIs(t, err, kvredis.ErrUnavailable, "request %d", i)
+					require.ErrorIs(t, err, contract.ErrSubmissionRejected, "request %d", i)
+					refused++
+					t.Logf("request %d: refused at once, after %v", i, time.Since(begin))
+					continue
+				}
+				f := isFailed(t, settled(t, b, a))
+				quiesced(t, b, a)
+				waited++
+				t.Logf("request %d: failed after %v (%s)", i, time.Since(begin), f.Reason)
+			}
+			assert.Equal(t, tc.waited, waited, "requests that waited for the store before it was held for down")
+			assert.Equal(t, requests-tc.waited, refused, "requests refused at once")
+			h := b.Health()
+			assert.False(t, h.Reachable)
+			assert.Equal(t, 1, h.Outages)
+			assert.Contains(t, h.Reason, tc.reason)
+			assert.Equal(t, uint64(refused), h.FastFailures)
+		})
+	}
+}
+
+// TestBreakerClosesAfterALongOutage: an outage that outlasts the probe's
+// whole back-off ramp (here 1ms doubling to 8ms: four waits) ends when the
+// store comes back: the probe keeps PINGing at its ceiling for as long as
+// it takes. The proxy in front of the store counts the PINGs' connections,
+// so the test knows the ramp is behind it without timing anything.
+func TestBreakerClosesAfterALongOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	hole := newBlackHole(t, srv.Addr)
+	var log healthLog
+	mem := newStaging(1, 1, rowBytes)
+	b, err := kvredis.Open(waitCtx(t), "redis://"+hole.addr()+"/0?breaker_failures=1&breaker_probe=1ms&breaker_probe_max=8ms", mem,
+		kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(faultBound), kvredis.WithHealthFunc(log.add))
+	require.NoError(t, err)
+	defer b.Close()
+	srv.Kill()
+	a, err := b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err, "the first fetch goes to the store")
+	isFailed(t, settled(t, b, a))
+	quiesced(t, b, a)
+	require.False(t, b.Health().Reachable, "one refused call opens it (breaker_failures=1)")
+	// Each PING dials the dead store through the proxy: four of them climb
+	// the ramp, the rest are at its ceiling.
+	mark := hole.accepted.Load()
+	waitFor(t, "the probe to PING past its ramp", func() bool { return hole.accepted.Load() >= mark+20 })
+	require.False(t, b.Health().Reachable, "still down")
+	require.NoError(t, srv.Restart())
+	waitFor(t, "the probe to see the store back", func() bool { return b.Health().Reachable })
+	a, err = b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err, "served again")
+	d, ok := settled(t, b, a).(contract.Delivered)
+	require.True(t, ok, "an answer, not a failure")
+	assert.True(t, d.Miss(), "the restarted store is empty: a miss")
+	quiesced(t, b, a)
+	log.check(t, "calls in a row failed")
+}
+
 // TestBreakerOff: WithBreaker(0) never holds the store for down: against a
 // dead store every submission is accepted and fails on its own.
 func TestBreakerOff(t *testing.T) {
