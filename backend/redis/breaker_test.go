@@ -337,7 +337,8 @@ func TestBreakerCloseWhileOpen(t *testing.T) {
 
 // TestBreakerOptions: bad thresholds and probe cadences are refused, each
 // naming what was given and what is wanted, from Go options and from the
-// URL alike.
+// URL alike; so is a query key given twice. Every such error wraps
+// ErrConfig, and CheckURL finds it without connecting.
 func TestBreakerOptions(t *testing.T) {
 	mem := newStaging(1, 1, rowBytes)
 	for _, tc := range []struct {
@@ -350,22 +351,57 @@ func TestBreakerOptions(t *testing.T) {
 		{"probe below 1ms", "", []kvredis.Option{kvredis.WithBreakerProbe(0, time.Second)}, "want 1ms <= first <= most"},
 		{"probe max below first", "", []kvredis.Option{kvredis.WithBreakerProbe(time.Second, time.Millisecond)}, "want 1ms <= first <= most"},
 		{"URL threshold not a number", "?breaker_failures=many", nil, `breaker_failures="many"; want a number`},
-		{"URL threshold negative", "?breaker_failures=-2", nil, "want 0 (never hold the store for down)"},
+		{"URL threshold negative", "?breaker_failures=-1", nil, "want 0 (never hold the store for down)"},
 		{"URL probe not a duration", "?breaker_probe=soon", nil, `breaker_probe="soon"; want a duration`},
-		{"URL probe max below first", "?breaker_probe=2s&breaker_probe_max=1s", nil, "want 1ms <= first <= most"},
+		{"URL probe max below first", "?breaker_probe=2s&breaker_probe_max=1s", nil,
+			"breaker_probe=2s, breaker_probe_max=1s; want 1ms <= breaker_probe <= breaker_probe_max <= 1h"},
+		{"URL probe max alone, below the default first", "?breaker_probe_max=50ms", nil,
+			"breaker_probe 100ms (not in the URL: the option's or the default), breaker_probe_max=50ms; want 1ms <= breaker_probe"},
+		{"URL probe max alone, below the option's first", "?breaker_probe_max=1s", []kvredis.Option{kvredis.WithBreakerProbe(5*time.Second, 10*time.Second)},
+			"breaker_probe 5s (not in the URL: the option's or the default), breaker_probe_max=1s"},
+		{"URL probe alone, over 1h", "?breaker_probe=2h", nil, "breaker_probe=2h0m0s, breaker_probe_max 2h0m0s (not in the URL"},
+		{"URL probe alone, zero", "?breaker_probe=0s", nil, "breaker_probe=0s, breaker_probe_max 2s (not in the URL"},
+		{"URL threshold twice", "?breaker_failures=3&breaker_failures=5", nil, `breaker_failures given 2 times (["3" "5"]); want each query key once`},
+		{"URL go-redis key twice", "?pool_size=4&pool_size=8", nil, `pool_size given 2 times`},
+		{"URL go-redis value bad", "?pool_size=many", nil, `pool_size`},
+		{"URL key unknown", "?breaker_failure=3", nil, `breaker_failure`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := kvredis.Open(waitCtx(t), shared.URL()+tc.url, mem, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.ErrorIs(t, err, kvredis.ErrConfig)
+			assert.NotErrorIs(t, err, kvredis.ErrUnavailable)
+			cerr := kvredis.CheckURL("redis://127.0.0.1:1/0"+tc.url, tc.opts...) // nothing listens there: never asked
+			require.Error(t, cerr)
+			assert.Contains(t, cerr.Error(), tc.want)
+			assert.ErrorIs(t, cerr, kvredis.ErrConfig)
 		})
 	}
-	// Good values open; a probe alone raises the longest wait to it.
-	for _, q := range []string{"?breaker_failures=0", "?breaker_failures=5&breaker_probe=10ms&breaker_probe_max=1s", "?breaker_probe=5s"} {
+	// Good values open; a probe alone raises the longest wait to it; addr
+	// repeats (Cluster seeds) and is no repeated key.
+	for _, q := range []string{"?breaker_failures=0", "?breaker_failures=5&breaker_probe=10ms&breaker_probe_max=1s", "?breaker_probe=5s", "?breaker_probe_max=5s"} {
+		require.NoError(t, kvredis.CheckURL(shared.URL()+q), q)
 		b, err := kvredis.Open(waitCtx(t), shared.URL()+q, mem)
 		require.NoError(t, err, q)
 		require.NoError(t, b.Close())
 	}
+	require.NoError(t, kvredis.CheckURL("redis://127.0.0.1:1?addr=127.0.0.1:2&addr=127.0.0.1:3"))
+}
+
+// TestOpenUnavailable: a store that does not answer is ErrUnavailable at
+// Open, never ErrConfig: the configuration is fine, the store may come
+// back.
+func TestOpenUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	url := srv.URL()
+	srv.Kill()
+	_, err := kvredis.Open(waitCtx(t), url+"?breaker_failures=1", newStaging(1, 1, rowBytes))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, kvredis.ErrUnavailable)
+	assert.NotErrorIs(t, err, kvredis.ErrConfig)
+	assert.Contains(t, err.Error(), "does not answer PING")
+	require.NoError(t, kvredis.CheckURL(url+"?breaker_failures=1"), "the URL itself is fine")
 }
 
 // blackHole is a TCP proxy to a server that can turn into an address that
