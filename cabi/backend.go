@@ -84,7 +84,14 @@ func openURL(raw string, m *memory) (*backend, error) {
 		defer cancel()
 		b, err := redis.Open(ctx, raw, m.rows)
 		if err != nil {
-			return nil, statusf(C.KVREADY_ERR_BACKEND, "kvready_backend_open: %v", err)
+			status := C.int(C.KVREADY_ERR_BACKEND)
+			switch {
+			case errors.Is(err, redis.ErrConfig):
+				status = C.KVREADY_ERR_CONFIG
+			case errors.Is(err, redis.ErrUnavailable):
+				status = C.KVREADY_ERR_UNAVAILABLE
+			}
+			return nil, statusf(status, "kvready_backend_open: %v", err)
 		}
 		return &backend{
 			fetcher: b, publisher: b, close: b.Close,

@@ -72,16 +72,18 @@ enum {
   KVREADY_ERR_REJECTED = 11,    /* backend callbacks: submission refused before anything escaped */
   KVREADY_ERR_REFUSED = 12,     /* device callbacks: the copy was refused before it was queued */
   KVREADY_ERR_BUFFER = 13,      /* the caller's buffer is too small (a length out-parameter says how much) */
-  KVREADY_ERR_BACKEND = 14,     /* opening a backend failed, or a backend call failed */
+  KVREADY_ERR_BACKEND = 14,     /* a backend call failed (opening one: see CONFIG and UNAVAILABLE) */
   KVREADY_ERR_CONFORMANCE = 15, /* the conformance kit found a broken rule */
   KVREADY_ERR_BUSY = 16,        /* the object is in use: an engine still refers to it */
   KVREADY_ERR_UNSUPPORTED = 17, /* the object cannot do that */
   KVREADY_ERR_FAILED = 18,      /* callbacks: a failure (an escaped submission, a failed query, ...) */
   KVREADY_ERR_INTERNAL = 19,    /* a bug in kvready (a recovered panic): one line; its stack is logged */
-  KVREADY_ERR_LAYER_FAILED = 20 /* a copy of the layer waited for, or of an earlier one, failed: it never becomes ready */
+  KVREADY_ERR_LAYER_FAILED = 20, /* a copy of the layer waited for, or of an earlier one, failed: it never becomes ready */
+  KVREADY_ERR_CONFIG = 21,      /* kvready_backend_open: the store's URL or one of its options is wrong: fix it (retrying changes nothing) */
+  KVREADY_ERR_UNAVAILABLE = 22  /* kvready_backend_open: the store does not answer (down, unreachable): retry later */
 };
 
-/* ---- the lifecycle's vocabulary (the values of package fsm) ------------- */
+/* ---- the lifecycle's vocabulary (the values of package readiness) ------- */
 
 enum { KVREADY_FETCH = 1, KVREADY_PUBLISH = 2 };
 
@@ -482,8 +484,12 @@ int kvready_memory_close(uint64_t memory);
  *                                        a store that stops answering is held for down
  *                                        and submissions are rejected at once ("store
  *                                        unavailable") until a PING answers: query
- *                                        breaker_failures=N (default 3, 0 off),
- *                                        breaker_probe=100ms, breaker_probe_max=2s
+ *                                        breaker_failures=N (connection errors in a row,
+ *                                        default 3, 0 off; one call with no reply within
+ *                                        its bound is enough), breaker_probe=100ms,
+ *                                        breaker_probe_max=2s
+ * A wrong URL or query value (a key given twice included) is KVREADY_ERR_CONFIG;
+ * a store that does not answer is KVREADY_ERR_UNAVAILABLE (retry later);
  * and, in the test library only (libkvready_testkit.so; KVREADY_ERR_UNSUPPORTED
  * from libkvready.so):
  *   "mem:?mode=M&capacity=N"            backend/mem with a fault on every submission:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvready/kvready/internal/redistest"
 	"github.com/kvready/kvready/readiness"
 )
 
@@ -60,6 +61,32 @@ func TestEngineErrorsMapToTheirHeaderStatus(t *testing.T) {
 				err = fmt.Errorf("readiness: layer 1 of lease#0.2: %w", err)
 			}
 			assert.Equal(t, want, int(statusOf(err)))
+		})
+	}
+}
+
+// kvready_backend_open tells a Redis URL that is wrong (fix it) from a store
+// that does not answer (retry later), each with its own status.
+func TestBackendOpenStatuses(t *testing.T) {
+	h := headerStatuses(t)
+	srv := redistest.Start(t)
+	dead := srv.URL()
+	srv.Kill()
+	m := &memory{} // Open fails before it resolves a row
+	for _, tc := range []struct {
+		url, status, msg string
+	}{
+		{dead + "?breaker_failures=-1", "KVREADY_ERR_CONFIG", "WithBreaker(-1)"},
+		{dead + "?breaker_failures=1&breaker_failures=2", "KVREADY_ERR_CONFIG", "breaker_failures given 2 times"},
+		{dead + "?breaker_probe_max=50ms", "KVREADY_ERR_CONFIG", "breaker_probe_max=50ms"},
+		{dead + "?pool_size=many", "KVREADY_ERR_CONFIG", "pool_size"},
+		{dead, "KVREADY_ERR_UNAVAILABLE", "does not answer PING"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			_, err := openURL(tc.url, m)
+			require.Error(t, err)
+			assert.Equal(t, h[tc.status], int(statusOf(err)), "%v", err)
+			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
 }

@@ -411,7 +411,7 @@ var families = [numFamilies]struct {
 	inFlightLeases:    {"in_flight_leases", "Leases whose staging slots a backend was handed and whose access is not yet proven over (contained leases left out).", nil},
 	inFlightBytes:     {"in_flight_bytes", "Staging bytes of the leases in flight: what the backends may still read or write.", nil},
 	quarantinedBytes:  {"quarantined_bytes", "Staging bytes quarantined: out of circulation for ever (kvready_slots{state=\"quarantined\"} times each pool group's slot size).", nil},
-	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors or calls with no reply) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
+	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors, or a call with no reply within its bound) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
 	storeFastFailures: {"store_fast_failures_total", "Submissions the backend refused at once because the store was held for down: failures learnt without waiting, never misses.", nil},
 	storeUnavailable:  {"store_unavailable_seconds_total", "Wall-clock seconds the store was held for down, the current outage included.", nil},
 }

@@ -397,6 +397,11 @@ func checkStoreURL(raw string) string {
 	default:
 		return fmt.Sprintf("%q; %s", u.Redacted(), want)
 	}
+	// The backend's own options in the query (breaker_failures=...,
+	// pool_size=...) are checked as Open checks them, without connecting.
+	if err := kvredis.CheckURL(raw); err != nil {
+		return err.Error()
+	}
 	return ""
 }
 

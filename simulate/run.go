@@ -84,8 +84,9 @@ type driver struct {
 	every     time.Duration // timeline sampling interval
 	// Latencies are kept as bounded samples: exact for short runs, a uniform
 	// sample of every lease for long ones.
-	readySample, fenceSample reservoir
+	readySample, fenceSample reservoir // readySample: fetches the store answered (served, partial, missed)
 	fastSample               reservoir // from the submission to the outcome, of leases failed fast
+	failSample               reservoir // from Lend to the outcome, of fetches that failed otherwise
 
 	// On real time only: storeChecks takes the names of ended requests to
 	// the goroutine that reads them back from the store for the checker
@@ -214,6 +215,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	d.readySample = newReservoir(cfg.Seed)
 	d.fenceSample = newReservoir(cfg.Seed + 1)
 	d.fastSample = newReservoir(cfg.Seed + 2)
+	d.failSample = newReservoir(cfg.Seed + 3)
 	return d, nil
 }
 
@@ -483,11 +485,18 @@ func (d *driver) outcome(l *lease) {
 	d.mu.Lock()
 	d.chk.reported(l)
 	if l.kind == readiness.Fetch && l.ready {
-		d.readySample.add(d.clk.since() - l.lentAt)
 		d.chk.verifyFetch(d.dev, l)
 	}
-	if l.storeDown {
+	// Readiness latency is the answered fetches' alone: a failure learnt
+	// at once (the store held for down) would pull it down as the store
+	// fails. Failures have figures of their own.
+	switch {
+	case l.storeDown:
 		d.fastSample.add(d.clk.since() - l.submittedAt)
+	case l.kind == readiness.Fetch && l.outcome.Failure():
+		d.failSample.add(d.clk.since() - l.lentAt)
+	case l.kind == readiness.Fetch && l.ready:
+		d.readySample.add(d.clk.since() - l.lentAt)
 	}
 	d.mu.Unlock()
 	d.mgr.release(l)
@@ -715,7 +724,9 @@ func (d *driver) summary(wall time.Duration) *Summary {
 		h := d.t.rds.Health()
 		s.StoreOutages, s.StoreUnavailable = h.Outages, h.Unavailable
 	}
-	s.FailedFastP50 = quantile(d.fastSample.sorted(), 0.50)
+	fast, failed := d.fastSample.sorted(), d.failSample.sorted()
+	s.FailedFastP50, s.FailedFastP99 = quantile(fast, 0.50), quantile(fast, 0.99)
+	s.FetchFailures, s.FailureP50, s.FailureP99 = d.failSample.n, quantile(failed, 0.50), quantile(failed, 0.99)
 	d.lw.summarize(d.cfg, s)
 	s.LayersRead, s.LayersReadEarly, s.CorruptLayers = c.layersRead, c.layersReadEarly, c.corruptLayers
 	s.PublishesSubmitted, s.SaveCopiesEarly, s.UnitsIncomplete = c.publishesSeen, c.savesEarly, c.unitsIncomplete

@@ -81,20 +81,28 @@ type Summary struct {
 	// store for down (a run of connection errors, or calls with no reply
 	// within the attempt bound), StoreUnavailable how long it did in all.
 	// FailedFast are the leases refused at once meanwhile (among Rejected):
-	// FailedFastP50 is their median time from the submission (which the
-	// engine makes once the lease has its slots) to the outcome reported.
-	// FailedWaiting are the leases the store failed after their submission
-	// (connection errors, the attempt bound): those waited for their fate.
-	StoreOutages              int
-	StoreUnavailable          time.Duration
-	FailedFast, FailedWaiting int
-	FailedFastP50             time.Duration
+	// FailedFastP50 and FailedFastP99 are their times from the submission
+	// (which the engine makes once the lease has its slots) to the outcome
+	// reported. FailedWaiting are the leases the store failed after their
+	// submission (connection errors, the attempt bound): those waited for
+	// their fate.
+	StoreOutages                 int
+	StoreUnavailable             time.Duration
+	FailedFast, FailedWaiting    int
+	FailedFastP50, FailedFastP99 time.Duration
 
 	// HitTokenRatio is the fraction of fetched prompt tokens that were usable.
 	HitTokenRatio float64
 	// ReadinessP50 and ReadinessP99: time (virtual, or real over Redis) from
-	// lending a fetch to its readiness being answerable.
+	// lending a fetch to its readiness being answerable, over the fetches
+	// the store answered (served, partial or missed) alone: a failure,
+	// above all one learnt at once while the store is down, would read as
+	// fast readiness. FetchFailures counts the fetches that failed (failed
+	// fast aside), and FailureP50 and FailureP99 are their times from Lend
+	// to the failure reported.
 	ReadinessP50, ReadinessP99 time.Duration
+	FetchFailures              int
+	FailureP50, FailureP99     time.Duration
 	// Throughput is leases ended per wall-clock second of the run.
 	Throughput float64
 	Wall       time.Duration
@@ -274,13 +282,17 @@ type summaryJSON struct {
 	RowsVerified             int            `json:"rows_verified"`
 	StoreChecksFailed        int            `json:"store_checks_failed"`
 	HitTokenRatio            float64        `json:"hit_token_ratio"`
-	ReadinessP50us           float64        `json:"readiness_p50_us"`
+	ReadinessP50us           float64        `json:"readiness_p50_us"` // answered fetches alone
 	ReadinessP99us           float64        `json:"readiness_p99_us"`
+	FetchFailures            int            `json:"fetch_failures"` // failed fast aside
+	FailureP50us             float64        `json:"failure_p50_us"`
+	FailureP99us             float64        `json:"failure_p99_us"`
 	ThroughputLeasesPerS     float64        `json:"throughput_leases_per_s"`
 	StoreOutages             int            `json:"store_outages"`
 	StoreUnavailableUs       float64        `json:"store_unavailable_us"`
 	FailedFast               int            `json:"failed_fast"`
 	FailedFastP50us          float64        `json:"failed_fast_p50_us"`
+	FailedFastP99us          float64        `json:"failed_fast_p99_us"`
 	FailedWaiting            int            `json:"failed_waiting"`
 	DeadlineUs               float64        `json:"deadline_us"`
 	DrainGraceUs             float64        `json:"drain_grace_us"`
@@ -370,10 +382,11 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		MissesReportedAsFailures: s.MissesReportedAsFailures, RowsVerified: s.RowsVerified,
 		StoreChecksFailed: s.StoreChecksFailed, HitTokenRatio: s.HitTokenRatio,
 		ReadinessP50us: us(s.ReadinessP50), ReadinessP99us: us(s.ReadinessP99),
+		FetchFailures: s.FetchFailures, FailureP50us: us(s.FailureP50), FailureP99us: us(s.FailureP99),
 		ThroughputLeasesPerS: s.Throughput,
 		DeadlineUs:           us(s.Deadline), DrainGraceUs: us(s.DrainGrace),
 		StoreOutages: s.StoreOutages, StoreUnavailableUs: us(s.StoreUnavailable),
-		FailedFast: s.FailedFast, FailedFastP50us: us(s.FailedFastP50), FailedWaiting: s.FailedWaiting,
+		FailedFast: s.FailedFast, FailedFastP50us: us(s.FailedFastP50), FailedFastP99us: us(s.FailedFastP99), FailedWaiting: s.FailedWaiting,
 		ReadinessOverclaims: s.ReadinessOverclaims,
 	})
 }
@@ -431,7 +444,8 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, "service")
 	row("hit ratio (tokens)", fmt.Sprintf("%.3f", s.HitTokenRatio))
-	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
+	row("readiness p50 / p99", fmt.Sprintf("%s / %s (%s; fetches the store answered: served, partial, missed)", formatDuration(s.ReadinessP50), formatDuration(s.ReadinessP99), s.clock()))
+	row("failures p50 / p99", fmt.Sprintf("%s / %s (%d fetches, from Lend to the failure; failed fast aside)", formatDuration(s.FailureP50), formatDuration(s.FailureP99), s.FetchFailures))
 	row("throughput", fmt.Sprintf("%.0f leases/s (wall clock, checker included)", s.Throughput))
 	if s.Layerwise {
 		s.writeLayerwise(tw, row)
@@ -542,7 +556,7 @@ func (s *Summary) writeStore(tw io.Writer, row func(string, any)) {
 	} else {
 		row("unavailable", fmt.Sprintf("%s in %d outage(s)", formatDuration(s.StoreUnavailable), s.StoreOutages))
 	}
-	row("failed fast", fmt.Sprintf("%d leases refused at once (among rejected), median %s from the submission to the outcome", s.FailedFast, formatDuration(s.FailedFastP50)))
+	row("failed fast", fmt.Sprintf("%d leases refused at once (among rejected), p50 / p99 %s / %s from the submission to the outcome", s.FailedFast, formatDuration(s.FailedFastP50), formatDuration(s.FailedFastP99)))
 	row("failed after waiting", fmt.Sprintf("%d leases the store failed once submitted (connection errors, the attempt bound)", s.FailedWaiting))
 }
 

@@ -140,3 +140,51 @@ func TestDurationsPrintOneWay(t *testing.T) {
 		}
 	}
 }
+
+// Readiness latency counts the fetches the store answered (served, partial,
+// missed) alone; failed fetches have figures of their own. So a store that
+// fails every submission at once shows no readiness latency at all, instead
+// of the fastest readiness of the run. Each fetch is in exactly one of the
+// two (the runs are small enough for the samples to keep them all).
+func TestReadinessLatencyCountsAnsweredFetchesOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		fail, reject float64
+	}{
+		{"healthy", 0, 0},
+		{"half the fetches fail", 0.5, 0},
+		{"every submission rejected at once", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := small().WithoutFaults()
+			c.Requests = 200
+			c.FailRate, c.RejectRate = tc.fail, tc.reject
+			s := run(t, c)
+			require.True(t, s.Complete())
+			require.Zero(t, s.RefusedLeases)
+			answered, failed := len(s.ReadyLatencies), s.FetchFailures
+			assert.Equal(t, c.Requests, answered+failed, "each request's fetch is answered or failed, and counted once")
+			switch {
+			case tc.reject == 1:
+				assert.Zero(t, answered, "no fetch was answered")
+				assert.Zero(t, s.ReadinessP50)
+				assert.Zero(t, s.ReadinessP99)
+			case tc.fail > 0:
+				assert.Positive(t, answered)
+				assert.Positive(t, failed)
+			default:
+				assert.Positive(t, answered)
+				assert.LessOrEqual(t, failed, s.Timeouts, "the only fetches that fail are those the tail of the latency timed out")
+			}
+			tbl := table(t, s)
+			assert.Regexp(t, `failures p50 / p99\s+\S+ / \S+ \(`+strconv.Itoa(failed)+` fetches`, tbl)
+			out, err := json.Marshal(s)
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(out, &m))
+			assert.EqualValues(t, failed, m["fetch_failures"])
+			assert.Contains(t, m, "failure_p50_us")
+			assert.Contains(t, m, "failure_p99_us")
+		})
+	}
+}

@@ -53,13 +53,22 @@ type HealthChange struct {
 }
 
 // breaker is the backend's knowledge of the store's health. The workers
-// report each call they sent (observe); a run of calls that failed with a
-// connection error, or with no reply within most of their bound, opens it;
-// while it is open submissions are refused at once and the workers send
-// nothing; a probe goroutine PINGs the store on a backoff and closes it when
-// the store answers. Only the probe closes it.
+// report each call they sent (observe); one call with no reply within most
+// of its bound, or a run of calls that failed with a connection error,
+// opens it; while it is open submissions are refused at once and the workers
+// send nothing; a probe goroutine PINGs the store on a backoff and closes it
+// when the store answers. Only the probe closes it.
+//
+// Why one unanswered call is enough: a call that waited half its bound (and
+// hungFloor) with nothing else answered meanwhile is a store silent for that
+// long, however many calls shared the silence. Counting calls made a manager
+// that sends one request at a time wait threshold bounds before it learnt
+// what one bound had shown; if the store was only slow, the probe's first
+// PING (DefaultBreakerProbe later) closes the breaker again. Connection
+// errors cost microseconds each, so for them the run of threshold calls
+// stays: one stray reset does not fail every request until the next PING.
 type breaker struct {
-	threshold   int // failed calls in a row that open it; 0: never
+	threshold   int // connection errors in a row that open it; 0: never open
 	first, most time.Duration
 	notify      func(HealthChange)
 
@@ -155,10 +164,11 @@ func timedOut(err error) bool {
 }
 
 // observe takes the verdict of one call, sent at sent: a reply ends a run
-// of failures; the threshold-th failure in a row opens the breaker and
-// starts its probe. A call with no reply within its bound counts only if
-// the store answered no call since it was sent: one that answers others
-// meanwhile is slow or loaded, not down, and its calls fail on their own.
+// of connection errors, and the threshold-th in a row opens the breaker; a
+// call with no reply within its bound opens it on its own. Such a call
+// counts only if the store answered no call since it was sent: one that
+// answers others meanwhile is slow or loaded, not down, and its calls fail
+// on their own. Opening starts the probe.
 func (b *Backend) observe(v verdict, err error, sent time.Time) {
 	br := &b.brk
 	if br.threshold == 0 || v == silent {
@@ -170,7 +180,8 @@ func (b *Backend) observe(v verdict, err error, sent time.Time) {
 	if br.open.Load() {
 		return
 	}
-	if v == unreachable && timedOut(err) && br.answered.Load() > sent.UnixNano() {
+	hung := v == unreachable && timedOut(err)
+	if hung && br.answered.Load() > sent.UnixNano() {
 		return
 	}
 	br.mu.Lock()
@@ -180,16 +191,16 @@ func (b *Backend) observe(v verdict, err error, sent time.Time) {
 		return
 	}
 	br.run++
-	if br.run < br.threshold || br.open.Load() || b.ctx.Err() != nil {
+	if (!hung && br.run < br.threshold) || br.open.Load() || b.ctx.Err() != nil {
 		br.mu.Unlock()
 		return
 	}
 	br.since = time.Now()
-	what := err.Error()
-	if timedOut(err) {
-		what = fmt.Sprintf("no reply within the attempt bound (%v)", b.set.timeout)
+	if hung {
+		br.reason = fmt.Sprintf("a call had no reply within the attempt bound (%v)", b.set.timeout)
+	} else {
+		br.reason = fmt.Sprintf("%d calls in a row failed, the last with %s", br.run, err.Error())
 	}
-	br.reason = fmt.Sprintf("%d calls in a row failed, the last with %s", br.run, what)
 	br.outages++
 	br.open.Store(true)
 	b.probing.Add(1) // before Close waits for it: Close waits for the workers first

@@ -145,6 +145,107 @@ func TestBreakerBlackHole(t *testing.T) {
 	assert.Positive(t, hole.accepted.Load(), "the proxy carried the connections")
 }
 
+// TestBreakerSequentialManager: a manager that sends one request at a time
+// learns that the store is down within one attempt bound. Against a hung
+// store (SIGSTOP, a black hole) the first fetch waits out its bound and
+// opens the breaker on its own: every later one is refused at once. Against
+// a dead one each call is refused by the kernel in microseconds, and the
+// run of DefaultBreakerFailures of them opens it. Counts, never durations:
+// how long each request took is only logged.
+func TestBreakerSequentialManager(t *testing.T) {
+	const requests = kvredis.DefaultBreakerFailures + 4
+	for _, tc := range []struct {
+		name   string
+		start  func(t *testing.T) (url string, down func())
+		waited int // requests that went to the store and failed there
+		reason string
+	}{
+		{"stopped", func(t *testing.T) (string, func()) {
+			srv := redistest.Start(t)
+			return srv.URL(), func() {
+				require.NoError(t, srv.Freeze())
+				t.Cleanup(func() { _ = srv.Thaw() })
+			}
+		}, 1, "a call had no reply within the attempt bound"},
+		{"black hole", func(t *testing.T) (string, func()) {
+			hole := newBlackHole(t, redistest.Start(t).Addr)
+			return "redis://" + hole.addr() + "/0", func() { hole.swallow.Store(true) }
+		}, 1, "a call had no reply within the attempt bound"},
+		{"killed", func(t *testing.T) (string, func()) {
+			srv := redistest.Start(t)
+			return srv.URL(), srv.Kill
+		}, kvredis.DefaultBreakerFailures, "calls in a row failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, down := tc.start(t)
+			mem := newStaging(1, 1, rowBytes)
+			b, err := kvredis.Open(waitCtx(t), url, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(faultBound))
+			require.NoError(t, err)
+			defer b.Close()
+			down()
+			waited, refused := 0, 0
+			for i := range requests {
+				begin := time.Now()
+				a, err := b.Fetch(extentOf(t, unit(i, 0, 0)), nil)
+				if err != nil {
+					require.ErrorIs(t, err, kvredis.ErrUnavailable, "request %d", i)
+					require.ErrorIs(t, err, contract.ErrSubmissionRejected, "request %d", i)
+					refused++
+					t.Logf("request %d: refused at once, after %v", i, time.Since(begin))
+					continue
+				}
+				f := isFailed(t, settled(t, b, a))
+				quiesced(t, b, a)
+				waited++
+				t.Logf("request %d: failed after %v (%s)", i, time.Since(begin), f.Reason)
+			}
+			assert.Equal(t, tc.waited, waited, "requests that waited for the store before it was held for down")
+			assert.Equal(t, requests-tc.waited, refused, "requests refused at once")
+			h := b.Health()
+			assert.False(t, h.Reachable)
+			assert.Equal(t, 1, h.Outages)
+			assert.Contains(t, h.Reason, tc.reason)
+			assert.Equal(t, uint64(refused), h.FastFailures)
+		})
+	}
+}
+
+// TestBreakerClosesAfterALongOutage: an outage that outlasts the probe's
+// whole back-off ramp (here 1ms doubling to 8ms: four waits) ends when the
+// store comes back: the probe keeps PINGing at its ceiling for as long as
+// it takes. The proxy in front of the store counts the PINGs' connections,
+// so the test knows the ramp is behind it without timing anything.
+func TestBreakerClosesAfterALongOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	hole := newBlackHole(t, srv.Addr)
+	var log healthLog
+	mem := newStaging(1, 1, rowBytes)
+	b, err := kvredis.Open(waitCtx(t), "redis://"+hole.addr()+"/0?breaker_failures=1&breaker_probe=1ms&breaker_probe_max=8ms", mem,
+		kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(faultBound), kvredis.WithHealthFunc(log.add))
+	require.NoError(t, err)
+	defer b.Close()
+	srv.Kill()
+	a, err := b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err, "the first fetch goes to the store")
+	isFailed(t, settled(t, b, a))
+	quiesced(t, b, a)
+	require.False(t, b.Health().Reachable, "one refused call opens it (breaker_failures=1)")
+	// Each PING dials the dead store through the proxy: four of them climb
+	// the ramp, the rest are at its ceiling.
+	mark := hole.accepted.Load()
+	waitFor(t, "the probe to PING past its ramp", func() bool { return hole.accepted.Load() >= mark+20 })
+	require.False(t, b.Health().Reachable, "still down")
+	require.NoError(t, srv.Restart())
+	waitFor(t, "the probe to see the store back", func() bool { return b.Health().Reachable })
+	a, err = b.Fetch(extentOf(t, unit(1, 0, 0)), nil)
+	require.NoError(t, err, "served again")
+	d, ok := settled(t, b, a).(contract.Delivered)
+	require.True(t, ok, "an answer, not a failure")
+	assert.True(t, d.Miss(), "the restarted store is empty: a miss")
+	quiesced(t, b, a)
+	log.check(t, "calls in a row failed")
+}
+
 // TestBreakerOff: WithBreaker(0) never holds the store for down: against a
 // dead store every submission is accepted and fails on its own.
 func TestBreakerOff(t *testing.T) {
@@ -236,7 +337,8 @@ func TestBreakerCloseWhileOpen(t *testing.T) {
 
 // TestBreakerOptions: bad thresholds and probe cadences are refused, each
 // naming what was given and what is wanted, from Go options and from the
-// URL alike.
+// URL alike; so is a query key given twice. Every such error wraps
+// ErrConfig, and CheckURL finds it without connecting.
 func TestBreakerOptions(t *testing.T) {
 	mem := newStaging(1, 1, rowBytes)
 	for _, tc := range []struct {
@@ -249,22 +351,57 @@ func TestBreakerOptions(t *testing.T) {
 		{"probe below 1ms", "", []kvredis.Option{kvredis.WithBreakerProbe(0, time.Second)}, "want 1ms <= first <= most"},
 		{"probe max below first", "", []kvredis.Option{kvredis.WithBreakerProbe(time.Second, time.Millisecond)}, "want 1ms <= first <= most"},
 		{"URL threshold not a number", "?breaker_failures=many", nil, `breaker_failures="many"; want a number`},
-		{"URL threshold negative", "?breaker_failures=-2", nil, "want 0 (never hold the store for down)"},
+		{"URL threshold negative", "?breaker_failures=-1", nil, "want 0 (never hold the store for down)"},
 		{"URL probe not a duration", "?breaker_probe=soon", nil, `breaker_probe="soon"; want a duration`},
-		{"URL probe max below first", "?breaker_probe=2s&breaker_probe_max=1s", nil, "want 1ms <= first <= most"},
+		{"URL probe max below first", "?breaker_probe=2s&breaker_probe_max=1s", nil,
+			"breaker_probe=2s, breaker_probe_max=1s; want 1ms <= breaker_probe <= breaker_probe_max <= 1h"},
+		{"URL probe max alone, below the default first", "?breaker_probe_max=50ms", nil,
+			"breaker_probe 100ms (not in the URL: the option's or the default), breaker_probe_max=50ms; want 1ms <= breaker_probe"},
+		{"URL probe max alone, below the option's first", "?breaker_probe_max=1s", []kvredis.Option{kvredis.WithBreakerProbe(5*time.Second, 10*time.Second)},
+			"breaker_probe 5s (not in the URL: the option's or the default), breaker_probe_max=1s"},
+		{"URL probe alone, over 1h", "?breaker_probe=2h", nil, "breaker_probe=2h0m0s, breaker_probe_max 2h0m0s (not in the URL"},
+		{"URL probe alone, zero", "?breaker_probe=0s", nil, "breaker_probe=0s, breaker_probe_max 2s (not in the URL"},
+		{"URL threshold twice", "?breaker_failures=3&breaker_failures=5", nil, `breaker_failures given 2 times (["3" "5"]); want each query key once`},
+		{"URL go-redis key twice", "?pool_size=4&pool_size=8", nil, `pool_size given 2 times`},
+		{"URL go-redis value bad", "?pool_size=many", nil, `pool_size`},
+		{"URL key unknown", "?breaker_failure=3", nil, `breaker_failure`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := kvredis.Open(waitCtx(t), shared.URL()+tc.url, mem, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			assert.ErrorIs(t, err, kvredis.ErrConfig)
+			assert.NotErrorIs(t, err, kvredis.ErrUnavailable)
+			cerr := kvredis.CheckURL("redis://127.0.0.1:1/0"+tc.url, tc.opts...) // nothing listens there: never asked
+			require.Error(t, cerr)
+			assert.Contains(t, cerr.Error(), tc.want)
+			assert.ErrorIs(t, cerr, kvredis.ErrConfig)
 		})
 	}
-	// Good values open; a probe alone raises the longest wait to it.
-	for _, q := range []string{"?breaker_failures=0", "?breaker_failures=5&breaker_probe=10ms&breaker_probe_max=1s", "?breaker_probe=5s"} {
+	// Good values open; a probe alone raises the longest wait to it; addr
+	// repeats (Cluster seeds) and is no repeated key.
+	for _, q := range []string{"?breaker_failures=0", "?breaker_failures=5&breaker_probe=10ms&breaker_probe_max=1s", "?breaker_probe=5s", "?breaker_probe_max=5s"} {
+		require.NoError(t, kvredis.CheckURL(shared.URL()+q), q)
 		b, err := kvredis.Open(waitCtx(t), shared.URL()+q, mem)
 		require.NoError(t, err, q)
 		require.NoError(t, b.Close())
 	}
+	require.NoError(t, kvredis.CheckURL("redis://127.0.0.1:1?addr=127.0.0.1:2&addr=127.0.0.1:3"))
+}
+
+// TestOpenUnavailable: a store that does not answer is ErrUnavailable at
+// Open, never ErrConfig: the configuration is fine, the store may come
+// back.
+func TestOpenUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	url := srv.URL()
+	srv.Kill()
+	_, err := kvredis.Open(waitCtx(t), url+"?breaker_failures=1", newStaging(1, 1, rowBytes))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, kvredis.ErrUnavailable)
+	assert.NotErrorIs(t, err, kvredis.ErrConfig)
+	assert.Contains(t, err.Error(), "does not answer PING")
+	require.NoError(t, kvredis.CheckURL(url+"?breaker_failures=1"), "the URL itself is fine")
 }
 
 // blackHole is a TCP proxy to a server that can turn into an address that

@@ -66,38 +66,73 @@ func TestJudge(t *testing.T) {
 	assert.Equal(t, unreachable, judge(context.DeadlineExceeded, hungFloor, 20*time.Millisecond))
 }
 
-// TestObserveCountsRuns: a run of failures ends with any answer; a call
-// with no reply within its bound counts only if nothing answered since it
-// was sent (a store answering other calls is slow, not down); a connection
-// error counts whatever answered meanwhile.
-func TestObserveCountsRuns(t *testing.T) {
-	b := &Backend{brk: breaker{threshold: 100}, ctx: context.Background()}
-	run := func() int {
-		b.brk.mu.Lock()
-		defer b.brk.mu.Unlock()
-		return b.brk.run
-	}
+// TestObserve: what opens the breaker. One call with no reply within its
+// bound opens it on its own — a manager sending one request at a time
+// learns of a hung store within one bound — unless the store answered
+// another call since it was sent (slow, not down); connection errors open
+// it only threshold in a row, and any answer ends their run; a silent call
+// changes nothing.
+func TestObserve(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	before := time.Now()
-	time.Sleep(time.Millisecond) // the answer comes after before, on any clock resolution
-	b.observe(answered, nil, before)
-	for range 5 {
-		b.observe(unreachable, context.DeadlineExceeded, before)
+	type call struct {
+		v      verdict
+		err    error
+		before bool // sent before the last answer came
 	}
-	assert.Zero(t, run(), "timeouts of calls sent before an answer came")
-	for range 2 {
-		b.observe(unreachable, context.DeadlineExceeded, time.Now())
+	noReply := call{unreachable, context.DeadlineExceeded, false}
+	noReplyBefore := call{unreachable, context.DeadlineExceeded, true}
+	conn, connBefore := call{unreachable, refused, false}, call{unreachable, refused, true}
+	answer, cancelled := call{answered, goredis.Nil, false}, call{silent, context.Canceled, false}
+	for _, tc := range []struct {
+		name   string
+		calls  []call
+		run    int
+		open   bool
+		reason string
+	}{
+		{"one call with no reply opens", []call{noReply}, 1, true, "a call had no reply within the attempt bound (2s)"},
+		{"no reply, after connection errors", []call{conn, noReply}, 2, true, "a call had no reply within the attempt bound (2s)"},
+		{"no reply, but sent before an answer: slow, not down", []call{noReplyBefore, noReplyBefore, noReplyBefore, noReplyBefore}, 0, false, ""},
+		{"connection errors under the threshold", []call{conn, conn}, 2, false, ""},
+		{"connection errors count whatever answered meanwhile", []call{connBefore, connBefore, connBefore}, 3, true, "3 calls in a row failed, the last with dial tcp: connect: connection refused"},
+		{"an answer ends the run", []call{conn, conn, answer, conn, conn}, 2, false, ""},
+		{"a silent call changes nothing", []call{conn, cancelled, cancelled, conn}, 2, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			b := &Backend{brk: breaker{threshold: 3, first: time.Hour, most: time.Hour}, ctx: ctx,
+				set: settings{timeout: 2 * time.Second}}
+			defer b.probing.Wait() // the probe, if it started, ends with ctx
+			defer cancel()
+			before := time.Now()
+			time.Sleep(time.Millisecond) // the answer comes after before, on any clock resolution
+			b.observe(answered, nil, before)
+			for _, c := range tc.calls {
+				sent := time.Now()
+				if c.before {
+					sent = before
+				}
+				b.observe(c.v, c.err, sent)
+			}
+			b.brk.mu.Lock()
+			run, reason := b.brk.run, b.brk.reason
+			b.brk.mu.Unlock()
+			assert.Equal(t, tc.run, run, "calls in the run")
+			assert.Equal(t, tc.open, b.brk.open.Load(), "open")
+			assert.Equal(t, tc.reason, reason)
+			if tc.open {
+				assert.Equal(t, 1, b.brk.outages)
+			}
+		})
 	}
-	assert.Equal(t, 2, run(), "timeouts of calls sent after the last answer")
-	b.observe(silent, context.Canceled, time.Now())
-	assert.Equal(t, 2, run(), "a silent call changes nothing")
-	b.observe(answered, goredis.Nil, time.Now())
-	assert.Zero(t, run(), "an answer ends the run")
-	for range 3 {
-		b.observe(unreachable, refused, before)
-	}
-	assert.Equal(t, 3, run(), "connection errors count whatever answered meanwhile")
-	assert.False(t, b.brk.open.Load(), "under the threshold")
+}
+
+// TestObserveThresholdZero: WithBreaker(0) never opens, whatever the calls.
+func TestObserveThresholdZero(t *testing.T) {
+	b := &Backend{ctx: context.Background(), set: settings{timeout: time.Second}}
+	b.observe(unreachable, context.DeadlineExceeded, time.Now())
+	b.observe(unreachable, io.EOF, time.Now())
+	assert.False(t, b.brk.open.Load())
 }
 
 // TestPublishBatch: without WithBatch a publication is at most one call per

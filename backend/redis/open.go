@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +50,99 @@ import (
 // socket deadlines off (a negative read_timeout or write_timeout) is refused.
 //
 // ctx bounds the connection check. Errors name the URL with its password
-// redacted.
+// redacted. A URL or an option that is wrong — a value out of range or of
+// the wrong form, a query key given twice (addr aside), an unknown one —
+// wraps ErrConfig: opening again changes nothing, the configuration must
+// change (CheckURL finds these without connecting). A store that does not
+// answer wraps ErrUnavailable: it may answer later.
 func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Backend, error) {
 	if ctx == nil {
-		return nil, errors.New("redis: Open: ctx is nil")
+		return nil, configErr(errors.New("redis: Open: ctx is nil"))
 	}
-	s, err := apply("Open", opts)
+	t, err := parseTarget(rawURL, opts)
 	if err != nil {
 		return nil, err
+	}
+	client := t.client()
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, unavailableErr(fmt.Errorf("redis: Open %s: the store does not answer PING: %w", t.shown, err))
+	}
+	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && !t.sentinel && t.u.Scheme != "unix" {
+		info, err := client.Info(ctx, "cluster").Result()
+		if err == nil && strings.Contains(info, "cluster_enabled:1") {
+			_ = client.Close()
+			o, err := clusterOptions(t.u, t.s)
+			if err != nil {
+				return nil, configErr(fmt.Errorf("redis: Open %s: the server is a Cluster node: %w", t.shown, err))
+			}
+			client = goredis.NewClusterClient(o)
+			if err := client.Ping(ctx).Err(); err != nil {
+				_ = client.Close()
+				return nil, unavailableErr(fmt.Errorf("redis: Open %s: the Cluster does not answer PING: %w", t.shown, err))
+			}
+		}
+	}
+	b, err := newBackend(client, mem, t.s)
+	if err != nil {
+		_ = client.Close()
+		return nil, configErr(err)
+	}
+	b.owned = true
+	return b, nil
+}
+
+// ErrConfig is wrapped by the errors of Open and CheckURL that say the URL
+// or an option is wrong: nothing was opened, and trying again changes
+// nothing until the configuration does.
+var ErrConfig = errors.New("redis: bad configuration")
+
+// CheckURL reports what Open would refuse in rawURL and opts without
+// connecting to anything: a scheme, a query value or an option that is
+// wrong, a query key given twice, an unknown query key. Its errors wrap
+// ErrConfig, and are Open's. A nil error does not say the store answers.
+func CheckURL(rawURL string, opts ...Option) error {
+	_, err := parseTarget(rawURL, opts)
+	return err
+}
+
+// tagged is err, found by errors.Is as tag too, with err's message.
+type tagged struct{ err, tag error }
+
+func (e tagged) Error() string   { return e.err.Error() }
+func (e tagged) Unwrap() []error { return []error{e.err, e.tag} }
+
+func configErr(err error) error      { return tagged{err, ErrConfig} }
+func unavailableErr(err error) error { return tagged{err, ErrUnavailable} }
+
+// target is a parsed URL: what Open connects to, and how.
+type target struct {
+	u        *url.URL
+	shown    string // the URL, password redacted
+	s        settings
+	sentinel bool
+	single   *goredis.Options
+	cluster  *goredis.ClusterOptions
+	failover *goredis.FailoverOptions
+}
+
+// client builds the client the target names (go-redis connects lazily).
+func (t *target) client() goredis.UniversalClient {
+	switch {
+	case t.failover != nil:
+		return goredis.NewFailoverClient(t.failover)
+	case t.cluster != nil:
+		return goredis.NewClusterClient(t.cluster)
+	}
+	return goredis.NewClient(t.single)
+}
+
+// parseTarget checks rawURL and opts and builds the client's options; every
+// error wraps ErrConfig.
+func parseTarget(rawURL string, opts []Option) (*target, error) {
+	s, err := apply("Open", opts)
+	if err != nil {
+		return nil, configErr(err)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -64,70 +150,70 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 		if errors.As(err, &ue) {
 			err = ue.Err // the message would repeat the URL, password included
 		}
-		return nil, fmt.Errorf("redis: Open: not a URL: %w; want redis://host:port[/db]", err)
+		return nil, configErr(fmt.Errorf("redis: Open: not a URL: %w; want redis://host:port[/db]", err))
 	}
-	shown := u.Redacted()
+	t := &target{u: u, shown: u.Redacted()}
+	fail := func(err error) (*target, error) {
+		return nil, configErr(fmt.Errorf("redis: Open %s: %w", t.shown, err))
+	}
 	switch u.Scheme {
 	case "redis", "rediss", "unix":
 	default:
-		return nil, fmt.Errorf("redis: Open %s: scheme %q; want redis://, rediss:// or unix://", shown, u.Scheme)
+		return fail(fmt.Errorf("scheme %q; want redis://, rediss:// or unix://", u.Scheme))
 	}
 	q := u.Query()
+	if err := repeatedKeys(q); err != nil {
+		return fail(err)
+	}
 	cluster := false
 	if v := q.Get("cluster"); v != "" {
 		if cluster, err = strconv.ParseBool(v); err != nil {
-			return nil, fmt.Errorf("redis: Open %s: cluster=%q; want true or false", shown, v)
+			return fail(fmt.Errorf("cluster=%q; want true or false", v))
 		}
 	}
 	q.Del("cluster")
 	if err := breakerParams(q, &s); err != nil {
-		return nil, fmt.Errorf("redis: Open %s: %w", shown, err)
+		return fail(err)
 	}
 	u.RawQuery = q.Encode()
-	sentinel := q.Has("master_name")
-	if u.Scheme == "unix" && (cluster || sentinel || q.Has("addr")) {
-		return nil, fmt.Errorf("redis: Open %s: a unix:// URL names one server; Cluster and Sentinel need redis:// or rediss://", shown)
+	t.sentinel = q.Has("master_name")
+	if u.Scheme == "unix" && (cluster || t.sentinel || q.Has("addr")) {
+		return fail(errors.New("a unix:// URL names one server; Cluster and Sentinel need redis:// or rediss://"))
 	}
-
-	var client goredis.UniversalClient
 	switch {
-	case sentinel:
-		client, err = failoverClient(u, s)
+	case t.sentinel:
+		t.failover, err = failoverOptions(u, s)
 	case cluster || q.Has("addr"):
-		client, err = clusterClient(u, s)
+		t.cluster, err = clusterOptions(u, s)
 	default:
-		client, err = singleClient(u, s)
+		t.single, err = singleOptions(u, s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis: Open %s: %w", shown, err)
+		return fail(err)
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("redis: Open %s: the store does not answer PING: %w", shown, err)
-	}
-	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && !sentinel && u.Scheme != "unix" {
-		info, err := client.Info(ctx, "cluster").Result()
-		if err == nil && strings.Contains(info, "cluster_enabled:1") {
-			_ = client.Close()
-			if client, err = clusterClient(u, s); err != nil {
-				return nil, fmt.Errorf("redis: Open %s: the server is a Cluster node: %w", shown, err)
-			}
-			if err := client.Ping(ctx).Err(); err != nil {
-				_ = client.Close()
-				return nil, fmt.Errorf("redis: Open %s: the Cluster does not answer PING: %w", shown, err)
-			}
-		}
-	}
-	b, err := newBackend(client, mem, s)
-	if err != nil {
-		_ = client.Close()
-		return nil, err
-	}
-	b.owned = true
-	return b, nil
+	t.s = s
+	return t, nil
 }
 
-func singleClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
+// repeatedKeys refuses a query key given more than once, but addr (one per
+// seed node): go-redis would take one of the values and drop the others
+// without a word.
+func repeatedKeys(q url.Values) error {
+	var errs []error
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if vs := q[k]; len(vs) > 1 && k != "addr" {
+			errs = append(errs, fmt.Errorf("%s given %d times (%q); want each query key once (only addr repeats, one per seed node)", k, len(vs), vs))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func singleOptions(u *url.URL, s settings) (*goredis.Options, error) {
 	o, err := goredis.ParseURL(u.String())
 	if err != nil {
 		return nil, err
@@ -137,10 +223,10 @@ func singleClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		return nil, err
 	}
 	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
-	return goredis.NewClient(o), nil
+	return o, nil
 }
 
-func clusterClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
+func clusterOptions(u *url.URL, s settings) (*goredis.ClusterOptions, error) {
 	if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
 		return nil, fmt.Errorf("database %q: a Cluster has database 0 only", db)
 	}
@@ -157,10 +243,10 @@ func clusterClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		return nil, err
 	}
 	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
-	return goredis.NewClusterClient(o), nil
+	return o, nil
 }
 
-func failoverClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
+func failoverOptions(u *url.URL, s settings) (*goredis.FailoverOptions, error) {
 	o, err := goredis.ParseFailoverURL(u.String())
 	if err != nil {
 		return nil, err
@@ -170,7 +256,7 @@ func failoverClient(u *url.URL, s settings) (goredis.UniversalClient, error) {
 		return nil, err
 	}
 	o.Dialer = softDialer(o.Dialer, &o.DialTimeout, o.TLSConfig)
-	return goredis.NewFailoverClient(o), nil
+	return o, nil
 }
 
 // knobs are the go-redis options the attempt bound governs, shared by the
@@ -303,6 +389,8 @@ func breakerParams(q url.Values, s *settings) error {
 			return fmt.Errorf("breaker_failures=%q: %w", v, err)
 		}
 	}
+	// The two probe bounds are checked together, whichever the URL gives:
+	// the other is the option's (or the default), and the error says so.
 	first, most := s.probeFirst, s.probeMax
 	for _, p := range []struct {
 		key string
@@ -318,12 +406,21 @@ func breakerParams(q url.Values, s *settings) error {
 		}
 		*p.d = d
 	}
-	if q.Has("breaker_probe") && !q.Has("breaker_probe_max") {
-		most = max(most, first)
+	hasFirst, hasMost := q.Has("breaker_probe"), q.Has("breaker_probe_max")
+	if hasFirst && !hasMost {
+		most = max(most, first) // a first wait alone raises the longest to it
 	}
-	if err := WithBreakerProbe(first, most)(s); err != nil {
-		return fmt.Errorf("breaker_probe=%v, breaker_probe_max=%v: %w", first, most, err)
+	if first < time.Millisecond || most < first || most > time.Hour {
+		given := func(key string, d time.Duration, in bool) string {
+			if in {
+				return fmt.Sprintf("%s=%v", key, d)
+			}
+			return fmt.Sprintf("%s %v (not in the URL: the option's or the default)", key, d)
+		}
+		return fmt.Errorf("%s, %s; want 1ms <= breaker_probe <= breaker_probe_max <= 1h",
+			given("breaker_probe", first, hasFirst), given("breaker_probe_max", most, hasMost))
 	}
+	s.probeFirst, s.probeMax = first, most
 	for _, k := range []string{"breaker_failures", "breaker_probe", "breaker_probe_max"} {
 		q.Del(k)
 	}

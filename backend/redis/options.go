@@ -23,9 +23,11 @@ const (
 	// DefaultBatch is the number of keys in one pipelined network call.
 	DefaultBatch = 8
 	// DefaultBreakerFailures is how many calls in a row must fail with a
-	// connection error, or with no reply within their bound, before the
-	// store is held for down (WithBreaker). A dead store refuses at once, so
-	// it opens within microseconds; a hung one within one attempt bound.
+	// connection error before the store is held for down (WithBreaker); one
+	// call with no reply within its bound is enough on its own. A dead
+	// store refuses at once, so it opens within microseconds; a hung one
+	// within one attempt bound, even for a manager that sends one request
+	// at a time.
 	DefaultBreakerFailures = 3
 	// DefaultBreakerProbe and DefaultBreakerProbeMax are the first and the
 	// longest wait between the PINGs that look for the store's return while
@@ -46,7 +48,7 @@ type settings struct {
 	units   int  // units a typical attempt carries; 0: at most one batch
 	noProbe bool
 
-	breakAfter           int // failed calls in a row that open the breaker; 0: never
+	breakAfter           int // connection errors in a row that open the breaker; 0: never
 	probeFirst, probeMax time.Duration
 	onHealth             func(HealthChange)
 }
@@ -225,13 +227,18 @@ func WithoutProbe() Option {
 }
 
 // WithBreaker sets how many network calls in a row must fail with a
-// connection error (refused, reset, a dial that failed) or with no reply
-// within their attempt's bound before the backend holds the store for down
-// (default DefaultBreakerFailures); 0 never does. A timed-out call counts
-// only if it waited at least half the bound and at least 100ms, with no
-// other call answered meanwhile (a store that answers others is slow, not
-// down). A call the store answers, with a value, a miss or a server error,
-// ends the run.
+// connection error (refused, reset, closed by the server) before the backend
+// holds the store for down (default DefaultBreakerFailures); 0 never does.
+// One call with no reply within its attempt's bound (a hung store, a black
+// hole, a dial that timed out) holds it for down on its own, so that a
+// manager sending one request at a time learns it within one bound: such a
+// call counts only if it waited at least half the bound and at least 100ms
+// (a call that timed out well under its bound, picked up late or under a
+// bound too tight for the store, never counts), and only with no other call
+// answered meanwhile (a store that answers others is slow, not down). If the
+// store was only slow, the probe's first PING closes the breaker again. A
+// call the store answers, with a value, a miss or a server error, ends a run
+// of connection errors.
 //
 // While the store is held for down, Fetch and Publish refuse at once with an
 // error wrapping contract.ErrSubmissionRejected and ErrUnavailable — nothing
@@ -243,7 +250,7 @@ func WithoutProbe() Option {
 func WithBreaker(failures int) Option {
 	return func(s *settings) error {
 		if failures < 0 || failures > 1<<20 {
-			return fmt.Errorf("WithBreaker(%d): want 0 (never hold the store for down) to 1048576 calls in a row", failures)
+			return fmt.Errorf("WithBreaker(%d): want 0 (never hold the store for down) to 1048576 connection errors in a row", failures)
 		}
 		s.breakAfter = failures
 		return nil

@@ -38,8 +38,8 @@
 //     publication, is waited for), and the outcome is Cancelled unless another
 //     came first.
 //   - A store known down costs no time: a run of calls failing with a
-//     connection error, or with no reply within their bound, opens a breaker
-//     (WithBreaker). While it is open, submissions are refused at once with
+//     connection error, or one call with no reply within its bound, opens a
+//     breaker (WithBreaker). While it is open, submissions are refused at once with
 //     an error wrapping contract.ErrSubmissionRejected and ErrUnavailable
 //     (nothing escaped: an engine returns the slots at once; a failure, never
 //     a miss), and the workers send nothing more; attempts already in flight

@@ -62,7 +62,7 @@ func runSimulate(e *env, args []string) int {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
 	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout (in-process store only)")
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection). "+
-		"A Redis store that stops answering is held for down after breaker_failures="+strconv.Itoa(kvredis.DefaultBreakerFailures)+" calls in a row fail (refused, reset, or no reply within --deadline): requests then fail fast, and a PING every breaker_probe="+kvredis.DefaultBreakerProbe.String()+
+		"A Redis store that stops answering is held for down after breaker_failures="+strconv.Itoa(kvredis.DefaultBreakerFailures)+" calls in a row are refused or reset, or one gets no reply within --deadline: requests then fail fast, and a PING every breaker_probe="+kvredis.DefaultBreakerProbe.String()+
 		" doubling to breaker_probe_max="+kvredis.DefaultBreakerProbeMax.String()+" looks for its return; set them in the URL's query (breaker_failures=0: off)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
 	fs.StringVar(&cfg.Device, "device", cfg.Device, "the GPU: sim (simulated, virtual clock) or cuda (GPU 0 through the CUDA driver: pinned staging, copies on a CUDA stream)")

@@ -208,6 +208,24 @@ func TestSimulateRedisFlagRefusals(t *testing.T) {
 	status, _, stderr := runCLI(t, "", "simulate", "--backend", "memcached://127.0.0.1:1")
 	assert.Equal(t, exitUsage, status)
 	assert.Contains(t, stderr, "-backend: ")
+	// Every bad value in the URL's query is a usage error too, found before
+	// anything connects (nothing listens on port 1).
+	for _, tc := range []struct{ query, msg string }{
+		{"breaker_failures=-1", "WithBreaker(-1): want 0"},
+		{"breaker_failures=many", `breaker_failures="many"; want a number`},
+		{"breaker_failures=3&breaker_failures=5", "breaker_failures given 2 times"},
+		{"breaker_probe_max=50ms", "breaker_probe 100ms (not in the URL: the option's or the default), breaker_probe_max=50ms"},
+		{"breaker_probe=soon", `breaker_probe="soon"; want a duration`},
+		{"pool_size=many", "pool_size"},
+		{"read_timeout=soon", "read_timeout"},
+		{"bogus=1", "bogus"},
+	} {
+		status, out, stderr := runCLI(t, "", "simulate", "--backend", "redis://127.0.0.1:1/0?"+tc.query)
+		assert.Equal(t, exitUsage, status, tc.query)
+		assert.Contains(t, stderr, "-backend: ", tc.query)
+		assert.Contains(t, stderr, tc.msg, tc.query)
+		assert.Empty(t, out, tc.query)
+	}
 
 	srv := redistest.Start(t)
 	srv.Kill()

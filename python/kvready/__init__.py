@@ -24,10 +24,10 @@ from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, De
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
 from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseInfo, LendError, OutcomeKind,
                      Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
-from .errors import (BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError, CopyRefusedError,
-                     DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
+from .errors import (BackendConfigError, BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError,
+                     CopyRefusedError, DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
                      KvreadyError, LayerFailedError, NotReadyError, ProfileError, StaleLeaseError, SubmissionRejectedError, TimedOutError,
-                     UngrantableError, UnsupportedError)
+                     StoreUnavailableError, UngrantableError, UnsupportedError)
 from .memory import Group, KitMemory, Memory
 from .names import Identity, LayoutID, layout_id, validate_profile
 from . import conformance
@@ -53,14 +53,15 @@ def abi_version() -> int:
 atexit.register(_abi.detach_callbacks)
 
 __all__ = [
-    "Access", "Attempt", "Backend", "BackendError", "BackendFaults", "BadHandleError", "BusyError", "CallFailedError", "CancelDisposition",
+    "Access", "Attempt", "Backend", "BackendConfigError", "BackendError", "BackendFaults", "BadHandleError", "BusyError",
+    "CallFailedError", "CancelDisposition",
     "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
     "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
     "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus",
     "LayoutID", "Lease", "LeaseInfo",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",
-    "StoreBackend", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",
+    "StoreBackend", "StoreUnavailableError", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",
     "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend", "validate_profile",
     "version", "NAME_SIZE", "KEY_SIZE",
 ]

@@ -29,6 +29,8 @@ UNSUPPORTED = 17
 FAILED = 18
 INTERNAL = 19
 LAYER_FAILED = 20
+CONFIG = 21
+UNAVAILABLE = 22
 
 
 class KvreadyError(Exception):
@@ -93,7 +95,20 @@ class TimedOutError(KvreadyError, TimeoutError):
 
 
 class BackendError(KvreadyError):
-    """Opening a backend, or a direct call on one, failed."""
+    """Opening a backend, or a direct call on one, failed. Opening one fails
+    with one of its two kinds: BackendConfigError (fix the URL) or
+    StoreUnavailableError (retry later)."""
+
+
+class BackendConfigError(BackendError, ValueError):
+    """The backend's URL or one of its options is wrong (a value out of
+    range or of the wrong form, a query key given twice, an unknown one):
+    opening it again changes nothing until the configuration does."""
+
+
+class StoreUnavailableError(BackendError, ConnectionError):
+    """The store does not answer (down, unreachable, hung): the configuration
+    may be right, and opening it again later may succeed."""
 
 
 class BusyError(KvreadyError):
@@ -139,6 +154,7 @@ _BY_STATUS = {
     CLOSED: EngineClosedError, HALTED: EngineHaltedError, DEVICE_LOST: DeviceLostError, UNGRANTABLE: UngrantableError,
     PROFILE: ProfileError, TIMEOUT: TimedOutError, BACKEND: BackendError, BUSY: BusyError, UNSUPPORTED: UnsupportedError,
     FAILED: CallFailedError, INTERNAL: InternalError, CONFORMANCE: ConformanceError, LAYER_FAILED: LayerFailedError,
+    CONFIG: BackendConfigError, UNAVAILABLE: StoreUnavailableError,
 }
 
 

@@ -46,10 +46,35 @@ def test_a_dead_store_fails_fast(rig, own_redis):
 @pytest.mark.parametrize("query,what", [
     ("breaker_failures=many", "breaker_failures"),
     ("breaker_failures=-1", "breaker_failures"),
+    ("breaker_failures=1&breaker_failures=2", "breaker_failures given 2 times"),
     ("breaker_probe=soon", "breaker_probe"),
     ("breaker_probe=2s&breaker_probe_max=1s", "breaker_probe_max"),
+    ("breaker_probe_max=50ms", "breaker_probe 100ms (not in the URL"),
+    ("pool_size=many", "pool_size"),
 ])
 def test_bad_breaker_parameters_are_refused(rig, redis_url, query, what):
-    with pytest.raises(kvready.KvreadyError) as e:
+    """A wrong URL is a configuration error: fix it, retrying changes
+    nothing. It is a BackendError (and a ValueError), never the error of an
+    unavailable store."""
+    with pytest.raises(kvready.BackendConfigError) as e:
         kvready.open_backend(redis_url + "?" + query, rig.mem)
     assert what in str(e.value)
+    assert isinstance(e.value, kvready.BackendError)
+    assert isinstance(e.value, ValueError)
+    assert not isinstance(e.value, kvready.StoreUnavailableError)
+    assert e.value.status == kvready.errors.CONFIG
+
+
+def test_a_dead_store_at_open_is_unavailable(rig, own_redis):
+    """A store that does not answer is unavailable: retry later. The URL is
+    fine, so it is never a configuration error."""
+    url, proc = own_redis
+    proc.kill()
+    proc.wait(30)
+    with pytest.raises(kvready.StoreUnavailableError) as e:
+        kvready.open_backend(url + "?breaker_failures=1", rig.mem)
+    assert "does not answer PING" in str(e.value)
+    assert isinstance(e.value, kvready.BackendError)
+    assert isinstance(e.value, ConnectionError)
+    assert not isinstance(e.value, kvready.BackendConfigError)
+    assert e.value.status == kvready.errors.UNAVAILABLE
