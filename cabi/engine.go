@@ -35,13 +35,23 @@ type engine struct {
 	wake  *wakeFD
 	freed atomic.Bool
 
-	// waiting is held while a wait (kvready_wait, _sync, _engine_shutdown)
-	// runs rounds, so that kvready_engine_free from another thread never
-	// touches the engine under it; life is every such wait's parent context,
-	// cancelled by the free, so that the waiting thread returns at once.
-	waiting sync.Mutex
+	// waiting is held, shared, while a wait (kvready_wait, _sync,
+	// _engine_shutdown) runs rounds — any number of threads may wait at once
+	// (SPEC §4 rule 18) — so that kvready_engine_free from another thread
+	// never touches the engine under them; life is every such wait's parent
+	// context, cancelled by the free, so that the waiting threads return at
+	// once.
+	waiting sync.RWMutex
 	life    context.Context
 	kill    context.CancelFunc
+
+	// st guards what the engine's callbacks leave for the owner (chLease,
+	// chState, pos, contained, recovered): the callbacks run on whichever
+	// thread's call ran the round, under the engine's own lock, and the
+	// owner reads them from any thread. Nothing calls the engine holding st.
+	st sync.Mutex
+	// lendMu guards rows, the scratch a request's rows are read into.
+	lendMu sync.Mutex
 
 	// Leases that moved since the owner last read them, each once with its
 	// latest state; pos[lease index] is 1 + its position in chLease.
@@ -170,11 +180,15 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		Health:          d.health,
 		QuiesceWorkers:  int(c.quiesce_workers),
 		OnContainment: func(ct readiness.Containment) {
+			e.st.Lock()
+			defer e.st.Unlock()
 			if len(e.contained) < maxEvents {
 				e.contained = append(e.contained, ct)
 			}
 		},
 		OnRecovery: func(l readiness.Handle) {
+			e.st.Lock()
+			defer e.st.Unlock()
 			if len(e.recovered) < maxEvents {
 				e.recovered = append(e.recovered, l.Uint64())
 			}
@@ -219,8 +233,8 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 // thread never touches the engine under it. It returns errFreed, without
 // running fn, once the engine was freed.
 func (e *engine) underWait(name string, fn func()) error {
-	e.waiting.Lock()
-	defer e.waiting.Unlock()
+	e.waiting.RLock()
+	defer e.waiting.RUnlock()
 	if e.freed.Load() {
 		return e.freedWhile(name)
 	}
@@ -268,6 +282,8 @@ func (e *engine) waited(name string, fn func() error) error {
 // moved records a move, on the owner goroutine: each lease once, with its
 // latest state.
 func (e *engine) moved(t readiness.Transition) {
+	e.st.Lock()
+	defer e.st.Unlock()
 	h, idx := t.Lease.Uint64(), t.Lease.Index()
 	if idx < len(e.pos) {
 		if p := e.pos[idx] - 1; p >= 0 && e.chLease[p] == h {
@@ -288,6 +304,8 @@ func (e *engine) moved(t readiness.Transition) {
 // arrays does not want them: the record is dropped, so that it never grows
 // for an owner that does not read it.
 func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (int, int) {
+	e.st.Lock()
+	defer e.st.Unlock()
 	if leases == nil || states == nil || cap == 0 {
 		for _, h := range e.chLease {
 			e.pos[readiness.HandleOf(h).Index()] = 0
@@ -348,8 +366,10 @@ func kvready_progress(h C.uint64_t, round *C.kvready_round, leases *C.uint64_t, 
 		round.moves = C.int64_t(moves)
 		round.changed = C.int64_t(n)
 		round.more = C.int64_t(rest)
+		e.st.Lock()
 		round.containments = C.int64_t(len(e.contained))
 		round.recoveries = C.int64_t(len(e.recovered))
+		e.st.Unlock()
 		round.halted = cbool(e.eng.Err() != nil)
 		round.drained = cbool(e.eng.Report().Drained)
 	}
@@ -420,6 +440,8 @@ func (e *engine) request(r *C.kvready_request) (readiness.Request, error) {
 }
 
 func (e *engine) lend(r *C.kvready_request) (uint64, error) {
+	e.lendMu.Lock()
+	defer e.lendMu.Unlock()
 	req, err := e.request(r)
 	if err != nil {
 		return 0, err
@@ -671,8 +693,7 @@ func kvready_layer_computed(h C.uint64_t, lease C.uint64_t, layer C.int32_t, eve
 		}
 	}
 	err = e.eng.Computed(readiness.HandleOf(uint64(lease)), int(layer), after)
-	var refused *fsm.RefusedError
-	if errors.As(err, &refused) {
+	if errors.Is(err, readiness.ErrRefused) {
 		// The lifecycle refuses a layer where the lease stands (not granted
 		// yet, or past its copies): a misuse, as kvready.h says, not a failure.
 		err = invalid("kvready_layer_computed: %v; want a granted layerwise publish (kvready_wait with KVREADY_UNTIL_GRANTED first)", err)
@@ -820,6 +841,8 @@ func kvready_containments(h C.uint64_t, out *C.kvready_containment, cap C.size_t
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	e.st.Lock()
+	defer e.st.Unlock()
 	dst := outView(out, cap, len(e.contained))
 	k := len(dst)
 	if k > 0 {
@@ -846,6 +869,8 @@ func kvready_recoveries(h C.uint64_t, out *C.uint64_t, cap C.size_t, n *C.size_t
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	e.st.Lock()
+	defer e.st.Unlock()
 	k := copy(outView((*uint64)(unsafe.Pointer(out)), cap, len(e.recovered)), e.recovered)
 	if k > 0 {
 		rest := copy(e.recovered, e.recovered[k:])

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 // one-line message; the goroutine's stack goes to the log, never into the
 // message a caller prints.
 func TestGuardKeepsTheStackOutOfTheMessage(t *testing.T) {
+	runtime.LockOSThread() // an error is read back on the thread that made it
+	defer runtime.UnlockOSThread()
 	var logged bytes.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
@@ -30,7 +33,7 @@ func TestGuardKeepsTheStackOutOfTheMessage(t *testing.T) {
 
 	assert.Equal(t, 19, int(st), "KVREADY_ERR_INTERNAL")
 	objects.Lock()
-	msg := objects.errs[h]
+	msg := objects.errs[errorOn(h)]
 	objects.Unlock()
 	assert.Contains(t, msg, "internal error")
 	assert.Contains(t, msg, "index out of range", "the message names the panic")

@@ -60,15 +60,17 @@ var objects struct {
 	sync.Mutex
 	m      map[uint64]any
 	serial uint64
-	// errs holds the last error of each live handle, threadErrs that of each
-	// thread for calls without a live handle.
-	errs       map[uint64]string
+	// errs holds the last error of each live handle on each thread — threads
+	// may call one engine at once (SPEC §4 rule 18), and each reads back its
+	// own call's error — and threadErrs that of each thread for calls
+	// without a live handle.
+	errs       map[errKey]string
 	threadErrs map[uint64]string
 }
 
 func init() {
 	objects.m = map[uint64]any{}
-	objects.errs = map[uint64]string{}
+	objects.errs = map[errKey]string{}
 	objects.threadErrs = map[uint64]string{}
 }
 
@@ -85,8 +87,18 @@ func unregister(h uint64) {
 	objects.Lock()
 	defer objects.Unlock()
 	delete(objects.m, h)
-	delete(objects.errs, h)
+	for k := range objects.errs {
+		if k.h == h {
+			delete(objects.errs, k)
+		}
+	}
 }
+
+// errKey names one handle's last error on one thread.
+type errKey struct{ h, thread uint64 }
+
+// errorOn is the key of h's last error on the calling thread.
+func errorOn(h uint64) errKey { return errKey{h: h, thread: uint64(C.kv_thread())} }
 
 // lookup finds the live object h names if it is of kind k.
 func lookup[T any](h uint64, k kind) (T, error) {
@@ -162,8 +174,8 @@ func statusOf(err error) C.int {
 	return C.KVREADY_ERR_FAILED
 }
 
-// fail records err as the last error of h (or of the calling thread, when h
-// names no live object) and returns its status; nil returns KVREADY_OK and
+// fail records err as the last error of h on the calling thread (or of the
+// calling thread, when h names no live object) and returns its status; nil returns KVREADY_OK and
 // records nothing. A live handle of the wrong kind keeps its error too: the
 // caller reads it back with the handle it passed.
 func fail(h uint64, err error) C.int {
@@ -172,7 +184,7 @@ func fail(h uint64, err error) C.int {
 	}
 	objects.Lock()
 	if _, ok := objects.m[h]; ok && h != 0 {
-		objects.errs[h] = err.Error()
+		objects.errs[errorOn(h)] = err.Error()
 	} else {
 		objects.threadErrs[uint64(C.kv_thread())] = err.Error()
 	}

@@ -45,7 +45,7 @@ func writeString(h uint64, s string, buf *C.char, cap C.size_t, n *C.size_t) C.i
 func kvready_last_error(h C.uint64_t, buf *C.char, cap C.size_t, n *C.size_t) (st C.int) {
 	defer guard(0, &st)
 	objects.Lock()
-	msg, ok := objects.errs[uint64(h)]
+	msg, ok := objects.errs[errorOn(uint64(h))]
 	if _, isLive := objects.m[uint64(h)]; !isLive || h == 0 {
 		msg, ok = objects.threadErrs[uint64(C.kv_thread())]
 	}

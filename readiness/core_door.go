@@ -41,8 +41,8 @@ type verdict struct {
 
 // Step reports one piece of evidence. Evidence about a retired lease is
 // refused with ErrStaleHandle, malformed evidence with ErrInvalidEvidence, and
-// evidence the lifecycle refuses in the lease's state with the declared
-// *fsm.RefusedError; none of them changes anything — no state, latch, reason,
+// evidence the lifecycle refuses in the lease's state with an error wrapping
+// ErrRefused and the table's declared refusal; none of them changes anything — no state, latch, reason,
 // by_peer flag or counter. After accepted evidence the deadlines it made due
 // fire, and the grants it made possible are taken.
 func (c *Core) Step(ev Evidence) error {
@@ -294,7 +294,7 @@ func (c *Core) apply(id uint32, v *verdict) error {
 			c.halt("a lease's state left the table's domain: "+err.Error(), id)
 			return c.Err()
 		}
-		return err
+		return refusedError{err}
 	}
 	if step.Kind == fsm.Latch {
 		c.perform(id, &step, step.Effects, v)

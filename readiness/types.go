@@ -100,6 +100,11 @@ var (
 	// ErrLayerFailed: a copy of the layer waited for, or of an earlier one,
 	// failed: it never becomes ready (WaitLayer).
 	ErrLayerFailed = errors.New("readiness: layer copy failed")
+	// ErrRefused: the lifecycle refuses the evidence or the owner's request
+	// where the lease stands (a duplicate, late evidence, a layer reported
+	// before the grant): the table's declared refusal, which changes
+	// nothing. The error's message is the table's reason.
+	ErrRefused = errors.New("readiness: refused by the lifecycle")
 	// ErrInvalidRequest: the request was malformed; nothing was lent.
 	ErrInvalidRequest = errors.New("readiness: invalid request")
 	// ErrInvalidEvidence: the evidence was malformed (an unknown kind, a row
@@ -240,3 +245,10 @@ type Containment struct {
 	// plus the drain grace, or earlier if the drain started earlier.
 	Deadline time.Time
 }
+
+// refusedError is the lifecycle's refusal of evidence in a lease's state: its
+// message is the table's reason, and errors.Is finds ErrRefused.
+type refusedError struct{ err error }
+
+func (r refusedError) Error() string   { return r.err.Error() }
+func (r refusedError) Unwrap() []error { return []error{ErrRefused, r.err} }
