@@ -22,7 +22,7 @@ from . import _abi
 from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
-from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseInfo, LendError, OutcomeKind,
+from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseHandle, LeaseInfo, LendError, OutcomeKind,
                      Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
 from .errors import (BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError, CopyRefusedError,
                      DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
@@ -57,7 +57,7 @@ __all__ = [
     "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
     "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
     "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus",
-    "LayoutID", "Lease", "LeaseInfo",
+    "LayoutID", "Lease", "LeaseHandle", "LeaseInfo",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",
     "StoreBackend", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",
