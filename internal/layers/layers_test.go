@@ -57,12 +57,13 @@ var rank = map[string]int{
 	"internal/apidoc":      7,
 
 	// On top.
-	"proptest":         6,
-	"simulate":         6,
-	"cabi":             7,
-	"cmd/kvready":      7,
-	"proptest/mutants": 7,
-	"internal/layers":  7,
+	"proptest":          6,
+	"simulate":          6,
+	"cabi":              7,
+	"cmd/kvready":       7,
+	"proptest/mutants":  7,
+	"internal/layers":   7,
+	"examples/shutdown": 7, // the Ctrl-C pattern for Go embedders: a program, imported by nothing
 }
 
 type listed struct {
