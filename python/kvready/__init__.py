@@ -49,8 +49,13 @@ def abi_version() -> int:
     return _abi.abi_version()
 
 
-# At exit, no callback into Python may run while the interpreter is torn down.
+# At exit, no callback into Python may run while the interpreter is torn down
+# (the library's log lines then go to stderr).
 atexit.register(_abi.detach_callbacks)
+
+# The library's log lines go through logging, on the logger "kvready".
+from . import _log  # noqa: E402
+_log.route_to_logging()
 
 __all__ = [
     "Access", "Attempt", "Backend", "BackendError", "BackendFaults", "BadHandleError", "BusyError", "CallFailedError", "CancelDisposition",
