@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/internal/words"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -368,17 +369,17 @@ func (em *engineManager) why() string {
 		parts = append(parts, fmt.Sprintf("%d staging slots quarantined (never-proven deliveries, contained)", st.SlotsQuarantined))
 	}
 	if st.Ungrantable > 0 {
-		parts = append(parts, fmt.Sprintf("%d leases can never be granted: quarantine left no run of slots long enough", st.Ungrantable))
+		parts = append(parts, words.Count(int(st.Ungrantable), "lease")+" can never be granted: quarantine left no run of slots long enough")
 	}
 	if n := st.Leases[fsm.Waiting]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d leases still waiting for slots", n))
+		parts = append(parts, words.Count(n, "lease")+" still waiting for slots")
 	}
 	if em.halt != nil {
 		parts = append(parts, "the engine halted under the fatal containment policy: it releases nothing any more, and a manager restarts it")
 	}
 	for _, s := range []fsm.State{fsm.Staged, fsm.Admitted, fsm.Requested, fsm.Served, fsm.Partial, fsm.Missed, fsm.Failed, fsm.AccessFenced, fsm.CopyUnproven, fsm.Contained} {
 		if n := st.Leases[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d leases in %v", n, s))
+			parts = append(parts, fmt.Sprintf("%s in %v", words.Count(n, "lease"), s))
 		}
 	}
 	if len(parts) == 0 {

@@ -18,6 +18,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/kvready/kvready/internal/words"
 )
 
 // Report files written by WriteReport and WriteComparison, inside the report
@@ -264,9 +266,9 @@ func sameWorkload(runs []*Summary) []string {
 		}
 	}
 	if len(diff) == 0 {
-		return append(out, fmt.Sprintf("Their outcome counts agree: %d leases; served %d, partial %d, missed %d, failed %d "+
+		return append(out, fmt.Sprintf("Their outcome counts agree: %s; served %d, partial %d, missed %d, failed %d "+
 			"(timeouts %d, cancelled %d, rejected %d). The difference is only in what the checker saw.",
-			a.Leases, a.Served, a.Partial, a.Missed, a.Failed, a.Timeouts, a.Cancelled, a.Rejected))
+			words.Count(a.Leases, "lease"), a.Served, a.Partial, a.Missed, a.Failed, a.Timeouts, a.Cancelled, a.Rejected))
 	}
 	why := "Why: the two managers look at their leases at different instants (the engine's runner each tick, " +
 		"the naive manager in its own loop), so a delivery that ends within a tick of its deadline can count as a timeout " +
@@ -562,7 +564,8 @@ img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;over
 .ok{color:#070}.bad{color:#b00}nav a{margin-right:1em}</style></head><body>
 {{if .Compared}}<nav>{{range .Pages}}{{if eq .File $.P.File}}<strong>{{.S.Manager}} manager</strong> {{else}}<a href="{{.File}}">{{.S.Manager}} manager</a>{{end}}{{end}}</nav>{{end}}
 <h1>kvready simulate — {{.P.S.Manager}} manager</h1>
-{{if .P.Safe}}<p class="ok">The independent checker found no slot recycled before its fence, no corrupt row and no miss reported as a failure.</p>
+{{if .P.S.Interrupted}}<p class="bad">Interrupted: the run was stopped before it finished; this page covers the run so far.</p>
+{{end}}{{if .P.Safe}}<p class="ok">The independent checker found no slot recycled before its fence, no corrupt row and no miss reported as a failure.</p>
 {{else}}<p class="bad">The independent checker found {{.P.S.RecycledBeforeFence}} slot grants recycled before their fence{{if .P.S.LateWritesWatched}} ({{.P.S.LateWrites}} late writes landed in re-lent slots){{end}}, {{.P.S.CorruptRows}} corrupt rows and {{.P.S.MissesReportedAsFailures}} misses reported as failures.</p>{{end}}
 <h2>Safety over time{{if .Compared}}: {{range $i, $p := .Pages}}{{if $i}} and {{end}}{{$p.S.Manager}}{{end}}, one workload{{end}}</h2>
 <img src="{{.Safety}}" alt="slot grants recycled before their fence and corrupt rows over time">
