@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // logSink is where kvready_set_log sends the library's log lines.
@@ -28,8 +30,20 @@ var logTo atomic.Pointer[logSink]
 
 // The library's Go code logs through slog's default logger (the engine's
 // Config.Logger is nil, and the log package forwards to it once it is set):
-// make that the handler that honours kvready_set_log.
-func init() { slog.SetDefault(slog.New(&lineHandler{})) }
+// make that the handler that honours kvready_set_log. go-redis writes its
+// own lines (a lost connection, a pool that could not dial) straight to
+// stderr: send them the same way, at WARN.
+func init() {
+	slog.SetDefault(slog.New(&lineHandler{}))
+	goredis.SetLogger(redisLog{})
+}
+
+// redisLog is go-redis's logger, through slog's default one.
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
 
 //export kvready_set_log
 func kvready_set_log(fn C.kvready_log_fn, user unsafe.Pointer) (st C.int) {
