@@ -18,7 +18,7 @@ PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo py
 CC        ?= cc
 
 .PHONY: all build deps test alert-rules demo demo-layerwise demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
-	lib lib-testkit python abi-test bench-abi bench-smoke api-doc
+	lib lib-testkit python abi-test abi-valgrind bench-abi bench-smoke api-doc
 
 all: build
 
@@ -103,6 +103,16 @@ abi-test: lib lib-testkit python
 	$(CC) -O1 -g -Wall -Wextra -Werror -pthread -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
 	GODEBUG=cgocheck=1 bin/abi_test
 	GODEBUG=cgocheck=1 CC=$(CC) KVREADY_LIBRARY=$(CURDIR)/bin/libkvready_testkit.so $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+## abi-valgrind: the C test program (bin/abi_test, as abi-test builds it) under valgrind's
+## memcheck with cabi/testdata/go-runtime.supp, the suppressions for the Go runtime's own
+## noise inside libkvready.so: it fails on any error left (every one would be the C
+## program's) and on a leak of memory the program allocated. About a minute; needs
+## valgrind (apt-get install valgrind); not part of make test.
+abi-valgrind: lib
+	$(CC) -O1 -g -Wall -Wextra -Werror -pthread -o bin/abi_test cabi/testdata/abi_test.c -Ibin -Lbin -lkvready -Wl,-rpath,'$$ORIGIN'
+	GODEBUG=cgocheck=1 valgrind --error-exitcode=1 --errors-for-leak-kinds=definite,indirect --leak-check=full \
+		--suppressions=cabi/testdata/go-runtime.supp bin/abi_test
 
 ## proptest-long: the property suite with ten times the CI budget, and longer sequences.
 proptest-long:

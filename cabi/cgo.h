@@ -41,6 +41,7 @@ int kv_lost(kvready_device_callbacks *cb, int32_t *lost, char *reason, size_t ca
 void kv_device_close(kvready_device_callbacks *cb);
 int kv_wait(kvready_device_callbacks *cb, uint64_t event);
 int kv_make(kvready_make_backend make, void *user, uint64_t memory, uint64_t *backend);
+void kv_log(kvready_log_fn fn, void *user, int32_t level, const char *msg, size_t len);
 kvready_backend_callbacks *kv_copy_backend(const kvready_backend_callbacks *cb);
 kvready_device_callbacks *kv_copy_device(const kvready_device_callbacks *cb);
 

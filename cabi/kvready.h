@@ -423,6 +423,15 @@ typedef struct kvready_device_callbacks {
 /* The conformance kit: build a fresh backend over the kit's staging memory. */
 typedef int (*kvready_make_backend)(void *user, uint64_t memory, uint64_t *backend);
 
+/* One of kvready's log lines (kvready_set_log): level is Go log/slog's —
+ * KVREADY_LOG_DEBUG, _INFO, _WARN, _ERROR (a value between two is the lower
+ * one's) — and msg the line, "message key=value ...", without the time or the
+ * level, len bytes, NUL-terminated, valid only during the call. Called on any
+ * thread, possibly on several at once, and possibly while kvready holds its
+ * own locks: it must not block for long and must not call kvready. */
+typedef void (*kvready_log_fn)(void *user, int32_t level, const char *msg, size_t len);
+enum { KVREADY_LOG_DEBUG = -4, KVREADY_LOG_INFO = 0, KVREADY_LOG_WARN = 4, KVREADY_LOG_ERROR = 8 };
+
 /* ---- the library ---------------------------------------------------------- */
 
 /* KVREADY_ABI_VERSION of the library (a bare call, also the benchmarks' unit). */
@@ -437,6 +446,13 @@ int kvready_last_error(uint64_t handle, char *buf, size_t cap, size_t *len);
 /* Stop calling the embedder's callbacks for good (process exit): polls answer
  * pending, quiesce proves nothing, copies are refused. */
 int kvready_detach_callbacks(void);
+/* Send kvready's log lines (containments, quarantines, contract violations, a
+ * halt, ...; and anything else the library's Go code logs) to fn instead of
+ * the process's stderr, from now on and for every engine; NULL sends them back
+ * to stderr (a line already being delivered may still reach the previous fn).
+ * Once kvready_detach_callbacks was called they go to stderr. The Python
+ * package sets one that forwards to logging.getLogger("kvready"). */
+int kvready_set_log(kvready_log_fn fn, void *user);
 
 /* ---- profiles, layouts, names --------------------------------------------- */
 

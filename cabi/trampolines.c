@@ -66,3 +66,7 @@ kvready_device_callbacks *kv_copy_device(const kvready_device_callbacks *cb) {
 	if (p) *p = *cb;
 	return p;
 }
+
+void kv_log(kvready_log_fn fn, void *user, int32_t level, const char *msg, size_t len) {
+	fn(user, level, msg, len);
+}

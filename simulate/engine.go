@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/internal/words"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -367,17 +368,17 @@ func (em *engineManager) why() string {
 		parts = append(parts, fmt.Sprintf("%d staging slots quarantined (never-proven deliveries, contained)", st.SlotsQuarantined))
 	}
 	if st.Ungrantable > 0 {
-		parts = append(parts, fmt.Sprintf("%d leases can never be granted: quarantine left no run of slots long enough", st.Ungrantable))
+		parts = append(parts, words.Count(int(st.Ungrantable), "lease")+" can never be granted: quarantine left no run of slots long enough")
 	}
 	if n := st.Leases[readiness.StateWaiting]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d leases still waiting for slots", n))
+		parts = append(parts, words.Count(n, "lease")+" still waiting for slots")
 	}
 	if em.halt != nil {
 		parts = append(parts, "the engine halted under the fatal containment policy: it releases nothing any more, and a manager restarts it")
 	}
 	for _, s := range []readiness.State{readiness.StateStaged, readiness.StateAdmitted, readiness.StateRequested, readiness.StateServed, readiness.StatePartial, readiness.StateMissed, readiness.StateFailed, readiness.StateAccessFenced, readiness.StateCopyUnproven, readiness.StateContained} {
 		if n := st.Leases[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d leases in %v", n, s))
+			parts = append(parts, fmt.Sprintf("%s in %v", words.Count(n, "lease"), s))
 		}
 	}
 	if len(parts) == 0 {

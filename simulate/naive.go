@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/internal/words"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -81,7 +82,7 @@ func (n *naiveManager) halted() error { return nil }
 func (n *naiveManager) woken() <-chan struct{} { return nil }
 
 func (n *naiveManager) why() string {
-	return fmt.Sprintf("%d leases still active in the naive manager", len(n.active))
+	return words.Count(len(n.active), "lease") + " still active in the naive manager"
 }
 
 func (n *naiveManager) lend(l *lease) error {

@@ -213,7 +213,7 @@ func TestRedisStoreDownFailsFast(t *testing.T) {
 
 	tbl := table(t, s)
 	assert.Contains(t, tbl, "store availability")
-	assert.Contains(t, tbl, "in 1 outage(s)")
+	assert.Contains(t, tbl, "in 1 outage\n")
 	assert.Contains(t, tbl, "leases refused at once")
 	out, err := json.Marshal(s)
 	require.NoError(t, err)

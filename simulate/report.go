@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"html/template"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/kvready/kvready/internal/words"
 )
 
 // Report files written by WriteReport and WriteComparison, inside the report
@@ -143,7 +146,7 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 		pg.StatesNote = "No lease was ever in flight at a sample instant: nothing to plot."
 	}
 	if len(s.FenceLatencies) > 0 {
-		if pg.Fence, err = save(histPlot("Fence latency: submission to access proven", s.clock()+" µs", s.FenceLatencies, 0), nil, PlotFence); err != nil {
+		if pg.Fence, err = save(histPlot("Fence latency: submission to access proven", s.clock()+" ms", s.FenceLatencies, 0), nil, PlotFence); err != nil {
 			return nil, err
 		}
 	} else if s.Manager == "naive" {
@@ -152,7 +155,7 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 		pg.FenceNote = "No access was proven over in this run: no fence latency to show."
 	}
 	if len(s.ReadyLatencies) > 0 {
-		if pg.Ready, err = save(histPlot("Readiness latency: fetch lent to readiness answerable", s.clock()+" µs", s.ReadyLatencies, s.Deadline), nil, PlotReadiness); err != nil {
+		if pg.Ready, err = save(histPlot("Readiness latency: fetch lent to readiness answerable", s.clock()+" ms", s.ReadyLatencies, s.Deadline), nil, PlotReadiness); err != nil {
 			return nil, err
 		}
 	} else {
@@ -264,9 +267,9 @@ func sameWorkload(runs []*Summary) []string {
 		}
 	}
 	if len(diff) == 0 {
-		return append(out, fmt.Sprintf("Their outcome counts agree: %d leases; served %d, partial %d, missed %d, failed %d "+
+		return append(out, fmt.Sprintf("Their outcome counts agree: %s; served %d, partial %d, missed %d, failed %d "+
 			"(timeouts %d, cancelled %d, rejected %d). The difference is only in what the checker saw.",
-			a.Leases, a.Served, a.Partial, a.Missed, a.Failed, a.Timeouts, a.Cancelled, a.Rejected))
+			words.Count(a.Leases, "lease"), a.Served, a.Partial, a.Missed, a.Failed, a.Timeouts, a.Cancelled, a.Rejected))
 	}
 	why := "Why: the two managers look at their leases at different instants (the engine's runner each tick, " +
 		"the naive manager in its own loop), so a delivery that ends within a tick of its deadline can count as a timeout " +
@@ -325,7 +328,11 @@ func statesPlot(s *Summary) (*plot.Plot, *plot.Legend) {
 	p := newPlot()
 	p.Title.Text = "Leases by state over time (" + s.Manager + " manager)"
 	p.X.Label.Text = s.clock() + " ms"
-	p.Y.Label.Text = "leases"
+	p.Y.Label.Text = "leases (log scale)"
+	// One state often holds most leases (requested, under load): on a
+	// linear axis the others lie flat on zero. A log axis (through 0) keeps
+	// a state of a few leases readable beside one of thousands.
+	logCounts(p)
 	legend := newLegend()
 	top := 0
 	for i, sc := range s.Timeline[0].States {
@@ -355,7 +362,7 @@ func statesPlot(s *Summary) (*plot.Plot, *plot.Legend) {
 	if top == 0 {
 		return nil, nil
 	}
-	p.Y.Min, p.Y.Max = 0, float64(top)*1.1+1
+	p.Y.Min, p.Y.Max = 0, logHeadroom(float64(top))
 	return p, legend
 }
 
@@ -370,20 +377,84 @@ func newPlot() *plot.Plot {
 	return p
 }
 
-// countTicks are the default ticks of a count axis, labelled as whole
-// numbers (50000, not 50000.00).
+// countTicks are the ticks of a count axis: whole numbers only, labelled as
+// such (50000, not 50000.00; never 0.5 of a lease).
 type countTicks struct{}
 
-// Ticks returns plot.DefaultTicks' ticks between lo and hi, relabelled.
+// Ticks returns plot.DefaultTicks' whole-number ticks between lo and hi,
+// relabelled; where those are fewer than two labelled ones (a range of a few
+// counts), every whole number from lo to hi.
 func (countTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i, t := range ticks {
+	var out []plot.Tick
+	labelled := 0
+	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.Value != math.Trunc(t.Value) {
+			continue
+		}
 		if t.Label != "" {
-			ticks[i].Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+			t.Label = strconv.FormatFloat(t.Value, 'f', -1, 64)
+			labelled++
+		}
+		out = append(out, t)
+	}
+	if labelled >= 2 {
+		return out
+	}
+	out = out[:0]
+	for v := math.Ceil(lo); v <= math.Floor(hi); v++ {
+		out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return out
+}
+
+// log1pScale is a count axis on a log scale that still reaches 0: a count n
+// sits at log(1+n), so 0, 1, 10 and 10000 are all distinct and visible.
+type log1pScale struct{}
+
+// Normalize returns x's place between lo and hi on the axis, from 0 to 1.
+func (log1pScale) Normalize(lo, hi, x float64) float64 {
+	l, h := math.Log1p(max(lo, 0)), math.Log1p(max(hi, 0))
+	if h <= l {
+		return 0
+	}
+	return (math.Log1p(max(x, 0)) - l) / (h - l)
+}
+
+// log1pTicks are a log count axis's ticks: 0, then 1, 2, 5, 10, 20, 50, ...
+// up to hi — whole numbers — labelled at 0 and the powers of ten (and at 2
+// and 5 too when hi is under 100, so that a short axis has labels).
+type log1pTicks struct{}
+
+// Ticks returns the ticks between lo and hi.
+func (log1pTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	if lo <= 0 {
+		out = append(out, plot.Tick{Value: 0, Label: "0"})
+	}
+	for p := 1.0; p <= hi; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * p
+			if v > hi || v < lo {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || hi < 100 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			out = append(out, t)
 		}
 	}
-	return ticks
+	return out
 }
+
+// logCounts puts p's y axis, a count, on the log1p scale.
+func logCounts(p *plot.Plot) {
+	p.Y.Scale, p.Y.Tick.Marker = log1pScale{}, log1pTicks{}
+}
+
+// logHeadroom is the top of a log count axis whose largest value is top:
+// room above it on the log scale, as 1.1× gives a linear one.
+func logHeadroom(top float64) float64 { return math.Expm1(math.Log1p(top)*1.08) + 1 }
 
 // newLegend is a legend in the report's typeface, drawn thumbnails first, so
 // that text wider than measured runs into empty space, never over a thumbnail.
@@ -399,19 +470,18 @@ func sans(f *font.Font) { f.Typeface, f.Variant = "Liberation", "Sans" }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// histPlot draws a latency histogram; a positive deadline is marked with a
-// labelled line: fetches slower than it time out, and their readiness comes
-// once their access is proven, to the right of it.
+// histPlot draws a latency histogram in milliseconds, as the summary says
+// them, its count on a log axis so that the tail's few leases show beside
+// the bulk's thousands; a positive deadline is marked with a line labelled
+// with how many fetches were slower: they timed out, and their readiness
+// came once their access was proven, to the right of it.
 func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *plot.Plot {
 	p := newPlot()
 	p.Title.Text = title
 	p.X.Label.Text = unit
-	p.Y.Label.Text = "count"
-	vals := make(plotter.Values, len(ds))
-	for i, d := range ds {
-		vals[i] = float64(d) / float64(time.Microsecond)
-	}
-	h, err := plotter.NewHist(vals, 40)
+	p.Y.Label.Text = "count (log scale)"
+	logCounts(p)
+	h, err := latencyHist(ds)
 	if err != nil {
 		return p
 	}
@@ -426,20 +496,26 @@ func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *p
 	for _, b := range h.Bins {
 		top = max(top, b.Weight)
 	}
-	p.Y.Min, p.Y.Max = 0, top*1.1
+	p.Y.Min, p.Y.Max = 0, logHeadroom(top)
 	if deadline <= 0 {
 		return p
 	}
-	x := float64(deadline) / float64(time.Microsecond)
-	mark, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: top * 1.1}})
+	x := ms(deadline)
+	slower := 0
+	for _, d := range ds {
+		if d > deadline {
+			slower++
+		}
+	}
+	mark, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}})
 	if err != nil {
 		return p
 	}
 	mark.Color = color.RGBA{R: 200, A: 255}
 	mark.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	label, err := plotter.NewLabels(plotter.XYLabels{
-		XYs:    []plotter.XY{{X: x, Y: top * 1.1}},
-		Labels: []string{fmt.Sprintf("deadline %s: slower fetches time out", formatDuration(deadline))},
+		XYs:    []plotter.XY{{X: x, Y: p.Y.Max}},
+		Labels: []string{deadlineLabel(deadline, slower)},
 	})
 	if err != nil {
 		return p
@@ -448,8 +524,26 @@ func histPlot(title, unit string, ds []time.Duration, deadline time.Duration) *p
 	label.TextStyle[0].XAlign = draw.XRight
 	sans(&label.TextStyle[0].Font)
 	p.Add(mark, label)
-	p.Y.Max = max(p.Y.Max, top*1.25)
+	p.Y.Max = logHeadroom(logHeadroom(top)) // room for the label above the tallest bar
 	return p
+}
+
+// deadlineLabel labels the deadline's mark with the fetches slower than it.
+func deadlineLabel(deadline time.Duration, slower int) string {
+	if slower == 0 {
+		return fmt.Sprintf("deadline %s: no fetch slower", formatDuration(deadline))
+	}
+	return fmt.Sprintf("deadline %s: %s slower, timed out", formatDuration(deadline), words.Count(slower, "fetch", "fetches"))
+}
+
+// latencyHist bins latencies in milliseconds: 40 bins from the fastest to
+// the slowest, so the tail is drawn however far it goes.
+func latencyHist(ds []time.Duration) (*plotter.Histogram, error) {
+	vals := make(plotter.Values, len(ds))
+	for i, d := range ds {
+		vals[i] = ms(d)
+	}
+	return plotter.NewHist(vals, 40)
 }
 
 // runColor is a run's colour in the safety plot: kvready green, naive red,
@@ -562,7 +656,8 @@ img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;over
 .ok{color:#070}.bad{color:#b00}nav a{margin-right:1em}</style></head><body>
 {{if .Compared}}<nav>{{range .Pages}}{{if eq .File $.P.File}}<strong>{{.S.Manager}} manager</strong> {{else}}<a href="{{.File}}">{{.S.Manager}} manager</a>{{end}}{{end}}</nav>{{end}}
 <h1>kvready simulate — {{.P.S.Manager}} manager</h1>
-{{if .P.Safe}}<p class="ok">The independent checker found no slot recycled before its fence, no corrupt row and no miss reported as a failure.</p>
+{{if .P.S.Interrupted}}<p class="bad">Interrupted: the run was stopped before it finished; this page covers the run so far.</p>
+{{end}}{{if .P.Safe}}<p class="ok">The independent checker found no slot recycled before its fence, no corrupt row and no miss reported as a failure.</p>
 {{else}}<p class="bad">The independent checker found {{.P.S.RecycledBeforeFence}} slot grants recycled before their fence{{if .P.S.LateWritesWatched}} ({{.P.S.LateWrites}} late writes landed in re-lent slots){{end}}, {{.P.S.CorruptRows}} corrupt rows and {{.P.S.MissesReportedAsFailures}} misses reported as failures.</p>{{end}}
 <h2>Safety over time{{if .Compared}}: {{range $i, $p := .Pages}}{{if $i}} and {{end}}{{$p.S.Manager}}{{end}}, one workload{{end}}</h2>
 <img src="{{.Safety}}" alt="slot grants recycled before their fence and corrupt rows over time">

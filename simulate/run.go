@@ -143,7 +143,11 @@ func runWith(ctx context.Context, cfg Config, progress Progress, wrap func(manag
 		runErr = err
 	}
 	s := d.summary(time.Since(start))
-	if s.UnfinishedRequests > 0 {
+	s.Interrupted = ctx.Err() != nil
+	switch {
+	case s.UnfinishedRequests > 0 && s.Interrupted:
+		runErr = fmt.Errorf("simulate: interrupted: %d of %d requests did not run to the end: %w", s.UnfinishedRequests, s.Requests, ctx.Err())
+	case s.UnfinishedRequests > 0:
 		if runErr != nil {
 			s.UnfinishedReason = "the run was stopped (" + runErr.Error() + "); " + s.UnfinishedReason
 		}
@@ -677,6 +681,7 @@ func (d *driver) summary(wall time.Duration) *Summary {
 	s := &d.sum
 	s.Manager, s.Requests, s.RefusedRequests, s.Wall, s.Virtual = "kvready", d.cfg.Requests, d.refused, wall, d.clk.since()
 	s.Store, s.RealTime, s.Device = d.t.store, d.clk.real(), cmp.Or(d.cfg.Device, SimDevice)
+	s.BreakerOff = d.t.breakerOff
 	if d.cfg.Naive {
 		s.Manager = "naive"
 	}

@@ -121,10 +121,17 @@ func TestUnfinishedRequestsAreReported(t *testing.T) {
 	assert.False(t, s.Complete())
 	assert.Positive(t, s.UnfinishedRequests)
 	assert.NotEmpty(t, s.UnfinishedReason)
-	assert.ErrorContains(t, err, s.UnfinishedReason)
+	assert.ErrorContains(t, err, "interrupted")
 	var table strings.Builder
 	require.NoError(t, s.WriteTable(&table))
-	assert.Contains(t, table.String(), "UNFINISHED REQUESTS")
+	// Stopped by its context: said in plain words, once, without the
+	// context's error.
+	assert.True(t, s.Interrupted)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, table.String(), "interrupted: the run was stopped before it finished")
+	assert.Contains(t, table.String(), "not run to the end")
+	assert.NotContains(t, table.String(), "UNFINISHED")
+	assert.NotContains(t, table.String(), "context canceled")
 	assert.Zero(t, s.RecycledBeforeFence, "unfinished, but never unsafe")
 }
 

@@ -1,6 +1,8 @@
 package simulate
 
 import (
+	"github.com/kvready/kvready/internal/words"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +33,13 @@ type Summary struct {
 	// arrived); UnfinishedReason says why, from the manager's own account.
 	UnfinishedRequests int
 	UnfinishedReason   string
+	// Interrupted is true when the run's context ended before the run did
+	// (Ctrl-C, SIGTERM): the summary covers the run so far.
+	Interrupted bool
+	// BreakerOff is true over a Redis store whose URL turned the breaker off
+	// (breaker_failures=0): the store is never held for down, and nothing
+	// fails fast.
+	BreakerOff bool
 
 	// Leases lent, by final state.
 	Leases, Released, Quarantined, Unfinished int
@@ -255,6 +264,8 @@ type summaryJSON struct {
 	Unfinished               int            `json:"unfinished"`
 	UnfinishedRequests       int            `json:"unfinished_requests"`
 	UnfinishedReason         string         `json:"unfinished_reason,omitempty"`
+	Interrupted              bool           `json:"interrupted"`
+	BreakerOff               bool           `json:"breaker_off,omitempty"`
 	Containments             int            `json:"containments"`
 	Violations               int            `json:"violations"`
 	OtherFailures            int            `json:"other_failures"`
@@ -370,7 +381,8 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
 		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
 		Quarantined: s.Quarantined, Released: s.Released, Unfinished: s.Unfinished,
-		UnfinishedRequests: s.UnfinishedRequests, UnfinishedReason: s.UnfinishedReason,
+		UnfinishedRequests: s.UnfinishedRequests, UnfinishedReason: s.UnfinishedReason, Interrupted: s.Interrupted,
+		BreakerOff:   s.BreakerOff,
 		Containments: s.Containments, Violations: s.Violations, OtherFailures: s.OtherFailures(),
 		Refused: s.RefusedLeases + s.RefusedRequests, SlotsQuarantined: s.SlotsQuarantined,
 		RefusedForCapacity: s.RefusedForCapacity, RefusedByReason: orEmpty(s.Refusals), StagingSlots: s.StagingSlots,
@@ -402,9 +414,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		device = ", device " + s.Device
 	}
 	if s.RealTime {
-		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests%s, %s real time\n", s.Manager, s.Requests, device, formatDuration(s.Wall))
+		fmt.Fprintf(tw, "kvready simulate — manager: %s, %s%s, %s real time\n", s.Manager, words.Count(s.Requests, "request"), device, formatDuration(s.Wall))
 	} else {
-		fmt.Fprintf(tw, "kvready simulate — manager: %s, %d requests%s, %s virtual, %s wall\n", s.Manager, s.Requests, device, formatDuration(s.Virtual), formatDuration(s.Wall))
+		fmt.Fprintf(tw, "kvready simulate — manager: %s, %s%s, %s virtual, %s wall\n", s.Manager, words.Count(s.Requests, "request"), device, formatDuration(s.Virtual), formatDuration(s.Wall))
 	}
 	if s.Store != "" {
 		fmt.Fprintf(tw, "store: %s\n", s.Store)
@@ -416,6 +428,10 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "request deadline %s%s, drain grace %s\n", formatDuration(s.Deadline), bound, formatDuration(s.DrainGrace))
 	}
+	if s.Interrupted {
+		fmt.Fprintf(tw, "interrupted: the run was stopped before it finished (%d of %s ended); what follows covers the run so far\n",
+			s.Requests-s.UnfinishedRequests, words.Count(s.Requests, "request"))
+	}
 	fmt.Fprintln(tw, "leases by final state")
 	row("lent", s.Leases)
 	row("released", s.Released)
@@ -423,7 +439,10 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("unfinished", s.Unfinished)
 	row("refused", s.RefusedLeases+s.RefusedRequests)
 	byCount(s.Refusals, func(reason string, n int) { row(fmt.Sprintf("  %d", n), reason) })
-	if s.UnfinishedRequests > 0 {
+	switch {
+	case s.UnfinishedRequests > 0 && s.Interrupted:
+		row("not run to the end", fmt.Sprintf("%d of %d requests, stopped by the interrupt", s.UnfinishedRequests, s.Requests))
+	case s.UnfinishedRequests > 0:
 		row("UNFINISHED REQUESTS", fmt.Sprintf("%d of %d: %s", s.UnfinishedRequests, s.Requests, s.UnfinishedReason))
 	}
 	fmt.Fprintln(tw, "outcomes by kind")
@@ -452,11 +471,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, "independent checker")
 	row("slot grants watched", s.SlotGrants)
-	row("recycled before fence", fmt.Sprintf("%d slot grants%s", s.RecycledBeforeFence, verdict(s.RecycledBeforeFence)))
+	row("recycled before fence", words.Count(s.RecycledBeforeFence, "slot grant")+verdict(s.RecycledBeforeFence))
 	row("  found at the grant: access unproven", s.RegrantsUnproven)
 	if s.LateWritesWatched() {
 		row("  found by a late write alone", s.RecycledByLateWriteOnly())
-		row("late writes into re-lent slots", fmt.Sprintf("%d writes (into grants counted above, found either way)", s.LateWrites))
+		row("late writes into re-lent slots", words.Count(s.LateWrites, "write")+" (into grants counted above, found either way)")
 	} else {
 		// A real store's goroutines write staging directly: the checker
 		// cannot see when. Re-grants, device rows and the store it still sees.
@@ -465,7 +484,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	row("corrupt rows (device or store)", fmt.Sprintf("%d of %d verified", s.CorruptRows, s.RowsVerified))
 	if s.StoreChecksFailed > 0 {
-		row("  store not read back", fmt.Sprintf("%d requests (store unreachable or behind: their store rows not verified)", s.StoreChecksFailed))
+		row("  store not read back", words.Count(s.StoreChecksFailed, "request")+" (store unreachable or behind: their store rows not verified)")
 	}
 	row("misses reported as failures", fmt.Sprintf("%d%s", s.MissesReportedAsFailures, verdict(s.MissesReportedAsFailures)))
 	row("readiness overclaims", fmt.Sprintf("%d%s", s.ReadinessOverclaims, verdict(s.ReadinessOverclaims)))
@@ -506,13 +525,13 @@ func (s *Summary) writeCapacity(tw io.Writer, row func(string, any)) {
 	}
 	admission := "no bound on submissions outstanding"
 	if s.MaxOutstanding > 0 {
-		admission = fmt.Sprintf("at most %d submissions outstanding at the backend", s.MaxOutstanding)
+		admission = fmt.Sprintf("at most %s outstanding at the backend", words.Count(s.MaxOutstanding, "submission"))
 	}
 	fmt.Fprintf(tw, "capacity (containment policy %s; %s)\n", s.Policy, admission)
 	row("slots quarantined", fmt.Sprintf("%d of %d (containments %d)", s.SlotsQuarantined, s.StagingSlots, s.Containments))
 	byCount(s.ContainmentReasons, func(reason string, n int) { row(fmt.Sprintf("  %d", n), reason) })
 	if s.Policy == "recover" || s.Recovered > 0 {
-		row("recovered", fmt.Sprintf("%d of %d contained leases, returning %d slots in all", s.Recovered, s.Containments, s.RecoveredSlots))
+		row("recovered", fmt.Sprintf("%d of %s, returning %s in all", s.Recovered, words.Count(s.Containments, "contained lease"), words.Count(s.RecoveredSlots, "slot")))
 	}
 	if s.Halted != "" {
 		row("ENGINE HALTED", s.Halted)
@@ -528,13 +547,13 @@ func (s *Summary) PoolVerdict() string {
 	}
 	var lost []string
 	if s.Containments > 0 && s.SlotsQuarantined == 0 {
-		lost = append(lost, fmt.Sprintf("%d leases contained, every one recovered: the pool is whole at the end", s.Containments))
+		lost = append(lost, words.Count(s.Containments, "lease")+" contained, every one recovered: the pool is whole at the end")
 	}
 	if s.SlotsQuarantined > 0 {
 		lost = append(lost, fmt.Sprintf("%d of %d slots quarantined", s.SlotsQuarantined, s.StagingSlots))
 	}
 	if s.RefusedForCapacity > 0 {
-		lost = append(lost, fmt.Sprintf("%d leases refused for lack of slots", s.RefusedForCapacity))
+		lost = append(lost, words.Count(s.RefusedForCapacity, "lease")+" refused for lack of slots")
 	}
 	if s.Halted != "" {
 		lost = append(lost, "the engine halted")
@@ -551,10 +570,12 @@ func (s *Summary) PoolVerdict() string {
 // knew), and those that waited for their failure.
 func (s *Summary) writeStore(tw io.Writer, row func(string, any)) {
 	fmt.Fprintln(tw, "store availability")
-	if s.StoreOutages == 0 {
+	if s.BreakerOff {
+		row("breaker", "off (breaker_failures=0): the store is never held for down, so nothing fails fast; every call waits out its attempt bound")
+	} else if s.StoreOutages == 0 {
 		row("unavailable", "never held for down")
 	} else {
-		row("unavailable", fmt.Sprintf("%s in %d outage(s)", formatDuration(s.StoreUnavailable), s.StoreOutages))
+		row("unavailable", fmt.Sprintf("%s in %s", formatDuration(s.StoreUnavailable), words.Count(s.StoreOutages, "outage")))
 	}
 	row("failed fast", fmt.Sprintf("%d leases refused at once (among rejected), p50 / p99 %s / %s from the submission to the outcome", s.FailedFast, formatDuration(s.FailedFastP50), formatDuration(s.FailedFastP99)))
 	row("failed after waiting", fmt.Sprintf("%d leases the store failed once submitted (connection errors, the attempt bound)", s.FailedWaiting))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -56,6 +57,7 @@ type transport struct {
 	check        *kvredis.Backend
 	checkTimeout time.Duration
 	store        string // the store, as the summary names it
+	breakerOff   bool   // the Redis URL turned the breaker off (breaker_failures=0)
 
 	d       *driver
 	next    func() *lease // the lease whose submission comes next
@@ -125,6 +127,11 @@ func (t *transport) openRedis(ctx context.Context) error {
 	}
 	t.be = t.rds
 	q := u.Query()
+	// The URL parsed (Open took it): breaker_failures is a whole number.
+	if v, ok := q["breaker_failures"]; ok && len(v) > 0 {
+		n, err := strconv.Atoi(v[0])
+		t.breakerOff = err == nil && n == 0
+	}
 	q.Set("max_retries", "-1")
 	u.RawQuery = q.Encode()
 	t.checkTimeout = max(100*time.Millisecond, cfg.Deadline)

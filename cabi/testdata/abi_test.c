@@ -708,6 +708,31 @@ static void test_fatal_policy_halts(void) {
   CHECK(kvready_backend_close(r.be) == KVREADY_ERR_BUSY, r.be); /* abandoned with what it used */
 }
 
+/* kvready_set_log: the library's log lines reach the embedder's callback,
+ * with their level, instead of stderr — here the fatal policy's halt, logged
+ * at ERROR; NULL gives them back to stderr. */
+static struct {
+  pthread_mutex_t mu;
+  int lines, halted_at_error;
+} logged = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void log_line(void *user, int32_t level, const char *msg, size_t len) {
+  pthread_mutex_lock(&logged.mu);
+  logged.lines++;
+  if (user == &logged && level >= KVREADY_LOG_ERROR && strlen(msg) == len && strstr(msg, "engine halted") != NULL)
+    logged.halted_at_error++;
+  pthread_mutex_unlock(&logged.mu);
+}
+
+static void test_log_callback(void) {
+  CHECK(kvready_set_log(log_line, &logged) == KVREADY_OK, 0);
+  test_fatal_policy_halts();
+  CHECK(kvready_set_log(NULL, NULL) == KVREADY_OK, 0);
+  pthread_mutex_lock(&logged.mu);
+  CHECK(logged.lines > 0 && logged.halted_at_error == 1, 0);
+  pthread_mutex_unlock(&logged.mu);
+}
+
 /* A thread in kvready_wait on an engine another thread frees returns
  * KVREADY_ERR_CLOSED at once rather than waiting out its timeout (600 s
  * here; the join is bounded well below it). */
@@ -1207,7 +1232,7 @@ int main(void) {
   test_go_backend();
   test_c_backend_and_device();
   test_try_quiesce();
-  test_fatal_policy_halts();
+  test_log_callback(); /* runs test_fatal_policy_halts */
   test_recover_policy();
   test_wait_queues_containment();
   test_layer_by_layer();

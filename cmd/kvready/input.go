@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/kvready/kvready/staging"
 )
@@ -33,7 +34,12 @@ func layoutStatus(data []byte, err error) int {
 func (e *env) layoutRefused(path string, data []byte, err error) int {
 	status := layoutStatus(data, err)
 	if status == exitUsage {
-		e.errorf("%s: not a layout description: %v; want one JSON object", path, err)
+		// Said once: the parser's own message may say it already.
+		want := "; want one JSON object"
+		if strings.Contains(err.Error(), "want one JSON object") {
+			want = ""
+		}
+		e.errorf("%s: not a layout description: %v%s", path, err, want)
 	} else {
 		e.errorf("%s: invalid layout: %v", path, err)
 	}

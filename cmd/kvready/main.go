@@ -81,6 +81,8 @@ func run(e *env, args []string) int {
 	case "-h", "-help", "--help", "help":
 		usage(e.stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(e, args[1:])
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -101,7 +103,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'kvready <command> -h' for a command's usage.")
+	fmt.Fprintln(w, "Run 'kvready <command> -h' for a command's usage; 'kvready --version' is 'kvready version'.")
 	fmt.Fprintln(w)
 	fmt.Fprint(w, exitStatuses)
 }

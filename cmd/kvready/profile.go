@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/internal/words"
 )
 
 func init() {
@@ -67,7 +68,7 @@ func runProfileValidate(e *env, args []string) int {
 		for _, v := range pe.Violations {
 			fmt.Fprintln(e.stdout, cutLong(v.Error()))
 		}
-		e.errorf("profile refused: %d violation(s)", len(pe.Violations))
+		e.errorf("profile refused: %s", words.Count(len(pe.Violations), "violation"))
 		return exitFail
 	default:
 		e.errorf("%s: %v", fs.Arg(0), err)

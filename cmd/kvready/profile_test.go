@@ -49,5 +49,5 @@ func TestProfileValidateReportsEveryAxis(t *testing.T) {
 	assert.Equal(t, "parallelism.tp: wrong type: given number 1.5, supported the integer 1\n"+
 		"parallelism.dp: given -1, supported 1\n"+
 		"parallelism.pp: given 0, supported 1\n", out)
-	assert.Contains(t, errOut, "3 violation(s)")
+	assert.Contains(t, errOut, "3 violations")
 }

@@ -85,7 +85,10 @@ func TestSimulateInterruptedPrintsTheSummaryAndWritesTheReport(t *testing.T) {
 
 	out := stdout.String()
 	assert.Contains(t, out, "kvready simulate — manager: kvready, 40000 requests")
-	assert.Contains(t, out, "UNFINISHED REQUESTS", "the summary counts what did not end")
+	assert.Contains(t, out, "interrupted: the run was stopped before it finished", "the summary says so in plain words")
+	assert.Regexp(t, `not run to the end +[1-9][0-9]* of 40000 requests, stopped by the interrupt`, out, "the summary counts what did not end")
+	assert.NotContains(t, out, "UNFINISHED")
+	assert.NotContains(t, out+errOut, "context canceled")
 	assert.Contains(t, out, "recycled before fence")
 	// Rule 10: the interrupted run drained. Its leases still waiting for an
 	// outcome were cancelled locally and released once proven: a healthy
@@ -95,6 +98,8 @@ func TestSimulateInterruptedPrintsTheSummaryAndWritesTheReport(t *testing.T) {
 	assert.Contains(t, errOut, "kvready: interrupted: the summary and the report cover the run so far")
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err, "the report was written")
-	assert.Contains(t, string(page), "UNFINISHED REQUESTS")
+	assert.Contains(t, string(page), "Interrupted: the run was stopped before it finished")
+	assert.Contains(t, string(page), "not run to the end")
+	assert.NotContains(t, string(page), "UNFINISHED")
 	assert.Contains(t, string(page), `<img src="safety.svg"`)
 }

@@ -407,7 +407,8 @@ func simulateOnce(ctx context.Context, e *env, cfg simulate.Config, progressOut 
 		cfg.OnStoreHealth = storeHealthLine(out, cfg.Backend)
 	}
 	sum, err := simulate.Run(ctx, cfg, progressReporter(out, cfg.Requests, name))
-	if err != nil {
+	if err != nil && !(sum != nil && sum.Interrupted && errors.Is(err, context.Canceled)) {
+		// An interrupted run is said once, in plain words, when it ends.
 		e.errorf("%v", err)
 	}
 	if sum == nil {

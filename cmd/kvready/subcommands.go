@@ -51,7 +51,7 @@ func newFlags(e *env, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: kvready %s %s\n", name, synopsis)
+		fmt.Fprintln(fs.Output(), "usage: kvready "+strings.TrimSpace(name+" "+synopsis))
 		fs.PrintDefaults()
 	}
 	return fs

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runVersion(e *env, args []string) int {
-	fs := newFlags(e, "version", "")
+	fs := newFlags(e, "version", "   (prints the kvready version and the pinned contract revision; kvready --version does the same)")
 	if done, status := parseFlags(e, fs, args); done {
 		return status
 	}

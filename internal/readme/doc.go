@@ -1,5 +1,7 @@
-// Package readme keeps README.md's embedding program true: its test extracts
-// the program from the README, builds it in a fresh module that points at
-// this repository, runs it, and compares what it prints with the output the
-// README shows. It has no code of its own.
+// Package readme keeps README.md and docs/ true: its tests extract the
+// README's embedding program, build it in a fresh module that points at this
+// repository, run it, and compare what it prints with the output the README
+// shows; check that every markdown table is whole; and check that the Grafana
+// dashboard names its units and never draws a rate and a fraction on one
+// axis. It has no code of its own.
 package readme

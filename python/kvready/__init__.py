@@ -22,7 +22,7 @@ from . import _abi
 from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
-from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseInfo, LendError, OutcomeKind,
+from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseHandle, LeaseInfo, LendError, OutcomeKind,
                      Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
 from .errors import (BackendConfigError, BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError,
                      CopyRefusedError, DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
@@ -49,8 +49,13 @@ def abi_version() -> int:
     return _abi.abi_version()
 
 
-# At exit, no callback into Python may run while the interpreter is torn down.
+# At exit, no callback into Python may run while the interpreter is torn down
+# (the library's log lines then go to stderr).
 atexit.register(_abi.detach_callbacks)
+
+# The library's log lines go through logging, on the logger "kvready".
+from . import _log  # noqa: E402
+_log.route_to_logging()
 
 __all__ = [
     "Access", "Attempt", "Backend", "BackendConfigError", "BackendError", "BackendFaults", "BadHandleError", "BusyError",
@@ -58,7 +63,7 @@ __all__ = [
     "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
     "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
     "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus",
-    "LayoutID", "Lease", "LeaseInfo",
+    "LayoutID", "Lease", "LeaseHandle", "LeaseInfo",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",
     "StoreBackend", "StoreUnavailableError", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",

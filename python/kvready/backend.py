@@ -182,8 +182,9 @@ class Backend:
           queued before the error). kvready logs it once with its type
           (logger ``kvready``), keeps it in ``callback_errors``, and — as the
           reference keeps the slots of an escaped submission error — holds
-          the lease's slots until its containment deadline (request
-          deadline + drain grace), then keeps them out of use for good
+          the lease's slots until its containment deadline (the raise
+          starts the drain, so one ``drain_grace`` later, 10 s by default),
+          then keeps them out of use for good
           (quarantined: with no attempt there is nothing ``quiesce`` could
           prove, under every policy). No exception reaches the caller of
           ``lend``.
@@ -262,8 +263,8 @@ class Backend:
         self.callback_errors.append(e)
         if where in ("fetch", "publish"):
             consequence = ("the submission may have escaped: its slots stay held until the lease is contained "
-                           "(its request deadline + drain grace) and then stay out of use for good; raise "
-                           "SubmissionRejectedError when nothing escaped, and they return at once")
+                           "(one drain grace from now: the error starts the drain) and then stay out of use for "
+                           "good; raise SubmissionRejectedError when nothing escaped, and they return at once")
         else:
             consequence = "see the Backend docstring for what it means"
         # One record per exception, its type in the message itself (not only

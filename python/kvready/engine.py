@@ -211,11 +211,35 @@ def _info(c: _abi.CLeaseInfo) -> LeaseInfo:
                      c.cancel_error.decode("utf-8", "replace"), c.rows, bool(c.contained))
 
 
+class LeaseHandle(int):
+    """A lease's handle as the C ABI packs it (generation in the high half,
+    record index in the low half): an int, equal to ``Lease.handle``, that
+    prints as Go's ``readiness.Handle`` does, ``lease#INDEX.GENERATION``."""
+
+    __slots__ = ()
+
+    @property
+    def index(self) -> int:
+        """The lease record's index: small, reused by later leases."""
+        return int(self) & 0xFFFFFFFF
+
+    @property
+    def generation(self) -> int:
+        """The record's generation: a retired lease's handle is stale."""
+        return int(self) >> 32
+
+    def __repr__(self) -> str:
+        return f"lease#{self.index}.{self.generation}"
+
+    __str__ = __repr__
+
+
 class Containment(NamedTuple):
     """A lease contained: access or a copy unproven past its deadline; its
-    slots are held out of circulation."""
+    slots are held out of circulation. ``lease`` is a :class:`LeaseHandle`
+    (equal to the contained ``Lease.handle``)."""
 
-    lease: int
+    lease: LeaseHandle
     slots: int
     deadline: float
     reason: str
@@ -232,7 +256,7 @@ class Round(NamedTuple):
     containments: list[Containment]
     halted: bool
     drained: bool
-    recoveries: list[int]
+    recoveries: list[LeaseHandle]
 
 
 @dataclass(frozen=True)
@@ -597,7 +621,7 @@ class Engine:
             n = ctypes.c_size_t()
             _abi.check(_abi.containments(self.handle, buf, 64, ctypes.byref(n)), self.handle)
             for c in buf[:n.value]:
-                out.append(Containment(c.lease, c.slots, c.deadline_unix_ns / 1e9, c.reason.decode("utf-8", "replace")))
+                out.append(Containment(LeaseHandle(c.lease), c.slots, c.deadline_unix_ns / 1e9, c.reason.decode("utf-8", "replace")))
             if n.value < 64:
                 break
         if self.on_containment is not None:
@@ -605,7 +629,7 @@ class Engine:
                 self.on_containment(c)
         return out
 
-    def recoveries(self) -> list[int]:
+    def recoveries(self) -> list[LeaseHandle]:
         """Recovery events not yet read, oldest first (the recover policy):
         the handles of contained leases whose access was proven over after
         all, their slots back; each is also passed to on_recovery, if set."""
@@ -614,7 +638,7 @@ class Engine:
         while True:
             n = ctypes.c_size_t()
             _abi.check(_abi.recoveries(self.handle, buf, 64, ctypes.byref(n)), self.handle)
-            out.extend(buf[:n.value])
+            out.extend(LeaseHandle(h) for h in buf[:n.value])
             if n.value < 64:
                 break
         if self.on_recovery is not None:

@@ -5,6 +5,7 @@ cancellation rules included)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -310,6 +311,46 @@ class Raises(Store):
 
     def fetch(self, extent):
         raise ValueError("the transfer engine said no, after queuing who knows what")
+
+
+def test_an_escaped_submission_is_contained_one_drain_grace_after_the_raise(rig, caplog):
+    """The raise starts the lease's drain: the containment deadline is the
+    drain grace after the raise, not the request deadline plus the grace
+    (docs/python.md and the log line say so). With a request deadline of an
+    hour, a lease held until that deadline plus the grace would outlast the
+    bounded wait below; its deadline is read from the engine's own
+    containment event, never measured."""
+    store = Raises(rig.mem)
+    contained = []
+    eng = rig.engine(store, request_timeout=3600.0, drain_grace=0.2, on_containment=contained.append)
+    with caplog.at_level("ERROR", logger="kvready"):
+        before = time.time()
+        lease = eng.lend(kvready.Request.fetch(rig.rows(2)))
+        eng.progress()
+        assert [type(e) for e in store.callback_errors] == [ValueError], "the fetch was called in this round"
+        after = time.time()
+        info = lease.wait(timeout=30)
+    assert info.state == kvready.State.QUARANTINED and info.contained, info
+    assert len(contained) == 1, contained
+    c = contained[0]
+    assert c.lease == lease.handle and repr(c.lease).startswith("lease#"), c
+    # The deadline the engine fixed: the drain grace after the round that
+    # saw the raise (the engine's clock read between before and after).
+    assert before + 0.2 <= c.deadline <= after + 0.2, (c.deadline - before, c.deadline - after)
+    msg = next(r.getMessage() for r in caplog.records if "Raises.fetch raised" in r.getMessage())
+    assert "one drain grace from now" in msg and "request deadline" not in msg, msg
+
+
+def test_a_containment_names_its_lease_as_a_handle(rig):
+    """Containment.lease prints as Go's readiness.Handle does
+    (lease#INDEX.GENERATION), not as the packed integer, and still equals
+    Lease.handle."""
+    h = kvready.LeaseHandle((7 << 32) | 3)
+    assert (h.index, h.generation) == (3, 7)
+    assert repr(h) == str(h) == "lease#3.7"
+    assert h == (7 << 32) | 3 and isinstance(h, int)
+    c = kvready.Containment(h, 2, 0.0, "why")
+    assert "lease=lease#3.7" in repr(c), repr(c)
 
 
 def test_a_fetch_that_raises_anything_else_may_have_escaped(rig, caplog):
