@@ -238,6 +238,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// that clock is virtual, and a timestamp is compared with time().
 	send(lastRound, prometheus.GaugeValue, float64(shownAt.UnixNano())/1e9)
 	ch <- c.histogram(readinessLatency, &st.ReadyLatency, clock)
+	ch <- c.histogram(failureLatency, &st.FailureLatency, clock)
 	ch <- c.histogram(fenceLatency, &st.FenceLatency, clock)
 
 	in := &s.InFlight
@@ -356,6 +357,7 @@ const (
 	halted
 	lastRound
 	readinessLatency
+	failureLatency
 	fenceLatency
 	oldestUnfenced
 	inFlightLeases
@@ -405,7 +407,8 @@ var families = [numFamilies]struct {
 	outstandingLimit:  {"backend_outstanding_limit", "The bound on submissions outstanding at the backend; 0 when unbounded. Leases past it wait in state staged.", nil},
 	halted:            {"halted", "1 when the engine halted (a broken invariant, or a containment under the fatal policy) and releases nothing more; restart the process.", nil},
 	lastRound:         {"last_round_timestamp_seconds", "Wall-clock time (the system clock, never the engine's own clock, which may be virtual) at the end of the engine's latest round that a scrape saw, in seconds since the Unix epoch.", nil},
-	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed)." + onEngineClock, []string{"clock"}},
+	readinessLatency:  {"readiness_latency_seconds", "From Lend to readiness being answerable (every local copy landed), for leases that did not fail (served, partial, missed)." + onEngineClock, []string{"clock"}},
+	failureLatency:    {"failure_latency_seconds", "From Lend to readiness being answerable, for leases that failed (failed, cancelled, rejected, timed out, a violation): their rows are recomputed." + onEngineClock, []string{"clock"}},
 	fenceLatency:      {"fence_latency_seconds", "From the submission to the access fence (backend access proven over)." + onEngineClock, []string{"clock"}},
 	oldestUnfenced:    {"oldest_unfenced_age_seconds", "Age of the oldest lease whose staging slots a backend was handed and whose access is not yet proven over (not fenced; contained leases left out), at the engine's latest round; 0 when there is none. Growing without coming down: a transfer is stuck." + onEngineClock, []string{"clock"}},
 	inFlightLeases:    {"in_flight_leases", "Leases whose staging slots a backend was handed and whose access is not yet proven over (contained leases left out).", nil},

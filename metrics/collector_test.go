@@ -149,7 +149,7 @@ func TestCollectorHistogramBuckets(t *testing.T) {
 	h.Total, h.Sum = 15, 7_500_000_000
 	c := shown(nil, s)
 	want := `
-# HELP kvready_readiness_latency_seconds From Lend to readiness being answerable (every local copy landed). In seconds of the engine's clock, named by the clock label: wall is the system clock; virtual a simulated clock (kvready simulate over the in-memory backend), whose seconds are simulated time, not wall time.
+# HELP kvready_readiness_latency_seconds From Lend to readiness being answerable (every local copy landed), for leases that did not fail (served, partial, missed). In seconds of the engine's clock, named by the clock label: wall is the system clock; virtual a simulated clock (kvready simulate over the in-memory backend), whose seconds are simulated time, not wall time.
 # TYPE kvready_readiness_latency_seconds histogram
 kvready_readiness_latency_seconds_bucket{clock="wall",le="1.023e-06"} 3
 kvready_readiness_latency_seconds_bucket{clock="wall",le="4.095e-06"} 6

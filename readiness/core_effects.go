@@ -307,7 +307,14 @@ func (c *Core) answer(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	if b.lentAt != 0 {
-		c.stats.ReadyLatency.add(c.now - b.lentAt)
+		// Readiness latency is the time to an answer the manager can use: a
+		// failure's own figure keeps a store that fails fast from reading as
+		// a fast store.
+		if OutcomeKind(l.result).Failure() {
+			c.stats.FailureLatency.add(c.now - b.lentAt)
+		} else {
+			c.stats.ReadyLatency.add(c.now - b.lentAt)
+		}
 	}
 	if l.kind != Fetch {
 		return

@@ -23,8 +23,14 @@ type Stats struct {
 	Outcomes [NumOutcomes]uint64
 	// FenceLatency: from the submission to the access fence.
 	FenceLatency Histogram
-	// ReadyLatency: from Lend to readiness being answerable.
+	// ReadyLatency: from Lend to readiness being answerable, for leases
+	// whose outcome is no failure (served, partial, missed).
 	ReadyLatency Histogram
+	// FailureLatency: from Lend to readiness being answerable, for leases
+	// that failed (failed, cancelled, rejected, timed out, a violation): the
+	// manager recomputes their rows. A store that fails fast shows here,
+	// never as fast readiness.
+	FailureLatency Histogram
 	// Refused counts evidence the table refused (duplicates, late evidence)
 	// and StaleEvidence evidence about leases already retired: counted by the
 	// runner that reports it (zero for a Core driven directly, which changes

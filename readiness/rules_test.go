@@ -876,3 +876,26 @@ func TestRegressionWatcherSightingIsTheFirstAnswer(t *testing.T) {
 	r.be.mu.Unlock()
 	assert.GreaterOrEqual(t, polls, 1)
 }
+
+// Readiness latency counts only leases whose readiness the manager can use:
+// a failure's time goes to its own histogram, so a store that fails fast
+// never reads as fast readiness.
+func TestFailuresHaveTheirOwnLatency(t *testing.T) {
+	r := newRig(t, 4)
+	h, _, a := r.fetch(1, 1)
+	r.be.set(a, contract.Failed{Reason: "store down"})
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	require.NoError(t, r.eng.Release(h))
+	r.sync()
+	served, _, a2 := r.fetch(2, 1)
+	r.deliver(a2, 2, 0)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	require.Equal(t, StateLogicallyComplete, r.state(served))
+	st := r.eng.Stats()
+	assert.Equal(t, uint64(1), st.FailureLatency.Total, "the failed fetch")
+	assert.Equal(t, uint64(1), st.ReadyLatency.Total, "the served fetch only")
+}
