@@ -10,6 +10,11 @@ import (
 	"github.com/kvready/kvready/staging"
 )
 
+// MaxDuration bounds every duration of a Config: about 73 years (2^61 ns),
+// so that a deadline — the clock plus a request timeout plus a drain grace —
+// never wraps the int64 nanoseconds it is kept in.
+const MaxDuration = time.Duration(1 << 61)
+
 const (
 	defaultRequestTimeout  = 30 * time.Second
 	defaultDrainGrace      = 10 * time.Second
@@ -90,10 +95,13 @@ func (c *Config) validateLifecycle() []error {
 		v    time.Duration
 	}{
 		{"RequestTimeout", c.RequestTimeout}, {"DrainGrace", c.DrainGrace}, {"QuiesceTimeout", c.QuiesceTimeout},
-		{"RetryBackoff", c.RetryBackoff}, {"MaxRetryBackoff", c.MaxRetryBackoff},
+		{"RetryBackoff", c.RetryBackoff}, {"MaxRetryBackoff", c.MaxRetryBackoff}, {"RecoverEvery", c.RecoverEvery},
 	} {
-		if d.v < 0 {
+		switch {
+		case d.v < 0:
 			errs = append(errs, fmt.Errorf("%s = %v; want a non-negative duration (0 means the default)", d.name, d.v))
+		case d.v > MaxDuration:
+			errs = append(errs, fmt.Errorf("%s = %v; want at most %v (MaxDuration: deadlines are the clock plus these, in int64 nanoseconds)", d.name, d.v, MaxDuration))
 		}
 	}
 	if c.MaxOutstanding < 0 {
@@ -101,9 +109,6 @@ func (c *Config) validateLifecycle() []error {
 	}
 	if c.Containment > Recover {
 		errs = append(errs, fmt.Errorf("Containment = %v; want Quarantine, Fatal or Recover", c.Containment))
-	}
-	if c.RecoverEvery < 0 {
-		errs = append(errs, fmt.Errorf("RecoverEvery = %v; want a non-negative duration (0 means the default)", c.RecoverEvery))
 	}
 	errs = append(errs, c.validateLayers()...)
 	if c.KeepReleased < 0 {

@@ -3,6 +3,7 @@ package readiness
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
@@ -91,6 +92,11 @@ type body struct {
 	containAt         int64 // the containment deadline: fixed at submission, moved earlier by an earlier drain
 }
 
+// maxDeadline is the latest Request.Deadline taken: 2^62 ns after 1970 (in
+// 2116), so that a containment deadline — it plus the drain grace, at most
+// MaxDuration — fits in int64 nanoseconds.
+var maxDeadline = time.Unix(0, 1<<62)
+
 // checkRequest refuses a request the core could never stage, naming what is
 // wrong; the order of the rows is checked once they are grouped (newBody).
 func (c *Core) checkRequest(req *Request) error {
@@ -108,6 +114,9 @@ func (c *Core) checkRequest(req *Request) error {
 	}
 	if req.Layerwise && req.Kind == Fetch {
 		return bad("Layerwise on a fetch; it is a publish's: a fetch's copies go layer by layer as Config.Layers says")
+	}
+	if d := req.Deadline; !d.IsZero() && (d.Before(time.Unix(0, 0)) || d.After(maxDeadline)) {
+		return bad("deadline %v; want the zero Time (RequestTimeout after the submission) or a time from 1970 to %v, which int64 nanoseconds hold with the drain grace added", d, maxDeadline)
 	}
 	groups := c.mem.NumGroups()
 	for i, r := range req.Rows {

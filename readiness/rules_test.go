@@ -677,6 +677,8 @@ func TestLendRefusesBadInput(t *testing.T) {
 		{"duplicate names", Request{Kind: Fetch, Rows: []staging.Row{good, {Name: good.Name, Block: 1, Device: good.Device}}}, "share a name"},
 		{"blocks out of order", Request{Kind: Fetch, Rows: []staging.Row{{Name: name(1, 1), Block: 1, Device: good.Device}, {Name: name(1, 2), Block: 1, Device: good.Device}}}, "must increase"},
 		{"too many rows", Request{Kind: Fetch, Rows: r.rows(2, 5)}, "slots"},
+		{"deadline past int64", Request{Kind: Fetch, Rows: []staging.Row{good}, Deadline: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, "deadline 2300-01-01"},
+		{"deadline before 1970", Request{Kind: Fetch, Rows: []staging.Row{good}, Deadline: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}, "want the zero Time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := r.eng.Lend(tc.req)
