@@ -66,8 +66,15 @@
 //
 // # Threading
 //
-// One owner goroutine calls every method of a Core or an Engine. Backend
-// goroutines never call the engine; the engine's own goroutines only observe
-// and hand their observations to the owner through mailboxes, and the owner
-// decides.
+// An Engine is safe for concurrent use (SPEC §4 rule 18): every method may
+// be called from any goroutine, and calls are serialised — one caller at a
+// time touches the core — while a wait (Wait, WaitLayer, Sync, Shutdown)
+// releases the engine whenever it sleeps, so it never blocks other calls. The
+// goroutine whose call runs a round is "the owner" for that round: the
+// callbacks (OnTransition, OnContainment, OnRecovery, OnHalt, the Observer)
+// run on it, with the engine held, and must not call the engine. A Core is
+// not safe for concurrent use: its one caller is its driver, as raft's
+// RawNode's is. Backend goroutines never call the engine; the engine's own
+// goroutines only observe and hand their observations to the owner through
+// mailboxes, and the owner decides.
 package readiness

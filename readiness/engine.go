@@ -11,7 +11,7 @@ import (
 
 // Engine is the runner managers embed: a Core, the stream the copies go
 // through, and goroutines only for what may block or to wake an owner that
-// sleeps (SPEC §4 rule 14). The owner goroutine calls every method. A round
+// sleeps (SPEC §4 rule 14). Any goroutine may call any method (rule 18). A round
 // (Progress) takes in everything that arrived at once, through the core's one
 // door, queries its copy events itself, and asks each access proof of the
 // backend's non-blocking probe (contract.QuiesceProber) on the owner; only a

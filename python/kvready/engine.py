@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from enum import IntEnum
@@ -440,6 +441,25 @@ def _handle(x: Any, what: str) -> int:
     return h
 
 
+
+class _Scratch(threading.local):
+    """An engine's out-parameters, one set per thread: ctypes releases the
+    GIL during a call, so threads that call one engine at once (SPEC §4 rule
+    18) each write into their own, never into another's answer."""
+
+    cap = 1024
+
+    def __init__(self) -> None:
+        self.round = _abi.CRound()
+        self.leases = (ctypes.c_uint64 * self.cap)()
+        self.states = (ctypes.c_int32 * self.cap)()
+        self.one = (ctypes.c_uint64 * 1)()
+        self.info = _abi.CLeaseInfo()
+        self.iv = _abi.CInterval()
+        self.layer_st = ctypes.c_int32()
+        self.layer_ref = ctypes.byref(self.layer_st)
+        self.count = ctypes.c_int64()
+
 class Engine:
     """A readiness engine over staging memory, a backend and a device.
 
@@ -523,16 +543,7 @@ class Engine:
         fd = ctypes.c_int32()
         _abi.check(_abi.engine_wake_fd(self.handle, ctypes.byref(fd)), self.handle)
         self._fd = fd.value
-        self._round = _abi.CRound()
-        self._cap = 1024
-        self._leases = (ctypes.c_uint64 * self._cap)()
-        self._states = (ctypes.c_int32 * self._cap)()
-        self._one = (ctypes.c_uint64 * 1)()
-        self._info = _abi.CLeaseInfo()
-        self._iv = _abi.CInterval()
-        self._layer_st = ctypes.c_int32()
-        self._layer_ref = ctypes.byref(self._layer_st)
-        self._count = ctypes.c_int64()
+        self._sc = _Scratch()
 
     @property
     def handle(self) -> int:
@@ -575,15 +586,16 @@ class Engine:
     def progress(self) -> Round:
         """Run one round (never blocks) and say what moved."""
         h = self.handle
-        r = self._round
-        _abi.check(_abi.progress(h, ctypes.byref(r), self._leases, self._states, self._cap), h)
+        sc = self._sc
+        r = sc.round
+        _abi.check(_abi.progress(h, ctypes.byref(r), sc.leases, sc.states, sc.cap), h)
         n = r.changed
-        changed = list(zip(self._leases[:n], self._states[:n]))
+        changed = list(zip(sc.leases[:n], sc.states[:n]))
         more = r.more
         while more:
             k = ctypes.c_size_t()
-            _abi.check(_abi.changes(h, self._leases, self._states, self._cap, ctypes.byref(k)), h)
-            changed.extend(zip(self._leases[:k.value], self._states[:k.value]))
+            _abi.check(_abi.changes(h, sc.leases, sc.states, sc.cap, ctypes.byref(k)), h)
+            changed.extend(zip(sc.leases[:k.value], sc.states[:k.value]))
             more -= k.value
             if not k.value:
                 break
@@ -651,7 +663,7 @@ class Engine:
     def lend(self, request: Request) -> Lease:
         """Ask for a lease; refused requests raise with the engine's reason
         and change nothing."""
-        out = self._one
+        out = self._sc.one
         _abi.check(_abi.lend(self.handle, ctypes.byref(request._c), out), self.handle)
         return Lease(self, out[0])
 
@@ -701,9 +713,10 @@ class Engine:
 
     def info(self, lease: Lease | int) -> LeaseInfo:
         """Describe a lease."""
-        self._one[0] = _lease(lease)
-        _abi.check(_abi.lease_infos(self.handle, self._one, 1, ctypes.byref(self._info), None), self.handle)
-        return _info(self._info)
+        sc = self._sc
+        sc.one[0] = _lease(lease)
+        _abi.check(_abi.lease_infos(self.handle, sc.one, 1, ctypes.byref(sc.info), None), self.handle)
+        return _info(sc.info)
 
     def infos(self, leases: Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
         """Describe many leases in one call (an exception in place of each
@@ -723,7 +736,7 @@ class Engine:
     def readiness(self, lease: Lease | int) -> Readiness:
         """Where a fetched request may resume (NotReadyError until its copies
         landed)."""
-        iv = self._iv
+        iv = self._sc.iv
         _abi.check(_abi.readiness(self.handle, _lease(lease), ctypes.byref(iv)), self.handle)
         return Readiness(iv.usable_until, iv.restart_floor)
 
@@ -742,7 +755,7 @@ class Engine:
         :meth:`fileno`, which a layer landing makes readable) moves the engine
         on. InvalidArgumentError for a layer out of range, NotReadyError for
         a publish."""
-        st, iv = self._layer_st, self._iv
+        st, iv = self._sc.layer_st, self._sc.iv
         _abi.check(_abi.layer_ready(self.handle, _lease(lease), _layer(layer), ctypes.byref(st), ctypes.byref(iv)), self.handle)
         status = LayerStatus(st.value)
         return status, (Readiness(iv.usable_until, iv.restart_floor) if status == LayerStatus.READY else None)
@@ -752,10 +765,11 @@ class Engine:
         question, answered with one call and nothing built: a connector may
         ask it per layer of every forward pass)."""
         h = self._h or self.handle
-        st = _abi.layer_ready(h, _lease(lease), _layer(layer), self._layer_ref, None)
+        sc = self._sc
+        st = _abi.layer_ready(h, _lease(lease), _layer(layer), sc.layer_ref, None)
         if st:
             _abi.check(st, h)
-        return self._layer_st.value == 1
+        return sc.layer_st.value == 1
 
     def layer_computed(self, lease: Lease | int, layer: int, event: Any = None) -> None:
         """Report layer (0 .. :attr:`layers` - 1) of the layerwise publish
@@ -864,8 +878,8 @@ class Engine:
 
     def count(self, state: State | int) -> int:
         """The number of leases in a state."""
-        _abi.check(_abi.count(self.handle, integer(state, ctypes.c_int32, "state"), ctypes.byref(self._count)), self.handle)
-        return self._count.value
+        _abi.check(_abi.count(self.handle, integer(state, ctypes.c_int32, "state"), ctypes.byref(self._sc.count)), self.handle)
+        return self._sc.count.value
 
     def stats(self) -> Stats:
         """A snapshot of the counters."""
