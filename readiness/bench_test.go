@@ -522,3 +522,63 @@ func BenchmarkProgressIdle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConcurrentCallers is SPEC §5's rule-18 figure: callers goroutines
+// each take one-row fetches through their whole lifecycle — Lend, Wait until
+// settled, Release — on one engine at once, with the zero-allocation backend
+// and the simulated device. leases/s at callers=8 against callers=1, side by
+// side, is what serialising the callers costs when they contend.
+func BenchmarkConcurrentCallers(b *testing.B) {
+	for _, callers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			const perCaller = 32 // the distinct names (and slots) each caller cycles through
+			r := newBenchRig(b, callers*perCaller, false)
+			defer r.close(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			var failed atomic.Value
+			run := func(c, n int) {
+				for j := range n {
+					h, err := r.eng.Lend(r.reqs[c*perCaller+j%perCaller])
+					if err == nil {
+						_, err = r.eng.Wait(ctx, h, readiness.UntilSettled)
+					}
+					if err == nil {
+						err = r.eng.Release(h)
+					}
+					if err != nil {
+						failed.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			}
+			for c := range callers {
+				run(c, perCaller) // warm up: grow every buffer once
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			done := make(chan struct{}, callers)
+			for c := range callers {
+				go func() {
+					run(c, b.N/callers+btoi(c < b.N%callers))
+					done <- struct{}{}
+				}()
+			}
+			for range callers {
+				<-done
+			}
+			b.StopTimer()
+			if err, _ := failed.Load().(error); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+		})
+	}
+}
+
+func btoi(ok bool) int {
+	if ok {
+		return 1
+	}
+	return 0
+}
