@@ -34,6 +34,7 @@ const (
 	rule10 = "rule 10, shutdown"
 	rule11 = "rule 11, caller mistakes are refused at the door"
 	rule12 = "rule 12, a real store never eats staging capacity"
+	rule18 = "rule 18, safe for concurrent callers"
 	ruleA  = "allocator invariant"
 	// ruleCancel is SPEC §2's cancellation extension.
 	ruleCancel = "cancel requests (§2), one per failed attempt, recorded, never a proof"
@@ -1728,6 +1729,7 @@ func (m *model) run(t *rapid.T) {
 		{"cancel", 1, then(m.cancel)},
 		{"retry", 1, then(m.retry)},
 		{"stale_handle", 1, m.stale},
+		{"concurrent", 2, then(m.concurrent)},
 		{"tick", 2, then(func(t *rapid.T) {
 			m.clock.Advance(time.Duration(rapid.IntRange(1, 20).Draw(t, "advance_ms")) * time.Millisecond)
 		})},
