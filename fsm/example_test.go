@@ -45,8 +45,8 @@ func Example() {
 			fmt.Printf("%-19s refused: %s\n", e, refused.Reason)
 			return
 		}
-		show(step.Kind.String(), step)
-		if step.Kind == fsm.Move {
+		show(step.Action.String(), step)
+		if step.Action == fsm.Move {
 			settle()
 		}
 	}

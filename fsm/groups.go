@@ -24,16 +24,16 @@ func deriveGroups(t *Table) groups {
 	for s := range NumStates {
 		// The backend may touch the slots wherever its access proof is still
 		// awaited: access_proven moves or is latched there.
-		g.exposed[s] = t.entries[s][AccessProven].Kind != Refuse
+		g.exposed[s] = t.entries[s][AccessProven].Action != Refuse
 		// The containment deadline matters wherever it can move the lease.
-		g.containable[s] = t.entries[s][Containment].Kind == Move
+		g.containable[s] = t.entries[s][Containment].Action == Move
 		// The outcome is pending wherever the request deadline can still
 		// fail the lease.
-		g.pending[s] = t.entries[s][Deadline].Kind == Move
+		g.pending[s] = t.entries[s][Deadline].Action == Move
 		// Local copies are in flight wherever their landing moves the lease.
-		g.copying[s] = t.entries[s][CopiesLanded].Kind == Move
+		g.copying[s] = t.entries[s][CopiesLanded].Action == Move
 		for e := range NumEvents {
-			if en := t.entries[s][e]; en.Kind == Move && en.Result != NoResult && en.Next != Released {
+			if en := t.entries[s][e]; en.Action == Move && en.Result != NoResult && en.Next != Released {
 				g.outcome[en.Next] = true
 			}
 		}
@@ -46,7 +46,7 @@ func deriveGroups(t *Table) groups {
 	// An outcome state waits for its access proof: a lease withdrawn before
 	// its submission enters the fence with its result, and is not one.
 	for s := range NumStates {
-		g.outcome[s] = g.outcome[s] && t.entries[s][AccessProven].Kind == Move
+		g.outcome[s] = g.outcome[s] && t.entries[s][AccessProven].Action == Move
 	}
 	return g
 }
@@ -67,7 +67,7 @@ func (t *Table) reach(from State) [NumStates]bool {
 			}
 		}
 		for e := range NumEvents {
-			if en := t.entries[s][e]; en.Kind == Move {
+			if en := t.entries[s][e]; en.Action == Move {
 				next(en.Next)
 			}
 		}

@@ -467,21 +467,21 @@ func diffOracle(o *oracle, lookup func(fsm.State, fsm.Event) fsm.Entry, completi
 			want, isMove := o.moves[p]
 			latchFx, isLatch := o.latches[p]
 			switch {
-			case isMove && (en.Kind != fsm.Move || en.Next != want.to || en.Result != want.result):
-				report("(%s, %s): the oracle moves to %s latching %s, the table does %s to %s latching %s", s, e, want.to, want.result, en.Kind, en.Next, en.Result)
+			case isMove && (en.Action != fsm.Move || en.Next != want.to || en.Result != want.result):
+				report("(%s, %s): the oracle moves to %s latching %s, the table does %s to %s latching %s", s, e, want.to, want.result, en.Action, en.Next, en.Result)
 			case isMove && (en.Marks != want.marks || en.Keep != want.keep || en.Effects != want.effects):
 				report("(%s, %s): the oracle's move marks %v, keeps %v and does %v; the table's marks %v, keeps %v and does %v",
 					s, e, want.marks.List(), want.keep, want.effects, en.Marks.List(), en.Keep, en.Effects)
-			case isLatch && en.Kind != fsm.Latch:
-				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Kind, en.Next)
+			case isLatch && en.Action != fsm.Latch:
+				report("(%s, %s): the oracle latches it, the table does %s (to %s)", s, e, en.Action, en.Next)
 			case isLatch && en.Effects != latchFx:
 				report("(%s, %s): keeping it does %v for the oracle, %v for the table", s, e, latchFx, en.Effects)
 			case (isMove || isLatch) && en.Stores != o.storesOf(p):
 				report("(%s, %s): it stores %v for the oracle, %v for the table", s, e, o.storesOf(p), en.Stores)
 			case !isMove && !isLatch && en.Stores != 0:
 				report("(%s, %s): a refusal stores nothing, the table stores %v", s, e, en.Stores)
-			case !isMove && !isLatch && en.Kind != fsm.Refuse:
-				report("(%s, %s): the oracle refuses it, the table does %s (to %s)", s, e, en.Kind, en.Next)
+			case !isMove && !isLatch && en.Action != fsm.Refuse:
+				report("(%s, %s): the oracle refuses it, the table does %s (to %s)", s, e, en.Action, en.Next)
 			}
 		}
 		var got []fsm.Guard
@@ -513,7 +513,7 @@ func TestTableMatchesOracle(t *testing.T) {
 	moves := 0
 	for s := range fsm.NumStates {
 		for e := range fsm.NumEvents {
-			if tab.Lookup(s, e).Kind == fsm.Move {
+			if tab.Lookup(s, e).Action == fsm.Move {
 				moves++
 			}
 		}
@@ -552,17 +552,17 @@ func TestOracleCatchesAChangedTable(t *testing.T) {
 		completions func(fsm.State) []fsm.Completion
 		want        string
 	}{
-		{"a miss moved to failed", lookupWith(fsm.Requested, fsm.OutcomeMissed, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
+		{"a miss moved to failed", lookupWith(fsm.Requested, fsm.OutcomeMissed, fsm.Entry{Action: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
 			tab.Completions, "(requested, outcome_missed)"},
-		{"a cancel folded into a failure", lookupWith(fsm.Requested, fsm.OutcomeCancelled, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
+		{"a cancel folded into a failure", lookupWith(fsm.Requested, fsm.OutcomeCancelled, fsm.Entry{Action: fsm.Move, Next: fsm.Failed, Result: fsm.Failure}),
 			tab.Completions, "(requested, outcome_cancelled)"},
-		{"released before the fence", lookupWith(fsm.Served, fsm.ReleaseRequested, fsm.Entry{Kind: fsm.Move, Next: fsm.Released}),
+		{"released before the fence", lookupWith(fsm.Served, fsm.ReleaseRequested, fsm.Entry{Action: fsm.Move, Next: fsm.Released}),
 			tab.Completions, "(served, release_requested)"},
-		{"a proof fencing before the outcome", lookupWith(fsm.Requested, fsm.AccessProven, fsm.Entry{Kind: fsm.Move, Next: fsm.AccessFenced}),
+		{"a proof fencing before the outcome", lookupWith(fsm.Requested, fsm.AccessProven, fsm.Entry{Action: fsm.Move, Next: fsm.AccessFenced}),
 			tab.Completions, "(requested, access_proven)"},
-		{"a second outcome latched", lookupWith(fsm.Missed, fsm.OutcomeServed, fsm.Entry{Kind: fsm.Latch, Next: fsm.Missed}),
+		{"a second outcome latched", lookupWith(fsm.Missed, fsm.OutcomeServed, fsm.Entry{Action: fsm.Latch, Next: fsm.Missed}),
 			tab.Completions, "(missed, outcome_served)"},
-		{"a latch turned refusal", lookupWith(fsm.Requested, fsm.ReleaseRequested, fsm.Entry{Kind: fsm.Refuse, Next: fsm.Requested}),
+		{"a latch turned refusal", lookupWith(fsm.Requested, fsm.ReleaseRequested, fsm.Entry{Action: fsm.Refuse, Next: fsm.Requested}),
 			tab.Completions, "(requested, release_requested)"},
 		{"a rejection not fenced", tab.Lookup, completionsWith(fsm.Failed, nil), "failed: the table tries completions []"},
 		{"a timeout latched as a failure", tab.Lookup,
@@ -653,13 +653,13 @@ func (m *model) fire(e fsm.Event) (fsm.Step, bool) {
 		m.state = mv.to
 		m.marks |= mv.marks | m.o.marks[mv.to]
 		m.latched[e] = mv.keep
-		return fsm.Step{From: from, To: mv.to, Event: e, Kind: fsm.Move, Result: mv.result, Effects: mv.effects | m.o.entry[mv.to], Stores: m.o.storesOf(p)}, true
+		return fsm.Step{From: from, To: mv.to, Event: e, Action: fsm.Move, Result: mv.result, Effects: mv.effects | m.o.entry[mv.to], Stores: m.o.storesOf(p)}, true
 	}
 	if fx, ok := m.o.latches[p]; ok {
 		m.latched[e] = true
-		return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Latch, Effects: fx, Stores: m.o.storesOf(p)}, true
+		return fsm.Step{From: from, To: from, Event: e, Action: fsm.Latch, Effects: fx, Stores: m.o.storesOf(p)}, true
 	}
-	return fsm.Step{From: from, To: from, Event: e, Kind: fsm.Refuse}, false
+	return fsm.Step{From: from, To: from, Event: e, Action: fsm.Refuse}, false
 }
 
 // complete takes the first completion of the state whose guard holds.
@@ -670,7 +670,7 @@ func (m *model) complete(facts fsm.Facts) (fsm.Step, bool) {
 			mv := m.o.moves[pair{state: from, completion: true, guard: g}]
 			m.state = mv.to
 			m.marks |= mv.marks | m.o.marks[mv.to]
-			return fsm.Step{From: from, To: mv.to, Completion: true, Guard: g, Kind: fsm.Move, Result: mv.result, Effects: m.o.entry[mv.to]}, true
+			return fsm.Step{From: from, To: mv.to, Completion: true, Guard: g, Action: fsm.Move, Result: mv.result, Effects: m.o.entry[mv.to]}, true
 		}
 	}
 	return fsm.Step{}, false
@@ -767,7 +767,7 @@ func TestTableAgreesWithOracleInterpreter(t *testing.T) {
 					t.Fatalf("refused %s changed the lease from %+v to %+v", e, before, lease)
 				}
 			}
-			if got.Kind != fsm.Move {
+			if got.Action != fsm.Move {
 				continue
 			}
 			for {

@@ -46,7 +46,7 @@ func graph(tab *fsm.Table) []edge {
 			out = append(out, edge{from: s, to: c.Next, completion: true, guard: c.Guard, result: c.Result})
 		}
 		for e := range fsm.NumEvents {
-			if en := tab.Lookup(s, e); en.Kind == fsm.Move {
+			if en := tab.Lookup(s, e); en.Action == fsm.Move {
 				out = append(out, edge{from: s, to: en.Next, event: e, result: en.Result})
 			}
 		}
@@ -169,8 +169,8 @@ func TestRule2MissesNeverFailures(t *testing.T) {
 	for ev := range latching {
 		assert.Positive(t, seen[ev], "%s never moves", ev)
 	}
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Missed, Result: fsm.Miss, Stores: fsm.Stores(0).With(fsm.StoreFirst)}, tab.Lookup(fsm.Requested, fsm.OutcomeMissed))
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Cancel,
+	assert.Equal(t, fsm.Entry{Action: fsm.Move, Next: fsm.Missed, Result: fsm.Miss, Stores: fsm.Stores(0).With(fsm.StoreFirst)}, tab.Lookup(fsm.Requested, fsm.OutcomeMissed))
+	assert.Equal(t, fsm.Entry{Action: fsm.Move, Next: fsm.Failed, Result: fsm.Cancel,
 		Stores: fsm.Stores(0).With(fsm.StoreReason).With(fsm.StoreByPeer).With(fsm.StoreFirst)}, tab.Lookup(fsm.Requested, fsm.OutcomeCancelled))
 	assert.False(t, fsm.Miss.Failure(), "a miss is not a failure")
 
@@ -198,7 +198,7 @@ func TestRule3OutcomesLatchOnce(t *testing.T) {
 		require.True(t, tab.Outcome(s), "%s is entered with an outcome", s)
 		for _, e := range outcomeEvents {
 			en := tab.Lookup(s, e)
-			assert.Equal(t, fsm.Refuse, en.Kind, "(%s, %s): the first outcome wins", s, e)
+			assert.Equal(t, fsm.Refuse, en.Action, "(%s, %s): the first outcome wins", s, e)
 			assert.NotEmpty(t, en.Reason(), "(%s, %s)", s, e)
 		}
 		from := reach(g, s, nil)
@@ -221,8 +221,8 @@ func TestRule3OutcomesLatchOnce(t *testing.T) {
 			assert.Contains(t, []fsm.State{fsm.Served, fsm.Partial}, e.from, "%s: only a delivery can be proven untrustworthy", e)
 		}
 	}
-	assert.Equal(t, fsm.Refuse, tab.Lookup(fsm.Missed, fsm.ContractViolation).Kind, "a latched miss stays a miss")
-	assert.Equal(t, fsm.Refuse, tab.Lookup(fsm.Failed, fsm.ContractViolation).Kind, "a latched failure stays as it is")
+	assert.Equal(t, fsm.Refuse, tab.Lookup(fsm.Missed, fsm.ContractViolation).Action, "a latched miss stays a miss")
+	assert.Equal(t, fsm.Refuse, tab.Lookup(fsm.Failed, fsm.ContractViolation).Action, "a latched failure stays as it is")
 }
 
 // TestRule4NoCopyBeforeAccessIsProven: the staging→device copies are issued
@@ -252,7 +252,7 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 	}, got)
 	for _, s := range append([]fsm.State{fsm.Requested}, outcomeStates...) {
 		for _, e := range []fsm.Event{fsm.CopiesLanded, fsm.CopyRefused, fsm.CopyFailed} {
-			assert.Equal(t, fsm.Refuse, tab.Lookup(s, e).Kind, "(%s, %s): no local copy is in flight before the fence", s, e)
+			assert.Equal(t, fsm.Refuse, tab.Lookup(s, e).Action, "(%s, %s): no local copy is in flight before the fence", s, e)
 		}
 	}
 	// (waiting holds nothing and copies nothing: its release is no readiness.)
@@ -265,7 +265,7 @@ func TestRule4NoCopyBeforeAccessIsProven(t *testing.T) {
 	require.NotEmpty(t, tab.Completions(fsm.AccessFenced))
 	assert.Equal(t, fsm.Completion{Guard: fsm.NothingToCopy, Next: fsm.LogicallyComplete}, tab.Completions(fsm.AccessFenced)[0],
 		"a released, missed, failed or published lease copies nothing on entering the fence")
-	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.AccessFenced, fsm.ReleaseRequested).Kind, "copies already issued land before the slots return")
+	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.AccessFenced, fsm.ReleaseRequested).Action, "copies already issued land before the slots return")
 }
 
 // TestRule5UnprovenIsRetriedThenContained: access_unproven never moves a lease
@@ -295,11 +295,11 @@ func TestRule5UnprovenIsRetriedThenContained(t *testing.T) {
 	}
 	for s := range fsm.NumStates {
 		if tab.Exposed(s) {
-			assert.Equal(t, fsm.Latch, tab.Lookup(s, fsm.AccessUnproven).Kind, "(%s, access_unproven): the drain starts", s)
+			assert.Equal(t, fsm.Latch, tab.Lookup(s, fsm.AccessUnproven).Action, "(%s, access_unproven): the drain starts", s)
 		}
 		if tab.Containable(s) {
 			en := tab.Lookup(s, fsm.Containment)
-			assert.Equal(t, fsm.Move, en.Kind, "(%s, containment)", s)
+			assert.Equal(t, fsm.Move, en.Action, "(%s, containment)", s)
 			assert.Equal(t, fsm.Contained, en.Next, "(%s, containment)", s)
 		}
 	}
@@ -331,13 +331,13 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 	tab := fsm.Lifecycle()
 	for e := range fsm.NumEvents {
 		en := tab.Lookup(fsm.Released, e)
-		assert.Equal(t, fsm.Refuse, en.Kind, "(released, %s)", e)
+		assert.Equal(t, fsm.Refuse, en.Action, "(released, %s)", e)
 		assert.Contains(t, en.Reason(), "stale", "(released, %s)", e)
 		want := fsm.Refuse
 		if e == fsm.ReleaseRequested || e == fsm.CancelAnswered {
 			want = fsm.Latch
 		}
-		assert.Equal(t, want, tab.Lookup(fsm.Quarantined, e).Kind, "(quarantined, %s)", e)
+		assert.Equal(t, want, tab.Lookup(fsm.Quarantined, e).Action, "(quarantined, %s)", e)
 	}
 }
 
@@ -360,7 +360,7 @@ func TestRule8Liveness(t *testing.T) {
 			assert.True(t, from[fsm.Released], "%s can never be released", s)
 		}
 	}
-	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.Waiting, fsm.SlotsUnavailable).Kind)
+	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.Waiting, fsm.SlotsUnavailable).Action)
 	assert.Equal(t, fsm.Released, tab.Lookup(fsm.Waiting, fsm.ReleaseRequested).Next)
 }
 
@@ -375,7 +375,7 @@ func TestRule8LivenessFromAnyPrefix(t *testing.T) {
 		lease := fsm.Slot{State: rapid.SampledFrom(allStates).Draw(t, "start")}
 		facts := drawFacts(t)
 		drive := func(e fsm.Event) {
-			if step, err := tab.Fire(&lease, e); err != nil || step.Kind != fsm.Move {
+			if step, err := tab.Fire(&lease, e); err != nil || step.Action != fsm.Move {
 				return
 			}
 			for {
@@ -425,12 +425,12 @@ func TestRule9DeadlineNeverReleases(t *testing.T) {
 	}
 	for s := range fsm.NumStates {
 		if s != fsm.Requested && s != fsm.Staged {
-			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Deadline).Kind, "(%s, deadline)", s)
+			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Deadline).Action, "(%s, deadline)", s)
 		}
 	}
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Staged, fsm.Deadline),
+	assert.Equal(t, fsm.Entry{Action: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Staged, fsm.Deadline),
 		"an explicit deadline passing while the lease waits for admission fails it, never exposed")
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Requested, fsm.Deadline))
+	assert.Equal(t, fsm.Entry{Action: fsm.Move, Next: fsm.Failed, Result: fsm.Timeout, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Requested, fsm.Deadline))
 }
 
 // TestRule10CloseNeverReleasesAnExposedLease: every lease that holds slots
@@ -454,7 +454,7 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 	// close itself (a declared move that keeps the close latched), and is
 	// released once proven and complete.
 	closing := tab.Lookup(fsm.Requested, fsm.Close)
-	assert.Equal(t, fsm.Move, closing.Kind)
+	assert.Equal(t, fsm.Move, closing.Action)
 	assert.Equal(t, fsm.Failed, closing.Next)
 	assert.Equal(t, fsm.Cancel, closing.Result)
 	assert.True(t, closing.Keep, "the close stays latched until the lease can be released")
@@ -467,13 +467,13 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 	require.True(t, ok)
 	step, ok := tab.Redeliver(&lease)
 	require.True(t, ok)
-	assert.Equal(t, fsm.Step{From: fsm.LogicallyComplete, To: fsm.Released, Event: fsm.Close, Kind: fsm.Move,
+	assert.Equal(t, fsm.Step{From: fsm.LogicallyComplete, To: fsm.Released, Event: fsm.Close, Action: fsm.Move,
 		Effects: tab.OnEntry(fsm.Released)}, step,
 		"a closed lease is released once proven and complete")
-	assert.Equal(t, fsm.Entry{Kind: fsm.Move, Next: fsm.Released, Result: fsm.Cancel, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Waiting, fsm.Close))
+	assert.Equal(t, fsm.Entry{Action: fsm.Move, Next: fsm.Released, Result: fsm.Cancel, Stores: fsm.Stores(0).With(fsm.StoreReason)}, tab.Lookup(fsm.Waiting, fsm.Close))
 	for s := range fsm.NumStates {
 		if tab.Holding(s) {
-			assert.NotEqual(t, fsm.Refuse, tab.Lookup(s, fsm.Close).Kind, "(%s, close): a retained lease keeps progressing", s)
+			assert.NotEqual(t, fsm.Refuse, tab.Lookup(s, fsm.Close).Action, "(%s, close): a retained lease keeps progressing", s)
 		}
 	}
 	for s := range fsm.NumStates {
@@ -481,9 +481,9 @@ func TestRule10CloseNeverReleasesAnExposedLease(t *testing.T) {
 		assert.Equal(t, terminal, s.Terminal(), "%s", s)
 		if terminal {
 			assert.Empty(t, tab.Completions(s), "%s", s)
-			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Close).Kind, "(%s, close)", s)
+			assert.Equal(t, fsm.Refuse, tab.Lookup(s, fsm.Close).Action, "(%s, close)", s)
 			for e := range fsm.NumEvents {
-				assert.NotEqual(t, fsm.Move, tab.Lookup(s, e).Kind, "(%s, %s) leaves a terminal state", s, e)
+				assert.NotEqual(t, fsm.Move, tab.Lookup(s, e).Action, "(%s, %s) leaves a terminal state", s, e)
 			}
 		}
 	}
@@ -504,8 +504,8 @@ func TestRule11RefusedCopyQuarantinesNothing(t *testing.T) {
 			assert.True(t, e.result.Failure(), "%s", e)
 		}
 	}
-	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.Granted, fsm.CopyRefused).Kind)
-	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.AccessFenced, fsm.CopyRefused).Kind)
+	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.Granted, fsm.CopyRefused).Action)
+	assert.Equal(t, fsm.Latch, tab.Lookup(fsm.AccessFenced, fsm.CopyRefused).Action)
 	lease := fsm.Slot{State: fsm.Staged}
 	facts := fsm.Facts(0).With(fsm.StagingIncomplete).With(fsm.NeverExposed)
 	step, ok := tab.Complete(&lease, facts)
@@ -527,13 +527,13 @@ func TestCancelRefusedOnlyOnceAnOutcomeIsLatched(t *testing.T) {
 	for s := range fsm.NumStates {
 		en := tab.Lookup(s, fsm.CancelRequested)
 		if accepted[s] {
-			assert.NotEqual(t, fsm.Refuse, en.Kind, "a cancel in %s, before any outcome, is refused: %s", s, en.Reason())
-			if en.Kind == fsm.Move {
+			assert.NotEqual(t, fsm.Refuse, en.Action, "a cancel in %s, before any outcome, is refused: %s", s, en.Reason())
+			if en.Action == fsm.Move {
 				assert.Equal(t, fsm.Cancel, en.Result, "a cancel in %s latches %s; want a local Cancelled", s, en.Result)
 			}
 			continue
 		}
-		assert.Equal(t, fsm.Refuse, en.Kind, "a cancel in %s (outcome latched, or gone) is accepted", s)
+		assert.Equal(t, fsm.Refuse, en.Action, "a cancel in %s (outcome latched, or gone) is accepted", s)
 	}
 	// Before submission the cancel withdraws: waiting holds nothing; a staged
 	// lease goes through the fence (never exposed) and on to released by

@@ -273,12 +273,14 @@ func ParseEvent(name string) (Event, error) {
 	return 0, fmt.Errorf("fsm: unknown event %q: want a name such as slots_granted or access_proven (see docs/states.md)", name)
 }
 
-// Kind is what an event does in a state.
-type Kind uint8
+// Action is what an event does in a state: refuse it, move the lease, or
+// latch the evidence for a later state. (A lease's Kind — fetch or publish —
+// is package readiness's: one meaning per type name.)
+type Action uint8
 
 const (
 	// Refuse changes nothing; the entry carries the declared reason.
-	Refuse Kind = iota
+	Refuse Action = iota
 	// Move changes the lease's state to the entry's Next.
 	Move
 	// Latch records the event in the lease's [Latches]; [Table.Redeliver]
@@ -287,7 +289,7 @@ const (
 )
 
 // String returns "refuse", "move" or "latch".
-func (k Kind) String() string {
+func (k Action) String() string {
 	switch k {
 	case Refuse:
 		return "refuse"
@@ -301,8 +303,8 @@ func (k Kind) String() string {
 
 // Entry is what one event does in one state.
 type Entry struct {
-	// Kind is what the event does.
-	Kind Kind
+	// Action is what the event does.
+	Action Action
 	// Next is the state after the event: the target of a Move, the unchanged
 	// state of a Latch or a Refuse.
 	Next State
@@ -395,7 +397,7 @@ type Step struct {
 	// the guard that held.
 	Completion bool
 	Guard      Guard
-	Kind       Kind
+	Action     Action
 	// Result is the outcome the move latched (NoResult: unchanged).
 	Result Result
 	// Effects are what the step does: a latch's effects, or the entered
@@ -459,7 +461,7 @@ func Lifecycle() *Table { return lifecycle }
 // refusal.
 func (t *Table) Lookup(s State, e Event) Entry {
 	if s >= NumStates || e >= NumEvents {
-		return Entry{Kind: Refuse, Next: s, why: "state or event out of range"}
+		return Entry{Action: Refuse, Next: s, why: "state or event out of range"}
 	}
 	return t.entries[s][e]
 }
@@ -502,7 +504,7 @@ func (t *Table) MarksOf(s State) Marks {
 // Refusal returns the prebuilt error for a refused pair, nil for a move or a
 // latch (or a pair out of range, which [Table.Fire] reports).
 func (t *Table) Refusal(s State, e Event) error {
-	if s >= NumStates || e >= NumEvents || t.entries[s][e].Kind != Refuse {
+	if s >= NumStates || e >= NumEvents || t.entries[s][e].Action != Refuse {
 		return nil
 	}
 	return &t.refused[s][e]
@@ -522,7 +524,7 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 	}
 	from := s.State
 	en := &t.entries[from][e]
-	switch en.Kind {
+	switch en.Action {
 	case Move:
 		s.State = en.Next
 		s.Marks |= en.Marks | t.marks[en.Next]
@@ -531,12 +533,12 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 		} else {
 			s.Latched &^= 1 << e
 		}
-		return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next], Stores: en.Stores}, nil
+		return Step{From: from, To: s.State, Event: e, Action: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next], Stores: en.Stores}, nil
 	case Latch:
 		s.Latched |= 1 << e
-		return Step{From: from, To: from, Event: e, Kind: Latch, Effects: en.Effects, Stores: en.Stores}, nil
+		return Step{From: from, To: from, Event: e, Action: Latch, Effects: en.Effects, Stores: en.Stores}, nil
 	}
-	return Step{From: from, To: from, Event: e, Kind: Refuse}, &t.refused[from][e]
+	return Step{From: from, To: from, Event: e, Action: Refuse}, &t.refused[from][e]
 }
 
 // Complete applies the first completion of the lease's state whose guard is in
@@ -550,7 +552,7 @@ func (t *Table) Complete(s *Slot, facts Facts) (step Step, ok bool) {
 			from := s.State
 			s.State = c.Next
 			s.Marks |= c.Marks | t.marks[c.Next]
-			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Kind: Move, Result: c.Result, Effects: t.entry[c.Next]}, true
+			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Action: Move, Result: c.Result, Effects: t.entry[c.Next]}, true
 		}
 	}
 	return Step{}, false
@@ -566,14 +568,14 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 	row := &t.entries[s.State]
 	for pending := uint32(s.Latched) & (1<<NumEvents - 1); pending != 0; pending &= pending - 1 {
 		e := Event(bits.TrailingZeros32(pending))
-		if en := &row[e]; en.Kind == Move {
+		if en := &row[e]; en.Action == Move {
 			from := s.State
 			s.State = en.Next
 			s.Marks |= en.Marks | t.marks[en.Next]
 			if !en.Keep {
 				s.Latched &^= 1 << e
 			}
-			return Step{From: from, To: s.State, Event: e, Kind: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, true
+			return Step{From: from, To: s.State, Event: e, Action: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, true
 		}
 	}
 	return Step{}, false
@@ -768,7 +770,7 @@ func compile(decl []block) (*Table, error) {
 			if m.stores.Has(StoreByPeer) && m.result == NoResult {
 				return nil, fmt.Errorf("fsm: (%s, %s) stores by_peer but latches no result: by_peer goes with a result", s, m.event)
 			}
-			if err := set(s, m.event, Entry{Kind: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep, Effects: m.effects, Stores: m.stores}); err != nil {
+			if err := set(s, m.event, Entry{Action: Move, Next: m.to, Result: m.result, Marks: m.marks, Keep: m.keep, Effects: m.effects, Stores: m.stores}); err != nil {
 				return nil, err
 			}
 		}
@@ -783,7 +785,7 @@ func compile(decl []block) (*Table, error) {
 				return nil, fmt.Errorf("fsm: the latch in %s of %v stores an answer: an answer is stored only with the result it latches", s, l.events)
 			}
 			for _, e := range l.events {
-				if err := set(s, e, Entry{Kind: Latch, Next: s, why: l.meaning, Effects: l.effects, Stores: l.stores}); err != nil {
+				if err := set(s, e, Entry{Action: Latch, Next: s, why: l.meaning, Effects: l.effects, Stores: l.stores}); err != nil {
 					return nil, err
 				}
 			}
@@ -793,7 +795,7 @@ func compile(decl []block) (*Table, error) {
 				return nil, fmt.Errorf("fsm: refusal in %s of %v has no reason", s, r.events)
 			}
 			for _, e := range r.events {
-				if err := set(s, e, Entry{Kind: Refuse, Next: s, why: r.reason}); err != nil {
+				if err := set(s, e, Entry{Action: Refuse, Next: s, why: r.reason}); err != nil {
 					return nil, err
 				}
 			}
@@ -801,7 +803,7 @@ func compile(decl []block) (*Table, error) {
 	}
 	for s := range NumStates {
 		for e := range NumEvents {
-			if en := t.entries[s][e]; en.Kind == Move && en.Keep && t.entries[en.Next][e].Kind == Refuse {
+			if en := t.entries[s][e]; en.Action == Move && en.Keep && t.entries[en.Next][e].Action == Refuse {
 				return nil, fmt.Errorf("fsm: (%s, %s) keeps its event latched, but %s refuses it: keep it only for a state that latches or moves on it", s, e, en.Next)
 			}
 		}
@@ -813,10 +815,10 @@ func compile(decl []block) (*Table, error) {
 				return nil, fmt.Errorf("fsm: (%s, %s) is not declared: add a move, a latch or a refusal with its reason", s, e)
 			}
 			en := t.entries[s][e]
-			if en.Kind == Refuse {
+			if en.Action == Refuse {
 				t.refused[s][e] = RefusedError{State: s, Event: e, Reason: en.why}
 			}
-			if en.Kind == Move {
+			if en.Action == Move {
 				terminal = false
 			}
 		}

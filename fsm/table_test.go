@@ -19,13 +19,13 @@ import (
 // completions (as "[guard]" events) of the table.
 func TestCompleteness(t *testing.T) {
 	tab := Lifecycle()
-	counts := map[Kind]int{}
+	counts := map[Action]int{}
 	completions := 0
 	for s := range NumStates {
 		for e := range NumEvents {
 			en := tab.Lookup(s, e)
-			counts[en.Kind]++
-			switch en.Kind {
+			counts[en.Action]++
+			switch en.Action {
 			case Move:
 				assert.NotEqual(t, s, en.Next, "(%s, %s): a move changes the state", s, e)
 				assert.Less(t, en.Next, NumStates, "(%s, %s)", s, e)
@@ -40,7 +40,7 @@ func TestCompleteness(t *testing.T) {
 				assert.Equal(t, NoResult, en.Result, "(%s, %s)", s, e)
 				assert.NotEmpty(t, en.Reason(), "(%s, %s) is refused without a reason", s, e)
 			default:
-				t.Errorf("(%s, %s) has kind %s", s, e, en.Kind)
+				t.Errorf("(%s, %s) has kind %s", s, e, en.Action)
 			}
 		}
 		for _, c := range tab.Completions(s) {
@@ -182,8 +182,8 @@ func TestCompileRefusesBadDeclarations(t *testing.T) {
 	// are about; and compiling the lifecycle again gives the same table.
 	tab, err := compile(tiny())
 	require.NoError(t, err)
-	assert.Equal(t, Entry{Kind: Move, Next: Granted}, tab.Lookup(Waiting, SlotsGranted))
-	assert.Equal(t, Entry{Kind: Latch, Next: Waiting, why: "kept for later"}, tab.Lookup(Waiting, Close))
+	assert.Equal(t, Entry{Action: Move, Next: Granted}, tab.Lookup(Waiting, SlotsGranted))
+	assert.Equal(t, Entry{Action: Latch, Next: Waiting, why: "kept for later"}, tab.Lookup(Waiting, Close))
 	assert.Equal(t, []Completion{{Guard: IsFetch, Next: Staged, Result: Failure}}, tab.Completions(Granted))
 	assert.True(t, tab.terminal[Staged], "a state with no move and no completion is terminal")
 	assert.False(t, tab.terminal[Granted], "a completion leaves the state")
@@ -200,7 +200,7 @@ func TestFire(t *testing.T) {
 		s := Slot{State: Requested, Latched: Latches(0).With(OutcomeCancelled).With(ReleaseRequested)}
 		step, err := tab.Fire(&s, OutcomeCancelled)
 		require.NoError(t, err)
-		assert.Equal(t, Step{From: Requested, To: Failed, Event: OutcomeCancelled, Kind: Move, Result: Cancel, Effects: effects(StartDrain, RequestCancel),
+		assert.Equal(t, Step{From: Requested, To: Failed, Event: OutcomeCancelled, Action: Move, Result: Cancel, Effects: effects(StartDrain, RequestCancel),
 			Stores: stores(StoreReason, StoreByPeer, StoreFirst)}, step)
 		assert.Equal(t, "outcome_cancelled", step.Cause())
 		assert.Equal(t, Failed, s.State)
@@ -211,7 +211,7 @@ func TestFire(t *testing.T) {
 		s := Slot{State: Requested}
 		step, err := tab.Fire(&s, AccessProven)
 		require.NoError(t, err)
-		assert.Equal(t, Step{From: Requested, To: Requested, Event: AccessProven, Kind: Latch, Stores: stores(StoreProofAnswer)}, step)
+		assert.Equal(t, Step{From: Requested, To: Requested, Event: AccessProven, Action: Latch, Stores: stores(StoreProofAnswer)}, step)
 		assert.Equal(t, Slot{State: Requested, Latched: Latches(0).With(AccessProven)}, s)
 		_, err = tab.Fire(&s, AccessProven)
 		require.NoError(t, err, "latching twice is idempotent")
@@ -225,7 +225,7 @@ func TestFire(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, RefusedError{State: Missed, Event: ContractViolation, Reason: whyMissStays}, *re)
 		assert.Equal(t, "fsm: contract_violation refused in state missed: "+whyMissStays, err.Error())
-		assert.Equal(t, Step{From: Missed, To: Missed, Event: ContractViolation, Kind: Refuse}, step)
+		assert.Equal(t, Step{From: Missed, To: Missed, Event: ContractViolation, Action: Refuse}, step)
 		assert.Equal(t, before, s)
 	})
 	t.Run("out of range changes nothing", func(t *testing.T) {
@@ -249,7 +249,7 @@ func TestFire(t *testing.T) {
 		assert.False(t, ok)
 		_, ok = tab.Complete(nil, ^Facts(0))
 		assert.False(t, ok)
-		assert.Equal(t, Refuse, tab.Lookup(NumStates, Close).Kind)
+		assert.Equal(t, Refuse, tab.Lookup(NumStates, Close).Action)
 		assert.NotEmpty(t, tab.Lookup(Waiting, NumEvents).Reason())
 		assert.Nil(t, tab.Completions(NumStates))
 	})
@@ -261,7 +261,7 @@ func TestComplete(t *testing.T) {
 		s := Slot{State: Granted, Latched: Latches(0).With(Close)}
 		step, ok := tab.Complete(&s, Facts(0).With(IsFetch))
 		require.True(t, ok)
-		assert.Equal(t, Step{From: Granted, To: Staged, Completion: true, Guard: IsFetch, Kind: Move}, step)
+		assert.Equal(t, Step{From: Granted, To: Staged, Completion: true, Guard: IsFetch, Action: Move}, step)
 		assert.Equal(t, "[fetch]", step.Cause())
 		assert.Equal(t, Slot{State: Staged, Latched: Latches(0).With(Close)}, s, "a completion leaves the latches alone")
 	})
@@ -274,7 +274,7 @@ func TestComplete(t *testing.T) {
 		s = Slot{State: Staged}
 		step, ok = tab.Complete(&s, Facts(0).With(DeadlinePassed).With(StagingIncomplete))
 		require.True(t, ok)
-		assert.Equal(t, Step{From: Staged, To: Failed, Completion: true, Guard: StagingIncomplete, Kind: Move, Result: Failure, Effects: effects(StartDrain, RequestCancel)}, step)
+		assert.Equal(t, Step{From: Staged, To: Failed, Completion: true, Guard: StagingIncomplete, Action: Move, Result: Failure, Effects: effects(StartDrain, RequestCancel)}, step)
 	})
 	t.Run("no guard holds", func(t *testing.T) {
 		s := Slot{State: Staged}
@@ -296,7 +296,7 @@ func settle(tab *Table, s *Slot, facts Facts, e Event) ([]Step, error) {
 		return nil, err
 	}
 	steps := []Step{step}
-	if step.Kind != Move {
+	if step.Action != Move {
 		return steps, nil
 	}
 	for {
@@ -358,7 +358,7 @@ func TestRedeliverOrder(t *testing.T) {
 	s := Slot{State: LogicallyComplete, Latched: Latches(0).With(Close).With(ReleaseRequested).With(AccessUnproven)}
 	step, ok := Lifecycle().Redeliver(&s)
 	require.True(t, ok)
-	assert.Equal(t, Step{From: LogicallyComplete, To: Released, Event: ReleaseRequested, Kind: Move, Effects: effects(Free, Retire)}, step)
+	assert.Equal(t, Step{From: LogicallyComplete, To: Released, Event: ReleaseRequested, Action: Move, Effects: effects(Free, Retire)}, step)
 	assert.Equal(t, Latches(0).With(Close).With(AccessUnproven), s.Latched)
 	_, ok = Lifecycle().Redeliver(&s)
 	assert.False(t, ok, "released takes nothing")
@@ -371,7 +371,7 @@ func TestZeroAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		var s Slot
 		for _, e := range cycle {
-			if st, _ := tab.Fire(&s, e); st.Kind == Move {
+			if st, _ := tab.Fire(&s, e); st.Action == Move {
 				for {
 					if _, ok := tab.Complete(&s, facts); ok {
 						continue
@@ -435,7 +435,7 @@ func TestNames(t *testing.T) {
 	assert.Empty(t, NumStores.Meaning())
 	assert.Equal(t, "guard(8)", NumGuards.String())
 	assert.Equal(t, "result(9)", NumResults.String())
-	assert.Equal(t, "kind(3)", Kind(3).String())
+	assert.Equal(t, "kind(3)", Action(3).String())
 	assert.Equal(t, []string{"refuse", "move", "latch"}, []string{Refuse.String(), Move.String(), Latch.String()})
 	assert.Empty(t, NumStates.Meaning()+NumStates.Slots()+NumEvents.Meaning()+NumGuards.Meaning())
 	assert.False(t, NumStates.Terminal())

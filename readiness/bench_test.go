@@ -360,7 +360,7 @@ func TestBenchmarkLifecyclePathIsTheTables(t *testing.T) {
 					next, ok = c.Next, true
 				}
 			}
-		} else if en := tab.Lookup(s, st.event); en.Kind == fsm.Move {
+		} else if en := tab.Lookup(s, st.event); en.Action == fsm.Move {
 			next, ok = en.Next, true
 		}
 		if !ok {

@@ -296,7 +296,7 @@ func (c *Core) apply(id uint32, v *verdict) error {
 		}
 		return refusedError{err}
 	}
-	if step.Kind == fsm.Latch {
+	if step.Action == fsm.Latch {
 		c.perform(id, &step, step.Effects, v)
 		if l.inUse {
 			c.rearm(id)

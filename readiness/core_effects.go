@@ -259,7 +259,7 @@ func (c *Core) askProof(id uint32, step *fsm.Step) {
 	if b.proofOut {
 		return // asked already
 	}
-	if step.Kind == fsm.Latch && step.Event == fsm.Retry || b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {
+	if step.Action == fsm.Latch && step.Event == fsm.Retry || b.unproved == 0 && !l.m.Marks.Has(fsm.WasContained) {
 		c.ask(id)
 		return
 	}

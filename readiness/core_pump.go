@@ -31,7 +31,7 @@ func (c *Core) admit() {
 			continue // retired while it waited
 		}
 		l := &c.leases[id]
-		if c.table.Lookup(l.m.State, fsm.AdmissionGranted).Kind != fsm.Move {
+		if c.table.Lookup(l.m.State, fsm.AdmissionGranted).Action != fsm.Move {
 			continue // withdrawn, timed out or closed while it waited
 		}
 		_ = c.enter(id, &Evidence{What: admissionGranted, Lease: h})

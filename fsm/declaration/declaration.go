@@ -24,9 +24,9 @@ func Of(t *fsm.Table) []looplab.EventDesc {
 		for _, c := range t.Completions(s) {
 			out = append(out, looplab.EventDesc{Name: fsm.CompletionName(c.Guard), Src: []string{src}, Dst: c.Next.String()})
 		}
-		for _, kind := range []fsm.Kind{fsm.Move, fsm.Latch} {
+		for _, kind := range []fsm.Action{fsm.Move, fsm.Latch} {
 			for e := range fsm.NumEvents {
-				if en := t.Lookup(s, e); en.Kind == kind {
+				if en := t.Lookup(s, e); en.Action == kind {
 					out = append(out, looplab.EventDesc{Name: e.String(), Src: []string{src}, Dst: en.Next.String()})
 				}
 			}

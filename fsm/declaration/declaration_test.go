@@ -20,7 +20,7 @@ func TestEveryMoveAndLatchOnce(t *testing.T) {
 	for s := range fsm.NumStates {
 		want += len(tab.Completions(s))
 		for e := range fsm.NumEvents {
-			if tab.Lookup(s, e).Kind != fsm.Refuse {
+			if tab.Lookup(s, e).Action != fsm.Refuse {
 				want++
 			}
 		}

@@ -66,8 +66,8 @@ func TestAgreesWithLooplab(t *testing.T) {
 				var invalid looplab.InvalidEventError
 				switch {
 				case err == nil:
-					if step.Kind != fsm.Move || ferr != nil {
-						t.Fatalf("%s in %s: looplab moved to %s, table answered %s (%v)", e, from, machine.Current(), step.Kind, ferr)
+					if step.Action != fsm.Move || ferr != nil {
+						t.Fatalf("%s in %s: looplab moved to %s, table answered %s (%v)", e, from, machine.Current(), step.Action, ferr)
 					}
 					if tab.Lookup(from, e).Keep {
 						latched[e] = true // the move keeps its event latched
@@ -76,14 +76,14 @@ func TestAgreesWithLooplab(t *testing.T) {
 					}
 					redeliverBoth(t, ctx, machine, latched, tab, &s)
 				case errors.As(err, &noTransition):
-					if step.Kind != fsm.Latch || ferr != nil {
-						t.Fatalf("%s in %s: looplab self-loop, table answered %s (%v)", e, from, step.Kind, ferr)
+					if step.Action != fsm.Latch || ferr != nil {
+						t.Fatalf("%s in %s: looplab self-loop, table answered %s (%v)", e, from, step.Action, ferr)
 					}
 					latched[e] = true
 				case errors.As(err, &invalid):
 					var re *fsm.RefusedError
-					if step.Kind != fsm.Refuse || !errors.As(ferr, &re) || re.Reason == "" {
-						t.Fatalf("%s in %s: looplab refused, table answered %s (%v)", e, from, step.Kind, ferr)
+					if step.Action != fsm.Refuse || !errors.As(ferr, &re) || re.Reason == "" {
+						t.Fatalf("%s in %s: looplab refused, table answered %s (%v)", e, from, step.Action, ferr)
 					}
 				default:
 					t.Fatalf("%s in %s: unexpected looplab error %v", e, from, err)
@@ -119,7 +119,7 @@ func redeliverBoth(t *rapid.T, ctx context.Context, machine *looplab.FSM, latche
 				delete(latched, e)
 			}
 			step, ok := tab.Redeliver(s)
-			if !ok || step.Event != e || step.Kind != fsm.Move || step.From.String() != from || step.To.String() != machine.Current() {
+			if !ok || step.Event != e || step.Action != fsm.Move || step.From.String() != from || step.To.String() != machine.Current() {
 				t.Fatalf("redelivery: looplab moved %s on %s to %s, table %+v (ok=%v)", from, e, machine.Current(), step, ok)
 			}
 			moved = true

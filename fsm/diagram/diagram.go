@@ -73,7 +73,7 @@ func edges(t *fsm.Table) []edge {
 		index := map[fsm.State]int{}
 		for e := range fsm.NumEvents {
 			en := t.Lookup(s, e)
-			if en.Kind != fsm.Move {
+			if en.Action != fsm.Move {
 				continue
 			}
 			i, ok := index[en.Next]
@@ -86,7 +86,7 @@ func edges(t *fsm.Table) []edge {
 		}
 		latch := edge{From: s, To: s, Kind: latchEdge}
 		for e := range fsm.NumEvents {
-			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
+			if en := t.Lookup(s, e); en.Action == fsm.Latch {
 				latch.Causes = append(latch.Causes, cause{Event: e, Effects: en.Effects})
 			}
 		}
@@ -164,7 +164,7 @@ func terminal(t *fsm.Table, s fsm.State) bool {
 		return false
 	}
 	for e := range fsm.NumEvents {
-		if t.Lookup(s, e).Kind == fsm.Move {
+		if t.Lookup(s, e).Action == fsm.Move {
 			return false
 		}
 	}

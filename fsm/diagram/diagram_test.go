@@ -78,7 +78,7 @@ func (d *drawn) check(t *testing.T, tab *fsm.Table) {
 		for e := range fsm.NumEvents {
 			key := [2]string{s.String(), e.String()}
 			en := tab.Lookup(s, e)
-			switch en.Kind {
+			switch en.Action {
 			case fsm.Move:
 				moves++
 				want := en.Next.String()
@@ -291,7 +291,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 		for e := range fsm.NumEvents {
 			en := tab.Lookup(s, e)
 			var row string
-			switch en.Kind {
+			switch en.Action {
 			case fsm.Move:
 				row = fmt.Sprintf("| `%s` | move | `%s`%s |", e, en.Next, latching(en.Result)+moveExtras(en))
 			case fsm.Latch:
@@ -327,7 +327,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	assert.NotContains(t, results, "| `none` |")
 	for s := range fsm.NumStates {
 		for e := range fsm.NumEvents {
-			if en := tab.Lookup(s, e); en.Kind == fsm.Move && en.Result != fsm.NoResult {
+			if en := tab.Lookup(s, e); en.Action == fsm.Move && en.Result != fsm.NoResult {
 				assert.Contains(t, results, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
 			}
 		}
@@ -335,7 +335,7 @@ func TestMarkdownDescribesEveryPair(t *testing.T) {
 	latches := section(t, md, "## Latches")
 	for s := range fsm.NumStates {
 		for e := range fsm.NumEvents {
-			if en := tab.Lookup(s, e); en.Kind == fsm.Latch {
+			if en := tab.Lookup(s, e); en.Action == fsm.Latch {
 				assert.Regexp(t, regexp.MustCompile("(?m)^\\| `"+s.String()+"` \\| [^|]*`"+e.String()+"`[^|]*\\| "+regexp.QuoteMeta(cell(en.Reason()))+" \\| "+regexp.QuoteMeta(orDash(en.Effects.String()))+" \\|$"), latches, "(%s, %s)", s, e)
 			}
 		}

@@ -210,7 +210,7 @@ func Markdown(t *fsm.Table) string {
 				}
 			}
 			for e := range fsm.NumEvents {
-				if en := t.Lookup(s, e); en.Kind == fsm.Move && en.Result == r {
+				if en := t.Lookup(s, e); en.Action == fsm.Move && en.Result == r {
 					by = append(by, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
 				}
 			}
@@ -239,7 +239,7 @@ func Markdown(t *fsm.Table) string {
 				where = append(where, fmt.Sprintf("resting in `%s`", s))
 			}
 			for e := range fsm.NumEvents {
-				if en := t.Lookup(s, e); en.Kind == fsm.Latch && en.Effects.Has(fx) {
+				if en := t.Lookup(s, e); en.Action == fsm.Latch && en.Effects.Has(fx) {
 					where = append(where, fmt.Sprintf("keeping `%s` in `%s`", e, s))
 				}
 			}
@@ -262,7 +262,7 @@ func Markdown(t *fsm.Table) string {
 		var where []string
 		for s := range fsm.NumStates {
 			for e := range fsm.NumEvents {
-				if en := t.Lookup(s, e); en.Kind != fsm.Refuse && en.Stores.Has(st) {
+				if en := t.Lookup(s, e); en.Action != fsm.Refuse && en.Stores.Has(st) {
 					where = append(where, fmt.Sprintf("`%s` in `%s`", e, s))
 				}
 			}
@@ -281,7 +281,7 @@ func Markdown(t *fsm.Table) string {
 				by = append(by, fmt.Sprintf("entering `%s`", s))
 			}
 			for e := range fsm.NumEvents {
-				if en := t.Lookup(s, e); en.Kind == fsm.Move && en.Marks.Has(mk) {
+				if en := t.Lookup(s, e); en.Action == fsm.Move && en.Marks.Has(mk) {
 					by = append(by, fmt.Sprintf("`%s` `%s` → `%s`", s, e, en.Next))
 				}
 			}
@@ -300,7 +300,7 @@ func Markdown(t *fsm.Table) string {
 		var order []kept
 		byMeaning := map[kept][]string{}
 		for e := range fsm.NumEvents {
-			if en := t.Lookup(s, e); en.Kind == fsm.Latch {
+			if en := t.Lookup(s, e); en.Action == fsm.Latch {
 				k := kept{en.Reason(), en.Effects}
 				if _, ok := byMeaning[k]; !ok {
 					order = append(order, k)
@@ -331,7 +331,7 @@ func Markdown(t *fsm.Table) string {
 		fmt.Fprintf(&b, "| `%s` | %s |", s, orDash(strings.Join(entry, "<br>")))
 		for e := range fsm.NumEvents {
 			en := t.Lookup(s, e)
-			switch en.Kind {
+			switch en.Action {
 			case fsm.Move:
 				fmt.Fprintf(&b, " → %s |", en.Next)
 			case fsm.Latch:
@@ -370,10 +370,10 @@ func Markdown(t *fsm.Table) string {
 			b.WriteString("\n")
 		}
 		b.WriteString("| event | does | next state, what keeping it means, or why refused |\n|---|---|---|\n")
-		for _, kind := range []fsm.Kind{fsm.Move, fsm.Latch, fsm.Refuse} {
+		for _, kind := range []fsm.Action{fsm.Move, fsm.Latch, fsm.Refuse} {
 			for e := range fsm.NumEvents {
 				en := t.Lookup(s, e)
-				if en.Kind != kind {
+				if en.Action != kind {
 					continue
 				}
 				switch kind {
