@@ -116,7 +116,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c, err := newCore(cfg)
+	c, err := newCore(cfg, "engine")
 	if err != nil {
 		return nil, err
 	}
@@ -1086,8 +1086,15 @@ type Report struct {
 // Then it runs one round without blocking and reports what is still held. Run
 // rounds (Progress on Wake, or Sync) until the report says Drained; with a
 // clock that moves every close drains. Calling it again only runs a round and
-// reports.
+// reports. The engine's claim on its memory ends as Close returns (claim.go):
+// slots still held stay out of circulation for later engines; Shutdown to hand
+// over every slot.
 func (e *Engine) Close() Report {
+	defer e.core.HandOver()
+	return e.close()
+}
+
+func (e *Engine) close() Report {
 	e.closing = true
 	e.core.Close()
 	e.Progress()
@@ -1138,9 +1145,11 @@ func (e *Engine) stopIfDrained() {
 // outstanding Quiesce calls, cancelled, have answered. Leases whose access is
 // never proven are contained at their containment deadline, so with a clock
 // that moves every shutdown drains. It returns the final report, and ctx's
-// error (wrapped) if ctx ended first, or the halt.
+// error (wrapped) if ctx ended first, or the halt. The claim on the memory ends
+// as it returns (claim.go).
 func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
-	rep := e.Close()
+	defer e.core.HandOver()
+	rep := e.close()
 	for !e.stopped {
 		select {
 		case <-e.wake:
