@@ -214,6 +214,9 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 	eng, err := readiness.New(rc)
 	if err != nil {
 		w.close()
+		if errors.Is(err, staging.ErrMemoryClaimed) {
+			return nil, statusf(C.KVREADY_ERR_BUSY, "kvready_engine_new: config.memory: %v", err)
+		}
 		return nil, invalid("kvready_engine_new: %v", err)
 	}
 	e.eng, e.wake = eng, w
@@ -826,6 +829,7 @@ func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
 	out.halted = cbool(s.Halted)
 	out.fetcher_faults, out.publisher_faults = cFaults(s.FetcherFaults), cFaults(s.PublisherFaults)
 	out.handoffs, out.quiesce_probes = C.uint64_t(s.Handoffs), C.uint64_t(s.QuiesceProbes)
+	out.slots_inherited = C.int64_t(s.SlotsInherited)
 	return C.KVREADY_OK
 }
 

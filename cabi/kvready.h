@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 /* The ABI revision this header describes; kvready_abi_version() answers it. */
-#define KVREADY_ABI_VERSION 3
+#define KVREADY_ABI_VERSION 4
 
 /* ---- statuses ---------------------------------------------------------- */
 
@@ -287,6 +287,8 @@ typedef struct kvready_stats {
   kvready_backend_faults fetcher_faults, publisher_faults;
   uint64_t handoffs;         /* thread hand-offs: work to a worker, the owner woken by another thread */
   uint64_t quiesce_probes;   /* try_quiesce calls asked on the owner thread */
+  int64_t slots_inherited;   /* slots earlier engines over the same memory left out of circulation,
+                                found at kvready_engine_new: never lent; counted in slots_quarantined */
 } kvready_stats;
 
 /* What an engine still holds. */
@@ -616,7 +618,17 @@ int kvready_device_close(uint64_t device);
  * release, cancel, retry, wait, shutdown — returns KVREADY_ERR_HALTED with
  * the reason as the engine's last error. Reads still answer (lease infos,
  * stats, report, progress: round->halted), and kvready_engine_free(engine, 1)
- * abandons it with what it holds; the manager restarts. */
+ * abandons it with what it holds; the manager restarts.
+ *
+ * One live engine per staging memory (SPEC §4 rule 17): kvready_engine_new
+ * over a memory another live engine holds returns KVREADY_ERR_BUSY, its
+ * message naming the holder ("engine#3 (created …)"), and changes nothing.
+ * An engine's claim ends when kvready_engine_close or kvready_engine_shutdown
+ * returns, or when it halts (kvready_engine_free with force closes it). Every
+ * slot not free then — quarantined, or held by a lease still unfinished, which
+ * an old backend or copy may still touch — stays out of circulation for every
+ * later engine over the memory (kvready_stats.slots_inherited) until the memory
+ * is freed: shut down (drained) to hand over every slot. */
 
 int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
 /* The pollable file descriptor (eventfd; a pipe where there is none): readable
@@ -717,9 +729,12 @@ int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, 
  * first: the leases whose access was proven over after their containment,
  * their slots back in circulation (same bound as containments). */
 int kvready_recoveries(uint64_t engine, uint64_t *leases, size_t cap, size_t *n);
-/* Stop admission, tell every lease, run one round; report what is held. */
+/* Stop admission, tell every lease, run one round; report what is held. The
+ * memory is handed over as it returns: what is still held stays out of
+ * circulation for later engines. */
 int kvready_engine_close(uint64_t engine, kvready_report *report);
-/* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT). */
+/* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT);
+ * the memory is handed over as it returns (drained: every slot). */
 int kvready_engine_shutdown(uint64_t engine, int64_t timeout_ns, kvready_report *report);
 int kvready_engine_report(uint64_t engine, kvready_report *report);
 /* Forget a drained engine (KVREADY_ERR_BUSY until drained, unless force: then

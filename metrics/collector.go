@@ -229,6 +229,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	send(outstanding, prometheus.GaugeValue, float64(st.Outstanding))
 	send(outstandingLimit, prometheus.GaugeValue, float64(st.MaxOutstanding))
+	send(slotsInherited, prometheus.GaugeValue, float64(st.SlotsInherited))
 	halt := 0.0
 	if st.Halted {
 		halt = 1
@@ -363,6 +364,7 @@ const (
 	inFlightLeases
 	inFlightBytes
 	quarantinedBytes
+	slotsInherited
 	storeReachable
 	storeFastFailures
 	storeUnavailable
@@ -414,6 +416,7 @@ var families = [numFamilies]struct {
 	inFlightLeases:    {"in_flight_leases", "Leases whose staging slots a backend was handed and whose access is not yet proven over (contained leases left out).", nil},
 	inFlightBytes:     {"in_flight_bytes", "Staging bytes of the leases in flight: what the backends may still read or write.", nil},
 	quarantinedBytes:  {"quarantined_bytes", "Staging bytes quarantined: out of circulation for ever (kvready_slots{state=\"quarantined\"} times each pool group's slot size).", nil},
+	slotsInherited:    {"slots_inherited", "Staging slots the engine found out of circulation when it was assembled: quarantined, or held by a lease left unfinished, by an earlier engine over the same memory (SPEC §4 rule 17). Never lent; counted in kvready_slots{state=\"quarantined\"} too. Only the memory's release brings them back.", nil},
 	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors, or a call with no reply within its bound) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
 	storeFastFailures: {"store_fast_failures_total", "Submissions the backend refused at once because the store was held for down: failures learnt without waiting, never misses.", nil},
 	storeUnavailable:  {"store_unavailable_seconds_total", "Wall-clock seconds the store was held for down, the current outage included.", nil},

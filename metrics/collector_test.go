@@ -39,6 +39,7 @@ func handmade() *readiness.Snapshot {
 	st.Refused, st.Violations, st.InvariantBreaches = 18, 19, 0
 	st.Recovered, st.QuiesceTimeouts, st.CancelRequests, st.CancelErrors = 20, 21, 22, 23
 	st.Outstanding, st.MaxOutstanding, st.Halted = 24, 25, true
+	st.SlotsInherited = 33
 	st.Handoffs, st.QuiesceProbes = 26, 27
 	st.FetcherFaults = readiness.BackendFaults{Violations: 28, Panics: 29, RepeatedCompletions: 30, EarlyCompletions: 31}
 	st.PublisherFaults.Panics = 32
@@ -123,6 +124,7 @@ kvready_quiesce_calls_total{device="3"} 202
 		{"kvready_backend_faults_total", map[string]string{"backend": "publisher", "fault": "panic"}, 32},
 		{"kvready_backend_faults_total", map[string]string{"backend": "publisher", "fault": "violation"}, 0},
 		{"kvready_backend_outstanding_limit", nil, 25},
+		{"kvready_slots_inherited", nil, 33},
 		{"kvready_halted", nil, 1},
 		{"kvready_in_flight_leases", nil, 3},
 		{"kvready_in_flight_bytes", nil, 4096},

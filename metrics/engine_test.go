@@ -250,6 +250,7 @@ func checkAgainstStats(t *testing.T, mfs []*dto.MetricFamily, device string, st 
 		"kvready_containments_total": st.Containments, "kvready_ungrantable_leases_total": st.Ungrantable,
 		"kvready_stale_evidence_total": st.StaleEvidence, "kvready_refused_evidence_total": st.Refused,
 		"kvready_contract_violations_total": st.Violations, "kvready_invariant_breaches_total": st.InvariantBreaches,
+		"kvready_slots_inherited": uint64(st.SlotsInherited),
 	} {
 		check(name, dl(), float64(want))
 	}

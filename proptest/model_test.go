@@ -34,6 +34,7 @@ const (
 	rule10 = "rule 10, shutdown"
 	rule11 = "rule 11, caller mistakes are refused at the door"
 	rule12 = "rule 12, a real store never eats staging capacity"
+	rule17 = "rule 17, the engine owns the memory it lends"
 	rule18 = "rule 18, safe for concurrent callers"
 	ruleA  = "allocator invariant"
 	// ruleCancel is SPEC §2's cancellation extension.
@@ -90,6 +91,10 @@ type mLease struct {
 	computed        int
 	lentCopies      int // the spy's copies when it was lent
 	withdrawnLayers bool
+	// old: the lease belongs to an engine the model restarted away (rule
+	// 17); its handle may name a lease of the new engine, so it is never
+	// used again.
+	old bool
 }
 
 // model is the reference the engine is checked against after every step.
@@ -122,6 +127,15 @@ type model struct {
 	haltStats   readiness.Stats // the counters when it halted: nothing is released after
 	halts       int             // OnHalt calls (the runner)
 	outstanding int             // the bound on submissions outstanding (0: none)
+	// Restarts (rule 17, the runner only): the world every engine is built
+	// from, which engine's callbacks count (epoch), the engines restarted
+	// away, the slots the memory keeps out of circulation for every later
+	// engine, and what the running engine left out when its claim ended.
+	w         worldConfig
+	epoch     int
+	retired   []driver
+	inherited map[slotID]bool
+	handed    map[slotID]bool
 }
 
 func newModel(t *rapid.T, core bool) *model {
@@ -162,14 +176,14 @@ func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *m
 	m.outstanding = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "max_outstanding")
 	probes := rapid.Bool().Draw(t, "probes")
 	w := worldConfig{mem: m.mem, be: m.be, stream: m.spy, health: m.health, clock: m.clock, probes: probes,
-		contained:   func(c readiness.Containment) { m.contained[c.Lease] = append(m.contained[c.Lease], c) },
-		halted:      func(error) { m.halts++ },
 		policy:      m.policy,
 		outstanding: m.outstanding,
 		layers:      m.plan.cfg}
 	if onCore {
 		w.perLayer = rapid.Bool().Draw(t, "event_per_layer")
 	}
+	m.w, m.inherited = w, map[slotID]bool{}
+	w = m.hooked()
 	if onCore {
 		m.d, err = newCoreDriver(w)
 	} else {
@@ -704,7 +718,7 @@ func (m *model) retry(t *rapid.T) {
 func (m *model) stale(t *rapid.T) {
 	var cands []*mLease
 	for _, l := range m.leases {
-		if l.gone {
+		if l.gone && !l.old {
 			cands = append(cands, l)
 		}
 	}
@@ -786,6 +800,12 @@ func (m *model) close() {
 	}
 	m.closed = true
 	m.d.close()
+	defer func() {
+		// Close hands the memory over as it returns: what the engine holds
+		// then, read before any later round frees more (rule 17).
+		m.check(false)
+		m.handed = m.outOfCirculation()
+	}()
 	if m.halt != nil {
 		return // the halted engine takes nothing in, Close included
 	}
@@ -952,6 +972,9 @@ func (m *model) granted(l *mLease, st readiness.State) {
 			s := slotID{r.Group, r.First + k}
 			if o := m.owner[s]; o != nil {
 				m.fail(rule1, "slot %v lent to lease %d while lease %d still holds it", s, l.serial, o.serial)
+			}
+			if m.inherited[s] {
+				m.fail(rule17, "slot %v, quarantined or held by an engine restarted away, lent by a new engine to lease %d", s, l.serial)
 			}
 			if m.quarantined[s] {
 				m.fail(rule5, "quarantined slot %v lent again to lease %d", s, l.serial)
@@ -1688,6 +1711,7 @@ func (m *model) settle() {
 	if !m.d.drained() {
 		m.fail(rule10, "the closed engine did not drain")
 	}
+	m.drainRetired()
 }
 
 // run draws one sequence of actions with the model's checks after every
@@ -1741,6 +1765,7 @@ func (m *model) run(t *rapid.T) {
 				m.deviceLost(t)
 			}
 		})},
+		{"restart", 1, then(m.restart)},
 		{"close", 1, then(func(t *rapid.T) {
 			if rapid.IntRange(0, 10).Draw(t, "really") == 0 {
 				m.close()

@@ -34,6 +34,7 @@ type Core struct {
 	mem   *staging.Memory
 	parts staging.Parts
 	alloc *staging.Allocator
+	claim *staging.Claim // the memory's, held until HandOver or a halt (SPEC §4 rule 17)
 	// spans[g][k] are the byte spans, in a slot of memory group g, of the
 	// k-th layer in the core's layer order (ascending layer id across the
 	// groups); nil where group g has no such layer.
@@ -85,26 +86,26 @@ type followUp struct {
 // settings of cfg — Memory, TokensPerBlock, the durations, the policy,
 // Layers, Logger, OnTransition — and ignores the runner's (backends, stream,
 // clock, callbacks). It refuses a config missing what it needs, naming every
-// problem at once.
+// problem at once, and memory another live engine or core holds (wrapping
+// staging.ErrMemoryClaimed, naming the holder): the core claims its memory
+// until HandOver, or until it halts (SPEC §4 rule 17).
 func NewCore(cfg Config) (*Core, error) {
 	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
-	return newCore(cfg.withDefaults())
+	return newCore(cfg.withDefaults(), "core")
 }
 
 // newCore assembles a core from a config already validated, defaults filled
-// in.
-func newCore(cfg Config) (*Core, error) {
-	slots := make([]int, cfg.Memory.NumGroups())
-	for g := range slots {
-		slots[g] = cfg.Memory.Group(g).Slots
-	}
-	alloc, err := staging.NewAllocator(slots)
+// in. It claims the memory (claim.go) for an engine or a core driven by hand
+// (kind): its allocator starts with the slots earlier engines left out of
+// circulation quarantined.
+func newCore(cfg Config, kind string) (*Core, error) {
+	claim, err := claimMemory(cfg.Memory, kind)
 	if err != nil {
-		return nil, fmt.Errorf("readiness: %w", err)
+		return nil, err
 	}
-	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: alloc, spans: layerOrder(cfg)}, nil
+	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}, nil
 }
 
 // layerOrder lays the config's layers out in the core's layer order: every

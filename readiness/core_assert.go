@@ -43,6 +43,7 @@ func (c *Core) haltWith(err error) {
 		return
 	}
 	c.halted = err
+	c.claim.End() // a halted engine is abandoned: what it holds stays out for later engines
 	c.cfg.Logger.Error("kvready: engine halted; it releases nothing any more", slog.Any("error", err))
 }
 

@@ -290,6 +290,7 @@ func TestLayersConfig(t *testing.T) {
 			c, err := NewCore(Config{Memory: mem, TokensPerBlock: 1, Layers: tc.layers})
 			if len(tc.want) == 0 {
 				require.NoError(t, err)
+				c.HandOver() // the cores below share the memory: one holds it at a time
 				return
 			}
 			require.Error(t, err)

@@ -54,7 +54,7 @@ func (c *Core) grant() {
 			c.stats.InvariantBreaches++
 			return
 		}
-		if len(c.grants) == 0 {
+		if len(c.grants) == 0 || !c.checkClaimed(c.grants) {
 			return
 		}
 		for _, t := range c.grants {

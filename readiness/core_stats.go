@@ -16,6 +16,11 @@ type Stats struct {
 	Lent, Released uint64
 	// Slots across every pool group.
 	SlotsFree, SlotsHeld, SlotsQuarantined int
+	// SlotsInherited are the slots earlier engines over the same memory left
+	// out of circulation (quarantined, or held by a lease they never
+	// finished), found at construction (SPEC §4 rule 17): never lent, and
+	// counted in SlotsQuarantined too.
+	SlotsInherited int
 	// QuarantinedLeases counts leases ever quarantined.
 	QuarantinedLeases uint64
 	// Outcomes counts latched outcomes by kind. A miss is counted as a miss and
@@ -230,6 +235,7 @@ func (c *Core) Stats() Stats {
 	s := c.stats
 	s.Halted = c.halted != nil
 	s.Outstanding, s.MaxOutstanding = c.outstanding, c.cfg.MaxOutstanding
+	s.SlotsInherited = c.claim.Inherited()
 	for g := range c.alloc.Groups() {
 		free, q := c.alloc.FreeSlots(g), c.alloc.Quarantined(g)
 		s.SlotsFree += free

@@ -73,7 +73,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c, err := newCore(cfg)
+	c, err := newCore(cfg, "engine")
 	if err != nil {
 		return nil, err
 	}

@@ -199,6 +199,7 @@ type rig struct {
 	mem       *staging.Memory
 	be        *script
 	eng       *Engine
+	cfg       Config // what eng was assembled from: a restart assembles another over the same memory
 	contained []Containment
 }
 
@@ -238,6 +239,7 @@ func newRig(t *testing.T, slots int, opts ...rigOption) *rig {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	r.cfg = cfg
 	r.eng, err = New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(r.shutdown)

@@ -45,10 +45,13 @@ func (e *Engine) noticeHalt() {
 // Then it runs one round without blocking and reports what is still held. Run
 // rounds (Progress on Wake, or Sync) until the report says Drained; with a
 // clock that moves every close drains. Calling it again only runs a round and
-// reports.
+// reports. The engine's claim on its memory ends as Close returns (claim.go):
+// slots still held stay out of circulation for later engines; Shutdown to hand
+// over every slot.
 func (e *Engine) Close() Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.core.HandOver()
 	return e.close()
 }
 
@@ -110,10 +113,11 @@ func (e *Engine) stopIfDrained() {
 // never proven are contained at their containment deadline, so with a clock
 // that moves every shutdown drains. It returns the final report, and ctx's
 // error (wrapped) if ctx ended first, or the halt. Other calls go on while it
-// waits.
+// waits. The claim on the memory ends as it returns (claim.go).
 func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.core.HandOver()
 	rep := e.close()
 	for !e.stopped {
 		if err := e.sleep(ctx); err != nil {

@@ -34,10 +34,18 @@ func GoHeap(nbytes int) ([]byte, error) {
 // it: the backend resolves a unit's local coordinates through Row, the engine
 // lends its slots. The slabs are the caller's (or its allocator's); Memory
 // never moves or frees them.
+//
+// One live engine at a time lends from a Memory (Claim): a second is refused,
+// naming the first. The slots an engine left out of circulation — quarantined,
+// or held by a lease it never finished — stay out for every later engine over
+// the same Memory, until the Memory itself is released (SPEC §4 rule 17).
 type Memory struct {
 	groups []Group
 	slabs  [][]byte
 	parts  Parts
+	// claims: one live engine lends from the memory at a time, and what an
+	// engine left out of circulation stays out (claim.go).
+	claims claims
 }
 
 // ErrNoGroups is returned for memory without pool groups.

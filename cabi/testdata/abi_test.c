@@ -83,6 +83,7 @@ typedef struct {
   int hold; /* nonzero: quiesce proves nothing (a store that cannot tell) */
   int try_calls;
   int unknown; /* nonzero: try_quiesce cannot tell without waiting */
+  int64_t last_local; /* the staging slot of the last unit it was handed */
 } cbackend;
 
 static int cb_put(void *user, const uint8_t *ext, size_t ext_len, const uint8_t *name, const uint8_t *row, size_t n) {
@@ -106,6 +107,7 @@ static int cb_fetch(void *user, const uint8_t *ext, size_t ext_len, const kvread
   }
   if (b->attempts == 64) return KVREADY_ERR_REJECTED;
   int k = b->attempts++;
+  if (n > 0) b->last_local = units[n - 1].local;
   b->att[k].id = 1000 + (uint64_t)k;
   b->att[k].kind = KVREADY_DELIVERED;
   b->att[k].served = 0;
@@ -852,6 +854,74 @@ static void test_wait_queues_containment(void) {
   CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
 }
 
+/* One live engine per staging memory (SPEC §4 rule 17): a second engine over
+ * memory a live one holds is refused (BUSY, naming the holder) and changes
+ * nothing; after a quarantine and a shutdown, a new engine over the same
+ * memory inherits the quarantined slot, never lends it, and a late writer
+ * that kept the slot it was handed never reaches a new lease's bytes. */
+static void test_one_engine_per_memory(void) {
+  static policy_rig r;
+  policy_rig_start(&r, KVREADY_POLICY_QUARANTINE);
+  kvready_engine_config cfg = {.memory = r.mem, .fetcher = r.be, .device = r.dev, .tokens_per_block = 16,
+                               .request_timeout_ns = 20000000, .drain_grace_ns = 20000000,
+                               .quiesce_timeout_ns = 5000000, .retry_backoff_ns = 1000000,
+                               .max_retry_backoff_ns = 2000000};
+  uint64_t next = 0;
+  CHECK(kvready_engine_new(&cfg, &next) == KVREADY_ERR_BUSY && last_error_contains(0, "engine#") &&
+            last_error_contains(0, "holds it") && next == 0, 0);
+  kvready_lease_info info;
+  CHECK(kvready_wait(r.eng, r.lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK &&
+            info.state == KVREADY_QUARANTINED, r.eng);
+  int64_t kept = r.cb.last_local; /* the late writer keeps the slot it was handed */
+  CHECK(kept >= 0 && kept < 4, 0);
+  CHECK(kvready_release(r.eng, r.lease) == KVREADY_OK, r.eng);
+  __atomic_store_n(&r.cb.hold, 0, __ATOMIC_SEQ_CST);
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(r.eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 1, r.eng);
+  CHECK(kvready_engine_free(r.eng, 0) == KVREADY_OK, r.eng);
+
+  CHECK(kvready_engine_new(&cfg, &next) == KVREADY_OK, 0);
+  kvready_stats st;
+  CHECK(kvready_engine_stats(next, &st) == KVREADY_OK && st.slots_inherited == 1 && st.slots_quarantined == 1 &&
+            st.slots_free == 3, next);
+  kvready_row rows[4];
+  memset(rows, 0, sizeof rows);
+  for (int i = 0; i < 4; i++) {
+    rows[i].name[0] = 0xFB;
+    rows[i].name[1] = (uint8_t)i;
+    rows[i].block = i;
+    CHECK(kvready_sim_alloc(r.dev, 32, &rows[i].device) == KVREADY_OK, r.dev);
+    uint8_t content[32];
+    memset(content, 'A' + i, sizeof content);
+    CHECK(kvready_backend_put(r.be, (const uint8_t *)"e", 1, rows[i].name, content, sizeof content) == KVREADY_OK, r.be);
+  }
+  kvready_request all = {.kind = KVREADY_FETCH, .rows = rows, .n_rows = 4};
+  uint64_t none = 0;
+  CHECK(kvready_lend(next, &all, &none) == KVREADY_ERR_UNGRANTABLE && none == 0, next);
+  uint64_t leases[3];
+  for (int i = 0; i < 3; i++) {
+    kvready_row one = rows[i];
+    one.block = 0;
+    kvready_request req = {.kind = KVREADY_FETCH, .rows = &one, .n_rows = 1};
+    CHECK(kvready_lend(next, &req, &leases[i]) == KVREADY_OK, next);
+    memset(r.slab + kept * 32, 'L', 32); /* the late writer */
+    CHECK(kvready_wait(next, leases[i], KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK &&
+              info.state == KVREADY_LOGICALLY_COMPLETE && info.outcome == KVREADY_OUTCOME_SERVED, next);
+    CHECK(r.cb.last_local != kept, 0);
+    memset(r.slab + kept * 32, 'L', 32);
+  }
+  for (int i = 0; i < 3; i++) {
+    uint8_t got[32];
+    CHECK(kvready_sim_read(r.dev, rows[i].device, got, sizeof got) == KVREADY_OK && got[0] == 'A' + i &&
+              got[31] == 'A' + i, r.dev);
+    CHECK(kvready_release(next, leases[i]) == KVREADY_OK, next);
+  }
+  CHECK(kvready_engine_shutdown(next, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 1, next);
+  CHECK(kvready_engine_free(next, 0) == KVREADY_OK, next);
+  CHECK(kvready_backend_close(r.be) == KVREADY_OK, r.be);
+  CHECK(kvready_device_close(r.dev) == KVREADY_OK, r.dev);
+  CHECK(kvready_memory_close(r.mem) == KVREADY_OK, r.mem);
+}
 
 /* Layer by layer (SPEC §4 rule 16): an engine given the layout copies a
  * fetch's rows one layer at a time, each layer ending in its own event; the
@@ -1240,6 +1310,7 @@ int main(void) {
   test_layerwise_publish_c_device();
   test_sim_bandwidth();
   test_free_while_waiting();
+  test_one_engine_per_memory();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -21,7 +21,7 @@ KEY_SIZE = 32
 LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 PRODUCTION = "libkvready.so"
@@ -116,7 +116,7 @@ class CStats(Structure):
                 ("containments", c_uint64), ("invariant_breaches", c_uint64), ("recovered", c_uint64),
                 ("outstanding", c_int64), ("max_outstanding", c_int64), ("halted", c_int32), ("_pad", c_int32),
                 ("fetcher_faults", CBackendFaults), ("publisher_faults", CBackendFaults),
-                ("handoffs", c_uint64), ("quiesce_probes", c_uint64)]
+                ("handoffs", c_uint64), ("quiesce_probes", c_uint64), ("slots_inherited", c_int64)]
 
 
 class CReport(Structure):

@@ -319,6 +319,7 @@ class Stats:
     publisher_faults: BackendFaults = BackendFaults()  # and the publishing one
     handoffs: int = 0         # thread hand-offs: work to a worker, the owner woken by another thread
     quiesce_probes: int = 0   # try_quiesce calls asked on the owner's thread
+    slots_inherited: int = 0  # slots earlier engines over the same memory left out of circulation: never lent
 
 
 def _report(c: _abi.CReport) -> Report:
@@ -488,6 +489,15 @@ class Engine:
     Layer group g is staged in the memory's group g (one memory group per
     layer group, of its pool group's slot width). ``tokens_per_block`` 0
     takes the layout's; another value than the layout's is refused.
+
+    One live engine per :class:`Memory` (SPEC §4 rule 17): an engine over
+    memory another live engine holds raises :class:`BusyError` naming the
+    holder. The claim ends when :meth:`close` or :meth:`shutdown` returns,
+    or when the engine halts. A later engine over the memory never lends a
+    slot that was not free then (quarantined, or held by a lease left
+    unfinished: an old backend may still touch it) and counts them in
+    ``stats().slots_inherited``; only freeing the memory forgets them. Shut
+    down (the context manager does) to hand over every slot.
     """
 
     def __init__(self, memory: Any, tokens_per_block: int, *, device: Any, backend: Any = None,
@@ -890,12 +900,15 @@ class Engine:
                      c.stale_evidence, c.violations, c.unproven, c.quiesce_calls, c.quiesce_retries,
                      c.quiesce_timeouts, c.cancel_requests, c.cancel_errors, c.ungrantable, c.containments,
                      c.invariant_breaches, bool(c.halted), c.recovered, c.outstanding, c.max_outstanding,
-                     _faults(c.fetcher_faults), _faults(c.publisher_faults), c.handoffs, c.quiesce_probes)
+                     _faults(c.fetcher_faults), _faults(c.publisher_faults), c.handoffs, c.quiesce_probes,
+                     c.slots_inherited)
 
     # ---- the end ----
 
     def close(self) -> Report:
-        """Stop admission and tell every lease; run one round."""
+        """Stop admission and tell every lease; run one round. The memory is
+        handed over as it returns: what is still held stays out of
+        circulation for later engines over it (use :meth:`shutdown`)."""
         c = _abi.CReport()
         try:
             _abi.check(_abi.engine_close(self.handle, ctypes.byref(c)), self.handle)
@@ -904,7 +917,8 @@ class Engine:
         return _report(c)
 
     def shutdown(self, timeout: float | None = None) -> Report:
-        """Close, then run rounds until drained (TimedOutError otherwise)."""
+        """Close, then run rounds until drained (TimedOutError otherwise).
+        The memory is handed over as it returns: drained, every slot."""
         ns = nanoseconds(self.shutdown_timeout if timeout is None else timeout, "timeout") or 1
         c = _abi.CReport()
         try:

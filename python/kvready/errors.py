@@ -112,7 +112,8 @@ class StoreUnavailableError(BackendError, ConnectionError):
 
 
 class BusyError(KvreadyError):
-    """The object is still used by an engine."""
+    """The object is still used by an engine — a staging memory that another
+    live engine holds, too (the message names it)."""
 
 
 class UnsupportedError(KvreadyError):
