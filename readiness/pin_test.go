@@ -2,10 +2,14 @@ package readiness
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvready/kvready/contract"
 )
 
 // Behaviour that was right in the code but that no test would have noticed
@@ -89,4 +93,76 @@ func TestWaitLayerNeverAnsweredReturnsAtOnce(t *testing.T) {
 		neverAnswered(t, r, h, asleep)
 		neverAnswered(t, r, h, waitLayerAsync(t, r, h, 0))
 	})
+}
+
+// earlyScript is the scripted backend whose attempts notify
+// (contract.Notifier): the test calls the completion when it likes — even
+// before Poll answers.
+type earlyScript struct {
+	*script
+	notices chan func()
+}
+
+type earlyAttempt struct {
+	*scriptAttempt
+	notices chan func()
+}
+
+func (a earlyAttempt) Notify(f func()) { a.notices <- f }
+
+func (s earlyScript) Fetch(ext contract.CacheExtent, r contract.Route) (contract.Attempt, error) {
+	a, err := s.script.Fetch(ext, r)
+	if err != nil {
+		return nil, err
+	}
+	return earlyAttempt{a.(*scriptAttempt), s.notices}, nil
+}
+
+func (s earlyScript) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	inner := make([]contract.Attempt, len(list))
+	for i, x := range list {
+		inner[i] = x.(earlyAttempt).scriptAttempt
+	}
+	return s.script.Quiesce(ctx, inner)
+}
+
+// A completion that came before its Poll answered is the backend's fault
+// (EarlyCompletions), and the attempt is watched from then on: a backend that
+// answers a moment later is served, not timed out. The clock never moves, so
+// the request deadline (t = 15) cannot be what ends the lease.
+func TestEarlyCompletionIsWatchedAgain(t *testing.T) {
+	notices := make(chan func(), 4)
+	var be earlyScript
+	r := newRig(t, 4, func(c *Config) {
+		be = earlyScript{script: newScript(c.Memory), notices: notices}
+		c.Fetcher, c.Publisher = be, nil
+	})
+	r.be = be.script
+	h, rows, a := r.fetch(1, 2)
+	require.Equal(t, State(StateRequested), r.state(h))
+	var complete func()
+	select {
+	case complete = <-notices:
+	default:
+		t.Fatal("the engine never handed the notifying attempt its completion callback")
+	}
+	complete() // Poll still answers nothing
+	r.sync()
+	require.Equal(t, State(StateRequested), r.state(h), "an early completion is no outcome")
+	st := r.eng.Stats()
+	require.Equal(t, uint64(1), st.Faults(Fetch).EarlyCompletions, "the early completion is counted against the backend")
+	r.deliver(a, 1, 0, 1) // the answer comes a moment later, with no second completion
+	r.sync()
+	info := r.info(h)
+	require.Equal(t, Served, info.Outcome, "the attempt was watched again after its early completion: %+v", info)
+	r.dev.CompleteAll()
+	r.sync()
+	require.Equal(t, State(StateLogicallyComplete), r.state(h))
+	assert.Equal(t, pattern(0xC0, 1, 0), r.deviceRow(rows[0]))
+	require.NoError(t, r.eng.Release(h))
+	r.sync()
+	st = r.eng.Stats()
+	assert.Equal(t, uint64(1), st.Faults(Fetch).EarlyCompletions)
+	assert.Zero(t, st.Faults(Fetch).RepeatedCompletions)
+	assert.False(t, errors.Is(r.eng.Err(), ErrHalted))
 }
