@@ -1709,9 +1709,25 @@ func (m *model) settle() {
 	}
 	m.round(true)
 	if !m.d.drained() {
-		m.fail(rule10, "the closed engine did not drain")
+		m.fail(rule10, "the closed engine did not drain: %s", m.pending())
 	}
 	m.drainRetired()
+}
+
+// pending names what a liveness check found still pending: every lease the
+// owner has not seen go, with its state, and the slots still lent.
+func (m *model) pending() string {
+	var out []string
+	for _, l := range m.live() {
+		info, err := m.d.lease(l.h)
+		if err != nil {
+			out = append(out, fmt.Sprintf("lease %d (%v)", l.serial, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("lease %d %v (%v, %q)", l.serial, info.State, info.Outcome, info.Reason))
+	}
+	st := m.d.stats()
+	return fmt.Sprintf("%d slots still lent, %d submissions outstanding at the backend; leases: %s", st.SlotsHeld, st.Outstanding, strings.Join(out, "; "))
 }
 
 // run draws one sequence of actions with the model's checks after every

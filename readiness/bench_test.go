@@ -176,7 +176,7 @@ func (r *benchRig) close(b *testing.B) {
 	for !rep.Drained {
 		r.dev.CompleteAll()
 		if _, err := r.eng.Sync(ctx); err != nil {
-			b.Fatal(err)
+			b.Fatalf("the closed engine did not drain (%d slots held, leases by state %v): %v", rep.SlotsHeld, rep.Held, err)
 		}
 		rep = r.eng.Report()
 		time.Sleep(time.Millisecond) // let a scheduled Quiesce retry come due

@@ -25,6 +25,9 @@ type keptLease struct {
 	cancelDisp contract.CancelDisposition
 	cancelErr  string
 	interval   staging.Interval
+	// uncopied: the owner released the fetch before its served rows were
+	// copied to the device (rule 4), so its readiness is never answered.
+	uncopied bool
 }
 
 // released finds a released lease that is still kept.
@@ -105,7 +108,7 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 			return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
 		case k.m.State == fsm.Quarantined:
 			return staging.Interval{}, fmt.Errorf("%w: %v was quarantined and released: its readiness is never answered", ErrNotReady, h)
-		case !c.table.Answerable(k.m.State):
+		case k.uncopied || !c.table.Answerable(k.m.State):
 			return staging.Interval{}, fmt.Errorf("%w: %v was released before its copies landed", ErrNotReady, h)
 		}
 		return k.interval, nil
@@ -175,7 +178,7 @@ func (c *Core) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatu
 			return staging.Interval{}, LayerNever, err
 		case k.kind != Fetch:
 			return staging.Interval{}, LayerNever, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
-		case k.m.State == fsm.Quarantined || !c.table.Answerable(k.m.State):
+		case k.m.State == fsm.Quarantined || k.uncopied || !c.table.Answerable(k.m.State):
 			return staging.Interval{}, LayerNever, nil
 		}
 		return k.interval, LayerReady, nil

@@ -470,7 +470,8 @@ func (c *Core) keep(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
-		byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval}
+		byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval,
+		uncopied: l.kind == Fetch && served(l.result) && b.layers == 0 && c.anyServed(b)}
 	if len(c.kept) < c.cfg.KeepReleased {
 		c.kept = append(c.kept, k)
 	} else {
