@@ -109,7 +109,7 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 		case k.m.State == fsm.Quarantined:
 			return staging.Interval{}, fmt.Errorf("%w: %v was quarantined and released: its readiness is never answered", ErrNotReady, h)
 		case k.uncopied || !c.table.Answerable(k.m.State):
-			return staging.Interval{}, fmt.Errorf("%w: %v was released before its copies landed", ErrNotReady, h)
+			return staging.Interval{}, fmt.Errorf("%w: %v was released before its copies were issued", ErrNotReady, h)
 		}
 		return k.interval, nil
 	}

@@ -210,7 +210,8 @@ func (e *Engine) Lease(h Handle) (LeaseInfo, error) {
 // every layer group; a window group (Config.Attention) needs only its sinks
 // and its window. A miss or a failure answers what was already known; the
 // lease's outcome says which it was. Before then it is refused with an error
-// wrapping ErrNotReady.
+// wrapping ErrNotReady — and for ever for a served fetch released before its
+// copies were issued: nothing reached its device rows (rule 4).
 func (e *Engine) Readiness(h Handle) (staging.Interval, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

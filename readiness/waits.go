@@ -59,7 +59,7 @@ func (e *Engine) sleep(ctx context.Context) error {
 // an error wrapping ErrLayerFailed and naming why, when a copy of the layer
 // or of an earlier one failed; with ErrNotReady when the layer will never be
 // answered (the lease was quarantined, or released before its copies
-// landed); ctx's error (wrapped) if ctx ends first; ErrHalted if the engine
+// were issued); ctx's error (wrapped) if ctx ends first; ErrHalted if the engine
 // halts. Other calls go on while it sleeps.
 func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.Interval, error) {
 	e.mu.Lock()
@@ -75,7 +75,7 @@ func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.In
 			info, _ := e.core.Lease(h)
 			return iv, fmt.Errorf("%w: layer %d of %v: %s", ErrLayerFailed, layer, h, info.Reason)
 		case st == LayerNever:
-			return iv, fmt.Errorf("%w: layer %d of %v is never answered: the lease was quarantined or released before its copies landed", ErrNotReady, layer, h)
+			return iv, fmt.Errorf("%w: layer %d of %v is never answered: the lease was quarantined or released before its copies were issued", ErrNotReady, layer, h)
 		}
 		if err := e.core.Err(); err != nil {
 			return iv, err
