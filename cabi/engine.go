@@ -577,6 +577,7 @@ func fillInfo(dst *C.kvready_lease_info, info readiness.LeaseInfo) {
 	dst.cancel_disposition = C.int32_t(info.CancelDisposition)
 	dst.rows = C.int32_t(info.Rows)
 	dst.contained = cbool(info.Contained)
+	dst.physical = C.int32_t(info.Disposition)
 	dst.reason_len = C.uint64_t(len(info.Reason))
 	cArray(dst.reason[:], info.Reason)
 	cArray(dst.cancel_error[:], info.CancelError)

@@ -143,7 +143,20 @@ enum {
   KVREADY_LAYER_PENDING = 0, /* its copies are not known to have landed yet */
   KVREADY_LAYER_READY = 1,   /* its copies' event completed (or the lease's readiness is answerable) */
   KVREADY_LAYER_FAILED = 2,  /* a copy of it or of an earlier layer failed: it never becomes ready */
-  KVREADY_LAYER_NEVER = 3    /* the lease was quarantined, or released before its copies landed */
+  KVREADY_LAYER_NEVER = 3    /* the lease was quarantined, or released before its copies were issued */
+};
+
+/* A lease's physical disposition (SPEC §4 rule 19, the reference's words): whether
+ * anything — its backend, or a local copy — may still touch its memory. Apart from
+ * the outcome: a cancelled lease is QUIESCING until its backend's access is proven
+ * over. Memory is reusable only in NOT_EXPOSED and the QUIESCED_* dispositions. */
+enum {
+  KVREADY_NOT_EXPOSED = 0,      /* nothing was ever handed the memory, and nothing touches it */
+  KVREADY_ACTIVE = 1,           /* an accessor may be touching it and its outcome is pending */
+  KVREADY_QUIESCING = 2,        /* the outcome is latched; the end of an accessor's access is awaited */
+  KVREADY_QUIESCED_SUCCESS = 3, /* every accessor's access is proven over, after a transfer that did not fail */
+  KVREADY_QUIESCED_FAILURE = 4, /* every accessor's access is proven over, after a transfer that failed */
+  KVREADY_IN_DOUBT = 5          /* an accessor's end can never be proven: never reusable */
 };
 
 #define KVREADY_NAME_SIZE 54
@@ -229,7 +242,7 @@ typedef struct kvready_lease_info {
   int32_t cancel_disposition; /* 0: no answer; else KVREADY_CANCEL_* */
   int32_t rows;
   int32_t contained;          /* its containment deadline passed with something unproven (recovered or not) */
-  int32_t _pad;
+  int32_t physical;           /* its physical disposition: KVREADY_NOT_EXPOSED ... KVREADY_IN_DOUBT */
   uint64_t reason_len;        /* the full length of reason (it is cut to fit) */
   char reason[KVREADY_REASON_SIZE];       /* NUL-terminated */
   char cancel_error[KVREADY_REASON_SIZE]; /* NUL-terminated; empty if none */

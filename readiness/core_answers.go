@@ -71,6 +71,7 @@ func describe(h Handle, m fsm.Slot, k Kind, r fsm.Result, byPeer bool, reason st
 		CancelDisposition: disp,
 		CancelError:       cancelErr,
 		Rows:              rows,
+		Disposition:       Disposition(fsm.Lifecycle().PhysicalOf(m.State, m.Marks, r)),
 	}
 }
 

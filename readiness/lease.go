@@ -58,3 +58,33 @@ func (s State) Pending() bool { return fsm.Lifecycle().Pending(fsm.State(s)) }
 // Terminal reports whether nothing can move a lease out of s: released, or
 // quarantined (its slots out of circulation for ever).
 func (s State) Terminal() bool { return fsm.State(s).Terminal() }
+
+// Disposition is a lease's physical disposition (SPEC §4 rule 19), in the
+// reference's words: whether anything — its backend, or a local copy — may
+// still touch its memory. The outcome says what happened to the transfer;
+// the disposition says whether the memory may be reused, and only
+// DispositionNotExposed and the two quiesced dispositions say yes
+// (Reusable). It is read from the lifecycle's table, the lease's marks and its
+// outcome (docs/states.md lists each state's).
+type Disposition uint8
+
+// The physical dispositions.
+const (
+	DispositionNotExposed      = Disposition(fsm.NotExposed)      // nothing was ever handed the memory, and nothing touches it
+	DispositionActive          = Disposition(fsm.Active)          // an accessor may be touching it and its outcome is pending
+	DispositionQuiescing       = Disposition(fsm.Quiescing)       // the outcome is latched; the end of an accessor's access is awaited
+	DispositionQuiescedSuccess = Disposition(fsm.QuiescedSuccess) // every accessor's access is proven over, after a transfer that did not fail
+	DispositionQuiescedFailure = Disposition(fsm.QuiescedFailure) // every accessor's access is proven over, after a transfer that failed
+	DispositionInDoubt         = Disposition(fsm.InDoubt)         // an accessor's end can never be proven: never reusable
+)
+
+// NumDispositions is the number of physical dispositions.
+const NumDispositions = int(fsm.NumPhysical)
+
+// String returns the disposition as the reference spells it: NOT_EXPOSED,
+// ACTIVE, QUIESCING, QUIESCED_SUCCESS, QUIESCED_FAILURE or IN_DOUBT.
+func (d Disposition) String() string { return fsm.Physical(d).String() }
+
+// Reusable reports whether the disposition proves that the lease's memory may
+// be reused (the reference's is_reusable): not exposed, or quiesced.
+func (d Disposition) Reusable() bool { return fsm.Physical(d).Reusable() }

@@ -901,3 +901,53 @@ func TestFailuresHaveTheirOwnLatency(t *testing.T) {
 	assert.Equal(t, uint64(1), st.FailureLatency.Total, "the failed fetch")
 	assert.Equal(t, uint64(1), st.ReadyLatency.Total, "the served fetch only")
 }
+
+// SPEC §4 rule 19: a lease reports its physical disposition apart from its
+// outcome. A cancel latches Cancelled at once, yet the memory stays QUIESCING
+// — not reusable — until the backend proves its access over; a served fetch
+// is QUIESCED_SUCCESS once complete; a lease withdrawn before its submission
+// was never exposed; one contained is IN_DOUBT for ever.
+func TestRule19DispositionIsApartFromTheOutcome(t *testing.T) {
+	r := newRig(t, 4)
+	waiting := r.lend(Request{Kind: Fetch, Rows: r.rows(9, 1)})
+	assert.Equal(t, DispositionNotExposed, r.info(waiting).Disposition)
+
+	h, _, a := r.fetch(1, 1)
+	assert.Equal(t, DispositionActive, r.info(h).Disposition, "submitted: the backend may write")
+	r.be.setAnswer(false, nil)
+	require.NoError(t, r.eng.Cancel(h))
+	r.sync()
+	info := r.info(h)
+	assert.Equal(t, Cancelled, info.Outcome, "the logical result latched at once")
+	assert.Equal(t, DispositionQuiescing, info.Disposition, "the memory is not reusable: access is unproven")
+	assert.False(t, info.Disposition.Reusable())
+	r.be.setAnswer(true, nil)
+	require.NoError(t, r.eng.Retry(h))
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	info = r.info(h)
+	assert.Equal(t, DispositionQuiescedFailure, info.Disposition, "proven over after a cancel")
+	assert.True(t, info.Disposition.Reusable())
+	_ = a
+
+	served, _, a2 := r.fetch(2, 1)
+	r.deliver(a2, 2, 0)
+	r.sync()
+	r.dev.CompleteAll()
+	r.sync()
+	assert.Equal(t, DispositionQuiescedSuccess, r.info(served).Disposition)
+
+	withdrawn := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 4)}) // more rows than free slots: it waits
+	require.NoError(t, r.eng.Cancel(withdrawn))
+	assert.Equal(t, DispositionNotExposed, r.info(withdrawn).Disposition, "withdrawn before its submission")
+
+	stuck, _, a3 := r.fetch(4, 1)
+	r.be.setAnswer(false, nil)
+	r.be.set(a3, contract.Failed{Reason: "store gone"})
+	r.sync()
+	r.clk.Advance(time.Minute) // past the containment deadline
+	r.sync()
+	assert.Equal(t, DispositionInDoubt, r.info(stuck).Disposition, "contained: its end can never be proven")
+	assert.False(t, r.info(stuck).Disposition.Reusable())
+}

@@ -216,6 +216,11 @@ type LeaseInfo struct {
 	CancelError       string
 	// Rows is the number of rows the lease moves.
 	Rows int
+	// Disposition is the lease's physical disposition (rule 19): whether
+	// anything may still touch its memory. It is apart from the outcome: a
+	// cancelled or failed lease is QUIESCING until its backend's access is
+	// proven over, and its memory is reusable only then.
+	Disposition Disposition
 }
 
 // Transition is one move of one lease, for tracing (Config.OnTransition).

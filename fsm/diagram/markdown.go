@@ -158,10 +158,24 @@ func Markdown(t *fsm.Table) string {
 	b.WriteString("or quarantined), *exposed* (the backend may touch the slots: its access proof is\n")
 	b.WriteString("awaited), *containable* (containment can still quarantine it), *answerable*\n")
 	b.WriteString("(readiness can be answered), *outcome* (entered with a latched outcome) and\n")
-	b.WriteString("*terminal* (nothing leaves it).\n\n")
-	b.WriteString("| state | meaning | the slots | groups |\n|---|---|---|---|\n")
+	b.WriteString("*terminal* (nothing leaves it). The physical disposition (SPEC §4 rule 19, the\n")
+	b.WriteString("reference's words) is read from the same groups, the lease's marks and its result: a\n")
+	b.WriteString("state lists every disposition a lease in it can have (see below).\n\n")
+	b.WriteString("| state | meaning | the slots | groups | physical |\n|---|---|---|---|---|\n")
 	for s := range fsm.NumStates {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s, cell(s.Meaning()), cell(s.Slots()), orDash(strings.Join(groupsOf(t, s), ", ")))
+		var phys []string
+		for _, p := range t.PhysicalIn(s) {
+			phys = append(phys, "`"+p.String()+"`")
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", s, cell(s.Meaning()), cell(s.Slots()), orDash(strings.Join(groupsOf(t, s), ", ")), strings.Join(phys, ", "))
+	}
+
+	b.WriteString("\n## Physical dispositions\n\n")
+	b.WriteString("Memory is reusable only in `NOT_EXPOSED` and the `QUIESCED_*` dispositions; a cancel or a\n")
+	b.WriteString("failure answers the logical result at once and the physical one apart.\n\n")
+	b.WriteString("| disposition | meaning |\n|---|---|\n")
+	for p := range fsm.NumPhysical {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", p, cell(p.Meaning()))
 	}
 
 	b.WriteString("\n## Events\n\n")

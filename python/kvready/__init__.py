@@ -23,7 +23,7 @@ from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, De
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
 from .engine import (BackendFaults, Containment, Engine, Kind, LayerStatus, Lease, LeaseHandle, LeaseInfo, LendError, OutcomeKind,
-                     Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
+                     Physical, Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
 from .errors import (BackendConfigError, BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError,
                      CopyRefusedError, DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
                      KvreadyError, LayerFailedError, NotReadyError, ProfileError, StaleLeaseError, SubmissionRejectedError, TimedOutError,
@@ -62,7 +62,7 @@ __all__ = [
     "CallFailedError", "CancelDisposition",
     "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
     "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
-    "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus",
+    "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus", "Physical",
     "LayoutID", "Lease", "LeaseHandle", "LeaseInfo",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",

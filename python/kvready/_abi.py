@@ -84,7 +84,7 @@ class CLeaseInfo(Structure):
     _fields_ = [("lease", c_uint64), ("kind", c_int32), ("state", c_int32), ("outcome", c_int32),
                 ("by_peer", c_int32), ("release_requested", c_int32), ("ungrantable", c_int32),
                 ("exposed", c_int32), ("fenced", c_int32), ("cancel_disposition", c_int32), ("rows", c_int32),
-                ("contained", c_int32), ("_pad", c_int32), ("reason_len", c_uint64), ("reason", c_char * REASON_SIZE), ("cancel_error", c_char * REASON_SIZE)]
+                ("contained", c_int32), ("physical", c_int32), ("reason_len", c_uint64), ("reason", c_char * REASON_SIZE), ("cancel_error", c_char * REASON_SIZE)]
 
 
 class CInterval(Structure):

@@ -94,6 +94,25 @@ class LayerStatus(IntEnum):
     NEVER = 3    # the lease was quarantined, or released before its copies landed
 
 
+class Physical(IntEnum):
+    """A lease's physical disposition (SPEC §4 rule 19, the reference's
+    words): whether anything may still touch its memory. Apart from the
+    outcome: a cancelled lease is QUIESCING until its backend's access is
+    proven over. Memory is reusable only in NOT_EXPOSED and QUIESCED_*."""
+
+    NOT_EXPOSED = 0       # nothing was ever handed the memory, and nothing touches it
+    ACTIVE = 1            # an accessor may be touching it and its outcome is pending
+    QUIESCING = 2         # the outcome is latched; the end of an accessor's access is awaited
+    QUIESCED_SUCCESS = 3  # every accessor's access is proven over, after a transfer that did not fail
+    QUIESCED_FAILURE = 4  # every accessor's access is proven over, after a transfer that failed
+    IN_DOUBT = 5          # an accessor's end can never be proven: never reusable
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the memory may be reused (the reference's is_reusable)."""
+        return self in (Physical.NOT_EXPOSED, Physical.QUIESCED_SUCCESS, Physical.QUIESCED_FAILURE)
+
+
 class Until(IntEnum):
     """What :meth:`Engine.wait` waits for."""
 
@@ -199,6 +218,7 @@ class LeaseInfo(NamedTuple):
     cancel_error: str
     rows: int
     contained: bool  # its containment deadline passed with something unproven (recovered or not)
+    physical: Physical = Physical.NOT_EXPOSED  # whether anything may still touch its memory (rule 19)
 
 
 def _disposition(d: int) -> CancelDisposition | None:
@@ -209,7 +229,7 @@ def _info(c: _abi.CLeaseInfo) -> LeaseInfo:
     return LeaseInfo(c.lease, Kind(c.kind) if c.kind in (1, 2) else c.kind, State(c.state), OutcomeKind(c.outcome),
                      bool(c.by_peer), c.reason.decode("utf-8", "replace"), bool(c.release_requested),
                      bool(c.ungrantable), bool(c.exposed), bool(c.fenced), _disposition(c.cancel_disposition),
-                     c.cancel_error.decode("utf-8", "replace"), c.rows, bool(c.contained))
+                     c.cancel_error.decode("utf-8", "replace"), c.rows, bool(c.contained), Physical(c.physical))
 
 
 class LeaseHandle(int):

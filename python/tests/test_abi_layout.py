@@ -45,6 +45,8 @@ def enums() -> dict[str, int]:
         out["KVREADY_ACCESS_" + a.name] = a.value
     for ls in kvready.LayerStatus:
         out["KVREADY_LAYER_" + ls.name] = ls.value
+    for ph in kvready.Physical:
+        out["KVREADY_" + ph.name] = ph.value
     for ev in kvready.EventStatus:
         out["KVREADY_EVENT_" + ev.name] = ev.value
     for k in kvready.Kind:

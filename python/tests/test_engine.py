@@ -455,3 +455,23 @@ def test_a_handle_of_the_wrong_kind_keeps_its_error_under_itself(rig):
     st = kvready._abi.progress(rig.dev.handle, ctypes.byref(r), None, None, 0)
     with pytest.raises(kvready.BadHandleError, match="is a device handle; want an engine handle"):
         kvready._abi.check(st, rig.dev.handle)
+
+
+def test_the_physical_disposition_is_apart_from_the_outcome(rig):
+    """SPEC §4 rule 19: a served publish's memory is QUIESCED_SUCCESS once its
+    access is proven over, and so is a miss's (a miss is no failure); only
+    the reusable dispositions say so."""
+    store = kvready.open_backend("mem", rig.mem)
+    eng = rig.engine(store)
+    rows = rig.rows(1, fill=ord("p"))
+    with eng.lend(kvready.Request.publish(rows)) as pub:
+        info = settle(eng, pub)
+        assert info.physical == kvready.Physical.QUIESCED_SUCCESS and info.physical.reusable
+    waiting = eng.lend(kvready.Request.fetch(rig.rows(1, tag=0x33)))
+    assert waiting.info().physical in (kvready.Physical.NOT_EXPOSED, kvready.Physical.ACTIVE, kvready.Physical.QUIESCING)
+    info = settle(eng, waiting)
+    assert info.outcome == kvready.OutcomeKind.MISSED
+    assert info.physical == kvready.Physical.QUIESCED_SUCCESS, "a miss is no failure: its memory quiesced after success"
+    waiting.release()
+    assert not kvready.Physical.QUIESCING.reusable and not kvready.Physical.IN_DOUBT.reusable
+    assert kvready.Physical.NOT_EXPOSED.reusable and kvready.Physical.QUIESCED_FAILURE.reusable
