@@ -146,7 +146,7 @@ var pairedBreaches = []breachCase{
 	{"a drain with no containment deadline", nil, func(r *coreRig) {
 		_, id := r.served()
 		r.c.leases[id].body.containAt = 0
-		r.effect(id, fsm.StartDrain, fsm.Step{Kind: fsm.Latch, Event: fsm.AccessUnproven})
+		r.effect(id, fsm.StartDrain, fsm.Step{Event: fsm.AccessUnproven})
 	}, "a drain started on a submission whose containment deadline was never fixed"},
 	// Admission: decided by the pump (admit), taken (takeAdmission), used
 	// (submit), given back (unadmit) before the record retires or quarantines.
