@@ -450,6 +450,11 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 	if !l.inUse || l.gen != h.gen {
 		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
 	}
+	if uint8(l.gen) == l.retired {
+		// retire moved the generation on; Lend checked it at reuse.
+		c.halt("a live record carries the generation it retired: the old lease's handles reach it", h.id)
+		return 0, c.Err()
+	}
 	return h.id, nil
 }
 

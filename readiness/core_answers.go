@@ -120,6 +120,10 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 		return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
 	case !c.table.Answerable(l.m.State):
 		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered once every local copy has landed", ErrNotReady, h, l.m.State)
+	case l.body.copiesOut != 0:
+		// answer checked it where readiness became answerable.
+		c.halt(fmt.Sprintf("readiness read with %d local copies of the lease not landed", l.body.copiesOut), id)
+		return staging.Interval{}, c.Err()
 	}
 	return l.body.interval, nil
 }

@@ -88,14 +88,7 @@ func (r *coreRig) complete() (Handle, uint32) {
 }
 
 func TestAssertionsHaltAsBreaches(t *testing.T) {
-	tests := []struct {
-		name string
-		edit func(*Config)
-		// breach drives a lease there, breaks the bookkeeping and takes
-		// the step that must halt.
-		breach func(r *coreRig)
-		want   string
-	}{
+	tests := []breachCase{
 		{"a slot freed with access never proven over", nil, func(r *coreRig) {
 			h, id := r.complete()
 			r.c.leases[id].m.Marks &^= 1 << fsm.Fenced
@@ -167,7 +160,8 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.lend()
 			h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 			require.NoError(r.t, err)
-			r.tick(0) // staged, waiting for the bound
+			r.tick(0)                               // staged, waiting for the bound
+			r.c.leases[h.id].m.State = fsm.Admitted // as if the pump had let it through
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.TakeAdmission), &verdict{})
 		}, "a lease admitted past the backend's bound of 1 outstanding submissions"},
 		{"an admission slot given back twice", nil, func(r *coreRig) {
@@ -182,6 +176,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		{"a clock timeout the lease's state refuses", nil, func(r *coreRig) {
 			_, id := r.complete()
 			r.c.leases[id].body.proofDue = r.now.Add(time.Second).UnixNano()
+			r.c.leases[id].body.proofOut = true
 			r.c.rearm(id)
 			r.tick(2 * time.Second)
 		}, "the clock's Quiesce timeout was refused: fsm: access_unproven refused in state logically_complete"},
@@ -197,7 +192,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			_ = r.c.Release(h)
 		}, "the allocator refused to take the lease's slots back"},
 		{"the allocator refuses to quarantine", nil, func(r *coreRig) {
-			_, id := r.served()
+			_, id := r.contained()
 			require.NoError(r.t, r.c.alloc.Free(r.c.ticket(id)))
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Quarantine), &verdict{})
 		}, "the allocator refused to quarantine a lease's slots"},
@@ -218,6 +213,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Retire), &verdict{})
 		}, "a lease's extent, which its backend may still read, was about to be reused"},
 	}
+	tests = append(tests, pairedBreaches...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newCoreRig(t, tt.edit)

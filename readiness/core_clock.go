@@ -97,6 +97,10 @@ func (c *Core) containmentReason(l *lease) string {
 func (c *Core) rearm(id uint32) {
 	l := &c.leases[id]
 	b := l.body
+	if b.proofDue != 0 && !b.proofOut {
+		c.halt("a Quiesce timeout is armed with no Quiesce call outstanding", id)
+		return
+	}
 	var at int64
 	earliest := func(t int64) {
 		if t != 0 && (at == 0 || t < at) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/staging"
@@ -37,7 +38,12 @@ func (c *Core) copyIn(id uint32) {
 // row of a layerwise publish, behind the owner's event, then the layer's
 // event. Computed let only the next layer in.
 func (c *Core) copyLayer(id uint32, v *verdict) {
-	b := c.leases[id].body
+	l := &c.leases[id]
+	b := l.body
+	if withdrawn(l.m) {
+		c.halt(fmt.Sprintf("layer %d's copies asked for of a publish its owner withdrew", v.layer), id)
+		return
+	}
 	if !b.byLayer || v.layer != int(b.queued) || b.queued >= b.layers {
 		c.halt(fmt.Sprintf("layer %d's copies asked for out of turn: a layerwise publish %v with %d of %d layers queued", v.layer, b.byLayer, b.queued, b.layers), id)
 		return
@@ -95,6 +101,10 @@ func (c *Core) copyOut(id uint32) {
 		c.halt("staging→device copies asked for into the device rows of a lease its owner released", id)
 		return
 	}
+	if l.kind != Fetch || !served(l.result) {
+		c.halt(fmt.Sprintf("staging→device copies asked for a %v whose outcome is %v: only served rows are copied", l.kind, l.result), id)
+		return
+	}
 	h := c.handle(id)
 	rows := 0
 	for i := range b.rows {
@@ -104,6 +114,10 @@ func (c *Core) copyOut(id uint32) {
 	}
 	if rows == 0 {
 		c.halt("a fenced lease with nothing to copy came to rest in access_fenced", id)
+		return
+	}
+	if d, _ := b.first.(contract.Delivered); rows > d.Served.Len() {
+		c.halt(fmt.Sprintf("staging→device copies asked for %d rows of a lease its backend served %d", rows, d.Served.Len()), id)
 		return
 	}
 	// Layer by layer (rule 16): each layer's spans of every served row, then

@@ -103,7 +103,7 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 	case SubmitEscaped:
 		v.event, v.reason = fsm.SubmitEscaped, "submission escaped without an attempt: "+ev.Reason
 	case PollAnswered:
-		return c.classifyAnswer(l, ev.Outcome, v)
+		return c.classifyAnswer(id, ev.Outcome, v)
 	case PollPanicked:
 		v.event, v.reason = fsm.ContractViolation, "contract violation: "+ev.Reason
 	case QuiesceTrue:
@@ -214,11 +214,18 @@ func (c *Core) classifyOwn(l *lease, ev *Evidence, v *verdict) (ok bool, err err
 // that is no outcome, are a contract violation, never data; a later answer
 // that differs from the first (a re-poll after the access proof; nil
 // included) is a contract violation.
-func (c *Core) classifyAnswer(l *lease, o contract.Outcome, v *verdict) (bool, error) {
+func (c *Core) classifyAnswer(id uint32, o contract.Outcome, v *verdict) (bool, error) {
+	l := &c.leases[id]
 	b := l.body
 	violation := func(reason string) (bool, error) {
 		v.event, v.reason = fsm.ContractViolation, "contract violation: "+reason
 		return true, nil
+	}
+	if b.first == nil && (served(l.result) || l.result == fsm.Miss) {
+		// A delivered outcome latches only with its first answer stored: an
+		// answer now would be classified as a first one.
+		c.halt(fmt.Sprintf("a lease latched %v without the backend's first answer", l.result), id)
+		return false, c.Err()
 	}
 	if b.first != nil {
 		if o != nil && sameOutcome(b.first, o) {

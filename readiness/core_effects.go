@@ -82,8 +82,14 @@ func (c *Core) store(id uint32, s fsm.Store, v *verdict) bool {
 			b.reason = "access unproven: " + v.reason
 		}
 	case fsm.StoreCopiesDone:
+		if !c.checkLanding(id, b.layers, true) {
+			return false
+		}
 		b.copiesOut, b.landed = 0, b.layers
 	case fsm.StoreLayerLanded:
+		if !c.checkLanding(id, max(b.landed, int32(v.layer)+1), false) {
+			return false
+		}
 		b.landed = max(b.landed, int32(v.layer)+1)
 	case fsm.StoreLayerFailed:
 		if b.failed == 0 {
@@ -129,7 +135,7 @@ func (c *Core) effect(id uint32, e fsm.Effect, step *fsm.Step, v *verdict) {
 	case fsm.AskProof:
 		c.askProof(id, step)
 	case fsm.EndAccess:
-		c.endAccess(id)
+		c.endAccess(id, step)
 	case fsm.Forget:
 		c.forget(id)
 	case fsm.CopyOut:
@@ -173,12 +179,18 @@ func (c *Core) place(id uint32) {
 	}
 	row := 0
 	for _, r := range c.runs {
+		if row+r.Count > len(b.rows) {
+			break // more slots than rows: halted below
+		}
 		part := c.parts.Part(r.Group)
 		for k := range r.Count {
 			b.addrs[row] = part.SlotAddress(r.First + k)
 			b.slots[row] = int32(r.First + k)
 			row++
 		}
+	}
+	if row != len(b.rows) {
+		c.halt(fmt.Sprintf("the allocator's runs for a granted lease place %d of its %d rows", row, len(b.rows)), id)
 	}
 }
 
@@ -189,8 +201,12 @@ func (c *Core) place(id uint32) {
 func (c *Core) submit(id uint32) {
 	l := &c.leases[id]
 	b := l.body
-	if !b.outstanding {
+	switch {
+	case !b.outstanding:
 		c.halt("a submission handed out without an admission slot", id)
+		return
+	case withdrawn(l.m):
+		c.halt("a lease its owner withdrew (released, cancelled or closed) was about to be submitted", id)
 		return
 	}
 	if err := c.builder.Build(&b.extent, &b.view, c.parts, c.cfg.ExtentName, b.isLast); err != nil {
@@ -205,6 +221,10 @@ func (c *Core) submit(id uint32) {
 // grace. A drain that starts earlier only moves it earlier.
 func (c *Core) armDeadline(id uint32) {
 	b := c.leases[id].body
+	if b.exposedAt != 0 || b.containAt != 0 {
+		c.halt("a submission's deadlines were about to be fixed a second time: the containment deadline is fixed once, at submission", id)
+		return
+	}
 	b.exposedAt = c.now
 	if b.deadline == 0 {
 		b.deadline = c.now + int64(c.cfg.RequestTimeout)
@@ -216,7 +236,12 @@ func (c *Core) armDeadline(id uint32) {
 // deadline is what started it, not when the engine noticed — if that moves
 // the containment deadline earlier: later triggers never extend the grace.
 func (c *Core) startDrain(id uint32, step *fsm.Step) {
-	b := c.leases[id].body
+	l := &c.leases[id]
+	b := l.body
+	if l.m.Marks.Has(fsm.Attempted) && b.containAt == 0 {
+		c.halt("a drain started on a submission whose containment deadline was never fixed", id)
+		return
+	}
 	at := c.now
 	if step.Event == fsm.Deadline && !step.Completion && b.deadline != 0 {
 		at = b.deadline
@@ -229,8 +254,15 @@ func (c *Core) startDrain(id uint32, step *fsm.Step) {
 // takeAdmission holds one of the backend's admission slots for the lease,
 // which the pump let through only while the bound had room.
 func (c *Core) takeAdmission(id uint32) {
-	b := c.leases[id].body
+	l := &c.leases[id]
+	b := l.body
 	switch {
+	case l.m.State != fsm.Admitted:
+		c.halt(fmt.Sprintf("an admission slot taken by a lease in %v: only admitted takes one", l.m.State), id)
+		return
+	case withdrawn(l.m):
+		c.halt("a lease its owner withdrew (released, cancelled or closed) was about to be admitted", id)
+		return
 	case b.outstanding:
 		c.halt("a lease admitted twice", id)
 		return
@@ -276,8 +308,15 @@ func (c *Core) askProof(id uint32, step *fsm.Step) {
 func (c *Core) ask(id uint32) {
 	l := &c.leases[id]
 	b := l.body
-	if !c.table.Exposed(l.m.State) {
+	switch {
+	case !c.table.Exposed(l.m.State):
 		c.halt(fmt.Sprintf("Quiesce asked about a lease in %v, where no access proof is awaited", l.m.State), id)
+		return
+	case !l.m.Marks.Has(fsm.Attempted):
+		c.halt("Quiesce asked about a lease whose backend returned no attempt", id)
+		return
+	case b.proofOut:
+		c.halt("a second Quiesce call asked for while one is outstanding", id)
 		return
 	}
 	b.proofOut, b.askAt = true, 0
@@ -287,7 +326,10 @@ func (c *Core) ask(id uint32) {
 
 // endAccess ends what the backend's access held: the admission slot goes
 // back, and no proof is awaited any more.
-func (c *Core) endAccess(id uint32) {
+func (c *Core) endAccess(id uint32, step *fsm.Step) {
+	if !c.checkFenceEntered(id, step) {
+		return
+	}
 	b := c.leases[id].body
 	b.askAt, b.proofDue = 0, 0
 	c.unadmit(id)
@@ -299,11 +341,18 @@ func (c *Core) endAccess(id uint32) {
 // forget drops a fenced lease's attempt: the backend's access is proven over,
 // so nothing about it is needed any more.
 func (c *Core) forget(id uint32) {
+	if !c.leases[id].m.Marks.Has(fsm.Fenced) {
+		c.halt("an attempt was about to be forgotten before its access was proven over", id)
+		return
+	}
 	c.ready.Forget = append(c.ready.Forget, c.handle(id))
 }
 
 // answer computes readiness once every local copy has landed.
 func (c *Core) answer(id uint32) {
+	if !c.checkAnswerable(id) {
+		return
+	}
 	l := &c.leases[id]
 	b := l.body
 	if b.lentAt != 0 {
@@ -333,6 +382,10 @@ func (c *Core) answer(id uint32) {
 // withdraw takes an ungrantable lease out of the allocator's line.
 func (c *Core) withdraw(id uint32) {
 	l := &c.leases[id]
+	if l.m.State != fsm.Waiting {
+		c.halt(fmt.Sprintf("a lease in %v was about to be taken out of the allocator's line: only a waiting one is in it", l.m.State), id)
+		return
+	}
 	if err := c.alloc.Cancel(c.ticket(id)); err != nil {
 		c.halt("the allocator refused to withdraw a waiting request: "+err.Error(), id)
 		return
@@ -362,6 +415,10 @@ func (c *Core) unadmit(id uint32) {
 func (c *Core) contain(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
 	b := l.body
+	if b.containAt == 0 || c.now < b.containAt {
+		c.halt(fmt.Sprintf("a lease contained %v before its containment deadline", time.Duration(b.containAt-c.now)), id)
+		return
+	}
 	c.unadmit(id)
 	c.stats.Containments++
 	sig := Containment{Lease: c.handle(id), Slots: len(b.rows), Reason: b.reason, Deadline: timeOf(b.containAt)}
@@ -374,6 +431,10 @@ func (c *Core) contain(id uint32, step *fsm.Step) {
 // recover counts and signals a contained lease whose access a later Quiesce
 // proved over (Recover policy); it goes on through the fence as any lease.
 func (c *Core) recover(id uint32) {
+	if c.cfg.Containment != Recover {
+		c.halt(fmt.Sprintf("a contained lease was about to be recovered under the %v policy", c.cfg.Containment), id)
+		return
+	}
 	// Its containment deadline has passed: the copies the fence now issues
 	// get a grace of their own to land before they are contained.
 	c.leases[id].body.containAt = c.now + int64(c.cfg.DrainGrace)
@@ -388,6 +449,9 @@ func (c *Core) recover(id uint32) {
 func (c *Core) quarantine(id uint32) {
 	l := &c.leases[id]
 	b := l.body
+	if !c.checkQuarantine(id) {
+		return
+	}
 	c.timers.disarm(id)
 	b.askAt, b.proofDue = 0, 0
 	if err := c.alloc.Quarantine(c.ticket(id)); err != nil {
@@ -408,6 +472,10 @@ func (c *Core) quarantine(id uint32) {
 // released lease's does, so that waiting for the release returns.
 func (c *Core) park(id uint32) {
 	l := &c.leases[id]
+	if l.m.State != fsm.Quarantined || !l.inUse {
+		c.halt(fmt.Sprintf("a lease in %v was about to be parked: only a quarantined lease's record stays out for ever", l.m.State), id)
+		return
+	}
 	c.keep(id)
 	l.gen = nextGen(l.gen)
 }
@@ -418,6 +486,12 @@ func (c *Core) free(id uint32) {
 	l := &c.leases[id]
 	b := l.body
 	switch {
+	case !l.inUse:
+		c.halt("slots about to be freed from a record that carries no lease: a lease's slots return once", id)
+		return
+	case l.m.State != fsm.Released:
+		c.halt(fmt.Sprintf("slots about to be freed in %v: only a released lease's return", l.m.State), id)
+		return
 	case l.m.Marks.Has(fsm.Exposed) && !l.m.Marks.Has(fsm.Fenced):
 		c.halt("slots about to be freed while the backend's access was never proven over", id)
 		return
@@ -448,10 +522,7 @@ func (c *Core) free(id uint32) {
 func (c *Core) retire(id uint32) {
 	l := &c.leases[id]
 	b := l.body
-	if l.m.Marks.Has(fsm.Exposed) && !l.m.Marks.Has(fsm.Fenced) {
-		// The extent is rebuilt in place by the next lease: never while a
-		// backend may still read it.
-		c.halt("a lease's extent, which its backend may still read, was about to be reused", id)
+	if !c.checkRetire(id) {
 		return
 	}
 	c.keep(id)

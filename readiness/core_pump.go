@@ -1,6 +1,8 @@
 package readiness
 
 import (
+	"fmt"
+
 	"github.com/kvready/kvready/fsm"
 	"github.com/kvready/kvready/staging"
 )
@@ -35,6 +37,11 @@ func (c *Core) admit() {
 			continue // withdrawn, timed out or closed while it waited
 		}
 		_ = c.enter(id, &Evidence{What: admissionGranted, Lease: h})
+	}
+	if c.cfg.MaxOutstanding > 0 && c.outstanding > c.cfg.MaxOutstanding && c.halted == nil {
+		c.haltWith(&InvariantError{What: fmt.Sprintf("%d submissions outstanding past the backend's bound of %d", c.outstanding, c.cfg.MaxOutstanding)})
+		c.stats.InvariantBreaches++
+		return
 	}
 	if c.admitHead == len(c.admitLine) {
 		c.admitLine, c.admitHead = c.admitLine[:0], 0
