@@ -152,6 +152,14 @@ func TestBreakerBlackHole(t *testing.T) {
 // a dead one each call is refused by the kernel in microseconds, and the
 // run of DefaultBreakerFailures of them opens it. Counts, never durations:
 // how long each request took is only logged.
+// sequentialBound is that test's attempt bound: long enough that a worker
+// picks each call up well within half of it even on a loaded machine (the
+// whole suite under -race on two cores), so that the slow-call guard — a
+// call with less than half its bound on the wire never counts — cannot make
+// a second request wait. With faultBound (500 ms) it did, once in a full
+// run: the first call reached the wire 260 ms late.
+const sequentialBound = 2 * time.Second
+
 func TestBreakerSequentialManager(t *testing.T) {
 	const requests = kvredis.DefaultBreakerFailures + 4
 	for _, tc := range []struct {
@@ -179,7 +187,7 @@ func TestBreakerSequentialManager(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			url, down := tc.start(t)
 			mem := newStaging(1, 1, rowBytes)
-			b, err := kvredis.Open(waitCtx(t), url, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(faultBound))
+			b, err := kvredis.Open(waitCtx(t), url, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithAttemptTimeout(sequentialBound))
 			require.NoError(t, err)
 			defer b.Close()
 			down()
