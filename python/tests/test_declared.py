@@ -87,14 +87,16 @@ def check(c: ctypes.Structure, py: object, path: str) -> None:
     """Every field of c reached py's attribute of its name; and py has no
     field that c lacks."""
     names = {f for f, _ in c._fields_ if not f.startswith("_")}
-    assert {f.name for f in dataclasses.fields(py)} == names, f"{path}: the Python fields are not the C fields"
+    have = {f.name for f in dataclasses.fields(py)}
+    assert have == names, (f"{type(c).__name__}'s fields {sorted(names - have)} are not in {type(py).__name__}, "
+                           f"and {sorted(have - names)} of {type(py).__name__} are not in {type(c).__name__}")
     for f, t in c._fields_:
         if f.startswith("_"):
             continue
         got, v = getattr(py, f), getattr(c, f)
-        where = f"{path}.{f}"
+        where = f"{path}{f}"
         if isinstance(t, type) and issubclass(t, ctypes.Structure):
-            check(v, got, where)
+            check(v, got, where + ".")
         elif isinstance(t, type) and issubclass(t, ctypes.Array):
             assert got and all(got[k] == v[int(k)] for k in got), f"{where}: {got} from {list(v)}"
             assert len(got) == len(type(next(iter(got)))), f"{where}: not every member of the enum"
@@ -105,4 +107,4 @@ def check(c: ctypes.Structure, py: object, path: str) -> None:
 def test_every_counter_reaches_stats():
     c = _abi.CStats()
     fill(c, [1000])
-    check(c, engine._stats(c), "stats")
+    check(c, engine._stats(c), "")
