@@ -126,12 +126,6 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 		}
 		*side.dst = b
 	}
-	// A policy the core does not know is refused by its validation, with every
-	// other problem of the config; one that does not fit a byte is named 255.
-	policy := readiness.Policy(255)
-	if c.policy >= 0 && c.policy <= 255 {
-		policy = readiness.Policy(c.policy)
-	}
 	tokensPerBlock := int(c.tokens_per_block)
 	var layers [][]staging.LayerSpans
 	if c.layout != nil || c.layout_len != 0 {
@@ -152,33 +146,12 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 			return nil, invalid("kvready_engine_new: config.layout: %v", err)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		ns   C.int64_t
-	}{{"request_timeout_ns", c.request_timeout_ns}, {"drain_grace_ns", c.drain_grace_ns},
-		{"quiesce_timeout_ns", c.quiesce_timeout_ns}, {"retry_backoff_ns", c.retry_backoff_ns},
-		{"max_retry_backoff_ns", c.max_retry_backoff_ns}, {"recover_every_ns", c.recover_every_ns}} {
-		if d.ns > maxDuration {
-			return nil, invalid("kvready_engine_new: config.%s %d; want at most %d (2^61 ns, about 73 years: deadlines are the clock plus these, in int64 ns)", d.name, int64(d.ns), int64(maxDuration))
-		}
-	}
 	rc := readiness.Config{
-		Memory:          m.staged,
-		TokensPerBlock:  tokensPerBlock,
-		Layers:          layers,
-		RequestTimeout:  time.Duration(c.request_timeout_ns),
-		DrainGrace:      time.Duration(c.drain_grace_ns),
-		QuiesceTimeout:  time.Duration(c.quiesce_timeout_ns),
-		RetryBackoff:    time.Duration(c.retry_backoff_ns),
-		MaxRetryBackoff: time.Duration(c.max_retry_backoff_ns),
-		KeepReleased:    int(c.keep_released),
-		MaxOutstanding:  int(c.max_outstanding),
-		Containment:     policy,
-		RecoverEvery:    time.Duration(c.recover_every_ns),
-		OnTransition:    e.moved,
-		Stream:          d.stream,
-		Health:          d.health,
-		QuiesceWorkers:  int(c.quiesce_workers),
+		Memory:       m.staged,
+		Layers:       layers,
+		OnTransition: e.moved,
+		Stream:       d.stream,
+		Health:       d.health,
 		OnContainment: func(ct readiness.Containment) {
 			e.st.Lock()
 			defer e.st.Unlock()
@@ -194,6 +167,10 @@ func newEngine(c *C.kvready_engine_config) (*engine, error) {
 			}
 		},
 	}
+	if err := settingsFromC(c, &rc); err != nil {
+		return nil, err
+	}
+	rc.TokensPerBlock = tokensPerBlock
 	if e.fetcher != nil {
 		if e.fetcher.fetcher == nil {
 			return nil, invalid("kvready_engine_new: config.fetcher cannot fetch (its callbacks have no fetch)")
@@ -811,8 +788,14 @@ func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
 	if out == nil {
 		return fail(uint64(h), invalid("kvready_engine_stats: stats is NULL"))
 	}
-	s := e.eng.Stats()
-	*out = C.kvready_stats{}
+	*out = statsToC(e.eng.Stats())
+	return C.KVREADY_OK
+}
+
+// statsToC is s in C: each counter in the kvready_stats field of its name in
+// snake case (TestEveryCounterReachesC walks readiness.Stats to hold it so).
+func statsToC(s readiness.Stats) C.kvready_stats {
+	var out C.kvready_stats
 	for i, v := range s.Leases {
 		out.leases[i] = C.int64_t(v)
 	}
@@ -831,7 +814,7 @@ func kvready_engine_stats(h C.uint64_t, out *C.kvready_stats) (st C.int) {
 	out.fetcher_faults, out.publisher_faults = cFaults(s.FetcherFaults), cFaults(s.PublisherFaults)
 	out.handoffs, out.quiesce_probes = C.uint64_t(s.Handoffs), C.uint64_t(s.QuiesceProbes)
 	out.slots_inherited = C.int64_t(s.SlotsInherited)
-	return C.KVREADY_OK
+	return out
 }
 
 func cFaults(f readiness.BackendFaults) C.kvready_backend_faults {

@@ -194,7 +194,12 @@ typedef struct kvready_request {
   uint64_t n_rows;
 } kvready_request;
 
-/* An engine's assembly. Durations in nanoseconds; 0 takes the default. */
+/* An engine's assembly. Durations in nanoseconds; 0 takes the default.
+ * kvready_engine_config_defaults fills one with every default (the library's
+ * own, readiness.Defaults): start from it, or from zeros. Each setting is a
+ * field of readiness.Config, named here in snake case (durations with _ns;
+ * Containment is policy); a test fails when one is missing here or its
+ * default below differs from the library's. */
 typedef struct kvready_engine_config {
   uint64_t memory;        /* staging memory (kvready_memory_over); required */
   uint64_t fetcher;       /* backend serving fetches, or 0 */
@@ -283,7 +288,9 @@ typedef struct kvready_backend_faults {
   uint64_t early_completions;    /* a completion poll did not bear out */
 } kvready_backend_faults;
 
-/* The engine's counters (readiness.Stats). */
+/* The engine's counters (readiness.Stats): each counter of readiness.Stats
+ * in the field of its name in snake case (a test fails when one is missing);
+ * the latency histograms are not here (package metrics exports them). */
 typedef struct kvready_stats {
   int64_t leases[KVREADY_MAX_STATES]; /* live leases by state */
   uint64_t outcomes[KVREADY_MAX_STATES]; /* latched outcomes by KVREADY_OUTCOME_* */
@@ -643,6 +650,10 @@ int kvready_device_close(uint64_t device);
  * later engine over the memory (kvready_stats.slots_inherited) until the memory
  * is freed: shut down (drained) to hand over every slot. */
 
+/* Fill *config with the library's defaults (readiness.Defaults): every
+ * setting holds the value 0 would take; the handles are 0 and layout NULL.
+ * The defaults are declared once, in Go; bindings read theirs from here. */
+int kvready_engine_config_defaults(kvready_engine_config *config);
 int kvready_engine_new(const kvready_engine_config *config, uint64_t *engine);
 /* The pollable file descriptor (eventfd; a pipe where there is none): readable
  * when a round has work — a copy landed (each layer's, with a layout), a

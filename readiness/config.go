@@ -188,6 +188,15 @@ type Config struct {
 
 const defaultQuiesceWorkers = 4
 
+// Defaults returns the config a zero Config assembles with: every setting
+// that has a default holds it (the same withDefaults New applies, the one
+// place defaults are set), Clock is the system clock and Logger
+// slog.Default(); what is required or optional (Memory, TokensPerBlock,
+// the backends, Stream, the callbacks) is left zero. The C ABI hands these
+// to its embedders (kvready_engine_config_defaults), and the Python binding
+// reads its defaults from there.
+func Defaults() Config { return Config{}.withDefaults() }
+
 // validate names every problem of the config at once, wrapped in one error;
 // nil means it assembles. A Core needs the lifecycle's settings; an Engine
 // (engine true) its backends and stream as well.

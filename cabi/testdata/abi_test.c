@@ -342,7 +342,15 @@ static void test_go_backend(void) {
   CHECK(kvready_backend_close(other) == KVREADY_OK, other);
   CHECK(kvready_backend_open("gopher://x", mem, &(uint64_t){0}) == KVREADY_ERR_INVALID && last_error_contains(0, "unknown backend"), 0);
   CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
-  kvready_engine_config cfg = {.memory = mem, .fetcher = be, .publisher = be, .device = dev, .tokens_per_block = 32};
+  /* The library's defaults (readiness.Defaults) fill the whole config: every
+   * setting its default, no handle, no layout; an engine assembles from them. */
+  kvready_engine_config cfg;
+  memset(&cfg, 0xff, sizeof cfg);
+  CHECK(kvready_engine_config_defaults(NULL) == KVREADY_ERR_INVALID, 0);
+  CHECK(kvready_engine_config_defaults(&cfg) == KVREADY_OK && cfg.request_timeout_ns > 0 && cfg.drain_grace_ns > 0 &&
+            cfg.keep_released > 0 && cfg.quiesce_workers > 0 && cfg.policy == KVREADY_POLICY_QUARANTINE &&
+            cfg.memory == 0 && cfg.device == 0 && cfg.layout == NULL && cfg.layout_len == 0 && cfg._pad == 0, 0);
+  cfg.memory = mem, cfg.fetcher = be, cfg.publisher = be, cfg.device = dev, cfg.tokens_per_block = 32;
   /* A duration the engine would add to its clock past int64 ns is refused
    * naming the bound (it made every lease time out at once). */
   cfg.request_timeout_ns = INT64_MAX;

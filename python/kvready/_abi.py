@@ -230,6 +230,7 @@ sim_complete_next = _proto("kvready_sim_complete_next", c_uint64, c_uint32, c_in
 sim_fail_next = _proto("kvready_sim_fail_next", c_uint64, c_uint32, c_int64, _i64p)
 device_new = _proto("kvready_device_new", POINTER(DeviceCallbacks), _u64p)
 device_close = _proto("kvready_device_close", c_uint64)
+engine_config_defaults = _proto("kvready_engine_config_defaults", POINTER(EngineConfig))
 engine_new = _proto("kvready_engine_new", POINTER(EngineConfig), _u64p)
 engine_wake_fd = _proto("kvready_engine_wake_fd", c_uint64, _i32p)
 progress = _proto("kvready_progress", c_uint64, POINTER(CRound), _u64p, _i32p, c_size_t)
@@ -265,6 +266,20 @@ testkit = conformance_check is not None
 
 if abi_version() != ABI_VERSION:
     raise ImportError(f"kvready: the library speaks C ABI {abi_version()}, this package {ABI_VERSION}: rebuild with `make python`")
+
+
+def config_defaults() -> EngineConfig:
+    """The library's defaults (kvready_engine_config_defaults: readiness's,
+    declared once, in Go) in a fresh EngineConfig, no handle set."""
+    c = EngineConfig()
+    check(engine_config_defaults(ctypes.byref(c)))
+    return c
+
+
+#: The fields of EngineConfig that are no setting: handles, the layout
+#: document, padding. Every other field is a setting, and a keyword of
+#: kvready.Engine (python/tests/test_declared.py).
+NOT_SETTINGS = frozenset({"memory", "fetcher", "publisher", "device", "_pad", "layout", "layout_len"})
 
 
 def message(handle: int) -> str:

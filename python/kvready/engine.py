@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
@@ -342,6 +342,17 @@ class Stats:
     slots_inherited: int = 0  # slots earlier engines over the same memory left out of circulation: never lent
 
 
+# How a CStats field becomes its Stats field, where it is not an int.
+_STATS_FIELD = {"leases": lambda a: {s: a[s] for s in State}, "outcomes": lambda a: {o: a[o] for o in OutcomeKind},
+                "halted": bool, "fetcher_faults": _faults, "publisher_faults": _faults}
+
+
+def _stats(c: _abi.CStats) -> Stats:
+    """c as Stats: each field from the CStats field of its name (every CStats
+    field reaches one: python/tests/test_declared.py)."""
+    return Stats(**{f.name: _STATS_FIELD.get(f.name, int)(getattr(c, f.name)) for f in fields(Stats)})
+
+
 def _report(c: _abi.CReport) -> Report:
     return Report({s: c.held[s] for s in State}, c.slots_held, c.slots_quarantined, bool(c.drained), bool(c.halted),
                   c.halt_reason.decode("utf-8", "replace"))
@@ -434,10 +445,13 @@ class LendError(KvreadyError):
         self.leases, self.errors = leases, errs
 
 
-# The engine's default request deadline and drain grace (kvready.h: 0 takes
-# them), in seconds; a pending lease is contained at their sum.
-DEFAULT_REQUEST_TIMEOUT = 30.0
-DEFAULT_DRAIN_GRACE = 10.0
+# The library's defaults (kvready_engine_config_defaults: declared once, in
+# Go). An Engine starts from them; a setting left None keeps its default.
+DEFAULTS = _abi.config_defaults()
+# The default request deadline and drain grace, in seconds; a pending lease
+# is contained at their sum.
+DEFAULT_REQUEST_TIMEOUT = DEFAULTS.request_timeout_ns / 1e9
+DEFAULT_DRAIN_GRACE = DEFAULTS.drain_grace_ns / 1e9
 # What a default wait adds to the containment horizon: time for the round
 # that contains the lease to run and be seen.
 WAIT_MARGIN = 2.0
@@ -496,7 +510,10 @@ class Engine:
     (seconds, default 1). ``max_outstanding`` bounds the submissions
     outstanding at the backends (0: the backend's own limit where it reports
     one, else none): a lease beyond it waits before its submission, its
-    deadline not started. Durations are in seconds; None takes the default.
+    deadline not started. Durations are in seconds. A setting left None (a
+    duration also 0) takes the library's default, read from the library
+    itself (kvready_engine_config_defaults; :data:`DEFAULTS`): every field of
+    the C config is a keyword here, defaulted there.
     ``on_containment``, ``on_recovery`` (a lease handle) and ``on_halt`` (the
     reason) are called on the owner thread by every call that runs rounds:
     :meth:`progress`, :meth:`wait`, :meth:`sync`, :meth:`close` and
@@ -524,8 +541,8 @@ class Engine:
                  fetcher: Any = None, publisher: Any = None, request_timeout: float | None = None,
                  drain_grace: float | None = None, quiesce_timeout: float | None = None,
                  retry_backoff: float | None = None, max_retry_backoff: float | None = None,
-                 quiesce_workers: int = 0, keep_released: int = 0,
-                 policy: Policy | str | int = Policy.QUARANTINE, max_outstanding: int = 0,
+                 quiesce_workers: int | None = None, keep_released: int | None = None,
+                 policy: Policy | str | int | None = None, max_outstanding: int | None = None,
                  recover_every: float | None = None,
                  on_containment: Callable[[Containment], None] | None = None,
                  on_recovery: Callable[[int], None] | None = None,
@@ -537,26 +554,28 @@ class Engine:
             publisher = publisher if publisher is not None else backend
         # Keep what the engine calls into alive as long as it may.
         self.memory, self.device, self.fetcher, self.publisher = memory, device, fetcher, publisher
-        cfg = _abi.EngineConfig()
+        # The library's defaults (read once, at import): a setting left None
+        # (a duration also 0) keeps its default.
+        cfg = _abi.EngineConfig.from_buffer_copy(DEFAULTS)
         cfg.memory = _handle(memory, "memory")
         cfg.device = _handle(device, "device")
         cfg.fetcher = _handle(fetcher, "fetcher") if fetcher is not None and _has(fetcher, "fetch") else 0
         cfg.publisher = _handle(publisher, "publisher") if publisher is not None and _has(publisher, "publish") else 0
         cfg.tokens_per_block = integer(tokens_per_block, ctypes.c_int32, "tokens_per_block")
-        cfg.quiesce_workers = integer(quiesce_workers, ctypes.c_int32, "quiesce_workers")
-        cfg.request_timeout_ns = nanoseconds(request_timeout, "request_timeout")
-        cfg.drain_grace_ns = nanoseconds(drain_grace, "drain_grace")
-        # What the library takes for 0 (kvready.h's defaults): the wait's
-        # default timeout is derived from them.
-        self.request_timeout = request_timeout or DEFAULT_REQUEST_TIMEOUT
-        self.drain_grace = drain_grace or DEFAULT_DRAIN_GRACE
-        cfg.quiesce_timeout_ns = nanoseconds(quiesce_timeout, "quiesce_timeout")
-        cfg.retry_backoff_ns = nanoseconds(retry_backoff, "retry_backoff")
-        cfg.max_retry_backoff_ns = nanoseconds(max_retry_backoff, "max_retry_backoff")
-        cfg.keep_released = integer(keep_released, ctypes.c_int32, "keep_released")
-        cfg.policy = Policy.of(policy)
-        cfg.recover_every_ns = nanoseconds(recover_every, "recover_every")
-        cfg.max_outstanding = integer(max_outstanding, ctypes.c_int32, "max_outstanding")
+        for name, seconds in (("request_timeout", request_timeout), ("drain_grace", drain_grace),
+                              ("quiesce_timeout", quiesce_timeout), ("retry_backoff", retry_backoff),
+                              ("max_retry_backoff", max_retry_backoff), ("recover_every", recover_every)):
+            if ns := nanoseconds(seconds, name):
+                setattr(cfg, name + "_ns", ns)
+        for name, n in (("quiesce_workers", quiesce_workers), ("keep_released", keep_released),
+                        ("max_outstanding", max_outstanding)):
+            if n is not None:
+                setattr(cfg, name, integer(n, ctypes.c_int32, name))
+        if policy is not None:
+            cfg.policy = Policy.of(policy)
+        # The wait's default timeout is derived from these.
+        self.request_timeout = cfg.request_timeout_ns / 1e9
+        self.drain_grace = cfg.drain_grace_ns / 1e9
         nanoseconds(shutdown_timeout, "shutdown_timeout")  # refused now, not at the end
         if layout is not None:
             doc = layout if isinstance(layout, bytes) else (layout if isinstance(layout, str) else json.dumps(layout)).encode()
@@ -564,6 +583,7 @@ class Engine:
         h = ctypes.c_uint64()
         _abi.check(_abi.engine_new(ctypes.byref(cfg), ctypes.byref(h)))
         self._h = h.value
+        self._config = cfg  # what it was assembled with (python/tests/test_declared.py reads it)
         self.policy = Policy(cfg.policy)
         self.on_containment = on_containment
         self.on_recovery = on_recovery
@@ -915,13 +935,7 @@ class Engine:
         """A snapshot of the counters."""
         c = _abi.CStats()
         _abi.check(_abi.engine_stats(self.handle, ctypes.byref(c)), self.handle)
-        return Stats({s: c.leases[s] for s in State}, {o: c.outcomes[o] for o in OutcomeKind}, c.lent, c.released,
-                     c.quarantined_leases, c.slots_free, c.slots_held, c.slots_quarantined, c.refused,
-                     c.stale_evidence, c.violations, c.unproven, c.quiesce_calls, c.quiesce_retries,
-                     c.quiesce_timeouts, c.cancel_requests, c.cancel_errors, c.ungrantable, c.containments,
-                     c.invariant_breaches, bool(c.halted), c.recovered, c.outstanding, c.max_outstanding,
-                     _faults(c.fetcher_faults), _faults(c.publisher_faults), c.handoffs, c.quiesce_probes,
-                     c.slots_inherited)
+        return _stats(c)
 
     # ---- the end ----
 
