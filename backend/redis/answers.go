@@ -111,7 +111,7 @@ func (b *Backend) Probe(ctx context.Context, name []byte, units []contract.Name)
 	if b.set.noProbe {
 		return contract.NameSet{}, false, nil
 	}
-	if b.brk.open.Load() {
+	if b.brk.open.Load() || b.hungOnWire() {
 		return contract.NameSet{}, false, fmt.Errorf("redis: Probe %q: %w", name, b.brk.refusal())
 	}
 	if len(units) == 0 {

@@ -163,6 +163,27 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &nerr) && nerr.Timeout())
 }
 
+// hungOnWire reports whether the breaker is open, opening it first if a call
+// is on the wire past its whole bound (and hungFloor) with nothing answered
+// since it was sent: what its worker will report when the call returns, seen
+// by the next submission instead. A manager that submits its next request the
+// moment the last one's deadline passed would otherwise race the worker's
+// report and send it to a store already shown silent for a whole bound.
+func (b *Backend) hungOnWire() bool {
+	br := &b.brk
+	if br.threshold == 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	wait := int64(max(b.set.timeout, hungFloor))
+	for i := range b.onWire {
+		if sent := b.onWire[i].Load(); sent != 0 && now-sent >= wait && br.answered.Load() < sent {
+			b.observe(unreachable, context.DeadlineExceeded, time.Unix(0, sent))
+		}
+	}
+	return br.open.Load()
+}
+
 // observe takes the verdict of one call, sent at sent: a reply ends a run
 // of connection errors, and the threshold-th in a row opens the breaker; a
 // call with no reply within its bound opens it on its own. Such a call

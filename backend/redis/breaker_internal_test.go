@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestSlowCallsNeverOpenTheBreaker(t *testing.T) {
 				callCtx, stop := context.WithTimeout(context.Background(), tc.left)
 				j := &batch{ctx: callCtx, op: opFetch, keys: []string{"kvready:slow"}, lens: []int{8},
 					bufs: make([][]byte, 1), n: make([]int, 1), errs: make([]error, 1)}
-				b.call(j)
+				var wire atomic.Int64
+				b.call(j, &wire)
 				stop()
 				require.Error(t, j.errs[0], "call %d: the stopped store answered", i)
 				assert.True(t, timedOut(j.errs[0]), "call %d: want a timeout, got %v", i, j.errs[0])

@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -103,7 +104,11 @@ type Backend struct {
 
 	pools pools.Registry // locks itself
 
-	brk     breaker
+	brk breaker
+	// onWire is, for each worker, when the call it has on the wire was sent
+	// (UnixNano; 0: none), so that a submission can see a call past its
+	// bound before the worker has reported it (hungOnWire).
+	onWire  []atomic.Int64
 	probing sync.WaitGroup // the breaker's probe goroutine, while it is open
 }
 
@@ -158,8 +163,9 @@ func newBackend(client goredis.UniversalClient, mem Memory, s settings) (*Backen
 	b.bufs.keep = s.workers * s.batch // what the workers can have in flight at once
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.workers.Add(s.workers)
-	for range s.workers {
-		go b.work()
+	b.onWire = make([]atomic.Int64, s.workers)
+	for w := range s.workers {
+		go b.work(&b.onWire[w])
 	}
 	return b, nil
 }
@@ -331,7 +337,7 @@ func (b *Backend) plan(o op, ext contract.CacheExtent) (*plan, error) {
 	if closed {
 		return nil, fmt.Errorf("redis: %s %q: %w: %w", o, ext.Name(), contract.ErrSubmissionRejected, ErrClosed)
 	}
-	if b.brk.open.Load() {
+	if b.brk.open.Load() || b.hungOnWire() {
 		return nil, fmt.Errorf("redis: %s %q: %w: %w", o, ext.Name(), contract.ErrSubmissionRejected, b.brk.refusal())
 	}
 	n := ext.Len()

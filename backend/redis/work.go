@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -94,14 +95,16 @@ func publishBatch(n, batch, procs, rowBytes int) int {
 // bigCall is the size of a call from which a publication's calls are few.
 const bigCall = 2 << 20
 
-// work is one worker goroutine of the bounded pool.
-func (b *Backend) work() {
+// work is one worker goroutine of the bounded pool; wire is its slot of
+// onWire.
+func (b *Backend) work(wire *atomic.Int64) {
 	defer b.workers.Done()
 	for {
 		select {
 		case j := <-b.jobs:
-			b.call(j)
-			j.done <- j // buffered for every batch of the attempt: never blocks
+			b.call(j, wire)
+			wire.Store(0) // after the call's verdict was observed
+			j.done <- j   // buffered for every batch of the attempt: never blocks
 		case <-b.ctx.Done():
 			return
 		}
@@ -112,7 +115,7 @@ func (b *Backend) work() {
 // fetch reads into scratch buffers that the attempt goroutine copies from, if
 // it is still there to do so; a publication reads the values it was given
 // (staging rows, for a direct one) until the pipeline returns.
-func (b *Backend) call(j *batch) {
+func (b *Backend) call(j *batch, wire *atomic.Int64) {
 	err := j.ctx.Err() // the attempt has ended: do not bother the server
 	select {
 	case <-j.cancelled:
@@ -130,6 +133,7 @@ func (b *Backend) call(j *batch) {
 	}
 	pipe := b.client.Pipeline()
 	start := time.Now()
+	wire.Store(start.UnixNano())
 	var execErr error
 	switch j.op {
 	case opFetch:
