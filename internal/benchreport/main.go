@@ -89,6 +89,8 @@ var figures = []figure{
 		"×", "≤ 1.5×", func(v float64) bool { return v <= 1.5 }, "BenchmarkServedMasks"},
 	{"main job: leases/s at 200,000 requests ÷ at 20,000", ratio("BenchmarkScale/requests=200000", "leases/s", "BenchmarkScale/requests=20000", "leases/s"),
 		"×", "≥ 0.8×", func(v float64) bool { return v >= 0.8 }, "BenchmarkScale"},
+	{"concurrent callers (rule 18): leases/s with 8 goroutines calling one engine ÷ with one", ratio("BenchmarkConcurrentCallers/callers=8", "leases/s", "BenchmarkConcurrentCallers/callers=1", "leases/s"),
+		"×", "≥ 0.8×", func(v float64) bool { return v >= 0.8 }, "BenchmarkConcurrentCallers"},
 	{"metrics: engine with a Prometheus collector ÷ engine", ratio("BenchmarkLifecycle/engine-metrics", "ns/op", "BenchmarkLifecycle/engine-256", "ns/op"),
 		"×", "≤ 1.05×", func(v float64) bool { return v <= 1.05 }, "BenchmarkLifecycle"},
 	{"main job: peak live heap at 200,000 requests ÷ at 20,000", ratio("BenchmarkScale/requests=200000", "MiB-peak", "BenchmarkScale/requests=20000", "MiB-peak"),
