@@ -58,7 +58,7 @@ func (m *memory) Row(group, slot int) ([]byte, bool) {
 	return m.rows[slot], true
 }
 
-func extentOf(t testing.TB, idx ...int) contract.CacheExtent {
+func extentOf(t require.TestingT, idx ...int) contract.CacheExtent {
 	units := make([]contract.Unit, len(idx))
 	for j, i := range idx {
 		units[j] = contract.Unit{Name: name(i), Local: i}
