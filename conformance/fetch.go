@@ -128,11 +128,11 @@ func fetchTrial(newSubject NewFetcher, tr trial, cfg config) error {
 				}
 			case delivered && served.Has(u.Name):
 				if !u.Stored || string(row) != string(u.Content) {
-					return violation(RuleServedContent, "unit (%d,%d) served, holding %x; stored %v %x", g, sl, row, u.Stored, u.Content)
+					return violation(RuleServedContent, "unit (%d,%d) served, holding %x; stored %v %x%s", g, sl, row, u.Stored, u.Content, accessorsOf(a, u.Name))
 				}
 			case delivered:
 				if string(row) != string(was) {
-					return violation(RuleUnservedUntouched, "unit (%d,%d) was not served but was written: %x", g, sl, row)
+					return violation(RuleUnservedUntouched, "unit (%d,%d) was not served but was written: %x%s", g, sl, row, accessorsOf(a, u.Name))
 				}
 			}
 		}

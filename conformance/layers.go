@@ -121,18 +121,33 @@ type proofWatch struct {
 	mu       sync.Mutex
 	proven   bool
 	rejected bool
-	unproven int        // answers that proved nothing
-	atProof  [][][]byte // [group][slot] at the first proof
+	unproven int              // answers that proved nothing
+	atProof  [][][]byte       // [group][slot] at the first proof
+	last     contract.Attempt // the attempt the engine was handed, for a violation's account of its accessors
 }
 
 func (w *proofWatch) Fetch(ext contract.CacheExtent, r contract.Route) (contract.Attempt, error) {
 	a, err := w.Fetcher.Fetch(ext, r)
+	w.mu.Lock()
 	if a == nil && errors.Is(err, contract.ErrSubmissionRejected) {
-		w.mu.Lock()
 		w.rejected = true
-		w.mu.Unlock()
 	}
+	if a != nil {
+		w.last = a
+	}
+	w.mu.Unlock()
 	return a, err
+}
+
+// accessorsOf is the account of n's accessors the engine's attempt gives.
+func (w *proofWatch) accessorsOf(n contract.Name) string {
+	w.mu.Lock()
+	a := w.last
+	w.mu.Unlock()
+	if a == nil {
+		return ""
+	}
+	return accessorsOf(a, n)
 }
 
 func (w *proofWatch) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
@@ -441,11 +456,11 @@ func judgeLayers(tr trial, rows []staging.Row, before [][]byte, seen []layerSeen
 					return fmt.Errorf("conformance: through an engine with layers %s: staging held unit (%d,%d)'s stored bytes %x at %d..%d when layer %d's copies ran, and the device received %x: the engine, not the backend, moved the wrong bytes",
 						layersString(tr.Layers), r.Group, r.Block, want, sp.Offset, sp.End(), k, on)
 				case proven && string(atProof[sp.Offset:sp.End()]) == string(want):
-					return violation(RuleNoLateWrite, "unit (%d,%d) held its stored bytes in staging when Quiesce answered true; then something wrote it, after Quiesce answered true: layer %d carried %x to the device at bytes %d..%d, not the stored %x",
-						r.Group, r.Block, k, on, sp.Offset, sp.End(), want)
+					return violation(RuleNoLateWrite, "unit (%d,%d) held its stored bytes in staging when Quiesce answered true; then something wrote it, after Quiesce answered true: layer %d carried %x to the device at bytes %d..%d, not the stored %x%s",
+						r.Group, r.Block, k, on, sp.Offset, sp.End(), want, watch.accessorsOf(u.Name))
 				}
-				return violation(RuleServedContent, "unit (%d,%d) was served, and layer %d carried %x to the device at bytes %d..%d; stored %v %x",
-					r.Group, r.Block, k, on, sp.Offset, sp.End(), u.Stored, want)
+				return violation(RuleServedContent, "unit (%d,%d) was served, and layer %d carried %x to the device at bytes %d..%d; stored %v %x%s",
+					r.Group, r.Block, k, on, sp.Offset, sp.End(), u.Stored, want, watch.accessorsOf(u.Name))
 			}
 		}
 	}

@@ -315,7 +315,7 @@ func (s *session) checkEarly() error {
 		if s.earlyBeforeOutcome {
 			when = "Quiesce, asked before the outcome, answered true"
 		}
-		return violation(s.lateRule(), "%s; then the delivery wrote %s%s", when, d, s.lateNote())
+		return violation(s.lateRule(), "%s; then the delivery wrote %s%s%s", when, d, s.lateNote(), s.accessorsAt(s.mem.at))
 	}
 	return nil
 }
@@ -362,8 +362,8 @@ func (s *session) afterProof(poke func()) error {
 	poke()
 	window := s.cfg.window(s.tr.Watched, s.observed())
 	if d, at := s.mem.watch(want, window, func() { s.a.Poll() }); d != "" {
-		return violation(s.lateRule(), "%s, about %v after Quiesce answered true (the kit had taken the memory back and watched it for %v)%s",
-			d, (proofAge + at).Round(100*time.Microsecond), window, s.lateNote())
+		return violation(s.lateRule(), "%s, about %v after Quiesce answered true (the kit had taken the memory back and watched it for %v)%s%s",
+			d, (proofAge + at).Round(100*time.Microsecond), window, s.lateNote(), s.accessorsAt(s.mem.at))
 	}
 	if s.tr.Cancel == cancelNone || !s.cancellable {
 		return nil

@@ -137,6 +137,8 @@ func trialGen(cfg config, layered int) *rapid.Generator[trial] {
 type kitMemory struct {
 	slabs     [][]byte
 	slotBytes int
+	// at is where the last difference diff found lies (group, slot).
+	at [2]int
 }
 
 func newKitMemory(tr trial) *kitMemory {
@@ -191,6 +193,7 @@ func (m *kitMemory) diff(snap [][]byte) string {
 	for g, slab := range m.slabs {
 		for i := range slab {
 			if slab[i] != snap[g][i] {
+				m.at = [2]int{g, i / m.slotBytes}
 				return fmt.Sprintf("group %d slot %d byte %d: %#x, was %#x", g, i/m.slotBytes, i%m.slotBytes, slab[i], snap[g][i])
 			}
 		}

@@ -262,6 +262,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{"negative capacity", []mem.Option{mem.WithCapacity(-1)}, []string{"WithCapacity(-1)"}},
 		{"negative not-yet count", []mem.Option{mem.WithQuiesceNotYet(-2)}, []string{"WithQuiesceNotYet(-2)"}},
+		{"negative byte bound", []mem.Option{mem.WithCapacityBytes(-3)}, []string{"WithCapacityBytes(-3)"}},
 		{"every mistake at once", []mem.Option{mem.WithCapacity(-1), mem.WithQuiesceNotYet(-2), mem.WithPolicy(nil)},
 			[]string{"WithCapacity(-1)", "WithQuiesceNotYet(-2)", "WithPolicy(nil)"}},
 	}
@@ -274,6 +275,39 @@ func TestNewRefusesBadOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCapacityBytes: the byte bound evicts the least recently used rows
+// until a new one fits, keeps Bytes within it, refuses a row larger than the
+// whole bound (a publication reports it unaccepted, never failed), and a
+// replaced row counts only its new size.
+func TestCapacityBytes(t *testing.T) {
+	rows := newStaging(4)
+	b, err := mem.New(rows, mem.WithCapacityBytes(2*rowSize+rowSize/2))
+	require.NoError(t, err)
+	defer b.Close()
+	b.Put(extName, name(0), make([]byte, rowSize))
+	b.Put(extName, name(1), make([]byte, rowSize))
+	assert.Equal(t, int64(2*rowSize), b.Bytes())
+	a, err := b.Fetch(extentOf(t, 0), nil)
+	assert.Equal(t, []int{0}, servedIdx(deliver(t, b, a, err))) // 0 is now the most recent
+	b.Put(extName, name(2), make([]byte, rowSize))              // evicts 1, the least recent
+	assert.Equal(t, []int{0, 2}, storedIdx(b, 4))
+	assert.Equal(t, uint64(1), b.Evictions())
+	assert.LessOrEqual(t, b.Bytes(), int64(2*rowSize+rowSize/2))
+
+	b.Put(extName, name(2), make([]byte, rowSize/2)) // a replacement counts its new size
+	assert.Equal(t, int64(rowSize+rowSize/2), b.Bytes())
+	assert.Equal(t, uint64(1), b.Evictions(), "a replacement is no eviction")
+
+	small, err := mem.New(rows, mem.WithCapacityBytes(rowSize-1))
+	require.NoError(t, err)
+	defer small.Close()
+	a, err = small.Publish(extentOf(t, 3))
+	o := deliver(t, small, a, err)
+	assert.Equal(t, contract.Delivered{}, o, "a row larger than the bound is unaccepted, not failed")
+	assert.Zero(t, small.Len())
+	assert.Zero(t, small.Bytes())
 }
 
 // ExampleWithCapacity: a store of two rows evicts the least recently used

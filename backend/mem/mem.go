@@ -24,8 +24,9 @@
 // cancel) without ever touching memory. A delivery already running finishes
 // as it would have, and its outcome stays.
 //
-// The store is unbounded unless WithCapacity bounds it; then it evicts the
-// least recently used row, and a fetch of an evicted name is a miss.
+// The store is unbounded unless WithCapacity (rows) or WithCapacityBytes
+// (bytes) bounds it; then it evicts the least recently used rows, and a fetch
+// of an evicted name is a miss.
 package mem
 
 import (
@@ -130,6 +131,17 @@ func WithCapacity(units int) Option {
 	return func(b *Backend) { b.capacity = units }
 }
 
+// WithCapacityBytes bounds the bytes of the rows the store holds together (0,
+// the default, is unbounded; a negative bound is refused by New). Storing a
+// row that does not fit evicts the least recently used rows until it does,
+// counting each in Evictions, exactly as WithCapacity does for rows (the two
+// bounds may be combined). A row larger than the whole bound is never
+// stored: a publication reports it unaccepted (not served), never failed.
+// Bytes reports what the store holds.
+func WithCapacityBytes(n int64) Option {
+	return func(b *Backend) { b.maxBytes = n }
+}
+
 // WithQuiesceNotYet sets how many calls to Quiesce answer false for a
 // QuiesceNotYet attempt before one can answer true (default 2; a negative
 // count is refused by New; 0 makes the mode behave like Normal).
@@ -152,6 +164,7 @@ type Backend struct {
 	gate      func(Call) <-chan struct{}
 	slow      time.Duration
 	capacity  int
+	maxBytes  int64
 	notYet    int
 	tornEvery time.Duration
 
@@ -200,13 +213,16 @@ func New(mem Memory, opts ...Option) (*Backend, error) {
 	if b.capacity < 0 {
 		errs = append(errs, fmt.Errorf("mem: New: WithCapacity(%d); want 0 (unbounded) or a positive number of rows", b.capacity))
 	}
+	if b.maxBytes < 0 {
+		errs = append(errs, fmt.Errorf("mem: New: WithCapacityBytes(%d); want 0 (unbounded) or a positive number of bytes", b.maxBytes))
+	}
 	if b.notYet < 0 {
 		errs = append(errs, fmt.Errorf("mem: New: WithQuiesceNotYet(%d); want a count of false answers >= 0", b.notYet))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	b.store.init(b.capacity)
+	b.store.init(b.capacity, b.maxBytes)
 	return b, nil
 }
 
@@ -250,6 +266,10 @@ func (b *Backend) Len() int {
 	defer b.mu.Unlock()
 	return len(b.store.m)
 }
+
+// Bytes reports how many bytes the stored rows hold together; with
+// WithCapacityBytes, never more than it.
+func (b *Backend) Bytes() int64 { return b.store.bytes.Load() }
 
 // Evictions reports how many rows the capacity has evicted so far. Replacing
 // a row under the same name is not an eviction.
@@ -461,8 +481,7 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 		for i := range hits {
 			hits[i] = i
 		}
-		hits = servedPart(a.mode, hits)
-		b.keep(ext, rows, hits)
+		hits = b.keep(ext, rows, servedPart(a.mode, hits))
 	}
 
 	names := make([]contract.Name, 0, len(hits))
@@ -514,17 +533,22 @@ func (b *Backend) load(m Mode, ext contract.CacheExtent, rows, data [][]byte) (h
 }
 
 // keep stores copies of the listed staging rows of a publication, under one
-// lock.
-func (b *Backend) keep(ext contract.CacheExtent, rows [][]byte, hits []int) {
+// lock, and returns the unit indexes it stored (a row larger than the byte
+// bound is not).
+func (b *Backend) keep(ext contract.CacheExtent, rows [][]byte, hits []int) []int {
 	copies := make([][]byte, len(hits))
 	for j, i := range hits {
 		copies[j] = append([]byte(nil), rows[i]...)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	stored := hits[:0]
 	for j, i := range hits {
-		b.store.put(key{ext.Name(), ext.Unit(i).Name}, copies[j])
+		if b.store.put(key{ext.Name(), ext.Unit(i).Name}, copies[j]) {
+			stored = append(stored, i)
+		}
 	}
+	return stored
 }
 
 // tear is TornUntilQuiesce's access after the outcome: pass after pass over

@@ -19,9 +19,9 @@ type entry struct {
 	prev, next *entry
 }
 
-// store maps (extent, name) to row bytes, with an optional bound on how many
-// rows it holds: beyond it, storing a new row evicts the least recently used
-// one. The recency list is intrusive (no allocation to move an entry), and the
+// store maps (extent, name) to row bytes, with optional bounds on how many
+// rows it holds and on how many bytes they hold together: beyond either,
+// storing a row evicts the least recently used ones until it fits. The recency list is intrusive (no allocation to move an entry), and the
 // entry of an evicted row is reused for the row that displaced it, so a Put at
 // capacity allocates only the copy of its row.
 //
@@ -30,14 +30,17 @@ type entry struct {
 type store struct {
 	m         map[key]*entry
 	root      entry // sentinel: root.next is the most recently used, root.prev the least
-	capacity  int   // 0: unbounded
+	capacity  int   // rows; 0: unbounded
+	maxBytes  int64 // bytes of rows held; 0: unbounded
+	bytes     atomic.Int64
 	evictions atomic.Uint64
 }
 
-func (s *store) init(capacity int) {
+func (s *store) init(capacity int, maxBytes int64) {
 	s.m = map[key]*entry{}
 	s.root.next, s.root.prev = &s.root, &s.root
 	s.capacity = capacity
+	s.maxBytes = maxBytes
 }
 
 // peek returns the entry under k without counting it as a use.
@@ -56,26 +59,63 @@ func (s *store) use(e *entry) {
 }
 
 // put stores row under k (the store keeps row itself: the caller hands over a
-// copy) and counts it as a use. A new key beyond the capacity evicts the least
-// recently used row first.
-func (s *store) put(k key, row []byte) {
+// copy) and counts it as a use. Beyond a bound, the least recently used rows
+// are evicted first, never the one being stored. A row larger than the byte
+// bound is not stored (and an older row under k is dropped, so that the store
+// never answers with content older than what was offered): put reports
+// whether it stored the row.
+func (s *store) put(k key, row []byte) bool {
+	size := int64(len(row))
+	if s.maxBytes > 0 && size > s.maxBytes {
+		if e, ok := s.m[k]; ok {
+			s.drop(e)
+		}
+		return false
+	}
 	if e, ok := s.m[k]; ok {
+		s.bytes.Add(size - int64(len(e.row)))
 		e.row = row
 		s.use(e)
-		return
+		s.evictFor(0, e)
+		return true
 	}
 	var e *entry
 	if s.capacity > 0 && len(s.m) >= s.capacity {
 		e = s.root.prev
-		s.unlink(e)
-		delete(s.m, e.k)
+		s.drop(e)
 		s.evictions.Add(1)
 	} else {
 		e = new(entry)
 	}
+	s.evictFor(size, nil)
 	e.k, e.row = k, row
 	s.m[k] = e
+	s.bytes.Add(size)
 	s.pushFront(e)
+	return true
+}
+
+// evictFor evicts least recently used rows, never keep, until size more
+// bytes fit under the byte bound.
+func (s *store) evictFor(size int64, keep *entry) {
+	if s.maxBytes == 0 {
+		return
+	}
+	for s.bytes.Load()+size > s.maxBytes {
+		e := s.root.prev
+		if e == &s.root || e == keep {
+			return
+		}
+		s.drop(e)
+		s.evictions.Add(1)
+	}
+}
+
+// drop removes e from the map and the recency list.
+func (s *store) drop(e *entry) {
+	s.unlink(e)
+	delete(s.m, e.k)
+	s.bytes.Add(-int64(len(e.row)))
 }
 
 func (s *store) unlink(e *entry) {

@@ -45,6 +45,7 @@ var rank = map[string]int{
 	"backend/notify":       5,
 	"backend/pools":        5,
 	"backend/redis":        5,
+	"backend/tiers":        5, // a stack of backends: imports only contract and backend/notify
 	"gpu/cuda":             5,
 	"gpu/cuda/fakecuda":    5,
 	"gpu/nvml":             5,
