@@ -94,14 +94,15 @@ func (m *model) restart(t *rapid.T) {
 	m.d = d
 	m.inherited, m.quarantined, m.owner = handed, maps.Clone(handed), map[slotID]*mLease{}
 	m.closed, m.halt, m.halts, m.haltStats = false, nil, 0, readiness.Stats{}
-	clear(m.contained) // keyed by handle: the new engine issues the old one's handles again
-	want := len(m.inherited)
+	clear(m.contained)                      // keyed by handle: the new engine issues the old one's handles again
+	want := len(m.inherited) + m.unknownOut // the slots it could not name stay out too
 	if haltedOut >= 0 {
 		want = haltedOut
 	}
 	if st := m.d.stats(); st.SlotsInherited != want || st.SlotsQuarantined != want || len(m.inherited) > want {
 		m.fail(rule17, "the new engine inherited %d slots (%d quarantined); the old one left %d held or quarantined (the model knows %d of them)", st.SlotsInherited, st.SlotsQuarantined, want, len(m.inherited))
 	}
+	m.unknownOut = want - len(m.inherited)
 }
 
 // drainRetired lets the engines restarted away finish, so that their
