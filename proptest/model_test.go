@@ -430,6 +430,10 @@ func (m *model) lend(t *rapid.T) {
 			m.fail(rule8, "Lend of %d blocks over %d groups, which no run quarantine left could hold = %v; want ErrUngrantable", l.blocks, l.groups, err)
 		}
 		return
+	case m.unknownOut > 0 && errors.Is(err, readiness.ErrUngrantable):
+		// Slots out of circulation the model cannot name (unknownOut) may
+		// break the run it thinks is there: the engine knows better.
+		return
 	case err != nil:
 		m.fail(ruleA, "Lend of %d rows: %v", len(req.Rows), err)
 	}
@@ -1460,7 +1464,7 @@ func (m *model) knownQuarantine() bool {
 // extent, and reuseAfterQuarantine checks that nothing handed to it is rebuilt
 // for the next lease (rule 6), whatever the drawn actions were.
 func (m *model) quarantineEscaped() {
-	if m.closed || m.lost || m.hopeless(1, 1) {
+	if m.closed || m.lost || m.unknownOut > 0 || m.hopeless(1, 1) {
 		return
 	}
 	l := m.lendFetch(1, 1, true)
@@ -1510,6 +1514,9 @@ func (m *model) reuseLargeView() {
 // first served rows (all when served < 0) and proves at once, runs it to
 // completion and releases it.
 func (m *model) lendServed(groups, blocks, served int) {
+	if m.unknownOut > 0 {
+		return // slots out that the model cannot name: it cannot say the pool holds the lease
+	}
 	l := m.lendFetch(groups, blocks, false)
 	// The backend cooperates, but its Quiesce runs under a real timeout
 	// (quiesceWait): on a loaded machine a proof can miss it and be retried
