@@ -13,8 +13,10 @@ import (
 // SPEC §4 rule 18 in the model suite: on the runner, an action draws
 // concurrent callers — 2 to 8 goroutines asking about live leases, reading
 // the counters and running rounds, all at once. (A Retry from a concurrent
-// caller is not drawn yet: one seed, docs/findings/, left a later outcome
-// untaken after it; the model's own retry action draws Retry.) The
+// caller is not drawn yet: on a lease still waiting for its outcome it may
+// start the drain — a Quiesce that cannot answer true does, rule 5 — and
+// the model's outcome check does not expect a drain it did not start; the
+// seed is in docs/findings/. The model's own retry action draws Retry.) The
 // callers record what the engine answered; the model's checks after the
 // action hold as after any other (the rounds they ran took in evidence like
 // the model's own), and no caller may see a halt, a breach or an answer out
