@@ -791,14 +791,7 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	for i, a := range as {
-		select {
-		case <-a.ready:
-		case <-ctx.Done():
-			return fmt.Errorf("mem: Settle: waiting for attempt %d: %w", i, ctx.Err())
-		}
-	}
-	return nil
+	return notify.Settle(ctx, "mem: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready })
 }
 
 // Probe reports which units the store holds under the extent name, which may

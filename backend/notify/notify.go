@@ -3,7 +3,11 @@
 // called exactly once, when the outcome is set — or at once, if it already is.
 package notify
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"sync"
+)
 
 // List holds an attempt's callbacks until it fires. The zero List is ready
 // to use; it must not be copied after first use.
@@ -40,4 +44,18 @@ func (l *List) Fire() {
 	for _, f := range fs {
 		f()
 	}
+}
+
+// Settle waits until each of n attempts' ready channels is closed, honouring
+// ctx: the Settle every backend answers (logical outcomes only, never a
+// proof of access). what prefixes the error, e.g. "mem: Settle".
+func Settle(ctx context.Context, what string, n int, ready func(i int) <-chan struct{}) error {
+	for i := range n {
+		select {
+		case <-ready(i):
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for attempt %d: %w", what, i, ctx.Err())
+		}
+	}
+	return nil
 }

@@ -1,11 +1,13 @@
 package notify_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/backend/notify"
 )
@@ -43,4 +45,19 @@ func TestAddRacingFire(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, int32(8), calls.Load())
 	}
+}
+
+// Settle returns once every ready channel is closed, and says what it was
+// waiting for when ctx ends first (attempt 1 never gets ready here; attempt
+// 0 may be taken either way, since a select picks among what is ready).
+func TestSettle(t *testing.T) {
+	ready := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	close(ready[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := notify.Settle(ctx, "x: Settle", 2, func(i int) <-chan struct{} { return ready[i] })
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Regexp(t, `^x: Settle: waiting for attempt [01]: context canceled$`, err.Error())
+	close(ready[1])
+	assert.NoError(t, notify.Settle(context.Background(), "x: Settle", 2, func(i int) <-chan struct{} { return ready[i] }))
 }

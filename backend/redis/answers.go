@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -85,14 +86,7 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	for i, a := range as {
-		select {
-		case <-a.ready:
-		case <-ctx.Done():
-			return fmt.Errorf("redis: Settle: waiting for attempt %d: %w", i, ctx.Err())
-		}
-	}
-	return nil
+	return notify.Settle(ctx, "redis: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready })
 }
 
 // Probe asks the store which of the units exist under the extent name, with

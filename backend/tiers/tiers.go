@@ -44,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -244,14 +245,7 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	for i, a := range as {
-		select {
-		case <-a.ready:
-		case <-ctx.Done():
-			return fmt.Errorf("tiers: Settle: waiting for attempt %d: %w", i, ctx.Err())
-		}
-	}
-	return nil
+	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready })
 }
 
 // Probe asks the tiers in order, each for the units the ones above it did
