@@ -351,6 +351,7 @@ const (
 	whyNothingToClose = "nothing to shut down: the lease is quarantined for good"
 	whyNoProof        = "no access proof is awaited in this state: there is nothing to ask again"
 	whyRetry          = "Quiesce is asked at once, unless a call is outstanding (its answer asks again)"
+	whyEarlyUnproven  = "the outcome is still to come: an answer that proves nothing yet starts no drain, and containment stays at the deadline fixed at submission"
 	whyNoLayers       = "only a granted publish takes computed layers: its layers were all reported and staged"
 )
 
@@ -511,7 +512,12 @@ var declaration = []block{
 		},
 		latches: []latch{
 			keep("access may end before the outcome arrives; it fences only once the outcome is in", AccessProven).storing(StoreProofAnswer),
-			keep("the drain has started: containment at the fixed deadline unless a later Quiesce answers true", AccessUnproven).storing(StoreProofAnswer, StoreUnproven).doing(StartDrain, AskProof),
+			// Only the owner's Retry asks for a proof this early. An honest
+			// backend is still at work, so its false proves nothing yet and
+			// is no failure: a drain started here would pull the containment
+			// deadline in from the one fixed at submission (rule 5) and
+			// quarantine a healthy lease whose outcome is still to come.
+			keep(whyEarlyUnproven, AccessUnproven).storing(StoreProofAnswer, StoreUnproven),
 			keep("the outcome and the fence come first", ReleaseRequested),
 			keep(whyRetry, Retry).storing(StoreRetry).doing(AskProof),
 		},

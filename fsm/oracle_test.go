@@ -101,7 +101,7 @@ waiting            slots_unavailable:withdraw                     # rule 8: repo
 granted            copy_refused release_requested:end_layers close:end_layers cancel_requested:end_layers # the publish's copies land first; rule 16: a layerwise publish withdrawn takes no more layers
 granted            layer_computed:copy_layer layer_landed         # rule 16: each computed layer copied behind the owner's event; a layer landed, the publish waits for its last
 admitted           release_requested close cancel_requested       # the submission handed out goes ahead; its answer comes first
-requested          access_proven access_unproven:start_drain+ask_proof release_requested # proof before outcome; drain started
+requested          access_proven access_unproven release_requested # proof before outcome; an early unproven answer starts no drain (rule 5: containment fixed at submission) and is not asked again before the outcome
 served             access_unproven:start_drain+ask_proof release_requested close
 partial            access_unproven:start_drain+ask_proof release_requested close
 missed             access_unproven:start_drain+ask_proof release_requested close

@@ -33,5 +33,5 @@ func ExampleMermaid() {
 	// requested --> missed : outcome_missed (missed)
 	// requested --> failed : outcome_failed (failed), outcome_cancelled (cancelled), contract_violation (violation), deadline (timeout), cancel_requested (cancelled), close (cancelled) keep
 	// requested --> contained : containment
-	// requested --> requested : access_proven, access_unproven {start_drain+ask_proof}, release_requested, retry {ask_proof} / latch
+	// requested --> requested : access_proven, access_unproven, release_requested, retry {ask_proof} / latch
 }
