@@ -596,6 +596,18 @@ def _u64s(arr: array.array) -> Any:
     return (ctypes.c_uint64 * len(arr)).from_buffer(arr) if arr else None
 
 
+def _packed(engine: "Engine", leases: LeaseBatch | Sequence[Lease | int]) -> Any:
+    """leases as the uint64_t array a batched call on engine takes (None:
+    none): a LeaseBatch of engine as lend_many packed it, anything else
+    checked (_leases)."""
+    if type(leases) is LeaseBatch:
+        if leases.engine is not engine:
+            raise InvalidArgumentError(errors.INVALID, "kvready: a LeaseBatch of another engine; want the leases "
+                                       "this engine lent (each lease's handle names a lease of its own engine only)")
+        return leases._c if len(leases._c) else None
+    return _u64s(_leases(leases))
+
+
 def _layer(x: Any) -> int:
     """A layer number as the C ABI's int32_t."""
     return integer(x, ctypes.c_int32, "layer")
@@ -904,22 +916,11 @@ class Engine:
         """Release many at once (one call); raises the first refusal. A
         handle that does not fit a uint64_t refuses the whole call before
         any lease is released; so does a LeaseBatch of another engine."""
-        arr = self._packed(leases)
+        arr = _packed(self, leases)
         h = self._h or self.handle
         st = _abi.release_many(h, arr, len(arr) if arr is not None else 0, None)
         if st:
             _abi.check(st, h)
-
-    def _packed(self, leases: LeaseBatch | Sequence[Lease | int]) -> Any:
-        """leases as the uint64_t array a batched call takes (None: none):
-        a LeaseBatch of this engine as lend_many packed it, anything else
-        checked (_leases)."""
-        if type(leases) is LeaseBatch:
-            if leases.engine is not self:
-                raise InvalidArgumentError(errors.INVALID, "kvready: a LeaseBatch of another engine; want the leases "
-                                           "this engine lent (each lease's handle names a lease of its own engine only)")
-            return leases._c if len(leases._c) else None
-        return _u64s(_leases(leases))
 
     def cancel(self, lease: Lease | int) -> None:
         """Cancel a lease still waiting for its outcome (a local Cancelled).
@@ -944,7 +945,7 @@ class Engine:
     def infos(self, leases: LeaseBatch | Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
         """Describe many leases in one call (an exception in place of each
         lease refused, e.g. StaleLeaseError)."""
-        arr = self._packed(leases)
+        arr = _packed(self, leases)
         n = len(arr) if arr is not None else 0
         if not n:
             return []
