@@ -181,8 +181,8 @@ bench:
 
 ## bench-abi: the C ABI's SPEC §5 figures, side by side in one run each: a lifecycle driven
 ## from C against the same lifecycle driven in Go (cabi/testdata/bench.c), and from Python
-## against one bare call of the same binding (python/bench/lifecycle.py); written to
-## docs/performance-abi.md, which docs/performance.md links.
+## against the same lifecycle driven in Go inside the same library (python/bench/lifecycle.py);
+## written to docs/performance-abi.md, which docs/performance.md links.
 bench-abi: lib-testkit
 	$(CC) -O2 -Wall -Wextra -Werror -DKVREADY_TESTKIT -o bin/abi_bench cabi/testdata/bench.c -Ibin -Lbin -lkvready_testkit -Wl,-rpath,'$$ORIGIN'
 	bin/abi_bench > bin/abi_bench.out

@@ -255,8 +255,11 @@ class SimDevice:
 
     def complete_all(self) -> int:
         """Complete every queued copy and event; how many events."""
+        h = self.handle
         n = ctypes.c_int64()
-        _abi.check(_abi.sim_complete_all(self.handle, ctypes.byref(n)), self.handle)
+        st = _abi.sim_complete_all(h, ctypes.byref(n))
+        if st:
+            _abi.check(st, h)
         return n.value
 
     def lose(self, reason: str = "lost") -> None:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import array
+import collections.abc
 import ctypes
 import json
 import logging
+import operator
 import threading
 import time
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from itertools import repeat
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from . import _abi
 from . import errors
-from ._border import MAX_WAIT_SECONDS, integer, nanoseconds
+from ._border import MAX_WAIT_SECONDS, integer, integers, nanoseconds
 from .backend import CancelDisposition
 from .errors import EngineClosedError, InvalidArgumentError, KvreadyError, StaleLeaseError
 
@@ -173,19 +177,23 @@ class Request:
 
 class RequestBatch:
     """Requests packed into one array once, for :meth:`Engine.lend_many` in
-    a hot loop (a manager's round)."""
+    a hot loop (a manager's round). Any number of threads may lend one batch
+    at once: what a call answers is written into the calling thread's own
+    buffers, not the batch's."""
 
-    __slots__ = ("requests", "_arr", "_leases", "_statuses")
+    __slots__ = ("requests", "_arr", "_n", "_packed")
 
     def __init__(self, requests: Sequence[Request]):
         self.requests = list(requests)
-        n = len(self.requests)
-        self._arr = (_abi.CRequest * max(n, 1))(*[r._c for r in self.requests])
-        self._leases = (ctypes.c_uint64 * max(n, 1))()
-        self._statuses = (ctypes.c_int32 * max(n, 1))()
+        # What _arr was packed from, kept apart from the public list: the
+        # array points into each request's rows, and lend_many reads exactly
+        # _n of them, whatever is later done to self.requests.
+        self._packed = tuple(self.requests)
+        self._n = len(self._packed)
+        self._arr = (_abi.CRequest * max(self._n, 1))(*[r._c for r in self._packed])
 
     def __len__(self) -> int:
-        return len(self.requests)
+        return self._n
 
 
 class Readiness(NamedTuple):
@@ -266,18 +274,73 @@ class Containment(NamedTuple):
     reason: str
 
 
+class Changes(collections.abc.Sequence):
+    """The leases one :meth:`Engine.progress` call saw move, each once, with
+    its state now: a sequence of ``(handle, state)`` pairs (a lease's
+    ``Lease.handle`` and a :class:`State` value), equal to the list of them.
+    A pair is built when it is read (iteration, ``changes[i]``): a round
+    whose moves nobody reads builds none, as the Go owner's reads none (SPEC
+    §5: what the binding adds per lease). :attr:`handles` and :attr:`states`
+    are the two columns, for a caller that takes them whole."""
+
+    __slots__ = ("_h", "_s")
+
+    def __init__(self, handles: array.array, states: array.array):
+        # Copies of the library's answers (uint64 and int32 arrays), private
+        # and never written again: a Changes is immutable.
+        self._h, self._s = handles, states
+
+    @property
+    def handles(self) -> list[int]:
+        """The handles, in order."""
+        return self._h.tolist()
+
+    @property
+    def states(self) -> list[int]:
+        """Their states, in the same order (State values)."""
+        return self._s.tolist()
+
+    def __len__(self) -> int:
+        return len(self._h)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(zip(self._h[i], self._s[i]))
+        return self._h[i], self._s[i]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._h, self._s)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Changes):
+            return other._h == self._h and other._s == self._s
+        if isinstance(other, (list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, which has none
+
+    def __repr__(self) -> str:
+        return f"Changes({list(self)!r})"
+
+
 class Round(NamedTuple):
     """What one :meth:`Engine.progress` round did: the moves made, each
-    lease that moved with its state now (handles and State values), the
-    containments it raised, whether the engine halted or drained, and the
-    leases recovered (handles; the recover policy)."""
+    lease that moved with its state now (:class:`Changes`: handles and
+    State values), the containments it raised, whether the engine halted or
+    drained, and the leases recovered (handles; the recover policy)."""
 
     moves: int
-    changed: list[tuple[int, int]]
+    changed: Changes
     containments: list[Containment]
     halted: bool
     drained: bool
     recoveries: list[LeaseHandle]
+
+
+# Round's constructor without its Python-level __new__: progress builds one
+# per call, with the fields in order (NamedTuple's own _make does the same).
+_new_round = tuple.__new__
 
 
 @dataclass(frozen=True)
@@ -445,6 +508,52 @@ class LendError(KvreadyError):
         self.leases, self.errors = leases, errs
 
 
+class LeaseBatch(collections.abc.Sequence):
+    """The leases one :meth:`Engine.lend_many` call lent, in its requests'
+    order: a sequence of :class:`Lease` (``batch[i]``, iteration, ``len``),
+    equal to the list of the same leases. Each Lease is built when it is
+    read, and the handles stay packed as the C ABI takes them, so that a
+    batch handed back whole — :meth:`Engine.release_many`,
+    :meth:`Engine.infos` — costs no Python work per lease (SPEC §5: what the
+    binding adds per lease is what it must). Immutable: any number of threads
+    may read it and hand it back."""
+
+    __slots__ = ("engine", "_c")
+
+    def __init__(self, engine: "Engine", handles: Any):
+        # handles: a ctypes uint64_t array the library filled; kept private,
+        # never written again, so its handles need no check on the way back.
+        self.engine, self._c = engine, handles
+
+    def __len__(self) -> int:
+        return len(self._c)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [Lease(self.engine, h) for h in self._c[i]]
+        return Lease(self.engine, self._c[i])
+
+    def __iter__(self) -> Iterator[Lease]:
+        return map(Lease, repeat(self.engine, len(self._c)), self._c)
+
+    @property
+    def handles(self) -> list[int]:
+        """The leases' handles (``Lease.handle``), in order."""
+        return self._c[:]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LeaseBatch):
+            return other.engine is self.engine and other._c[:] == self._c[:]
+        if isinstance(other, (list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, which has none
+
+    def __repr__(self) -> str:
+        return f"LeaseBatch({list(self)!r})"
+
+
 # The library's defaults (kvready_engine_config_defaults: declared once, in
 # Go). An Engine starts from them; a setting left None keeps its default.
 DEFAULTS = _abi.config_defaults()
@@ -460,6 +569,43 @@ WAIT_MARGIN = 2.0
 def _lease(x: Any) -> int:
     """A lease (or its handle) as the C ABI's uint64_t."""
     return integer(x, ctypes.c_uint64, "lease")
+
+
+_HANDLE = operator.attrgetter("handle")
+_LEASE_TYPE = frozenset({Lease})
+
+
+def _leases(xs: Sequence[Lease | int]) -> array.array:
+    """Leases (or their handles) as the C ABI's uint64_t array, checked in
+    bulk (_border.integers) rather than with one _lease() call per lease.
+    A list of nothing but Lease objects has its handles read and converted
+    in C: array.array refuses a handle that is no integer or does not fit
+    (TypeError, OverflowError), and those batches take the checked path
+    instead, which names the first such value."""
+    if (type(xs) is list or type(xs) is tuple) and _LEASE_TYPE.issuperset(map(type, xs)):
+        try:
+            return array.array("Q", map(_HANDLE, xs))
+        except (TypeError, OverflowError):
+            xs = list(map(_HANDLE, xs))
+    return integers(xs, ctypes.c_uint64, "lease")
+
+
+def _u64s(arr: array.array) -> Any:
+    """A uint64 array.array as the uint64_t * argument the C ABI takes,
+    sharing its memory (None for an empty one: the C ABI takes NULL with 0)."""
+    return (ctypes.c_uint64 * len(arr)).from_buffer(arr) if arr else None
+
+
+def _packed(engine: "Engine", leases: LeaseBatch | Sequence[Lease | int]) -> Any:
+    """leases as the uint64_t array a batched call on engine takes (None:
+    none): a LeaseBatch of engine as lend_many packed it, anything else
+    checked (_leases)."""
+    if type(leases) is LeaseBatch:
+        if leases.engine is not engine:
+            raise InvalidArgumentError(errors.INVALID, "kvready: a LeaseBatch of another engine; want the leases "
+                                       "this engine lent (each lease's handle names a lease of its own engine only)")
+        return leases._c if len(leases._c) else None
+    return _u64s(_leases(leases))
 
 
 def _layer(x: Any) -> int:
@@ -486,14 +632,21 @@ class _Scratch(threading.local):
 
     def __init__(self) -> None:
         self.round = _abi.CRound()
-        self.leases = (ctypes.c_uint64 * self.cap)()
-        self.states = (ctypes.c_int32 * self.cap)()
+        self.round_ref = ctypes.byref(self.round)
+        # Python arrays, and ctypes views of the same memory for the calls:
+        # an array's slice is read in C at a few ns a value, where a ctypes
+        # slice or a memoryview's tolist() unpacks each value for 20-30 ns.
+        self.lease_buf = array.array("Q", bytes(8 * self.cap))
+        self.state_buf = array.array("i", bytes(4 * self.cap))
+        self.leases = (ctypes.c_uint64 * self.cap).from_buffer(self.lease_buf)
+        self.states = (ctypes.c_int32 * self.cap).from_buffer(self.state_buf)
         self.one = (ctypes.c_uint64 * 1)()
         self.info = _abi.CLeaseInfo()
         self.iv = _abi.CInterval()
         self.layer_st = ctypes.c_int32()
         self.layer_ref = ctypes.byref(self.layer_st)
         self.count = ctypes.c_int64()
+        self.count_ref = ctypes.byref(self.count)
 
 class Engine:
     """A readiness engine over staging memory, a backend and a device.
@@ -635,17 +788,22 @@ class Engine:
 
     def progress(self) -> Round:
         """Run one round (never blocks) and say what moved."""
-        h = self.handle
+        h = self._h or self.handle
         sc = self._sc
         r = sc.round
-        _abi.check(_abi.progress(h, ctypes.byref(r), sc.leases, sc.states, sc.cap), h)
+        st = _abi.progress(h, sc.round_ref, sc.leases, sc.states, sc.cap)
+        if st:
+            _abi.check(st, h)
         n = r.changed
-        changed = list(zip(sc.leases[:n], sc.states[:n]))
+        # Copies of the thread's buffers (array slices: one memcpy each), the
+        # pairs left to be built when read.
+        handles, states = sc.lease_buf[:n], sc.state_buf[:n]
         more = r.more
         while more:
             k = ctypes.c_size_t()
             _abi.check(_abi.changes(h, sc.leases, sc.states, sc.cap, ctypes.byref(k)), h)
-            changed.extend(zip(sc.leases[:k.value], sc.states[:k.value]))
+            handles.extend(sc.lease_buf[:k.value])
+            states.extend(sc.state_buf[:k.value])
             more -= k.value
             if not k.value:
                 break
@@ -653,7 +811,8 @@ class Engine:
         recovered = self.recoveries() if r.recoveries else []
         if r.halted:
             self._tell_halt()
-        return Round(r.moves, changed, contained, bool(r.halted), bool(r.drained), recovered)
+        return _new_round(Round, (r.moves, Changes(handles, states), contained, r.halted != 0, r.drained != 0,
+                                  recovered))
 
     def _tell_halt(self) -> None:
         if not self._halt_seen:
@@ -717,22 +876,32 @@ class Engine:
         _abi.check(_abi.lend(self.handle, ctypes.byref(request._c), out), self.handle)
         return Lease(self, out[0])
 
-    def lend_many(self, requests: RequestBatch | Sequence[Request]) -> list[Lease]:
-        """Lend many at once (one call); LendError if any was refused."""
+    def lend_many(self, requests: RequestBatch | Sequence[Request]) -> LeaseBatch:
+        """Lend many at once (one call): a :class:`LeaseBatch`, the leases in
+        the requests' order; LendError if any was refused."""
         batch = requests if isinstance(requests, RequestBatch) else RequestBatch(requests)
-        n = len(batch)
+        n = batch._n
+        h = self._h or self.handle
         if n == 0:
-            return []
-        st = _abi.lend_many(self.handle, batch._arr, n, batch._leases, batch._statuses)
+            return LeaseBatch(self, (ctypes.c_uint64 * 0)())
+        # The answers go into the calling thread's buffers (a batch's own for
+        # a batch larger than them), never into one another thread's call may
+        # be writing; the LeaseBatch keeps a copy (one, in C).
+        sc = self._sc
+        if n <= sc.cap:
+            out, sts = sc.leases, sc.states
+        else:
+            out, sts = (ctypes.c_uint64 * n)(), (ctypes.c_int32 * n)()
+        st = _abi.lend_many(h, batch._arr, n, out, sts)
         if st == 0:
-            return [Lease(self, h) for h in batch._leases[:n]]
+            return LeaseBatch(self, (ctypes.c_uint64 * n).from_buffer_copy(out) if out is sc.leases else out)
         if st == errors.BAD_HANDLE:
-            _abi.check(st, self.handle)
-        msg = _abi.message(self.handle)
+            _abi.check(st, h)
+        msg = _abi.message(h)
         leases: list[Lease | None] = []
         errs: list[KvreadyError | None] = []
-        for h, s in zip(batch._leases[:n], batch._statuses[:n]):
-            leases.append(Lease(self, h) if s == 0 else None)
+        for lh, s in zip(out[:n], sts[:n]):
+            leases.append(Lease(self, lh) if s == 0 else None)
             errs.append(None if s == 0 else errors.from_status(s, msg))
         raise LendError(leases, errs)
 
@@ -743,10 +912,15 @@ class Engine:
         and wait(Until.RELEASED) returns it as quarantined."""
         _abi.check(_abi.release(self.handle, _lease(lease)), self.handle)
 
-    def release_many(self, leases: Sequence[Lease | int]) -> None:
-        """Release many at once (one call); raises the first refusal."""
-        arr = (ctypes.c_uint64 * len(leases))(*[_lease(x) for x in leases])
-        _abi.check(_abi.release_many(self.handle, arr, len(leases), None), self.handle)
+    def release_many(self, leases: LeaseBatch | Sequence[Lease | int]) -> None:
+        """Release many at once (one call); raises the first refusal. A
+        handle that does not fit a uint64_t refuses the whole call before
+        any lease is released; so does a LeaseBatch of another engine."""
+        arr = _packed(self, leases)
+        h = self._h or self.handle
+        st = _abi.release_many(h, arr, len(arr) if arr is not None else 0, None)
+        if st:
+            _abi.check(st, h)
 
     def cancel(self, lease: Lease | int) -> None:
         """Cancel a lease still waiting for its outcome (a local Cancelled).
@@ -768,13 +942,13 @@ class Engine:
         _abi.check(_abi.lease_infos(self.handle, sc.one, 1, ctypes.byref(sc.info), None), self.handle)
         return _info(sc.info)
 
-    def infos(self, leases: Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
+    def infos(self, leases: LeaseBatch | Sequence[Lease | int]) -> list[LeaseInfo | KvreadyError]:
         """Describe many leases in one call (an exception in place of each
         lease refused, e.g. StaleLeaseError)."""
-        n = len(leases)
+        arr = _packed(self, leases)
+        n = len(arr) if arr is not None else 0
         if not n:
             return []
-        arr = (ctypes.c_uint64 * n)(*[_lease(x) for x in leases])
         out = (_abi.CLeaseInfo * n)()
         sts = (ctypes.c_int32 * n)()
         st = _abi.lease_infos(self.handle, arr, n, out, sts)
@@ -928,8 +1102,14 @@ class Engine:
 
     def count(self, state: State | int) -> int:
         """The number of leases in a state."""
-        _abi.check(_abi.count(self.handle, integer(state, ctypes.c_int32, "state"), ctypes.byref(self._sc.count)), self.handle)
-        return self._sc.count.value
+        h = self._h or self.handle
+        # A State is an int32 by construction: the check is for anything else.
+        c_state = state._value_ if type(state) is State else integer(state, ctypes.c_int32, "state")
+        sc = self._sc
+        st = _abi.count(h, c_state, sc.count_ref)
+        if st:
+            _abi.check(st, h)
+        return sc.count.value
 
     def stats(self) -> Stats:
         """A snapshot of the counters."""
