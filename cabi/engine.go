@@ -530,7 +530,26 @@ func kvready_release_many(h C.uint64_t, leases *C.kv_cu64, n C.size_t, statuses 
 func kvready_cancel(h C.uint64_t, lease C.uint64_t) (st C.int) {
 	defer guard(uint64(h), &st)
 	return each(h, (*C.kv_cu64)(unsafe.Pointer(&lease)), 1, nil, "kvready_cancel",
-		func(e *engine, l readiness.Handle) error { return e.eng.Cancel(l) })
+		func(e *engine, l readiness.Handle) error { _, err := e.eng.Cancel(l); return err })
+}
+
+//export kvready_cancel_with_result
+func kvready_cancel_with_result(h C.uint64_t, lease C.uint64_t, out *C.kvready_cancel_result) (st C.int) {
+	defer guard(uint64(h), &st)
+	e, err := engineOf(h)
+	if err != nil {
+		return fail(uint64(h), err)
+	}
+	if out == nil {
+		return fail(uint64(h), invalid("kvready_cancel_with_result: result is NULL"))
+	}
+	r, err := e.eng.Cancel(readiness.HandleOf(uint64(lease)))
+	// Written whatever the engine answered: a refusal's answer (already
+	// terminal, not found, rejected) is what the caller asked for.
+	*out = C.kvready_cancel_result{logical: C.int32_t(r.Logical), physical: C.int32_t(r.Physical),
+		retryable: cbool(r.Retryable), safe_to_reuse: cbool(r.SafeToReuse())}
+	cArray(out.reason[:], r.Reason)
+	return fail(uint64(h), err)
 }
 
 //export kvready_retry
@@ -880,6 +899,7 @@ func fillReport(dst *C.kvready_report, r readiness.Report) {
 	if r.Halted != nil {
 		cArray(dst.halt_reason[:], r.Halted.Error())
 	}
+	dst.in_doubt, dst.physical, dst.safe_to_release = C.int64_t(r.InDoubt), C.int32_t(r.Physical), cbool(r.SafeToRelease())
 }
 
 //export kvready_engine_close

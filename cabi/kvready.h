@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 /* The ABI revision this header describes; kvready_abi_version() answers it. */
-#define KVREADY_ABI_VERSION 4
+#define KVREADY_ABI_VERSION 5
 
 /* ---- statuses ---------------------------------------------------------- */
 
@@ -157,6 +157,16 @@ enum {
   KVREADY_QUIESCED_SUCCESS = 3, /* every accessor's access is proven over, after a transfer that did not fail */
   KVREADY_QUIESCED_FAILURE = 4, /* every accessor's access is proven over, after a transfer that failed */
   KVREADY_IN_DOUBT = 5          /* an accessor's end can never be proven: never reusable */
+};
+
+/* What a cancel did to the lease's logical lifecycle (kvready_cancel_with_result;
+ * the reference's LogicalDisposition). It never says whether the memory may be
+ * reused: the physical disposition does. 0 is no answer. */
+enum {
+  KVREADY_LOGICAL_ACCEPTED = 1,         /* taken: Cancelled latched (a submission handed out: once answered), or withdrawn */
+  KVREADY_LOGICAL_ALREADY_TERMINAL = 2, /* nothing left to cancel: outcome or fence latched, or released (and still readable) */
+  KVREADY_LOGICAL_NOT_FOUND = 3,        /* the handle names no lease the engine can read: its physical is IN_DOUBT */
+  KVREADY_LOGICAL_REJECTED = 4          /* the engine refused the call itself: it halted */
 };
 
 #define KVREADY_NAME_SIZE 54
@@ -311,7 +321,8 @@ typedef struct kvready_stats {
                                 found at kvready_engine_new: never lent; counted in slots_quarantined */
 } kvready_stats;
 
-/* What an engine still holds. */
+/* What an engine still holds, and whether its memory may be handed back (the
+ * reference's ShutdownResult). */
 typedef struct kvready_report {
   int64_t held[KVREADY_MAX_STATES];
   int64_t slots_held;
@@ -319,7 +330,26 @@ typedef struct kvready_report {
   int32_t drained;
   int32_t halted;                        /* the engine halted: it releases nothing any more */
   char halt_reason[KVREADY_REASON_SIZE]; /* why, NUL-terminated (cut to fit); empty while it runs */
+  int64_t in_doubt;                      /* leases whose memory is not proven reusable (ACTIVE, QUIESCING,
+                                            IN_DOUBT; quarantined ones included): the reference's
+                                            in_doubt_context_count */
+  int32_t physical;                      /* the memory as a whole: KVREADY_IN_DOUBT while in_doubt > 0 or a
+                                            slot is quarantined; else KVREADY_QUIESCED_SUCCESS, or
+                                            KVREADY_NOT_EXPOSED if nothing was ever handed to a backend */
+  int32_t safe_to_release;               /* drained, nothing in doubt, nothing quarantined: the memory may
+                                            be handed back to its owner */
 } kvready_report;
+
+/* What a cancel answered, the logical and the physical result apart (SPEC §4
+ * rule 19; the reference's CancelResult). */
+typedef struct kvready_cancel_result {
+  int32_t logical;       /* KVREADY_LOGICAL_ACCEPTED ... KVREADY_LOGICAL_REJECTED */
+  int32_t physical;      /* the lease's disposition right after the cancel: KVREADY_NOT_EXPOSED ...
+                            KVREADY_IN_DOUBT (IN_DOUBT for a handle the engine cannot name) */
+  int32_t retryable;     /* a later cancel could be taken: always 0 (every refusal is final) */
+  int32_t safe_to_reuse; /* physical is NOT_EXPOSED or QUIESCED_*: the memory may be reused now */
+  char reason[KVREADY_REASON_SIZE]; /* why, NUL-terminated (cut to fit) */
+} kvready_cancel_result;
 
 /* One unit of an extent handed to a backend. */
 typedef struct kvready_unit {
@@ -685,6 +715,18 @@ int kvready_release_many(uint64_t engine, const uint64_t *leases, size_t n, int3
  * no release needed. Refused only for a stale handle or an outcome already
  * latched, and then nothing changes. */
 int kvready_cancel(uint64_t engine, uint64_t lease);
+/* kvready_cancel, answering what the cancel did (SPEC §4 rule 19): the same
+ * status and message, and *result written whatever the engine answered — the
+ * one exception to "out-parameters are written only on success": KVREADY_OK
+ * with KVREADY_LOGICAL_ACCEPTED; KVREADY_ERR_FAILED (the lifecycle refused
+ * it) with ALREADY_TERMINAL; KVREADY_ERR_STALE_LEASE with ALREADY_TERMINAL
+ * for a released lease still readable (config.keep_released), else
+ * NOT_FOUND; KVREADY_ERR_HALTED with REJECTED. A
+ * cancel accepted for a submitted lease is not safe_to_reuse: the memory is
+ * reusable once its backend's access is proven over (watch
+ * kvready_lease_info.physical, or wait for KVREADY_UNTIL_RELEASED). result is
+ * not written for a bad engine handle, and NULL is KVREADY_ERR_INVALID. */
+int kvready_cancel_with_result(uint64_t engine, uint64_t lease, kvready_cancel_result *result);
 int kvready_retry(uint64_t engine, uint64_t lease);
 /* Describe n leases at once (statuses[i] for each, may be NULL). */
 int kvready_lease_infos(uint64_t engine, const uint64_t *leases, size_t n, kvready_lease_info *infos, int32_t *statuses);
@@ -753,12 +795,14 @@ int kvready_containments(uint64_t engine, kvready_containment *out, size_t cap, 
  * first: the leases whose access was proven over after their containment,
  * their slots back in circulation (same bound as containments). */
 int kvready_recoveries(uint64_t engine, uint64_t *leases, size_t cap, size_t *n);
-/* Stop admission, tell every lease, run one round; report what is held. The
- * memory is handed over as it returns: what is still held stays out of
- * circulation for later engines. */
+/* Stop admission, tell every lease, run one round; report what is held
+ * (in_doubt: the leases not yet proven reusable). The memory is handed over
+ * as it returns: what is still held stays out of circulation for later
+ * engines. */
 int kvready_engine_close(uint64_t engine, kvready_report *report);
-/* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT);
- * the memory is handed over as it returns (drained: every slot). */
+/* Close, then run rounds until drained or timeout_ns (KVREADY_ERR_TIMEOUT,
+ * the report and the message saying how many leases it leaves in doubt); the
+ * memory is handed over as it returns (drained: every slot). */
 int kvready_engine_shutdown(uint64_t engine, int64_t timeout_ns, kvready_report *report);
 int kvready_engine_report(uint64_t engine, kvready_report *report);
 /* Forget a drained engine (KVREADY_ERR_BUSY until drained, unless force: then

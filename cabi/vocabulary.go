@@ -84,6 +84,15 @@ const (
 	_ = uint(C.KVREADY_IN_DOUBT - int(readiness.DispositionInDoubt))
 	_ = uint(int(readiness.DispositionInDoubt) - C.KVREADY_IN_DOUBT)
 
+	_ = uint(C.KVREADY_LOGICAL_ACCEPTED - int(readiness.LogicalAccepted))
+	_ = uint(int(readiness.LogicalAccepted) - C.KVREADY_LOGICAL_ACCEPTED)
+	_ = uint(C.KVREADY_LOGICAL_ALREADY_TERMINAL - int(readiness.LogicalAlreadyTerminal))
+	_ = uint(int(readiness.LogicalAlreadyTerminal) - C.KVREADY_LOGICAL_ALREADY_TERMINAL)
+	_ = uint(C.KVREADY_LOGICAL_NOT_FOUND - int(readiness.LogicalNotFound))
+	_ = uint(int(readiness.LogicalNotFound) - C.KVREADY_LOGICAL_NOT_FOUND)
+	_ = uint(C.KVREADY_LOGICAL_REJECTED - int(readiness.LogicalRejected))
+	_ = uint(int(readiness.LogicalRejected) - C.KVREADY_LOGICAL_REJECTED)
+
 	_ = uint(C.KVREADY_FETCH - int(readiness.Fetch))
 	_ = uint(int(readiness.Fetch) - C.KVREADY_FETCH)
 	_ = uint(C.KVREADY_PUBLISH - int(readiness.Publish))

@@ -409,7 +409,7 @@ func TestCancelRequestsBesideCancelTransitions(t *testing.T) {
 	for _, ownerCancels := range []bool{false, true} {
 		r := newRig(t, "0")
 		if ownerCancels { // the held delivery is cancelled by its owner before its deadline
-			r.beforeRelease = func(hs []readiness.Handle) { require.NoError(t, r.eng.Cancel(hs[held])) }
+			r.beforeRelease = func(hs []readiness.Handle) { _, err := r.eng.Cancel(hs[held]); require.NoError(t, err) }
 		}
 		reg := prometheus.NewPedanticRegistry()
 		require.NoError(t, reg.Register(r.c))

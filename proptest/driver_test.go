@@ -21,7 +21,7 @@ import (
 type driver interface {
 	lend(readiness.Request) (readiness.Handle, error)
 	release(readiness.Handle) error
-	cancel(readiness.Handle) error
+	cancel(readiness.Handle) (readiness.CancelResult, error)
 	retry(readiness.Handle) error
 	lease(readiness.Handle) (readiness.LeaseInfo, error)
 	readiness(readiness.Handle) (staging.Interval, error)
@@ -128,8 +128,10 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 
 func (d *runnerDriver) lend(r readiness.Request) (readiness.Handle, error) { return d.eng.Lend(r) }
 func (d *runnerDriver) release(h readiness.Handle) error                   { return d.eng.Release(h) }
-func (d *runnerDriver) cancel(h readiness.Handle) error                    { return d.eng.Cancel(h) }
-func (d *runnerDriver) retry(h readiness.Handle) error                     { return d.eng.Retry(h) }
+func (d *runnerDriver) cancel(h readiness.Handle) (readiness.CancelResult, error) {
+	return d.eng.Cancel(h)
+}
+func (d *runnerDriver) retry(h readiness.Handle) error { return d.eng.Retry(h) }
 func (d *runnerDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) {
 	return d.eng.Lease(h)
 }
@@ -213,8 +215,10 @@ func (d *coreDriver) lend(r readiness.Request) (readiness.Handle, error) {
 	return readiness.HandleOf(h.Uint64()), err
 }
 func (d *coreDriver) release(h readiness.Handle) error { return d.c.Release(coreHandle(h)) }
-func (d *coreDriver) cancel(h readiness.Handle) error  { return d.c.Cancel(coreHandle(h)) }
-func (d *coreDriver) retry(h readiness.Handle) error   { return d.c.Retry(coreHandle(h)) }
+func (d *coreDriver) cancel(h readiness.Handle) (readiness.CancelResult, error) {
+	return d.c.Cancel(coreHandle(h))
+}
+func (d *coreDriver) retry(h readiness.Handle) error { return d.c.Retry(coreHandle(h)) }
 func (d *coreDriver) lease(h readiness.Handle) (readiness.LeaseInfo, error) {
 	info, err := d.c.Lease(coreHandle(h))
 	return as[readiness.LeaseInfo](info), err

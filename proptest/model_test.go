@@ -36,6 +36,7 @@ const (
 	rule12 = "rule 12, a real store never eats staging capacity"
 	rule17 = "rule 17, the engine owns the memory it lends"
 	rule18 = "rule 18, safe for concurrent callers"
+	rule19 = "rule 19, a cancel answers the logical and the physical result apart"
 	ruleA  = "allocator invariant"
 	// ruleCancel is SPEC §2's cancellation extension.
 	ruleCancel = "cancel requests (§2), one per failed attempt, recorded, never a proof"
@@ -653,8 +654,9 @@ func (m *model) cancel(t *rapid.T) {
 		return
 	}
 	before := m.d.stats()
-	err = m.d.cancel(l.h)
+	res, err := m.d.cancel(l.h)
 	after, afterErr := m.d.lease(l.h)
+	m.checkCancelResult(l, res, err, info, after, afterErr)
 	pending := info.Outcome == readiness.NoOutcome
 	switch {
 	case m.halt != nil:
@@ -713,6 +715,45 @@ func (m *model) cancel(t *rapid.T) {
 	}
 }
 
+// checkCancelResult checks what a cancel of l answered (res, err) against
+// the lease read before (info) and after it (after, afterErr; afterErr set:
+// the handle reads nothing). The memory is reusable exactly when nothing
+// touches it: the lease waits for slots or for admission (never handed to a
+// backend, no copy in flight), or it is logically complete or released
+// (every accessor's access proven over, every local copy landed) — an oracle
+// read from the state, never from the disposition's own function. Physical
+// is the lease's disposition after the cancel, or IN_DOUBT for a handle that
+// reads nothing; no answer is retryable.
+func (m *model) checkCancelResult(l *mLease, res readiness.CancelResult, err error, info, after readiness.LeaseInfo, afterErr error) {
+	want := readiness.LogicalAlreadyTerminal
+	switch {
+	case m.halt != nil:
+		want = readiness.LogicalRejected
+	case err == nil:
+		want = readiness.LogicalAccepted
+	case afterErr != nil:
+		want = readiness.LogicalNotFound
+	}
+	if res.Logical != want || res.Retryable {
+		m.fail(rule19, "Cancel of lease %d (%v, error %v) answered %v (retryable %v); want %v, never retryable", l.serial, info.State, err, res.Logical, res.Retryable, want)
+	}
+	if afterErr != nil {
+		if res.Physical != readiness.DispositionInDoubt || res.SafeToReuse() {
+			m.fail(rule19, "Cancel of lease %d, whose handle reads nothing (%v), answered %v: memory nobody can see is IN_DOUBT", l.serial, afterErr, res.Physical)
+		}
+		return
+	}
+	var reusable bool
+	switch after.State {
+	case readiness.StateWaiting, readiness.StateStaged, readiness.StateLogicallyComplete, readiness.StateReleased:
+		reusable = true
+	}
+	if res.Physical != after.Disposition || res.SafeToReuse() != reusable {
+		m.fail(rule19, "Cancel of lease %d answered %v (safe %v); the lease reads %v in %v: want its disposition, safe exactly when waiting, staged, complete or released",
+			l.serial, res.Physical, res.SafeToReuse(), after.Disposition, after.State)
+	}
+}
+
 func (m *model) retry(t *rapid.T) {
 	live := m.live()
 	if len(live) == 0 {
@@ -741,10 +782,13 @@ func (m *model) stale(t *rapid.T) {
 	if err := m.d.release(l.h); !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Release of the retired handle %v answered %v; want ErrStaleHandle", l.h, err)
 	}
-	if err := m.d.cancel(l.h); err == nil {
+	res, cancelErr := m.d.cancel(l.h)
+	if cancelErr == nil {
 		m.fail(rule7, "Cancel of the retired handle %v was accepted", l.h)
 	}
-	if info, err := m.d.lease(l.h); err == nil && info.State != readiness.StateReleased {
+	info, err := m.d.lease(l.h)
+	m.checkCancelResult(l, res, cancelErr, info, info, err)
+	if err == nil && info.State != readiness.StateReleased {
 		m.fail(rule7, "the retired handle %v reads a lease in %v", l.h, info.State)
 	} else if err != nil && !errors.Is(err, readiness.ErrStaleHandle) {
 		m.fail(rule7, "Lease(%v) = %v; want the released lease or ErrStaleHandle", l.h, err)

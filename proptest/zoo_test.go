@@ -309,7 +309,7 @@ func (e *engineMgr) round() {
 }
 
 func (e *engineMgr) release(name string) error { return e.eng.Release(e.hs[name]) }
-func (e *engineMgr) cancel(name string) error  { return e.eng.Cancel(e.hs[name]) }
+func (e *engineMgr) cancel(name string) error  { _, err := e.eng.Cancel(e.hs[name]); return err }
 
 func (e *engineMgr) owners() map[slotID]string {
 	out := map[slotID]string{}

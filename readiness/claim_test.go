@@ -58,7 +58,7 @@ func TestSecondEngineOverHeldMemoryIsRefused(t *testing.T) {
 			assert.Equal(t, pattern(0xC0, 2, 1), r.deviceRow(rows[1]))
 			require.NoError(t, r.eng.Release(h))
 			r.be.set(r.be.attempts[0], nil)
-			require.NoError(t, r.eng.Cancel(held))
+			require.NoError(t, cancelErr(r.eng.Cancel(held)))
 			require.NoError(t, r.eng.Release(held))
 			rep, err := r.eng.Shutdown(contextWithTimeout(t))
 			require.NoError(t, err)

@@ -235,7 +235,7 @@ func (r *churnRig) lifecycle(ctx context.Context, rng *rand.Rand, id, k int) err
 	}
 	switch rng.IntN(6) {
 	case 0: // the owner gives up early: nothing may land in its rows after this
-		_ = r.eng.Cancel(h)
+		_, _ = r.eng.Cancel(h)
 		if info, err := r.eng.Lease(h); err == nil && info.State == StateReleased {
 			return nil // withdrawn before its submission: its slots are back already
 		}

@@ -66,8 +66,11 @@ type Core struct {
 	now    int64
 	closed bool
 	lost   bool
-	halted error
-	stats  Stats
+	// exposed: a lease was ever handed to a backend, so a report whose
+	// leases are all settled says QUIESCED_SUCCESS, not NOT_EXPOSED.
+	exposed bool
+	halted  error
+	stats   Stats
 	// byCause counts moves by cause while counting is set.
 	counting bool
 	byCause  [causeSlots]uint64
@@ -297,13 +300,24 @@ func (c *Core) Release(h Handle) error {
 // out (admitted) goes ahead, and the cancel follows its answer. A stale
 // handle, or a lease whose outcome is already latched, refuses it, saying
 // why, and nothing changes.
-func (c *Core) Cancel(h Handle) error {
+//
+// The result answers the logical and the physical result apart (SPEC §4
+// rule 19, the reference's CancelResult), and is filled whatever the error:
+// accepted (the error is nil) with the lease's disposition right after the
+// cancel — NOT_EXPOSED for a lease withdrawn, ACTIVE or QUIESCING for one
+// whose backend may still touch its memory; ALREADY_TERMINAL for a lease
+// whose outcome or fence is latched or that is already released (and kept:
+// Config.KeepReleased), with its disposition; NOT_FOUND for a handle the core
+// cannot name, IN_DOUBT; REJECTED once the core halted. The error is the
+// refusal, as ever: errors.Is finds ErrStaleHandle, ErrRefused or ErrHalted.
+func (c *Core) Cancel(h Handle) (CancelResult, error) {
 	// The reason is kept even where the cancel is latched (a publish's copies
 	// landing, a submission being answered): it says why the lease ends.
 	if err := c.owner(h, Evidence{What: ownerCancelled, Lease: h}); err != nil {
-		return fmt.Errorf("readiness: cancel of %v: %w", h, err)
+		err = fmt.Errorf("readiness: cancel of %v: %w", h, err)
+		return c.cancelRefused(h, err), err
 	}
-	return nil
+	return c.cancelAccepted(h), nil
 }
 
 // Computed reports layer (0..Layers()-1, the layer order of the fetch's

@@ -364,6 +364,7 @@ func (c *Core) entered(id uint32, step *fsm.Step, v *verdict) {
 	c.moves++
 	c.stats.Leases[step.From]--
 	c.stats.Leases[step.To]++
+	c.exposed = c.exposed || l.m.Marks.Has(fsm.Exposed)
 	if step.Result != fsm.NoResult {
 		c.checkLatchOnce(id, step.Result)
 		l.result = step.Result

@@ -188,7 +188,7 @@ func TestLayerwisePublishWithdrawn(t *testing.T) {
 		h := r.grantedPublish()
 		require.NoError(t, r.c.Computed(h, 0, gpu.Event{}))
 		r.c.Advance()
-		require.NoError(t, r.c.Cancel(h))
+		require.NoError(t, cancelErr(r.c.Cancel(h)))
 		r.c.Advance()
 		r.layerDone(h, 0)
 		assert.Equal(t, StateGranted, r.state(h))
@@ -272,7 +272,7 @@ func TestLayerwisePublishNeverSubmitsALayerMissing(t *testing.T) {
 			case 4:
 				_ = r.c.Release(h)
 			case 5:
-				_ = r.c.Cancel(h)
+				_, _ = r.c.Cancel(h)
 			case 6:
 				if queued > landed && r.c.Step(Evidence{What: CopyLost, Lease: h, Layer: landed, Reason: "lost"}) == nil {
 					lost = true

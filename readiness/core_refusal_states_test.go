@@ -70,7 +70,7 @@ func refusalMoves(n [2]contract.Name) []worldMove {
 			return w.c.Step(readiness.Evidence{What: readiness.DeviceGone, Reason: "gone"})
 		}},
 		{"release", func(w *refusalWorld) error { return w.c.Release(w.target) }},
-		{"cancel", func(w *refusalWorld) error { return w.c.Cancel(w.target) }},
+		{"cancel", func(w *refusalWorld) error { _, err := w.c.Cancel(w.target); return err }},
 		{"retry", func(w *refusalWorld) error { return w.c.Retry(w.target) }},
 		{"close", func(w *refusalWorld) error { w.c.Close(); return nil }},
 		{"1.5 s pass", func(w *refusalWorld) error { w.now = w.now.Add(1500 * time.Millisecond); w.c.Tick(w.now); return nil }},
@@ -130,7 +130,7 @@ func refusalBattery(n [2]contract.Name) []worldMove {
 	}
 	return append(out,
 		worldMove{"release", func(w *refusalWorld) error { return w.c.Release(w.target) }},
-		worldMove{"cancel", func(w *refusalWorld) error { return w.c.Cancel(w.target) }},
+		worldMove{"cancel", func(w *refusalWorld) error { _, err := w.c.Cancel(w.target); return err }},
 		worldMove{"retry", func(w *refusalWorld) error { return w.c.Retry(w.target) }},
 		worldMove{"device gone again", func(w *refusalWorld) error {
 			return w.c.Step(readiness.Evidence{What: readiness.DeviceGone, Reason: "again"})

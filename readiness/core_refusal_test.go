@@ -108,7 +108,7 @@ func TestRefusedCallsChangeNothing(t *testing.T) {
 			case 1:
 				err = c.Release(h)
 			case 2:
-				err = c.Cancel(h)
+				_, err = c.Cancel(h)
 			case 3:
 				err = c.Retry(h)
 			case 4:

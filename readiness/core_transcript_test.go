@@ -201,7 +201,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "release":
 		report(h.c.Release(h.lease(d)))
 	case "cancel":
-		report(h.c.Cancel(h.lease(d)))
+		_, err := h.c.Cancel(h.lease(d))
+		report(err)
 	case "retry":
 		report(h.c.Retry(h.lease(d)))
 	case "close":

@@ -166,10 +166,20 @@ func (e *Engine) Release(h Handle) error {
 // is withdrawn, its slots back at once without a release (its handle then
 // reads as released). A stale handle, or a lease whose outcome is already
 // latched, is refused, saying why, and nothing changes.
-func (e *Engine) Cancel(h Handle) error {
+//
+// The result answers the logical and the physical result apart (SPEC §4
+// rule 19, the reference's CancelResult), whatever the error: Logical says
+// what the cancel did (ACCEPTED with a nil error; ALREADY_TERMINAL,
+// NOT_FOUND or REJECTED with the refusal), Physical whether anything may
+// still touch the memory right after it, and SafeToReuse whether it may be
+// reused now — for a submitted lease not until its backend's Quiesce answers
+// true: watch its LeaseInfo.Disposition, or Wait for its release. Core.Cancel
+// says which answer each case gets.
+func (e *Engine) Cancel(h Handle) (CancelResult, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.owner(e.core.Cancel(h))
+	r, err := e.core.Cancel(h)
+	return r, e.owner(err)
 }
 
 // Retry asks the backend again, at the next round, whether the lease's access
@@ -394,7 +404,8 @@ func (e *Engine) perform() {
 	}
 }
 
-// Report says what an engine still holds.
+// Report says what an engine still holds, and — as the reference's
+// ShutdownResult — whether its memory may be handed back to its owner.
 type Report struct {
 	// Held counts leases by state; quarantined ones stay counted for ever.
 	Held [NumStates]int
@@ -408,4 +419,25 @@ type Report struct {
 	// Halted is why the engine halted (nil while it runs): it releases
 	// nothing any more, and a drain never completes.
 	Halted error
+	// InDoubt counts the leases whose memory was not proven reusable when
+	// the report was taken (the reference's in_doubt_context_count): their
+	// disposition ACTIVE, QUIESCING or IN_DOUBT — quarantined leases, kept
+	// for ever, included. A shutdown that gave up waiting leaves them in
+	// doubt; a clean drain leaves none.
+	InDoubt int
+	// Physical is the memory's disposition as a whole: IN_DOUBT while any
+	// lease is in doubt or any slot is quarantined (an earlier engine's
+	// included: SlotsInherited), as the reference allows a count only
+	// beside IN_DOUBT; else QUIESCED_SUCCESS once a lease was ever handed to
+	// a backend (every access to it proven over), NOT_EXPOSED if none was.
+	Physical Disposition
+}
+
+// SafeToRelease reports whether the engine's staging memory may be handed
+// back to its owner — freed, or lent by another engine with nothing it must
+// inherit — as the reference's safe_to_release_managers does: the engine
+// drained (Drained: closed, not halted, its goroutines stopped), no lease is
+// in doubt, and the memory as a whole is reusable (no slot quarantined).
+func (r Report) SafeToRelease() bool {
+	return r.Drained && r.Halted == nil && r.InDoubt == 0 && r.Physical.Reusable()
 }

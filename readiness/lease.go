@@ -1,6 +1,10 @@
 package readiness
 
-import "github.com/kvready/kvready/fsm"
+import (
+	"fmt"
+
+	"github.com/kvready/kvready/fsm"
+)
 
 // State is where a lease stands in its lifecycle (docs/states.md). Its
 // groups — Held, Exposed, Answerable, Pending, Terminal — are what an embedder
@@ -88,3 +92,79 @@ func (d Disposition) String() string { return fsm.Physical(d).String() }
 // Reusable reports whether the disposition proves that the lease's memory may
 // be reused (the reference's is_reusable): not exposed, or quiesced.
 func (d Disposition) Reusable() bool { return fsm.Physical(d).Reusable() }
+
+// Logical is what a cancel did to the lease's logical lifecycle, in the
+// reference's words (lifecycle.py, LogicalDisposition). It never says whether
+// the memory may be reused — CancelResult.Physical does: a cancel accepted
+// while the backend may still be writing leaves memory that is not reusable
+// yet. The zero Logical is no answer, so that a CancelResult never filled in
+// claims nothing (SafeToReuse is false for it).
+type Logical uint8
+
+// The logical answers of a cancel.
+const (
+	// LogicalAccepted: the cancel was taken. Cancelled (not by the peer) is
+	// latched at once — for a submission already handed out, once the
+	// backend answered it — and a lease never submitted is withdrawn.
+	LogicalAccepted Logical = iota + 1
+	// LogicalAlreadyTerminal: the lease is known and there was nothing left
+	// to cancel — its outcome already latched, its access already proven
+	// over, or it is already released or quarantined. Nothing changed.
+	LogicalAlreadyTerminal
+	// LogicalNotFound: the handle names no lease the engine can still read:
+	// never issued, or retired and no longer among the KeepReleased leases
+	// kept. Nothing changed.
+	LogicalNotFound
+	// LogicalRejected: the engine refused the call without looking at the
+	// lease — it halted. Nothing changed.
+	LogicalRejected
+)
+
+var logicalNames = [...]string{LogicalAccepted: "ACCEPTED", LogicalAlreadyTerminal: "ALREADY_TERMINAL",
+	LogicalNotFound: "NOT_FOUND", LogicalRejected: "REJECTED"}
+
+// String returns the answer as the reference spells it: ACCEPTED,
+// ALREADY_TERMINAL, NOT_FOUND or REJECTED (logical(N) for anything else, the
+// zero Logical included).
+func (l Logical) String() string {
+	if l >= LogicalAccepted && int(l) < len(logicalNames) {
+		return logicalNames[l]
+	}
+	return fmt.Sprintf("logical(%d)", uint8(l))
+}
+
+// CancelResult is what a cancel answers, the logical and the physical result
+// apart, as the reference's CancelResult does: Logical says what the cancel
+// did, Physical whether anything may still touch the lease's memory right
+// after it. Accepting a cancel proves nothing about access: a submitted
+// lease's memory stays unreusable (ACTIVE, QUIESCING) until its backend's
+// Quiesce answers true; only a lease never exposed is NOT_EXPOSED at once.
+type CancelResult struct {
+	// Logical is what the cancel did: ACCEPTED with a nil error, else the
+	// refusal's answer (ALREADY_TERMINAL, NOT_FOUND, REJECTED).
+	Logical Logical
+	// Physical is the lease's disposition when the cancel returned: for a
+	// lease the engine can still read (live, or released and kept), its
+	// LeaseInfo.Disposition; for a handle it cannot name, IN_DOUBT — the
+	// engine never claims reuse of memory it cannot see.
+	Physical Disposition
+	// Retryable reports that a later cancel of the same handle could be
+	// accepted. Every refusal of the engine is final — a latched outcome
+	// stays latched (no state that refuses a cancel leads back to one that
+	// takes it: TestNoRefusedCancelIsAcceptedLater walks the table), a
+	// retired handle never names a lease again, a halted engine never runs
+	// again — so the engine always answers false. The field is the
+	// reference's, whose callers branch on it.
+	Retryable bool
+	// Reason says why, in words: what the acceptance left to prove, or the
+	// refusal's error.
+	Reason string
+}
+
+// SafeToReuse reports whether the lease's memory may be reused now: the
+// physical disposition is reusable (NOT_EXPOSED or QUIESCED_*), as the
+// reference's safe_to_reuse says, whatever the logical answer was. A result
+// with no logical answer (the zero CancelResult) is never safe.
+func (r CancelResult) SafeToReuse() bool {
+	return r.Logical != 0 && r.Physical.Reusable()
+}

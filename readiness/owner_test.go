@@ -65,7 +65,7 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 
 	// Right after Lend: waiting, holding nothing.
 	a := r.lend(Request{Kind: Fetch, Rows: r.rows(1, 2)})
-	require.NoError(t, r.eng.Cancel(a))
+	require.NoError(t, cancelErr(r.eng.Cancel(a)))
 	withdrawn(a)
 	require.ErrorIs(t, r.eng.Release(a), ErrStaleHandle, "a withdrawn lease is released already")
 	info, err := r.eng.Wait(contextWithTimeout(t), a, UntilReleased)
@@ -78,7 +78,7 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	r.sync()
 	require.Equal(t, State(StateStaged), r.state(b))
 	require.Equal(t, 1, r.eng.Stats().SlotsFree)
-	require.NoError(t, r.eng.Cancel(b))
+	require.NoError(t, cancelErr(r.eng.Cancel(b)))
 	withdrawn(b)
 	assert.Equal(t, 3, r.eng.Stats().SlotsFree, "the withdrawn lease's slots are back at once")
 
@@ -87,7 +87,7 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	p := r.lend(Request{Kind: Publish, Rows: r.rows(4, 2)})
 	r.sync()
 	require.Equal(t, State(StateGranted), r.state(p))
-	require.NoError(t, r.eng.Cancel(p))
+	require.NoError(t, cancelErr(r.eng.Cancel(p)))
 	r.sync()
 	require.Equal(t, State(StateGranted), r.state(p), "the copies touching its slots have not landed")
 	assert.Equal(t, 1, r.eng.Stats().SlotsFree)
@@ -107,7 +107,7 @@ func TestCancelBeforeSubmissionWithdrawsTheLease(t *testing.T) {
 	r.sync()
 	before, beforeStats := r.info(x), r.eng.Stats()
 	require.NotEqual(t, NoOutcome, before.Outcome)
-	err = r.eng.Cancel(x)
+	_, err = r.eng.Cancel(x)
 	var refused *fsm.RefusedError
 	require.ErrorAs(t, err, &refused)
 	assert.Equal(t, before, r.info(x))
@@ -159,4 +159,7 @@ func TestShutdownTimeoutSaysWhatIsHeldQuarantinedAndUnproven(t *testing.T) {
 	assert.Equal(t, 2, rep.SlotsHeld)
 	assert.Equal(t, 2, rep.SlotsQuarantined)
 	assert.ErrorContains(t, err, "2 slots still held (1 leases with access or a copy still unproven), 2 slots quarantined, 2 Quiesce calls still unanswered")
+	assert.Equal(t, 2, rep.InDoubt, "the quarantined lease and the one whose proof never came")
+	assert.ErrorContains(t, err, "2 leases left in doubt (memory IN_DOUBT: not safe to release)")
+	assert.False(t, rep.SafeToRelease())
 }

@@ -168,7 +168,7 @@ func TestRule3TerminalOutcomeIsStable(t *testing.T) {
 			r.be.gate = gate
 			h, rows, a := r.fetch(1, 2)
 			if tc.kind == Cancelled {
-				require.NoError(t, r.eng.Cancel(h))
+				require.NoError(t, cancelErr(r.eng.Cancel(h)))
 			} else {
 				r.be.set(a, contract.Failed{Reason: "failed"})
 			}
@@ -530,13 +530,13 @@ func TestRule7StaleHandlesAreRefused(t *testing.T) {
 	}
 	_, err := r.eng.Lease(h)
 	assert.ErrorIs(t, err, ErrStaleHandle)
-	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
+	assert.ErrorIs(t, cancelErr(r.eng.Cancel(h)), ErrStaleHandle)
 	assert.ErrorIs(t, r.eng.Release(Handle{}), ErrStaleHandle)
 	// A live lease on the record h once named: the old handle never reaches it.
 	live, _, _ := r.fetch(9, 1)
 	require.Equal(t, h.Index(), live.Index(), "the record was reused")
 	assert.ErrorIs(t, r.eng.Release(h), ErrStaleHandle)
-	assert.ErrorIs(t, r.eng.Cancel(h), ErrStaleHandle)
+	assert.ErrorIs(t, cancelErr(r.eng.Cancel(h)), ErrStaleHandle)
 	assert.Equal(t, State(StateRequested), r.state(live), "the stale calls changed nothing")
 	assert.False(t, r.info(live).ReleaseRequested)
 }
@@ -830,9 +830,9 @@ func TestRefusedOwnerCallsChangeNothing(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"cancel of a served lease", func() error { return r.eng.Cancel(served) }},
-		{"cancel of a lease the peer cancelled", func() error { return r.eng.Cancel(peer) }},
-		{"cancel of a stale handle", func() error { return r.eng.Cancel(HandleOf(served.Uint64() + 1<<32)) }},
+		{"cancel of a served lease", func() error { return cancelErr(r.eng.Cancel(served)) }},
+		{"cancel of a lease the peer cancelled", func() error { return cancelErr(r.eng.Cancel(peer)) }},
+		{"cancel of a stale handle", func() error { return cancelErr(r.eng.Cancel(HandleOf(served.Uint64() + 1<<32))) }},
 		{"release of a stale handle", func() error { return r.eng.Release(Handle{}) }},
 		{"retry of a stale handle", func() error { return r.eng.Retry(HandleOf(done.Uint64() + 1<<32)) }},
 		{"a lend of no rows", func() error { _, err := r.eng.Lend(Request{Kind: Fetch}); return err }},
@@ -915,7 +915,7 @@ func TestRule19DispositionIsApartFromTheOutcome(t *testing.T) {
 	h, _, a := r.fetch(1, 1)
 	assert.Equal(t, DispositionActive, r.info(h).Disposition, "submitted: the backend may write")
 	r.be.setAnswer(false, nil)
-	require.NoError(t, r.eng.Cancel(h))
+	require.NoError(t, cancelErr(r.eng.Cancel(h)))
 	r.sync()
 	info := r.info(h)
 	assert.Equal(t, Cancelled, info.Outcome, "the logical result latched at once")
@@ -939,7 +939,7 @@ func TestRule19DispositionIsApartFromTheOutcome(t *testing.T) {
 	assert.Equal(t, DispositionQuiescedSuccess, r.info(served).Disposition)
 
 	withdrawn := r.lend(Request{Kind: Fetch, Rows: r.rows(3, 4)}) // more rows than free slots: it waits
-	require.NoError(t, r.eng.Cancel(withdrawn))
+	require.NoError(t, cancelErr(r.eng.Cancel(withdrawn)))
 	assert.Equal(t, DispositionNotExposed, r.info(withdrawn).Disposition, "withdrawn before its submission")
 
 	stuck, _, a3 := r.fetch(4, 1)

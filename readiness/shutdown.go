@@ -7,11 +7,11 @@ import (
 	"github.com/kvready/kvready/fsm"
 )
 
-// undrained says why a shutdown stopped waiting: the slots still held, how
-// many leases hold them with access or a copy still unproven, the slots
-// quarantined, and the Quiesce calls still out — a drain also waits for those
-// to answer, so a Quiesce that never returns keeps an engine whose slots are
-// all quarantined from draining.
+// undrained says why a shutdown stopped waiting: the leases it leaves in
+// doubt, the slots still held, how many leases hold them with access or a
+// copy still unproven, the slots quarantined, and the Quiesce calls still
+// out — a drain also waits for those to answer, so a Quiesce that never
+// returns keeps an engine whose slots are all quarantined from draining.
 func undrained(rep Report, unanswered int64) string {
 	tab := fsm.Lifecycle()
 	unproven := 0
@@ -20,8 +20,8 @@ func undrained(rep Report, unanswered int64) string {
 			unproven += n
 		}
 	}
-	return fmt.Sprintf("shutdown did not drain: %d slots still held (%d leases with access or a copy still unproven), %d slots quarantined, %d Quiesce calls still unanswered",
-		rep.SlotsHeld, unproven, rep.SlotsQuarantined, unanswered)
+	return fmt.Sprintf("shutdown did not drain: %d leases left in doubt (memory %v: not safe to release), %d slots still held (%d leases with access or a copy still unproven), %d slots quarantined, %d Quiesce calls still unanswered",
+		rep.InDoubt, rep.Physical, rep.SlotsHeld, unproven, rep.SlotsQuarantined, unanswered)
 }
 
 // noticeHalt tells the owner, once, that the engine halted.
@@ -42,9 +42,11 @@ func (e *Engine) noticeHalt() {
 // lease: waiting ones are released at once, those still waiting for an
 // outcome are cancelled locally, and every other one is released once it is
 // fenced and its copies landed, or contained at its containment deadline.
-// Then it runs one round without blocking and reports what is still held. Run
-// rounds (Progress on Wake, or Sync) until the report says Drained; with a
-// clock that moves every close drains. Calling it again only runs a round and
+// Then it runs one round without blocking and reports what is still held:
+// Report.InDoubt counts the leases whose memory is not yet proven reusable,
+// and SafeToRelease says whether the memory may be handed back. Run rounds
+// (Progress on Wake, or Sync) until the report says Drained; with a clock
+// that moves every close drains. Calling it again only runs a round and
 // reports. The engine's claim on its memory ends as Close returns (claim.go):
 // slots still held stay out of circulation for later engines; Shutdown to hand
 // over every slot.
@@ -72,7 +74,15 @@ func (e *Engine) Report() Report {
 func (e *Engine) report() Report {
 	s := e.core.Stats()
 	halted := e.core.Err()
-	return Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted}
+	r := Report{Held: s.Leases, SlotsHeld: s.SlotsHeld, SlotsQuarantined: s.SlotsQuarantined, Drained: e.stopped && halted == nil, Halted: halted,
+		InDoubt: e.core.inDoubt(), Physical: DispositionNotExposed}
+	switch {
+	case r.InDoubt > 0 || r.SlotsQuarantined > 0:
+		r.Physical = DispositionInDoubt
+	case e.core.exposed:
+		r.Physical = DispositionQuiescedSuccess
+	}
+	return r
 }
 
 // stopIfDrained stops the background goroutines once a closed engine has no
@@ -112,8 +122,10 @@ func (e *Engine) stopIfDrained() {
 // outstanding Quiesce calls, cancelled, have answered. Leases whose access is
 // never proven are contained at their containment deadline, so with a clock
 // that moves every shutdown drains. It returns the final report, and ctx's
-// error (wrapped) if ctx ended first, or the halt. Other calls go on while it
-// waits. The claim on the memory ends as it returns (claim.go).
+// error (wrapped) if ctx ended first, or the halt. A report that is not
+// SafeToRelease says how many leases the shutdown leaves in doubt (InDoubt),
+// and so does the error. Other calls go on while it waits. The claim on the
+// memory ends as it returns (claim.go).
 func (e *Engine) Shutdown(ctx context.Context) (Report, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

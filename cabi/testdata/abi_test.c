@@ -5,7 +5,8 @@
  * woken through the wake fd, a backend and a device written here in C (the
  * device's events complete out of order), and the containment policies (fatal
  * halts the engine; recover releases a contained lease once its access is
- * proven), and a fetch layer by layer (the engine given the layout; the copy
+ * proven), a cancel's logical and physical answers and a shutdown's count of
+ * leases left in doubt, and a fetch layer by layer (the engine given the layout; the copy
  * stream stepped one layer's event at a time, a failed layer, a compute
  * stream). Built and run by `make test` (make abi-test); it prints
  * "N passed, N failed" and exits non-zero on any failure. Every wait is
@@ -469,7 +470,8 @@ static void test_go_backend(void) {
 
   CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
   kvready_report rep;
-  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0 &&
+            rep.in_doubt == 0 && rep.physical == KVREADY_QUIESCED_SUCCESS && rep.safe_to_release, eng);
   CHECK(kvready_lend(eng, &fetch, &none) == KVREADY_ERR_CLOSED, eng);
   CHECK(kvready_engine_stats(eng, &after) == KVREADY_OK && after.outcomes[KVREADY_OUTCOME_FAILED] == 0 && after.slots_free == SLOTS, eng);
   CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
@@ -614,6 +616,86 @@ static void test_try_quiesce(void) {
   CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
 }
 
+/* ---- rule 19: a cancel answers the logical and the physical result apart,
+ * and a shutdown says how many leases it leaves in doubt ------------------- */
+
+static void test_cancel_result_and_in_doubt(void) {
+  enum { SLOT = 32, SLOTS = 4 };
+  static uint8_t slab[SLOTS * SLOT];
+  static cbackend cb;
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, dev = 0, eng = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+  kvready_backend_callbacks bcb = {.user = &cb, .fetch = cb_fetch, .poll = cb_poll, .quiesce = cb_quiesce,
+                                   .put = cb_put, .notifies = 1};
+  CHECK(kvready_backend_new(&bcb, mem, &be) == KVREADY_OK, 0);
+  cb.self = be;
+  cb.memory = mem;
+  cb.hold = 1; /* its quiesce proves nothing until the test lifts the hold */
+  CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg;
+  CHECK(kvready_engine_config_defaults(&cfg) == KVREADY_OK, 0);
+  cfg.memory = mem, cfg.fetcher = be, cfg.device = dev, cfg.tokens_per_block = 16;
+  cfg.request_timeout_ns = cfg.drain_grace_ns = 60000000000LL; /* no containment within the test */
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+
+  kvready_row rows[SLOTS];
+  memset(rows, 0, sizeof rows);
+  for (int b = 0; b < SLOTS; b++) {
+    rows[b].name[0] = 0xCE;
+    rows[b].name[1] = (uint8_t)b;
+    rows[b].block = b;
+    CHECK(kvready_sim_alloc(dev, SLOT, &rows[b].device) == KVREADY_OK, dev);
+  }
+  uint8_t content[SLOT];
+  memset(content, 'c', SLOT);
+  CHECK(kvready_backend_put(be, (const uint8_t *)"e", 1, rows[0].name, content, SLOT) == KVREADY_OK, be);
+  kvready_request one = {.kind = KVREADY_FETCH, .rows = rows, .n_rows = 1};
+  kvready_request all = {.kind = KVREADY_FETCH, .rows = rows, .n_rows = SLOTS};
+  uint64_t served = 0, waiting = 0;
+  CHECK(kvready_lend(eng, &one, &served) == KVREADY_OK, eng);
+  CHECK(pump(eng, served, KVREADY_SERVED, 0), eng); /* served at once; its access proof never comes */
+  CHECK(kvready_lend(eng, &all, &waiting) == KVREADY_OK, eng); /* one slot short: it waits */
+
+  kvready_cancel_result cr;
+  CHECK(kvready_cancel_with_result(eng, waiting, NULL) == KVREADY_ERR_INVALID, eng);
+  memset(&cr, 0xff, sizeof cr);
+  CHECK(kvready_cancel_with_result(eng, waiting, &cr) == KVREADY_OK && cr.logical == KVREADY_LOGICAL_ACCEPTED &&
+            cr.physical == KVREADY_NOT_EXPOSED && cr.safe_to_reuse == 1 && cr.retryable == 0 &&
+            strstr(cr.reason, "withdrawn") != NULL, eng);
+  memset(&cr, 0xff, sizeof cr);
+  CHECK(kvready_cancel_with_result(eng, served, &cr) == KVREADY_ERR_FAILED && cr.logical == KVREADY_LOGICAL_ALREADY_TERMINAL &&
+            cr.physical == KVREADY_QUIESCING && cr.safe_to_reuse == 0 && cr.retryable == 0 &&
+            strstr(cr.reason, "outcome already latched") != NULL && last_error_contains(eng, "outcome already latched"), eng);
+  kvready_lease_info info;
+  CHECK(kvready_lease_infos(eng, &served, 1, &info, NULL) == KVREADY_OK && info.state == KVREADY_SERVED &&
+            info.physical == KVREADY_QUIESCING, eng);
+  memset(&cr, 0xff, sizeof cr);
+  CHECK(kvready_cancel_with_result(eng, waiting, &cr) == KVREADY_ERR_STALE_LEASE && cr.logical == KVREADY_LOGICAL_ALREADY_TERMINAL &&
+            cr.physical == KVREADY_NOT_EXPOSED && cr.safe_to_reuse == 1, eng);
+  memset(&cr, 0xff, sizeof cr);
+  CHECK(kvready_cancel_with_result(eng, waiting ^ (1ULL << 40), &cr) == KVREADY_ERR_STALE_LEASE &&
+            cr.logical == KVREADY_LOGICAL_NOT_FOUND && cr.physical == KVREADY_IN_DOUBT && cr.safe_to_reuse == 0, eng);
+  memset(&cr, 0x5a, sizeof cr);
+  CHECK(kvready_cancel_with_result(eng + 1000, served, &cr) == KVREADY_ERR_BAD_HANDLE && cr.logical == 0x5a5a5a5a, 0);
+
+  /* The shutdown gives up waiting for the proof: one lease left in doubt. */
+  kvready_report rep;
+  memset(&rep, 0xff, sizeof rep);
+  CHECK(kvready_engine_shutdown(eng, 50000000LL, &rep) == KVREADY_ERR_TIMEOUT && !rep.drained && rep.in_doubt == 1 &&
+            rep.physical == KVREADY_IN_DOUBT && rep.safe_to_release == 0 && last_error_contains(eng, "1 leases left in doubt"), eng);
+  /* Proven at last: a clean drain leaves none, and the memory may go back. */
+  __atomic_store_n(&cb.hold, 0, __ATOMIC_SEQ_CST);
+  memset(&rep, 0xff, sizeof rep);
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.in_doubt == 0 &&
+            rep.physical == KVREADY_QUIESCED_SUCCESS && rep.safe_to_release == 1, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
 /* ---- the containment policies ------------------------------------------- */
 
 /* policy_rig is an engine under policy over a C backend whose quiesce answers
@@ -701,6 +783,9 @@ static void test_fatal_policy_halts(void) {
   CHECK(kvready_lend(eng, &req, &none) == KVREADY_ERR_HALTED && last_error_contains(eng, "fatal policy") && none == 0, eng);
   CHECK(kvready_release(eng, r.lease) == KVREADY_ERR_HALTED, eng);
   CHECK(kvready_cancel(eng, r.lease) == KVREADY_ERR_HALTED, eng);
+  kvready_cancel_result cr;
+  CHECK(kvready_cancel_with_result(eng, r.lease, &cr) == KVREADY_ERR_HALTED && cr.logical == KVREADY_LOGICAL_REJECTED &&
+            cr.physical == KVREADY_IN_DOUBT && !cr.safe_to_reuse && !cr.retryable, eng);
   CHECK(kvready_retry(eng, r.lease) == KVREADY_ERR_HALTED, eng);
 
   /* Late evidence changes nothing: the slot stays out. */
@@ -711,7 +796,8 @@ static void test_fatal_policy_halts(void) {
             st.slots_free == 3, eng);
   kvready_report rep;
   CHECK(kvready_engine_report(eng, &rep) == KVREADY_OK && rep.halted && !rep.drained &&
-            strstr(rep.halt_reason, "fatal policy") != NULL, eng);
+            strstr(rep.halt_reason, "fatal policy") != NULL && rep.in_doubt == 1 && rep.physical == KVREADY_IN_DOUBT &&
+            !rep.safe_to_release, eng);
   CHECK(kvready_engine_shutdown(eng, 1000000000LL, &rep) == KVREADY_ERR_HALTED && rep.halted && !rep.drained, eng);
   CHECK(kvready_engine_free(eng, 0) == KVREADY_ERR_BUSY, eng);
   CHECK(kvready_engine_free(eng, 1) == KVREADY_OK, eng);
@@ -1310,6 +1396,7 @@ int main(void) {
   test_go_backend();
   test_c_backend_and_device();
   test_try_quiesce();
+  test_cancel_result_and_in_doubt();
   test_log_callback(); /* runs test_fatal_policy_halts */
   test_recover_policy();
   test_wait_queues_containment();

@@ -103,7 +103,8 @@ func run(ctx context.Context, stop func(), out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	fmt.Fprintf(out, "interrupted after %d requests; drained: %v, slots quarantined: %d\n", served, rep.Drained, rep.SlotsQuarantined)
+	fmt.Fprintf(out, "interrupted after %d requests; drained: %v, slots quarantined: %d, leases in doubt: %d, safe to release: %v\n",
+		served, rep.Drained, rep.SlotsQuarantined, rep.InDoubt, rep.SafeToRelease())
 	return nil
 }
 

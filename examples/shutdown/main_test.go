@@ -49,7 +49,7 @@ func TestCtrlCDrainsTheEngine(t *testing.T) {
 	}
 	require.NoError(t, cmd.Wait(), "the example exited with an error after Ctrl-C: %s", stderr.String())
 	require.Len(t, rest, 1, "after Ctrl-C the example prints one line: %q", rest)
-	assert.Regexp(t, regexp.MustCompile(`^interrupted after [1-9][0-9]* requests; drained: true, slots quarantined: 0$`), rest[0])
+	assert.Regexp(t, regexp.MustCompile(`^interrupted after [1-9][0-9]* requests; drained: true, slots quarantined: 0, leases in doubt: 0, safe to release: true$`), rest[0])
 	assert.Empty(t, stderr.String())
 }
 
@@ -63,7 +63,7 @@ func TestRunStopsOnCancelAndDrains(t *testing.T) {
 	out := &signalWriter{serving: cancel}
 	require.NoError(t, run(ctx, func() { stopped = true }, out))
 	assert.True(t, stopped, "run calls stop once ctx ended, so that a second Ctrl-C kills the process")
-	assert.Contains(t, out.String(), "drained: true, slots quarantined: 0")
+	assert.Contains(t, out.String(), "drained: true, slots quarantined: 0, leases in doubt: 0, safe to release: true")
 }
 
 // signalWriter cancels once the example says it serves.

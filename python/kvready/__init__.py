@@ -22,8 +22,9 @@ from . import _abi
 from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
                       StoreBackend, Unit, open_backend)
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
-from .engine import (BackendFaults, Changes, Containment, Engine, Kind, LayerStatus, Lease, LeaseBatch, LeaseHandle, LeaseInfo,
-                     LendError, OutcomeKind, Physical, Policy, Readiness, Report, Request, RequestBatch, Round, Row, State, Stats, Until)
+from .engine import (BackendFaults, CancelResult, Changes, Containment, Engine, Kind, LayerStatus, Lease, LeaseBatch, LeaseHandle,
+                     LeaseInfo, LendError, Logical, OutcomeKind, Physical, Policy, Readiness, Report, Request, RequestBatch, Round, Row,
+                     State, Stats, Until)
 from .errors import (BackendConfigError, BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError,
                      CopyRefusedError, DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
                      KvreadyError, LayerFailedError, NotReadyError, ProfileError, StaleLeaseError, SubmissionRejectedError, TimedOutError,
@@ -59,11 +60,11 @@ _log.route_to_logging()
 
 __all__ = [
     "Access", "Attempt", "Backend", "BackendConfigError", "BackendError", "BackendFaults", "BadHandleError", "BusyError",
-    "CallFailedError", "CancelDisposition", "Changes",
+    "CallFailedError", "CancelDisposition", "CancelResult", "Changes",
     "Cancelled", "ConformanceError", "Containment", "CopyRefusedError", "Delivered", "Device", "DeviceLostError",
     "Engine", "EngineClosedError", "EngineHaltedError", "EventStatus", "Extent", "Failed", "Group", "Identity",
     "InternalError", "InvalidArgumentError", "Kind", "KitMemory", "KvreadyError", "LayerFailedError", "LayerStatus", "Physical",
-    "LayoutID", "Lease", "LeaseBatch", "LeaseHandle", "LeaseInfo",
+    "LayoutID", "Lease", "LeaseBatch", "LeaseHandle", "LeaseInfo", "Logical",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",
     "StoreBackend", "StoreUnavailableError", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",

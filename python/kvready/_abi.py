@@ -21,7 +21,7 @@ KEY_SIZE = 32
 LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 PRODUCTION = "libkvready.so"
@@ -121,7 +121,13 @@ class CStats(Structure):
 
 class CReport(Structure):
     _fields_ = [("held", c_int64 * MAX_STATES), ("slots_held", c_int64), ("slots_quarantined", c_int64),
-                ("drained", c_int32), ("halted", c_int32), ("halt_reason", c_char * REASON_SIZE)]
+                ("drained", c_int32), ("halted", c_int32), ("halt_reason", c_char * REASON_SIZE),
+                ("in_doubt", c_int64), ("physical", c_int32), ("safe_to_release", c_int32)]
+
+
+class CCancelResult(Structure):
+    _fields_ = [("logical", c_int32), ("physical", c_int32), ("retryable", c_int32), ("safe_to_reuse", c_int32),
+                ("reason", c_char * REASON_SIZE)]
 
 
 class CUnit(Structure):
@@ -240,6 +246,7 @@ lend_many = _proto("kvready_lend_many", c_uint64, POINTER(CRequest), c_size_t, _
 release = _proto("kvready_release", c_uint64, c_uint64)
 release_many = _proto("kvready_release_many", c_uint64, _u64p, c_size_t, _i32p)
 cancel = _proto("kvready_cancel", c_uint64, c_uint64)
+cancel_with_result = _proto("kvready_cancel_with_result", c_uint64, c_uint64, POINTER(CCancelResult))
 retry = _proto("kvready_retry", c_uint64, c_uint64)
 lease_infos = _proto("kvready_lease_infos", c_uint64, _u64p, c_size_t, POINTER(CLeaseInfo), _i32p)
 readiness = _proto("kvready_readiness", c_uint64, c_uint64, POINTER(CInterval))

@@ -117,6 +117,39 @@ class Physical(IntEnum):
         return self in (Physical.NOT_EXPOSED, Physical.QUIESCED_SUCCESS, Physical.QUIESCED_FAILURE)
 
 
+class Logical(IntEnum):
+    """What a cancel did to the lease's logical lifecycle (SPEC §4 rule 19,
+    the reference's ``LogicalDisposition``). It never says whether the memory
+    may be reused: :attr:`CancelResult.physical` does."""
+
+    ACCEPTED = 1          # taken: Cancelled latched (a submission handed out: once answered), or withdrawn
+    ALREADY_TERMINAL = 2  # nothing left to cancel: outcome or fence latched, or released (and still readable)
+    NOT_FOUND = 3         # the handle names no lease the engine can read: its memory is IN_DOUBT
+    REJECTED = 4          # the engine refused the call itself: it halted
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What a cancel answered, the logical and the physical result apart (the
+    reference's ``CancelResult``): ``logical`` what the cancel did,
+    ``physical`` whether anything may still touch the lease's memory right
+    after it. A cancel accepted for a submitted lease is not
+    :attr:`safe_to_reuse`: its memory is reusable once its backend's access is
+    proven over (watch ``info().physical``, or wait for ``Until.RELEASED``).
+    ``retryable`` is always False: every refusal of the engine is final."""
+
+    logical: Logical
+    physical: Physical
+    retryable: bool = False
+    reason: str = ""
+
+    @property
+    def safe_to_reuse(self) -> bool:
+        """Whether the memory may be reused now: the physical disposition is
+        NOT_EXPOSED or QUIESCED_*, whatever the logical answer."""
+        return self.physical.reusable
+
+
 class Until(IntEnum):
     """What :meth:`Engine.wait` waits for."""
 
@@ -345,7 +378,8 @@ _new_round = tuple.__new__
 
 @dataclass(frozen=True)
 class Report:
-    """What an engine still holds."""
+    """What an engine still holds, and whether its memory may be handed back
+    (the reference's ``ShutdownResult``)."""
 
     held: dict[State, int]
     slots_held: int
@@ -353,6 +387,16 @@ class Report:
     drained: bool
     halted: bool
     halt_reason: str = ""  # why it halted; empty while it runs
+    # Leases whose memory is not proven reusable (ACTIVE, QUIESCING, IN_DOUBT;
+    # quarantined ones included): the reference's in_doubt_context_count.
+    in_doubt: int = 0
+    # The memory as a whole: IN_DOUBT while a lease is in doubt or a slot is
+    # quarantined; else QUIESCED_SUCCESS, or NOT_EXPOSED if nothing was ever
+    # handed to a backend.
+    physical: Physical = Physical.IN_DOUBT
+    # Drained, nothing in doubt, nothing quarantined: the memory may be
+    # handed back to its owner (the reference's safe_to_release_managers).
+    safe_to_release: bool = False
 
 
 @dataclass(frozen=True)
@@ -418,7 +462,11 @@ def _stats(c: _abi.CStats) -> Stats:
 
 def _report(c: _abi.CReport) -> Report:
     return Report({s: c.held[s] for s in State}, c.slots_held, c.slots_quarantined, bool(c.drained), bool(c.halted),
-                  c.halt_reason.decode("utf-8", "replace"))
+                  c.halt_reason.decode("utf-8", "replace"), c.in_doubt, Physical(c.physical), bool(c.safe_to_release))
+
+
+def _cancel_result(c: _abi.CCancelResult) -> CancelResult:
+    return CancelResult(Logical(c.logical), Physical(c.physical), bool(c.retryable), c.reason.decode("utf-8", "replace"))
 
 
 class Lease:
@@ -468,8 +516,9 @@ class Lease:
     def release(self) -> None:
         self.engine.release(self)
 
-    def cancel(self) -> None:
-        self.engine.cancel(self)
+    def cancel(self) -> CancelResult:
+        """Cancel it: see :meth:`Engine.cancel`."""
+        return self.engine.cancel(self)
 
     def retry(self) -> None:
         self.engine.retry(self)
@@ -922,14 +971,28 @@ class Engine:
         if st:
             _abi.check(st, h)
 
-    def cancel(self, lease: Lease | int) -> None:
+    def cancel(self, lease: Lease | int) -> CancelResult:
         """Cancel a lease still waiting for its outcome (a local Cancelled).
         A submitted lease's backend is asked once to stop; its slots return
         once access is proven over. A lease not yet submitted is withdrawn:
         no request, its slots back at once (a publish's once its copies
         landed), no release needed. Refused (nothing changes) only for a
-        stale handle or an outcome already latched."""
-        _abi.check(_abi.cancel(self.handle, _lease(lease)), self.handle)
+        stale handle or an outcome already latched.
+
+        Returns the :class:`CancelResult` (SPEC §4 rule 19): ``ACCEPTED``,
+        with the lease's physical disposition right after the cancel —
+        ``safe_to_reuse`` only for a lease never exposed. A refusal raises as
+        before (StaleLeaseError, CallFailedError, EngineHaltedError), the
+        exception's ``result`` holding the answer: ``ALREADY_TERMINAL``,
+        ``NOT_FOUND`` or ``REJECTED``."""
+        c = _abi.CCancelResult()
+        st = _abi.cancel_with_result(self.handle, _lease(lease), ctypes.byref(c))
+        if st != 0:
+            err = errors.from_status(st, _abi.message(self.handle))
+            if c.logical:  # the engine answered; a bad engine handle writes nothing
+                err.result = _cancel_result(c)
+            raise err
+        return _cancel_result(c)
 
     def retry(self, lease: Lease | int) -> None:
         """Ask the backend again, next round, whether access has ended."""
@@ -1131,12 +1194,19 @@ class Engine:
         return _report(c)
 
     def shutdown(self, timeout: float | None = None) -> Report:
-        """Close, then run rounds until drained (TimedOutError otherwise).
-        The memory is handed over as it returns: drained, every slot."""
+        """Close, then run rounds until drained (TimedOutError otherwise, its
+        message and its ``report`` saying how many leases the shutdown leaves
+        in doubt). The memory is handed over as it returns: drained, every
+        slot; ``report.safe_to_release`` says whether it may go back to its
+        owner."""
         ns = nanoseconds(self.shutdown_timeout if timeout is None else timeout, "timeout") or 1
         c = _abi.CReport()
         try:
-            _abi.check(_abi.engine_shutdown(self.handle, ns, ctypes.byref(c)), self.handle)
+            st = _abi.engine_shutdown(self.handle, ns, ctypes.byref(c))
+            if st != 0:
+                err = errors.from_status(st, _abi.message(self.handle))
+                err.report = _report(c)
+                raise err
         finally:
             self._deliver()
         return _report(c)
@@ -1162,8 +1232,9 @@ class Engine:
             return
         try:
             self.shutdown()
-        except errors.TimedOutError:
-            log.error("kvready: the engine did not drain in %s s; abandoning it with its slots held", self.shutdown_timeout)
+        except errors.TimedOutError as e:
+            log.error("kvready: the engine did not drain in %s s; abandoning it with its slots held (%d leases in doubt)",
+                      self.shutdown_timeout, e.report.in_doubt)
             self.free(force=True)
             raise
         except errors.EngineHaltedError:

@@ -23,6 +23,7 @@ STRUCTS = {
     "kvready_stats": _abi.CStats, "kvready_report": _abi.CReport, "kvready_unit": _abi.CUnit,
     "kvready_answer": _abi.CAnswer, "kvready_backend_callbacks": _abi.BackendCallbacks,
     "kvready_device_callbacks": _abi.DeviceCallbacks, "kvready_backend_faults": _abi.CBackendFaults,
+    "kvready_cancel_result": _abi.CCancelResult,
 }
 
 
@@ -47,6 +48,8 @@ def enums() -> dict[str, int]:
         out["KVREADY_LAYER_" + ls.name] = ls.value
     for ph in kvready.Physical:
         out["KVREADY_" + ph.name] = ph.value
+    for lg in kvready.Logical:
+        out["KVREADY_LOGICAL_" + lg.name] = lg.value
     for ev in kvready.EventStatus:
         out["KVREADY_EVENT_" + ev.name] = ev.value
     for k in kvready.Kind:

@@ -44,7 +44,7 @@ ARGUMENTS = {
     "sim_compute": (H, I, "seconds"), "sim_record": (H, I), "sim_query": (H, "event"), "sim_wait": (H, I, "event"),
     "sim_complete_next": (H, "stream", "n"), "sim_fail_next": (H, "stream", "n"),
     "device_close": (H,), "engine_wake_fd": (H,), "progress": (H, I), "changes": (H, I), "lend": (H,),
-    "lend_many": (H, I), "release": (H, "lease"), "release_many": (H, I), "cancel": (H, "lease"),
+    "lend_many": (H, I), "release": (H, "lease"), "release_many": (H, I), "cancel": (H, "lease"), "cancel_with_result": (H, "lease"),
     "retry": (H, "lease"), "lease_infos": (H, I), "readiness": (H, "lease"), "layers": (H,),
     "layer_ready": (H, "lease", "layer"), "wait_layer": (H, "lease", "layer", "timeout"),
     "layer_computed": (H, "lease", "layer", I), "arrived": (H, "lease", I),
