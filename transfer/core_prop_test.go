@@ -117,7 +117,10 @@ func applyRandom(rt *rapid.T, c *transfer.Cohort, when time.Time, cfg transfer.C
 	}
 	e := drawEvidence(rt, cfg, ids)
 	err := c.Step(when, e)
-	if err == nil {
+	// Only evidence of this attempt, from the incarnation agreed, may settle
+	// anything: the record counts nothing else, whatever the cohort says.
+	current := e.Session == cfg.Session && e.Incarnation == incOf(e.Accessor.Peer)
+	if err == nil && current {
 		switch e.Kind {
 		case transfer.Done:
 			if e.TokenEnd <= cfg.Tokens.End {

@@ -201,22 +201,19 @@ func (n *Network) Step() bool {
 	defer n.mu.Unlock()
 	n.step++
 	n.due()
-	var ready []*op
-	for _, o := range n.ops {
-		if n.eligible(o) {
-			ready = append(ready, o)
+	ready, movers := n.candidates()
+	for len(ready)+len(movers) == 0 {
+		// Nothing can happen now: let time pass to whatever is next due — a
+		// withheld message, a writer's late submission — or stop.
+		next, ok := n.nextDue()
+		if !ok {
+			return false
 		}
-	}
-	var movers []*Writer
-	for _, w := range n.writers {
-		if w.canMove() {
-			movers = append(movers, w)
-		}
+		n.step = next
+		n.due()
+		ready, movers = n.candidates()
 	}
 	total := len(ready) + len(movers)
-	if total == 0 {
-		return false
-	}
 	if i := n.rng.IntN(total); i < len(ready) {
 		n.perform(ready[i])
 	} else {
@@ -224,6 +221,43 @@ func (n *Network) Step() bool {
 	}
 	n.sweep()
 	return true
+}
+
+// candidates are the operations that may complete now and the writers that
+// may move now, in posting and spawning order.
+func (n *Network) candidates() (ready []*op, movers []*Writer) {
+	for _, o := range n.ops {
+		if n.eligible(o) {
+			ready = append(ready, o)
+		}
+	}
+	for _, w := range n.writers {
+		if w.canMove() {
+			movers = append(movers, w)
+		}
+	}
+	return ready, movers
+}
+
+// nextDue is the earliest later step at which a delayed message or a
+// lingering writer becomes due.
+func (n *Network) nextDue() (uint64, bool) {
+	var next uint64
+	found := false
+	consider := func(at uint64) {
+		if at > n.step && (!found || at < next) {
+			next, found = at, true
+		}
+	}
+	for _, o := range n.later {
+		consider(o.at)
+	}
+	for _, w := range n.writers {
+		if w.phase == lingering && !w.spec.Node.dead {
+			consider(w.lateAt)
+		}
+	}
+	return next, found
 }
 
 // Run performs up to max steps and answers how many it performed.
