@@ -133,13 +133,10 @@ func (t *Transceiver) Info(key SessionKey) (info CohortInfo, ok bool) {
 // deadline, and answers the disposition it last saw.
 func (t *Transceiver) Quiesce(ctx context.Context, key SessionKey) Physical {
 	for {
-		var p Physical
-		var next time.Time
-		var now time.Time
 		t.mu.Lock()
-		now = t.clock()
-		p = t.core.Poll(now, key)
-		next = t.core.NextDeadline()
+		now := t.clock()
+		p := t.core.Poll(now, key)
+		next := t.core.NextDeadline()
 		changed := t.changed
 		t.mu.Unlock()
 		if p.Reusable() || p == InDoubt {

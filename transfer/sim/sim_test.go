@@ -461,3 +461,28 @@ func TestRefusals(t *testing.T) {
 	_, err = net.Spawn(good)
 	require.NoError(t, err)
 }
+
+// FuzzUnpackKey: a packed key comes from a peer; no bytes make unpacking
+// panic, and only a key the endpoint's peer packed is accepted.
+func FuzzUnpackKey(f *testing.F) {
+	net, err := sim.New(1, sim.Faults{})
+	require.NoError(f, err)
+	rxNode, err := net.Join("decode")
+	require.NoError(f, err)
+	mem, err := rxNode.Register(make([]byte, 64))
+	require.NoError(f, err)
+	tx, err := net.Join("prefill")
+	require.NoError(f, err)
+	ep, err := tx.Connect("decode")
+	require.NoError(f, err)
+	f.Add(mem.PackedKey())
+	f.Add([]byte("SIMK"))
+	f.Fuzz(func(t *testing.T, packed []byte) {
+		key, err := ep.UnpackKey(packed)
+		if err != nil {
+			return
+		}
+		require.Equal(t, mem.PackedKey(), packed, "only the one key packed on decode is accepted")
+		require.Equal(t, 64, key.Len())
+	})
+}
