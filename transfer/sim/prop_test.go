@@ -185,9 +185,11 @@ func (r *receiver) spawn(cfg transfer.CohortConfig, l *lent, node *sim.Node, id 
 }
 
 // resume is a restarted peer taking up a session its previous life was
-// writing: same session, same accessor, same key, a new incarnation. It
-// writes and reports honestly, but its evidence must never settle what the
-// old life posted.
+// writing: same session, same accessor, a new incarnation. It reports
+// honestly, but its evidence must never settle what the old life posted.
+// It writes again, with the key its old life was given, only where a late
+// submitter may be drawn: writing with a key published to another life is a
+// submission after the lease, which only a fencing revocation stops.
 func (r *receiver) resume() {
 	var cands []*lent
 	for _, key := range r.keys() {
@@ -204,7 +206,10 @@ func (r *receiver) resume() {
 		return // the same life: nothing to resume
 	}
 	spec := sim.WriterSpec{Node: node, To: "decode", Session: l.cfg.Session, Accessor: id, Key: l.mem.PackedKey(),
-		Tokens: l.cfg.Tokens, Pieces: l.sets[i], Behaviour: sim.Honest}
+		Tokens: l.cfg.Tokens, Behaviour: sim.Honest}
+	if r.lateOK {
+		spec.Pieces = l.sets[i]
+	}
 	if _, err := r.net.Spawn(spec); err != nil {
 		r.rt.Fatalf("spawn: %v", err)
 	}
@@ -372,11 +377,13 @@ func drawFaults(rt *rapid.T) sim.Faults {
 //
 // Leased: the owner revokes each session's registration once its outcome is
 // latched. Every fault is drawn, and so are writers that submit after their
-// lease (vLLM #55470) — except over a revocation that leaks (shared
-// memory): there nothing local can stop a peer that breaks the submission
-// fence it advertised, and the docs say so. Not leased: the registration is
-// never revoked, each writer settles on its own DONE, and no writer submits
-// late (the session requires the peer's SUBMISSION_FENCE for that).
+// lease (vLLM #55470) and restarted peers that write again with the key
+// their previous life was given — except over a revocation that leaks
+// (shared memory): there nothing local can stop a peer that breaks the
+// submission fence it advertised, and the docs say so. Not leased: the
+// registration is never revoked, each writer settles on its own DONE, and
+// no writer submits late (the session requires the peer's SUBMISSION_FENCE
+// for that); a restarted peer only reports, in its new life.
 func TestPagesNeverReusableWhileAWriterMayWrite(t *testing.T) {
 	for _, leased := range []bool{true, false} {
 		name := "not leased"

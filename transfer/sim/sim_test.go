@@ -3,6 +3,7 @@ package sim_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/sim"
@@ -485,4 +486,52 @@ func FuzzUnpackKey(f *testing.F) {
 		require.Equal(t, mem.PackedKey(), packed, "only the one key packed on decode is accepted")
 		require.Equal(t, 64, key.Len())
 	})
+}
+
+// C-IDENTITY, the restart story: a prefill process posts a put into a
+// session's pages and dies; its put is still in flight (an RDMA NIC finishes
+// what was posted). Its next life, answering for the same session and
+// accessor, reports DONE. The session must not take the new life's word for
+// the old life's writes: the pages stay lent while, by the network's own
+// record, the old put may still land — until the old life's own evidence
+// (here, none) or the deadline, which contains them.
+func TestRestartedPeerCannotSettleItsOldLife(t *testing.T) {
+	net := network(t, 11, sim.Faults{PutsOutliveSender: true})
+	r := newRx(t, net, 1)
+	old, err := net.Join("prefill")
+	require.NoError(t, err)
+	self := transfer.Capabilities{Peer: "decode", Incarnation: 1, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
+	name, oldInc := old.Self()
+	agreement, err := transfer.Negotiate(self, transfer.Capabilities{Peer: name, Incarnation: oldInc, Version: 1, Supported: transfer.KnownCapabilities}, 0)
+	require.NoError(t, err)
+	id := transfer.AccessorID{Peer: name, Role: transfer.RoleKV}
+	core, err := transfer.NewSessions(transfer.Limits{Sessions: 4, Tombstones: 4, Window: time.Hour})
+	require.NoError(t, err)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	cfg := transfer.CohortConfig{Session: session, Tokens: transfer.TokenRange{End: 16},
+		Accessors: []transfer.AccessorSpec{{ID: id, Agreement: agreement}},
+		Submitted: now, Deadline: now.Add(time.Second), Containment: now.Add(2 * time.Second)}
+	require.NoError(t, core.Create(now, cfg))
+	require.NoError(t, core.Expose(now, session))
+
+	ep, err := old.Connect("decode")
+	require.NoError(t, err)
+	key, err := ep.UnpackKey(r.mem.PackedKey())
+	require.NoError(t, err)
+	_, err = ep.Put(bytes.Repeat([]byte{0x99}, pieceLen), key, 0)
+	require.NoError(t, err)
+	fresh, err := net.Restart("prefill")
+	require.NoError(t, err)
+	r.node.Progress()
+	require.Equal(t, []transfer.Incarnation{oldInc}, r.lost)
+	assert.Equal(t, 1, core.PeerLost(now, name, oldInc, "endpoint error"))
+
+	_, freshInc := fresh.Self()
+	done := transfer.Evidence{Kind: transfer.Done, Session: session, Accessor: id, Incarnation: freshInc, TokenEnd: 16}
+	require.ErrorIs(t, core.Step(now, done), transfer.ErrStaleIncarnation)
+	assert.True(t, net.MayWrite(r.mem), "the old life's put is in flight")
+	assert.Equal(t, transfer.Quiescing, core.Poll(now, session), "nothing settled the old life")
+	r.drain(net)
+	assert.Equal(t, 1, landed(r.buf, 0x99), "and it lands")
+	assert.Equal(t, transfer.InDoubt, core.Poll(now.Add(2*time.Second), session), "no evidence from the old life ever came: contained")
 }

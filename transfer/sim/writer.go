@@ -153,7 +153,8 @@ func (w *Writer) willPost() bool {
 	if w.spec.Node.dead || w.phase == finished {
 		return false
 	}
-	return w.phase == posting || w.spec.Behaviour == SubmitsLate
+	pieces := len(w.spec.Pieces)
+	return (w.phase == posting && w.next < pieces) || (w.spec.Behaviour == SubmitsLate && pieces > 0)
 }
 
 // move takes the writer's next action; the network's lock is held.
