@@ -30,6 +30,7 @@ var rank = map[string]int{
 	"gpu":            0, // the device interface the core waits on, not a device
 	"internal/grow":  0, // how the engine's per-lease tables grow: the standard library only
 	"internal/words": 0, // counts in English ("1 lease"): the standard library only
+	"transfer":       0, // the request-scoped peer-transfer contract, lifecycle and pure session core: the standard library only
 
 	"staging": 1,
 
@@ -50,6 +51,7 @@ var rank = map[string]int{
 	"gpu/cuda/fakecuda":    5,
 	"gpu/nvml":             5,
 	"gpu/sim":              5,
+	"transfer/sim":         5, // the simulated, adversarial transport: an adapter at the edge, like gpu/sim
 	"metrics":              5,
 	"conformance":          6, // runs trials through an engine on the simulated device
 	"internal/redistest":   5,
