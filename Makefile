@@ -149,10 +149,12 @@ demo-layerwise:
 report-screenshots:
 	GO=$(GO) ./scripts/report-screenshots.sh
 
-## demo-redis: two KV cache managers, one store. Starts a throwaway redis-server on a
-## free loopback port, runs `kvready simulate --backend redis://...` twice (two processes,
-## one after the other), prints both summaries — the second is served what the first
-## published — and stops the server, on failure too.
+## demo-redis: two KV cache managers, each with its own local tier, one store. Starts a
+## throwaway redis-server on a free loopback port, runs `kvready simulate --backend
+## 'mem?capacity=256KiB,redis://...'` twice (two processes, one after the other), prints
+## both summaries and each tier's hits — the second is served what the first published, by
+## Redis at first, then mostly by its own local tier once warm; it fails otherwise — and
+## stops the server, on failure too. Not part of `make test`.
 demo-redis:
 	GO=$(GO) ./scripts/demo-redis.sh
 

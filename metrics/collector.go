@@ -43,6 +43,7 @@ type Collector struct {
 	desc      [numFamilies]*prometheus.Desc
 
 	store atomic.Pointer[func() StoreHealth] // WatchStore's source; nil: no store series
+	tiers atomic.Pointer[func() []TierStats] // WatchTiers's source; nil: no tier series
 }
 
 // StoreHealth is what a shared store's backend knows of its availability
@@ -174,6 +175,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // has shown one it sends nothing.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectStore(ch)
+	c.collectTiers(ch)
 	s, ok := c.Fresh(context.Background())
 	if !ok {
 		return
@@ -368,6 +370,11 @@ const (
 	storeReachable
 	storeFastFailures
 	storeUnavailable
+	tierFetchUnits
+	tierPublishUnits
+	tierFaults
+	tierEvictions
+	tierBytes
 	numFamilies
 )
 
@@ -420,6 +427,11 @@ var families = [numFamilies]struct {
 	storeReachable:    {"store_reachable", "1 while the shared store answers; 0 while the backend holds it for down (a run of connection errors, or a call with no reply within its bound) and refuses submissions at once, until a PING answers. Sent when the collector watches a store.", nil},
 	storeFastFailures: {"store_fast_failures_total", "Submissions the backend refused at once because the store was held for down: failures learnt without waiting, never misses.", nil},
 	storeUnavailable:  {"store_unavailable_seconds_total", "Wall-clock seconds the store was held for down, the current outage included.", nil},
+	tierFetchUnits:    {"tier_fetch_units_total", "Units (rows) a backend of tiers handed each tier to fetch, by what became of them: hit (the tier served it), miss (the tier answered without it: the next tier is asked) or failed (the tier's fetch failed, was cancelled, gave no outcome or broke the contract: never a miss). Sent when the collector watches tiers.", []string{"tier", "result"}},
+	tierPublishUnits:  {"tier_publish_units_total", "Units (rows) written into each tier, by kind — write_through (every publication) or promotion (a row a lower tier served, copied up from staging) — and result: accepted, failed, or skipped (a promotion whose lower tier did not prove its access over within the stack's wait).", []string{"tier", "kind", "result"}},
+	tierFaults:        {"tier_faults_total", "What each tier did that cost its own attempts: rejected (a submission refused before anything escaped), no_outcome (no outcome within the stack's wait), violation (a contract breach: a changed answer, a unit never handed, a panic), cancel_error (a cancel request that erred).", []string{"tier", "fault"}},
+	tierEvictions:     {"tier_evictions_total", "Rows each tier evicted to stay within its bound (backend/mem WithCapacityBytes: least recently used first); 0 for a tier that does not report them.", []string{"tier"}},
+	tierBytes:         {"tier_bytes", "Bytes of the rows each tier holds now; sent only for a tier that reports them (backend/mem).", []string{"tier"}},
 }
 
 // Namespace prefixes every family the collector exports.

@@ -272,6 +272,7 @@ func TestCollectorLint(t *testing.T) {
 func TestNamesAreWhatIsExported(t *testing.T) {
 	c := shown(nil, handmade())
 	c.WatchStore(func() metrics.StoreHealth { return metrics.StoreHealth{Reachable: true} })
+	c.WatchTiers(func() []metrics.TierStats { return []metrics.TierStats{{Name: "local", Sized: true}} })
 	var got []string
 	for _, mf := range gather(t, c) {
 		got = append(got, mf.GetName())

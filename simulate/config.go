@@ -112,10 +112,16 @@ type Config struct {
 	// Backend is the store: "mem" (or "") for the in-process backend on the
 	// virtual clock, or the URL of a Redis-compatible server
 	// (redis://HOST:PORT[/DB], rediss://..., unix://...; see backend/redis.Open)
-	// for a run on real time against a store other processes may share. With
-	// a Redis store the fault rates must be 0 (WithoutFaults): the server's own
-	// behaviour is the workload; LatencyMedian, LatencySigma and
-	// StoreCapacity describe the in-process store and are not used.
+	// for a run on real time against a store other processes may share, or
+	// a stack of tiers (backend/tiers): stores separated by commas, the first
+	// one asked first, such as mem?capacity=1MiB,redis://HOST:PORT — a local
+	// in-process tier bounded in bytes in front of the shared store (see
+	// ParseTiers). A stack runs on real time whatever its tiers: it chains
+	// them on goroutines of its own, which the virtual clock does not pace.
+	// With a Redis store or a stack the fault rates must be 0
+	// (WithoutFaults): the stores' own behaviour is the workload;
+	// LatencyMedian, LatencySigma and StoreCapacity describe the in-process
+	// store of a plain mem run and are not used.
 	Backend string
 	// RedisPrefix is the key prefix in a Redis store (DefaultRedisPrefix).
 	// Runs that share the server, the prefix and the seed share units: the
@@ -151,9 +157,25 @@ const DefaultRedisPrefix = "kvready-sim:"
 // MemBackend is the Backend value of the in-process store.
 const MemBackend = "mem"
 
-// Redis reports whether the run's store is a Redis-compatible server (and so
-// the run is on real time).
-func (c Config) Redis() bool { return c.Backend != "" && c.Backend != MemBackend }
+// RealTime reports whether the run is on real time: its store is a Redis
+// server or a stack of tiers, not the in-process store with its injected
+// faults.
+func (c Config) RealTime() bool { return c.Backend != "" && c.Backend != MemBackend }
+
+// Redis reports whether a Redis-compatible server is the run's store or one
+// of its tiers. A stack of in-process tiers alone is on real time
+// (RealTime) without one.
+func (c Config) Redis() bool {
+	if !c.Tiered() {
+		return c.RealTime()
+	}
+	for _, part := range strings.Split(c.Backend, ",") {
+		if head, _, _ := strings.Cut(part, "?"); head != MemBackend {
+			return true
+		}
+	}
+	return false
+}
 
 // WithoutFaults returns c with every fault rate at 0: what a run over a real
 // store needs, since faults are injected by the in-process store alone.
@@ -316,8 +338,8 @@ func (c Config) Validate() error {
 	var named []string
 	for _, r := range rates {
 		prob(r.field, r.v)
-		if c.Redis() && r.v > 0 {
-			bad(r.field, "%v: fault injection belongs to the in-process store (--backend mem); with a Redis store the server's own behaviour is the workload, so it must be 0", r.v)
+		if c.RealTime() && r.v > 0 {
+			bad(r.field, "%v: fault injection belongs to the in-process store (--backend mem); with a Redis store or a stack of tiers the stores' own behaviour is the workload, so it must be 0", r.v)
 		}
 		if r.v > 0 {
 			named = append(named, fmt.Sprintf("%s %g", r.field, r.v))
@@ -347,12 +369,18 @@ func (c Config) Validate() error {
 	if math.IsNaN(c.LatencySigma) || c.LatencySigma < 0 || c.LatencySigma > 4 {
 		bad("latency-sigma", "%v; want 0..4", c.LatencySigma)
 	}
-	if c.Redis() {
-		if msg := checkStoreURL(c.Backend); msg != "" {
+	if c.RealTime() {
+		if c.Tiered() {
+			if _, err := ParseTiers(c.Backend); err != nil {
+				for _, one := range unjoin(err) {
+					bad("backend", "%v", one)
+				}
+			}
+		} else if msg := checkStoreURL(c.Backend, storeWant); msg != "" {
 			bad("backend", "%s", msg)
 		}
 		if c.Naive {
-			bad("naive", "the naive manager runs over the in-process store only: against a real store its early frees would be real data races in this process")
+			bad("naive", "the naive manager runs over the in-process store only: against a real store or a stack of tiers its early frees would be real data races in this process")
 		}
 		if strings.ContainsAny(c.RedisPrefix, "{}") {
 			bad("redis-prefix", "%q contains '{' or '}', which would take over the Redis Cluster hash tag", c.RedisPrefix)
@@ -378,9 +406,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkStoreURL says what is wrong with a store URL, or "".
-func checkStoreURL(raw string) string {
-	want := "want mem, or redis://HOST:PORT[/DB] (rediss:// for TLS, unix:///PATH for a socket)"
+// storeWant is what --backend may be, said in every refusal of a store.
+const storeWant = "want mem, or redis://HOST:PORT[/DB] (rediss:// for TLS, unix:///PATH for a socket), or a stack of tiers: mem?capacity=BYTES,redis://HOST:PORT"
+
+// checkStoreURL says what is wrong with a store URL, or "", ending with want.
+func checkStoreURL(raw, want string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Sprintf("not a URL; %s", want)

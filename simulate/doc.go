@@ -55,4 +55,14 @@
 // store back through a connection of its own. Block names derive from the
 // seed alone, so a second run of the workload against the same server and
 // prefix is served what the first published.
+//
+// # Tiers
+//
+// With Config.Backend a comma-separated list of stores (ParseTiers), such as
+// mem?capacity=1MiB,redis://HOST:PORT, the store is a stack of tiers
+// (backend/tiers): in-process tiers bounded in bytes in front of the shared
+// one. It runs on real time like a Redis store, since the stack chains its
+// tiers on goroutines of its own. The checker reads back what each ended
+// request left in the shared tier and in the in-process tiers above it, and
+// Summary.Tiers (the table, the JSON, the report) says what each tier did.
 package simulate

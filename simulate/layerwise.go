@@ -77,8 +77,8 @@ func (c Config) layerwiseErrors() []error {
 	if c.Naive {
 		bad("layerwise", "the naive manager has no per-layer readiness to wait for; drop --naive or --layerwise")
 	}
-	if c.Redis() {
-		bad("layerwise", "the pipeline is timed on the virtual clock, and a run over a Redis store is on real time; want --backend mem")
+	if c.RealTime() {
+		bad("layerwise", "the pipeline is timed on the virtual clock, and a run over a Redis store or a stack of tiers is on real time; want --backend mem")
 	}
 	if c.Device == CUDADevice {
 		bad("layerwise", "the forward pass is computed on the simulated device (gpu/sim Stream.Compute); want --device sim")

@@ -34,6 +34,7 @@ const (
 	PlotFence     = "fence-latency.svg"
 	PlotReadiness = "readiness-latency.svg"
 	PlotLayerwise = "layerwise.svg"
+	PlotTiers     = "tier-hits.svg"
 )
 
 // Plot sizes. A plot is as wide as the page's text column (pageWidthPx CSS
@@ -88,6 +89,7 @@ type reportPage struct {
 	States, Fence, Ready             string // plot files; "" when there is nothing to plot
 	StatesNote, FenceNote, ReadyNote string // why a plot is missing
 	Layers, LayersNote               string // a layerwise run's plot, or why it has none
+	Tiers, TiersNote                 string // a stack of tiers' plot, or why it has none
 }
 
 func writeReport(dir string, runs []*Summary) error {
@@ -168,6 +170,13 @@ func writeRunPlots(dir string, s *Summary, i int, used map[string]bool) (*report
 		}
 	} else if s.Layerwise {
 		pg.LayersNote = "No fetch copied anything to the device in this run: no forward pass to show."
+	}
+	if p, legend := tiersPlot(s); p != nil {
+		if pg.Tiers, err = save(p, legend, PlotTiers); err != nil {
+			return nil, err
+		}
+	} else if s.Tiers != nil {
+		pg.TiersNote = "No tier served a row in this run: no hits to plot."
 	}
 	return pg, nil
 }
@@ -653,7 +662,8 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"
 <title>kvready simulate — {{.P.S.Manager}}</title>
 <style>body{font-family:"Liberation Sans",Arial,Helvetica,sans-serif;max-width:60em;margin:2em auto;padding:0 1em}
 img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}
-.ok{color:#070}.bad{color:#b00}nav a{margin-right:1em}</style></head><body>
+.ok{color:#070}.bad{color:#b00}nav a{margin-right:1em}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{padding:.2em .5em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}th.name,td.name{text-align:left}td.store{white-space:normal;overflow-wrap:anywhere}</style></head><body>
 {{if .Compared}}<nav>{{range .Pages}}{{if eq .File $.P.File}}<strong>{{.S.Manager}} manager</strong> {{else}}<a href="{{.File}}">{{.S.Manager}} manager</a>{{end}}{{end}}</nav>{{end}}
 <h1>kvready simulate — {{.P.S.Manager}} manager</h1>
 {{if .P.S.Interrupted}}<p class="bad">Interrupted: the run was stopped before it finished; this page covers the run so far.</p>
@@ -672,6 +682,12 @@ img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;over
 {{if .P.S.Layerwise}}<h2>Layer by layer</h2>{{if .P.Layers}}<img src="{{.P.Layers}}" alt="time to last layer computed, layer by layer and whole lease first">
 <p>Each fetch whose copies went to the device ran its forward pass twice on the simulated device ({{.P.S.Layers}} layers, {{ms .P.S.ComputePerLayer}} of compute each): layer by layer, each layer computed once the engine said it was ready, and whole lease first, every layer computed once the whole lease was ready. The dashed lines are a fully served fetch alone on the device: T + (L−1)·max(T, C) + C and L·T + L·C, with T = {{ms .P.S.FullLayerCopy}}. Fetches served in part copy less and land sooner; fetches that queue behind others' copies or compute land later.</p>{{else}}<p>{{.P.LayersNote}}</p>{{end}}
 <p>Publishes saved layer by layer: each layer's device→staging copies queued behind its compute on the device. {{.P.S.PublishesSubmitted}} submitted once every layer landed; {{.P.S.PublishesWithdrawn}} withdrawn before their last layer (released, never submitted). The checker found {{.P.S.SaveCopiesEarly}} of {{.P.S.LayerSaves}} layer saves queued before their compute, {{.P.S.UnitsIncomplete}} units submitted with a layer missing, {{.P.S.WithdrawnSubmitted}} withdrawn publishes submitted and {{.P.S.WithdrawnFreedEarly}} whose slots came back before their copies landed.</p>{{end}}
+{{if .P.S.Tiers}}<h2>Tiers</h2>
+<p>Every fetch asks the tiers in order, each for the rows the ones above did not serve; a row a lower tier served is promoted into the ones above, from the staging rows, while the lease still holds them; every publication is written through to every tier. Counts are rows: written through, promoted in from a lower tier, evicted by the tier's bound. The lease's slots return only once every tier's access — promotions included — is proven over.</p>
+<table><thead><tr><th class="name">tier</th><th class="name">store</th><th>handed</th><th>hits</th><th>hit rate</th><th>misses</th><th>failed</th><th>written</th><th>promoted</th><th>evictions</th><th>bytes held</th></tr></thead><tbody>
+{{range $i, $t := .P.S.Tiers}}<tr><td class="name">{{$i}} {{$t.Name}}</td><td class="name store">{{$t.Store}}</td><td>{{$t.Handed}}</td><td>{{$t.Hits}}</td><td>{{printf "%.3f" $t.HitRate}}</td><td>{{$t.Misses}}</td><td>{{$t.Failed}}</td><td>{{$t.Published}}</td><td>{{$t.Promoted}}</td><td>{{$t.Evictions}}</td><td>{{if $t.Sized}}{{$t.Bytes}}{{if $t.CapacityBytes}} of {{$t.CapacityBytes}}{{end}}{{else}}—{{end}}</td></tr>
+{{end}}</tbody></table>
+{{if .P.Tiers}}<img src="{{.P.Tiers}}" alt="rows served by each tier over time">{{else}}<p>{{.P.TiersNote}}</p>{{end}}{{end}}
 <p>See docs/simulate.md for how to read this page and how the checker works.</p>
 </body></html>
 `))

@@ -17,11 +17,12 @@ import (
 // hit ratio, latencies and throughput, and the checker's safety counters.
 type Summary struct {
 	Manager string // "kvready" or "naive"
-	// Store names the store: "mem", or the Redis URL (password redacted) and
-	// key prefix.
+	// Store names the store: "mem", the Redis URL (password redacted) and
+	// key prefix, or a stack of tiers ("tiers mem?capacity=256KiB in front
+	// of redis://...").
 	Store string
-	// RealTime is true for a run on the system clock (over Redis): latencies
-	// and Virtual are then real time.
+	// RealTime is true for a run on the system clock (over Redis or a stack
+	// of tiers): latencies and Virtual are then real time.
 	RealTime bool
 	// Device names the GPU the run used: "sim" or "cuda".
 	Device   string
@@ -193,6 +194,10 @@ type Summary struct {
 	// Seed drew the run's workload and its fault choices.
 	Seed uint64
 
+	// Tiers is what each tier of a stack did (Config.Backend a stack of
+	// tiers), first tier first; nil for a single store.
+	Tiers []TierSummary
+
 	Timeline       []Sample
 	ReadyLatencies []time.Duration
 	FenceLatencies []time.Duration
@@ -308,6 +313,7 @@ type summaryJSON struct {
 	DeadlineUs               float64        `json:"deadline_us"`
 	DrainGraceUs             float64        `json:"drain_grace_us"`
 	Layerwise                *layerwiseJSON `json:"layerwise"` // null: not a layerwise run
+	Tiers                    []tierJSON     `json:"tiers"`     // null: not a stack of tiers
 }
 
 // layerwiseJSON is the layerwise part of the JSON summary.
@@ -375,8 +381,8 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 			WithdrawnSubmitted: s.WithdrawnSubmitted, WithdrawnFreedEarly: s.WithdrawnFreedEarly}
 	}
 	return json.Marshal(summaryJSON{
-		Layerwise: lw,
-		Manager:   s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
+		Layerwise: lw, Tiers: tiersJSON(s.Tiers),
+		Manager: s.Manager, Store: s.Store, Clock: strings.Fields(s.clock())[0], Device: s.Device,
 		Requests: s.Requests, Leases: s.Leases,
 		Served: s.Served, Partial: s.Partial, Missed: s.Missed, Failed: s.Failed,
 		Timeouts: s.Timeouts, Cancelled: s.Cancelled, Rejected: s.Rejected,
@@ -454,8 +460,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if s.Layerwise {
 		row("withdrawn", fmt.Sprintf("%d (layerwise publishes released before their last layer: never submitted, no outcome)", s.Withdrawn))
 	}
-	if s.RealTime && s.Store != MemBackend {
+	if s.RealTime && s.Store != MemBackend && (s.Tiers == nil || s.redisTier()) {
 		s.writeStore(tw, row)
+	}
+	if s.Tiers != nil {
+		s.writeTiers(tw, row)
 	}
 	s.writeCapacity(tw, row)
 	if s.RealTime {
@@ -597,11 +606,17 @@ func (s *Summary) writeOverTime(tw io.Writer, row func(string, any)) {
 	prev := Sample{}
 	for i := 1; i <= n; i++ {
 		smp := s.Timeline[i*len(s.Timeline)/n-1]
-		row("until "+formatDuration(smp.At), fmt.Sprintf("delivered %d, failed %d", smp.Delivered-prev.Delivered, smp.Failed-prev.Failed))
+		hits, _ := s.tierHitsSince(smp.TierHits, prev.TierHits)
+		row("until "+formatDuration(smp.At), fmt.Sprintf("delivered %d, failed %d%s", smp.Delivered-prev.Delivered, smp.Failed-prev.Failed, hits))
 		prev = smp
 	}
-	if rest, failed := s.Served+s.Partial+s.Missed-prev.Delivered, s.Failed-prev.Failed; rest > 0 || failed > 0 {
-		row("until the end", fmt.Sprintf("delivered %d, failed %d", rest, failed))
+	var end []uint64
+	for _, t := range s.Tiers {
+		end = append(end, t.Hits)
+	}
+	hits, moreHits := s.tierHitsSince(end, prev.TierHits)
+	if rest, failed := s.Served+s.Partial+s.Missed-prev.Delivered, s.Failed-prev.Failed; rest > 0 || failed > 0 || moreHits {
+		row("until the end", fmt.Sprintf("delivered %d, failed %d%s", rest, failed, hits))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	kvredis "github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/backend/tiers"
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/staging"
@@ -33,7 +35,8 @@ type delivery struct {
 	seq       uint64 // the backend's call number: its gate's key
 }
 
-// backend is what the managers submit to: backend/mem or backend/redis.
+// backend is what the managers submit to: backend/mem, backend/redis or a
+// stack of them (backend/tiers).
 type backend interface {
 	contract.Fetcher
 	contract.Publisher
@@ -50,8 +53,13 @@ type backend interface {
 // share is guarded by the driver's lock (d.mu), and the gate table by its own.
 type transport struct {
 	be  backend
-	mem *mem.Backend     // the in-process store; nil over Redis
-	rds *kvredis.Backend // the Redis store; nil in process
+	mem *mem.Backend     // the in-process store of a mem run, on the virtual clock; nil otherwise
+	rds *kvredis.Backend // the Redis store, alone or as a stack's shared tier; nil without one
+	// A stack of tiers: the backend, its tiers as parsed, and its in-process
+	// tiers by position (nil where the tier is the Redis store).
+	stack    *tiers.Backend
+	specs    []TierSpec
+	tierMems []*mem.Backend
 	// check is the checker's own connection to the Redis store, without
 	// retries, so that a store gone away costs the checker nothing.
 	check        *kvredis.Backend
@@ -79,8 +87,16 @@ const openTimeout = 10 * time.Second
 
 func newTransport(ctx context.Context, d *driver) (*transport, error) {
 	t := &transport{d: d, bySeq: map[uint64]*delivery{}, store: MemBackend}
-	if d.cfg.Redis() {
-		return t, t.openRedis(ctx)
+	switch {
+	case d.cfg.Tiered():
+		return t, t.openTiers(ctx)
+	case d.cfg.Redis():
+		if err := t.openRedis(ctx, d.cfg.Backend); err != nil {
+			return t, err
+		}
+		t.be = t.rds
+		t.store = t.redisName(d.cfg.Backend)
+		return t, nil
 	}
 	opts := []mem.Option{mem.WithPolicy(t.policy), mem.WithGate(t.gateOf)}
 	if d.cfg.StoreCapacity > 0 {
@@ -94,25 +110,34 @@ func newTransport(ctx context.Context, d *driver) (*transport, error) {
 	return t, nil
 }
 
+// redisName is how the summary names a Redis store: its URL, password
+// redacted, and the key prefix.
+func (t *transport) redisName(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "redis"
+	}
+	return fmt.Sprintf("%s (prefix %q)", u.Redacted(), t.d.cfg.RedisPrefix)
+}
+
 // openRedis connects the backend and the checker's own client to the store.
 // The backend's attempt bound is the request deadline: an attempt that has
 // not answered by then ends, so Quiesce proves its access over within the
 // drain grace of the deadline, even with the server gone or paused
 // (docs/backend-redis.md: bound + scheduling margin ≤ deadline + grace).
-func (t *transport) openRedis(ctx context.Context) error {
+func (t *transport) openRedis(ctx context.Context, raw string) error {
 	cfg := t.d.cfg
-	u, err := url.Parse(cfg.Backend)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("simulate: backend: %w", err)
 	}
-	t.store = fmt.Sprintf("%s (prefix %q)", u.Redacted(), cfg.RedisPrefix)
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	// One pipelined call per lease: the rows are small, round trips are what
 	// costs.
 	// The store's health goes where the caller wants it said (a line on
 	// stderr), and to the metrics.
-	t.rds, err = kvredis.Open(ctx, cfg.Backend, t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
+	t.rds, err = kvredis.Open(ctx, raw, t.d.mem, kvredis.WithPrefix(cfg.RedisPrefix),
 		kvredis.WithAttemptTimeout(cfg.Deadline), kvredis.WithBatch(min(cfg.Blocks*cfg.Groups, 64)),
 		kvredis.WithHealthFunc(cfg.OnStoreHealth))
 	if err != nil {
@@ -125,7 +150,6 @@ func (t *transport) openRedis(ctx context.Context) error {
 			return metrics.StoreHealth{Reachable: h.Reachable, FastFailures: h.FastFailures, Unavailable: h.Unavailable}
 		})
 	}
-	t.be = t.rds
 	q := u.Query()
 	// The URL parsed (Open took it): breaker_failures is a whole number.
 	if v, ok := q["breaker_failures"]; ok && len(v) > 0 {
@@ -139,7 +163,64 @@ func (t *transport) openRedis(ctx context.Context) error {
 		kvredis.WithAttemptTimeout(t.checkTimeout), kvredis.WithConcurrency(1))
 	if err != nil {
 		_ = t.rds.Close()
+		t.rds = nil
 		return fmt.Errorf("simulate: backend (the checker's connection): %w", err)
+	}
+	return nil
+}
+
+// openTiers builds the stack Config.Backend names: each in-process tier a
+// backend/mem over the run's staging (bounded in bytes if it says so), the
+// Redis tier as openRedis opens a lone store, and backend/tiers over them.
+// The stack's own wait (for a tier's outcome, and for a lower tier's proof
+// before promoting) is twice the request deadline: longer than the Redis
+// tier's attempt bound (the deadline), so that the tier's own answer, and
+// the proof that follows it, come first; the stack's wait only backs up a
+// tier that breaks its own bound.
+func (t *transport) openTiers(ctx context.Context) error {
+	cfg := t.d.cfg
+	specs, err := ParseTiers(cfg.Backend)
+	if err != nil {
+		return fmt.Errorf("simulate: backend: %w", err)
+	}
+	t.specs, t.tierMems = specs, make([]*mem.Backend, len(specs))
+	stack := make([]tiers.Tier, len(specs))
+	names := make([]string, len(specs))
+	for i, spec := range specs {
+		var be backend
+		if spec.URL != "" {
+			if err := t.openRedis(ctx, spec.URL); err != nil {
+				return errors.Join(err, t.close())
+			}
+			be, names[i] = t.rds, t.redisName(spec.URL)
+		} else {
+			var opts []mem.Option
+			if spec.CapacityBytes > 0 {
+				opts = append(opts, mem.WithCapacityBytes(spec.CapacityBytes))
+			}
+			m, err := mem.New(t.d.mem, opts...)
+			if err != nil {
+				return errors.Join(fmt.Errorf("simulate: backend: tier %d: %w", i, err), t.close())
+			}
+			t.tierMems[i], be, names[i] = m, m, spec.String()
+		}
+		stack[i] = tiers.Tier{Name: spec.Name, Fetcher: be, Publisher: be}
+	}
+	if t.stack, err = tiers.New(stack, tiers.WithWait(2*cfg.Deadline)); err != nil {
+		return errors.Join(fmt.Errorf("simulate: backend: %w", err), t.close())
+	}
+	t.be = t.stack
+	t.store = "tiers " + strings.Join(names, " in front of ")
+	if cfg.Metrics != nil {
+		stack := t.stack
+		cfg.Metrics.WatchTiers(func() []metrics.TierStats {
+			stats := stack.Stats()
+			out := make([]metrics.TierStats, len(stats))
+			for i, s := range stats {
+				out[i] = metrics.TierStats(s)
+			}
+			return out
+		})
 	}
 	return nil
 }
@@ -148,15 +229,13 @@ func (t *transport) openRedis(ctx context.Context) error {
 // nil where it holds nothing. An error means the store could not be read
 // (a Redis server gone away), never that it holds nothing.
 func (t *transport) stored(names []contract.Name) ([][]byte, error) {
-	out := make([][]byte, len(names))
 	if t.mem != nil {
-		for i, n := range names {
-			if v, ok := t.mem.Get(staging.ExtentName, n); ok {
-				out[i] = v
-			}
-		}
-		return out, nil
+		return memRows(t.mem, names), nil
 	}
+	if t.stack != nil && t.rds == nil {
+		return memRows(t.tierMems[len(t.tierMems)-1], names), nil // the shared tier is in process
+	}
+	out := make([][]byte, len(names))
 	ctx, cancel := context.WithTimeout(context.Background(), t.checkTimeout)
 	defer cancel()
 	pipe := t.check.Client().Pipeline()
@@ -178,6 +257,30 @@ func (t *transport) stored(names []contract.Name) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// memRows reads what an in-process store holds for names: values[i] is nil
+// where it holds nothing.
+func memRows(m *mem.Backend, names []contract.Name) [][]byte {
+	out := make([][]byte, len(names))
+	for i, n := range names {
+		if v, ok := m.Get(staging.ExtentName, n); ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// upperTiers returns a stack's in-process tiers above its shared one (the
+// last): what promotions and publications wrote there is checked too.
+func (t *transport) upperTiers() []*mem.Backend {
+	var out []*mem.Backend
+	for _, m := range t.tierMems[:max(len(t.tierMems)-1, 0)] {
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // policy is asked by the backend, synchronously inside Fetch or Publish on the
@@ -278,10 +381,14 @@ func (t *transport) submit(ext contract.CacheExtent, call func() (contract.Attem
 }
 
 // AdmissionLimit implements readiness.Admitter: the Redis backend's own limit
-// (how many attempts its workers and connections serve at once), so that the
-// engine holds the rest before submission, where no deadline runs. The
-// in-process store has none: 0, no bound.
+// (how many attempts its workers and connections serve at once), or a
+// stack's (its tiers' smallest), so that the engine holds the rest before
+// submission, where no deadline runs. The in-process store has none: 0, no
+// bound.
 func (t *transport) AdmissionLimit() int {
+	if t.stack != nil {
+		return t.stack.AdmissionLimit()
+	}
 	if t.rds != nil {
 		return t.rds.AdmissionLimit()
 	}
@@ -434,16 +541,26 @@ func (t *transport) landAll() {
 	t.pending = nil
 }
 
-// close closes the store's backend (and the checker's connection to it).
+// close closes the store's backend (and the checker's connection to it); a
+// stack first, then its tiers. It closes what was opened, so that a stack
+// half built is undone too.
 func (t *transport) close() error {
 	if t.mem != nil {
 		return t.mem.Close()
 	}
-	err := t.rds.Close()
-	if cerr := t.check.Close(); err == nil {
-		err = cerr
+	var errs []error
+	if t.stack != nil {
+		errs = append(errs, t.stack.Close())
 	}
-	return err
+	for _, m := range t.tierMems {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	if t.rds != nil {
+		errs = append(errs, t.rds.Close(), t.check.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // attempt wraps the backend's attempt so that the checker learns the first

@@ -44,7 +44,7 @@ func runSimulate(e *env, args []string) int {
 	fs.DurationVar(&cfg.Arrival, "arrival", cfg.Arrival, "virtual time between request arrivals")
 	fs.DurationVar(&cfg.LatencyMedian, "latency-median", cfg.LatencyMedian, "median backend delivery latency (log-normal)")
 	fs.Float64Var(&cfg.LatencySigma, "latency-sigma", cfg.LatencySigma, "log-normal sigma of the backend latency (0: every delivery takes the median)")
-	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "request deadline for an outcome; slower deliveries time out. With a Redis --backend the default is "+simulate.RealTimeDeadline.String()+", which is also the backend's attempt bound")
+	fs.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "request deadline for an outcome; slower deliveries time out. With a Redis --backend or a stack of tiers the default is "+simulate.RealTimeDeadline.String()+", which is also the backend's attempt bound")
 	fs.DurationVar(&cfg.GPULatency, "gpu-latency", cfg.GPULatency, "simulated GPU copy latency")
 	fs.Float64Var(&cfg.MissRate, "miss-rate", cfg.MissRate, "probability a submission misses")
 	fs.Float64Var(&cfg.PartialRate, "partial-rate", cfg.PartialRate, "probability a submission is served in part")
@@ -53,7 +53,7 @@ func runSimulate(e *env, args []string) int {
 	fs.Float64Var(&cfg.QuiesceNotYetRate, "quiesce-not-yet-rate", cfg.QuiesceNotYetRate, "probability Quiesce answers \"not yet\" a few times before proving a submission's access over (the engine retries)")
 	fs.Float64Var(&cfg.NeverProvesRate, "never-proves-rate", cfg.NeverProvesRate, "probability Quiesce never proves a submission's access over (the engine contains it at its deadline)")
 	fs.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "probability a submission is rejected before any work")
-	fs.DurationVar(&cfg.DrainGrace, "drain-grace", cfg.DrainGrace, "how long access may stay unproven after the drain starts before the engine contains the lease. With a Redis --backend the default is "+simulate.RealTimeDrainGrace.String()+": room for the machine's scheduling after the attempt bound")
+	fs.DurationVar(&cfg.DrainGrace, "drain-grace", cfg.DrainGrace, "how long access may stay unproven after the drain starts before the engine contains the lease. With a Redis --backend or a stack of tiers the default is "+simulate.RealTimeDrainGrace.String()+": room for the machine's scheduling after the attempt bound")
 	policy := policyFlag{&cfg.Containment}
 	fs.Var(policy, "containment", "the containment `policy`: what the engine does with a lease whose access is still unproven at its containment deadline: quarantine (its slots stay out for ever, the rest goes on), fatal (the engine halts; the run stops, exit status 3) or recover (asked again slowly; a later proof returns its slots)")
 	fs.IntVar(&cfg.MaxOutstanding, "max-outstanding", cfg.MaxOutstanding, "bound on the submissions outstanding at the backend; leases beyond it wait before submission, where no deadline runs (0: the backend's own limit — backend/redis's AdmissionLimit; the in-process store has none)")
@@ -61,7 +61,8 @@ func runSimulate(e *env, args []string) int {
 	fs.DurationVar(&cfg.DeviceLossAt, "device-loss-at", cfg.DeviceLossAt, "lose the GPU at this virtual time (0: never)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the workload and the fault choices")
 	fs.BoolVar(&cfg.Naive, "naive", false, "replace the engine by a naive manager that frees slots on outcome, error or timeout (in-process store only)")
-	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection) or a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection). "+
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "the store: mem (in process, virtual clock, fault injection), a `URL` redis://HOST:PORT[/DB] (a Redis-compatible server other runs may share; real time, no fault injection), "+
+		"or a stack of tiers, stores separated by commas, the first asked first: mem?capacity=BYTES,redis://HOST:PORT puts a local in-process tier of at most BYTES (65536, 64KiB, 1MiB; least recently used rows evicted) in front of the shared Redis store, and mem?capacity=BYTES,mem one in front of an in-process shared tier (real time, no fault injection; up to "+strconv.Itoa(simulate.MaxTiers)+" tiers, Redis last). "+
 		"A Redis store that stops answering is held for down after breaker_failures="+strconv.Itoa(kvredis.DefaultBreakerFailures)+" calls in a row are refused or reset, or one gets no reply within --deadline: requests then fail fast, and a PING every breaker_probe="+kvredis.DefaultBreakerProbe.String()+
 		" doubling to breaker_probe_max="+kvredis.DefaultBreakerProbeMax.String()+" looks for its return; set them in the URL's query (breaker_failures=0: off)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", cfg.RedisPrefix, "key prefix in a Redis store: runs of one workload (--seed) with the same prefix share units")
@@ -91,7 +92,7 @@ func runSimulate(e *env, args []string) int {
 	if cfg.Layerwise {
 		cfg = layerwiseDefaults(fs, cfg)
 	}
-	if cfg.Redis() {
+	if cfg.RealTime() {
 		usable = storeFlags(e, fs) && usable
 		cfg = cfg.WithoutFaults() // those given explicitly are refused above
 		cfg = realTimeDefaults(fs, cfg)
@@ -108,7 +109,7 @@ func runSimulate(e *env, args []string) int {
 		reportConfig(e, fs, err)
 		usable = false
 	}
-	if *compare && (cfg.Naive || cfg.Redis() || cfg.Device == simulate.CUDADevice || cfg.Layerwise) {
+	if *compare && (cfg.Naive || cfg.RealTime() || cfg.Device == simulate.CUDADevice || cfg.Layerwise) {
 		e.errorf("--compare-naive: runs the engine, then the naive manager, over the in-process store and the simulated device, whole leases (the naive manager has no per-layer readiness); drop --naive, --backend, --device cuda and --layerwise")
 		usable = false
 	}
@@ -226,9 +227,10 @@ func simulateNotes() string {
 	d := simulate.Defaults()
 	return fmt.Sprintf(`
 defaults: over the in-process store (--backend mem) the run is on a virtual
-clock, with --deadline %v and --drain-grace %v. With a Redis --backend it is
-on real time, and --deadline defaults to %v (also the backend's attempt
-bound), --drain-grace to %v; a flag given on the command line always wins.
+clock, with --deadline %v and --drain-grace %v. With a Redis --backend or a
+stack of tiers (--backend mem?capacity=BYTES,redis://HOST:PORT) it is on real
+time, and --deadline defaults to %v (also a Redis store's attempt bound),
+--drain-grace to %v; a flag given on the command line always wins.
 With --layerwise --arrival defaults to %v.
 
 exit status:
@@ -300,7 +302,7 @@ func layerwiseDefaults(fs *flag.FlagSet, cfg simulate.Config) simulate.Config {
 // sizingHint points a run over a real store that lost capacity at how the
 // deadline and the grace are sized.
 func sizingHint(cfg simulate.Config) string {
-	if !cfg.Redis() || cfg.Containment == readiness.Fatal {
+	if !cfg.RealTime() || cfg.Containment == readiness.Fatal {
 		return ""
 	}
 	return fmt.Sprintf("; over a real store the backend's attempt bound (--deadline %s) plus the machine's scheduling margin must fit within --deadline + --drain-grace (%s): see docs/backend-redis.md, Sizing",
@@ -404,7 +406,7 @@ func simulateOnce(ctx context.Context, e *env, cfg simulate.Config, progressOut 
 	// between progress lines: one writer, one line at a time.
 	out := &lineWriter{w: progressOut}
 	if cfg.Redis() {
-		cfg.OnStoreHealth = storeHealthLine(out, cfg.Backend)
+		cfg.OnStoreHealth = storeHealthLine(out, redisStore(cfg))
 	}
 	sum, err := simulate.Run(ctx, cfg, progressReporter(out, cfg.Requests, name))
 	if err != nil && !(sum != nil && sum.Interrupted && errors.Is(err, context.Canceled)) {
@@ -428,17 +430,33 @@ func simulateOnce(ctx context.Context, e *env, cfg simulate.Config, progressOut 
 var memOnly = []string{"miss-rate", "partial-rate", "fail-rate", "cancel-rate", "quiesce-not-yet-rate",
 	"never-proves-rate", "reject-rate", "latency-median", "latency-sigma", "store-capacity"}
 
-// storeFlags refuses, with a Redis store, every flag given that only the
-// in-process store honours, naming each; it reports whether there was none.
+// storeFlags refuses, with a Redis store or a stack of tiers, every flag
+// given that only the in-process store honours, naming each; it reports
+// whether there was none.
 func storeFlags(e *env, fs *flag.FlagSet) bool {
 	ok := true
 	fs.Visit(func(f *flag.Flag) {
 		if slices.Contains(memOnly, f.Name) {
-			e.errorf("--%s: describes the in-process store (--backend mem): with a Redis store faults are not injected, and latency and capacity are the server's own; drop the flag", f.Name)
+			e.errorf("--%s: describes the in-process store (--backend mem): with a Redis store or a stack of tiers faults are not injected, latency is the stores' own, and a tier's capacity is given in --backend (mem?capacity=BYTES); drop the flag", f.Name)
 			ok = false
 		}
 	})
 	return ok
+}
+
+// redisStore is the Redis store of cfg: its Backend, or a stack's Redis
+// tier.
+func redisStore(cfg simulate.Config) string {
+	if !cfg.Tiered() {
+		return cfg.Backend
+	}
+	specs, _ := simulate.ParseTiers(cfg.Backend) // validated before any run
+	for _, s := range specs {
+		if s.URL != "" {
+			return s.URL
+		}
+	}
+	return cfg.Backend
 }
 
 // lineWriter serialises writes from the run's goroutine (progress) and the
