@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/contract"
@@ -57,8 +56,8 @@ type part struct {
 	// backend's wait running out and Close: only that one judges the part.
 	claimed atomic.Bool
 	// While a completion callback is awaited, the part is listed in its
-	// backend's watch list (watch.go), by deadline.
-	deadline   time.Time
+	// backend's watch list (watch.go), with the list's epoch then.
+	epoch      uint64
 	prev, next *part
 	listed     bool
 }
@@ -208,17 +207,8 @@ func (a *attempt) latch(o contract.Outcome) {
 // contract: the part is added, Failed, and (without an attempt) never
 // provable.
 func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error) {
-	t, c := a.b.tiers[i], &a.b.stats[i]
-	var at contract.Attempt
-	err := guard(func() error {
-		var err error
-		if r == roleFetch {
-			at, err = t.Fetcher.Fetch(ext, nil)
-		} else {
-			at, err = t.Publisher.Publish(ext)
-		}
-		return err
-	})
+	c := &a.b.stats[i]
+	at, err := call(a.b.tiers[i], r, ext)
 	var p *part
 	if len(a.parts) == 0 { // the attempt's own room; only this step submits
 		p = &a.first
@@ -241,6 +231,20 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 	return p, nil
 }
 
+// call submits ext to t in role r, a panic turned into an error (with no
+// attempt: it escaped, or not, unknown).
+func call(t Tier, r role, ext contract.CacheExtent) (at contract.Attempt, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			at, err = nil, fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	if r == roleFetch {
+		return t.Fetcher.Fetch(ext, nil)
+	}
+	return t.Publisher.Publish(ext)
+}
+
 // watch arranges for p's answer to reach answered exactly once, and holds
 // the backend's Close until it has: at once for a part that failed at its
 // submission; through the tier's completion callback, bounded by the
@@ -257,7 +261,7 @@ func (a *attempt) watch(p *part) {
 		a.answered(p, a.verdict(p, nil, nil))
 	case !notifies:
 		go func() { a.answered(p, a.judge(p)) }()
-	case !a.b.watching.add(p, a.b.wait):
+	case !a.b.watching.add(p):
 		a.expire(p, "the backend closed first")
 	default:
 		if err := register(n, p.notified); err != nil && p.claim() {

@@ -80,9 +80,11 @@ type Option func(*Backend)
 
 // WithWait bounds the backend's own waits (DefaultWait): a tier's outcome
 // not known within d fails the attempt naming the tier (and the tier is
-// asked to cancel); a lower tier's access not proven within d skips the
-// promotion of its units (counted in Stats). It never bounds a proof:
-// Quiesce asks every tier for as long as its context allows.
+// asked to cancel) — checked every d/4 for a tier with completion
+// callbacks, so by 1.25·d at the latest; a lower tier's access not proven
+// within d skips the promotion of its units (counted in Stats). It never
+// bounds a proof: Quiesce asks every tier for as long as its context
+// allows.
 func WithWait(d time.Duration) Option { return func(b *Backend) { b.wait = d } }
 
 // WithoutPromotion turns promotion off: units served by a lower tier are not
@@ -142,6 +144,7 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.stats = make([]tierCounters, len(tiers))
+	b.watching.tick = max(b.wait/ticksPerWait, 1)
 	b.watching.timer = time.AfterFunc(time.Hour, b.expireDue)
 	b.watching.timer.Stop()
 	return b, nil
