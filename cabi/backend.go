@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvready/kvready/backend/mem"
 	"github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/backend/tiers"
 	"github.com/kvready/kvready/contract"
 )
 
@@ -32,6 +33,7 @@ type backend struct {
 	get       func(extent string, name contract.Name) ([]byte, bool, error)
 	close     func() error
 	c         *cBackend
+	tiers     *tiers.Backend // set for a backend of tiers (kvready_backend_open_tiers)
 	mem       *memory
 	users     atomic.Int32 // engines using it
 	closed    atomic.Bool
@@ -65,7 +67,7 @@ func kvready_backend_open(rawURL *C.kv_cchar, memh C.uint64_t, out *C.uint64_t) 
 func openURL(raw string, m *memory) (*backend, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, invalid("kvready_backend_open: %q is not a URL: %v; want mem, mem:?capacity=N or redis://host:port", raw, err)
+		return nil, invalid("kvready_backend_open: %q is not a URL: %v; want mem, mem:?capacity=N, mem:?capacity_bytes=N or redis://host:port", raw, err)
 	}
 	if b, ok, err := openFault(raw, u, m); ok {
 		return b, err
@@ -74,8 +76,8 @@ func openURL(raw string, m *memory) (*backend, error) {
 	case raw == "mem" || u.Scheme == "mem":
 		q := u.Query()
 		for k := range q {
-			if k != "capacity" {
-				return nil, invalid("kvready_backend_open %s: unknown parameter %q; want capacity", raw, k)
+			if k != "capacity" && k != "capacity_bytes" {
+				return nil, invalid("kvready_backend_open %s: unknown parameter %q; want capacity or capacity_bytes", raw, k)
 			}
 		}
 		return openMem(raw, q, m)
@@ -107,7 +109,7 @@ func openURL(raw string, m *memory) (*backend, error) {
 			},
 		}, nil
 	}
-	return nil, invalid("kvready_backend_open: %q: unknown backend; want mem, mem:?capacity=N, redis://host:port[/db], rediss://... or unix:///path", raw)
+	return nil, invalid("kvready_backend_open: %q: unknown backend; want mem, mem:?capacity=N, mem:?capacity_bytes=N, redis://host:port[/db], rediss://... or unix:///path", raw)
 }
 
 // openMem opens backend/mem over m with the capacity the query names, and
@@ -124,17 +126,35 @@ func openMem(raw string, q url.Values, m *memory, opts ...mem.Option) (*backend,
 	return memBackend(b), nil
 }
 
-// memCapacity is the store's bound the query names (capacity=N), if any.
+// memCapacity is the store's bounds the query names: capacity=N rows,
+// capacity_bytes=N bytes (a local tier is bounded in bytes: its rows are
+// whatever size the staging slots are), either, both or none. A bound given
+// twice is refused, as backend/redis refuses a repeated key.
 func memCapacity(raw string, q url.Values) ([]mem.Option, error) {
-	v := q.Get("capacity")
-	if v == "" {
-		return nil, nil
+	var opts []mem.Option
+	for _, k := range []string{"capacity", "capacity_bytes"} {
+		vs := q[k]
+		if len(vs) == 0 {
+			continue
+		}
+		if len(vs) > 1 {
+			return nil, invalid("kvready_backend_open %s: %s given %d times; want it once", raw, k, len(vs))
+		}
+		n, err := strconv.ParseInt(vs[0], 10, strconv.IntSize)
+		if err != nil || n < 0 {
+			what := "rows"
+			if k == "capacity_bytes" {
+				what = "bytes"
+			}
+			return nil, invalid("kvready_backend_open %s: %s %q; want a number of %s >= 0 (0: unbounded)", raw, k, vs[0], what)
+		}
+		if k == "capacity" {
+			opts = append(opts, mem.WithCapacity(int(n)))
+		} else {
+			opts = append(opts, mem.WithCapacityBytes(n))
+		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return nil, invalid("kvready_backend_open %s: capacity %q; want a number of rows >= 0", raw, v)
-	}
-	return []mem.Option{mem.WithCapacity(n)}, nil
+	return opts, nil
 }
 
 // memBackend is the cabi backend over a backend/mem store (or a wrapper of

@@ -10,6 +10,7 @@
 
 typedef const void kv_cvoid;
 typedef const char kv_cchar;
+typedef const char *const kv_cstr;
 typedef const uint8_t kv_cu8;
 typedef const int32_t kv_ci32;
 typedef const uint64_t kv_cu64;

@@ -38,8 +38,8 @@ func openFault(raw string, u *url.URL, m *memory) (b *backend, ok bool, err erro
 	}
 	q := u.Query()
 	for k := range q {
-		if k != "mode" && k != "capacity" {
-			return nil, true, invalid("kvready_backend_open %s: unknown parameter %q; want mode or capacity", raw, k)
+		if k != "mode" && k != "capacity" && k != "capacity_bytes" {
+			return nil, true, invalid("kvready_backend_open %s: unknown parameter %q; want mode, capacity or capacity_bytes", raw, k)
 		}
 	}
 	v := q.Get("mode")

@@ -16,7 +16,7 @@ import "net/url"
 func openFault(raw string, u *url.URL, _ *memory) (*backend, bool, error) {
 	if u.Scheme == "instant" || (raw == "mem" || u.Scheme == "mem") && u.Query().Has("mode") {
 		return nil, true, statusf(C.KVREADY_ERR_UNSUPPORTED,
-			"kvready_backend_open %s: fault backends (instant:, mem:?mode=M) exist only in the test library, libkvready_testkit.so (make lib-testkit; Python: KVREADY_LIBRARY=testkit); this is libkvready.so: want mem, mem:?capacity=N or redis://host:port", raw)
+			"kvready_backend_open %s: fault backends (instant:, mem:?mode=M) exist only in the test library, libkvready_testkit.so (make lib-testkit; Python: KVREADY_LIBRARY=testkit); this is libkvready.so: want mem, mem:?capacity=N, mem:?capacity_bytes=N or redis://host:port", raw)
 	}
 	return nil, false, nil
 }

@@ -25,7 +25,8 @@
  *     2^24 at once) or one that runs past the end of the address space.
  *   - A capacity (cap: of a string buffer, of the arrays kvready_arrived,
  *     kvready_progress, kvready_changes, kvready_containments,
- *     kvready_recoveries, kvready_memory_groups and kvready_backend_get fill)
+ *     kvready_recoveries, kvready_memory_groups, kvready_backend_tier_stats and
+ *     kvready_backend_get fill)
  *     is compared unsigned: SIZE_MAX is a large buffer, never a negative one,
  *     and kvready writes only what it has (and a string's NUL) into it.
  *   - No length, capacity or count gives KVREADY_ERR_INTERNAL. INTERNAL is a
@@ -367,6 +368,35 @@ typedef struct kvready_answer {
   char reason[KVREADY_REASON_SIZE]; /* KVREADY_ANSWER_FAILED: why (NUL-terminated) */
 } kvready_answer;
 
+/* What one tier of a backend of tiers (kvready_backend_open_tiers) did since
+ * it was opened: backend/tiers' TierStats, each field in the field of its
+ * name in snake case (kvready_backend_tier_stats fills them, in tier order).
+ * Counts are of units (rows) unless they say otherwise. */
+#define KVREADY_TIER_NAME_SIZE 32
+typedef struct kvready_tier_stats {
+  char name[KVREADY_TIER_NAME_SIZE]; /* the tier's URL scheme ("mem", "redis", ...), "-i" added when an
+                                        earlier tier has it ("mem-1"); NUL-terminated */
+  uint64_t handed;          /* units fetches handed it: each is then a hit, a miss or a failure */
+  uint64_t hits;            /* units it served */
+  uint64_t misses;          /* units it answered (delivered) without serving */
+  uint64_t failed;          /* units of its fetches that failed, were cancelled, gave no outcome or broke
+                               the contract: never counted as misses */
+  uint64_t published;       /* units publications wrote through into it (accepted) */
+  uint64_t publish_failed;  /* units of publications it failed or cancelled */
+  uint64_t promoted;        /* units promoted into it from a lower tier that served them (accepted) */
+  uint64_t promote_failed;  /* units of promotions it failed */
+  uint64_t promote_skipped; /* units not promoted: the lower tier's access was not proven in time, or a
+                               cancel came first */
+  uint64_t rejected;        /* its submissions refused before anything escaped (a breaker open, ...) */
+  uint64_t no_outcome;      /* its attempts that gave no outcome within the backend's wait (30 s) */
+  uint64_t violations;      /* its breaches of the contract: each cost only its own attempt */
+  uint64_t cancel_errors;   /* cancel requests to it that erred */
+  uint64_t evictions;       /* rows it evicted to stay within its bound (a mem tier) */
+  int64_t bytes;            /* bytes of the rows it holds, when sized */
+  int32_t sized;            /* 1: it reports bytes (a mem tier); 0: bytes is 0, not known (a shared store) */
+  int32_t _pad;
+} kvready_tier_stats;
+
 /* ---- a backend written by the embedder ------------------------------------
  * Every callback gets the table's user pointer first. A callback that returns
  * an error may write a NUL-terminated message into err (err_cap bytes).
@@ -547,7 +577,9 @@ int kvready_memory_close(uint64_t memory);
 /* ---- backends -------------------------------------------------------------- */
 
 /* A Go backend by URL, over the staging memory it resolves units into:
- *   "mem" or "mem:?capacity=N"          in-process store (backend/mem)
+ *   "mem", "mem:?capacity=N"            in-process store (backend/mem): at most N rows,
+ *   "mem:?capacity_bytes=N"              or N bytes of rows (both may be given); the least
+ *                                        recently used rows are evicted to make room
  *   "redis://host:port[/db]", "rediss://...", "unix:///path"  a shared store (backend/redis);
  *                                        a store that stops answering is held for down
  *                                        and submissions are rejected at once ("store
@@ -578,6 +610,31 @@ int kvready_backend_get(uint64_t backend, const uint8_t *extent_name, size_t nam
                         const uint8_t name[KVREADY_NAME_SIZE], void *row, size_t cap, size_t *len, int32_t *found);
 /* KVREADY_ERR_BUSY while an engine uses it. */
 int kvready_backend_close(uint64_t backend);
+/* A backend of tiers (backend/tiers) from one call: urls[0] first, each
+ * opened as kvready_backend_open opens it, over the same staging memory — a
+ * bounded local tier in front of the shared store:
+ *     const char *urls[] = {"mem:?capacity_bytes=8589934592", "redis://127.0.0.1:6379/0"};
+ *     kvready_backend_open_tiers(urls, 2, memory, &backend);
+ * A fetch asks the first tier for every unit, and the next only for the units
+ * the tiers before it did not serve, within the same lease; a unit a lower
+ * tier served is promoted (published) into the tiers above it from the
+ * staging rows while the lease holds them. A publish writes through to every
+ * tier. The lease's slots return only once every tier's access is proven
+ * over (SPEC §4 rule 19). A tier's failure is the lease's failure, naming the
+ * tier, never a miss: docs/tiers.md. Use the handle as any backend's
+ * (config.fetcher and .publisher, kvready_backend_put — into every tier —
+ * kvready_backend_get — from the first tier holding the row —,
+ * kvready_backend_close, which closes every tier). n is 1 to 16; a NULL URL
+ * is KVREADY_ERR_INVALID. A tier that fails to open fails the call with that
+ * tier's status (KVREADY_ERR_CONFIG, _UNAVAILABLE, _INVALID, _UNSUPPORTED, as
+ * kvready_backend_open's), the message naming its index and URL (a password
+ * hidden); the tiers opened before it are closed: nothing stays open. */
+int kvready_backend_open_tiers(const char *const *urls, size_t n, uint64_t memory, uint64_t *backend);
+/* Each tier's counters, in tier order, into stats (cap entries); *n (may be
+ * NULL) is how many tiers there are. KVREADY_ERR_BUFFER, with *n, when cap
+ * does not hold them; KVREADY_ERR_UNSUPPORTED for a backend that is not a
+ * backend of tiers. */
+int kvready_backend_tier_stats(uint64_t backend, kvready_tier_stats *stats, size_t cap, size_t *n);
 
 /* ---- the test library only ----------------------------------------------------
  * What follows inside #ifdef KVREADY_TESTKIT exists only in

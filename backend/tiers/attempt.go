@@ -30,26 +30,41 @@ const (
 func (r role) String() string { return [...]string{"fetch", "publish", "promotion"}[r] }
 
 // part is one tier's share of a tiered attempt: the units it was handed and
-// the attempt it answered with. Only the driver writes it before the part is
-// added; after that, out and failure are set once by the driver, and proven
-// only ever goes from false to true.
+// the attempt it answered with. Only the submitter writes it before the part
+// is added; after that, out is set once (by whoever claimed the part's
+// answer), and proven only ever goes from false to true.
 type part struct {
+	a    *attempt
 	tier int
 	role role
 	ext  contract.CacheExtent // exactly the units this tier was handed
 	at   contract.Attempt     // nil: the submission escaped without an attempt (never provable)
+	self [1]contract.Attempt  // {at}: the list a proof of this part alone asks about
 
 	// failure, when set at submission, is why the part is Failed without
 	// asking its attempt (a contract violation).
 	failure string
-	// out is the tier's answer as the driver latched it (nil until then).
+	// out is the tier's answer as the stack judged it (nil until then):
+	// a pointer to box, set once.
 	out atomic.Pointer[outBox]
+	box outBox
 	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
 	// access ended.
 	proven atomic.Bool
+
+	// claimed is taken by the first of the tier's completion callback, the
+	// backend's wait running out and Close: only that one judges the part.
+	claimed atomic.Bool
+	// While a completion callback is awaited, the part is listed in its
+	// backend's watch list (watch.go), with the list's epoch then.
+	epoch      uint64
+	prev, next *part
+	listed     bool
 }
 
 type outBox struct{ o contract.Outcome }
+
+func (p *part) claim() bool { return p.claimed.CompareAndSwap(false, true) }
 
 func (p *part) handed(n contract.Name) bool {
 	for _, u := range p.ext.All() {
@@ -62,6 +77,14 @@ func (p *part) handed(n contract.Name) bool {
 
 // attempt is one tiered delivery: the parts of every tier it was handed to,
 // and the one outcome the stack answers.
+//
+// Its chain moves by steps, each started by one part's answer — from the
+// tier's completion callback on the tier's own goroutine (contract.Notifier:
+// no goroutine of the stack's, no hand-off), or from a goroutine of the
+// stack's for a tier without one, or from the backend's timer when the
+// tier's answer does not come within the wait — and each step submits the
+// next part before it ends, so steps never overlap: the chain's state
+// (served) needs no lock.
 type attempt struct {
 	b   *Backend
 	op  op
@@ -71,12 +94,23 @@ type attempt struct {
 	parts     []*part
 	cancelled bool // a RequestCancel came; no part is added without being asked too
 
-	submitted chan struct{} // closed once no part will ever be added
-	doneOnce  sync.Once
+	served   contract.NameSet // fetch: the union of what the parts served so far
+	rejected []error          // publish: the tiers that refused it
+	// pending counts the parts still to answer: a publication's, or a
+	// fetch's promotions. The part whose answer makes it 0 ends the step.
+	pending atomic.Int32
 
-	out    atomic.Pointer[outBox]
-	ready  chan struct{} // closed once out is set
+	submitted signal // no part will ever be added, and every promotion is counted
+
+	out    atomic.Pointer[outBox] // &box once the outcome is latched
+	box    outBox
+	ready  signal // out is set
 	notify notify.List
+
+	// The first part and room for a second: a lease one or two tiers serve
+	// allocates no part and no list of its own.
+	first    part
+	partsBuf [2]*part
 }
 
 var (
@@ -85,7 +119,9 @@ var (
 )
 
 func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
-	return &attempt{b: b, op: o, ext: ext, submitted: make(chan struct{}), ready: make(chan struct{})}
+	a := &attempt{b: b, op: o, ext: ext}
+	a.parts = a.partsBuf[:0]
+	return a
 }
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.
@@ -152,15 +188,16 @@ func (a *attempt) snapshot() []*part {
 	return append([]*part(nil), a.parts...)
 }
 
-func (a *attempt) doneSubmitting() { a.doneOnce.Do(func() { close(a.submitted) }) }
+func (a *attempt) doneSubmitting() { a.submitted.fire() }
 
 // latch sets the stack's outcome, once.
 func (a *attempt) latch(o contract.Outcome) {
 	if a.out.Load() != nil {
 		return
 	}
-	a.out.Store(&outBox{o})
-	close(a.ready)
+	a.box.o = o
+	a.out.Store(&a.box)
+	a.ready.fire()
 	a.notify.Fire()
 }
 
@@ -170,18 +207,15 @@ func (a *attempt) latch(o contract.Outcome) {
 // contract: the part is added, Failed, and (without an attempt) never
 // provable.
 func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error) {
-	t, c := a.b.tiers[i], &a.b.stats[i]
-	var at contract.Attempt
-	err := guard(func() error {
-		var err error
-		if r == roleFetch {
-			at, err = t.Fetcher.Fetch(ext, nil)
-		} else {
-			at, err = t.Publisher.Publish(ext)
-		}
-		return err
-	})
-	p := &part{tier: i, role: r, ext: ext, at: at}
+	c := &a.b.stats[i]
+	at, err := call(a.b.tiers[i], r, ext)
+	var p *part
+	if len(a.parts) == 0 { // the attempt's own room; only this step submits
+		p = &a.first
+	} else {
+		p = new(part)
+	}
+	p.a, p.tier, p.role, p.ext, p.at, p.self[0] = a, i, r, ext, at, at
 	switch {
 	case at == nil && errors.Is(err, contract.ErrSubmissionRejected):
 		c.rejected.Add(1)
@@ -197,78 +231,161 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 	return p, nil
 }
 
-// driveFetch runs a fetch's chain from its first part: each tier's answer,
-// the next tier for the units still unserved, the outcome, then the
-// promotions. It ends once every promotion answered (or the wait passed).
-func (a *attempt) driveFetch(p *part) {
+// call submits ext to t in role r, a panic turned into an error (with no
+// attempt: it escaped, or not, unknown).
+func call(t Tier, r role, ext contract.CacheExtent) (at contract.Attempt, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			at, err = nil, fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	if r == roleFetch {
+		return t.Fetcher.Fetch(ext, nil)
+	}
+	return t.Publisher.Publish(ext)
+}
+
+// watch arranges for p's answer to reach answered exactly once, and holds
+// the backend's Close until it has: at once for a part that failed at its
+// submission; through the tier's completion callback, bounded by the
+// backend's wait (the watch list's timer), when its attempt has one;
+// otherwise from a goroutine of the stack's that waits for it. It may run
+// the chain's next steps before it returns: its caller touches nothing of
+// the chain after it.
+func (a *attempt) watch(p *part) {
+	a.b.wg.Add(1)
+	n, notifies := p.at.(contract.Notifier)
+	switch {
+	case p.failure != "":
+		p.claimed.Store(true)
+		a.answered(p, a.verdict(p, nil, nil))
+	case !notifies:
+		go func() { a.answered(p, a.judge(p)) }()
+	case !a.b.watching.add(p):
+		a.expire(p, "the backend closed first")
+	default:
+		if err := register(n, p.notified); err != nil && p.claim() {
+			a.b.watching.remove(p)
+			a.answered(p, a.verdict(p, nil, fmt.Errorf("its Notify %v", err)))
+		}
+	}
+}
+
+// register is n.Notify(f), a panic turned into an error.
+func register(n contract.Notifier, f func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	n.Notify(f)
+	return nil
+}
+
+// notified is a part's completion callback: the tier's answer is known.
+func (p *part) notified() {
+	if !p.claim() {
+		return // the wait ran out first, or the backend closed
+	}
+	a := p.a
+	a.b.watching.remove(p)
+	o := poll(p.at)
+	var err error
+	if o == nil {
+		err = errors.New("it was said to be known, but Poll answered none")
+	}
+	a.answered(p, a.verdict(p, o, err))
+}
+
+// expire judges p as having given no outcome (the wait ran out, the backend
+// closed), unless its answer came first.
+func (a *attempt) expire(p *part, why string) {
+	if p.claim() {
+		a.answered(p, a.verdict(p, nil, errors.New(why)))
+	}
+}
+
+// answered records p's judged answer, counts it, and takes the chain's next
+// step: a fetch part's answer moves the fetch on, a publication's the
+// publication, a promotion's the count of promotions left.
+func (a *attempt) answered(p *part, o contract.Outcome) {
 	defer a.b.wg.Done()
-	left := a.ext.Units()
-	var served []contract.Name
-	for p != nil {
-		o := a.answer(p)
-		d, ok := o.(contract.Delivered)
-		if !ok {
-			a.latch(o) // a tier's failure or cancel: never a miss of its units
+	p.box.o = o
+	p.out.Store(&p.box)
+	a.count(p, o)
+	switch p.role {
+	case roleFetch:
+		a.fetched(p, o)
+	case rolePublish:
+		if a.pending.Add(-1) == 0 {
+			a.published()
+		}
+	case rolePromote:
+		if a.pending.Add(-1) == 0 {
+			a.doneSubmitting()
+		}
+	}
+}
+
+// fetched takes a fetch's step after its part p answered o: the next tier
+// for the units still unserved, or the outcome, then the promotions.
+func (a *attempt) fetched(p *part, o contract.Outcome) {
+	d, ok := o.(contract.Delivered)
+	if !ok {
+		a.latch(o) // a tier's failure or cancel: never a miss of its units
+		a.doneSubmitting()
+		return
+	}
+	a.served = union(a.served, d.Served)
+	var left []contract.Unit
+	next := -1
+	if d.Served.Len() < p.ext.Len() { // every name served was one p was handed (verdict)
+		left = without(p.ext.Units(), d.Served)
+		next = a.b.nextFetcher(p.tier + 1)
+	}
+	switch {
+	case next < 0:
+		a.latch(a.recheck(contract.Delivered{Served: a.served}))
+	case a.cancelRequested():
+		if a.served.Len() == 0 {
+			a.latch(contract.Cancelled{ByPeer: false})
+		} else { // completion won for these; the rest were touched by no tier
+			a.latch(a.recheck(contract.Delivered{Served: a.served}))
+		}
+	case a.b.isClosed():
+		a.latch(contract.Failed{Reason: fmt.Sprintf("tiers: the backend closed before %s was asked", a.b.name(next))})
+	default:
+		ext, err := contract.NewCacheExtent([]byte(a.ext.Name()), left, a.ext.IsLast())
+		if err != nil { // a subset of a valid extent is valid: a bug here
+			panic(fmt.Sprintf("tiers: the units left of a valid extent are refused: %v", err))
+		}
+		q, err := a.submit(next, roleFetch, ext)
+		if q == nil {
+			a.latch(contract.Failed{Reason: err.Error()}) // a rejection is the tier's failure, never a miss
 			break
 		}
-		left = without(left, d.Served)
-		for n := range d.Served.All() {
-			served = append(served, n)
-		}
-		next := -1
-		if len(left) > 0 {
-			next = a.b.nextFetcher(p.tier + 1)
-		}
-		p = nil
-		switch {
-		case next < 0:
-			a.latch(a.recheck(contract.Delivered{Served: contract.NewNameSet(served...)}))
-		case a.cancelRequested():
-			if len(served) == 0 {
-				a.latch(contract.Cancelled{ByPeer: false})
-			} else { // completion won for these; the rest were touched by no tier
-				a.latch(a.recheck(contract.Delivered{Served: contract.NewNameSet(served...)}))
-			}
-		case a.b.isClosed():
-			a.latch(contract.Failed{Reason: fmt.Sprintf("tiers: the backend closed before %s was asked", a.b.name(next))})
-		default:
-			ext, err := contract.NewCacheExtent([]byte(a.ext.Name()), left, a.ext.IsLast())
-			if err != nil { // a subset of a valid extent is valid: a bug here
-				panic(fmt.Sprintf("tiers: the units left of a valid extent are refused: %v", err))
-			}
-			q, err := a.submit(next, roleFetch, ext)
-			if q == nil {
-				a.latch(contract.Failed{Reason: err.Error()}) // a rejection is the tier's failure, never a miss
-				break
-			}
-			p = q
-		}
+		a.watch(q)
+		return
 	}
 	if _, ok := a.Poll().(contract.Delivered); ok {
 		a.promote()
-		a.collect(rolePromote) // before the proof may be asked: Stats then counts them
+		return
 	}
 	a.doneSubmitting()
 }
 
-// drivePublish waits for every tier's answer to a write-through publication
-// and latches the stack's: Failed naming the first tier that rejected or
-// failed, else Cancelled, else Delivered with the units some tier accepted.
-func (a *attempt) drivePublish(parts []*part, rejected []error) {
-	defer a.b.wg.Done()
-	a.doneSubmitting()
-	outs := make([]contract.Outcome, len(parts))
-	for i, p := range parts {
-		outs[i] = a.answer(p)
-	}
-	if len(rejected) > 0 {
-		a.latch(contract.Failed{Reason: errors.Join(rejected...).Error()})
+// published latches a write-through publication's outcome once every tier
+// answered: Failed naming the first tier that rejected or failed, else
+// Cancelled, else Delivered with the units some tier accepted.
+func (a *attempt) published() {
+	if len(a.rejected) > 0 {
+		a.latch(contract.Failed{Reason: errors.Join(a.rejected...).Error()})
 		return
 	}
 	var accepted []contract.Name
 	var cancelled contract.Outcome
-	for _, o := range outs {
-		switch x := o.(type) {
+	for _, p := range a.snapshot() {
+		switch x := p.out.Load().o.(type) {
 		case contract.Failed:
 			a.latch(x)
 			return
@@ -289,80 +406,76 @@ func (a *attempt) drivePublish(parts []*part, rejected []error) {
 	a.latch(a.recheck(contract.Delivered{Served: contract.NewNameSet(accepted...)}))
 }
 
-// answer waits (within the backend's wait) for p's outcome and judges it:
-// the tier's Delivered when it names only units p was handed and reads the
-// same on a second poll; otherwise Failed with a reason naming the tier (a
-// Cancelled stays Cancelled). It counts what the tier did.
-func (a *attempt) answer(p *part) contract.Outcome {
-	o := a.judge(p)
-	p.out.Store(&outBox{o})
-	a.count(p, o)
-	return o
+// judge waits (within the backend's wait) for p's outcome and judges it: the
+// path of a tier whose attempts have no completion callback.
+func (a *attempt) judge(p *part) contract.Outcome {
+	o, err := a.await(p)
+	return a.verdict(p, o, err)
 }
 
-func (a *attempt) judge(p *part) contract.Outcome {
-	name, c := a.b.name(p.tier), &a.b.stats[p.tier]
+// verdict judges p's answer o (err: none came): the tier's Delivered when it
+// names only units p was handed and reads the same on a second poll;
+// otherwise Failed with a reason naming the tier (a Cancelled stays
+// Cancelled). It counts the tier's breaches.
+func (a *attempt) verdict(p *part, o contract.Outcome, err error) contract.Outcome {
+	c := &a.b.stats[p.tier]
 	if p.failure != "" {
 		return contract.Failed{Reason: p.failure}
 	}
-	o, err := a.await(p)
 	if err != nil {
 		c.noOutcome.Add(1)
 		a.cancelPart(p)
-		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", name, p.role, err)}
+		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", a.b.name(p.tier), p.role, err)}
 	}
 	if o2 := poll(p.at); !sameOutcome(o, o2) {
 		c.violations.Add(1)
-		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", name, p.role, o, o2)}
+		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, o, o2)}
 	}
 	switch x := o.(type) {
 	case contract.Delivered:
+		// Every name served is one handed exactly when as many handed
+		// names are served (a set; an extent's names are distinct).
+		handed := 0
+		for i := range p.ext.Len() {
+			if x.Served.Has(p.ext.Unit(i).Name) {
+				handed++
+			}
+		}
+		if handed == x.Served.Len() {
+			return x
+		}
 		for n := range x.Served.All() {
 			if !p.handed(n) {
 				c.violations.Add(1)
-				return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s served %x…, a unit it was never handed", name, p.role, n[:4])}
+				return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s served %x…, a unit it was never handed", a.b.name(p.tier), p.role, n[:4])}
 			}
 		}
 		return x
 	case contract.Failed:
-		return contract.Failed{Reason: fmt.Sprintf("%s failed its %s: %s", name, p.role, x.Reason)}
+		return contract.Failed{Reason: fmt.Sprintf("%s failed its %s: %s", a.b.name(p.tier), p.role, x.Reason)}
 	case contract.Cancelled:
 		return x
 	}
 	c.violations.Add(1)
-	return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, which is no outcome", name, p.role, o)}
+	return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, which is no outcome", a.b.name(p.tier), p.role, o)}
 }
 
 // await waits for p's outcome, within the backend's wait, through the
-// tier's completion callback when it has one, else its Settle.
+// tier's Settle.
 func (a *attempt) await(p *part) (contract.Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.b.wait)
 	defer cancel()
-	if n, ok := p.at.(contract.Notifier); ok {
-		ch := make(chan struct{})
-		var once sync.Once
-		if err := guard(func() error { n.Notify(func() { once.Do(func() { close(ch) }) }); return nil }); err != nil {
-			return nil, err
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("none within %v", a.b.wait)
-		case <-a.b.closed:
+	settle := a.b.tiers[p.tier].Publisher.Settle
+	if p.role == roleFetch {
+		settle = a.b.tiers[p.tier].Fetcher.Settle
+	}
+	unwatch := closeCancels(a.b.closed, cancel)
+	defer unwatch()
+	if err := guard(func() error { return settle(ctx, p.self[:]) }); err != nil {
+		if a.b.isClosed() {
 			return nil, errors.New("the backend closed first")
 		}
-	} else {
-		settle := a.b.tiers[p.tier].Publisher.Settle
-		if p.role == roleFetch {
-			settle = a.b.tiers[p.tier].Fetcher.Settle
-		}
-		sctx, scancel := context.WithCancel(ctx)
-		defer scancel()
-		unwatch := closeCancels(a.b.closed, scancel)
-		defer unwatch()
-		if err := guard(func() error { return settle(sctx, []contract.Attempt{p.at}) }); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	if o := poll(p.at); o != nil {
 		return o, nil
@@ -398,7 +511,9 @@ func poll(at contract.Attempt) (o contract.Outcome) {
 // latches o: a tier whose answer changed since it was judged makes the stack
 // Failed, naming it (rule 3: a changed answer is never trusted).
 func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
-	for _, p := range a.snapshot() {
+	a.mu.Lock() // Poll never blocks: polling under the lock copies nothing
+	defer a.mu.Unlock()
+	for _, p := range a.parts {
 		box := p.out.Load()
 		if p.role == rolePromote || p.at == nil || box == nil {
 			continue
@@ -411,26 +526,39 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 	return o
 }
 
-// promote publishes each lower tier's served units into every upper tier
-// that publishes, once the lower tier proved its own access over (within
-// the backend's wait: otherwise the promotion is skipped, and counted).
-func (a *attempt) promote() {
+// promotion is the units one lower tier's fetch part served that go up into
+// the tiers above it that publish.
+type promotion struct {
+	from   *part
+	units  []contract.Unit
+	uppers []int
+}
+
+// promotions lists what a delivered fetch promotes (nothing when promotion
+// is off, or every unit was served by a tier with no publisher above it).
+func (a *attempt) promotions() []promotion {
 	if !a.b.promote {
-		return
+		return nil
 	}
-	for _, p := range a.snapshot() {
+	var out []promotion
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.parts {
 		box := p.out.Load()
 		if p.role != roleFetch || box == nil {
 			continue
 		}
 		d, _ := box.o.(contract.Delivered)
+		if d.Served.Len() == 0 {
+			continue
+		}
 		var uppers []int
 		for j := range p.tier {
 			if a.b.tiers[j].Publisher != nil {
 				uppers = append(uppers, j)
 			}
 		}
-		if d.Served.Len() == 0 || len(uppers) == 0 {
+		if len(uppers) == 0 {
 			continue
 		}
 		var units []contract.Unit
@@ -439,23 +567,82 @@ func (a *attempt) promote() {
 				units = append(units, u)
 			}
 		}
-		if a.cancelRequested() || !a.proveOne(p) {
-			for _, j := range uppers {
-				a.b.stats[j].promoteSkipped.Add(uint64(len(units)))
+		out = append(out, promotion{from: p, units: units, uppers: uppers})
+	}
+	return out
+}
+
+// promote publishes each lower tier's served units into every upper tier
+// that publishes, once the lower tier proved its own access over (a tier
+// still writing its rows would otherwise promote torn bytes). A proof the
+// lower tier gives at once (TryQuiesce) promotes on this step; one that
+// needs waiting (within the backend's wait: otherwise the promotion is
+// skipped, and counted) is waited for on a goroutine of the stack's. The
+// attempt is done submitting once every promotion is submitted and counted.
+func (a *attempt) promote() {
+	ps := a.promotions()
+	for _, pr := range ps {
+		if !a.provenNow(pr.from) {
+			a.b.wg.Add(1)
+			go func() {
+				defer a.b.wg.Done()
+				a.submitPromotions(ps, true)
+			}()
+			return
+		}
+	}
+	a.submitPromotions(ps, false)
+}
+
+// provenNow answers, without blocking, whether p's tier proved p's access
+// over: proven before, or its TryQuiesce says so now.
+func (a *attempt) provenNow(p *part) bool {
+	if p.proven.Load() {
+		return true
+	}
+	pr, ok := a.b.tiers[p.tier].Fetcher.(contract.QuiesceProber)
+	if !ok || p.at == nil {
+		return false
+	}
+	var acc contract.Access
+	if err := guard(func() error { var err error; acc, err = pr.TryQuiesce(p.self[:]); return err }); err != nil || acc != contract.AccessEnded {
+		return false
+	}
+	p.proven.Store(true)
+	return true
+}
+
+// submitPromotions submits the promotions whose lower tier's access is
+// proven (asking, when wait is set, within the backend's wait) and watches
+// their answers; the attempt is done submitting when the last is counted.
+func (a *attempt) submitPromotions(ps []promotion, wait bool) {
+	var parts []*part
+	for _, pr := range ps {
+		skip := a.cancelRequested() || a.b.isClosed() || (wait && !a.proveOne(pr.from)) || (!wait && !pr.from.proven.Load())
+		var ext contract.CacheExtent
+		if !skip {
+			var err error
+			if ext, err = contract.NewCacheExtent([]byte(a.ext.Name()), pr.units, a.ext.IsLast()); err != nil {
+				panic(fmt.Sprintf("tiers: the served units of a valid extent are refused: %v", err))
 			}
-			continue
 		}
-		ext, err := contract.NewCacheExtent([]byte(a.ext.Name()), units, a.ext.IsLast())
-		if err != nil {
-			panic(fmt.Sprintf("tiers: the served units of a valid extent are refused: %v", err))
-		}
-		for _, j := range uppers {
-			if a.cancelRequested() {
-				a.b.stats[j].promoteSkipped.Add(uint64(len(units)))
+		for _, j := range pr.uppers {
+			if skip || a.cancelRequested() {
+				a.b.stats[j].promoteSkipped.Add(uint64(len(pr.units)))
 				continue
 			}
-			_, _ = a.submit(j, rolePromote, ext) // a rejection is counted; nothing escaped
+			if q, _ := a.submit(j, rolePromote, ext); q != nil { // a rejection is counted; nothing escaped
+				parts = append(parts, q)
+			}
 		}
+	}
+	if len(parts) == 0 {
+		a.doneSubmitting()
+		return
+	}
+	a.pending.Store(int32(len(parts)))
+	for _, q := range parts {
+		a.watch(q)
 	}
 }
 
@@ -475,23 +662,13 @@ func (a *attempt) proveOne(p *part) bool {
 	var ok bool
 	err := guard(func() error {
 		var err error
-		ok, err = a.b.tiers[p.tier].Fetcher.Quiesce(ctx, []contract.Attempt{p.at})
+		ok, err = a.b.tiers[p.tier].Fetcher.Quiesce(ctx, p.self[:])
 		return err
 	})
 	if ok && err == nil {
 		p.proven.Store(true)
 	}
 	return ok && err == nil
-}
-
-// collect waits for the answers of the parts in role r (the promotions), so
-// that Stats counts them.
-func (a *attempt) collect(r role) {
-	for _, p := range a.snapshot() {
-		if p.role == r && p.out.Load() == nil {
-			a.answer(p)
-		}
-	}
 }
 
 // count adds what the tier answered for p to its counters.
@@ -551,6 +728,25 @@ func (a *attempt) AccessorsOf(n contract.Name) []string {
 		out = append(out, fmt.Sprintf("%s %s: %s", a.b.name(p.tier), p.role, what))
 	}
 	return out
+}
+
+// union is the names of both sets; s itself when t adds none (the first
+// part's answer: no copy).
+func union(s, t contract.NameSet) contract.NameSet {
+	if t.Len() == 0 {
+		return s
+	}
+	if s.Len() == 0 {
+		return t
+	}
+	names := make([]contract.Name, 0, s.Len()+t.Len())
+	for n := range s.All() {
+		names = append(names, n)
+	}
+	for n := range t.All() {
+		names = append(names, n)
+	}
+	return contract.NewNameSet(names...)
 }
 
 // without is units less the served ones, in order.

@@ -16,13 +16,40 @@ import (
 
 // recorder is a tier that remembers what it was handed and which of its
 // attempts its own Quiesce (or TryQuiesce) proved, and counts the times it
-// was asked about an attempt it never returned.
+// was asked about an attempt it never returned. A quiet one's attempts have
+// no completion callback (contract.Notifier): the stack waits for them on a
+// goroutine of its own, through Settle.
 type recorder struct {
 	*mem.Backend
+	quiet   bool
 	mu      sync.Mutex
 	handed  map[contract.Attempt][]contract.Name
 	proven  map[contract.Attempt]bool
 	foreign int
+}
+
+// silent is an attempt without Notify.
+type silent struct{ inner contract.Attempt }
+
+func (s *silent) Poll() contract.Outcome { return s.inner.Poll() }
+func (s *silent) RequestCancel() (contract.CancelDisposition, error) {
+	return contract.RequestCancel(s.inner)
+}
+
+// inner is the list as the wrapped backend returned it.
+func (r *recorder) inner(list []contract.Attempt) []contract.Attempt {
+	out := make([]contract.Attempt, len(list))
+	for i, a := range list {
+		out[i] = a
+		if s, ok := a.(*silent); ok {
+			out[i] = s.inner
+		}
+	}
+	return out
+}
+
+func (r *recorder) Settle(ctx context.Context, list []contract.Attempt) error {
+	return r.Backend.Settle(ctx, r.inner(list))
 }
 
 func newRecorder(b *mem.Backend) *recorder {
@@ -30,6 +57,9 @@ func newRecorder(b *mem.Backend) *recorder {
 }
 
 func (r *recorder) keep(a contract.Attempt, err error, ext contract.CacheExtent) (contract.Attempt, error) {
+	if a != nil && r.quiet {
+		a = &silent{a}
+	}
 	if a != nil {
 		var ns []contract.Name
 		for _, u := range ext.All() {
@@ -66,13 +96,13 @@ func (r *recorder) mark(list []contract.Attempt, proven bool) {
 }
 
 func (r *recorder) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	ok, err := r.Backend.Quiesce(ctx, list)
+	ok, err := r.Backend.Quiesce(ctx, r.inner(list))
 	r.mark(list, ok && err == nil)
 	return ok, err
 }
 
 func (r *recorder) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
-	acc, err := r.Backend.TryQuiesce(list)
+	acc, err := r.Backend.TryQuiesce(r.inner(list))
 	r.mark(list, acc == contract.AccessEnded && err == nil)
 	return acc, err
 }
@@ -95,7 +125,8 @@ var behaviours = []mem.Mode{mem.Normal, mem.Miss, mem.Fail, mem.QuiesceNotYet, m
 
 // TestPropertyDrawnStacks draws stacks of 1–3 in-memory tiers, each holding
 // some units and answering as drawn (serve, miss, fail, a proof that is
-// slow or not yet there), and a fetch of some units, and checks: the served
+// slow or not yet there; with a completion callback or without one), and a
+// fetch of some units, and checks: the served
 // names are a subset of the requested ones; no unit a failing tier was
 // handed is reported served (the stack fails); the outcome is exactly what
 // the chain's model answers; Quiesce is true only once every tier handed
@@ -123,6 +154,7 @@ func TestPropertyDrawnStacks(t *testing.T) {
 				b.Put(extName, name(u), row(u))
 			}
 			r := newRecorder(b)
+			r.quiet = rapid.Bool().Draw(rt, fmt.Sprintf("quiet%d", i))
 			recs = append(recs, r)
 			ts = append(ts, tiers.Tier{Name: fmt.Sprintf("t%d", i), Fetcher: r, Publisher: r})
 		}

@@ -13,16 +13,35 @@ import (
 type group struct {
 	tier       int
 	role       role
-	parts      []*part
-	unprovable bool // a part escaped without an attempt
+	one        *part   // the first part (most groups have one: no list to allocate)
+	more       []*part // the others
+	unprovable bool    // a part escaped without an attempt
 }
 
-// groups gathers the unproven parts of as by (tier, role), in tier order.
-func (b *Backend) groups(as []*attempt) []group {
-	var gs []group
-	at := map[[2]int]int{}
+func (g *group) add(p *part) {
+	if g.one == nil {
+		g.one = p
+		return
+	}
+	g.more = append(g.more, p)
+}
+
+func (g group) empty() bool { return g.one == nil }
+
+// prove marks every part of g proven by its tier.
+func (g group) prove() {
+	g.one.proven.Store(true)
+	for _, p := range g.more {
+		p.proven.Store(true)
+	}
+}
+
+// groups gathers the unproven parts of as by (tier, role), in tier order,
+// into gs (a caller's buffer: a proof allocates nothing for the groups).
+func (b *Backend) groups(as []*attempt, gs []group) []group {
 	for _, a := range as {
-		for _, p := range a.snapshot() {
+		a.mu.Lock()
+		for _, p := range a.parts {
 			if p.proven.Load() {
 				continue
 			}
@@ -30,27 +49,34 @@ func (b *Backend) groups(as []*attempt) []group {
 			if p.role == roleFetch {
 				r = roleFetch
 			}
-			k := [2]int{p.tier, int(r)}
-			i, ok := at[k]
-			if !ok {
-				i = len(gs)
-				at[k] = i
+			i := 0
+			for i < len(gs) && (gs[i].tier != p.tier || gs[i].role != r) {
+				i++
+			}
+			if i == len(gs) {
 				gs = append(gs, group{tier: p.tier, role: r})
 			}
 			if p.at == nil {
 				gs[i].unprovable = true
 				continue
 			}
-			gs[i].parts = append(gs[i].parts, p)
+			gs[i].add(p)
 		}
+		a.mu.Unlock()
 	}
 	return gs
 }
 
+// attempts is the list the group's tier is asked about: the part's own for
+// a group of one (no allocation), else a new one.
 func (g group) attempts() []contract.Attempt {
-	list := make([]contract.Attempt, len(g.parts))
-	for i, p := range g.parts {
-		list[i] = p.at
+	if len(g.more) == 0 {
+		return g.one.self[:]
+	}
+	list := make([]contract.Attempt, 0, 1+len(g.more))
+	list = append(list, g.one.at)
+	for _, p := range g.more {
+		list = append(list, p.at)
 	}
 	return list
 }
@@ -72,7 +98,8 @@ func (b *Backend) prover(g group) interface {
 // the stack's (errors name the tier), and a tier that escaped without an
 // attempt can never be proven.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	as, err := b.attempts("Quiesce", list)
+	var buf [1]*attempt
+	as, err := b.attempts("Quiesce", list, buf[:0])
 	if err != nil {
 		return false, err
 	}
@@ -81,19 +108,20 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	}
 	for i, a := range as {
 		select {
-		case <-a.submitted:
+		case <-a.submitted.wait():
 		case <-ctx.Done():
 			return false, fmt.Errorf("tiers: Quiesce: attempt %d is still handing units to its tiers: %w", i, ctx.Err())
 		}
 	}
 	proven := true
 	var errs []error
-	for _, g := range b.groups(as) {
+	var gbuf [4]group
+	for _, g := range b.groups(as, gbuf[:0]) {
 		if g.unprovable {
 			proven = false
 			errs = append(errs, fmt.Errorf("%s escaped a %s without an attempt: its access can never be proven", b.name(g.tier), g.role))
 		}
-		if len(g.parts) == 0 {
+		if g.empty() {
 			continue
 		}
 		var ok bool
@@ -111,9 +139,7 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 			proven = false
 			continue
 		}
-		for _, p := range g.parts {
-			p.proven.Store(true)
-		}
+		g.prove()
 	}
 	if len(errs) > 0 {
 		return false, fmt.Errorf("tiers: Quiesce: %w", errors.Join(errs...))
@@ -131,23 +157,23 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 // attempt may still hand units out, or when a tier has no probe or cannot
 // say now. A tier's error is the probe's, naming the tier.
 func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
-	as, err := b.attempts("TryQuiesce", list)
+	var buf [1]*attempt
+	as, err := b.attempts("TryQuiesce", list, buf[:0])
 	if err != nil {
 		return contract.AccessUnknown, err
 	}
 	for _, a := range as {
-		select {
-		case <-a.submitted:
-		default:
+		if !a.submitted.isSet() {
 			return contract.AccessUnknown, nil
 		}
 	}
 	unknown, unproven := false, false
-	for _, g := range b.groups(as) {
+	var gbuf [4]group
+	for _, g := range b.groups(as, gbuf[:0]) {
 		if g.unprovable {
 			unproven = true
 		}
-		if len(g.parts) == 0 {
+		if g.empty() {
 			continue
 		}
 		pr, ok := b.prover(g).(contract.QuiesceProber)
@@ -166,9 +192,7 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		}
 		switch acc {
 		case contract.AccessEnded:
-			for _, p := range g.parts {
-				p.proven.Store(true)
-			}
+			g.prove()
 		case contract.AccessUnproven:
 			unproven = true
 		default:

@@ -33,8 +33,17 @@
 //     of; a lease the local tier served entirely never waits for the shared
 //     one.
 //
+// How it waits: each step of a chain starts from one tier's answer — on the
+// tier's own goroutine, through its attempt's completion callback
+// (contract.Notifier), bounded by the backend's wait through one timer the
+// whole backend shares — so a lease the local tier serves costs the stack no
+// goroutine and no hand-off of its own. A tier whose attempts have no
+// callback is waited for on a goroutine of the stack's (its Settle), and so
+// is a lower tier's proof before a promotion when its TryQuiesce cannot
+// answer at once.
+//
 // The backend owns no memory and no tier: New takes the tiers their caller
-// built, and Close ends only the backend's own goroutines.
+// built, and Close ends only the backend's own waits and goroutines.
 package tiers
 
 import (
@@ -71,9 +80,11 @@ type Option func(*Backend)
 
 // WithWait bounds the backend's own waits (DefaultWait): a tier's outcome
 // not known within d fails the attempt naming the tier (and the tier is
-// asked to cancel); a lower tier's access not proven within d skips the
-// promotion of its units (counted in Stats). It never bounds a proof:
-// Quiesce asks every tier for as long as its context allows.
+// asked to cancel) — checked every d/4 for a tier with completion
+// callbacks, so by 1.25·d at the latest; a lower tier's access not proven
+// within d skips the promotion of its units (counted in Stats). It never
+// bounds a proof: Quiesce asks every tier for as long as its context
+// allows.
 func WithWait(d time.Duration) Option { return func(b *Backend) { b.wait = d } }
 
 // WithoutPromotion turns promotion off: units served by a lower tier are not
@@ -88,9 +99,10 @@ type Backend struct {
 	promote bool
 	stats   []tierCounters
 
-	closed  chan struct{}
-	closing sync.Once
-	wg      sync.WaitGroup
+	closed   chan struct{}
+	closing  sync.Once
+	wg       sync.WaitGroup // every answer awaited, every goroutine of the stack's
+	watching watchList
 }
 
 var (
@@ -132,16 +144,25 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.stats = make([]tierCounters, len(tiers))
+	b.watching.tick = max(b.wait/ticksPerWait, 1)
+	b.watching.timer = time.AfterFunc(time.Hour, b.expireDue)
+	b.watching.timer.Stop()
 	return b, nil
 }
 
-// Close stops the backend's own goroutines: a chain still waiting for a
-// tier's outcome ends Failed ("backend closed"), nothing more is submitted
-// to any tier, and Close returns once those goroutines have ended. It closes
-// no tier (their caller owns them) and proves nothing: Quiesce still asks
-// the tiers. It is idempotent.
+// Close stops the backend's own waits and goroutines: a chain still waiting
+// for a tier's outcome ends Failed ("the backend closed first", naming the
+// tier, which is asked to cancel), nothing more is submitted to any tier,
+// and Close returns once every chain has ended. It closes no tier (their
+// caller owns them) and proves nothing: Quiesce still asks the tiers. It is
+// idempotent.
 func (b *Backend) Close() error {
-	b.closing.Do(func() { close(b.closed) })
+	b.closing.Do(func() {
+		close(b.closed)
+		for _, p := range b.watching.close() {
+			p.a.expire(p, "the backend closed first")
+		}
+	})
 	b.wg.Wait()
 	return nil
 }
@@ -150,8 +171,8 @@ func (b *Backend) Close() error {
 func (b *Backend) name(i int) string { return fmt.Sprintf("tier %d %q", i, b.tiers[i].Name) }
 
 // Fetch submits a fetch of the extent's units: to the first tier that
-// fetches at once, and to each next one, on the backend's goroutine, for the
-// units still unserved. A route is refused (the stack opens none). It is
+// fetches at once, and to each next one, once the tier before it answered
+// (on that tier's goroutine, or the stack's), for the units still unserved. A route is refused (the stack opens none). It is
 // rejected only when the first fetching tier rejects it, or when no tier
 // fetches: nothing escaped.
 func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
@@ -170,8 +191,7 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
 	}
-	b.wg.Add(1)
-	go a.driveFetch(p)
+	a.watch(p)
 	return a, nil
 }
 
@@ -201,8 +221,12 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		}
 		return nil, fmt.Errorf("tiers: Publish: %w", errors.Join(rejected...))
 	}
-	b.wg.Add(1)
-	go a.drivePublish(parts, rejected)
+	a.rejected = rejected
+	a.doneSubmitting()
+	a.pending.Store(int32(len(parts)))
+	for _, p := range parts {
+		a.watch(p)
+	}
 	return a, nil
 }
 
@@ -225,15 +249,15 @@ func (b *Backend) isClosed() bool {
 	}
 }
 
-// attempts checks that every listed attempt came from this backend.
-func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, error) {
-	as := make([]*attempt, len(list))
+// attempts checks that every listed attempt came from this backend, and
+// appends them to as (a caller's buffer).
+func (b *Backend) attempts(method string, list []contract.Attempt, as []*attempt) ([]*attempt, error) {
 	for i, x := range list {
 		a, ok := x.(*attempt)
 		if !ok || a == nil || a.b != b {
 			return nil, fmt.Errorf("tiers: %s: attempt %d (%T) was not returned by this backend", method, i, x)
 		}
-		as[i] = a
+		as = append(as, a)
 	}
 	return as, nil
 }
@@ -241,11 +265,11 @@ func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, 
 // Settle waits until every listed attempt has an outcome, honouring ctx. It
 // proves nothing about memory access.
 func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
-	as, err := b.attempts("Settle", list)
+	as, err := b.attempts("Settle", list, nil)
 	if err != nil {
 		return err
 	}
-	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready })
+	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait() })
 }
 
 // Probe asks the tiers in order, each for the units the ones above it did

@@ -8,7 +8,8 @@
  * proven), a cancel's logical and physical answers and a shutdown's count of
  * leases left in doubt, and a fetch layer by layer (the engine given the layout; the copy
  * stream stepped one layer's event at a time, a failed layer, a compute
- * stream). Built and run by `make test` (make abi-test); it prints
+ * stream), and a backend of tiers opened in one call. Built and run by
+ * `make test` (make abi-test); it prints
  * "N passed, N failed" and exits non-zero on any failure. Every wait is
  * bounded; no check measures a duration. */
 #define _GNU_SOURCE /* pthread_timedjoin_np: a bounded join */
@@ -1389,6 +1390,121 @@ static void test_sim_bandwidth(void) {
   CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
 }
 
+/* A backend of tiers from one call: a local tier bounded in bytes in front of
+ * a second store. Refusals name the tier at fault and open nothing; a row the
+ * local tier evicted is served by the next one, promoted back, and the next
+ * fetch of it is a local hit; per-tier stats read from C. */
+static int tier_stats_of(uint64_t be, kvready_tier_stats st[2]) {
+  size_t n = 0;
+  return kvready_backend_tier_stats(be, st, 2, &n) == KVREADY_OK && n == 2;
+}
+
+static void test_tiers(void) {
+  enum { SLOT = 64, SLOTS = 8 };
+  static uint8_t slab[SLOTS * SLOT];
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {slab};
+  uint64_t mem = 0, be = 0, plain = 0, dev = 0, eng = 0, none = 0;
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+
+  /* Refused, naming what and which tier; the out-parameter untouched. */
+  const char *bad_n[17];
+  for (int i = 0; i < 17; i++) bad_n[i] = "mem";
+  CHECK(kvready_backend_open_tiers(NULL, 1, mem, &none) == KVREADY_ERR_INVALID && none == 0, 0);
+  CHECK(kvready_backend_open_tiers(bad_n, 0, mem, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "want 1 to 16 tiers") && none == 0, 0);
+  CHECK(kvready_backend_open_tiers(bad_n, 17, mem, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "n 17") && none == 0, 0);
+  CHECK(kvready_backend_open_tiers(bad_n, SIZE_MAX, mem, &none) == KVREADY_ERR_INVALID && none == 0, 0);
+  CHECK(kvready_backend_open_tiers(bad_n, 2, 0, &none) == KVREADY_ERR_BAD_HANDLE && none == 0, 0);
+  const char *null_tier[] = {"mem", NULL};
+  CHECK(kvready_backend_open_tiers(null_tier, 2, mem, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "tier 1: its URL is NULL") && none == 0, 0);
+  const char *down[] = {"mem:?capacity_bytes=128", "redis://127.0.0.1:1/0"};
+  CHECK(kvready_backend_open_tiers(down, 2, mem, &none) == KVREADY_ERR_UNAVAILABLE &&
+            last_error_contains(0, "tier 1 (redis://127.0.0.1:1/0)") && last_error_contains(0, "nothing was opened") && none == 0, 0);
+  const char *wrong[] = {"mem", "redis://127.0.0.1:1/0?breaker_failures=-1"};
+  CHECK(kvready_backend_open_tiers(wrong, 2, mem, &none) == KVREADY_ERR_CONFIG && last_error_contains(0, "tier 1 (") && none == 0, 0);
+  const char *unknown[] = {"gopher://x", "mem"};
+  CHECK(kvready_backend_open_tiers(unknown, 2, mem, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "tier 0 (gopher://x)") && none == 0, 0);
+  const char *badcap[] = {"mem:?capacity_bytes=lots", "mem"};
+  CHECK(kvready_backend_open_tiers(badcap, 2, mem, &none) == KVREADY_ERR_INVALID && last_error_contains(0, "capacity_bytes \"lots\"") && none == 0, 0);
+  /* Nothing a refusal opened holds the memory. */
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+  CHECK(kvready_memory_over(&g, 1, slabs, &mem) == KVREADY_OK, 0);
+
+  /* The local tier holds two rows (128 bytes); the next holds every row. */
+  const char *urls[] = {"mem:?capacity_bytes=128", "mem"};
+  CHECK(kvready_backend_open_tiers(urls, 2, mem, &be) == KVREADY_OK && be != 0, 0);
+  CHECK(kvready_backend_open("mem", mem, &plain) == KVREADY_OK, 0);
+  kvready_tier_stats st[2];
+  size_t n = 0;
+  CHECK(kvready_backend_tier_stats(plain, st, 2, &n) == KVREADY_ERR_UNSUPPORTED && last_error_contains(plain, "no tiers"), plain);
+  CHECK(kvready_backend_tier_stats(be, st, 1, &n) == KVREADY_ERR_BUFFER && n == 2 && last_error_contains(be, "2 tiers"), be);
+  CHECK(kvready_backend_tier_stats(be, NULL, 0, &n) == KVREADY_ERR_BUFFER && n == 2, be);
+  CHECK(tier_stats_of(be, st) && strcmp(st[0].name, "mem") == 0 && strcmp(st[1].name, "mem-1") == 0 && st[0].sized == 1 &&
+            st[0].bytes == 0 && st[0].handed == 0, be);
+  CHECK(kvready_backend_close(plain) == KVREADY_OK, plain);
+
+  CHECK(kvready_sim_device_new(1 << 16, 10000, &dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg;
+  CHECK(kvready_engine_config_defaults(&cfg) == KVREADY_OK, 0);
+  cfg.memory = mem, cfg.fetcher = be, cfg.publisher = be, cfg.device = dev, cfg.tokens_per_block = 32;
+  CHECK(kvready_engine_new(&cfg, &eng) == KVREADY_OK, 0);
+  CHECK(kvready_backend_close(be) == KVREADY_ERR_BUSY, be);
+
+  /* Publish three rows: written through, the local tier keeps the last two. */
+  kvready_row rows[3];
+  memset(rows, 0, sizeof rows);
+  for (int b = 0; b < 3; b++) {
+    rows[b].name[0] = 0x71;
+    rows[b].name[1] = (uint8_t)b;
+    rows[b].block = b;
+    CHECK(kvready_sim_alloc(dev, SLOT, &rows[b].device) == KVREADY_OK, dev);
+    uint8_t content[SLOT];
+    memset(content, 'p' + b, SLOT);
+    CHECK(kvready_sim_write(dev, rows[b].device, content, SLOT) == KVREADY_OK, dev);
+  }
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = rows, .n_rows = 3};
+  uint64_t lease = 0;
+  kvready_lease_info info;
+  CHECK(kvready_lend(eng, &pub, &lease) == KVREADY_OK, eng);
+  CHECK(kvready_wait(eng, lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
+  CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+  CHECK(kvready_wait(eng, lease, KVREADY_UNTIL_RELEASED, 10000000000LL, &info) == KVREADY_OK, eng);
+  CHECK(tier_stats_of(be, st) && st[0].published == 3 && st[1].published == 3 && st[0].bytes == 2 * SLOT && st[0].evictions == 1 &&
+            st[1].bytes == 3 * SLOT, be);
+
+  /* Fetch row 0 twice into a fresh block: the first is served by the next
+   * tier (the local one evicted it) and promoted; the second is a local hit. */
+  for (int round = 0; round < 2; round++) {
+    kvready_row f = rows[0];
+    CHECK(kvready_sim_alloc(dev, SLOT, &f.device) == KVREADY_OK, dev);
+    kvready_request fetch = {.kind = KVREADY_FETCH, .rows = &f, .n_rows = 1};
+    CHECK(kvready_lend(eng, &fetch, &lease) == KVREADY_OK, eng);
+    CHECK(kvready_wait(eng, lease, KVREADY_UNTIL_SETTLED, 10000000000LL, &info) == KVREADY_OK && info.outcome == KVREADY_OUTCOME_SERVED, eng);
+    CHECK(kvready_release(eng, lease) == KVREADY_OK, eng);
+    CHECK(kvready_wait(eng, lease, KVREADY_UNTIL_RELEASED, 10000000000LL, &info) == KVREADY_OK, eng);
+    uint8_t got[SLOT];
+    CHECK(kvready_sim_read(dev, f.device, got, SLOT) == KVREADY_OK && got[0] == 'p' && got[SLOT - 1] == 'p', dev);
+  }
+  CHECK(tier_stats_of(be, st), be);
+  CHECK(st[0].handed == 2 && st[0].misses == 1 && st[0].hits == 1 && st[0].promoted == 1 && st[0].evictions == 2, be);
+  CHECK(st[1].handed == 1 && st[1].hits == 1 && st[1].misses == 0 && st[1].failed == 0 && st[1].promoted == 0, be);
+
+  /* A put goes into every tier; a get reads the first tier holding the row. */
+  uint8_t row[SLOT], back[SLOT];
+  memset(row, 'z', SLOT);
+  CHECK(kvready_backend_put(be, (const uint8_t *)"t", 1, rows[2].name, row, SLOT) == KVREADY_OK, be);
+  int32_t found = 0;
+  CHECK(kvready_backend_get(be, (const uint8_t *)"t", 1, rows[2].name, back, SLOT, &n, &found) == KVREADY_OK && found && back[0] == 'z', be);
+
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained && rep.slots_quarantined == 0, eng);
+  CHECK(kvready_engine_free(eng, 0) == KVREADY_OK, eng);
+  CHECK(kvready_backend_close(be) == KVREADY_OK, be);
+  CHECK(kvready_backend_tier_stats(be, st, 2, &n) == KVREADY_ERR_BAD_HANDLE, be);
+  CHECK(kvready_device_close(dev) == KVREADY_OK, dev);
+  CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
+}
+
 int main(void) {
   test_library();
   test_bad_handles();
@@ -1406,6 +1522,7 @@ int main(void) {
   test_sim_bandwidth();
   test_free_while_waiting();
   test_one_engine_per_memory();
+  test_tiers();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

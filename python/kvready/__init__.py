@@ -20,7 +20,7 @@ import atexit
 
 from . import _abi
 from .backend import (Access, Attempt, Backend, CancelDisposition, Cancelled, Delivered, Extent, Failed, Outcome,
-                      StoreBackend, Unit, open_backend)
+                      StoreBackend, TieredBackend, TierStats, Unit, open_backend, open_tiers)
 from .device import Device, EventStatus, SimDevice, SimEvent, SimStream, host_memory
 from .engine import (BackendFaults, CancelResult, Changes, Containment, Engine, Kind, LayerStatus, Lease, LeaseBatch, LeaseHandle,
                      LeaseInfo, LendError, Logical, OutcomeKind, Physical, Policy, Readiness, Report, Request, RequestBatch, Round, Row,
@@ -67,7 +67,8 @@ __all__ = [
     "LayoutID", "Lease", "LeaseBatch", "LeaseHandle", "LeaseInfo", "Logical",
     "LendError", "Memory", "NotReadyError", "Outcome", "OutcomeKind", "Policy", "ProfileError", "Readiness",
     "Report", "Request", "RequestBatch", "Round", "Row", "SimDevice", "SimEvent", "SimStream", "StaleLeaseError", "State", "Stats",
-    "StoreBackend", "StoreUnavailableError", "SubmissionRejectedError", "TimedOutError", "UngrantableError", "Unit", "UnsupportedError",
-    "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend", "validate_profile",
+    "StoreBackend", "StoreUnavailableError", "SubmissionRejectedError", "TierStats", "TieredBackend", "TimedOutError",
+    "UngrantableError", "Unit", "UnsupportedError",
+    "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend", "open_tiers", "validate_profile",
     "version", "NAME_SIZE", "KEY_SIZE",
 ]

@@ -21,6 +21,7 @@ KEY_SIZE = 32
 LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
+TIER_NAME_SIZE = 32
 ABI_VERSION = 5
 
 
@@ -138,6 +139,14 @@ class CAnswer(Structure):
     _fields_ = [("kind", c_int32), ("by_peer", c_int32), ("served", c_uint64), ("reason", c_char * REASON_SIZE)]
 
 
+class CTierStats(Structure):
+    _fields_ = [("name", c_char * TIER_NAME_SIZE), ("handed", c_uint64), ("hits", c_uint64), ("misses", c_uint64),
+                ("failed", c_uint64), ("published", c_uint64), ("publish_failed", c_uint64), ("promoted", c_uint64),
+                ("promote_failed", c_uint64), ("promote_skipped", c_uint64), ("rejected", c_uint64),
+                ("no_outcome", c_uint64), ("violations", c_uint64), ("cancel_errors", c_uint64),
+                ("evictions", c_uint64), ("bytes", c_int64), ("sized", c_int32), ("_pad", c_int32)]
+
+
 u8p = POINTER(c_uint8)
 # Callback arguments are plain addresses (int, or None for NULL): the
 # callbacks read and write them with from_address / string_at / memmove.
@@ -218,6 +227,8 @@ attempt_done = _proto("kvready_attempt_done", c_uint64, c_uint64)
 backend_put = _proto("kvready_backend_put", c_uint64, c_char_p, c_size_t, c_char_p, c_char_p, c_size_t)
 backend_get = _proto("kvready_backend_get", c_uint64, c_char_p, c_size_t, c_char_p, c_void_p, c_size_t, _sizep, _i32p)
 backend_close = _proto("kvready_backend_close", c_uint64)
+backend_open_tiers = _proto("kvready_backend_open_tiers", POINTER(c_char_p), c_size_t, c_uint64, _u64p)
+backend_tier_stats = _proto("kvready_backend_tier_stats", c_uint64, POINTER(CTierStats), c_size_t, _sizep)
 conformance_check = _testkit_proto("kvready_conformance_check", MakeBackendFn, c_void_p, c_int32, c_int32, c_int32,
                            c_char_p, c_size_t)
 sim_device_new = _proto("kvready_sim_device_new", c_int64, c_int64, _u64p)

@@ -28,6 +28,7 @@ import ctypes
 import itertools
 import logging
 import threading
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple, Sequence
 
@@ -317,7 +318,8 @@ class StoreBackend:
 
 def open_backend(url: str, memory: Any) -> StoreBackend:
     """kvready's own backend over ``memory``: ``"mem"`` (in-process;
-    ``"mem:?capacity=N"`` bounds it) or ``"redis://host:port/0"`` (a
+    ``"mem:?capacity=N"`` bounds it to N rows, ``"mem:?capacity_bytes=N"`` to
+    N bytes, evicting the least recently used) or ``"redis://host:port/0"`` (a
     Redis-compatible store shared across processes; a store that stops
     answering is held for down and leases fail at once as REJECTED, "store
     unavailable", until a PING answers: tune it with
@@ -329,6 +331,95 @@ def open_backend(url: str, memory: Any) -> StoreBackend:
     nothing: for benchmarks); libkvready.so refuses them
     (:class:`UnsupportedError`)."""
     return StoreBackend(url, memory)
+
+
+@dataclass(frozen=True)
+class TierStats:
+    """What one tier of a :class:`TieredBackend` did since it was opened
+    (backend/tiers' TierStats; kvready_tier_stats), in units (rows) unless it
+    says otherwise. A failure is never counted as a miss."""
+
+    name: str               # the tier's URL scheme ("mem", "redis"), "-i" added when an earlier tier has it
+    handed: int = 0         # units fetches handed it: each is then a hit, a miss or a failure
+    hits: int = 0           # units it served
+    misses: int = 0         # units it answered without serving
+    failed: int = 0         # units of its fetches that failed, were cancelled, gave no outcome or broke the contract
+    published: int = 0      # units publications wrote through into it (accepted)
+    publish_failed: int = 0  # units of publications it failed or cancelled
+    promoted: int = 0       # units promoted into it from a lower tier (accepted)
+    promote_failed: int = 0  # units of promotions it failed
+    promote_skipped: int = 0  # units not promoted: the lower tier's access unproven in time, or a cancel first
+    rejected: int = 0       # its submissions refused before anything escaped (a breaker open, ...)
+    no_outcome: int = 0     # its attempts with no outcome within the backend's wait
+    violations: int = 0     # its breaches of the contract: each cost only its own attempt
+    cancel_errors: int = 0  # cancel requests to it that erred
+    evictions: int = 0      # rows it evicted to stay within its bound (a mem tier)
+    bytes: int | None = None  # bytes of the rows it holds; None when it does not say (a shared store)
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits over the units handed (0.0 when none was)."""
+        return self.hits / self.handed if self.handed else 0.0
+
+
+def _tier_stats(c: _abi.CTierStats) -> TierStats:
+    return TierStats(
+        name=c.name.decode("utf-8", "replace"), handed=c.handed, hits=c.hits, misses=c.misses, failed=c.failed,
+        published=c.published, publish_failed=c.publish_failed, promoted=c.promoted,
+        promote_failed=c.promote_failed, promote_skipped=c.promote_skipped, rejected=c.rejected,
+        no_outcome=c.no_outcome, violations=c.violations, cancel_errors=c.cancel_errors, evictions=c.evictions,
+        bytes=c.bytes if c.sized else None)
+
+
+class TieredBackend(StoreBackend):
+    """A backend of tiers opened by :func:`open_tiers`: one handle, used as
+    any of kvready's own backends (``Engine(backend=...)``, ``put`` into
+    every tier, ``get`` from the first tier holding the row, ``close``
+    closes every tier)."""
+
+    def __init__(self, urls: Sequence[str], memory: Any):
+        if isinstance(urls, (str, bytes)) or not isinstance(urls, Sequence):
+            raise InvalidArgumentError(errors.INVALID, f"kvready: urls is {urls!r} (a {type(urls).__name__}); "
+                                       "want a list of URLs, first tier first")
+        encoded = []
+        for i, u in enumerate(urls):
+            if not isinstance(u, str) or "\0" in u:
+                raise InvalidArgumentError(errors.INVALID, f"kvready: tier {i}: {u!r} (a {type(u).__name__}); "
+                                           "want a URL string without NUL, as open_backend takes")
+            encoded.append(u.encode())
+        arr = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
+        h = ctypes.c_uint64()
+        _abi.check(_abi.backend_open_tiers(arr, len(encoded), memory.handle, ctypes.byref(h)))
+        self.url, self.urls, self.memory, self.handle = encoded[0].decode(), tuple(urls), memory, h.value
+
+    def tier_stats(self) -> list[TierStats]:
+        """Each tier's counters, in tier order."""
+        n = len(self.urls)
+        arr = (_abi.CTierStats * n)()
+        got = ctypes.c_size_t()
+        _abi.check(_abi.backend_tier_stats(self.handle, arr, n, ctypes.byref(got)), self.handle)
+        return [_tier_stats(arr[i]) for i in range(got.value)]
+
+
+def open_tiers(urls: Sequence[str], memory: Any) -> TieredBackend:
+    """A backend of tiers over ``memory`` in one call (backend/tiers;
+    kvready_backend_open_tiers): ``urls[0]`` first, each a URL
+    :func:`open_backend` takes — a bounded local tier in front of the shared
+    store::
+
+        store = kvready.open_tiers(["mem:?capacity_bytes=8589934592", "redis://127.0.0.1:6379/0"], mem)
+
+    A fetch asks the first tier for every unit and the next only for what the
+    tiers before it did not serve, within the same lease; what a lower tier
+    served is promoted into the tiers above it; a publish writes through to
+    every tier; a lease's slots return only once every tier's access is
+    proven over. A tier's failure fails the lease, naming the tier — never a
+    miss (docs/tiers.md). A tier that fails to open raises what
+    :func:`open_backend` would for it (:class:`BackendConfigError`,
+    :class:`StoreUnavailableError`, :class:`InvalidArgumentError`, ...), the
+    message naming its index and URL, and leaves nothing open.
+    :meth:`TieredBackend.tier_stats` reads each tier's counters."""
+    return TieredBackend(urls, memory)
 
 
 def _check_name(name: bytes) -> None:

@@ -24,6 +24,7 @@ STRUCTS = {
     "kvready_answer": _abi.CAnswer, "kvready_backend_callbacks": _abi.BackendCallbacks,
     "kvready_device_callbacks": _abi.DeviceCallbacks, "kvready_backend_faults": _abi.CBackendFaults,
     "kvready_cancel_result": _abi.CCancelResult,
+    "kvready_tier_stats": _abi.CTierStats,
 }
 
 
@@ -31,6 +32,7 @@ def enums() -> dict[str, int]:
     """The C names of the values the package spells out, with its values."""
     out = {"KVREADY_ABI_VERSION": _abi.ABI_VERSION, "KVREADY_NAME_SIZE": _abi.NAME_SIZE,
            "KVREADY_REASON_SIZE": _abi.REASON_SIZE, "KVREADY_MAX_STATES": _abi.MAX_STATES,
+           "KVREADY_TIER_NAME_SIZE": _abi.TIER_NAME_SIZE,
            "KVREADY_NUM_STATES": len(kvready.State), "KVREADY_NUM_OUTCOMES": len(kvready.OutcomeKind)}
     for s in kvready.State:
         out["KVREADY_" + (s.name if s != kvready.State.FAILED else "FAILED_STATE")] = s.value

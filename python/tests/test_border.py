@@ -37,6 +37,7 @@ ARGUMENTS = {
     "memory_read": (H, "group", "local", I, I), "memory_row": (H, I, I), "memory_groups": (H, I),
     "memory_close": (H,), "backend_open": (H,), "backend_new": (H,), "attempt_done": (H, I),
     "backend_put": (H, I, I), "backend_get": (H, I, I), "backend_close": (H,),
+    "backend_open_tiers": (I, H), "backend_tier_stats": (H, I),
     "conformance_check": (I, "checks", I, I),
     "sim_device_new": ("mem_bytes", "latency"), "sim_alloc": (H, "nbytes"), "sim_write": (H, "ptr", I),
     "sim_read": (H, "ptr", "nbytes"), "sim_complete_all": (H,), "sim_lose": (H,),

@@ -59,7 +59,7 @@ def test_this_suite_runs_over_the_test_library():
 
 @pytest.mark.parametrize("url,want", [
     ("mem:?mode=nonsense", 'mode "nonsense"; want one of'),
-    ("mem:?mode=miss&bogus=1", 'unknown parameter "bogus"; want mode or capacity'),
+    ("mem:?mode=miss&bogus=1", 'unknown parameter "bogus"; want mode, capacity or capacity_bytes'),
     ("mem:?mode=miss&capacity=-1", 'capacity "-1"'),
     ("mem:?mode=flip-outcome&capacity=x", 'capacity "x"'),
 ])

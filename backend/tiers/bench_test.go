@@ -1,0 +1,341 @@
+package tiers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvready/kvready/backend/mem"
+	kvredis "github.com/kvready/kvready/backend/redis"
+	"github.com/kvready/kvready/backend/tiers"
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/gpu"
+	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/internal/redistest"
+	"github.com/kvready/kvready/readiness"
+	"github.com/kvready/kvready/staging"
+)
+
+// BenchmarkTiers measures SPEC §5's tier figures, each beside its reference
+// in the same run (internal/benchreport reads the names; docs/tiers.md and
+// docs/performance.md report the ratios):
+//
+//   - local-hit and mem-alone: whole one-row fetch lifecycles through the
+//     runner users embed (readiness.New on the simulated device, as
+//     BenchmarkLifecycle's engine-256), every row served by backend/mem:
+//     through a stack whose local tier holds every row (the tier behind it
+//     is never asked), and through the same backend/mem alone. ns/op and
+//     allocs/op are per lease. The figure: local-hit ≤ 1.1× mem-alone.
+//   - redis/row=SIZE and redis-alone/row=SIZE: a lease of 16 rows fetched
+//     from a real redis-server (the bench's own, on loopback) as
+//     backend/redis's BenchmarkRedisFetch moves one (submit, Settle,
+//     Quiesce): through a stack whose local tier misses every row — it holds
+//     one lease's rows, and the bench alternates two leases, so each fetch
+//     finds the other lease's rows there, and the rows Redis served are
+//     promoted into it, evicting those, before the lease's proof — and
+//     through the same backend/redis alone, alternating the same two leases.
+//     MB/s counts the lease's bytes. The figure: redis ≥ 0.9× redis-alone.
+//     In view, redis-unpromoted/row=SIZE: the same chain (a local miss, then
+//     Redis) with promotion off, its local tier always empty: what the
+//     promotion's copy costs, apart from the stack's own.
+func BenchmarkTiers(b *testing.B) {
+	b.Run("local-hit", func(b *testing.B) { benchLocal(b, true) })
+	b.Run("mem-alone", func(b *testing.B) { benchLocal(b, false) })
+	// The server and each size's leases are made by the first sub-benchmark
+	// that runs (none, when -bench selects only the local pair), and serve
+	// the three variants of that size.
+	var srv *redistest.Server
+	made := map[int]*redisBench{}
+	bench := func(slot int) *redisBench {
+		if srv == nil {
+			srv = redistest.Start(b)
+		}
+		r := made[slot]
+		if r == nil {
+			r = newRedisBench(b, srv, slot)
+			// Warm every connection of the pool and the server's buffers
+			// first, through each: on loopback, a new connection's first
+			// megabytes are far slower than the next, and whichever ran
+			// first would pay it.
+			for range 8 { // in pairs: each alternates the two leases
+				for _, f := range []contract.Fetcher{r.stack, r.store, r.unpromoted} {
+					r.lease(b, f)
+					r.lease(b, f)
+				}
+			}
+			made[slot] = r
+		}
+		return r
+	}
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{{"64KiB", 64 << 10}, {"512KiB", 512 << 10}, {"2MiB", 2 << 20}} {
+		b.Run("redis/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.stack) })
+		b.Run("redis-alone/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.store) })
+		b.Run("redis-unpromoted/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.unpromoted) })
+	}
+	for _, r := range made {
+		r.check(b)
+	}
+}
+
+// localLeases is how many one-row leases a round of benchLocal has in
+// flight (BenchmarkLifecycle's engine-256 has 256: the owner's rounds
+// amortised over them; here each lease also starts a backend goroutine).
+const localLeases = 64
+
+// benchLocal runs whole one-row fetch lifecycles through the runner, every
+// row served by a backend/mem holding it: behind a stack (stacked) or alone.
+func benchLocal(b *testing.B, stacked bool) {
+	const slot = 64
+	dev, err := sim.New(0, 1<<20, sim.WithLatency(sim.WallClock{}, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stream, err := dev.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	staged, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: localLeases, SlotBytes: slot})
+	if err != nil {
+		b.Fatal(err)
+	}
+	local, err := mem.New(staged, mem.WithCapacityBytes(localLeases*slot))
+	if err != nil {
+		b.Fatal(err)
+	}
+	shared, err := mem.New(staged) // never asked: every row is a local hit
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fetcher contract.Fetcher = local
+	var stack *tiers.Backend
+	if stacked {
+		stack, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: local, Publisher: local}, {Name: "shared", Fetcher: shared, Publisher: shared}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fetcher = stack
+	}
+	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
+		Fetcher: fetcher, Stream: stream})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := eng.Shutdown(ctx); err != nil {
+			b.Error(err)
+		}
+		if stack != nil {
+			_ = stack.Close()
+		}
+		_ = local.Close()
+		_ = shared.Close()
+	}()
+	reqs := make([]readiness.Request, localLeases)
+	blocks := make([]gpu.DevicePtr, localLeases)
+	for k := range reqs {
+		n := benchName(k)
+		local.Put(staging.ExtentName, n, bytes.Repeat([]byte{byte(k)}, slot))
+		if blocks[k], err = dev.Alloc(slot); err != nil {
+			b.Fatal(err)
+		}
+		reqs[k] = readiness.Request{Kind: readiness.Fetch, Rows: []staging.Row{{Name: n, Group: 0, Block: 0, Device: blocks[k]}}}
+	}
+	hs := make([]readiness.Handle, localLeases)
+	wait := time.NewTimer(time.Hour)
+	round := func(n int) {
+		for k := range n {
+			h, err := eng.Lend(reqs[k])
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs[k] = h
+		}
+		for eng.Count(readiness.StateLogicallyComplete) < n {
+			dev.CompleteAll()
+			if eng.Progress() == 0 && eng.Count(readiness.StateLogicallyComplete) < n {
+				wait.Reset(bound)
+				select {
+				case <-eng.Wake():
+				case <-wait.C:
+					b.Fatalf("no lease moved within %v: %v", bound, eng.Stats().Leases)
+				}
+			}
+		}
+		for k := range n {
+			if err := eng.Release(hs[k]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// Warm up, and check what is measured: every lease served, its row on
+	// the device, and (stacked) by the local tier alone.
+	round(localLeases)
+	for k, h := range hs[:localLeases] {
+		info, err := eng.Lease(h)
+		if err != nil || info.Outcome != readiness.Served {
+			b.Fatalf("lease %d: %v %v; want served", k, info.Outcome, err)
+		}
+		got := make([]byte, slot)
+		if err := dev.Read(got, blocks[k]); err != nil || got[0] != byte(k) {
+			b.Fatalf("lease %d: device row %x %v; want its stored row", k, got[:4], err)
+		}
+	}
+	b.ReportAllocs()
+	handoffs := eng.Stats().Handoffs
+	b.ResetTimer()
+	for i := 0; i < b.N; i += localLeases {
+		round(min(localLeases, b.N-i))
+	}
+	b.StopTimer()
+	// Hand-offs per lease (a proof a worker answered, the owner woken by
+	// another goroutine) depend on how soon the backend's goroutine ends,
+	// so on the machine's scheduling: ns/op follows them.
+	b.ReportMetric(float64(eng.Stats().Handoffs-handoffs)/float64(b.N), "handoffs/op")
+	if stack != nil {
+		st := stack.Stats()
+		if st[0].Misses != 0 || st[1].Handed != 0 {
+			b.Fatalf("the local tier missed %d rows and the shared one was handed %d; want every row a local hit", st[0].Misses, st[1].Handed)
+		}
+	}
+}
+
+func benchName(k int) contract.Name {
+	var n contract.Name
+	n[0], n[1], n[2], n[53] = 0xB7, byte(k), byte(k>>8), 0x5A
+	return n
+}
+
+// redisUnits is how many rows one lease of the Redis figure moves
+// (backend/redis's benchUnits).
+const redisUnits = 16
+
+// redisBench is two leases of redisUnits rows, stored in Redis, fetched
+// alternately into the same staging rows: through a stack whose local tier
+// holds one lease's rows, or through backend/redis alone.
+type redisBench struct {
+	slot  int
+	rows  *memory
+	store *kvredis.Backend
+	local *mem.Backend
+	stack *tiers.Backend
+	// unpromoted is the same chain without promotion, over a local tier
+	// that stays empty.
+	empty      *mem.Backend
+	unpromoted *tiers.Backend
+	extents    [2]contract.CacheExtent
+	next       int
+}
+
+func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
+	r := &redisBench{slot: slot, rows: &memory{}}
+	for range redisUnits {
+		r.rows.rows = append(r.rows.rows, make([]byte, slot))
+	}
+	ctx := context.Background()
+	var err error
+	r.store, err = kvredis.Open(ctx, srv.URL(), r.rows, kvredis.WithPrefix(fmt.Sprintf("bench:tiers:%d:", slot)),
+		kvredis.WithAttemptTimeout(time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.local, err = mem.New(r.rows, mem.WithCapacityBytes(int64(redisUnits*slot)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.stack, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: r.local, Publisher: r.local}, {Name: "redis", Fetcher: r.store, Publisher: r.store}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.empty, err = mem.New(r.rows); err != nil {
+		b.Fatal(err)
+	}
+	r.unpromoted, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: r.empty, Publisher: r.empty}, {Name: "redis", Fetcher: r.store, Publisher: r.store}},
+		tiers.WithoutPromotion())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var keys []string
+	for e := range r.extents {
+		units := make([]contract.Unit, redisUnits)
+		for i := range units {
+			n := benchName(e<<8 | i)
+			units[i] = contract.Unit{Name: n, LocalGroup: 0, Local: i}
+			keys = append(keys, r.store.Key(extName, n))
+			if err := r.store.Put(ctx, extName, n, bytes.Repeat([]byte{byte(e<<4 | i)}, slot)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if r.extents[e], err = contract.NewCacheExtent([]byte(extName), units, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() {
+		_ = r.stack.Close()
+		_ = r.unpromoted.Close()
+		_ = r.local.Close()
+		_ = r.empty.Close()
+		if err := r.store.Client().Del(context.Background(), keys...).Err(); err != nil {
+			b.Error(err)
+		}
+		_ = r.store.Close()
+	})
+	return r
+}
+
+// lease fetches the next of the two leases through f to its end: outcome
+// (every row served) and proof.
+func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
+	ext := r.extents[r.next]
+	r.next ^= 1
+	a, err := f.Fetch(ext, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	list := []contract.Attempt{a}
+	if err := f.Settle(ctx, list); err != nil {
+		b.Fatal(err)
+	}
+	if d, ok := a.Poll().(contract.Delivered); !ok || d.Served.Len() != redisUnits {
+		b.Fatalf("outcome %v; want %d rows served", a.Poll(), redisUnits)
+	}
+	if ok, err := f.Quiesce(ctx, list); !ok || err != nil {
+		b.Fatalf("Quiesce: %v %v", ok, err)
+	}
+}
+
+// run measures leases through f, after two to warm up (one of each).
+func (r *redisBench) run(b *testing.B, f contract.Fetcher) {
+	r.lease(b, f)
+	r.lease(b, f)
+	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next^1)<<4|(redisUnits-1)); got != want {
+		b.Fatalf("staging row %d holds %#x; want %#x, the last lease's", redisUnits-1, got, want)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		r.lease(b, f)
+	}
+	b.SetBytes(int64(redisUnits * r.slot))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+}
+
+// check holds the stacks' figures to what they claim to measure: every row
+// either stack fetched was a local miss served by Redis, promoted by the
+// one that promotes.
+func (r *redisBench) check(b *testing.B) {
+	st := r.stack.Stats()
+	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != st[1].Hits {
+		b.Fatalf("local %+v, redis %+v; want every row a local miss, served by Redis and promoted", st[0], st[1])
+	}
+	st = r.unpromoted.Stats()
+	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != 0 || r.empty.Len() != 0 {
+		b.Fatalf("unpromoted: local %+v, redis %+v; want every row a local miss served by Redis, none promoted", st[0], st[1])
+	}
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The lines backend/tiers' BenchmarkTiers prints (go test -bench, -count=2):
+// the report takes the median of the runs and judges a local hit against
+// backend/mem alone (≤ 1.1×) and Redis through the tiers against
+// backend/redis alone (≥ 0.9×), with the unpromoted chain in view.
+const tiersSample = `goos: linux
+pkg: github.com/kvready/kvready/backend/tiers
+BenchmarkTiers/local-hit-2         	  193698	      5500 ns/op	    1860 B/op	      16 allocs/op
+BenchmarkTiers/mem-alone-2         	  256597	      5000 ns/op	    1254 B/op	      13 allocs/op
+BenchmarkTiers/local-hit-2         	  193698	      6500 ns/op	    1860 B/op	      16 allocs/op
+BenchmarkTiers/mem-alone-2         	  256597	      5000 ns/op	    1254 B/op	      13 allocs/op
+BenchmarkTiers/redis/row=64KiB-2         	     895	   1220917 ns/op	 800.00 MB/s	       819.1 leases/s	 1082198 B/op	     247 allocs/op
+BenchmarkTiers/redis-alone/row=64KiB-2   	    2391	    651666 ns/op	1600.00 MB/s	      1535 leases/s	   14352 B/op	     109 allocs/op
+BenchmarkTiers/redis-unpromoted/row=64KiB-2   	    2391	    651666 ns/op	1520.00 MB/s	      1535 leases/s	   14352 B/op	     109 allocs/op
+BenchmarkTiers/redis/row=2MiB-2         	     21	 1220917 ns/op	 950.00 MB/s	       19 leases/s	 1082198 B/op	     247 allocs/op
+BenchmarkTiers/redis-alone/row=2MiB-2   	     21	    651666 ns/op	1000.00 MB/s	      19 leases/s	   14352 B/op	     109 allocs/op
+`
+
+func TestTierFigures(t *testing.T) {
+	rep, err := parse(strings.NewReader(tiersSample))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	render(&out, rep, time.Unix(0, 0), "go", 2)
+	doc := out.String()
+	for _, want := range []string{
+		// medians 6000 ÷ 5000
+		"| tiers: a fetch served by the local tier ÷ the same fetch through backend/mem alone (per lease, through the runner) | 1.20 × | ≤ 1.1× | no | `BenchmarkTiers/local-hit` |",
+		"| tiers: allocations of a local hit ÷ backend/mem alone, in view | 1.23 × | — | — |",
+		"| tiers: a fetch served by Redis through the tiers (a local miss, promoted) ÷ backend/redis alone, 64KiB rows (MB/s) | 0.50 × | ≥ 0.9× | no |",
+		"| tiers: the same without promotion ÷ backend/redis alone, 64KiB rows (MB/s), in view | 0.95 × | — | — |",
+		"| tiers: a fetch served by Redis through the tiers (a local miss, promoted) ÷ backend/redis alone, 2MiB rows (MB/s) | 0.95 × | ≥ 0.9× | yes |",
+		"| tiers: a fetch served by Redis through the tiers (a local miss, promoted) ÷ backend/redis alone, 512KiB rows (MB/s) | not measured |",
+	} {
+		assert.Contains(t, doc, want)
+	}
+}
