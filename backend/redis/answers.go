@@ -25,14 +25,15 @@ func (b *Backend) attempts(method string, list []contract.Attempt) ([]*attempt, 
 }
 
 // Quiesce answers true once none of the listed attempts will touch staging
-// again: a fetch's attempt goroutine has made its last copy; a publication
-// has copied its rows into the backend's buffers or, writing straight from
-// staging, every call that was given its rows has returned. That is the
-// backend's own knowledge, no answer from the server: it holds at the latest
-// just after each attempt's bound, whatever the server does. Network calls
-// may still be out then; they touch only the backend's buffers. Quiesce waits
-// only on the listed attempts, honouring ctx; a cancelled or expired ctx is an
-// error, never true.
+// again: every call that was given staging rows — a fetch reading straight
+// into them, a publication writing straight from them — has returned; a fetch
+// into scratch has made its last copy; a publication via copies has copied
+// its rows into the backend's buffers. That is the backend's own knowledge,
+// no answer from the server: it holds at the latest just after each attempt's
+// bound, whatever the server does. Network calls may still be out then; they
+// touch only the backend's buffers. Quiesce waits only on the listed
+// attempts, honouring ctx; a cancelled or expired ctx is an error, never
+// true.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	if ctx == nil {
 		return false, errors.New("redis: Quiesce: ctx is nil")

@@ -2,14 +2,10 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvready/kvready/backend/notify"
 	"github.com/kvready/kvready/contract"
@@ -77,11 +73,15 @@ func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 // contract.CancelRequested, every time. It never blocks and starts no work:
 // it marks the attempt, whose goroutine then sends nothing more, copies
 // nothing more into staging and reports Cancelled — unless an outcome came
-// first, which stays. A call already on the wire finishes: its reply lands in
-// the backend's buffers, never in staging (a publication writing straight
-// from staging is waited for before Quiesce answers true). Nothing already
-// stored is removed, no deadline moves, and a Quiesce that answered true
-// stays true.
+// first, which stays. A fetch reading straight into staging ends the calls
+// it has out as far as the client lets it (go-redis drops one still waiting
+// for a connection; one reading its reply runs to the reply or to the
+// attempt's deadline), and Quiesce answers true once they have returned; a
+// publication writing straight from staging lets its writes on the wire
+// finish, and Quiesce waits for them. Over a client whose calls may outlive
+// their deadline, a fetch's calls on the wire finish into the backend's
+// buffers, never into staging. Nothing already stored is removed, no
+// deadline moves, and a Quiesce that answered true stays true.
 func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 	a.cancelOnce.Do(func() { close(a.cancelReq) })
 	return contract.CancelRequested, nil
@@ -103,15 +103,18 @@ func (a *attempt) settle(o contract.Outcome) {
 	a.notify.Fire()
 }
 
-// run is the attempt goroutine: it hands batches to the workers, takes their
-// results back and, for a fetch, copies them into staging itself. A
-// publication prepares each batch just before handing it over: it lends the
-// rows to the workers (direct) or copies them into the backend's buffers.
+// run is the attempt goroutine: it hands batches to the workers and takes
+// their results back. Over a client whose calls end at their deadline
+// (direct), the workers read a fetch straight into the staging rows and
+// write a publication straight from them. Otherwise a fetch is read into the
+// backend's scratch, which this goroutine copies into staging, and a
+// publication's batch is copied into the backend's buffers just before it is
+// handed over.
 //
-// Access to staging ends (released) when this goroutine stops copying
-// (fetch), after the last copy into the backend's buffers (publication via
-// copies), or once every batch lent to a worker has come back (direct
-// publication: a worker's call ends at the attempt's deadline).
+// Access to staging ends (released) once every batch lent to a worker has
+// come back (direct: a worker's call ends at the attempt's deadline), when
+// this goroutine stops copying (a fetch into scratch), or after the last copy
+// into the backend's buffers (a publication via copies).
 func (a *attempt) run(p *plan) {
 	b := a.b
 	defer b.running.Done()
@@ -134,9 +137,9 @@ func (a *attempt) run(p *plan) {
 		}
 	}
 	defer release()
-	direct := p.op == opPublish && b.direct
+	direct := b.direct
 
-	batches := b.split(a.ctx, a.cancelReq, p)
+	batches := b.split(a.ctx, a.cancelReq, p, direct)
 	results := make(chan *batch, len(batches)) // workers never block handing results back
 	for _, j := range batches {
 		j.done = results
@@ -191,9 +194,11 @@ func (a *attempt) run(p *plan) {
 	if direct && out > 0 {
 		// Workers still hold rows of staging. Tell the outcome now and wait
 		// for their calls, each of which ends by the attempt's deadline: on
-		// a failure, end them now; on a cancel, let them finish.
+		// a failure, end them now; on a cancel, end a fetch's (what it would
+		// read is of no use; the rows may return sooner) but let a
+		// publication's writes finish.
 		a.settle(o)
-		if !cancelled {
+		if !cancelled || p.op == opFetch {
 			a.cancel()
 		}
 		for ; out > 0; out-- {
@@ -202,7 +207,7 @@ func (a *attempt) run(p *plan) {
 		release()
 		return
 	}
-	keep = cancelled && out > 0 // a fetch's calls on the wire finish into the backend's buffers
+	keep = cancelled && out > 0 // a fetch's calls on the wire finish into the backend's scratch
 	release()
 	a.settle(o)
 }
@@ -230,33 +235,30 @@ func (a *attempt) ended() string {
 	return fmt.Sprintf("timeout: the store did not answer within the attempt bound (%v)", a.b.set.timeout)
 }
 
-// take applies one batch's results. For a fetch it copies every value of the
-// right size into its staging row, in this goroutine; it returns the reason
-// of the first failure, or "".
+// take applies one batch's results: the units served, and for a fetch into
+// scratch the copy of each value into its staging row, in this goroutine. It
+// returns the reason of the first failure, or "".
 func (a *attempt) take(p *plan, r *batch, served *[]contract.Name) string {
 	for i := range r.keys {
 		u, err := r.unit(i), r.errs[i]
+		landed := false
+		if err == nil && p.op == opFetch {
+			// The sink refused a value of the wrong length before a byte of
+			// it landed; a value cut off part way is an error too.
+			landed, err = r.sinks[i].result()
+		}
 		switch {
-		case err == nil && p.op == opPublish:
-			*served = append(*served, p.names[u])
-		case err == nil:
-			row := p.rows[u]
-			if n := r.n[i]; n != len(row) {
-				return fmt.Sprintf("unit %d (%s): the store holds %d bytes, the staging row has %d (slot_bytes); not copied", u, short(p.names[u]), n, len(row))
-			}
-			copy(row, r.bufs[i])
-			*served = append(*served, p.names[u])
-		case p.op == opFetch && errors.Is(err, goredis.Nil):
-			// a miss: never published, expired or evicted
-		case p.op == opFetch && strings.Contains(err.Error(), "buffer too small"):
-			// go-redis reads into a buffer of slot_bytes+2 and refuses a
-			// longer value (draining it, so the connection stays usable),
-			// failing every command of the pipeline: which unit it was is
-			// lost, so the reason names the batch.
-			return fmt.Sprintf("units %d to %d: the store holds a value longer than %d bytes, the staging row has %d (slot_bytes); nothing of these copied (%v)",
-				r.lo, r.lo+len(r.keys)-1, len(r.bufs[i]), len(p.rows[u]), err)
-		default:
+		case err != nil:
 			return fmt.Sprintf("unit %d (%s): %v", u, short(p.names[u]), err)
+		case p.op == opPublish:
+			*served = append(*served, p.names[u])
+		case landed:
+			if r.pooled {
+				copy(p.rows[u], r.bufs[i])
+			}
+			*served = append(*served, p.names[u])
+		default:
+			// a miss: never published, expired or evicted
 		}
 		if r.pooled {
 			a.b.bufs.put(r.bufs[i])

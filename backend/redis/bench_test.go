@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
@@ -15,11 +17,14 @@ import (
 
 // The benchmarks run against the test binary's own redis-server on loopback.
 // Each measures one lease of benchUnits rows (one layer group) at a row size:
-// through the backend (submit, Settle, Quiesce), and beside it bare go-redis
-// moving the same keys and values into (or out of) the same rows with one
-// pipelined MGET (MSET). The ratio backend/bare of MB/s is the SPEC §5 figure
-// (docs/backend-redis.md, docs/performance.md); the floor is the loopback
-// round trip and the copies.
+// through the backend (submit, Settle, Quiesce), and beside it the bare
+// clients moving the same keys and values into (or out of) the same rows, each
+// the fastest way it can: go-redis with one pipelined MGET (MSET), go-redis
+// reading each value straight into its row (fetch) or one SET NX per key
+// (publish), and rueidis streaming each value into its row (fetch) or one
+// MSET (publish). The backend's MB/s over the best of them is the SPEC §5
+// figure (docs/backend-redis.md, docs/performance.md); the floor is the
+// loopback round trip.
 //
 // Each variant gets its lease (staging, client, backend) once, not once per
 // ramp-up run of the benchmark, and moves it once before the timer starts:
@@ -27,8 +32,9 @@ import (
 // new connections (on loopback, a new connection's first megabytes are far
 // slower than the next).
 //
-// Names: BenchmarkRedisFetch/row=64KiB and BenchmarkRedisFetch/row=64KiB/bare,
-// likewise 512KiB and 2MiB, likewise BenchmarkRedisPublish; internal/benchreport
+// Names: BenchmarkRedisFetch/row=64KiB, and beside it /bare, /bare-zerocopy
+// and /bare-rueidis, likewise 512KiB and 2MiB; BenchmarkRedisPublish/row=64KiB
+// beside /bare, /bare-setnx and /bare-rueidis, likewise; internal/benchreport
 // reads them.
 
 // benchUnits is how many rows one benchmarked lease moves.
@@ -46,11 +52,18 @@ type benchLease struct {
 	keys   []string
 	rows   [][]byte
 	client *goredis.Client
+	rue    rueidis.Client
 	store  *kvredis.Backend
 }
 
 func newBenchLease(b *testing.B, slot int) *benchLease {
 	l := &benchLease{mem: newStaging(1, benchUnits, slot), client: newClient(b, shared.Addr)}
+	rue, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{shared.Addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rue.Close)
+	l.rue = rue
 	l.store = newBackend(b, l.client, l.mem, kvredis.WithAttemptTimeout(wait))
 	units := make([]contract.Unit, benchUnits)
 	for i := range units {
@@ -131,8 +144,7 @@ func BenchmarkRedisFetch(b *testing.B) {
 		}
 		l.run(b, fmt.Sprintf("row=%s/bare", size.name), slot, mget)
 		// The same keys read straight into the rows by go-redis (GetToBuffer,
-		// no intermediate copy): a stricter reference than MGET, and one the
-		// backend cannot use, since a late reply would land in staging.
+		// no intermediate copy, no check that a value has its row's length).
 		cmds := make([]*goredis.ZeroCopyStringCmd, benchUnits)
 		zerocopy := func(b *testing.B) {
 			pipe := l.client.Pipeline()
@@ -149,7 +161,49 @@ func BenchmarkRedisFetch(b *testing.B) {
 			}
 		}
 		l.run(b, fmt.Sprintf("row=%s/bare-zerocopy", size.name), slot, zerocopy)
+		// The same keys streamed into the rows by rueidis: one pipeline on a
+		// connection of its own (DoMultiStream), each value read straight
+		// from the connection's buffer into its row.
+		gets := make(rueidis.Commands, benchUnits)
+		into := make([]rowFill, benchUnits)
+		rue := func(b *testing.B) {
+			for i, k := range l.keys {
+				gets[i] = l.rue.B().Get().Key(k).Build()
+			}
+			s := l.rue.DoMultiStream(ctx, gets...)
+			for i := 0; s.HasNext(); i++ {
+				into[i] = rowFill{row: l.rows[i]}
+				if n, err := s.WriteTo(&into[i]); err != nil || int(n) != len(l.rows[i]) {
+					b.Fatalf("key %d: %d bytes, %v", i, n, err)
+				}
+			}
+			if err := s.Error(); !errors.Is(err, io.EOF) {
+				b.Fatal(err)
+			}
+		}
+		l.run(b, fmt.Sprintf("row=%s/bare-rueidis", size.name), slot, rue)
 	}
+}
+
+// rowFill is where rueidis streams a value: its row, read into straight from
+// the connection's buffer (io.Copy hands a ReaderFrom the reply's reader).
+type rowFill struct {
+	row []byte
+	n   int
+}
+
+func (f *rowFill) Write(p []byte) (int, error) {
+	if len(p) > len(f.row)-f.n {
+		return 0, fmt.Errorf("a value longer than its row (%d bytes)", len(f.row))
+	}
+	f.n += copy(f.row[f.n:], p)
+	return len(p), nil
+}
+
+func (f *rowFill) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.ReadFull(r, f.row[f.n:])
+	f.n += n
+	return int64(n), err
 }
 
 func BenchmarkRedisPublish(b *testing.B) {
@@ -202,6 +256,19 @@ func BenchmarkRedisPublish(b *testing.B) {
 			clear(b)
 		}
 		l.run(b, fmt.Sprintf("row=%s/bare-setnx", size.name), slot, setnx)
+		// The same rows under the same keys with one MSET through rueidis
+		// (its fastest write: one command, the rows passed without a copy).
+		rue := func(b *testing.B) {
+			m := l.rue.B().Mset().KeyValue()
+			for i, k := range l.keys {
+				m = m.KeyValue(k, rueidis.BinaryString(l.rows[i]))
+			}
+			if err := l.rue.Do(ctx, m.Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			clear(b)
+		}
+		l.run(b, fmt.Sprintf("row=%s/bare-rueidis", size.name), slot, rue)
 	}
 }
 

@@ -48,7 +48,7 @@ func TestSlowCallsNeverOpenTheBreaker(t *testing.T) {
 			for i := range tc.calls {
 				callCtx, stop := context.WithTimeout(context.Background(), tc.left)
 				j := &batch{ctx: callCtx, op: opFetch, keys: []string{"kvready:slow"}, lens: []int{8},
-					bufs: make([][]byte, 1), n: make([]int, 1), errs: make([]error, 1)}
+					bufs: make([][]byte, 1), pooled: true, sinks: make([]sink, 1), errs: make([]error, 1)}
 				var wire atomic.Int64
 				b.call(j, &wire)
 				stop()

@@ -181,3 +181,7 @@ func nameList(us []contract.Unit) []contract.Name {
 	}
 	return ns
 }
+
+// isGet reports whether cmd is a GET, whatever command type go-redis reads
+// its reply with: the backend's fetch pipelines carry nothing else.
+func isGet(cmd goredis.Cmder) bool { return cmd.Name() == "get" }

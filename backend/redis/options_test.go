@@ -188,7 +188,7 @@ type fetchGate struct{ *gate }
 func (g *fetchGate) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	held := g.gate.ProcessPipelineHook(next)
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		if _, isGet := cmds[0].(*goredis.ZeroCopyStringCmd); !isGet {
+		if !isGet(cmds[0]) {
 			return next(ctx, cmds)
 		}
 		return held(ctx, cmds)

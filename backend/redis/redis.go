@@ -18,14 +18,22 @@
 //     latest just after the bound, whatever the server does.
 //   - Every submission runs on its own attempt goroutine. The network calls run
 //     on a bounded pool of worker goroutines (WithConcurrency), as pipelines of
-//     up to WithBatch keys. A fetch reads into the backend's own buffers, and
-//     only the attempt goroutine copies into staging, only values whose length
-//     is exactly the staging row's, and never after the bound: a late reply can
-//     never write staging, because the goroutine that would copy has gone.
+//     up to WithBatch keys. Each GET's reply is streamed to a reader of the
+//     backend's own, which checks the value's length against the staging row
+//     from the reply's header, before a byte of the value arrives: only a value
+//     of exactly the row's length lands, and a value of any other length is
+//     read past. Over a client whose calls end at their context's deadline
+//     (Open's, or one with ContextTimeoutEnabled) the workers read straight
+//     into the staging rows, and Quiesce is true once those calls have
+//     returned, at the latest just after the bound; a reply that comes later
+//     finds the call gone. Over any other client they read into the backend's
+//     scratch, which the attempt goroutine copies into staging, never after the
+//     bound.
 //   - A key that does not exist (never published, expired, evicted) is a miss.
 //     A connection, timeout or server error, or a value of the wrong size, is
-//     Failed. Delivered names only units copied in full; unserved destinations
-//     are never touched.
+//     Failed. Delivered names only units read in full; unserved destinations
+//     are never touched. A Failed fetch's rows are undefined: a value cut off
+//     part way (a dropped connection, the bound) may have landed in part.
 //   - A publication writes with SET NX (names are content addresses, so a value
 //     never changes once written), with an optional TTL. Over a client whose
 //     calls end at their context's deadline (Open's, or one with
@@ -33,10 +41,11 @@
 //     Quiesce is true once those calls have returned; over any other client
 //     the attempt copies its rows into its own buffers first, and Quiesce is
 //     true after that copy.
-//   - RequestCancel stops an attempt from sending what it has not sent; what
-//     is on the wire finishes into the backend's buffers (or, for a direct
-//     publication, is waited for), and the outcome is Cancelled unless another
-//     came first.
+//   - RequestCancel stops an attempt from sending what it has not sent; a
+//     direct fetch ends what it has out as far as the client lets it, a direct
+//     publication's writes finish, and Quiesce waits for both; over any other
+//     client what is on the wire finishes into the backend's buffers. The
+//     outcome is Cancelled unless another came first.
 //   - A store known down costs no time: a run of calls failing with a
 //     connection error, or one call with no reply within its bound, opens a
 //     breaker (WithBreaker). While it is open, submissions are refused at once with
@@ -86,7 +95,7 @@ type Backend struct {
 	owned  bool
 	mem    Memory
 	set    settings
-	direct bool // publications lend staging to the workers: the client's calls end at their deadline
+	direct bool // fetches and publications lend staging to the workers: the client's calls end at their deadline
 	admit  int  // AdmissionLimit
 	procs  int  // GOMAXPROCS at New: how many calls a publication is split into
 
@@ -294,10 +303,12 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 }
 
 // Publish submits a publication of the extent's staging rows and returns at
-// once. The attempt goroutine copies the rows into the backend's own buffers
-// (after which Quiesce answers true), then writes each with SET NX: a unit
-// already stored counts as published, since its name addresses the same
-// content. Rejections are as for Fetch.
+// once. The workers write each row with SET NX — a unit already stored counts
+// as published, since its name addresses the same content — straight from
+// staging over a client whose calls end at their deadline (Quiesce answers
+// true once those calls have returned), or from copies the attempt goroutine
+// makes first over any other client (Quiesce answers true after the last
+// copy). Rejections are as for Fetch.
 func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error) {
 	p, err := b.plan(opPublish, extent)
 	if err != nil {

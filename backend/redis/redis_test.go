@@ -592,39 +592,44 @@ func TestPipelineRefusedByAHook(t *testing.T) {
 	assert.False(t, answered)
 }
 
-// TestFetchReusesItsScratch: the buffers a fetch reads into are the backend's
-// and come back once copied, so fetching the same lease again and again
-// allocates a small fraction of the bytes it moves (a fetch that allocated
-// its scratch anew would allocate them all, every time).
+// TestFetchReusesItsScratch: a fetch reads straight into staging, or into
+// scratch buffers of the backend's that come back once copied, so fetching
+// the same lease again and again allocates a small fraction of the bytes it
+// moves (a fetch that allocated its scratch anew would allocate them all,
+// every time).
 func TestFetchReusesItsScratch(t *testing.T) {
 	const rows, slot, fetches = 16, 64 << 10, 20
-	c := newClient(t, shared.Addr)
-	mem := newStaging(1, rows, slot)
-	b := newBackend(t, c, mem)
-	var us []contract.Unit
-	for i := range rows {
-		us = append(us, unit(i, 0, i))
-		require.NoError(t, b.Put(waitCtx(t), ext, name(i, 0), content(i, 0, slot)))
+	for _, kind := range clientKinds { // straight into staging, and through scratch
+		t.Run(kind.name, func(t *testing.T) {
+			c := newClient(t, shared.Addr, kind.edit)
+			mem := newStaging(1, rows, slot)
+			b := newBackend(t, c, mem)
+			var us []contract.Unit
+			for i := range rows {
+				us = append(us, unit(i, 0, i))
+				require.NoError(t, b.Put(waitCtx(t), ext, name(i, 0), content(i, 0, slot)))
+			}
+			fetch := func() {
+				a, err := b.Fetch(extentOf(t, us...), nil)
+				require.NoError(t, err)
+				s, ok := served(settled(t, b, a))
+				require.True(t, ok)
+				require.Equal(t, rows, s.Len())
+				quiesced(t, b, a)
+			}
+			fetch() // the first one fills the backend's buffers
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range fetches {
+				fetch()
+			}
+			runtime.ReadMemStats(&after)
+			moved := uint64(fetches * rows * slot)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d fetches moved %d bytes and allocated %d", fetches, moved, allocated)
+			assert.Less(t, allocated, moved/4, "the scratch buffers are allocated again for each fetch")
+		})
 	}
-	fetch := func() {
-		a, err := b.Fetch(extentOf(t, us...), nil)
-		require.NoError(t, err)
-		s, ok := served(settled(t, b, a))
-		require.True(t, ok)
-		require.Equal(t, rows, s.Len())
-		quiesced(t, b, a)
-	}
-	fetch() // the first one fills the backend's buffers
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range fetches {
-		fetch()
-	}
-	runtime.ReadMemStats(&after)
-	moved := uint64(fetches * rows * slot)
-	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%d fetches moved %d bytes and allocated %d", fetches, moved, allocated)
-	assert.Less(t, allocated, moved/4, "the scratch buffers are allocated again for each fetch")
 }
 
 // TestQuiesceWaitsOnTheListedAttemptsOnly: a fetch held before the network

@@ -12,9 +12,9 @@ import (
 )
 
 // batch is one pipelined network call: a run of consecutive units of one
-// attempt. A worker fills bufs (fetch: the values read), n and errs, then
-// hands the batch back on done. Only the worker touches a batch until it is
-// handed back, and only the attempt goroutine after.
+// attempt. A worker fills sinks (fetch) and errs, then hands the batch back
+// on done. Only the worker touches a batch until it is handed back, and only
+// the attempt goroutine after.
 type batch struct {
 	ctx       context.Context // the attempt's: its deadline bounds the call
 	cancelled <-chan struct{} // closed when the attempt was asked to cancel
@@ -22,12 +22,15 @@ type batch struct {
 	ttl       time.Duration
 	lo        int      // the first unit's index in the plan
 	keys      []string // one per unit
-	lens      []int    // fetch: each unit's slot_bytes
-	bufs      [][]byte // fetch: scratch read into (slot_bytes+2); publish: the values to write
-	pooled    bool     // bufs are the backend's own (scratch, copies), not staging rows
-	n         []int    // fetch: how many bytes each value has
-	errs      []error  // nil, goredis.Nil (no such key) or the failure
-	done      chan *batch
+	// bufs are, for a fetch, what each value is read into: the staging rows
+	// themselves (direct) or scratch of the rows' lengths; for a
+	// publication, the values to write: the staging rows (direct) or copies.
+	bufs   [][]byte
+	lens   []int   // fetch into scratch: each row's slot_bytes, the scratch's length
+	pooled bool    // bufs are the backend's own (scratch, copies), not staging rows
+	sinks  []sink  // fetch: each reply, as it was read into bufs
+	errs   []error // nil or the failure of each command
+	done   chan *batch
 }
 
 // errCancelled is what a worker records for a batch it did not send because
@@ -42,8 +45,9 @@ var errNotSent = fmt.Errorf("not sent: %w (the breaker opened while the attempt 
 func (j *batch) unit(i int) int { return j.lo + i }
 
 // split cuts a plan into batches of at most the configured size, sharing one
-// allocation per field.
-func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan) []*batch {
+// allocation per field. A fetch's batches read straight into the staging rows
+// when direct, else into the backend's scratch.
+func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan, direct bool) []*batch {
 	n := len(p.keys)
 	size := b.set.batch
 	if p.op == opPublish && !b.set.batched && len(p.rows) > 0 {
@@ -53,9 +57,14 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan)
 	batches := make([]batch, count)
 	out := make([]*batch, count)
 	bufs := make([][]byte, n)
-	var lens, ns []int
-	if p.op == opFetch {
-		lens, ns = make([]int, n), make([]int, n)
+	var sinks []sink
+	var lens []int
+	switch {
+	case p.op == opFetch && direct:
+		sinks = make([]sink, n)
+		copy(bufs, p.rows)
+	case p.op == opFetch:
+		sinks, lens = make([]sink, n), make([]int, n)
 		for i, row := range p.rows {
 			lens[i] = len(row)
 		}
@@ -66,8 +75,10 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan)
 		j := &batches[k]
 		*j = batch{ctx: ctx, cancelled: cancelled, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
 		if p.op == opFetch {
-			j.lens, j.n = lens[lo:hi], ns[lo:hi]
-			j.pooled = true // the scratch a worker reads into
+			j.sinks = sinks[lo:hi]
+			if !direct {
+				j.lens, j.pooled = lens[lo:hi], true // the worker takes scratch when it sends
+			}
 		}
 		out[k] = j
 	}
@@ -112,9 +123,10 @@ func (b *Backend) work(wire *atomic.Int64) {
 }
 
 // call runs one batch as a pipeline, bounded by the attempt's deadline. A
-// fetch reads into scratch buffers that the attempt goroutine copies from, if
-// it is still there to do so; a publication reads the values it was given
-// (staging rows, for a direct one) until the pipeline returns.
+// fetch streams each reply through a sink into its buffer (a staging row, for
+// a direct fetch); a publication reads the values it was given (staging rows,
+// for a direct one). Either way the buffers are touched until the pipeline
+// returns, and not after.
 func (b *Backend) call(j *batch, wire *atomic.Int64) {
 	err := j.ctx.Err() // the attempt has ended: do not bother the server
 	select {
@@ -137,17 +149,20 @@ func (b *Backend) call(j *batch, wire *atomic.Int64) {
 	var execErr error
 	switch j.op {
 	case opFetch:
-		cmds := make([]*goredis.ZeroCopyStringCmd, len(j.keys))
+		cmds := make([]*goredis.RawWriteToCmd, len(j.keys))
 		for i, k := range j.keys {
-			// Two spare bytes let go-redis read the value and its CRLF in
-			// one go, and let a value one or two bytes too long be seen as
-			// such instead of as an error.
-			j.bufs[i] = b.bufs.get(j.lens[i] + 2)
-			cmds[i] = pipe.GetToBuffer(j.ctx, k, j.bufs[i])
+			// The reply is streamed to the sink, which lands a value only
+			// once its header has said it has the row's length.
+			if j.pooled {
+				j.bufs[i] = b.bufs.get(j.lens[i])
+			}
+			j.sinks[i].reset(j.bufs[i])
+			cmds[i] = goredis.NewRawWriteToCmd(j.ctx, &j.sinks[i], "get", k)
+			_ = pipe.Process(j.ctx, cmds[i]) // queues it: a pipeline's Process never fails
 		}
 		_, execErr = pipe.Exec(j.ctx)
 		for i, c := range cmds {
-			j.n[i], j.errs[i] = c.Result()
+			j.errs[i] = c.Err()
 		}
 		j.unattributed(execErr)
 	case opPublish:
