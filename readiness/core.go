@@ -42,7 +42,9 @@ type Core struct {
 
 	leases []lease
 	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
-	bodies []*body  // bodies ready for a new lease
+	// bodies holds each record's body at the record's index (Core.body), in
+	// chunks of bodyChunk.
+	bodies []*[bodyChunk]body
 	// kept is a ring of the latest KeepReleased leases the owner is done with
 	// (released, or quarantined and then released), so that their handles stay
 	// readable after their records are reused or parked.
@@ -219,20 +221,20 @@ func (c *Core) Lend(req Request) (Handle, error) {
 			return Handle{}, c.Err()
 		}
 	}
-	b, err := c.newBody(req)
-	if err != nil {
-		return Handle{}, err
-	}
 	next := uint32(len(c.leases))
 	if n := len(c.spare); n > 0 {
 		next = c.spare[n-1]
+	}
+	b, err := c.newBody(req, next)
+	if err != nil {
+		return Handle{}, err
 	}
 	gen := uint32(1)
 	if int(next) < len(c.leases) {
 		gen = c.leases[next].gen
 	}
 	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
-		c.putBody(b)
+		c.clearBody(b)
 		if errors.Is(err, staging.ErrStaleTicket) {
 			// The allocator expects at each index the generation after the
 			// request it retired there, which is the record's: a refusal
@@ -249,7 +251,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	id := c.newRecord()
 	l := &c.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
-	l.kind, l.result, l.body, l.inUse = req.Kind, fsm.NoResult, b, true
+	l.kind, l.result, l.inUse = req.Kind, fsm.NoResult, true
 	b.lentAt = c.now
 	c.stats.Leases[fsm.Waiting]++
 	c.stats.Lent++
@@ -327,7 +329,7 @@ func (c *Core) Computed(h Handle, layer int, behind gpu.Event) error {
 		return fmt.Errorf("readiness: layer %d of %v computed: %w", layer, h, err)
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("readiness: layer %d of %v computed: %w: "+format, append([]any{layer, h, ErrInvalidRequest}, args...)...)
 	}

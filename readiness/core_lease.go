@@ -11,9 +11,11 @@ import (
 )
 
 // lease is the fixed per-lease record, kept small because the core keeps one
-// per lease in flight; records are indexed, never searched. Its lifecycle is
-// the fsm.Slot — state, marks and latches — and nothing else: every fact a
-// decision needs follows from the slot, the kind and the latched result.
+// per lease in flight: 16 bytes. Records are indexed, never searched. Its
+// lifecycle is the fsm.Slot — state, marks and latches — and nothing else:
+// every fact a decision needs follows from the slot, the kind and the latched
+// result. Its body is not pointed to: it is the record's own, at the record's
+// index in the core's bodies (Core.body), so a record pays no pointer for it.
 type lease struct {
 	m      fsm.Slot
 	gen    uint32
@@ -23,7 +25,6 @@ type lease struct {
 	// retired is the low byte of the generation the record last retired: a
 	// record is reused only with a generation that differs from it.
 	retired uint8
-	body    *body
 }
 
 // ticket is the lease's allocator ticket. The core names its tickets
@@ -34,8 +35,9 @@ type lease struct {
 func (c *Core) ticket(id uint32) staging.Ticket { return staging.TicketOf(id, c.leases[id].gen) }
 
 // body is the variable-size part of a lease: its rows, the structures built
-// from them, and the evidence that is not needed on every round. Bodies are
-// reused with their capacity, so steady-state lending does not allocate.
+// from them, and the evidence that is not needed on every round. A record's
+// body is reused with its capacity by the record's next lease, so
+// steady-state lending does not allocate.
 type body struct {
 	rows     []staging.Row
 	names    []contract.Name
@@ -137,9 +139,11 @@ func (c *Core) checkRequest(req *Request) error {
 	return nil
 }
 
-// newBody validates req against the memory and copies it into a reused body,
-// grouping rows by layer group. Bad input changes nothing.
-func (c *Core) newBody(req Request) (*body, error) {
+// newBody validates req against the memory and copies it into the body of
+// record id — a retired record's, or the next new one's — grouping rows by
+// layer group. Bad input changes nothing a caller can see: the body carries
+// no lease until the record does.
+func (c *Core) newBody(req Request, id uint32) (*body, error) {
 	if err := c.checkRequest(&req); err != nil {
 		return nil, err
 	}
@@ -147,7 +151,7 @@ func (c *Core) newBody(req Request) (*body, error) {
 		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
 	groups := c.mem.NumGroups()
-	b := c.takeBody()
+	b := c.bodyFor(id)
 	b.rows = append(b.rows[:0], req.Rows...)
 	if !slices.IsSortedFunc(b.rows, byGroup) {
 		slices.SortStableFunc(b.rows, byGroup)
@@ -159,7 +163,7 @@ func (c *Core) newBody(req Request) (*body, error) {
 	}
 	for i, r := range b.rows {
 		if i > 0 && b.rows[i-1].Group == r.Group && b.rows[i-1].Block >= r.Block {
-			c.putBody(b)
+			c.clearBody(b)
 			return bad("layer group %d: blocks %d then %d; within a group blocks must increase", r.Group, b.rows[i-1].Block, r.Block)
 		}
 		b.names = append(b.names, r.Name)
@@ -184,11 +188,11 @@ func (c *Core) newBody(req Request) (*body, error) {
 		start += n
 	}
 	if err := b.view.Reset(b.groupRun); err != nil {
-		c.putBody(b)
+		c.clearBody(b)
 		return bad("%w", err)
 	}
 	if err := b.view.Duplicate(); err != nil {
-		c.putBody(b)
+		c.clearBody(b)
 		return bad("%w", err)
 	}
 	b.known, b.isLast, b.byLayer = req.KnownBlocks, req.IsLast, req.Layerwise
@@ -201,25 +205,36 @@ func (c *Core) newBody(req Request) (*body, error) {
 
 func byGroup(x, y staging.Row) int { return x.Group - y.Group }
 
-func (c *Core) takeBody() *body {
-	if n := len(c.bodies); n > 0 {
-		b := c.bodies[n-1]
-		c.bodies = c.bodies[:n-1]
-		return b
+// bodyChunk is how many bodies the core allocates at once: bodies are by
+// record index, in chunks that never move (a Submission's extent points into
+// one), so a record needs no pointer to its body. 58 bodies of 560 bytes fill
+// the heap's largest size class, 32 KiB, with 288 bytes to spare (a larger
+// chunk is rounded up to whole pages): TestBodyChunkFillsASizeClass.
+const bodyChunk = 58
+
+// body returns record id's body.
+func (c *Core) body(id uint32) *body { return &c.bodies[id/bodyChunk][id%bodyChunk] }
+
+// bodyFor returns record id's body, allocating its chunk the first time:
+// id is a record the core has, or the next new one.
+func (c *Core) bodyFor(id uint32) *body {
+	for int(id/bodyChunk) >= len(c.bodies) {
+		c.bodies = append(c.bodies, new([bodyChunk]body))
 	}
-	return &body{}
+	return c.body(id)
 }
 
-// putBody returns a body to the pool. Its extent is rebuilt in place by the
-// next lease, so it must hold nothing a backend may still read: the callers
-// check that first (retire, a refused Lend).
-func (c *Core) putBody(b *body) {
+// clearBody drops what a body holds of the lease it carried — the backend's
+// answers, reasons, clock times — keeping its capacity for the record's next
+// lease. Its extent is rebuilt in place by that lease, so it must hold
+// nothing a backend may still read: the callers check that first (retire, a
+// refused Lend).
+func (c *Core) clearBody(b *body) {
 	b.first, b.byPeer, b.reason, b.unproven, b.interval = nil, false, "", "", staging.Interval{}
 	b.cancelDisp, b.cancelErr, b.copiesOut = 0, "", 0
 	b.layers, b.landed, b.failed, b.queued, b.layerIv = 0, 0, 0, 0, staging.Interval{}
 	b.proofOut, b.unproved, b.askAt, b.proofDue, b.outstanding = false, 0, 0, 0, false
 	b.lentAt, b.exposedAt, b.deadline, b.containAt = 0, 0, 0, 0
-	c.bodies = append(c.bodies, b)
 }
 
 // slot returns the staging bytes of row i of a granted lease.

@@ -13,9 +13,41 @@ import (
 
 // A lease record is kept for every lease in flight, and SPEC §5 allows 64
 // bytes of engine state per staging slot, 1-row leases included: the record
-// keeps its slot, generation, kind, result and body, and derives its ticket.
-func TestLeaseRecordIs24Bytes(t *testing.T) {
-	assert.EqualValues(t, 24, unsafe.Sizeof(lease{}))
+// keeps its slot, generation, kind and result, finds its body by its index
+// and derives its ticket.
+func TestLeaseRecordIs16Bytes(t *testing.T) {
+	assert.EqualValues(t, 16, unsafe.Sizeof(lease{}))
+}
+
+// A record's body is its own, by index: a retired record's next lease
+// rebuilds the same body in place, and a record that was never lent has a
+// body of its own in the chunk, untouched by its neighbours.
+func TestABodyIsItsRecords(t *testing.T) {
+	r := newCoreRig(t, nil)
+	row := func(k byte) []staging.Row {
+		return []staging.Row{{Block: 0, Name: coreName(k), Device: gpu.DevicePtr(0x1000)}}
+	}
+	a, err := r.c.Lend(Request{Kind: Fetch, Rows: row(1)})
+	require.NoError(t, err)
+	b, err := r.c.Lend(Request{Kind: Fetch, Rows: row(2)})
+	require.NoError(t, err)
+	require.NotSame(t, r.c.body(a.id), r.c.body(b.id))
+	assert.Equal(t, coreName(1), r.c.body(a.id).names[0])
+	assert.Equal(t, coreName(2), r.c.body(b.id).names[0])
+	first := r.c.body(a.id)
+	require.NoError(t, r.c.Cancel(a)) // withdrawn: the record retires
+	c, err := r.c.Lend(Request{Kind: Fetch, Rows: row(3)})
+	require.NoError(t, err)
+	require.Equal(t, a.id, c.id, "the retired record carries the next lease")
+	assert.Same(t, first, r.c.body(c.id), "and its body with it, rebuilt in place")
+	assert.Equal(t, coreName(3), r.c.body(c.id).names[0])
+	assert.Equal(t, coreName(2), r.c.body(b.id).names[0], "the neighbour's body is untouched")
+	// Refused once the next record's body was written: blocks must increase.
+	_, err = r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{
+		{Block: 1, Name: coreName(4), Device: gpu.DevicePtr(0x1000)},
+		{Block: 0, Name: coreName(5), Device: gpu.DevicePtr(0x1000)}}})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	assert.Equal(t, coreName(3), r.c.body(c.id).names[0], "a refused Lend leaves the live bodies alone")
 }
 
 // The core names each lease's ticket after its record: a record whose
@@ -55,6 +87,15 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 		assert.NotEqual(t, StateWaiting, info.State, "%v granted once a's slots returned", h)
 	}
 	require.NoError(t, r.c.Err())
+}
+
+// Bodies come in chunks that fill the heap's largest small size class, 32
+// KiB, so that a chunk wastes less than one body: a larger one is a large
+// object, rounded up to whole 8 KiB pages.
+func TestBodyChunkFillsASizeClass(t *testing.T) {
+	size := bodyChunk * unsafe.Sizeof(body{})
+	assert.LessOrEqual(t, size, uintptr(32<<10), "a chunk of %d bodies is a small object", bodyChunk)
+	assert.Greater(t, size+unsafe.Sizeof(body{}), uintptr(32<<10), "one body more would not fit: bodyChunk fills the class")
 }
 
 // BenchmarkSlotMemory counts a lease's body struct as descriptors, although
