@@ -107,7 +107,12 @@ func newCore(cfg Config, kind string) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}, nil
+	c := &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}
+	if err := c.alloc.NameTicketsBy(leaseGens{c}); err != nil {
+		claim.End()
+		return nil, fmt.Errorf("readiness: %s: the memory's allocator: %w", kind, err) // a new claim's allocator has issued nothing
+	}
+	return c, nil
 }
 
 // layerOrder lays the config's layers out in the core's layer order: every

@@ -29,10 +29,23 @@ type lease struct {
 
 // ticket is the lease's allocator ticket. The core names its tickets
 // (staging.Allocator.RequestTicket) by the lease's record and generation, so
-// a record keeps no ticket and the core no map from tickets back to leases:
-// the allocator expects at each index the generation after the one it
-// retired there, which is the generation the record's next lease gets.
+// a record keeps no ticket and the core no map from tickets back to leases.
+// The generation is kept once, in the record: the allocator reads it there
+// (staging.Allocator.NameTicketsBy, leaseGens) instead of keeping its own.
 func (c *Core) ticket(id uint32) staging.Ticket { return staging.TicketOf(id, c.leases[id].gen) }
+
+// leaseGens are the core's records as the allocator reads their generations:
+// a record's gen is its live lease's, and once the record retires (retire,
+// park) the next lease's — and 1 past the records, the first lease's of the
+// record Lend adds next.
+type leaseGens struct{ c *Core }
+
+func (g leaseGens) Generation(id uint32) uint32 {
+	if int(id) >= len(g.c.leases) {
+		return 1
+	}
+	return g.c.leases[id].gen
+}
 
 // body is the variable-size part of a lease: its rows, the structures built
 // from them, and the evidence that is not needed on every round. A record's

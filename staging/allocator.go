@@ -59,8 +59,19 @@ const (
 
 // span is one group's run inside a record; 8 bytes, so a one-row lease costs 13
 // bytes of allocator state (its generation, its state and its span) plus its
-// queue entry while it waits.
+// queue entry while it waits — 9 when its caller keeps the generation
+// (NameTicketsBy).
 type span struct{ first, count uint32 }
+
+// Generations is the record a caller that names its tickets keeps of their
+// generations, so that the allocator need not keep one too (NameTicketsBy):
+// Generation(index) is the generation of the caller's record at index — its
+// live ticket's while it has one there, the next one it will name there once
+// that ticket is freed, quarantined whole or cancelled — and 1 for an index
+// past the caller's records.
+type Generations interface {
+	Generation(index uint32) uint32
+}
 
 // Allocator hands out staging slots: per pool group, a request takes one
 // contiguous run of slots, in every group or in none. Requests are granted
@@ -78,6 +89,7 @@ type Allocator struct {
 	// A record is its generation, its state and one span per group, kept in
 	// parallel arrays: a struct of the generation and the state would be
 	// padded to 8 bytes, and there is a record for every lease in flight.
+	// gens is empty when the caller keeps the generations (callerGens).
 	gens    []uint32
 	states  []ticketState
 	spans   []span   // len(pools) per record
@@ -91,6 +103,11 @@ type Allocator struct {
 	// named is set once the caller names tickets (RequestTicket): then the
 	// caller, not the allocator, picks record indices, and Request refuses.
 	named bool
+	// callerGens, once set (NameTicketsBy), is where each record's
+	// generation is read: the allocator keeps none of its own, and a record
+	// is its state and its spans.
+	callerGens Generations
+	records    int // the records it has: len(states)
 }
 
 // Err reports the allocator's own bookkeeping found broken (wrapping
@@ -149,6 +166,34 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 	return t, nil
 }
 
+// NameTicketsBy makes the caller name every ticket (RequestTicket) after its
+// own records, whose generations g reports: the allocator then keeps no
+// generation per record — the caller's record of it is the one — and a
+// record costs it its state and spans alone. It is called before any ticket
+// is issued, and refused after. The caller moves a record's generation on
+// once its ticket is freed, quarantined whole or cancelled, and before it
+// names the index again: a ticket is live while the allocator holds its
+// request and g reports its generation, so a caller that named an index
+// again at the same generation would make the old ticket live again.
+func (a *Allocator) NameTicketsBy(g Generations) error {
+	switch {
+	case g == nil:
+		return errors.New("staging: NameTicketsBy(nil); want the caller's generations")
+	case a.records > 0 || a.named:
+		return fmt.Errorf("staging: NameTicketsBy on an allocator that issued %d tickets already; want it before the first", a.records)
+	}
+	a.named, a.callerGens = true, g
+	return nil
+}
+
+// gen returns record r's generation: the caller's, or the allocator's own.
+func (a *Allocator) gen(r uint32) uint32 {
+	if a.callerGens != nil {
+		return a.callerGens.Generation(r)
+	}
+	return a.gens[r]
+}
+
 // TicketOf returns the ticket of record index at generation gen: the ticket a
 // caller that names its tickets (RequestTicket) derives from its own record
 // instead of keeping it. A ticket that was never issued is refused wherever it
@@ -166,24 +211,29 @@ func TicketOf(index, gen uint32) Ticket { return Ticket{idx: index, gen: gen} }
 // nothing, what Request refuses, a ticket it does not expect (wrapping
 // ErrStaleTicket), and any call on an allocator whose tickets Request issued;
 // once called, Request refuses.
+//
+// A caller that keeps the generations itself (NameTicketsBy) is held to its
+// own: t's generation must be the one it reports at t's index.
 func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
-	switch n := uint32(len(a.gens)); {
-	case !a.named && len(a.gens) > 0:
-		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", len(a.gens))
+	switch n := uint32(a.records); {
+	case !a.named && a.records > 0:
+		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", a.records)
 	case t.idx > n:
 		return fmt.Errorf("%w: ticket %d.%d: index %d skips indices; want at most %d, the next new one", ErrStaleTicket, t.idx, t.gen, t.idx, n)
 	case t.idx == n && t.gen != 1:
 		return fmt.Errorf("%w: ticket %d.%d: generation %d at a new index; want 1", ErrStaleTicket, t.idx, t.gen, t.gen)
 	case t.idx < n && (a.states[t.idx] == waiting || a.states[t.idx] == granted):
-		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gens[t.idx])
-	case t.idx < n && t.gen != a.gens[t.idx]:
-		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gens[t.idx])
+		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gen(t.idx))
+	case t.idx < n && t.gen != a.gen(t.idx):
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gen(t.idx))
+	case t.idx == n && a.callerGens != nil && a.callerGens.Generation(t.idx) != 1:
+		return fmt.Errorf("%w: ticket %d.%d: the caller's generations report %d at the new index %d; want 1", ErrStaleTicket, t.idx, t.gen, a.callerGens.Generation(t.idx), t.idx)
 	}
 	total, err := a.checkCounts(counts)
 	if err != nil {
 		return err
 	}
-	if t.idx == uint32(len(a.gens)) {
+	if t.idx == uint32(a.records) {
 		a.grow()
 	}
 	a.named = true
@@ -269,8 +319,10 @@ func (a *Allocator) Cancel(t Ticket) error {
 	if a.states[t.idx] == granted {
 		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
 	}
-	a.states[t.idx] = cancelled
-	a.gens[t.idx] = nextGen(a.gens[t.idx]) // the ticket is stale from now on; the queue entry goes at the head
+	a.states[t.idx] = cancelled // the ticket is stale from now on; the queue entry goes at the head
+	if a.callerGens == nil {
+		a.gens[t.idx] = nextGen(a.gens[t.idx])
+	}
 	a.waiting--
 	a.pump()
 	return nil
@@ -373,8 +425,8 @@ func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 func (a *Allocator) Usable(g int) int { return a.pools[g].usable }
 
 func (a *Allocator) live(t Ticket) bool {
-	return t.gen != 0 && int(t.idx) < len(a.gens) && a.gens[t.idx] == t.gen &&
-		a.states[t.idx] != unused && a.states[t.idx] != cancelled
+	return t.gen != 0 && int(t.idx) < a.records && (a.states[t.idx] == waiting || a.states[t.idx] == granted) &&
+		a.gen(t.idx) == t.gen
 }
 
 func (a *Allocator) recSpans(r uint32) []span {
@@ -393,17 +445,24 @@ func (a *Allocator) newRecord() uint32 {
 
 // grow adds a record at the next new index, at generation 1, and returns it.
 func (a *Allocator) grow() uint32 {
-	r := len(a.gens)
-	a.gens = grow.Len(a.gens, r+1)
+	r := a.records
+	a.records++
+	if a.callerGens == nil {
+		a.gens = grow.Len(a.gens, r+1)
+		a.gens[r] = 1
+	}
 	a.states = grow.Len(a.states, r+1)
 	a.spans = grow.Len(a.spans, (r+1)*len(a.pools))
-	a.gens[r] = 1
 	return uint32(r)
 }
 
-// retire makes record r's ticket stale and r reusable.
+// retire makes record r's ticket stale and r reusable. A caller that keeps
+// the generations moves r's on itself.
 func (a *Allocator) retire(r uint32) {
-	a.gens[r], a.states[r] = nextGen(a.gens[r]), unused
+	a.states[r] = unused
+	if a.callerGens == nil {
+		a.gens[r] = nextGen(a.gens[r])
+	}
 	if !a.named {
 		a.free = append(a.free, r)
 	}
@@ -439,11 +498,15 @@ func (a *Allocator) pump() {
 	for a.qlen > 0 && a.broken == nil {
 		e := a.queue[a.qhead]
 		r := e.idx
-		if e.gen != a.gens[r] {
-			// Withdrawn (Cancel moved the record's generation on). Its
-			// record is reusable once its entry leaves the line — unless a
-			// caller that names tickets already reused it, and a newer
-			// entry stands behind.
+		if a.states[r] != waiting || e.gen != a.gen(r) {
+			// Withdrawn: cancelled, or the record moved on to another
+			// generation (Cancel moves the allocator's own on; a caller
+			// that keeps them moves its own). Its record is reusable once
+			// its entry leaves the line — unless a caller that names
+			// tickets already reused it, and a newer entry stands behind
+			// (waiting, or granted already if the caller named it again
+			// at the same generation: its request is this entry's, and it
+			// is granted once).
 			if a.states[r] == cancelled {
 				a.states[r] = unused
 				if !a.named {
@@ -481,6 +544,6 @@ func (a *Allocator) pump() {
 		a.states[r] = granted
 		a.waiting--
 		a.pop()
-		a.grants = append(a.grants, Ticket{idx: r, gen: a.gens[r]})
+		a.grants = append(a.grants, e)
 	}
 }
