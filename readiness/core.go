@@ -466,3 +466,9 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 }
 
 func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.leases[id].gen} }
+
+// carries reports whether h names the lease its record carries now: false
+// once the lease was retired or parked.
+func (c *Core) carries(h Handle) bool {
+	return h.gen != 0 && int(h.id) < len(c.leases) && c.leases[h.id].inUse && c.leases[h.id].gen == h.gen
+}

@@ -28,7 +28,7 @@ func (e *Engine) outstandingCalls() int64 {
 
 // ask adds a lease to this round's Quiesce batch of its backend.
 func (e *Engine) ask(p Proof) {
-	s, ok := e.attempts.get(p.Lease)
+	s, ok := e.attempts.get(uint32(p.Lease.Index()))
 	if !ok {
 		return // no attempt kept: the core asks only where one was returned
 	}

@@ -57,7 +57,7 @@ func (e *Engine) submit(s Submission) (r submitResult) {
 // contract; a panic is recorded as the request's error.
 func (e *Engine) requestCancel(h Handle) (ev Evidence) {
 	ev = Evidence{What: CancelReplied, Lease: h}
-	s, ok := e.attempts.get(h)
+	s, ok := e.attempts.get(uint32(h.Index()))
 	if !ok {
 		ev.Reason = "no attempt kept for the lease"
 		return ev
@@ -135,11 +135,17 @@ func (e *Engine) accept(r submitResult) {
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""
 	n, notifies := r.a.(contract.Notifier)
-	e.attempts.keep(r.h, r.kind, r.a, false)
+	id := uint32(r.h.Index())
+	if !e.attempts.keep(id, r.kind, r.a, false) {
+		// Attempts are dropped when their lease is fenced, and a record
+		// carries a new lease only after that.
+		e.core.Halt(fmt.Errorf("the attempt table still held an attempt at %v's id when its submission returned one: a record carried a new lease before its old attempt was forgotten", r.h))
+		return
+	}
 	var nt *notice
 	if !answered && notifies {
 		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
-		e.attempts.notified(r.h, nt)
+		e.attempts.notified(id, nt)
 	}
 	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
 	if r.err != nil {
@@ -153,7 +159,7 @@ func (e *Engine) accept(r submitResult) {
 		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
 	case notifies && notify(n, nt):
 	default:
-		e.attempts.rewatch(r.h)
+		e.attempts.rewatch(id)
 		e.watch.kick()
 	}
 }

@@ -189,7 +189,7 @@ func (w *watcher) sweep(polled []watchedAttempt, found []letter) ([]watchedAttem
 		polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 		for _, it := range polled {
 			if o, p := safePoll(it.a); o != nil || p != "" {
-				found = append(found, letter{ev: Evidence{Lease: it.h, Outcome: o}, poll: true})
+				found = append(found, letter{ev: Evidence{Lease: Handle{id: it.id}, Outcome: o}, poll: true, sighted: true})
 			}
 		}
 		clear(polled)
