@@ -40,9 +40,13 @@ import (
 // Sharing follows the fields: the attempts and the bitmaps are written by the
 // owner under mu and read by the watcher under mu (which also writes the
 // watched, changed and out bits it owns); the kind bitmap is the owner's
-// alone. The owner reads its own writes without the lock.
+// alone. The owner reads its own writes without the lock, and writes without
+// it too until the watcher's goroutine starts (shared): an engine whose
+// backends answer at once or notify never starts it, and pays no lock per
+// lease.
 type attemptTable struct {
 	mu       sync.Mutex
+	shared   bool               // the watcher's goroutine was started: the owner takes mu to write (owner only)
 	attempts []contract.Attempt // by lease id; nil once dropped
 	watch    []uint64           // bit id%64 of word id/64: the watcher polls attempts[id]
 	publish  []uint64           // bit id%64 of word id/64: the lease is a publish, else a fetch
@@ -104,8 +108,8 @@ func (t *attemptTable) setWatched(id uint32, on bool) {
 // record's previous lease was never fenced, so it could not carry another
 // (the caller halts the engine on it).
 func (t *attemptTable) keep(id uint32, k Kind, a contract.Attempt, watch bool) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	if int(id) >= len(t.attempts) {
 		t.attempts = grow.Len(t.attempts, int(id)+1)
 		words := (int(id) + 64) / 64
@@ -123,6 +127,20 @@ func (t *attemptTable) keep(id uint32, k Kind, a contract.Attempt, watch bool) b
 	return true
 }
 
+// lock and unlock guard the owner's writes once the watcher shares the
+// table. Owner only.
+func (t *attemptTable) lock() {
+	if t.shared {
+		t.mu.Lock()
+	}
+}
+
+func (t *attemptTable) unlock() {
+	if t.shared {
+		t.mu.Unlock()
+	}
+}
+
 // notified records the completion callback handed to the lease's attempt,
 // so that forgetting the attempt retires it. Owner only.
 func (t *attemptTable) notified(id uint32, n *notice) {
@@ -138,9 +156,9 @@ func (t *attemptTable) rewatch(id uint32) {
 	if _, ok := t.get(id); !ok {
 		return
 	}
-	t.mu.Lock()
+	t.lock()
 	t.setWatched(id, true)
-	t.mu.Unlock()
+	t.unlock()
 }
 
 // unwatch stops polling the attempt at id and keeps it; drop also forgets
@@ -158,7 +176,7 @@ func (t *attemptTable) stop(id uint32, forget, changed bool) {
 	if _, ok := t.get(id); !ok {
 		return
 	}
-	t.mu.Lock()
+	t.lock()
 	t.setWatched(id, false)
 	if forget {
 		t.attempts[id] = nil
@@ -166,7 +184,7 @@ func (t *attemptTable) stop(id uint32, forget, changed bool) {
 	if changed {
 		setBit(t.changed, id, true)
 	}
-	t.mu.Unlock()
+	t.unlock()
 	if forget && len(t.notices) > 0 {
 		if n := t.notices[id]; n != nil {
 			n.retire()
@@ -241,8 +259,8 @@ func (t *attemptTable) claim(found []letter) []letter {
 // attempt there, which the watcher skipped while the sighting was out).
 // Owner only, once per letter.
 func (t *attemptTable) resolve(letters []letter, handle func(id uint32) Handle) (_ []letter, rewatched bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	k := 0
 	for _, l := range letters {
 		if l.sighted {

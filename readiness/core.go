@@ -41,6 +41,7 @@ type Core struct {
 	spans [][][]staging.Span
 
 	leases []lease
+	gens   []uint32 // gens[id] is record id's generation (see ticket): the allocator reads this column
 	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
 	// bodies holds each record's body at the record's index (Core.body), in
 	// chunks of bodyChunk.
@@ -108,7 +109,7 @@ func newCore(cfg Config, kind string) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}
-	if err := c.alloc.NameTicketsBy(leaseGens{c}); err != nil {
+	if err := c.alloc.NameTicketsBy(&c.gens); err != nil {
 		claim.End()
 		return nil, fmt.Errorf("readiness: %s: the memory's allocator: %w", kind, err) // a new claim's allocator has issued nothing
 	}
@@ -221,7 +222,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: no lease can copy to or from it", ErrDeviceLost)
 	}
 	if n := len(c.spare); n > 0 {
-		if id := c.spare[n-1]; c.leases[id].inUse || uint8(c.leases[id].gen) == c.leases[id].retired {
+		if id := c.spare[n-1]; c.leases[id].inUse || uint8(c.gens[id]) == c.leases[id].retired {
 			c.halt("a retired record was about to be reused without a new generation: its old handles would reach the new lease", id)
 			return Handle{}, c.Err()
 		}
@@ -236,7 +237,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	}
 	gen := uint32(1)
 	if int(next) < len(c.leases) {
-		gen = c.leases[next].gen
+		gen = c.gens[next]
 	}
 	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
 		c.clearBody(b)
@@ -260,7 +261,7 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	b.lentAt = c.now
 	c.stats.Leases[fsm.Waiting]++
 	c.stats.Lent++
-	return Handle{id: id, gen: l.gen}, nil
+	return Handle{id: id, gen: c.gens[id]}, nil
 }
 
 // newRecord returns a record for a new lease: the latest retired one, else a
@@ -273,7 +274,8 @@ func (c *Core) newRecord() uint32 {
 	}
 	id := len(c.leases)
 	c.leases = grow.Len(c.leases, id+1)
-	c.leases[id].gen = 1
+	c.gens = grow.Len(c.gens, id+1)
+	c.gens[id] = 1
 	c.timers.grow(len(c.leases))
 	return uint32(id)
 }
@@ -453,11 +455,11 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 	if h.gen == 0 || int(h.id) >= len(c.leases) {
 		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
 	}
-	l := &c.leases[h.id]
-	if !l.inUse || l.gen != h.gen {
-		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
+	l, gen := &c.leases[h.id], c.gens[h.id]
+	if !l.inUse || gen != h.gen {
+		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, gen)
 	}
-	if uint8(l.gen) == l.retired {
+	if uint8(gen) == l.retired {
 		// retire moved the generation on; Lend checked it at reuse.
 		c.halt("a live record carries the generation it retired: the old lease's handles reach it", h.id)
 		return 0, c.Err()
@@ -465,10 +467,10 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 	return h.id, nil
 }
 
-func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.leases[id].gen} }
+func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.gens[id]} }
 
 // carries reports whether h names the lease its record carries now: false
 // once the lease was retired or parked.
 func (c *Core) carries(h Handle) bool {
-	return h.gen != 0 && int(h.id) < len(c.leases) && c.leases[h.id].inUse && c.leases[h.id].gen == h.gen
+	return h.gen != 0 && int(h.id) < len(c.leases) && c.leases[h.id].inUse && c.gens[h.id] == h.gen
 }

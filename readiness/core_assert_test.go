@@ -103,7 +103,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			h, id := r.complete()
 			require.NoError(r.t, r.c.Release(h))
 			r.released = 1
-			r.c.leases[id].gen = h.gen // as if retire had not moved it on
+			r.c.gens[id] = h.gen // as if retire had not moved it on
 			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 			require.ErrorIs(r.t, err, ErrHalted)
 		}, "a retired record was about to be reused without a new generation"},

@@ -27,8 +27,8 @@ func (c *Core) expire() {
 // is awaited, so the table refusing one is a broken invariant.
 func (c *Core) due(id uint32) {
 	l := &c.leases[id]
-	gen := l.gen
-	live := func() bool { return l.inUse && l.gen == gen && c.halted == nil }
+	gen := c.gens[id]
+	live := func() bool { return l.inUse && c.gens[id] == gen && c.halted == nil }
 	b := c.body(id)
 	if c.table.Pending(l.m.State) && b.deadline != 0 && c.now >= b.deadline {
 		c.clock(id, deadlineDue)

@@ -45,7 +45,11 @@ type verdict struct {
 // ErrRefused and the table's declared refusal; none of them changes anything — no state, latch, reason,
 // by_peer flag or counter. After accepted evidence the deadlines it made due
 // fire, and the grants it made possible are taken.
-func (c *Core) Step(ev Evidence) error {
+func (c *Core) Step(ev Evidence) error { return c.step(&ev) }
+
+// step is Step for a caller that holds the evidence already (the runner): ev
+// is read, never kept.
+func (c *Core) step(ev *Evidence) error {
 	if c.halted != nil {
 		return c.Err()
 	}
@@ -62,9 +66,9 @@ func (c *Core) Step(ev Evidence) error {
 		return err
 	}
 	if ev.What == 0 || ev.What >= numObserved {
-		return c.invalid(&ev)
+		return c.invalid(ev)
 	}
-	if err := c.enter(id, &ev); err != nil {
+	if err := c.enter(id, ev); err != nil {
 		return err
 	}
 	c.expire()
@@ -332,10 +336,10 @@ func (c *Core) apply(id uint32, v *verdict) error {
 // re-delivered event carries no evidence.
 func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 	l := &c.leases[id]
-	gen := l.gen
+	gen := c.gens[id]
 	for {
 		c.entered(id, &step, v)
-		if l.gen != gen || !l.inUse || c.halted != nil {
+		if c.gens[id] != gen || !l.inUse || c.halted != nil {
 			return
 		}
 		if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
@@ -350,7 +354,7 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 	}
 	rest := fsm.Step{From: l.m.State, To: l.m.State}
 	c.perform(id, &rest, c.table.AtRest(l.m.State), v)
-	if l.gen == gen && l.inUse {
+	if c.gens[id] == gen && l.inUse {
 		c.rearm(id)
 	}
 }

@@ -474,7 +474,7 @@ func (c *Core) park(id uint32) {
 		return
 	}
 	c.keep(id)
-	l.gen = nextGen(l.gen)
+	c.gens[id] = nextGen(c.gens[id])
 }
 
 // free returns the lease's slots: only once the backend's access is proven
@@ -526,7 +526,8 @@ func (c *Core) retire(id uint32) {
 	c.keep(id)
 	c.stats.Leases[fsm.Released]--
 	c.clearBody(b)
-	*l = lease{gen: nextGen(l.gen), retired: uint8(l.gen)}
+	*l = lease{retired: uint8(c.gens[id])}
+	c.gens[id] = nextGen(c.gens[id])
 	c.spare = append(c.spare, id)
 }
 

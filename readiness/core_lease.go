@@ -11,14 +11,15 @@ import (
 )
 
 // lease is the fixed per-lease record, kept small because the core keeps one
-// per lease in flight: 16 bytes. Records are indexed, never searched. Its
-// lifecycle is the fsm.Slot — state, marks and latches — and nothing else:
-// every fact a decision needs follows from the slot, the kind and the latched
-// result. Its body is not pointed to: it is the record's own, at the record's
-// index in the core's bodies (Core.body), so a record pays no pointer for it.
+// per lease in flight: 12 bytes, and its generation, 4 more, in the core's
+// column gens at the same index (which the allocator reads too). Records are
+// indexed, never searched. Its lifecycle is the fsm.Slot — state, marks and
+// latches — and nothing else: every fact a decision needs follows from the
+// slot, the kind and the latched result. Its body is not pointed to: it is
+// the record's own, at the record's index in the core's bodies (Core.body),
+// so a record pays no pointer for it.
 type lease struct {
 	m      fsm.Slot
-	gen    uint32
 	kind   Kind
 	result fsm.Result
 	inUse  bool // the record carries a lease (live, or parked for ever)
@@ -30,22 +31,11 @@ type lease struct {
 // ticket is the lease's allocator ticket. The core names its tickets
 // (staging.Allocator.RequestTicket) by the lease's record and generation, so
 // a record keeps no ticket and the core no map from tickets back to leases.
-// The generation is kept once, in the record: the allocator reads it there
-// (staging.Allocator.NameTicketsBy, leaseGens) instead of keeping its own.
-func (c *Core) ticket(id uint32) staging.Ticket { return staging.TicketOf(id, c.leases[id].gen) }
-
-// leaseGens are the core's records as the allocator reads their generations:
-// a record's gen is its live lease's, and once the record retires (retire,
-// park) the next lease's — and 1 past the records, the first lease's of the
-// record Lend adds next.
-type leaseGens struct{ c *Core }
-
-func (g leaseGens) Generation(id uint32) uint32 {
-	if int(id) >= len(g.c.leases) {
-		return 1
-	}
-	return g.c.leases[id].gen
-}
+// The generation is kept once, in the core's column gens: the allocator
+// reads it there (staging.Allocator.NameTicketsBy) instead of keeping its
+// own. A record's is its live lease's, and once the record retires (retire,
+// park) the next lease's; past the column, Lend's next new record's, 1.
+func (c *Core) ticket(id uint32) staging.Ticket { return staging.TicketOf(id, c.gens[id]) }
 
 // body is the variable-size part of a lease: its rows, the structures built
 // from them, and the evidence that is not needed on every round. A record's
@@ -220,10 +210,11 @@ func byGroup(x, y staging.Row) int { return x.Group - y.Group }
 
 // bodyChunk is how many bodies the core allocates at once: bodies are by
 // record index, in chunks that never move (a Submission's extent points into
-// one), so a record needs no pointer to its body. 58 bodies of 560 bytes fill
-// the heap's largest size class, 32 KiB, with 288 bytes to spare (a larger
-// chunk is rounded up to whole pages): TestBodyChunkFillsASizeClass.
-const bodyChunk = 58
+// one), so a record needs no pointer to its body. A power of two, so that
+// finding a body is a shift and a mask (it is done a few dozen times a
+// lease); 32 bodies of 560 bytes take the 18 KiB size class, wasting 16 bytes
+// a body, as a body allocated alone did (TestBodyChunkWastesNoMoreThanABody).
+const bodyChunk = 32
 
 // body returns record id's body.
 func (c *Core) body(id uint32) *body { return &c.bodies[id/bodyChunk][id%bodyChunk] }

@@ -13,10 +13,12 @@ import (
 
 // A lease record is kept for every lease in flight, and SPEC §5 allows 64
 // bytes of engine state per staging slot, 1-row leases included: the record
-// keeps its slot, generation, kind and result, finds its body by its index
-// and derives its ticket.
-func TestLeaseRecordIs16Bytes(t *testing.T) {
-	assert.EqualValues(t, 16, unsafe.Sizeof(lease{}))
+// keeps its slot, kind and result (12 bytes) and its generation in the
+// column beside it (4), finds its body by its index and derives its ticket.
+func TestLeaseRecordIs12BytesAndAGeneration(t *testing.T) {
+	assert.EqualValues(t, 12, unsafe.Sizeof(lease{}))
+	var c Core
+	assert.EqualValues(t, 4, unsafe.Sizeof(c.gens[0]))
 }
 
 // A record's body is its own, by index: a retired record's next lease
@@ -89,13 +91,17 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 	require.NoError(t, r.c.Err())
 }
 
-// Bodies come in chunks that fill the heap's largest small size class, 32
-// KiB, so that a chunk wastes less than one body: a larger one is a large
-// object, rounded up to whole 8 KiB pages.
-func TestBodyChunkFillsASizeClass(t *testing.T) {
+// Bodies come in chunks of a power of two (a shift and a mask find one) that
+// waste, in their size class, no more per body than a body allocated alone
+// (560 bytes in the 576-byte class): 32 bodies take the 18432-byte class. A
+// chunk past 32 KiB would be a large object, rounded up to whole 8 KiB pages.
+func TestBodyChunkWastesNoMoreThanABody(t *testing.T) {
 	size := bodyChunk * unsafe.Sizeof(body{})
-	assert.LessOrEqual(t, size, uintptr(32<<10), "a chunk of %d bodies is a small object", bodyChunk)
-	assert.Greater(t, size+unsafe.Sizeof(body{}), uintptr(32<<10), "one body more would not fit: bodyChunk fills the class")
+	require.Zero(t, bodyChunk&(bodyChunk-1), "a power of two")
+	require.LessOrEqual(t, size, uintptr(32<<10), "a chunk of %d bodies is a small object", bodyChunk)
+	class := uintptr(18432) // runtime/sizeclasses.go: the class a chunk of 32 bodies of 560 bytes takes
+	require.LessOrEqual(t, size, class)
+	assert.LessOrEqual(t, (class-size)/bodyChunk, uintptr(576-560), "bytes wasted per body")
 }
 
 // BenchmarkSlotMemory counts a lease's body struct as descriptors, although

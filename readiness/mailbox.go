@@ -143,14 +143,16 @@ func (e *Engine) checkHealth() {
 		return
 	}
 	if lost, reason := e.cfg.Health.Lost(e.cfg.Device); lost {
-		e.step(Evidence{What: DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
+		e.step(&Evidence{What: DeviceGone, Reason: fmt.Sprintf("device %d: %s", e.cfg.Device, reason)})
 	}
 }
 
 // step reports one piece of evidence through the core's door, counting what
-// the core refused (the core itself changes nothing on a refusal).
-func (e *Engine) step(ev Evidence) {
-	err := e.core.Step(ev)
+// the core refused (the core itself changes nothing on a refusal). The
+// evidence is read, never kept: passed by pointer, it is not copied on the
+// way in (88 bytes, about ten times a lease).
+func (e *Engine) step(ev *Evidence) {
+	err := e.core.step(ev)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrStaleHandle):
@@ -182,14 +184,14 @@ func (e *Engine) takeMail() {
 	if len(e.letters) > 1 {
 		slices.SortStableFunc(e.letters, letterOrder)
 	}
-	for _, l := range e.letters {
-		switch {
+	for i := range e.letters {
+		switch l := &e.letters[i]; {
 		case l.done != nil:
 			l.done.pool.recycle(l.done)
 		case l.poll:
 			e.sighted(l.ev.Lease, l.ev.Outcome)
 		default:
-			e.step(l.ev)
+			e.step(&l.ev)
 		}
 	}
 	clear(e.letters)
@@ -215,7 +217,7 @@ func (e *Engine) sighted(h Handle, seen contract.Outcome) {
 		return
 	}
 	if seen != nil {
-		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: seen})
+		e.step(&Evidence{What: PollAnswered, Lease: h, Outcome: seen})
 		return
 	}
 	if !e.answer(h, s.kind, s.a) {

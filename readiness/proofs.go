@@ -96,8 +96,8 @@ func (e *Engine) prove(sd *side) (answered bool) {
 
 // takeInline reports the proofs answered on the owner this round.
 func (e *Engine) takeInline() {
-	for _, l := range e.pf.inline {
-		e.step(l.ev)
+	for i := range e.pf.inline {
+		e.step(&e.pf.inline[i].ev)
 	}
 	clear(e.pf.inline)
 	e.pf.inline = e.pf.inline[:0]

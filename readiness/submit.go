@@ -27,10 +27,10 @@ func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	switch {
 	case p != "":
 		e.sides[k-1].faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: h, Reason: p})
+		e.step(&Evidence{What: PollPanicked, Lease: h, Reason: p})
 		return true
 	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: o})
+		e.step(&Evidence{What: PollAnswered, Lease: h, Outcome: o})
 		return true
 	}
 	return false
@@ -83,31 +83,31 @@ func (e *Engine) reportAnswers() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
 		case r.a != nil:
 			e.accept(r)
 		case errors.Is(r.err, contract.ErrSubmissionRejected):
-			e.step(Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
+			e.step(&Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
 		case r.err != nil:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
 		default:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
 		}
 	}
 	clear(e.results)
 	e.results = e.results[:0]
 	for _, r := range e.cp.refused {
-		e.step(Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
+		e.step(&Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 	}
 	clear(e.cp.refused)
 	e.cp.refused = e.cp.refused[:0]
 	for _, f := range e.cp.failed {
-		e.step(Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
+		e.step(&Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
 	}
 	clear(e.cp.failed)
 	e.cp.failed = e.cp.failed[:0]
-	for _, ev := range e.replies {
-		e.step(ev)
+	for i := range e.replies {
+		e.step(&e.replies[i])
 	}
 	clear(e.replies)
 	e.replies = e.replies[:0]
@@ -147,16 +147,16 @@ func (e *Engine) accept(r submitResult) {
 		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
 		e.attempts.notified(id, nt)
 	}
-	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
+	e.step(&Evidence{What: SubmitAccepted, Lease: r.h})
 	if r.err != nil {
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
+		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
 	}
 	switch {
 	case p != "":
 		sd.faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: p})
+		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: p})
 	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
+		e.step(&Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
 	case notifies && notify(n, nt):
 	default:
 		e.attempts.rewatch(id)

@@ -61,6 +61,7 @@ func newWatcher(t *attemptTable, stream gpu.Stream, mail *mailbox) *watcher {
 func (w *watcher) kick() {
 	if !w.started {
 		w.started = true
+		w.table.shared = true // before the goroutine starts: the owner locks from now on
 		go w.run()
 	}
 	w.mail.handoffs.Add(1)

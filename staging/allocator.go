@@ -63,16 +63,6 @@ const (
 // (NameTicketsBy).
 type span struct{ first, count uint32 }
 
-// Generations is the record a caller that names its tickets keeps of their
-// generations, so that the allocator need not keep one too (NameTicketsBy):
-// Generation(index) is the generation of the caller's record at index — its
-// live ticket's while it has one there, the next one it will name there once
-// that ticket is freed, quarantined whole or cancelled — and 1 for an index
-// past the caller's records.
-type Generations interface {
-	Generation(index uint32) uint32
-}
-
 // Allocator hands out staging slots: per pool group, a request takes one
 // contiguous run of slots, in every group or in none. Requests are granted
 // strictly in arrival order: the head of the line waits until it fits, and those
@@ -103,10 +93,10 @@ type Allocator struct {
 	// named is set once the caller names tickets (RequestTicket): then the
 	// caller, not the allocator, picks record indices, and Request refuses.
 	named bool
-	// callerGens, once set (NameTicketsBy), is where each record's
-	// generation is read: the allocator keeps none of its own, and a record
-	// is its state and its spans.
-	callerGens Generations
+	// callerGens, once set (NameTicketsBy), is the caller's column of
+	// generations, where each record's is read: the allocator keeps none of
+	// its own, and a record is its state and its spans.
+	callerGens *[]uint32
 	records    int // the records it has: len(states)
 }
 
@@ -167,29 +157,37 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 }
 
 // NameTicketsBy makes the caller name every ticket (RequestTicket) after its
-// own records, whose generations g reports: the allocator then keeps no
-// generation per record — the caller's record of it is the one — and a
-// record costs it its state and spans alone. It is called before any ticket
-// is issued, and refused after. The caller moves a record's generation on
-// once its ticket is freed, quarantined whole or cancelled, and before it
-// names the index again: a ticket is live while the allocator holds its
-// request and g reports its generation, so a caller that named an index
-// again at the same generation would make the old ticket live again.
-func (a *Allocator) NameTicketsBy(g Generations) error {
+// own records, whose generations it keeps in the column *gens: (*gens)[i] is
+// the generation of its record i — its live ticket's while it has one there,
+// the next one it will name there once that ticket is freed, quarantined
+// whole or cancelled — and an index past the column is a new record, at
+// generation 1. The caller grows and writes the column; the allocator reads
+// it, through gens, whenever it needs a record's generation, and keeps none
+// of its own: a record costs it its state and spans alone, and a request's
+// generation is kept once. It is called before any ticket is issued, and
+// refused after. The caller moves a record's generation on once its ticket
+// is freed, quarantined whole or cancelled, and before it names the index
+// again: a ticket is live while the allocator holds its request and the
+// column holds its generation, so a caller that named an index again at the
+// same generation would make the old ticket live again.
+func (a *Allocator) NameTicketsBy(gens *[]uint32) error {
 	switch {
-	case g == nil:
-		return errors.New("staging: NameTicketsBy(nil); want the caller's generations")
+	case gens == nil:
+		return errors.New("staging: NameTicketsBy(nil); want the caller's column of generations")
 	case a.records > 0 || a.named:
 		return fmt.Errorf("staging: NameTicketsBy on an allocator that issued %d tickets already; want it before the first", a.records)
 	}
-	a.named, a.callerGens = true, g
+	a.named, a.callerGens = true, gens
 	return nil
 }
 
 // gen returns record r's generation: the caller's, or the allocator's own.
 func (a *Allocator) gen(r uint32) uint32 {
-	if a.callerGens != nil {
-		return a.callerGens.Generation(r)
+	if g := a.callerGens; g != nil {
+		if int(r) < len(*g) {
+			return (*g)[r]
+		}
+		return 1
 	}
 	return a.gens[r]
 }
@@ -226,8 +224,8 @@ func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
 		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gen(t.idx))
 	case t.idx < n && t.gen != a.gen(t.idx):
 		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gen(t.idx))
-	case t.idx == n && a.callerGens != nil && a.callerGens.Generation(t.idx) != 1:
-		return fmt.Errorf("%w: ticket %d.%d: the caller's generations report %d at the new index %d; want 1", ErrStaleTicket, t.idx, t.gen, a.callerGens.Generation(t.idx), t.idx)
+	case t.idx == n && a.callerGens != nil && a.gen(t.idx) != 1:
+		return fmt.Errorf("%w: ticket %d.%d: the caller's generations hold %d at the new index %d; want 1", ErrStaleTicket, t.idx, t.gen, a.gen(t.idx), t.idx)
 	}
 	total, err := a.checkCounts(counts)
 	if err != nil {

@@ -209,7 +209,7 @@ func TestAllocatorProperties(t *testing.T) {
 		named := rapid.Bool().Draw(t, "named")
 		var nextGens []uint32
 		if named && rapid.Bool().Draw(t, "caller keeps the generations") {
-			if err := a.NameTicketsBy(modelGens{&nextGens}); err != nil {
+			if err := a.NameTicketsBy(&nextGens); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -380,17 +380,6 @@ func TestAllocatorProperties(t *testing.T) {
 	})
 }
 
-// modelGens are the property test's generations, as a caller that names its
-// tickets keeps them.
-type modelGens struct{ gens *[]uint32 }
-
-func (g modelGens) Generation(i uint32) uint32 {
-	if int(i) >= len(*g.gens) {
-		return 1
-	}
-	return (*g.gens)[i]
-}
-
 func sum(xs []int) int {
 	s := 0
 	for _, x := range xs {
@@ -506,7 +495,7 @@ func TestAllocatorCallerGenerations(t *testing.T) {
 		gens := &[]uint32{}
 		a, err := NewAllocator([]int{4})
 		require.NoError(t, err)
-		require.NoError(t, a.NameTicketsBy(modelGens{gens}))
+		require.NoError(t, a.NameTicketsBy(gens))
 		name := func(idx uint32, counts ...int) {
 			if int(idx) == len(*gens) {
 				*gens = append(*gens, 1)
@@ -551,7 +540,7 @@ func TestAllocatorCallerGenerations(t *testing.T) {
 	t.Run("a new index the caller's generations do not start at 1", func(t *testing.T) {
 		a, gens := fresh(t)
 		*gens = append(*gens, 7)
-		require.ErrorContains(t, a.RequestTicket(TicketOf(3, 1), []int{1}), "report 7 at the new index 3; want 1")
+		require.ErrorContains(t, a.RequestTicket(TicketOf(3, 1), []int{1}), "hold 7 at the new index 3; want 1")
 	})
 	t.Run("stale tickets, by the caller's generations", func(t *testing.T) {
 		a, gens := fresh(t)
@@ -565,14 +554,14 @@ func TestAllocatorCallerGenerations(t *testing.T) {
 	t.Run("refused once a ticket was issued, or without generations", func(t *testing.T) {
 		a, err := NewAllocator([]int{4})
 		require.NoError(t, err)
-		require.ErrorContains(t, a.NameTicketsBy(nil), "want the caller's generations")
+		require.ErrorContains(t, a.NameTicketsBy(nil), "want the caller's column of generations")
 		require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{1}))
-		require.ErrorContains(t, a.NameTicketsBy(modelGens{&[]uint32{}}), "issued 1 tickets already")
+		require.ErrorContains(t, a.NameTicketsBy(&[]uint32{}), "issued 1 tickets already")
 		b, err := NewAllocator([]int{4})
 		require.NoError(t, err)
 		_, err = b.Request([]int{1})
 		require.NoError(t, err)
-		require.ErrorContains(t, b.NameTicketsBy(modelGens{&[]uint32{}}), "issued 1 tickets already")
+		require.ErrorContains(t, b.NameTicketsBy(&[]uint32{}), "issued 1 tickets already")
 	})
 }
 
@@ -584,7 +573,7 @@ func TestAllocatorCallerGenerationsNeverGrantTwice(t *testing.T) {
 	gens := &[]uint32{1, 1, 1}
 	a, err := NewAllocator([]int{3})
 	require.NoError(t, err)
-	require.NoError(t, a.NameTicketsBy(modelGens{gens}))
+	require.NoError(t, a.NameTicketsBy(gens))
 	require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{3})) // holds everything
 	require.NoError(t, a.RequestTicket(TicketOf(1, 1), []int{1}))
 	require.NoError(t, a.Cancel(TicketOf(1, 1)))
