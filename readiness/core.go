@@ -235,12 +235,15 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	if err != nil {
 		return Handle{}, err
 	}
-	gen := uint32(1)
-	if int(next) < len(c.leases) {
-		gen = c.gens[next]
+	if int(next) == len(c.gens) {
+		// A new record's generation, 1, is in the column the allocator
+		// reads before the ticket named after it is (NameTicketsBy).
+		c.gens = grow.Len(c.gens, int(next)+1)
+		c.gens[next] = 1
 	}
-	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
+	if err := c.alloc.RequestTicket(staging.TicketOf(next, c.gens[next]), b.counts); err != nil {
 		c.clearBody(b)
+		c.gens = c.gens[:len(c.leases)] // a refusal adds no record
 		if errors.Is(err, staging.ErrStaleTicket) {
 			// The allocator expects at each index the generation after the
 			// request it retired there, which is the record's: a refusal
@@ -273,9 +276,7 @@ func (c *Core) newRecord() uint32 {
 		return id
 	}
 	id := len(c.leases)
-	c.leases = grow.Len(c.leases, id+1)
-	c.gens = grow.Len(c.gens, id+1)
-	c.gens[id] = 1
+	c.leases = grow.Len(c.leases, id+1) // its generation, 1, is in gens already (Lend)
 	c.timers.grow(len(c.leases))
 	return uint32(id)
 }

@@ -203,7 +203,9 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
 		}, "the allocator refused to withdraw a waiting request"},
 		{"the allocator refuses the ticket named after a record", nil, func(r *coreRig) {
-			// The next record's index is taken behind the core's back.
+			// The next record's index is taken behind the core's back (its
+			// generation in the column, as Lend puts it there).
+			r.c.gens = append(r.c.gens, 1)
 			require.NoError(r.t, r.c.alloc.RequestTicket(staging.TicketOf(0, 1), []int{1}))
 			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 			require.ErrorIs(r.t, err, ErrHalted)

@@ -395,11 +395,15 @@ func (e *Engine) perform() {
 		for _, h := range rd.Forget {
 			e.attempts.drop(uint32(h.Index()))
 		}
-		for _, c := range rd.Containments {
-			e.attempts.unwatch(uint32(c.Lease.Index())) // its attempt is kept for ever; only the polling stops
+		if len(rd.Containments) > 0 {
+			for _, c := range rd.Containments {
+				e.attempts.unwatch(uint32(c.Lease.Index())) // its attempt is kept for ever; only the polling stops
+			}
+			e.contain = append(e.contain, rd.Containments...)
 		}
-		e.contain = append(e.contain, rd.Containments...)
-		e.recovered = append(e.recovered, rd.Recovered...)
+		if len(rd.Recovered) > 0 {
+			e.recovered = append(e.recovered, rd.Recovered...)
+		}
 		e.core.Advance()
 		e.reportAnswers()
 	}

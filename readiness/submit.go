@@ -78,8 +78,20 @@ func (e *Engine) requestCancel(h Handle) (ev Evidence) {
 }
 
 // reportAnswers tells the core what the round's submissions, copies and cancel
-// requests answered, and raises the containment signals.
+// requests answered, and raises the containment signals. It runs after every
+// Ready a round performs, most of them with nothing of the kind: what is empty
+// is passed by without clearing it.
 func (e *Engine) reportAnswers() {
+	if len(e.results) > 0 {
+		e.reportSubmissions()
+	}
+	if len(e.cp.refused)+len(e.cp.failed)+len(e.replies)+len(e.contain)+len(e.recovered) > 0 {
+		e.reportOthers()
+	}
+}
+
+// reportSubmissions reports what the round's submissions answered.
+func (e *Engine) reportSubmissions() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
@@ -96,6 +108,11 @@ func (e *Engine) reportAnswers() {
 	}
 	clear(e.results)
 	e.results = e.results[:0]
+}
+
+// reportOthers reports what the round's copies and cancel requests answered,
+// and raises the containment and recovery signals.
+func (e *Engine) reportOthers() {
 	for _, r := range e.cp.refused {
 		e.step(&Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 	}

@@ -93,10 +93,12 @@ type Allocator struct {
 	// named is set once the caller names tickets (RequestTicket): then the
 	// caller, not the allocator, picks record indices, and Request refuses.
 	named bool
-	// callerGens, once set (NameTicketsBy), is the caller's column of
-	// generations, where each record's is read: the allocator keeps none of
-	// its own, and a record is its state and its spans.
-	callerGens *[]uint32
+	// gensAt is where each record's generation is read: &gens, or — once
+	// the caller keeps them (NameTicketsBy, callerGens set) — the caller's
+	// column, and the allocator keeps none of its own: a record is its state
+	// and its spans. Either covers every record.
+	gensAt     *[]uint32
+	callerGens bool
 	records    int // the records it has: len(states)
 }
 
@@ -111,6 +113,7 @@ func NewAllocator(slots []int) (*Allocator, error) {
 		return nil, errors.New("staging: an allocator needs at least one pool group")
 	}
 	a := &Allocator{pools: make([]pool, len(slots))}
+	a.gensAt = &a.gens
 	for g, n := range slots {
 		if n < 0 || n > MaxSlots {
 			return nil, fmt.Errorf("staging: pool group %d has %d slots; want 0..%d", g, n, MaxSlots)
@@ -160,11 +163,11 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 // own records, whose generations it keeps in the column *gens: (*gens)[i] is
 // the generation of its record i — its live ticket's while it has one there,
 // the next one it will name there once that ticket is freed, quarantined
-// whole or cancelled — and an index past the column is a new record, at
-// generation 1. The caller grows and writes the column; the allocator reads
-// it, through gens, whenever it needs a record's generation, and keeps none
-// of its own: a record costs it its state and spans alone, and a request's
-// generation is kept once. It is called before any ticket is issued, and
+// whole or cancelled. The caller grows and writes the column, and grows it
+// to cover an index before it names a ticket there (a new record's entry is
+// 1); the allocator reads it, through gens, whenever it needs a record's
+// generation, and keeps none of its own: a record costs it its state and
+// spans alone, and a request's generation is kept once. It is called before any ticket is issued, and
 // refused after. The caller moves a record's generation on once its ticket
 // is freed, quarantined whole or cancelled, and before it names the index
 // again: a ticket is live while the allocator holds its request and the
@@ -177,19 +180,18 @@ func (a *Allocator) NameTicketsBy(gens *[]uint32) error {
 	case a.records > 0 || a.named:
 		return fmt.Errorf("staging: NameTicketsBy on an allocator that issued %d tickets already; want it before the first", a.records)
 	}
-	a.named, a.callerGens = true, gens
+	a.named, a.callerGens, a.gensAt = true, true, gens
 	return nil
 }
 
-// gen returns record r's generation: the caller's, or the allocator's own.
+// gen returns record r's generation: the caller's, or the allocator's own; 0,
+// which no ticket carries, if the caller's column does not cover r (it
+// shrank: a caller's bug, which makes r's tickets stale rather than panic).
 func (a *Allocator) gen(r uint32) uint32 {
-	if g := a.callerGens; g != nil {
-		if int(r) < len(*g) {
-			return (*g)[r]
-		}
-		return 1
+	if g := *a.gensAt; int(r) < len(g) {
+		return g[r]
 	}
-	return a.gens[r]
+	return 0
 }
 
 // TicketOf returns the ticket of record index at generation gen: the ticket a
@@ -220,11 +222,13 @@ func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
 		return fmt.Errorf("%w: ticket %d.%d: index %d skips indices; want at most %d, the next new one", ErrStaleTicket, t.idx, t.gen, t.idx, n)
 	case t.idx == n && t.gen != 1:
 		return fmt.Errorf("%w: ticket %d.%d: generation %d at a new index; want 1", ErrStaleTicket, t.idx, t.gen, t.gen)
+	case a.callerGens && int(t.idx) >= len(*a.gensAt):
+		return fmt.Errorf("%w: ticket %d.%d: the caller's column holds the generations of indices 0..%d; want index %d in it", ErrStaleTicket, t.idx, t.gen, len(*a.gensAt)-1, t.idx)
 	case t.idx < n && (a.states[t.idx] == waiting || a.states[t.idx] == granted):
 		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gen(t.idx))
 	case t.idx < n && t.gen != a.gen(t.idx):
 		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gen(t.idx))
-	case t.idx == n && a.callerGens != nil && a.gen(t.idx) != 1:
+	case t.idx == n && a.callerGens && a.gen(t.idx) != 1:
 		return fmt.Errorf("%w: ticket %d.%d: the caller's generations hold %d at the new index %d; want 1", ErrStaleTicket, t.idx, t.gen, a.gen(t.idx), t.idx)
 	}
 	total, err := a.checkCounts(counts)
@@ -284,6 +288,13 @@ func (a *Allocator) Granted(t Ticket) bool {
 // TakeGrants appends to dst the tickets granted since the last call, in grant
 // order (which is arrival order), and forgets them.
 func (a *Allocator) TakeGrants(dst []Ticket) []Ticket {
+	if len(a.grants) == 0 {
+		return dst // most calls (one after every step of the engine's core): inlined
+	}
+	return a.takeGrants(dst)
+}
+
+func (a *Allocator) takeGrants(dst []Ticket) []Ticket {
 	for _, t := range a.grants {
 		if a.Granted(t) { // a grant freed before it was taken is no longer news
 			dst = append(dst, t)
@@ -318,7 +329,7 @@ func (a *Allocator) Cancel(t Ticket) error {
 		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
 	}
 	a.states[t.idx] = cancelled // the ticket is stale from now on; the queue entry goes at the head
-	if a.callerGens == nil {
+	if !a.callerGens {
 		a.gens[t.idx] = nextGen(a.gens[t.idx])
 	}
 	a.waiting--
@@ -445,7 +456,7 @@ func (a *Allocator) newRecord() uint32 {
 func (a *Allocator) grow() uint32 {
 	r := a.records
 	a.records++
-	if a.callerGens == nil {
+	if !a.callerGens {
 		a.gens = grow.Len(a.gens, r+1)
 		a.gens[r] = 1
 	}
@@ -458,7 +469,7 @@ func (a *Allocator) grow() uint32 {
 // the generations moves r's on itself.
 func (a *Allocator) retire(r uint32) {
 	a.states[r] = unused
-	if a.callerGens == nil {
+	if !a.callerGens {
 		a.gens[r] = nextGen(a.gens[r])
 	}
 	if !a.named {

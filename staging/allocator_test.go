@@ -518,13 +518,16 @@ func TestAllocatorCallerGenerations(t *testing.T) {
 		want string // "" accepts
 	}{
 		{"the cancelled index at the caller's next generation, its entry still in line", TicketOf(1, 2), ""},
-		{"the next new index at generation 1", TicketOf(3, 1), ""},
+		{"the next new index at generation 1, once the caller's column covers it", TicketOf(3, 1), ""},
 		{"the cancelled ticket again", TicketOf(1, 1), "generation 1 at index 1; want 2"},
 		{"an index holding a waiting request", TicketOf(2, 1), "index 2 holds a live request (ticket 2.1)"},
 		{"an index past the next new one", TicketOf(4, 1), "index 4 skips indices; want at most 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, _ := fresh(t)
+			a, gens := fresh(t)
+			if int(tc.t.idx) == len(*gens) {
+				*gens = append(*gens, 1) // the caller's new record
+			}
 			waiting := a.Waiting()
 			err := a.RequestTicket(tc.t, []int{1})
 			if tc.want == "" {
@@ -537,6 +540,19 @@ func TestAllocatorCallerGenerations(t *testing.T) {
 			assert.Equal(t, waiting, a.Waiting(), "a refusal changes nothing")
 		})
 	}
+	t.Run("a new index the caller's column does not cover", func(t *testing.T) {
+		a, _ := fresh(t)
+		err := a.RequestTicket(TicketOf(3, 1), []int{1})
+		require.ErrorIs(t, err, ErrStaleTicket)
+		require.ErrorContains(t, err, "the caller's column holds the generations of indices 0..2; want index 3 in it")
+	})
+	t.Run("a column that shrank makes its records' tickets stale, never a panic", func(t *testing.T) {
+		a, gens := fresh(t)
+		*gens = (*gens)[:1]
+		assert.True(t, a.Granted(TicketOf(0, 1)), "index 0 is still covered")
+		assert.False(t, a.Granted(TicketOf(2, 1)))
+		require.ErrorIs(t, a.Cancel(TicketOf(2, 1)), ErrStaleTicket)
+	})
 	t.Run("a new index the caller's generations do not start at 1", func(t *testing.T) {
 		a, gens := fresh(t)
 		*gens = append(*gens, 7)
