@@ -342,9 +342,13 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 		if c.gens[id] != gen || !l.inUse || c.halted != nil {
 			return
 		}
-		if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
-			step = next
-			continue
+		// The facts are read only where a completion may test them: most
+		// states have none.
+		if len(c.table.Completions(l.m.State)) > 0 {
+			if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
+				step = next
+				continue
+			}
 		}
 		if next, ok := c.table.Redeliver(&l.m); ok {
 			step = next
