@@ -191,9 +191,6 @@ func (e *Engine) flush() (more bool) {
 			more = true
 		}
 	}
-	if len(e.pf.inline) > 0 {
-		e.takeInline()
-	}
 	return more
 }
 

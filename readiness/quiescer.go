@@ -315,13 +315,19 @@ func (q *quiescer) answerBatch(b *batch) {
 // first, so that an answer changed before the proof is a violation caught
 // before anything is copied.
 func proven(dst []letter, h Handle, a contract.Attempt, faults *faultCounts) []letter {
+	return append(dst, letter{ev: provenAnswer(h, a, faults)}, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+}
+
+// provenAnswer is what an attempt proven over answers when it is polled once
+// more, before the proof is reported: its outcome, or the panic that took its
+// place (counted against the backend).
+func provenAnswer(h Handle, a contract.Attempt, faults *faultCounts) Evidence {
 	o, p := safePoll(a)
-	first := letter{ev: Evidence{What: PollAnswered, Lease: h, Outcome: o}}
 	if p != "" {
 		faults.panics.Add(1)
-		first.ev = Evidence{What: PollPanicked, Lease: h, Reason: p}
+		return Evidence{What: PollPanicked, Lease: h, Reason: p}
 	}
-	return append(dst, first, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+	return Evidence{What: PollAnswered, Lease: h, Outcome: o}
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a

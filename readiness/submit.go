@@ -151,7 +151,11 @@ func (e *Engine) accept(r submitResult) {
 	sd := e.sides[r.kind-1]
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""
-	n, notifies := r.a.(contract.Notifier)
+	var n contract.Notifier
+	notifies := false
+	if !answered { // an answered attempt is never notified nor watched
+		n, notifies = r.a.(contract.Notifier)
+	}
 	id := uint32(r.h.Index())
 	if !e.attempts.keep(id, r.kind, r.a, false) {
 		// Attempts are dropped when their lease is fenced, and a record
@@ -160,7 +164,7 @@ func (e *Engine) accept(r submitResult) {
 		return
 	}
 	var nt *notice
-	if !answered && notifies {
+	if notifies {
 		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
 		e.attempts.notified(id, nt)
 	}

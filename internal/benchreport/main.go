@@ -209,7 +209,7 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "every backend call against a panic and hands each answer through the core's door. What it did for")
 	fmt.Fprintln(w, "nothing (the attempt table's lock before its watcher starts, the locks of a proof batch answered on")
 	fmt.Fprintln(w, "the owner, clearing empty buffers after every Ready, copying the evidence on its way to the door) is")
-	fmt.Fprintln(w, "gone, about 4% of `engine` and of `engine-256`. In instructions `engine` is 1.3× the core and")
+	fmt.Fprintln(w, "gone, about 5% of `engine` and of `engine-256`. In instructions `engine` is 1.3× the core and")
 	fmt.Fprintln(w, "`engine-256` 1.1×: what is left of the time beyond that is the locks, the clock reads and the device")
 	fmt.Fprintln(w, "calls.")
 	fmt.Fprintln(w, "Absolute goals")
