@@ -11,23 +11,47 @@ import (
 // attemptTable is the runner's record of every lease's attempt, by lease id:
 // the one thing the core never holds. The watcher polls the attempts marked
 // watched straight from this table, so an attempt is held once, in one slot
-// per lease id, however many goroutines look at it. A slot is 20 bytes and a
-// bit: the attempt (an interface, 16), its lease's generation (4) in a
-// parallel array — a struct of the two would be padded to 24 — and the
-// lease's kind as a bit. Which ids are watched is a bitmap, so a sweep costs
-// O(ids/64 + watched): a table grown by a burst of leases costs the watcher
-// little once the burst is over.
+// per lease id, however many goroutines look at it. A slot is 16 bytes and
+// four bits: the attempt (an interface) and, in bitmaps, whether it is
+// watched, whether the lease is a publish, and the two bits that keep a
+// sighting to the lease it was made of (below). Which ids are watched is a
+// bitmap, so a sweep costs O(ids/64 + watched): a table grown by a burst of
+// leases costs the watcher little once the burst is over.
 //
-// Sharing follows the fields: attempts and gens, and the watch bitmap, are
-// written by the owner under mu and read by the watcher under mu (which also
-// clears a bit when it found the outcome); the kind bitmap is the owner's
-// alone. The owner reads its own writes without the lock.
+// The table keeps no generation: the lease's is kept once, in the core's
+// record. A slot holds the attempt of the lease the core's record at its id
+// carries now (an attempt is dropped when its lease is fenced, before the
+// record can carry another), so the owner, which reads the core, names the
+// lease; the watcher, which cannot, names only the id of an attempt it saw
+// answer, and two bits keep that sighting to the lease it was made of:
+//   - changed: the owner kept, dropped or gave up (park) the id's attempt
+//     since the watcher last collected it;
+//   - out: the watcher claimed a sighting of the id's attempt that the
+//     owner has not yet taken. The watcher collects no id whose sighting is
+//     out, so changed stays set from the owner's change until the owner
+//     takes the sighting.
+//
+// A sighting is the lease's if changed is clear when the watcher claims it
+// and when the owner takes it (resolve): nothing happened to the id in
+// between, so the core's record there still carries the lease whose attempt
+// was polled, and the owner names it with the record's handle. A sighting of
+// an id that changed is dropped, as one of a stale generation was.
+//
+// Sharing follows the fields: the attempts and the bitmaps are written by the
+// owner under mu and read by the watcher under mu (which also writes the
+// watched, changed and out bits it owns); the kind bitmap is the owner's
+// alone. The owner reads its own writes without the lock, and writes without
+// it too until the watcher's goroutine starts (shared): an engine whose
+// backends answer at once or notify never starts it, and pays no lock per
+// lease.
 type attemptTable struct {
 	mu       sync.Mutex
+	shared   bool               // the watcher's goroutine was started: the owner takes mu to write (owner only)
 	attempts []contract.Attempt // by lease id; nil once dropped
-	gens     []uint32           // gens[id] is the generation of the lease whose attempt attempts[id] is
 	watch    []uint64           // bit id%64 of word id/64: the watcher polls attempts[id]
 	publish  []uint64           // bit id%64 of word id/64: the lease is a publish, else a fetch
+	changed  []uint64           // bit id%64 of word id/64: the id's attempt changed since the watcher collected it
+	out      []uint64           // bit id%64 of word id/64: a sighting of the id's attempt is out
 	watched  int                // bits set in watch
 	// notices are the completion callbacks handed to notifying attempts,
 	// by lease id: the owner's alone, and kept apart from the slots so that
@@ -42,27 +66,25 @@ type heldAttempt struct {
 	kind Kind
 }
 
-// genOf and handleAt split and join a handle as the table stores it.
-func genOf(h Handle) uint32 { return uint32(h.Uint64() >> 32) }
+func bit(words []uint64, id uint32) bool { return words[id/64]&(1<<(id%64)) != 0 }
 
-func handleAt(id uint32, gen uint32) Handle { return HandleOf(uint64(gen)<<32 | uint64(id)) }
-
-// has reports whether the table holds an attempt for the handle's lease at
-// its generation. Owner only.
-func (t *attemptTable) has(h Handle) bool {
-	id := h.Index()
-	return id < len(t.attempts) && t.gens[id] == genOf(h) && t.attempts[id] != nil
+func setBit(words []uint64, id uint32, on bool) {
+	if on {
+		words[id/64] |= 1 << (id % 64)
+	} else {
+		words[id/64] &^= 1 << (id % 64)
+	}
 }
 
-// get returns the lease's attempt and kind, and false if the handle is stale
-// or the attempt already dropped. Owner only.
-func (t *attemptTable) get(h Handle) (heldAttempt, bool) {
-	if !t.has(h) {
+// get returns the attempt and kind of the lease at id, and false if the table
+// holds none there (never kept, or dropped). Owner only: the owner knows the
+// id's lease is the one it asks about (the core named it).
+func (t *attemptTable) get(id uint32) (heldAttempt, bool) {
+	if int(id) >= len(t.attempts) || t.attempts[id] == nil {
 		return heldAttempt{}, false
 	}
-	id := uint32(h.Index())
 	k := Fetch
-	if t.publish[id/64]&(1<<(id%64)) != 0 {
+	if bit(t.publish, id) {
 		k = Publish
 	}
 	return heldAttempt{a: t.attempts[id], kind: k}, true
@@ -70,78 +92,101 @@ func (t *attemptTable) get(h Handle) (heldAttempt, bool) {
 
 // setWatched sets or clears id's bit, keeping the count; the caller holds mu.
 func (t *attemptTable) setWatched(id uint32, on bool) {
-	w, bit := &t.watch[id/64], uint64(1)<<(id%64)
-	switch was := *w&bit != 0; {
-	case on && !was:
-		*w |= bit
+	if bit(t.watch, id) == on {
+		return
+	}
+	setBit(t.watch, id, on)
+	if on {
 		t.watched++
-	case !on && was:
-		*w &^= bit
+	} else {
 		t.watched--
 	}
 }
 
-// keep records a lease's new attempt, watched if watch is set.
-func (t *attemptTable) keep(h Handle, k Kind, a contract.Attempt, watch bool) {
-	id := uint32(h.Index())
-	t.mu.Lock()
+// keep records the new attempt of the lease at id, watched if watch is set.
+// It reports false, and keeps nothing, if the id still holds an attempt: the
+// record's previous lease was never fenced, so it could not carry another
+// (the caller halts the engine on it).
+func (t *attemptTable) keep(id uint32, k Kind, a contract.Attempt, watch bool) bool {
+	t.lock()
+	defer t.unlock()
 	if int(id) >= len(t.attempts) {
 		t.attempts = grow.Len(t.attempts, int(id)+1)
-		t.gens = grow.Len(t.gens, int(id)+1)
 		words := (int(id) + 64) / 64
-		t.watch = grow.Len(t.watch, max(words, len(t.watch)))
-		t.publish = grow.Len(t.publish, max(words, len(t.publish)))
+		for _, w := range []*[]uint64{&t.watch, &t.publish, &t.changed, &t.out} {
+			*w = grow.Len(*w, max(words, len(*w)))
+		}
 	}
-	t.attempts[id], t.gens[id] = a, genOf(h)
-	if bit := uint64(1) << (id % 64); k == Publish {
-		t.publish[id/64] |= bit
-	} else {
-		t.publish[id/64] &^= bit
+	if t.attempts[id] != nil {
+		return false
 	}
+	t.attempts[id] = a
+	setBit(t.publish, id, k == Publish)
+	setBit(t.changed, id, true)
 	t.setWatched(id, watch)
-	t.mu.Unlock()
+	return true
+}
+
+// lock and unlock guard the owner's writes once the watcher shares the
+// table. Owner only.
+func (t *attemptTable) lock() {
+	if t.shared {
+		t.mu.Lock()
+	}
+}
+
+func (t *attemptTable) unlock() {
+	if t.shared {
+		t.mu.Unlock()
+	}
 }
 
 // notified records the completion callback handed to the lease's attempt,
 // so that forgetting the attempt retires it. Owner only.
-func (t *attemptTable) notified(h Handle, n *notice) {
+func (t *attemptTable) notified(id uint32, n *notice) {
 	if t.notices == nil {
 		t.notices = map[uint32]*notice{}
 	}
-	t.notices[uint32(h.Index())] = n
+	t.notices[id] = n
 }
 
-// rewatch has the watcher poll the lease's attempt (again). A stale handle
-// changes nothing.
-func (t *attemptTable) rewatch(h Handle) {
-	if !t.has(h) {
+// rewatch has the watcher poll the attempt at id (again). An id that holds
+// none changes nothing.
+func (t *attemptTable) rewatch(id uint32) {
+	if _, ok := t.get(id); !ok {
 		return
 	}
-	t.mu.Lock()
-	t.setWatched(uint32(h.Index()), true)
-	t.mu.Unlock()
+	t.lock()
+	t.setWatched(id, true)
+	t.unlock()
 }
 
-// unwatch stops polling the lease's attempt and keeps it; drop also forgets
-// the attempt, and drops any completion it reports from then on. A stale
-// handle changes nothing.
-func (t *attemptTable) unwatch(h Handle) { t.stop(h, false) }
+// unwatch stops polling the attempt at id and keeps it; drop also forgets
+// the attempt, and drops any completion and any sighting of it from then on;
+// gaveUp keeps it and drops its sightings (a quarantined lease parked: the
+// record carries no handle any more). An id that holds no attempt changes
+// nothing.
+func (t *attemptTable) unwatch(id uint32) { t.stop(id, false, false) }
 
-func (t *attemptTable) drop(h Handle) { t.stop(h, true) }
+func (t *attemptTable) drop(id uint32) { t.stop(id, true, true) }
 
-func (t *attemptTable) stop(h Handle, forget bool) {
-	if !t.has(h) {
+func (t *attemptTable) gaveUp(id uint32) { t.stop(id, false, true) }
+
+func (t *attemptTable) stop(id uint32, forget, changed bool) {
+	if _, ok := t.get(id); !ok {
 		return
 	}
-	t.mu.Lock()
-	t.setWatched(uint32(h.Index()), false)
+	t.lock()
+	t.setWatched(id, false)
 	if forget {
-		t.attempts[h.Index()] = nil
+		t.attempts[id] = nil
 	}
-	t.mu.Unlock()
+	if changed {
+		setBit(t.changed, id, true)
+	}
+	t.unlock()
 	if forget && len(t.notices) > 0 {
-		id := uint32(h.Index())
-		if n := t.notices[id]; n != nil && n.h == h {
+		if n := t.notices[id]; n != nil {
 			n.retire()
 			delete(t.notices, id)
 		}
@@ -151,22 +196,26 @@ func (t *attemptTable) stop(h Handle, forget bool) {
 // watchedAttempt is what the watcher copies out of the table to poll without
 // holding its lock.
 type watchedAttempt struct {
-	h Handle
-	a contract.Attempt
+	id uint32
+	a  contract.Attempt
 }
 
 // collect appends to dst the watched attempts found from bitmap word from on,
-// stopping at the end of the word in which dst reaches max entries. It
-// returns dst, the word to continue from, and the bitmap's length in words.
-// Watcher side.
+// stopping at the end of the word in which dst reaches max entries, and
+// clears their changed bits: a change from now on voids what their poll
+// finds. An id whose sighting is out is not collected until the owner took
+// it. It returns dst, the word to continue from, and the bitmap's length in
+// words. Watcher side.
 func (t *attemptTable) collect(dst []watchedAttempt, from, max int) ([]watchedAttempt, int, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := from
 	for ; w < len(t.watch) && len(dst) < max; w++ {
-		for word := t.watch[w]; word != 0; word &= word - 1 {
+		word := t.watch[w] &^ t.out[w]
+		t.changed[w] &^= word
+		for ; word != 0; word &= word - 1 {
 			id := uint32(w*64 + bits.TrailingZeros64(word))
-			dst = append(dst, watchedAttempt{h: handleAt(id, t.gens[id]), a: t.attempts[id]})
+			dst = append(dst, watchedAttempt{id: id, a: t.attempts[id]})
 		}
 	}
 	return dst, w, len(t.watch)
@@ -179,17 +228,19 @@ func (t *attemptTable) watching() int {
 	return t.watched
 }
 
-// claim keeps, of the outcomes the watcher found, those whose attempt is
-// still watched, and stops watching them: an outcome is reported once, and
-// never for an attempt the owner stopped watching meanwhile or whose lease id
-// now carries another generation. Watcher side.
+// claim keeps, of the sightings the watcher found (their ev.Lease naming an
+// id, sighted), those whose attempt is still watched and unchanged since it
+// was collected, stops watching them and marks them out: a sighting is
+// reported once, and never for an attempt the owner stopped watching,
+// dropped or replaced meanwhile. Watcher side.
 func (t *attemptTable) claim(found []letter) []letter {
 	t.mu.Lock()
 	k := 0
 	for _, m := range found {
 		id := uint32(m.ev.Lease.Index())
-		if t.gens[id] == genOf(m.ev.Lease) && t.watch[id/64]&(1<<(id%64)) != 0 {
+		if bit(t.watch, id) && !bit(t.changed, id) && !bit(t.out, id) {
 			t.setWatched(id, false)
+			setBit(t.out, id, true)
 			found[k] = m
 			k++
 		}
@@ -197,4 +248,36 @@ func (t *attemptTable) claim(found []letter) []letter {
 	t.mu.Unlock()
 	clear(found[k:])
 	return found[:k]
+}
+
+// resolve takes the watcher's sightings among letters in, and returns
+// letters without the ones it drops: each sighting whose id did not change
+// since it was claimed is the lease's that the core's record carries at the
+// id now, and is named by it (handle); one whose id changed is dropped, as a
+// sighting of a stale generation was. Every sighting's id is no longer out.
+// It also reports whether a dropped sighting's id is watched again (a new
+// attempt there, which the watcher skipped while the sighting was out).
+// Owner only, once per letter.
+func (t *attemptTable) resolve(letters []letter, handle func(id uint32) Handle) (_ []letter, rewatched bool) {
+	t.lock()
+	defer t.unlock()
+	k := 0
+	for _, l := range letters {
+		if l.sighted {
+			id := uint32(l.ev.Lease.Index())
+			if int(id) >= len(t.attempts) || !bit(t.out, id) {
+				continue // never claimed: not the watcher's
+			}
+			setBit(t.out, id, false)
+			if bit(t.changed, id) {
+				rewatched = rewatched || bit(t.watch, id)
+				continue
+			}
+			l.ev.Lease, l.sighted = handle(id), false
+		}
+		letters[k] = l
+		k++
+	}
+	clear(letters[k:])
+	return letters[:k], rewatched
 }

@@ -179,7 +179,7 @@ func (e *Engine) flush() (more bool) {
 		if err != nil {
 			for i, x := range e.cp.batches[idx] {
 				if firstOfLease(e.cp.batches[idx], i) {
-					e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
+					e.step(&Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
 				}
 			}
 			e.recycleBatch(idx)
@@ -190,9 +190,6 @@ func (e *Engine) flush() (more bool) {
 		if sd != nil && e.prove(sd) {
 			more = true
 		}
-	}
-	if len(e.pf.inline) > 0 {
-		e.takeInline()
 	}
 	return more
 }
@@ -207,10 +204,10 @@ func (e *Engine) recycleBatch(idx int32) {
 func (e *Engine) batchDone(idx int32, st gpu.Status) {
 	for i, x := range e.cp.batches[idx] {
 		if st == gpu.Complete {
-			e.step(Evidence{What: LayerDone, Lease: x.h, Layer: x.layer})
+			e.step(&Evidence{What: LayerDone, Lease: x.h, Layer: x.layer})
 		} else if firstOfLease(e.cp.batches[idx], i) {
 			// A lease's later layers in the batch fail with its first.
-			e.step(Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
+			e.step(&Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "the device reported the copies' event failed"})
 		}
 	}
 	e.recycleBatch(idx)

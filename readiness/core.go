@@ -41,8 +41,11 @@ type Core struct {
 	spans [][][]staging.Span
 
 	leases []lease
+	gens   []uint32 // gens[id] is record id's generation (see ticket): the allocator reads this column
 	spare  []uint32 // retired records, reused last-in first-out (their caches are warm)
-	bodies []*body  // bodies ready for a new lease
+	// bodies holds each record's body at the record's index (Core.body), in
+	// chunks of bodyChunk.
+	bodies []*[bodyChunk]body
 	// kept is a ring of the latest KeepReleased leases the owner is done with
 	// (released, or quarantined and then released), so that their handles stay
 	// readable after their records are reused or parked.
@@ -108,7 +111,12 @@ func newCore(cfg Config, kind string) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}, nil
+	c := &Core{cfg: cfg, table: fsm.Lifecycle(), mem: cfg.Memory, parts: cfg.Memory.Parts(), alloc: claim.Allocator(), claim: claim, spans: layerOrder(cfg)}
+	if err := c.alloc.NameTicketsBy(&c.gens); err != nil {
+		claim.End()
+		return nil, fmt.Errorf("readiness: %s: the memory's allocator: %w", kind, err) // a new claim's allocator has issued nothing
+	}
+	return c, nil
 }
 
 // layerOrder lays the config's layers out in the core's layer order: every
@@ -217,25 +225,28 @@ func (c *Core) Lend(req Request) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: no lease can copy to or from it", ErrDeviceLost)
 	}
 	if n := len(c.spare); n > 0 {
-		if id := c.spare[n-1]; c.leases[id].inUse || uint8(c.leases[id].gen) == c.leases[id].retired {
+		if id := c.spare[n-1]; c.leases[id].inUse || uint8(c.gens[id]) == c.leases[id].retired {
 			c.halt("a retired record was about to be reused without a new generation: its old handles would reach the new lease", id)
 			return Handle{}, c.Err()
 		}
-	}
-	b, err := c.newBody(req)
-	if err != nil {
-		return Handle{}, err
 	}
 	next := uint32(len(c.leases))
 	if n := len(c.spare); n > 0 {
 		next = c.spare[n-1]
 	}
-	gen := uint32(1)
-	if int(next) < len(c.leases) {
-		gen = c.leases[next].gen
+	b, err := c.newBody(req, next)
+	if err != nil {
+		return Handle{}, err
 	}
-	if err := c.alloc.RequestTicket(staging.TicketOf(next, gen), b.counts); err != nil {
-		c.putBody(b)
+	if int(next) == len(c.gens) {
+		// A new record's generation, 1, is in the column the allocator
+		// reads before the ticket named after it is (NameTicketsBy).
+		c.gens = grow.Len(c.gens, int(next)+1)
+		c.gens[next] = 1
+	}
+	if err := c.alloc.RequestTicket(staging.TicketOf(next, c.gens[next]), b.counts); err != nil {
+		c.clearBody(b)
+		c.gens = c.gens[:len(c.leases)] // a refusal adds no record
 		if errors.Is(err, staging.ErrStaleTicket) {
 			// The allocator expects at each index the generation after the
 			// request it retired there, which is the record's: a refusal
@@ -252,11 +263,11 @@ func (c *Core) Lend(req Request) (Handle, error) {
 	id := c.newRecord()
 	l := &c.leases[id]
 	l.m = fsm.Slot{State: fsm.Waiting}
-	l.kind, l.result, l.body, l.inUse = req.Kind, fsm.NoResult, b, true
+	l.kind, l.result, l.inUse = req.Kind, fsm.NoResult, true
 	b.lentAt = c.now
 	c.stats.Leases[fsm.Waiting]++
 	c.stats.Lent++
-	return Handle{id: id, gen: l.gen}, nil
+	return Handle{id: id, gen: c.gens[id]}, nil
 }
 
 // newRecord returns a record for a new lease: the latest retired one, else a
@@ -268,8 +279,7 @@ func (c *Core) newRecord() uint32 {
 		return id
 	}
 	id := len(c.leases)
-	c.leases = grow.Len(c.leases, id+1)
-	c.leases[id].gen = 1
+	c.leases = grow.Len(c.leases, id+1) // its generation, 1, is in gens already (Lend)
 	c.timers.grow(len(c.leases))
 	return uint32(id)
 }
@@ -341,7 +351,7 @@ func (c *Core) Computed(h Handle, layer int, behind gpu.Event) error {
 		return fmt.Errorf("readiness: layer %d of %v computed: %w", layer, h, err)
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("readiness: layer %d of %v computed: %w: "+format, append([]any{layer, h, ErrInvalidRequest}, args...)...)
 	}
@@ -460,11 +470,11 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 	if h.gen == 0 || int(h.id) >= len(c.leases) {
 		return 0, fmt.Errorf("%w: %v was never issued", ErrStaleHandle, h)
 	}
-	l := &c.leases[h.id]
-	if !l.inUse || l.gen != h.gen {
-		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, l.gen)
+	l, gen := &c.leases[h.id], c.gens[h.id]
+	if !l.inUse || gen != h.gen {
+		return 0, fmt.Errorf("%w: %v was retired (the record is now at generation %d)", ErrStaleHandle, h, gen)
 	}
-	if uint8(l.gen) == l.retired {
+	if uint8(gen) == l.retired {
 		// retire moved the generation on; Lend checked it at reuse.
 		c.halt("a live record carries the generation it retired: the old lease's handles reach it", h.id)
 		return 0, c.Err()
@@ -472,4 +482,10 @@ func (c *Core) lookup(h Handle) (uint32, error) {
 	return h.id, nil
 }
 
-func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.leases[id].gen} }
+func (c *Core) handle(id uint32) Handle { return Handle{id: id, gen: c.gens[id]} }
+
+// carries reports whether h names the lease its record carries now: false
+// once the lease was retired or parked.
+func (c *Core) carries(h Handle) bool {
+	return h.gen != 0 && int(h.id) < len(c.leases) && c.leases[h.id].inUse && c.gens[h.id] == h.gen
+}

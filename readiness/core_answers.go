@@ -54,7 +54,7 @@ func (c *Core) Lease(h Handle) (LeaseInfo, error) {
 		return LeaseInfo{}, err
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	return describe(h, l.m, l.kind, l.result, b.byPeer, b.reason, b.cancelDisp, b.cancelErr, len(b.rows)), nil
 }
 
@@ -120,12 +120,12 @@ func (c *Core) Readiness(h Handle) (staging.Interval, error) {
 		return staging.Interval{}, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
 	case !c.table.Answerable(l.m.State):
 		return staging.Interval{}, fmt.Errorf("%w: %v is %v; readiness is answered once every local copy has landed", ErrNotReady, h, l.m.State)
-	case l.body.copiesOut != 0:
+	case c.body(id).copiesOut != 0:
 		// answer checked it where readiness became answerable.
-		c.halt(fmt.Sprintf("readiness read with %d local copies of the lease not landed", l.body.copiesOut), id)
+		c.halt(fmt.Sprintf("readiness read with %d local copies of the lease not landed", c.body(id).copiesOut), id)
 		return staging.Interval{}, c.Err()
 	}
-	return l.body.interval, nil
+	return c.body(id).interval, nil
 }
 
 // LayerStatus is where one layer of a fetch stands (SPEC §4 rule 16).
@@ -189,7 +189,7 @@ func (c *Core) LayerReadiness(h Handle, layer int) (staging.Interval, LayerStatu
 		return k.interval, LayerReady, nil
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch {
 	case l.kind != Fetch:
 		return staging.Interval{}, LayerNever, fmt.Errorf("%w: %v is a publish; readiness is a fetch's answer", ErrNotReady, h)
@@ -221,7 +221,7 @@ func (c *Core) Arrived(h Handle, dst []staging.GroupBlocks) ([]staging.GroupBloc
 	case !c.table.Answerable(l.m.State):
 		return dst, fmt.Errorf("%w: %v is %v; arrivals are answered once every local copy has landed", ErrNotReady, h, l.m.State)
 	}
-	b := l.body
+	b := c.body(id)
 	row := 0
 	for _, run := range b.groupRun {
 		gb := staging.GroupBlocks{Group: run.LayerGroup}

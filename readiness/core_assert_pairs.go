@@ -45,7 +45,7 @@ func (c *Core) checkFenceEntered(id uint32, step *fsm.Step) bool {
 // publish needs every layer queued. Its partners are copyLayer (queued <
 // layers) and checkAnswerable (every layer landed).
 func (c *Core) checkLanding(id uint32, landed int32, whole bool) bool {
-	b := c.leases[id].body
+	b := c.body(id)
 	switch {
 	case whole && b.byLayer && b.queued != b.layers:
 		c.halt(fmt.Sprintf("a layerwise publish landed whole with %d of its %d layers queued", b.queued, b.layers), id)
@@ -61,7 +61,7 @@ func (c *Core) checkLanding(id uint32, landed int32, whole bool) bool {
 // entering logically_complete) that every local copy landed, every layer of
 // them. Its partner is Readiness, where the answer is read.
 func (c *Core) checkAnswerable(id uint32) bool {
-	b := c.leases[id].body
+	b := c.body(id)
 	switch {
 	case b.copiesOut != 0:
 		c.halt(fmt.Sprintf("readiness about to be answered with %d local copies not landed", b.copiesOut), id)
@@ -89,7 +89,7 @@ func (c *Core) checkRetire(id uint32) bool {
 	case !l.inUse || l.m.State != fsm.Released:
 		c.halt(fmt.Sprintf("a record in %v (carrying a lease: %v) was about to be retired: only a released lease's record is reused, once", l.m.State, l.inUse), id)
 		return false
-	case l.body.outstanding:
+	case c.body(id).outstanding:
 		c.halt("a lease was about to be retired holding its admission slot", id)
 		return false
 	}
@@ -106,7 +106,7 @@ func (c *Core) checkQuarantine(id uint32) bool {
 	case !l.m.Marks.Has(fsm.WasContained):
 		c.halt("a lease's slots were about to be quarantined without its containment", id)
 		return false
-	case l.body.outstanding:
+	case c.body(id).outstanding:
 		c.halt("a lease was about to be quarantined holding its admission slot: the backend's bound would shrink for good", id)
 		return false
 	}

@@ -89,7 +89,7 @@ var pairedBreaches = []breachCase{
 	{"a record retired holding its admission slot", nil, func(r *coreRig) {
 		_, id := r.complete()
 		r.c.leases[id].m.State = fsm.Released
-		r.c.leases[id].body.outstanding = true
+		r.c.body(id).outstanding = true
 		r.effect(id, fsm.Retire, fsm.Step{})
 	}, "a lease was about to be retired holding its admission slot"},
 	// Generations: moved on at retire, checked at reuse (Lend) and at every
@@ -102,7 +102,7 @@ var pairedBreaches = []breachCase{
 	// Served rows: classified in classifyAnswer, copied in copyOut.
 	{"a delivered outcome without its first answer", nil, func(r *coreRig) {
 		h, id := r.served()
-		r.c.leases[id].body.first = nil
+		r.c.body(id).first = nil
 		_ = r.c.Step(Evidence{What: PollAnswered, Lease: h, Outcome: contract.Delivered{Served: contract.NewNameSet(coreName(1))}})
 	}, "a lease latched served without the backend's first answer"},
 	{"copies to the device for an outcome that served nothing", nil, func(r *coreRig) {
@@ -112,7 +112,7 @@ var pairedBreaches = []breachCase{
 	}, "staging→device copies asked for a fetch whose outcome is missed"},
 	{"copies to the device of rows never served", nil, func(r *coreRig) {
 		_, id := r.fencedOne()
-		r.c.leases[id].body.first = contract.Delivered{}
+		r.c.body(id).first = contract.Delivered{}
 		r.effect(id, fsm.CopyOut, fsm.Step{})
 	}, "staging→device copies asked for 1 rows of a lease its backend served 0"},
 	// Containment: decided at the deadline (contain), taking effect where the
@@ -145,7 +145,7 @@ var pairedBreaches = []breachCase{
 	}, "a submission's deadlines were about to be fixed a second time"},
 	{"a drain with no containment deadline", nil, func(r *coreRig) {
 		_, id := r.served()
-		r.c.leases[id].body.containAt = 0
+		r.c.body(id).containAt = 0
 		r.effect(id, fsm.StartDrain, fsm.Step{Event: fsm.AccessUnproven})
 	}, "a drain started on a submission whose containment deadline was never fixed"},
 	// Admission: decided by the pump (admit), taken (takeAdmission), used
@@ -183,7 +183,7 @@ var pairedBreaches = []breachCase{
 	}, "a second Quiesce call asked for while one is outstanding"},
 	{"a Quiesce timeout with no call out", nil, func(r *coreRig) {
 		_, id := r.served()
-		r.c.leases[id].body.proofOut = false
+		r.c.body(id).proofOut = false
 		r.c.rearm(id)
 	}, "a Quiesce timeout is armed with no Quiesce call outstanding"},
 	// Layers: landed ≤ queued ≤ layers, every layer landed where readiness
@@ -208,12 +208,12 @@ var pairedBreaches = []breachCase{
 	}, "readiness about to be answered with 1 local copies not landed"},
 	{"readiness answered with layers not landed", nil, func(r *coreRig) {
 		_, id := r.fencedOne()
-		r.c.leases[id].body.copiesOut = 0
+		r.c.body(id).copiesOut = 0
 		r.effect(id, fsm.Answer, fsm.Step{})
 	}, "readiness about to be answered with 0 of 1 layers landed"},
 	{"readiness read with copies out", nil, func(r *coreRig) {
 		h, id := r.complete()
-		r.c.leases[id].body.copiesOut = 1
+		r.c.body(id).copiesOut = 1
 		_, _ = r.c.Readiness(h)
 	}, "readiness read with 1 local copies of the lease not landed"},
 	// Grants: the allocator's runs place every row; only a waiting request is
@@ -221,7 +221,7 @@ var pairedBreaches = []breachCase{
 	{"a grant that places too few rows", nil, func(r *coreRig) {
 		h, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 		require.NoError(r.t, err)
-		b := r.c.leases[h.id].body
+		b := r.c.body(h.id)
 		b.rows = append(b.rows, b.rows[0])
 		r.effect(h.id, fsm.Place, fsm.Step{})
 	}, "the allocator's runs for a granted lease place 1 of its 2 rows"},

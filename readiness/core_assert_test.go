@@ -96,14 +96,14 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		}, "slots about to be freed while the backend's access was never proven over"},
 		{"a slot freed with a copy not landed", nil, func(r *coreRig) {
 			h, id := r.complete()
-			r.c.leases[id].body.copiesOut = 1
+			r.c.body(id).copiesOut = 1
 			_ = r.c.Release(h)
 		}, "slots about to be freed with 1 local copies not landed"},
 		{"a record reused without a new generation", nil, func(r *coreRig) {
 			h, id := r.complete()
 			require.NoError(r.t, r.c.Release(h))
 			r.released = 1
-			r.c.leases[id].gen = h.gen // as if retire had not moved it on
+			r.c.gens[id] = h.gen // as if retire had not moved it on
 			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 			require.ErrorIs(r.t, err, ErrHalted)
 		}, "a retired record was about to be reused without a new generation"},
@@ -126,7 +126,7 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		{"a first answer stored twice", nil, func(r *coreRig) {
 			h, id := r.lend()
 			r.step(h, SubmitAccepted, nil)
-			r.c.leases[id].body.first = contract.Failed{Reason: "earlier"}
+			r.c.body(id).first = contract.Failed{Reason: "earlier"}
 			// The door never classifies a second first answer: apply is
 			// handed one directly, as a broken classifier would.
 			_ = r.c.apply(id, &verdict{event: fsm.OutcomeFailed, what: PollAnswered, reason: "failed: later", first: contract.Failed{Reason: "later"}})
@@ -144,12 +144,12 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		{"a fenced lease with nothing to copy at rest", nil, func(r *coreRig) {
 			h, id := r.served()
 			r.step(h, QuiesceTrue, nil)
-			clear(r.c.leases[id].body.masks[0])
+			clear(r.c.body(id).masks[0])
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.CopyOut), &verdict{})
 		}, "a fenced lease with nothing to copy came to rest in access_fenced"},
 		{"a submission without an admission slot", nil, func(r *coreRig) {
 			_, id := r.lend()
-			r.c.leases[id].body.outstanding = false
+			r.c.body(id).outstanding = false
 			r.c.perform(id, &fsm.Step{}, fsm.Effects(0).With(fsm.Submit), &verdict{})
 		}, "a submission handed out without an admission slot"},
 		{"a lease admitted twice", nil, func(r *coreRig) {
@@ -175,8 +175,8 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 		}, "Quiesce asked about a lease in logically_complete, where no access proof is awaited"},
 		{"a clock timeout the lease's state refuses", nil, func(r *coreRig) {
 			_, id := r.complete()
-			r.c.leases[id].body.proofDue = r.now.Add(time.Second).UnixNano()
-			r.c.leases[id].body.proofOut = true
+			r.c.body(id).proofDue = r.now.Add(time.Second).UnixNano()
+			r.c.body(id).proofOut = true
 			r.c.rearm(id)
 			r.tick(2 * time.Second)
 		}, "the clock's Quiesce timeout was refused: fsm: access_unproven refused in state logically_complete"},
@@ -203,7 +203,9 @@ func TestAssertionsHaltAsBreaches(t *testing.T) {
 			r.c.perform(h.id, &fsm.Step{}, fsm.Effects(0).With(fsm.Withdraw), &verdict{})
 		}, "the allocator refused to withdraw a waiting request"},
 		{"the allocator refuses the ticket named after a record", nil, func(r *coreRig) {
-			// The next record's index is taken behind the core's back.
+			// The next record's index is taken behind the core's back (its
+			// generation in the column, as Lend puts it there).
+			r.c.gens = append(r.c.gens, 1)
 			require.NoError(r.t, r.c.alloc.RequestTicket(staging.TicketOf(0, 1), []int{1}))
 			_, err := r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{{Name: coreName(2), Device: 0x2000}}})
 			require.ErrorIs(r.t, err, ErrHalted)
@@ -239,14 +241,14 @@ func TestTheClockAndTheOwnerComeThroughTheDoor(t *testing.T) {
 	h, id := r.lend()
 	r.step(h, SubmitAccepted, nil)
 	before := r.c.leases[id]
-	body := *before.body
+	body := *r.c.body(id)
 	for what := ownerReleased; what <= deviceLostCopy; what++ {
 		err := r.c.Step(Evidence{What: what, Lease: h, Reason: "from outside"})
 		require.ErrorIs(t, err, ErrInvalidEvidence, "%v", what)
 		assert.Contains(t, err.Error(), "want one of the kinds readiness.Observed lists")
 	}
 	assert.Equal(t, before.m, r.c.leases[id].m)
-	assert.Equal(t, body.reason, r.c.leases[id].body.reason)
+	assert.Equal(t, body.reason, r.c.body(id).reason)
 	assert.True(t, r.c.Ready().Empty())
 
 	// Retry in requested: the proof is asked at once, through ask_proof.

@@ -20,7 +20,7 @@ import (
 // handle up has already halted the core over it.
 func (c *Core) dispositionOf(h Handle) (d Disposition, known bool) {
 	if h.gen != 0 && int(h.id) < len(c.leases) {
-		if l := &c.leases[h.id]; l.inUse && l.gen == h.gen && uint8(l.gen) != l.retired {
+		if l, gen := &c.leases[h.id], c.gens[h.id]; l.inUse && gen == h.gen && uint8(gen) != l.retired {
 			return Disposition(c.table.PhysicalOf(l.m.State, l.m.Marks, l.result)), true
 		}
 	}

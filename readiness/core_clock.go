@@ -27,9 +27,9 @@ func (c *Core) expire() {
 // is awaited, so the table refusing one is a broken invariant.
 func (c *Core) due(id uint32) {
 	l := &c.leases[id]
-	gen := l.gen
-	live := func() bool { return l.inUse && l.gen == gen && c.halted == nil }
-	b := l.body
+	gen := c.gens[id]
+	live := func() bool { return l.inUse && c.gens[id] == gen && c.halted == nil }
+	b := c.body(id)
 	if c.table.Pending(l.m.State) && b.deadline != 0 && c.now >= b.deadline {
 		c.clock(id, deadlineDue)
 	}
@@ -71,8 +71,8 @@ func clockName(what Observed) string {
 }
 
 // containmentReason says what stayed unproven, and why.
-func (c *Core) containmentReason(l *lease) string {
-	b := l.body
+func (c *Core) containmentReason(id uint32) string {
+	l, b := &c.leases[id], c.body(id)
 	what := "a local copy"
 	if c.table.Exposed(l.m.State) {
 		what = "backend access"
@@ -96,7 +96,7 @@ func (c *Core) containmentReason(l *lease) string {
 // deadline never moves its timer at all.
 func (c *Core) rearm(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if b.proofDue != 0 && !b.proofOut {
 		c.halt("a Quiesce timeout is armed with no Quiesce call outstanding", id)
 		return

@@ -18,8 +18,7 @@ import (
 // whole, with one event; a layerwise publish's come layer by layer, as the
 // owner reports each computed (copyLayer).
 func (c *Core) copyIn(id uint32) {
-	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if b.byLayer {
 		b.layers, b.landed, b.failed, b.queued = int32(c.Layers()), 0, 0, 0
 		return
@@ -39,7 +38,7 @@ func (c *Core) copyIn(id uint32) {
 // event. Computed let only the next layer in.
 func (c *Core) copyLayer(id uint32, v *verdict) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if withdrawn(l.m) {
 		c.halt(fmt.Sprintf("layer %d's copies asked for of a publish its owner withdrew", v.layer), id)
 		return
@@ -69,7 +68,7 @@ func (c *Core) copyLayer(id uint32, v *verdict) {
 // copies_landed. A publish that is not layerwise, or whose layers were all
 // reported, has nothing to end.
 func (c *Core) endLayers(id uint32) {
-	b := c.leases[id].body
+	b := c.body(id)
 	if !b.byLayer || b.queued >= b.layers {
 		return
 	}
@@ -92,7 +91,7 @@ func (c *Core) copyLease(h Handle) {
 // nothing_to_copy completion moved those on).
 func (c *Core) copyOut(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if !l.m.Marks.Has(fsm.Fenced) {
 		c.halt("staging→device copies asked for before the backend's access was proven over", id)
 		return
@@ -150,7 +149,7 @@ func (c *Core) copyOut(id uint32) {
 // the copies are issued and again when one is refused, never when asked, so
 // that asking costs O(1).
 func (c *Core) layerInterval(id uint32) {
-	b := c.leases[id].body
+	b := c.body(id)
 	iv, err := staging.WindowedReadinessOfView(c.cfg.TokensPerBlock, b.known, c.cfg.Attention, &b.view, b.masks)
 	if err != nil {
 		c.halt("readiness of a validated view is not computable: "+err.Error(), id)

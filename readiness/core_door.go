@@ -45,7 +45,11 @@ type verdict struct {
 // ErrRefused and the table's declared refusal; none of them changes anything — no state, latch, reason,
 // by_peer flag or counter. After accepted evidence the deadlines it made due
 // fire, and the grants it made possible are taken.
-func (c *Core) Step(ev Evidence) error {
+func (c *Core) Step(ev Evidence) error { return c.step(&ev) }
+
+// step is Step for a caller that holds the evidence already (the runner): ev
+// is read, never kept.
+func (c *Core) step(ev *Evidence) error {
 	if c.halted != nil {
 		return c.Err()
 	}
@@ -62,9 +66,9 @@ func (c *Core) Step(ev Evidence) error {
 		return err
 	}
 	if ev.What == 0 || ev.What >= numObserved {
-		return c.invalid(&ev)
+		return c.invalid(ev)
 	}
-	if err := c.enter(id, &ev); err != nil {
+	if err := c.enter(id, ev); err != nil {
 		return err
 	}
 	c.expire()
@@ -93,7 +97,6 @@ func (c *Core) enter(id uint32, ev *Evidence) error {
 // already has). The backend's evidence is classified here; the device's in
 // classifyCopy; the owner's, the clock's and the pump's in classifyOwn.
 func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error) {
-	l := &c.leases[id]
 	v.what = ev.What
 	switch ev.What {
 	case SubmitAccepted:
@@ -119,27 +122,27 @@ func (c *Core) classify(id uint32, ev *Evidence, v *verdict) (ok bool, err error
 			v.disp, v.cancelErr = 0, fmt.Sprintf("the backend answered disposition %d, which is neither requested nor unsupported", uint8(ev.Disposition))
 		}
 	case CopiesDone, LayerDone, CopyRefusedByDevice, CopyLost, ownerComputed, deviceLostCopy:
-		return c.classifyCopy(l, ev, v)
+		return c.classifyCopy(id, ev, v)
 	default:
-		return c.classifyOwn(l, ev, v)
+		return c.classifyOwn(id, ev, v)
 	}
 	return true, nil
 }
 
 // classifyCopy classifies the device's evidence — copies landed, refused or
 // lost, a layer computed, the device lost — as classify does.
-func (c *Core) classifyCopy(l *lease, ev *Evidence, v *verdict) (ok bool, err error) {
+func (c *Core) classifyCopy(id uint32, ev *Evidence, v *verdict) (ok bool, err error) {
 	switch ev.What {
 	case CopiesDone:
-		if l.body.byLayer {
+		if c.body(id).byLayer {
 			// Its layers come in later Readys: an event recorded after one
 			// Ready's copies proves nothing of a layer queued after it, and
 			// the core cannot tell which layers a caller's event covers.
 			return false, fmt.Errorf("%w: copies of %v landed, a layerwise publish: report each layer's event with LayerDone and its layer", ErrInvalidEvidence, ev.Lease)
 		}
-		v.event, v.layer = fsm.CopiesLanded, int(l.body.layers)-1
+		v.event, v.layer = fsm.CopiesLanded, int(c.body(id).layers)-1
 	case LayerDone:
-		b := l.body
+		b := c.body(id)
 		switch {
 		case ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers):
 			return false, fmt.Errorf("%w: layer %d of %v landed, a lease whose copies go in %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.layers)
@@ -154,32 +157,32 @@ func (c *Core) classifyCopy(l *lease, ev *Evidence, v *verdict) (ok bool, err er
 		}
 		v.layer = ev.Layer
 	case CopyRefusedByDevice:
-		if rows := len(l.body.rows); ev.Row < 0 || ev.Row >= rows {
+		if rows := len(c.body(id).rows); ev.Row < 0 || ev.Row >= rows {
 			return false, fmt.Errorf("%w: copy refusal of row %d of %v, a lease of %d rows", ErrInvalidEvidence, ev.Row, ev.Lease, rows)
 		}
 		v.event, v.row = fsm.CopyRefused, ev.Row
 		v.reason = fmt.Sprintf("copy of row %d refused by the device: %s", ev.Row, ev.Reason)
 	case CopyLost:
-		if b := l.body; ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers) {
+		if b := c.body(id); ev.Layer < 0 || b.layers > 0 && ev.Layer >= int(b.layers) {
 			return false, fmt.Errorf("%w: copy of layer %d of %v lost, a lease whose copies go in %d layers", ErrInvalidEvidence, ev.Layer, ev.Lease, b.layers)
 		}
 		v.event, v.layer = fsm.CopyFailed, ev.Layer
 		v.reason = "local copy failed without a completion record: " + ev.Reason
-		if l.body.layers > 1 {
+		if c.body(id).layers > 1 {
 			v.reason = fmt.Sprintf("local copy of layer %d failed without a completion record: %s", ev.Layer, ev.Reason)
 		}
 	case ownerComputed:
 		v.event, v.layer, v.behind = fsm.LayerComputed, ev.Layer, ev.behind
 	case deviceLostCopy:
 		// Every layer not yet known to have landed may never land.
-		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(l.body.landed)
+		v.event, v.reason, v.layer = fsm.CopyFailed, "device lost with a copy in flight: "+ev.Reason, int(c.body(id).landed)
 	}
 	return true, nil
 }
 
 // classifyOwn classifies what the engine itself observes — the owner's calls,
 // the clock's deadlines and the pump's grants — as classify does.
-func (c *Core) classifyOwn(l *lease, ev *Evidence, v *verdict) (ok bool, err error) {
+func (c *Core) classifyOwn(id uint32, ev *Evidence, v *verdict) (ok bool, err error) {
 	switch ev.What {
 	case ownerReleased:
 		v.event = fsm.ReleaseRequested
@@ -192,7 +195,7 @@ func (c *Core) classifyOwn(l *lease, ev *Evidence, v *verdict) (ok bool, err err
 	case deadlineDue:
 		v.event, v.reason = fsm.Deadline, "deadline passed with no outcome: timeout"
 	case containmentDue:
-		v.event, v.reason = fsm.Containment, c.containmentReason(l)
+		v.event, v.reason = fsm.Containment, c.containmentReason(id)
 	case quiesceOverdue:
 		v.event, v.reason = fsm.AccessUnproven, fmt.Sprintf("Quiesce did not answer within %v", c.cfg.QuiesceTimeout)
 	case slotsGranted:
@@ -216,7 +219,7 @@ func (c *Core) classifyOwn(l *lease, ev *Evidence, v *verdict) (ok bool, err err
 // included) is a contract violation.
 func (c *Core) classifyAnswer(id uint32, o contract.Outcome, v *verdict) (bool, error) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	violation := func(reason string) (bool, error) {
 		v.event, v.reason = fsm.ContractViolation, "contract violation: "+reason
 		return true, nil
@@ -333,15 +336,19 @@ func (c *Core) apply(id uint32, v *verdict) error {
 // re-delivered event carries no evidence.
 func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 	l := &c.leases[id]
-	gen := l.gen
+	gen := c.gens[id]
 	for {
 		c.entered(id, &step, v)
-		if l.gen != gen || !l.inUse || c.halted != nil {
+		if c.gens[id] != gen || !l.inUse || c.halted != nil {
 			return
 		}
-		if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
-			step = next
-			continue
+		// The facts are read only where a completion may test them: most
+		// states have none.
+		if len(c.table.Completions(l.m.State)) > 0 {
+			if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
+				step = next
+				continue
+			}
 		}
 		if next, ok := c.table.Redeliver(&l.m); ok {
 			step = next
@@ -351,7 +358,7 @@ func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
 	}
 	rest := fsm.Step{From: l.m.State, To: l.m.State}
 	c.perform(id, &rest, c.table.AtRest(l.m.State), v)
-	if l.gen == gen && l.inUse {
+	if c.gens[id] == gen && l.inUse {
 		c.rearm(id)
 	}
 }
@@ -383,7 +390,7 @@ func (c *Core) entered(id uint32, step *fsm.Step, v *verdict) {
 // result, masks and deadline: nothing the table does not already hold.
 func (c *Core) facts(id uint32) fsm.Facts {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	var f fsm.Facts
 	if l.kind == Fetch {
 		f = f.With(fsm.IsFetch)

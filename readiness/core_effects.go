@@ -48,7 +48,7 @@ func (c *Core) perform(id uint32, step *fsm.Step, fx fsm.Effects, v *verdict) {
 // reports false when it halted the core instead.
 func (c *Core) store(id uint32, s fsm.Store, v *verdict) bool {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch s {
 	case fsm.StoreReason:
 		b.reason = v.reason
@@ -141,7 +141,7 @@ func (c *Core) effect(id uint32, e fsm.Effect, step *fsm.Step, v *verdict) {
 	case fsm.CopyOut:
 		c.copyOut(id)
 	case fsm.DropRow:
-		if m := c.leases[id].body.mask(v.row); m != nil {
+		if m := c.body(id).mask(v.row); m != nil {
 			*m = false
 		}
 		c.layerInterval(id)
@@ -170,8 +170,7 @@ func (c *Core) effect(id uint32, e fsm.Effect, step *fsm.Step, v *verdict) {
 
 // place records where each row's staging slot is.
 func (c *Core) place(id uint32) {
-	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	var err error
 	if c.runs, err = c.alloc.Runs(c.ticket(id), c.runs[:0]); err != nil {
 		c.halt("the allocator has no runs for a granted lease: "+err.Error(), id)
@@ -200,7 +199,7 @@ func (c *Core) place(id uint32) {
 // it is reported back through the door as extent_refused.
 func (c *Core) submit(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch {
 	case !b.outstanding:
 		c.halt("a submission handed out without an admission slot", id)
@@ -220,7 +219,7 @@ func (c *Core) submit(id uint32) {
 // named one) and the containment deadline: the request deadline plus the
 // grace. A drain that starts earlier only moves it earlier.
 func (c *Core) armDeadline(id uint32) {
-	b := c.leases[id].body
+	b := c.body(id)
 	if b.exposedAt != 0 || b.containAt != 0 {
 		c.halt("a submission's deadlines were about to be fixed a second time: the containment deadline is fixed once, at submission", id)
 		return
@@ -237,7 +236,7 @@ func (c *Core) armDeadline(id uint32) {
 // the containment deadline earlier: later triggers never extend the grace.
 func (c *Core) startDrain(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if l.m.Marks.Has(fsm.Attempted) && b.containAt == 0 {
 		c.halt("a drain started on a submission whose containment deadline was never fixed", id)
 		return
@@ -255,7 +254,7 @@ func (c *Core) startDrain(id uint32, step *fsm.Step) {
 // which the pump let through only while the bound had room.
 func (c *Core) takeAdmission(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch {
 	case l.m.State != fsm.Admitted:
 		c.halt(fmt.Sprintf("an admission slot taken by a lease in %v: only admitted takes one", l.m.State), id)
@@ -287,7 +286,7 @@ func (c *Core) requestCancel(id uint32) {
 // It is the only way a Quiesce call is asked for.
 func (c *Core) askProof(id uint32, step *fsm.Step) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if b.proofOut {
 		return // asked already
 	}
@@ -307,7 +306,7 @@ func (c *Core) askProof(id uint32, step *fsm.Step) {
 // ask hands out one Quiesce call for the lease now.
 func (c *Core) ask(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch {
 	case !c.table.Exposed(l.m.State):
 		c.halt(fmt.Sprintf("Quiesce asked about a lease in %v, where no access proof is awaited", l.m.State), id)
@@ -330,7 +329,7 @@ func (c *Core) endAccess(id uint32, step *fsm.Step) {
 	if !c.checkFenceEntered(id, step) {
 		return
 	}
-	b := c.leases[id].body
+	b := c.body(id)
 	b.askAt, b.proofDue = 0, 0
 	c.unadmit(id)
 	if b.exposedAt != 0 {
@@ -354,7 +353,7 @@ func (c *Core) answer(id uint32) {
 		return
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if b.lentAt != 0 {
 		// Readiness latency is the time to an answer the manager can use: a
 		// failure's own figure keeps a store that fails fast from reading as
@@ -392,13 +391,13 @@ func (c *Core) withdraw(id uint32) {
 	}
 	c.stats.Ungrantable++
 	c.cfg.Logger.Warn("kvready: lease can never be granted; it is out of the line until released",
-		slog.String("lease", c.handle(id).String()), slog.String("reason", l.body.reason), slog.Int("rows", len(l.body.rows)))
+		slog.String("lease", c.handle(id).String()), slog.String("reason", c.body(id).reason), slog.Int("rows", len(c.body(id).rows)))
 }
 
 // unadmit gives the lease's admission slot back, if it holds one: its
 // submission is no longer outstanding (fenced, or given up on).
 func (c *Core) unadmit(id uint32) {
-	if b := c.leases[id].body; b.outstanding {
+	if b := c.body(id); b.outstanding {
 		if c.outstanding <= 0 {
 			c.halt(fmt.Sprintf("an admission slot given back while the core counts %d outstanding", c.outstanding), id)
 			return
@@ -413,8 +412,7 @@ func (c *Core) unadmit(id uint32) {
 // goes back — the engine no longer waits on the submission — but nothing of
 // its memory is freed.
 func (c *Core) contain(id uint32, step *fsm.Step) {
-	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if b.containAt == 0 || c.now < b.containAt {
 		c.halt(fmt.Sprintf("a lease contained %v before its containment deadline", time.Duration(b.containAt-c.now)), id)
 		return
@@ -437,7 +435,7 @@ func (c *Core) recover(id uint32) {
 	}
 	// Its containment deadline has passed: the copies the fence now issues
 	// get a grace of their own to land before they are contained.
-	c.leases[id].body.containAt = c.now + int64(c.cfg.DrainGrace)
+	c.body(id).containAt = c.now + int64(c.cfg.DrainGrace)
 	c.stats.Recovered++
 	h := c.handle(id)
 	c.ready.Recovered = append(c.ready.Recovered, h)
@@ -447,8 +445,7 @@ func (c *Core) recover(id uint32) {
 // quarantine takes a contained lease's slots out of circulation for ever.
 // Under the Fatal policy the engine then halts.
 func (c *Core) quarantine(id uint32) {
-	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if !c.checkQuarantine(id) {
 		return
 	}
@@ -477,14 +474,14 @@ func (c *Core) park(id uint32) {
 		return
 	}
 	c.keep(id)
-	l.gen = nextGen(l.gen)
+	c.gens[id] = nextGen(c.gens[id])
 }
 
 // free returns the lease's slots: only once the backend's access is proven
 // over (or never began) and every local copy landed.
 func (c *Core) free(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	switch {
 	case !l.inUse:
 		c.halt("slots about to be freed from a record that carries no lease: a lease's slots return once", id)
@@ -517,18 +514,20 @@ func (c *Core) free(id uint32) {
 }
 
 // retire ends a released lease's hold on its record: what its handle can
-// still read goes to the kept ring, its body is reused, and its generation
-// moves on so that the handle never reaches the record's next lease.
+// still read goes to the kept ring, its body is cleared for the record's next
+// lease, and its generation moves on so that the handle never reaches that
+// lease.
 func (c *Core) retire(id uint32) {
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	if !c.checkRetire(id) {
 		return
 	}
 	c.keep(id)
 	c.stats.Leases[fsm.Released]--
-	c.putBody(b)
-	*l = lease{gen: nextGen(l.gen), retired: uint8(l.gen)}
+	c.clearBody(b)
+	*l = lease{retired: uint8(c.gens[id])}
+	c.gens[id] = nextGen(c.gens[id])
 	c.spare = append(c.spare, id)
 }
 
@@ -539,7 +538,7 @@ func (c *Core) keep(id uint32) {
 		return
 	}
 	l := &c.leases[id]
-	b := l.body
+	b := c.body(id)
 	k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
 		byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval,
 		uncopied: l.kind == Fetch && served(l.result) && b.layers == 0 && c.anyServed(b)}

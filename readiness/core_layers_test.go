@@ -64,11 +64,11 @@ func TestCopiesGoLayerByLayer(t *testing.T) {
 		dev        gpu.DevicePtr
 		off, size  int
 	}
-	slot0, _ := r.c.mem.Row(0, int(r.c.leases[h.id].body.slots[0]))
+	slot0, _ := r.c.mem.Row(0, int(r.c.body(h.id).slots[0]))
 	var got []cp
 	for _, c := range rd.Copies {
 		require.True(t, c.ToDevice)
-		row, _ := r.c.mem.Row(0, int(r.c.leases[h.id].body.slots[c.Row]))
+		row, _ := r.c.mem.Row(0, int(r.c.body(h.id).slots[c.Row]))
 		off := int(uintptrOf(c.Staging) - uintptrOf(row))
 		got = append(got, cp{c.Row, c.Layer, c.Device, off, len(c.Staging)})
 	}
@@ -90,7 +90,7 @@ func TestWholeSlotIsOneLayer(t *testing.T) {
 	require.Equal(t, 1, r.c.Layers())
 	require.Len(t, rd.Copies, 2)
 	for i, c := range rd.Copies {
-		row, _ := r.c.mem.Row(0, int(r.c.leases[h.id].body.slots[i]))
+		row, _ := r.c.mem.Row(0, int(r.c.body(h.id).slots[i]))
 		assert.Equal(t, uintptrOf(row), uintptrOf(c.Staging), "copy %d", i)
 		assert.Len(t, c.Staging, 16, "copy %d moves the whole slot", i)
 		assert.Zero(t, c.Layer)
@@ -166,7 +166,7 @@ func TestLayerReadiness(t *testing.T) {
 			r.c.Advance()
 			for i, s := range tc.steps {
 				before := r.c.leases[h.id]
-				beforeBody := *before.body
+				beforeBody := *r.c.body(h.id)
 				s.ev.Lease = h
 				var err error
 				if s.ev.What == ownerReleased {
@@ -183,8 +183,8 @@ func TestLayerReadiness(t *testing.T) {
 						require.ErrorIs(t, err, s.err, "step %d", i)
 					}
 					assert.Equal(t, before.m, r.c.leases[h.id].m, "step %d: a refusal changes nothing", i)
-					assert.Equal(t, beforeBody.landed, r.c.leases[h.id].body.landed, "step %d", i)
-					assert.Equal(t, beforeBody.failed, r.c.leases[h.id].body.failed, "step %d", i)
+					assert.Equal(t, beforeBody.landed, r.c.body(h.id).landed, "step %d", i)
+					assert.Equal(t, beforeBody.failed, r.c.body(h.id).failed, "step %d", i)
 				} else {
 					require.NoError(t, err, "step %d", i)
 				}

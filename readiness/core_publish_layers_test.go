@@ -59,7 +59,7 @@ func TestLayerwisePublishCopiesEachLayerBehindItsEvent(t *testing.T) {
 	var got []cp
 	for _, c := range rd.Copies {
 		assert.False(t, c.ToDevice, "a publish copies device→staging")
-		slot0, _ := r.c.mem.Row(0, int(r.c.leases[h.id].body.slots[c.Row]))
+		slot0, _ := r.c.mem.Row(0, int(r.c.body(h.id).slots[c.Row]))
 		off := int(uintptrOf(c.Staging) - uintptrOf(slot0))
 		got = append(got, cp{c.Row, c.Layer, c.Device, off, len(c.Staging)})
 	}

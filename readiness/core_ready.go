@@ -120,9 +120,17 @@ func (r *Ready) Empty() bool {
 }
 
 func (r *Ready) reset() {
-	clear(r.Submissions)
-	clear(r.Copies)
-	clear(r.Containments)
+	// Most Readys a round takes hold no submission, copy or containment:
+	// clearing an empty slice still calls the runtime.
+	if len(r.Submissions) > 0 {
+		clear(r.Submissions)
+	}
+	if len(r.Copies) > 0 {
+		clear(r.Copies)
+	}
+	if len(r.Containments) > 0 {
+		clear(r.Containments)
+	}
 	r.Submissions, r.Copies, r.CopyLeases, r.Layers = r.Submissions[:0], r.Copies[:0], r.CopyLeases[:0], r.Layers[:0]
 	r.Proofs, r.Overdue, r.Cancels = r.Proofs[:0], r.Overdue[:0], r.Cancels[:0]
 	r.Forget, r.Containments, r.Recovered = r.Forget[:0], r.Containments[:0], r.Recovered[:0]

@@ -13,9 +13,44 @@ import (
 
 // A lease record is kept for every lease in flight, and SPEC §5 allows 64
 // bytes of engine state per staging slot, 1-row leases included: the record
-// keeps its slot, generation, kind, result and body, and derives its ticket.
-func TestLeaseRecordIs24Bytes(t *testing.T) {
-	assert.EqualValues(t, 24, unsafe.Sizeof(lease{}))
+// keeps its slot, kind and result (12 bytes) and its generation in the
+// column beside it (4), finds its body by its index and derives its ticket.
+func TestLeaseRecordIs12BytesAndAGeneration(t *testing.T) {
+	assert.EqualValues(t, 12, unsafe.Sizeof(lease{}))
+	var c Core
+	assert.EqualValues(t, 4, unsafe.Sizeof(c.gens[0]))
+}
+
+// A record's body is its own, by index: a retired record's next lease
+// rebuilds the same body in place, and a record that was never lent has a
+// body of its own in the chunk, untouched by its neighbours.
+func TestABodyIsItsRecords(t *testing.T) {
+	r := newCoreRig(t, nil)
+	row := func(k byte) []staging.Row {
+		return []staging.Row{{Block: 0, Name: coreName(k), Device: gpu.DevicePtr(0x1000)}}
+	}
+	a, err := r.c.Lend(Request{Kind: Fetch, Rows: row(1)})
+	require.NoError(t, err)
+	b, err := r.c.Lend(Request{Kind: Fetch, Rows: row(2)})
+	require.NoError(t, err)
+	require.NotSame(t, r.c.body(a.id), r.c.body(b.id))
+	assert.Equal(t, coreName(1), r.c.body(a.id).names[0])
+	assert.Equal(t, coreName(2), r.c.body(b.id).names[0])
+	first := r.c.body(a.id)
+	_, err = r.c.Cancel(a)
+	require.NoError(t, err) // withdrawn: the record retires
+	c, err := r.c.Lend(Request{Kind: Fetch, Rows: row(3)})
+	require.NoError(t, err)
+	require.Equal(t, a.id, c.id, "the retired record carries the next lease")
+	assert.Same(t, first, r.c.body(c.id), "and its body with it, rebuilt in place")
+	assert.Equal(t, coreName(3), r.c.body(c.id).names[0])
+	assert.Equal(t, coreName(2), r.c.body(b.id).names[0], "the neighbour's body is untouched")
+	// Refused once the next record's body was written: blocks must increase.
+	_, err = r.c.Lend(Request{Kind: Fetch, Rows: []staging.Row{
+		{Block: 1, Name: coreName(4), Device: gpu.DevicePtr(0x1000)},
+		{Block: 0, Name: coreName(5), Device: gpu.DevicePtr(0x1000)}}})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	assert.Equal(t, coreName(3), r.c.body(c.id).names[0], "a refused Lend leaves the live bodies alone")
 }
 
 // The core names each lease's ticket after its record: a record whose
@@ -55,6 +90,19 @@ func TestARecordIsReusedWhileItsWithdrawnRequestIsInLine(t *testing.T) {
 		assert.NotEqual(t, StateWaiting, info.State, "%v granted once a's slots returned", h)
 	}
 	require.NoError(t, r.c.Err())
+}
+
+// Bodies come in chunks of a power of two (a shift and a mask find one) that
+// waste, in their size class, no more per body than a body allocated alone
+// (560 bytes in the 576-byte class): 32 bodies take the 18432-byte class. A
+// chunk past 32 KiB would be a large object, rounded up to whole 8 KiB pages.
+func TestBodyChunkWastesNoMoreThanABody(t *testing.T) {
+	size := bodyChunk * unsafe.Sizeof(body{})
+	require.Zero(t, bodyChunk&(bodyChunk-1), "a power of two")
+	require.LessOrEqual(t, size, uintptr(32<<10), "a chunk of %d bodies is a small object", bodyChunk)
+	class := uintptr(18432) // runtime/sizeclasses.go: the class a chunk of 32 bodies of 560 bytes takes
+	require.LessOrEqual(t, size, class)
+	assert.LessOrEqual(t, (class-size)/bodyChunk, uintptr(576-560), "bytes wasted per body")
 }
 
 // BenchmarkSlotMemory counts a lease's body struct as descriptors, although

@@ -212,15 +212,16 @@ func (c *Core) InFlight() InFlight {
 	oldest := int64(0)
 	for i := range c.leases {
 		l := &c.leases[i]
-		if !l.inUse || l.body == nil || !l.m.Marks.Has(fsm.Exposed) || l.m.Marks.Has(fsm.Fenced) ||
+		if !l.inUse || !l.m.Marks.Has(fsm.Exposed) || l.m.Marks.Has(fsm.Fenced) ||
 			l.m.Marks.Has(fsm.WasContained) || l.m.State.Terminal() {
 			continue
 		}
 		f.Leases++
-		for _, r := range l.body.rows {
+		b := c.body(uint32(i))
+		for _, r := range b.rows {
 			f.Bytes += int64(c.mem.Group(r.Group).SlotBytes)
 		}
-		if at := l.body.exposedAt; at != 0 && (oldest == 0 || at < oldest) {
+		if at := b.exposedAt; at != 0 && (oldest == 0 || at < oldest) {
 			oldest = at
 		}
 	}

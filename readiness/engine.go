@@ -58,6 +58,10 @@ type Engine struct {
 	recovered []Handle
 
 	refusedEvidence, staleEvidence uint64
+	// resweep: a round dropped a stale sighting whose id the watcher skipped
+	// meanwhile (attemptTable.resolve), so the sweeps Sync waited on did not
+	// poll the id's attempt: Sync is not idle until one more has.
+	resweep bool
 
 	haltSeen bool
 	closing  bool       // Close was called
@@ -156,7 +160,14 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 func (e *Engine) Release(h Handle) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.owner(e.core.Release(h))
+	err := e.core.Release(h)
+	if err == nil && !e.core.carries(h) {
+		// Retired (its attempt was dropped at the fence), or parked: a
+		// quarantined lease's attempt is kept for ever, and a sighting of it
+		// still out names a record that carries no handle any more.
+		e.attempts.gaveUp(uint32(h.Index()))
+	}
+	return e.owner(err)
 }
 
 // Cancel cancels, locally, a lease still waiting for its outcome: it latches
@@ -392,13 +403,17 @@ func (e *Engine) perform() {
 			e.replies = append(e.replies, e.requestCancel(h))
 		}
 		for _, h := range rd.Forget {
-			e.attempts.drop(h)
+			e.attempts.drop(uint32(h.Index()))
 		}
-		for _, c := range rd.Containments {
-			e.attempts.unwatch(c.Lease) // its attempt is kept for ever; only the polling stops
+		if len(rd.Containments) > 0 {
+			for _, c := range rd.Containments {
+				e.attempts.unwatch(uint32(c.Lease.Index())) // its attempt is kept for ever; only the polling stops
+			}
+			e.contain = append(e.contain, rd.Containments...)
 		}
-		e.contain = append(e.contain, rd.Containments...)
-		e.recovered = append(e.recovered, rd.Recovered...)
+		if len(rd.Recovered) > 0 {
+			e.recovered = append(e.recovered, rd.Recovered...)
+		}
 		e.core.Advance()
 		e.reportAnswers()
 	}

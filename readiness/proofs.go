@@ -8,10 +8,9 @@ import "github.com/kvready/kvready/contract"
 
 // proofs is the owner's bookkeeping of the access proofs it asks.
 type proofs struct {
-	seq    uint64   // the last Quiesce batch's sequence number
-	calls  uint64   // Quiesce calls handed to workers
-	probes uint64   // TryQuiesce calls asked on the owner
-	inline []letter // proofs answered on the owner this round
+	seq    uint64 // the last Quiesce batch's sequence number
+	calls  uint64 // Quiesce calls handed to workers
+	probes uint64 // TryQuiesce calls asked on the owner
 }
 
 // outstandingCalls returns the Quiesce batches handed to workers and not yet
@@ -28,7 +27,7 @@ func (e *Engine) outstandingCalls() int64 {
 
 // ask adds a lease to this round's Quiesce batch of its backend.
 func (e *Engine) ask(p Proof) {
-	s, ok := e.attempts.get(p.Lease)
+	s, ok := e.attempts.get(uint32(p.Lease.Index()))
 	if !ok {
 		return // no attempt kept: the core asks only where one was returned
 	}
@@ -44,7 +43,9 @@ func (e *Engine) ask(p Proof) {
 // backend can answer without blocking (contract.QuiesceProber), one call for
 // the round's batch and, unless that proved every lease over, one per lease;
 // what it cannot answer now goes to the backend's workers, to its blocking
-// Quiesce.
+// Quiesce. What the owner's probe answered is reported through the core's
+// door at once, lease by lease: the attempt polled once more, then the
+// proof (or what proved nothing).
 // It reports whether anything was answered here.
 func (e *Engine) prove(sd *side) (answered bool) {
 	b := sd.round
@@ -57,11 +58,13 @@ func (e *Engine) prove(sd *side) (answered bool) {
 		switch ans, reason := sd.try(b.attempts); {
 		case ans == contract.AccessEnded:
 			for i := range b.attempts {
-				e.pf.inline = proven(e.pf.inline, b.leases[i], b.attempts[i], &sd.faults)
+				e.provenHere(b.leases[i], b.attempts[i], &sd.faults)
 			}
+			answered = len(b.attempts) > 0
 			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
 		case ans == contract.AccessUnproven && len(b.attempts) == 1:
-			e.pf.inline = append(e.pf.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[0], Reason: reason}})
+			e.step(&Evidence{What: QuiesceUnproven, Lease: b.leases[0], Reason: reason})
+			answered = true
 			b.leases, b.attempts = b.leases[:0], b.attempts[:0]
 		case len(b.attempts) > 1:
 			// Asked one by one, so that one delivery still running, or one
@@ -71,9 +74,11 @@ func (e *Engine) prove(sd *side) (answered bool) {
 				e.pf.probes++
 				switch ans, reason := sd.try(b.attempts[i : i+1]); ans {
 				case contract.AccessEnded:
-					e.pf.inline = proven(e.pf.inline, b.leases[i], a, &sd.faults)
+					e.provenHere(b.leases[i], a, &sd.faults)
+					answered = true
 				case contract.AccessUnproven:
-					e.pf.inline = append(e.pf.inline, letter{ev: Evidence{What: QuiesceUnproven, Lease: b.leases[i], Reason: reason}})
+					e.step(&Evidence{What: QuiesceUnproven, Lease: b.leases[i], Reason: reason})
+					answered = true
 				default:
 					b.leases[k], b.attempts[k] = b.leases[i], a
 					k++
@@ -87,18 +92,17 @@ func (e *Engine) prove(sd *side) (answered bool) {
 		b.pool.recycle(b)
 		return true
 	}
-	answered = len(e.pf.inline) > 0
 	e.pf.calls++
 	e.pf.seq++
 	sd.workers.hand(e.pf.seq, b)
 	return answered
 }
 
-// takeInline reports the proofs answered on the owner this round.
-func (e *Engine) takeInline() {
-	for _, l := range e.pf.inline {
-		e.step(l.ev)
-	}
-	clear(e.pf.inline)
-	e.pf.inline = e.pf.inline[:0]
+// provenHere reports a proof the owner's probe gave: the attempt polled once
+// more (an answer changed after the first is caught before anything is
+// copied), then the proof.
+func (e *Engine) provenHere(h Handle, a contract.Attempt, faults *faultCounts) {
+	answer := provenAnswer(h, a, faults)
+	e.step(&answer)
+	e.step(&Evidence{What: QuiesceTrue, Lease: h})
 }

@@ -34,7 +34,7 @@ func (b *batch) reset() {
 	clear(b.attempts)
 	clear(b.letters)
 	b.leases, b.attempts, b.letters = b.leases[:0], b.attempts[:0], b.letters[:0]
-	b.quiesce, b.pool = nil, nil
+	b.quiesce, b.pool, b.seq = nil, nil, 0
 	b.ctx.reset()
 }
 
@@ -162,6 +162,10 @@ func (q *quiescer) outstanding() int64 { return q.handed.Load() - q.answer.Load(
 
 // recycle takes an answered batch back. Owner only.
 func (q *quiescer) recycle(b *batch) {
+	if b.seq == 0 {
+		q.reuse(b)
+		return
+	}
 	q.mu.Lock()
 	for i, r := range q.running {
 		if r == b {
@@ -171,6 +175,16 @@ func (q *quiescer) recycle(b *batch) {
 	}
 	q.mu.Unlock()
 	b.reset()
+	q.free = append(q.free, b)
+}
+
+// reuse takes back a batch that was never handed out (its proofs were all
+// answered on the owner): no worker saw it or its context, so it is cleared
+// without the locks a handed-out batch needs. Owner only.
+func (q *quiescer) reuse(b *batch) {
+	clear(b.attempts)
+	b.leases, b.attempts = b.leases[:0], b.attempts[:0]
+	b.quiesce, b.pool = nil, nil
 	q.free = append(q.free, b)
 }
 
@@ -301,13 +315,19 @@ func (q *quiescer) answerBatch(b *batch) {
 // first, so that an answer changed before the proof is a violation caught
 // before anything is copied.
 func proven(dst []letter, h Handle, a contract.Attempt, faults *faultCounts) []letter {
+	return append(dst, letter{ev: provenAnswer(h, a, faults)}, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+}
+
+// provenAnswer is what an attempt proven over answers when it is polled once
+// more, before the proof is reported: its outcome, or the panic that took its
+// place (counted against the backend).
+func provenAnswer(h Handle, a contract.Attempt, faults *faultCounts) Evidence {
 	o, p := safePoll(a)
-	first := letter{ev: Evidence{What: PollAnswered, Lease: h, Outcome: o}}
 	if p != "" {
 		faults.panics.Add(1)
-		first.ev = Evidence{What: PollPanicked, Lease: h, Reason: p}
+		return Evidence{What: PollPanicked, Lease: h, Reason: p}
 	}
-	return append(dst, first, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+	return Evidence{What: PollAnswered, Lease: h, Outcome: o}
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a

@@ -610,6 +610,14 @@ func TestRule6QuarantinedExtentIsNeverRebuilt(t *testing.T) {
 	r.sync()
 	require.Equal(t, State(StateQuarantined), r.state(h))
 	require.NoError(t, r.eng.Release(h))
+	// Parked: the attempt is kept for ever, and a sighting of it still out
+	// would name a record that carries no handle any more: it is voided.
+	id := uint32(h.Index())
+	_, kept := r.eng.attempts.get(id)
+	assert.True(t, kept, "a quarantined lease's attempt is kept")
+	r.eng.attempts.mu.Lock()
+	assert.True(t, bit(r.eng.attempts.changed, id), "the parked lease's sightings are void")
+	r.eng.attempts.mu.Unlock()
 	r.be.setAnswer(true, nil)
 	for i := range 6 {
 		h2, _, a2 := r.fetch(10+i, 1) // the same shape: a reused extent would be rebuilt in place

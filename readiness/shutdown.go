@@ -102,7 +102,10 @@ func (e *Engine) stopIfDrained() {
 			}
 		}
 	}
-	if e.outstandingCalls() > 0 || !(halted || e.core.Drained()) {
+	// Drained first: it is false at once on an engine that was not closed,
+	// which is every round's case; the calls outstanding are atomics read per
+	// backend.
+	if !(halted || e.core.Drained()) || e.outstandingCalls() > 0 {
 		return
 	}
 	e.stopped = true

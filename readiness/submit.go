@@ -27,10 +27,10 @@ func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	switch {
 	case p != "":
 		e.sides[k-1].faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: h, Reason: p})
+		e.step(&Evidence{What: PollPanicked, Lease: h, Reason: p})
 		return true
 	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: h, Outcome: o})
+		e.step(&Evidence{What: PollAnswered, Lease: h, Outcome: o})
 		return true
 	}
 	return false
@@ -57,7 +57,7 @@ func (e *Engine) submit(s Submission) (r submitResult) {
 // contract; a panic is recorded as the request's error.
 func (e *Engine) requestCancel(h Handle) (ev Evidence) {
 	ev = Evidence{What: CancelReplied, Lease: h}
-	s, ok := e.attempts.get(h)
+	s, ok := e.attempts.get(uint32(h.Index()))
 	if !ok {
 		ev.Reason = "no attempt kept for the lease"
 		return ev
@@ -78,36 +78,53 @@ func (e *Engine) requestCancel(h Handle) (ev Evidence) {
 }
 
 // reportAnswers tells the core what the round's submissions, copies and cancel
-// requests answered, and raises the containment signals.
+// requests answered, and raises the containment signals. It runs after every
+// Ready a round performs, most of them with nothing of the kind: what is empty
+// is passed by without clearing it.
 func (e *Engine) reportAnswers() {
+	if len(e.results) > 0 {
+		e.reportSubmissions()
+	}
+	if len(e.cp.refused)+len(e.cp.failed)+len(e.replies)+len(e.contain)+len(e.recovered) > 0 {
+		e.reportOthers()
+	}
+}
+
+// reportSubmissions reports what the round's submissions answered.
+func (e *Engine) reportSubmissions() {
 	for _, r := range e.results {
 		switch {
 		case r.panics != "":
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
 		case r.a != nil:
 			e.accept(r)
 		case errors.Is(r.err, contract.ErrSubmissionRejected):
-			e.step(Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
+			e.step(&Evidence{What: SubmitRejected, Lease: r.h, Reason: r.err.Error()})
 		case r.err != nil:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.err.Error()})
 		default:
-			e.step(Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
+			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: "the backend returned neither an attempt nor an error"})
 		}
 	}
 	clear(e.results)
 	e.results = e.results[:0]
+}
+
+// reportOthers reports what the round's copies and cancel requests answered,
+// and raises the containment and recovery signals.
+func (e *Engine) reportOthers() {
 	for _, r := range e.cp.refused {
-		e.step(Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
+		e.step(&Evidence{What: CopyRefusedByDevice, Lease: r.h, Row: r.row, Reason: r.err.Error()})
 	}
 	clear(e.cp.refused)
 	e.cp.refused = e.cp.refused[:0]
 	for _, f := range e.cp.failed {
-		e.step(Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
+		e.step(&Evidence{What: CopyLost, Lease: f.h, Layer: f.layer, Reason: f.err.Error()})
 	}
 	clear(e.cp.failed)
 	e.cp.failed = e.cp.failed[:0]
-	for _, ev := range e.replies {
-		e.step(ev)
+	for i := range e.replies {
+		e.step(&e.replies[i])
 	}
 	clear(e.replies)
 	e.replies = e.replies[:0]
@@ -134,26 +151,36 @@ func (e *Engine) accept(r submitResult) {
 	sd := e.sides[r.kind-1]
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""
-	n, notifies := r.a.(contract.Notifier)
-	e.attempts.keep(r.h, r.kind, r.a, false)
-	var nt *notice
-	if !answered && notifies {
-		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
-		e.attempts.notified(r.h, nt)
+	var n contract.Notifier
+	notifies := false
+	if !answered { // an answered attempt is never notified nor watched
+		n, notifies = r.a.(contract.Notifier)
 	}
-	e.step(Evidence{What: SubmitAccepted, Lease: r.h})
+	id := uint32(r.h.Index())
+	if !e.attempts.keep(id, r.kind, r.a, false) {
+		// Attempts are dropped when their lease is fenced, and a record
+		// carries a new lease only after that.
+		e.core.Halt(fmt.Errorf("the attempt table still held an attempt at %v's id when its submission returned one: a record carried a new lease before its old attempt was forgotten", r.h))
+		return
+	}
+	var nt *notice
+	if notifies {
+		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
+		e.attempts.notified(id, nt)
+	}
+	e.step(&Evidence{What: SubmitAccepted, Lease: r.h})
 	if r.err != nil {
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
+		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
 	}
 	switch {
 	case p != "":
 		sd.faults.panics.Add(1)
-		e.step(Evidence{What: PollPanicked, Lease: r.h, Reason: p})
+		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: p})
 	case o != nil:
-		e.step(Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
+		e.step(&Evidence{What: PollAnswered, Lease: r.h, Outcome: o})
 	case notifies && notify(n, nt):
 	default:
-		e.attempts.rewatch(r.h)
+		e.attempts.rewatch(id)
 		e.watch.kick()
 	}
 }

@@ -168,6 +168,7 @@ func (e *Engine) Sync(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("readiness: Sync: the engine did not become idle: %w", err)
 		}
+		e.resweep = false
 		if err := e.catchUp(ctx); err != nil {
 			return total, err
 		}
@@ -177,7 +178,7 @@ func (e *Engine) Sync(ctx context.Context) (int, error) {
 		// its answer, so once none is outstanding every letter is in the
 		// mailbox. Read the other way round, a worker that answers between
 		// the two reads leaves its letters untaken.
-		if n == 0 && e.outstandingCalls() == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 {
+		if n == 0 && e.outstandingCalls() == 0 && !e.core.HasReady() && e.mail.n.Load() == 0 && !e.resweep {
 			return total, nil
 		}
 	}

@@ -61,6 +61,7 @@ func newWatcher(t *attemptTable, stream gpu.Stream, mail *mailbox) *watcher {
 func (w *watcher) kick() {
 	if !w.started {
 		w.started = true
+		w.table.shared = true // before the goroutine starts: the owner locks from now on
 		go w.run()
 	}
 	w.mail.handoffs.Add(1)
@@ -189,7 +190,7 @@ func (w *watcher) sweep(polled []watchedAttempt, found []letter) ([]watchedAttem
 		polled, word, words = w.table.collect(polled[:0], word, sweepChunk)
 		for _, it := range polled {
 			if o, p := safePoll(it.a); o != nil || p != "" {
-				found = append(found, letter{ev: Evidence{Lease: it.h, Outcome: o}, poll: true})
+				found = append(found, letter{ev: Evidence{Lease: Handle{id: it.id}, Outcome: o}, poll: true, sighted: true})
 			}
 		}
 		clear(polled)

@@ -59,7 +59,8 @@ const (
 
 // span is one group's run inside a record; 8 bytes, so a one-row lease costs 13
 // bytes of allocator state (its generation, its state and its span) plus its
-// queue entry while it waits.
+// queue entry while it waits — 9 when its caller keeps the generation
+// (NameTicketsBy).
 type span struct{ first, count uint32 }
 
 // Allocator hands out staging slots: per pool group, a request takes one
@@ -78,6 +79,7 @@ type Allocator struct {
 	// A record is its generation, its state and one span per group, kept in
 	// parallel arrays: a struct of the generation and the state would be
 	// padded to 8 bytes, and there is a record for every lease in flight.
+	// gens is empty when the caller keeps the generations (callerGens).
 	gens    []uint32
 	states  []ticketState
 	spans   []span   // len(pools) per record
@@ -91,6 +93,13 @@ type Allocator struct {
 	// named is set once the caller names tickets (RequestTicket): then the
 	// caller, not the allocator, picks record indices, and Request refuses.
 	named bool
+	// gensAt is where each record's generation is read: &gens, or — once
+	// the caller keeps them (NameTicketsBy, callerGens set) — the caller's
+	// column, and the allocator keeps none of its own: a record is its state
+	// and its spans. Either covers every record.
+	gensAt     *[]uint32
+	callerGens bool
+	records    int // the records it has: len(states)
 }
 
 // Err reports the allocator's own bookkeeping found broken (wrapping
@@ -104,6 +113,7 @@ func NewAllocator(slots []int) (*Allocator, error) {
 		return nil, errors.New("staging: an allocator needs at least one pool group")
 	}
 	a := &Allocator{pools: make([]pool, len(slots))}
+	a.gensAt = &a.gens
 	for g, n := range slots {
 		if n < 0 || n > MaxSlots {
 			return nil, fmt.Errorf("staging: pool group %d has %d slots; want 0..%d", g, n, MaxSlots)
@@ -149,6 +159,41 @@ func (a *Allocator) Request(counts []int) (Ticket, error) {
 	return t, nil
 }
 
+// NameTicketsBy makes the caller name every ticket (RequestTicket) after its
+// own records, whose generations it keeps in the column *gens: (*gens)[i] is
+// the generation of its record i — its live ticket's while it has one there,
+// the next one it will name there once that ticket is freed, quarantined
+// whole or cancelled. The caller grows and writes the column, and grows it
+// to cover an index before it names a ticket there (a new record's entry is
+// 1); the allocator reads it, through gens, whenever it needs a record's
+// generation, and keeps none of its own: a record costs it its state and
+// spans alone, and a request's generation is kept once. It is called before any ticket is issued, and
+// refused after. The caller moves a record's generation on once its ticket
+// is freed, quarantined whole or cancelled, and before it names the index
+// again: a ticket is live while the allocator holds its request and the
+// column holds its generation, so a caller that named an index again at the
+// same generation would make the old ticket live again.
+func (a *Allocator) NameTicketsBy(gens *[]uint32) error {
+	switch {
+	case gens == nil:
+		return errors.New("staging: NameTicketsBy(nil); want the caller's column of generations")
+	case a.records > 0 || a.named:
+		return fmt.Errorf("staging: NameTicketsBy on an allocator that issued %d tickets already; want it before the first", a.records)
+	}
+	a.named, a.callerGens, a.gensAt = true, true, gens
+	return nil
+}
+
+// gen returns record r's generation: the caller's, or the allocator's own; 0,
+// which no ticket carries, if the caller's column does not cover r (it
+// shrank: a caller's bug, which makes r's tickets stale rather than panic).
+func (a *Allocator) gen(r uint32) uint32 {
+	if g := *a.gensAt; int(r) < len(g) {
+		return g[r]
+	}
+	return 0
+}
+
 // TicketOf returns the ticket of record index at generation gen: the ticket a
 // caller that names its tickets (RequestTicket) derives from its own record
 // instead of keeping it. A ticket that was never issued is refused wherever it
@@ -166,24 +211,31 @@ func TicketOf(index, gen uint32) Ticket { return Ticket{idx: index, gen: gen} }
 // nothing, what Request refuses, a ticket it does not expect (wrapping
 // ErrStaleTicket), and any call on an allocator whose tickets Request issued;
 // once called, Request refuses.
+//
+// A caller that keeps the generations itself (NameTicketsBy) is held to its
+// own: t's generation must be the one it reports at t's index.
 func (a *Allocator) RequestTicket(t Ticket, counts []int) error {
-	switch n := uint32(len(a.gens)); {
-	case !a.named && len(a.gens) > 0:
-		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", len(a.gens))
+	switch n := uint32(a.records); {
+	case !a.named && a.records > 0:
+		return fmt.Errorf("staging: RequestTicket on an allocator that issued %d tickets itself (Request); want one way of naming tickets per allocator", a.records)
 	case t.idx > n:
 		return fmt.Errorf("%w: ticket %d.%d: index %d skips indices; want at most %d, the next new one", ErrStaleTicket, t.idx, t.gen, t.idx, n)
 	case t.idx == n && t.gen != 1:
 		return fmt.Errorf("%w: ticket %d.%d: generation %d at a new index; want 1", ErrStaleTicket, t.idx, t.gen, t.gen)
+	case a.callerGens && int(t.idx) >= len(*a.gensAt):
+		return fmt.Errorf("%w: ticket %d.%d: the caller's column holds the generations of indices 0..%d; want index %d in it", ErrStaleTicket, t.idx, t.gen, len(*a.gensAt)-1, t.idx)
 	case t.idx < n && (a.states[t.idx] == waiting || a.states[t.idx] == granted):
-		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gens[t.idx])
-	case t.idx < n && t.gen != a.gens[t.idx]:
-		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gens[t.idx])
+		return fmt.Errorf("%w: ticket %d.%d: index %d holds a live request (ticket %d.%d); want it freed, quarantined or cancelled first", ErrStaleTicket, t.idx, t.gen, t.idx, t.idx, a.gen(t.idx))
+	case t.idx < n && t.gen != a.gen(t.idx):
+		return fmt.Errorf("%w: ticket %d.%d: generation %d at index %d; want %d, the next", ErrStaleTicket, t.idx, t.gen, t.gen, t.idx, a.gen(t.idx))
+	case t.idx == n && a.callerGens && a.gen(t.idx) != 1:
+		return fmt.Errorf("%w: ticket %d.%d: the caller's generations hold %d at the new index %d; want 1", ErrStaleTicket, t.idx, t.gen, a.gen(t.idx), t.idx)
 	}
 	total, err := a.checkCounts(counts)
 	if err != nil {
 		return err
 	}
-	if t.idx == uint32(len(a.gens)) {
+	if t.idx == uint32(a.records) {
 		a.grow()
 	}
 	a.named = true
@@ -236,6 +288,13 @@ func (a *Allocator) Granted(t Ticket) bool {
 // TakeGrants appends to dst the tickets granted since the last call, in grant
 // order (which is arrival order), and forgets them.
 func (a *Allocator) TakeGrants(dst []Ticket) []Ticket {
+	if len(a.grants) == 0 {
+		return dst // most calls (one after every step of the engine's core): inlined
+	}
+	return a.takeGrants(dst)
+}
+
+func (a *Allocator) takeGrants(dst []Ticket) []Ticket {
 	for _, t := range a.grants {
 		if a.Granted(t) { // a grant freed before it was taken is no longer news
 			dst = append(dst, t)
@@ -269,8 +328,10 @@ func (a *Allocator) Cancel(t Ticket) error {
 	if a.states[t.idx] == granted {
 		return fmt.Errorf("staging: ticket %d.%d is granted; free or quarantine its slots instead of cancelling", t.idx, t.gen)
 	}
-	a.states[t.idx] = cancelled
-	a.gens[t.idx] = nextGen(a.gens[t.idx]) // the ticket is stale from now on; the queue entry goes at the head
+	a.states[t.idx] = cancelled // the ticket is stale from now on; the queue entry goes at the head
+	if !a.callerGens {
+		a.gens[t.idx] = nextGen(a.gens[t.idx])
+	}
 	a.waiting--
 	a.pump()
 	return nil
@@ -373,8 +434,8 @@ func (a *Allocator) HopelessTickets(dst []Ticket) []Ticket {
 func (a *Allocator) Usable(g int) int { return a.pools[g].usable }
 
 func (a *Allocator) live(t Ticket) bool {
-	return t.gen != 0 && int(t.idx) < len(a.gens) && a.gens[t.idx] == t.gen &&
-		a.states[t.idx] != unused && a.states[t.idx] != cancelled
+	return t.gen != 0 && int(t.idx) < a.records && (a.states[t.idx] == waiting || a.states[t.idx] == granted) &&
+		a.gen(t.idx) == t.gen
 }
 
 func (a *Allocator) recSpans(r uint32) []span {
@@ -393,17 +454,24 @@ func (a *Allocator) newRecord() uint32 {
 
 // grow adds a record at the next new index, at generation 1, and returns it.
 func (a *Allocator) grow() uint32 {
-	r := len(a.gens)
-	a.gens = grow.Len(a.gens, r+1)
+	r := a.records
+	a.records++
+	if !a.callerGens {
+		a.gens = grow.Len(a.gens, r+1)
+		a.gens[r] = 1
+	}
 	a.states = grow.Len(a.states, r+1)
 	a.spans = grow.Len(a.spans, (r+1)*len(a.pools))
-	a.gens[r] = 1
 	return uint32(r)
 }
 
-// retire makes record r's ticket stale and r reusable.
+// retire makes record r's ticket stale and r reusable. A caller that keeps
+// the generations moves r's on itself.
 func (a *Allocator) retire(r uint32) {
-	a.gens[r], a.states[r] = nextGen(a.gens[r]), unused
+	a.states[r] = unused
+	if !a.callerGens {
+		a.gens[r] = nextGen(a.gens[r])
+	}
 	if !a.named {
 		a.free = append(a.free, r)
 	}
@@ -439,11 +507,15 @@ func (a *Allocator) pump() {
 	for a.qlen > 0 && a.broken == nil {
 		e := a.queue[a.qhead]
 		r := e.idx
-		if e.gen != a.gens[r] {
-			// Withdrawn (Cancel moved the record's generation on). Its
-			// record is reusable once its entry leaves the line — unless a
-			// caller that names tickets already reused it, and a newer
-			// entry stands behind.
+		if a.states[r] != waiting || e.gen != a.gen(r) {
+			// Withdrawn: cancelled, or the record moved on to another
+			// generation (Cancel moves the allocator's own on; a caller
+			// that keeps them moves its own). Its record is reusable once
+			// its entry leaves the line — unless a caller that names
+			// tickets already reused it, and a newer entry stands behind
+			// (waiting, or granted already if the caller named it again
+			// at the same generation: its request is this entry's, and it
+			// is granted once).
 			if a.states[r] == cancelled {
 				a.states[r] = unused
 				if !a.named {
@@ -481,6 +553,6 @@ func (a *Allocator) pump() {
 		a.states[r] = granted
 		a.waiting--
 		a.pop()
-		a.grants = append(a.grants, Ticket{idx: r, gen: a.gens[r]})
+		a.grants = append(a.grants, e)
 	}
 }

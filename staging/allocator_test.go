@@ -204,9 +204,15 @@ func TestAllocatorProperties(t *testing.T) {
 		// A caller that names its tickets (RequestTicket) keeps a record per
 		// index and reuses an index once its request is freed, quarantined
 		// or cancelled — at once, even while a cancelled entry is still in
-		// line — at the generation after.
+		// line — at the generation after. One that keeps the generations
+		// (NameTicketsBy) is the allocator's only record of them.
 		named := rapid.Bool().Draw(t, "named")
 		var nextGens []uint32
+		if named && rapid.Bool().Draw(t, "caller keeps the generations") {
+			if err := a.NameTicketsBy(&nextGens); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var reusable []uint32
 		retired := func(tk Ticket) {
 			if named {
@@ -478,6 +484,122 @@ func TestAllocatorRequestTicketRefusals(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorContains(t, a.RequestTicket(TicketOf(1, 1), []int{1}), "issued 1 tickets itself")
 	})
+}
+
+// A caller that keeps the generations (NameTicketsBy) is the allocator's only
+// record of them: the allocator holds none, reads the caller's, and takes
+// nothing else on trust — a stale ticket, a live index, a skipped one are
+// refused as before.
+func TestAllocatorCallerGenerations(t *testing.T) {
+	fresh := func(t *testing.T) (*Allocator, *[]uint32) {
+		gens := &[]uint32{}
+		a, err := NewAllocator([]int{4})
+		require.NoError(t, err)
+		require.NoError(t, a.NameTicketsBy(gens))
+		name := func(idx uint32, counts ...int) {
+			if int(idx) == len(*gens) {
+				*gens = append(*gens, 1)
+			}
+			require.NoError(t, a.RequestTicket(TicketOf(idx, (*gens)[idx]), counts))
+		}
+		name(0, 4) // granted
+		name(1, 1) // waits behind 0
+		name(2, 1) // waits behind 1
+		require.NoError(t, a.Cancel(TicketOf(1, 1)))
+		(*gens)[1] = 2 // the caller moves its record on
+		return a, gens
+	}
+	a, _ := fresh(t)
+	assert.Empty(t, a.gens, "the allocator keeps no generation of its own")
+	assert.True(t, a.Granted(TicketOf(0, 1)))
+	for _, tc := range []struct {
+		name string
+		t    Ticket
+		want string // "" accepts
+	}{
+		{"the cancelled index at the caller's next generation, its entry still in line", TicketOf(1, 2), ""},
+		{"the next new index at generation 1, once the caller's column covers it", TicketOf(3, 1), ""},
+		{"the cancelled ticket again", TicketOf(1, 1), "generation 1 at index 1; want 2"},
+		{"an index holding a waiting request", TicketOf(2, 1), "index 2 holds a live request (ticket 2.1)"},
+		{"an index past the next new one", TicketOf(4, 1), "index 4 skips indices; want at most 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, gens := fresh(t)
+			if int(tc.t.idx) == len(*gens) {
+				*gens = append(*gens, 1) // the caller's new record
+			}
+			waiting := a.Waiting()
+			err := a.RequestTicket(tc.t, []int{1})
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.Equal(t, waiting+1, a.Waiting())
+				return
+			}
+			require.ErrorIs(t, err, ErrStaleTicket)
+			require.ErrorContains(t, err, tc.want)
+			assert.Equal(t, waiting, a.Waiting(), "a refusal changes nothing")
+		})
+	}
+	t.Run("a new index the caller's column does not cover", func(t *testing.T) {
+		a, _ := fresh(t)
+		err := a.RequestTicket(TicketOf(3, 1), []int{1})
+		require.ErrorIs(t, err, ErrStaleTicket)
+		require.ErrorContains(t, err, "the caller's column holds the generations of indices 0..2; want index 3 in it")
+	})
+	t.Run("a column that shrank makes its records' tickets stale, never a panic", func(t *testing.T) {
+		a, gens := fresh(t)
+		*gens = (*gens)[:1]
+		assert.True(t, a.Granted(TicketOf(0, 1)), "index 0 is still covered")
+		assert.False(t, a.Granted(TicketOf(2, 1)))
+		require.ErrorIs(t, a.Cancel(TicketOf(2, 1)), ErrStaleTicket)
+	})
+	t.Run("a new index the caller's generations do not start at 1", func(t *testing.T) {
+		a, gens := fresh(t)
+		*gens = append(*gens, 7)
+		require.ErrorContains(t, a.RequestTicket(TicketOf(3, 1), []int{1}), "hold 7 at the new index 3; want 1")
+	})
+	t.Run("stale tickets, by the caller's generations", func(t *testing.T) {
+		a, gens := fresh(t)
+		require.ErrorIs(t, a.Cancel(TicketOf(1, 1)), ErrStaleTicket, "cancelled once")
+		require.ErrorIs(t, a.Free(TicketOf(0, 2)), ErrStaleTicket, "a generation the caller never reached")
+		require.NoError(t, a.Free(TicketOf(0, 1)))
+		require.ErrorIs(t, a.Free(TicketOf(0, 1)), ErrStaleTicket, "freed: stale whatever the caller's record says")
+		(*gens)[0] = 2
+		assert.Equal(t, []Ticket{TicketOf(2, 1)}, a.TakeGrants(nil), "2, behind 1's withdrawn entry (0, freed before it was taken, is no news)")
+	})
+	t.Run("refused once a ticket was issued, or without generations", func(t *testing.T) {
+		a, err := NewAllocator([]int{4})
+		require.NoError(t, err)
+		require.ErrorContains(t, a.NameTicketsBy(nil), "want the caller's column of generations")
+		require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{1}))
+		require.ErrorContains(t, a.NameTicketsBy(&[]uint32{}), "issued 1 tickets already")
+		b, err := NewAllocator([]int{4})
+		require.NoError(t, err)
+		_, err = b.Request([]int{1})
+		require.NoError(t, err)
+		require.ErrorContains(t, b.NameTicketsBy(&[]uint32{}), "issued 1 tickets already")
+	})
+}
+
+// A caller that keeps the generations and names an index again at the same
+// generation while its cancelled entry is still in line — a caller's bug the
+// allocator cannot see — gets its request granted once, never twice: an
+// entry is live only while its record waits.
+func TestAllocatorCallerGenerationsNeverGrantTwice(t *testing.T) {
+	gens := &[]uint32{1, 1, 1}
+	a, err := NewAllocator([]int{3})
+	require.NoError(t, err)
+	require.NoError(t, a.NameTicketsBy(gens))
+	require.NoError(t, a.RequestTicket(TicketOf(0, 1), []int{3})) // holds everything
+	require.NoError(t, a.RequestTicket(TicketOf(1, 1), []int{1}))
+	require.NoError(t, a.Cancel(TicketOf(1, 1)))
+	require.NoError(t, a.RequestTicket(TicketOf(1, 1), []int{1})) // the same generation: two entries in line
+	require.NoError(t, a.RequestTicket(TicketOf(2, 1), []int{1}))
+	a.TakeGrants(nil)
+	require.NoError(t, a.Free(TicketOf(0, 1)))
+	assert.Equal(t, []Ticket{TicketOf(1, 1), TicketOf(2, 1)}, a.TakeGrants(nil))
+	assert.Equal(t, 1, a.FreeSlots(0), "one slot each, never two for 1")
+	assert.Equal(t, 0, a.Waiting())
 }
 
 // An index reused while its cancelled entry is still in line waits its own

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrMemoryClaimed is wrapped by the error for a claim on staging memory that
@@ -32,7 +33,9 @@ type Claim struct {
 	holder    string
 	alloc     *Allocator
 	inherited int
-	ended     bool // guarded by mem.claims.mu
+	// ended is set by End under mem.claims.mu, and read without it: the
+	// holder asks on every grant (readiness's checkClaimed).
+	ended atomic.Bool
 }
 
 // Claim claims the memory for holder, a name that says who holds it (an
@@ -72,11 +75,7 @@ func (c *Claim) Inherited() int { return c.inherited }
 func (c *Claim) Holder() string { return c.holder }
 
 // Ended reports whether End was called.
-func (c *Claim) Ended() bool {
-	c.mem.claims.mu.Lock()
-	defer c.mem.claims.mu.Unlock()
-	return c.ended
-}
+func (c *Claim) Ended() bool { return c.ended.Load() }
 
 // End hands the memory over: the claim ends, and every slot that is not free
 // in the claim's allocator now — quarantined (inherited ones included), or
@@ -89,10 +88,10 @@ func (c *Claim) End() int {
 	m := c.mem
 	m.claims.mu.Lock()
 	defer m.claims.mu.Unlock()
-	if c.ended {
+	if c.ended.Load() {
 		return m.claims.nout
 	}
-	c.ended = true
+	c.ended.Store(true)
 	if m.claims.holder == c {
 		m.claims.holder = nil
 	}
