@@ -44,6 +44,12 @@ type part struct {
 	failure string
 	// out is the tier's answer as the driver latched it (nil until then).
 	out atomic.Pointer[outBox]
+	// seen is the tier's own answer as the stack first read it (nil: none
+	// was read — a failure at submission, or no outcome in time): what a
+	// later poll must still answer (rule 3). flagged is set, once, when it
+	// did not.
+	seen    atomic.Pointer[outBox]
+	flagged atomic.Bool
 	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
 	// access ended.
 	proven atomic.Bool
@@ -74,6 +80,9 @@ type attempt struct {
 	submitted chan struct{} // closed once no part will ever be added
 	doneOnce  sync.Once
 
+	confirmMu sync.Mutex
+	confirmed bool // confirm ran: the tiers' answers were polled at the proof
+
 	out    atomic.Pointer[outBox]
 	ready  chan struct{} // closed once out is set
 	notify notify.List
@@ -89,6 +98,10 @@ func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
 }
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.
+// It answers the same for ever, except when a tier changed its own answer
+// after the stack answered Delivered and before the stack's proof: from the
+// proof on it answers Failed naming that tier (confirm), so that the
+// caller's re-poll at the proof sees a changed answer and trusts nothing.
 func (a *attempt) Poll() contract.Outcome {
 	if box := a.out.Load(); box != nil {
 		return box.o
@@ -311,8 +324,8 @@ func (a *attempt) judge(p *part) contract.Outcome {
 		a.cancelPart(p)
 		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", name, p.role, err)}
 	}
-	if o2 := poll(p.at); !sameOutcome(o, o2) {
-		c.violations.Add(1)
+	p.seen.Store(&outBox{o})
+	if o2, changed := a.changed(p); changed {
 		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", name, p.role, o, o2)}
 	}
 	switch x := o.(type) {
@@ -399,16 +412,66 @@ func poll(at contract.Attempt) (o contract.Outcome) {
 // Failed, naming it (rule 3: a changed answer is never trusted).
 func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 	for _, p := range a.snapshot() {
-		box := p.out.Load()
-		if p.role == rolePromote || p.at == nil || box == nil {
+		if p.role == rolePromote {
 			continue
 		}
-		if now := poll(p.at); !sameOutcome(box.o, now) {
-			a.b.stats[p.tier].violations.Add(1)
-			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, box.o, now)}
+		if now, changed := a.changed(p); changed {
+			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen.Load().o, now)}
 		}
 	}
 	return o
+}
+
+// changed polls p's tier again and reports whether its answer differs from
+// the one the stack read first; the first time it does, the change is
+// counted against that tier. A part whose answer was never read has none to
+// change.
+func (a *attempt) changed(p *part) (contract.Outcome, bool) {
+	seen := p.seen.Load()
+	if seen == nil || p.at == nil || p.flagged.Load() {
+		return nil, false
+	}
+	now := poll(p.at)
+	if sameOutcome(seen.o, now) {
+		return now, false
+	}
+	if p.flagged.CompareAndSwap(false, true) {
+		a.b.stats[p.tier].violations.Add(1)
+	}
+	return now, true
+}
+
+// confirm polls, once, when every tier's access to the attempt is proven
+// over, each tier the stack's answer was built from (its fetches and
+// publications): a tier may change its answer after the stack answered and
+// before the proof, as a single backend may, and rule 3 says such an answer
+// is never trusted. The change is counted against that tier; when the stack
+// had answered Delivered, its answer becomes Failed naming the tier — a
+// changed answer the caller's own re-poll at the proof takes for a
+// violation, so nothing the tier said is copied. A Failed or a Cancelled
+// stays as answered (nothing is copied from either). It runs before the
+// proof is answered, so the caller's re-poll after it sees the change.
+func (a *attempt) confirm() {
+	a.confirmMu.Lock()
+	defer a.confirmMu.Unlock()
+	if a.confirmed {
+		return
+	}
+	a.confirmed = true
+	for _, p := range a.snapshot() {
+		if p.role == rolePromote {
+			continue
+		}
+		seen := p.seen.Load()
+		now, changed := a.changed(p)
+		if !changed {
+			continue
+		}
+		if _, ok := a.Poll().(contract.Delivered); ok {
+			a.out.Store(&outBox{contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v (after the stack answered, before its proof)",
+				a.b.name(p.tier), p.role, seen.o, now)}})
+		}
+	}
 }
 
 // promote publishes each lower tier's served units into every upper tier

@@ -70,7 +70,9 @@ func (b *Backend) prover(g group) interface {
 // it ever will, then asks each tier only about the attempts it was handed;
 // what a tier proved once is not asked again. A tier's false or error is
 // the stack's (errors name the tier), and a tier that escaped without an
-// attempt can never be proven.
+// attempt can never be proven. Before it answers true it polls the tiers'
+// answers once more (confirm): one that changed since the stack answered
+// turns a Delivered into Failed naming the tier.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	as, err := b.attempts("Quiesce", list)
 	if err != nil {
@@ -120,6 +122,11 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("tiers: Quiesce: %w", err)
+	}
+	if proven {
+		for _, a := range as {
+			a.confirm()
+		}
 	}
 	return proven, nil
 }
@@ -180,6 +187,9 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		return contract.AccessUnproven, nil
 	case unknown:
 		return contract.AccessUnknown, nil
+	}
+	for _, a := range as {
+		a.confirm()
 	}
 	return contract.AccessEnded, nil
 }
