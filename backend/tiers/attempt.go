@@ -80,8 +80,11 @@ type attempt struct {
 	submitted chan struct{} // closed once no part will ever be added
 	doneOnce  sync.Once
 
+	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
+	// access ended; the first Poll after it runs confirm, once.
+	proven    atomic.Bool
 	confirmMu sync.Mutex
-	confirmed bool // confirm ran: the tiers' answers were polled at the proof
+	confirmed atomic.Bool
 
 	out    atomic.Pointer[outBox]
 	ready  chan struct{} // closed once out is set
@@ -99,10 +102,14 @@ func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.
 // It answers the same for ever, except when a tier changed its own answer
-// after the stack answered Delivered and before the stack's proof: from the
-// proof on it answers Failed naming that tier (confirm), so that the
-// caller's re-poll at the proof sees a changed answer and trusts nothing.
+// after the stack answered Delivered and before the stack's proof: the
+// first Poll after the proof answers Failed naming that tier (confirm), so
+// that the caller's re-poll at the proof sees a changed answer and trusts
+// nothing.
 func (a *attempt) Poll() contract.Outcome {
+	if a.proven.Load() {
+		a.confirm()
+	}
 	if box := a.out.Load(); box != nil {
 		return box.o
 	}
@@ -441,23 +448,28 @@ func (a *attempt) changed(p *part) (contract.Outcome, bool) {
 	return now, true
 }
 
-// confirm polls, once, when every tier's access to the attempt is proven
-// over, each tier the stack's answer was built from (its fetches and
-// publications): a tier may change its answer after the stack answered and
-// before the proof, as a single backend may, and rule 3 says such an answer
-// is never trusted. The change is counted against that tier; when the stack
-// had answered Delivered, its answer becomes Failed naming the tier — a
-// changed answer the caller's own re-poll at the proof takes for a
-// violation, so nothing the tier said is copied. A Failed or a Cancelled
-// stays as answered (nothing is copied from either). It runs before the
-// proof is answered, so the caller's re-poll after it sees the change.
+// confirm polls, once, at the first Poll after every tier's access to the
+// attempt was proven over, each tier the stack's answer was built from (its
+// fetches and publications): a tier may change its answer after the stack
+// answered and before the proof, as a single backend may, and rule 3 says
+// such an answer is never trusted. The change is counted against that tier;
+// when the stack had answered Delivered, its answer becomes Failed naming
+// the tier — a changed answer that the caller's re-poll at the proof takes
+// for a violation, so nothing the tier said is copied. A Failed or a
+// Cancelled stays as answered (nothing is copied from either). It runs at
+// that re-poll, not inside Quiesce: a tier polled after its own proof may
+// act on it (memtest's WriteAfterQuiesce writes then), and what it does
+// then must read as done after the stack's proof, which it is.
 func (a *attempt) confirm() {
-	a.confirmMu.Lock()
-	defer a.confirmMu.Unlock()
-	if a.confirmed {
+	if a.confirmed.Load() {
 		return
 	}
-	a.confirmed = true
+	a.confirmMu.Lock()
+	defer a.confirmMu.Unlock()
+	if a.confirmed.Load() {
+		return
+	}
+	defer a.confirmed.Store(true)
 	for _, p := range a.snapshot() {
 		if p.role == rolePromote {
 			continue
@@ -467,7 +479,7 @@ func (a *attempt) confirm() {
 		if !changed {
 			continue
 		}
-		if _, ok := a.Poll().(contract.Delivered); ok {
+		if box := a.out.Load(); box != nil && isDelivered(box.o) {
 			a.out.Store(&outBox{contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v (after the stack answered, before its proof)",
 				a.b.name(p.tier), p.role, seen.o, now)}})
 		}
@@ -614,6 +626,11 @@ func (a *attempt) AccessorsOf(n contract.Name) []string {
 		out = append(out, fmt.Sprintf("%s %s: %s", a.b.name(p.tier), p.role, what))
 	}
 	return out
+}
+
+func isDelivered(o contract.Outcome) bool {
+	_, ok := o.(contract.Delivered)
+	return ok
 }
 
 // without is units less the served ones, in order.

@@ -70,9 +70,9 @@ func (b *Backend) prover(g group) interface {
 // it ever will, then asks each tier only about the attempts it was handed;
 // what a tier proved once is not asked again. A tier's false or error is
 // the stack's (errors name the tier), and a tier that escaped without an
-// attempt can never be proven. Before it answers true it polls the tiers'
-// answers once more (confirm): one that changed since the stack answered
-// turns a Delivered into Failed naming the tier.
+// attempt can never be proven. The first Poll after it answered true polls
+// the tiers' answers once more (confirm): one that changed since the stack
+// answered turns a Delivered into Failed naming the tier.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	as, err := b.attempts("Quiesce", list)
 	if err != nil {
@@ -125,7 +125,7 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	}
 	if proven {
 		for _, a := range as {
-			a.confirm()
+			a.proven.Store(true)
 		}
 	}
 	return proven, nil
@@ -189,7 +189,7 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		return contract.AccessUnknown, nil
 	}
 	for _, a := range as {
-		a.confirm()
+		a.proven.Store(true)
 	}
 	return contract.AccessEnded, nil
 }
