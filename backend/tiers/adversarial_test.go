@@ -293,3 +293,63 @@ func TestAChangedTierAnswerIsAViolationThroughTheRunner(t *testing.T) {
 	r.allFree(t)
 	assert.Equal(t, uint64(1), r.eng.Stats().FetcherFaults.Total(), "the engine counts the stack's changed answer against its fetcher")
 }
+
+// earlyProof is a tier over backend/mem whose Quiesce answers true at once,
+// before its attempts answer: a tier that knows it touches the memory no
+// more (it read the rows) and says so before its outcome, as the contract
+// allows.
+type earlyProof struct{ *mem.Backend }
+
+func (earlyProof) Quiesce(context.Context, []contract.Attempt) (bool, error) { return true, nil }
+
+func (earlyProof) TryQuiesce([]contract.Attempt) (contract.Access, error) {
+	return contract.AccessEnded, nil
+}
+
+// TestAPublicationIsProvenOnlyOnceTheStackIsDoneWithItsExtent (rule 6): the
+// stack judges each tier's answer against the extent its caller handed, so
+// its proof waits for every tier's answer even when every tier proved its
+// access before answering — the caller may rebuild that extent in place as
+// soon as the proof is given. (The tiered model suite found the stack
+// answering true first: the engine rebuilt the extent for its next lease
+// while the stack's goroutine read it.)
+func TestAPublicationIsProvenOnlyOnceTheStackIsDoneWithItsExtent(t *testing.T) {
+	m := newMemory(2)
+	copy(m.rows[0], row(0))
+	copy(m.rows[1], row(1))
+	gate := make(chan struct{})
+	slow, err := mem.New(m, mem.WithGate(func(mem.Call) <-chan struct{} { return gate }))
+	require.NoError(t, err)
+	defer slow.Close()
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+	local, err := mem.New(m)
+	require.NoError(t, err)
+	defer local.Close()
+	tier := earlyProof{slow}
+	stack, err := tiers.New([]tiers.Tier{{Name: "local", Fetcher: local, Publisher: local}, {Name: "shared", Fetcher: tier, Publisher: tier}})
+	require.NoError(t, err)
+	defer stack.Close()
+
+	a, err := stack.Publish(extentOf(t, 0, 1))
+	require.NoError(t, err)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		ok, _ := stack.Quiesce(ctx, []contract.Attempt{a})
+		cancel()
+		assert.False(t, ok, "proven while the stack still judges the shared tier's answer against the caller's extent")
+		acc, err := stack.TryQuiesce([]contract.Attempt{a})
+		require.NoError(t, err)
+		assert.NotEqual(t, contract.AccessEnded, acc)
+	}
+	close(gate)
+	ok, err := stack.Quiesce(bounded(t), []contract.Attempt{a})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, []int{0, 1}, served(a.Poll()), "every tier stored both units")
+}

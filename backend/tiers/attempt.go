@@ -77,7 +77,7 @@ type attempt struct {
 	parts     []*part
 	cancelled bool // a RequestCancel came; no part is added without being asked too
 
-	submitted chan struct{} // closed once no part will ever be added
+	submitted chan struct{} // closed once no part will ever be added and the driver is done with the caller's extent
 	doneOnce  sync.Once
 
 	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
@@ -276,7 +276,13 @@ func (a *attempt) driveFetch(p *part) {
 // failed, else Cancelled, else Delivered with the units some tier accepted.
 func (a *attempt) drivePublish(parts []*part, rejected []error) {
 	defer a.b.wg.Done()
-	a.doneSubmitting()
+	// Only once every answer is judged: judging reads the extent the caller
+	// handed (the names each tier was handed), and the caller may rebuild
+	// it in place once the stack's proof is given (rule 6). Before, a tier
+	// that proved its access before answering let the proof through while
+	// this goroutine still read the extent (a data race the tiered model
+	// suite found, the engine rebuilding it for its next lease).
+	defer a.doneSubmitting()
 	outs := make([]contract.Outcome, len(parts))
 	for i, p := range parts {
 		outs[i] = a.answer(p)

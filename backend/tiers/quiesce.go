@@ -67,7 +67,9 @@ func (b *Backend) prover(g group) interface {
 // Quiesce answers true only when every tier handed a unit of the listed
 // attempts — every fetch, publication and promotion — proved its own access
 // over. It first waits (honouring ctx) until each attempt has handed out all
-// it ever will, then asks each tier only about the attempts it was handed;
+// it ever will and is done with the extent its caller handed (a publication:
+// every tier's answer judged), then asks each tier only about the attempts
+// it was handed;
 // what a tier proved once is not asked again. A tier's false or error is
 // the stack's (errors name the tier), and a tier that escaped without an
 // attempt can never be proven. The first Poll after it answered true polls
