@@ -266,9 +266,13 @@ func TestALateWriterHoldsOnlyTheLeasesItWasHanded(t *testing.T) {
 		local  []int // blocks each tier holds
 		shared []int
 		leases []lease
+		opts   []tiers.Option
 	}{
 		{name: "a late shared tier behind a fast local one: the local tier's lease goes",
 			late: 1, local: []int{0, 1}, shared: []int{2},
+			leases: []lease{{blocks: []int{0}, early: true}, {blocks: []int{1, 2}}}},
+		{name: "the same without promotion: only the late tier's own proof holds its lease",
+			late: 1, local: []int{0, 1}, shared: []int{2}, opts: []tiers.Option{tiers.WithoutPromotion()},
 			leases: []lease{{blocks: []int{0}, early: true}, {blocks: []int{1, 2}}}},
 		{name: "a late local tier in front of a fast shared one: it was handed every lease, a miss included",
 			late: 0, local: []int{1}, shared: []int{3},
@@ -299,7 +303,7 @@ func TestALateWriterHoldsOnlyTheLeasesItWasHanded(t *testing.T) {
 					}
 					ts = append(ts, tiers.Tier{Name: nm, Fetcher: st, Publisher: st})
 				}
-				b, err := tiers.New(ts)
+				b, err := tiers.New(ts, tt.opts...)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = b.Close() })
 				return b
