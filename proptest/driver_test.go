@@ -81,6 +81,10 @@ type worldConfig struct {
 	// copies (Ready.Layers) instead of one after the round's.
 	layers   [][]staging.LayerSpans
 	perLayer bool
+	// fetcher and publisher, if set, are the runner's backend instead of be
+	// (a stack of tiers over tier doubles: tiers_model_test.go).
+	fetcher   contract.Fetcher
+	publisher contract.Publisher
 }
 
 // recoverEvery is the slow cadence of the Recover policy in the suite:
@@ -96,6 +100,9 @@ func newRunnerDriver(w worldConfig) (*runnerDriver, error) {
 	var publisher contract.Publisher = w.be
 	if w.probes {
 		fetcher, publisher = probing{w.be}, probing{w.be}
+	}
+	if w.fetcher != nil {
+		fetcher, publisher = w.fetcher, w.publisher
 	}
 	eng, err := readiness.New(readiness.Config{
 		Memory:          w.mem,

@@ -163,7 +163,10 @@ const (
 // within its kind when the test says so. It never breaks the contract itself,
 // except when a test asks it to serve names it was not asked for.
 type adversary struct {
-	mu      sync.Mutex
+	// mu guards everything below and the staging bytes the backend writes;
+	// a pointer, so that the tier doubles of a tiered world share one lock
+	// (tiers_world_test.go) and the model's reads exclude all of them.
+	mu      *sync.Mutex
 	mem     *staging.Memory
 	reject  map[int]bool // serials whose submission is rejected
 	escape  map[int]bool // serials whose submission fails without an attempt
@@ -182,7 +185,7 @@ type adversary struct {
 }
 
 func newAdversary(m *staging.Memory) *adversary {
-	return &adversary{mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, cancel: map[int]cancelMode{}, quiesce: map[int]quiesceMode{},
+	return &adversary{mu: &sync.Mutex{}, mem: m, reject: map[int]bool{}, escape: map[int]bool{}, instant: map[int]bool{}, cancel: map[int]cancelMode{}, quiesce: map[int]quiesceMode{},
 		byID: map[int]*attempt{}, store: map[contract.Name][]byte{}}
 }
 

@@ -48,6 +48,13 @@ type part struct {
 	// a pointer to box, set once.
 	out atomic.Pointer[outBox]
 	box outBox
+	// seen is the tier's own answer as the stack first read it (nil: none
+	// was read — a failure at submission, or no outcome in time): what a
+	// later poll must still answer (rule 3). A pointer to seenBox, set
+	// once. flagged is set, once, when a later poll did not.
+	seen    atomic.Pointer[outBox]
+	seenBox outBox
+	flagged atomic.Bool
 	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
 	// access ended.
 	proven atomic.Bool
@@ -100,9 +107,18 @@ type attempt struct {
 	// fetch's promotions. The part whose answer makes it 0 ends the step.
 	pending atomic.Int32
 
-	submitted signal // no part will ever be added, and every promotion is counted
+	// submitted: no part will ever be added, every promotion is counted,
+	// and the stack is done with the extent its caller handed (a
+	// publication: every tier's answer judged).
+	submitted signal
 
-	out    atomic.Pointer[outBox] // &box once the outcome is latched
+	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
+	// access ended; the first Poll after it runs confirm, once.
+	proven    atomic.Bool
+	confirmMu sync.Mutex
+	confirmed atomic.Bool
+
+	out    atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
 	box    outBox
 	ready  signal // out is set
 	notify notify.List
@@ -125,7 +141,15 @@ func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
 }
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.
+// It answers the same for ever, except when a tier changed its own answer
+// after the stack answered Delivered and before the stack's proof: the
+// first Poll after the proof answers Failed naming that tier (confirm), so
+// that the caller's re-poll at the proof sees a changed answer and trusts
+// nothing.
 func (a *attempt) Poll() contract.Outcome {
+	if a.proven.Load() {
+		a.confirm()
+	}
 	if box := a.out.Load(); box != nil {
 		return box.o
 	}
@@ -319,6 +343,14 @@ func (a *attempt) answered(p *part, o contract.Outcome) {
 	case rolePublish:
 		if a.pending.Add(-1) == 0 {
 			a.published()
+			// Only now, every answer judged: judging reads the extent the
+			// caller handed (the names each tier was handed), and the caller
+			// may rebuild it in place once the stack's proof is given (rule
+			// 6). Done at submission, a tier that proved its access before
+			// answering let the proof through while its answer was still
+			// being judged (a data race the tiered model suite found, the
+			// engine rebuilding the extent for its next lease).
+			a.doneSubmitting()
 		}
 	case rolePromote:
 		if a.pending.Add(-1) == 0 {
@@ -427,8 +459,9 @@ func (a *attempt) verdict(p *part, o contract.Outcome, err error) contract.Outco
 		a.cancelPart(p)
 		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", a.b.name(p.tier), p.role, err)}
 	}
-	if o2 := poll(p.at); !sameOutcome(o, o2) {
-		c.violations.Add(1)
+	p.seenBox.o = o
+	p.seen.Store(&p.seenBox)
+	if o2, changed := a.changed(p); changed {
 		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, o, o2)}
 	}
 	switch x := o.(type) {
@@ -514,16 +547,73 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 	a.mu.Lock() // Poll never blocks: polling under the lock copies nothing
 	defer a.mu.Unlock()
 	for _, p := range a.parts {
-		box := p.out.Load()
-		if p.role == rolePromote || p.at == nil || box == nil {
+		if p.role == rolePromote {
 			continue
 		}
-		if now := poll(p.at); !sameOutcome(box.o, now) {
-			a.b.stats[p.tier].violations.Add(1)
-			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, box.o, now)}
+		if now, changed := a.changed(p); changed {
+			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen.Load().o, now)}
 		}
 	}
 	return o
+}
+
+// changed polls p's tier again and reports whether its answer differs from
+// the one the stack read first; the first time it does, the change is
+// counted against that tier. A part whose answer was never read has none to
+// change.
+func (a *attempt) changed(p *part) (contract.Outcome, bool) {
+	seen := p.seen.Load()
+	if seen == nil || p.at == nil || p.flagged.Load() {
+		return nil, false
+	}
+	now := poll(p.at)
+	if sameOutcome(seen.o, now) {
+		return now, false
+	}
+	if p.flagged.CompareAndSwap(false, true) {
+		a.b.stats[p.tier].violations.Add(1)
+	}
+	return now, true
+}
+
+// confirm polls, once, at the first Poll after every tier's access to the
+// attempt was proven over, each tier the stack's answer was built from (its
+// fetches and publications): a tier may change its answer after the stack
+// answered and before the proof, as a single backend may, and rule 3 says
+// such an answer is never trusted. The change is counted against that tier;
+// when the stack had answered Delivered, its answer becomes Failed naming
+// the tier — a changed answer that the caller's re-poll at the proof takes
+// for a violation, so nothing the tier said is copied. A Failed or a
+// Cancelled stays as answered (nothing is copied from either). It runs at
+// that re-poll, not inside Quiesce: a tier polled after its own proof may
+// act on it (memtest's WriteAfterQuiesce writes then), and what it does
+// then must read as done after the stack's proof, which it is.
+func (a *attempt) confirm() {
+	if a.confirmed.Load() {
+		return
+	}
+	a.confirmMu.Lock()
+	defer a.confirmMu.Unlock()
+	if a.confirmed.Load() {
+		return
+	}
+	defer a.confirmed.Store(true)
+	a.mu.Lock() // Poll never blocks: polling under the lock copies nothing
+	defer a.mu.Unlock()
+	for _, p := range a.parts {
+		if p.role == rolePromote {
+			continue
+		}
+		seen := p.seen.Load()
+		now, changed := a.changed(p)
+		if !changed {
+			continue
+		}
+		if box := a.out.Load(); box != nil && isDelivered(box.o) {
+			a.out.Store(&outBox{contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v (after the stack answered, before its proof)",
+				a.b.name(p.tier), p.role, seen.o, now)}})
+		}
+	}
 }
 
 // promotion is the units one lower tier's fetch part served that go up into
@@ -747,6 +837,11 @@ func union(s, t contract.NameSet) contract.NameSet {
 		names = append(names, n)
 	}
 	return contract.NewNameSet(names...)
+}
+
+func isDelivered(o contract.Outcome) bool {
+	_, ok := o.(contract.Delivered)
+	return ok
 }
 
 // without is units less the served ones, in order.

@@ -93,10 +93,14 @@ func (b *Backend) prover(g group) interface {
 // Quiesce answers true only when every tier handed a unit of the listed
 // attempts — every fetch, publication and promotion — proved its own access
 // over. It first waits (honouring ctx) until each attempt has handed out all
-// it ever will, then asks each tier only about the attempts it was handed;
+// it ever will and is done with the extent its caller handed (a publication:
+// every tier's answer judged), then asks each tier only about the attempts
+// it was handed;
 // what a tier proved once is not asked again. A tier's false or error is
 // the stack's (errors name the tier), and a tier that escaped without an
-// attempt can never be proven.
+// attempt can never be proven. The first Poll after it answered true polls
+// the tiers' answers once more (confirm): one that changed since the stack
+// answered turns a Delivered into Failed naming the tier.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	var buf [1]*attempt
 	as, err := b.attempts("Quiesce", list, buf[:0])
@@ -146,6 +150,11 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("tiers: Quiesce: %w", err)
+	}
+	if proven {
+		for _, a := range as {
+			a.proven.Store(true)
+		}
 	}
 	return proven, nil
 }
@@ -204,6 +213,9 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		return contract.AccessUnproven, nil
 	case unknown:
 		return contract.AccessUnknown, nil
+	}
+	for _, a := range as {
+		a.proven.Store(true)
 	}
 	return contract.AccessEnded, nil
 }

@@ -221,8 +221,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		}
 		return nil, fmt.Errorf("tiers: Publish: %w", errors.Join(rejected...))
 	}
-	a.rejected = rejected
-	a.doneSubmitting()
+	a.rejected = rejected // no part will be added: the last answer judged ends the submitting
 	a.pending.Store(int32(len(parts)))
 	for _, p := range parts {
 		a.watch(p)

@@ -129,4 +129,12 @@ var mutants = []mutant{
 		"\t\tdefault:\n\t\t\tn.faults.repeated.Add(1)\n\t\t\tn.mail.put(letter{ev: Evidence{Lease: n.h}, poll: true})\n\t\t\treturn")},
 	{"probe-unknown-taken-as-ended", "takes a probe that cannot say without blocking as proof that access ended", one("readiness", "Engine.prove",
 		"\t\tcase ans == contract.AccessEnded:", "\t\tcase ans == contract.AccessEnded || ans == contract.AccessUnknown:")},
+	// A stack of tiers (SPEC §4 rule 19): the access proof is every tier's.
+	{"tiers-first-proof-only", "answers the tiered Quiesce true once the first tier proved, the lower tiers never asked", one("backend/tiers", "Backend.groups",
+		"if p.proven.Load() {", "if p.proven.Load() || p.tier > 0 {")},
+	{"tiers-promote-before-proof", "promotes a lower tier's units without waiting for that tier's own proof", one("backend/tiers", "attempt.submitPromotions",
+		"skip := a.cancelRequested() || a.b.isClosed() || (wait && !a.proveOne(pr.from)) || (!wait && !pr.from.proven.Load())",
+		"skip := a.cancelRequested() || a.b.isClosed()")},
+	{"tiers-trust-changed-answer", "never polls the tiers again at the stack's proof: a tier's answer changed after the stack answered is trusted", one("backend/tiers", "attempt.Poll",
+		"if a.proven.Load() { a.confirm() }", "// the tiers are not polled again")},
 }
