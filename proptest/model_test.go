@@ -248,6 +248,7 @@ func (m *model) checkHalt(synced bool) {
 			m.fail(rule5, "the engine halted without a containment: %v (%d containments)", err, st.Containments)
 		}
 		m.halt, m.haltStats = err, st
+		m.releasesRefusedOnHalt()
 	default:
 		if st.Released != m.haltStats.Released || st.SlotsFree > m.haltStats.SlotsFree || st.Lent != m.haltStats.Lent {
 			m.fail(rule5, "the halted engine went on: released %d -> %d, free slots %d -> %d, lent %d -> %d",
@@ -256,6 +257,25 @@ func (m *model) checkHalt(synced bool) {
 	}
 	if m.halt != nil && synced && !m.core && m.halts != 1 {
 		m.fail(rule5, "OnHalt was called %d times; want once", m.halts)
+	}
+}
+
+// releasesRefusedOnHalt releases, the moment the model learns of a halt,
+// every live lease its owner has not released: a halted engine takes no
+// owner call and changes nothing (rule 5's fatal policy). Left to the release
+// action's draws, a run that halts late may never ask.
+func (m *model) releasesRefusedOnHalt() {
+	for _, l := range m.live() {
+		if l.releaseReq {
+			continue
+		}
+		before, berr := m.d.lease(l.h)
+		if err := m.d.release(l.h); !errors.Is(err, readiness.ErrHalted) {
+			m.fail(rule5, "Release(%v) on the halted engine = %v; want ErrHalted", l.h, err)
+		}
+		if after, aerr := m.d.lease(l.h); after != before || (aerr == nil) != (berr == nil) {
+			m.fail(rule5, "a Release refused by the halted engine changed lease %d: %+v (%v) -> %+v (%v)", l.serial, before, berr, after, aerr)
+		}
 	}
 }
 
