@@ -45,7 +45,7 @@ func TestLedgerBOutcomeIsTheEventsNotTheObservers(t *testing.T) {
 		{"the deadline, then the writers finish", []transfer.AccessorID{kv0, kv1},
 			func(*testing.T, *transfer.Sessions) {},
 			[]transfer.Evidence{ev(transfer.Done, kv0, 64), ev(transfer.Done, kv1, 64)}, 120, transfer.Failed{}, "timeout"},
-		{"every writer done before the deadline, then a cancel and a peer's cancel", []transfer.AccessorID{kv0, kv1},
+		{"every writer done before the deadline, then a peer's cancel", []transfer.AccessorID{kv0, kv1},
 			func(t *testing.T, s *transfer.Sessions) {
 				give(t, s, 10, ev(transfer.Done, kv0, 64), ev(transfer.Done, kv1, 48))
 			},
