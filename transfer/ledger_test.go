@@ -125,27 +125,35 @@ func TestLedgerAAdmissionPartialPublication(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		leased, fences bool
+		doneAt         int               // writer 0's DONE, sent after its own flush (0: never)
 		before, at     transfer.Physical // just before containment, and at it
 	}{
-		{"a lease whose revocation fences", true, true, transfer.QuiescedFailure, transfer.QuiescedFailure},
-		{"a lease whose revocation only refuses new operations", true, false, transfer.Quiescing, transfer.InDoubt},
-		{"no lease", false, false, transfer.Quiescing, transfer.InDoubt},
+		{"a lease whose revocation fences", true, true, 3, transfer.QuiescedFailure, transfer.QuiescedFailure},
+		{"a lease whose revocation only refuses new operations", true, false, 3, transfer.QuiescedFailure, transfer.QuiescedFailure},
+		{"no lease", false, false, 3, transfer.QuiescedFailure, transfer.QuiescedFailure},
+		{"writer 0 never settles, a lease whose revocation fences", true, true, 0, transfer.QuiescedFailure, transfer.QuiescedFailure},
+		{"writer 0 never settles, a revocation that only refuses new operations", true, false, 0, transfer.Quiescing, transfer.InDoubt},
+		{"writer 0 never settles, no lease", false, false, 0, transfer.Quiescing, transfer.InDoubt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cohort(t, config(t, tc.leased, kv0, kv1))
-			require.NoError(t, c.Expose(at(1)), "the address reached prefill-a")
+			require.NoError(t, c.ExposeTo(at(1), kv0), "the address reached prefill-a")
 			r := c.Cancel(at(2), "publishing to prefill-b failed")
 			assert.Equal(t, transfer.Accepted, r.Logical)
-			assert.False(t, r.SafeToReuse())
-			step(t, c, 3, ev(transfer.Done, kv0, 64)) // writer 0's success, during the unwind
-			assert.Equal(t, transfer.Cancelled{ByPeer: false, ReportsPending: true}, c.Outcome(),
-				"a success during the unwind completes nothing")
-			require.ErrorIs(t, c.Expose(at(4)), transfer.ErrFenced, "nothing more is published")
+			assert.False(t, r.SafeToReuse(), "writer 0 holds the address")
+			if tc.doneAt > 0 {
+				step(t, c, tc.doneAt, ev(transfer.Done, kv0, 64)) // writer 0's success, during the unwind
+				assert.Equal(t, transfer.Cancelled{ByPeer: false, ReportsPending: true}, c.Outcome(),
+					"a success during the unwind completes nothing")
+			}
+			assert.ErrorIs(t, c.Step(at(4), ev(transfer.Done, kv1, 64)), transfer.ErrNotExposed,
+				"prefill-b was never handed the address: its word is a stray")
+			require.ErrorIs(t, c.ExposeTo(at(4), kv1), transfer.ErrFenced, "nothing more is published")
 			if tc.leased {
 				require.NoError(t, c.Revoked(at(5), tc.fences))
 			}
 			c.Tick(at(200).Add(-time.Nanosecond))
-			assert.Equal(t, tc.before, c.Physical())
+			assert.Equal(t, tc.before, c.Physical(), "only the writer handed the pages is waited for")
 			c.Tick(at(200))
 			assert.Equal(t, tc.at, c.Physical())
 			assert.IsType(t, transfer.Cancelled{}, c.Outcome())
