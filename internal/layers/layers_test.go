@@ -60,6 +60,9 @@ var rank = map[string]int{
 	"internal/benchreport": 7,
 	"internal/apidoc":      7,
 
+	// The transport conformance kit: imports only transfer and internal/kittb.
+	"transfer/transporttest": 5,
+
 	// On top.
 	"proptest":          6,
 	"simulate":          6,
