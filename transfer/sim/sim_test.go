@@ -587,7 +587,7 @@ func TestPerPieceKeys(t *testing.T) {
 		Node: prefill, To: "decode", Session: session,
 		Accessor: transfer.AccessorID{Peer: "prefill", Role: transfer.RoleKV},
 		Tokens:   transfer.TokenRange{End: 16}, Behaviour: sim.Honest,
-		Pieces:   []sim.Piece{{Src: make([]byte, pieceLen), Key: []byte("not a key")}},
+		Pieces: []sim.Piece{{Src: make([]byte, pieceLen), Key: []byte("not a key")}},
 	})
 	require.Error(t, err, "a piece's key is unpacked at Spawn")
 }
