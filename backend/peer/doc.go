@@ -39,6 +39,14 @@
 //     IN_DOUBT answers false for ever, so the engine contains the lease at
 //     its own deadline. The first true retires the session.
 //
+// A Sender (the prefill side) is a contract.Publisher: the publish lease
+// holds the source pages (the publish's device→staging copies fill the
+// bounce buffers); Publish waits for the receiver's offer, posts a put from
+// every slot, flushes the endpoint and only then sends DONE. Its Quiesce is
+// true only once every put it posted completed, and it never posts after.
+//
 // The package imports contract, transfer and the standard library only; it
-// never sees the engine. docs/transfers.md says how it maps onto the table.
+// never sees the engine. docs/transfers.md says how it maps onto the table,
+// and what TestEngineOverAdversarialPeers and TestSenderSlotsOutliveTheirPuts
+// — the shipped engine over this package over transfer/sim — prove.
 package peer

@@ -147,6 +147,6 @@ var mutants = []mutant{
 		"if ok, fences := r.revoke(s); ok &&", "if ok, fences := true, true; ok &&")},
 	{"peer-serve-every-page", "names every page served by a delivery, whatever its token_end", one("backend/peer", "Receiver.translate",
 		"return contract.Delivered{Served: Served(s.pages, o.TokenEnd)}", "return contract.Delivered{Served: Served(s.pages, 1<<62)}")},
-	{"peer-sender-proof-before-puts", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
+	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
 		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }
