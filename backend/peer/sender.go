@@ -18,7 +18,8 @@ import (
 // required.
 type SenderConfig struct {
 	// Transport is this process's communication engine: the Sender sets its
-	// handlers, and posts its puts and reports on it.
+	// handlers (so a transport serves one Receiver or Sender), and posts its
+	// puts and reports on it.
 	Transport transfer.Transport
 	// Capabilities is what this side advertises; its peer and incarnation
 	// must be the Transport's own. A Sender sends DONE only after its flush
