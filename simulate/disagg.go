@@ -37,6 +37,7 @@ type disaggDriver struct {
 	cfg      DisaggConfig
 	work     disaggWorkload
 	net      *sim.Network
+	node     *sim.Node
 	decode   transfer.Transport // the decode node, watched by the checker
 	prefill  map[transfer.Peer]*sim.Node
 	pool     []byte // the decode side's pages, one after another
@@ -64,9 +65,11 @@ type disaggDriver struct {
 // disaggEpoch is the virtual clock's origin.
 var disaggEpoch = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-// RunDisagg runs cfg and returns its summary. The error says why a run did
-// not finish (the summary then covers what happened); a run the checker
-// finds unsafe is not an error — Summary.Safe says so.
+// RunDisagg runs cfg — the kvready manager, or the naive one with
+// cfg.Naive — and returns its summary. The error says why a run did not
+// finish (the summary then covers what happened; a cancelled ctx stops the
+// run early, with the summary so far); a run the checker finds unsafe is
+// not an error — DisaggSummary.Safe says so.
 func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*DisaggSummary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -102,14 +105,24 @@ func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
 	}
+	d.node = node
 	d.pool = make([]byte, cfg.Pages*SlotBytes)
-	for i := range cfg.Pages {
-		d.pages = append(d.pages, d.pool[i*SlotBytes:(i+1)*SlotBytes:(i+1)*SlotBytes])
+	pages := make([][]byte, cfg.Pages)
+	for i := range pages {
+		pages[i] = d.pool[i*SlotBytes : (i+1)*SlotBytes : (i+1)*SlotBytes]
 	}
-	d.chk = newPageChecker(net, d.pages)
-	d.decode = d.chk.watch(node)
+	d.watchPages(pages)
 	d.restarts = d.work.restarts()
 	return d, nil
+}
+
+// watchPages makes the checker watch pages: the decode side's pool, which is
+// the driver's own unless a manager brings its own (the engine's staging
+// slots). The decode transport is watched by that checker from then on.
+func (d *disaggDriver) watchPages(pages [][]byte) {
+	d.pages = pages
+	d.chk = newPageChecker(d.net, pages)
+	d.decode = d.chk.watch(d.node)
 }
 
 // now is the virtual time of the current step.
@@ -167,7 +180,6 @@ func (d *disaggDriver) round(progress Progress) error {
 		d.arrived++
 	}
 	d.cancels()
-	d.decode.Progress()
 	if err := d.mgr.round(); err != nil {
 		return err
 	}
@@ -193,6 +205,17 @@ func (d *disaggDriver) cancels() {
 			d.mgr.cancel(a)
 		}
 	}
+}
+
+// refuseWaiting ends every waiting request: the pool lost the room to lend
+// their pages, and no page still lent can give it back.
+func (d *disaggDriver) refuseWaiting() {
+	for _, a := range d.queue {
+		a.settled = true
+		d.attempts[outRefused]++
+		d.end(a.r, dRefused)
+	}
+	d.queue = nil
 }
 
 // enqueue draws r's next attempt and puts it in line for pages.
@@ -233,6 +256,12 @@ func (d *disaggDriver) admit() error {
 		if !ok {
 			a.submitted, a.r.state = -1, dWaiting
 			d.held--
+			if d.held == 0 {
+				// Nothing lent can come back: containment took the room
+				// for good. The waiting requests are refused, not waited
+				// for for ever.
+				d.refuseWaiting()
+			}
 			return nil
 		}
 		d.queue = d.queue[1:]

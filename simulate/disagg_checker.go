@@ -33,11 +33,11 @@ type pageChecker struct {
 	addr  []uintptr
 	state []pageState
 
-	registrations                 int
-	frees, lends, reads, landings int
-	freedWhileWritable            int
-	writesIntoFree, lateWrites    int
-	corruptReads, doubleLends     int
+	registrations                         int
+	frees, lends, reads, copies, landings int
+	freedWhileWritable                    int
+	writesIntoFree, lateWrites            int
+	corruptReads, doubleLends             int
 }
 
 // pageState is what the checker knows of one page.
@@ -158,6 +158,19 @@ func (c *pageChecker) read(i int, t pageTag) bool {
 	return true
 }
 
+// readCopy checks a copy of a page read as delivered to tenant t — the
+// device row the manager copied it into: every byte must be t's content.
+func (c *pageChecker) readCopy(got []byte, t pageTag) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.copies++
+	if !bytes.Equal(got, pageTag{kind: pageData, request: t.request, index: t.index, attempt: t.attempt}.content()) {
+		c.corruptReads++
+		return false
+	}
+	return true
+}
+
 // scan reads every page's header after one network step and attributes
 // each that changed: a write landed there.
 func (c *pageChecker) scan() {
@@ -195,16 +208,16 @@ func (c *pageChecker) pagesFree() int {
 
 // checkerCounts is a copy of the checker's counts.
 type checkerCounts struct {
-	Registrations, Frees, Lends, Reads, Landings int
-	FreedWhileWritable, WritesIntoFree           int
-	LateWrites, CorruptReads, DoubleLends        int
+	Registrations, Frees, Lends, Reads, Copies, Landings int
+	FreedWhileWritable, WritesIntoFree                   int
+	LateWrites, CorruptReads, DoubleLends                int
 }
 
 func (c *pageChecker) counts() checkerCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return checkerCounts{
-		Registrations: c.registrations, Frees: c.frees, Lends: c.lends, Reads: c.reads, Landings: c.landings,
+		Registrations: c.registrations, Frees: c.frees, Lends: c.lends, Reads: c.reads, Copies: c.copies, Landings: c.landings,
 		FreedWhileWritable: c.freedWhileWritable, WritesIntoFree: c.writesIntoFree,
 		LateWrites: c.lateWrites, CorruptReads: c.corruptReads, DoubleLends: c.doubleLends,
 	}

@@ -60,9 +60,10 @@ type DisaggConfig struct {
 	// Seed makes the workload, the writers and the network's choices
 	// reproducible.
 	Seed uint64
-	// Naive replaces kvready by a manager that frees a request's pages as
-	// soon as its transfer's outcome arrives — a DONE for every writer, a
-	// failure, a lost peer, a timeout or a cancel.
+	// Naive replaces the kvready manager — the engine lending its staging
+	// slots to backend/peer's Receiver — by one that frees a request's
+	// pages as soon as its transfer's outcome arrives: a DONE for every
+	// writer, a failure, a lost peer, a timeout or a cancel.
 	Naive bool
 }
 

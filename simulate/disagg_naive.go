@@ -64,7 +64,7 @@ func (n *naiveDisagg) submit(a *dattempt) (bool, error) {
 	n.live[a.r.id] = l
 	for _, w := range a.writers {
 		l.peers[w.id.Peer] = true
-		if err := n.d.spawn(a, w.id, mem.PackedKey(), func(p int) int { return p * SlotBytes }); err != nil {
+		if err := n.d.spawn(a, w.id, func(p int) ([]byte, int) { return mem.PackedKey(), p * SlotBytes }); err != nil {
 			return false, err
 		}
 	}
@@ -123,8 +123,9 @@ func (n *naiveDisagg) cancel(a *dattempt) {
 	}
 }
 
-// round frees what timed out.
+// round hears the decode process's messages, then frees what timed out.
 func (n *naiveDisagg) round() error {
+	n.d.decode.Progress()
 	for _, l := range n.sorted() {
 		if n.d.step >= l.deadline {
 			n.free(l, outTimeout)

@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,7 +94,7 @@ func (m *sessionsDisagg) submit(a *dattempt) (bool, error) {
 	}
 	m.live[cfg.Session] = &sessionLease{a: a, mem: mem}
 	for _, w := range a.writers {
-		if err := m.d.spawn(a, w.id, mem.PackedKey(), func(p int) int { return p * SlotBytes }); err != nil {
+		if err := m.d.spawn(a, w.id, func(p int) ([]byte, int) { return mem.PackedKey(), p * SlotBytes }); err != nil {
 			return false, err
 		}
 	}
@@ -121,11 +120,10 @@ func (m *sessionsDisagg) endpointError(peer transfer.Peer, inc transfer.Incarnat
 func (m *sessionsDisagg) cancel(a *dattempt) { m.core.Cancel(m.d.now(), a.key(), "user") }
 
 func (m *sessionsDisagg) round() error {
+	m.d.decode.Progress()
 	now := m.d.now()
 	m.core.Tick(now)
-	keys := slices.SortedFunc(maps.Keys(m.live), func(a, b transfer.SessionKey) int {
-		return cmp.Or(cmp.Compare(a.Request, b.Request), cmp.Compare(a.Attempt, b.Attempt))
-	})
+	keys := slices.SortedFunc(maps.Keys(m.live), compareKeys)
 	for _, key := range keys {
 		if err := m.settle(now, key, m.live[key]); err != nil {
 			return err
@@ -178,27 +176,4 @@ func (m *sessionsDisagg) release(key transfer.SessionKey, l *sessionLease) {
 		m.used[p] = false
 	}
 	m.d.settled(l.a)
-}
-
-// outcomeKind names a latched outcome as the summary counts attempts.
-func outcomeKind(info transfer.CohortInfo) string {
-	switch o := info.Outcome.(type) {
-	case transfer.Delivered:
-		return outDelivered
-	case transfer.Cancelled:
-		if o.ByPeer {
-			return outByPeer
-		}
-		return outCancelled
-	case transfer.Failed:
-		if o.Reason == "timeout" {
-			return outTimeout
-		}
-		for _, acc := range info.Accessors {
-			if acc.Lost {
-				return outPeerLost
-			}
-		}
-	}
-	return outFailed
 }

@@ -45,6 +45,9 @@ type DisaggSummary struct {
 
 	// Requests by how they ended, and the retries that led there.
 	Delivered, Failed, Cancelled, Retries int
+	// Refused requests were never lent: pages contained for good left no
+	// room for theirs.
+	Refused int
 	// Attempts by outcome, as the manager saw it.
 	Attempts map[string]int
 	// Writers by behaviour (transfer/sim), as drawn.
@@ -59,8 +62,12 @@ type DisaggSummary struct {
 
 	// The checker's counts: what it watched, and what it found.
 	Registrations, Lends, Frees, Reads, Landings int
-	FreedWhileWritable, WritesIntoFree           int
-	LateWrites, CorruptReads, DoubleLends        int
+	// Copies are the device rows read (the kvready manager's: the engine
+	// copies a delivered lease's pages into them); a corrupt one counts in
+	// CorruptReads too.
+	Copies                                int
+	FreedWhileWritable, WritesIntoFree    int
+	LateWrites, CorruptReads, DoubleLends int
 
 	// Network is the simulated network's own count of what it did.
 	Network sim.Stats
@@ -92,7 +99,7 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 		Finished: d.finished(), Interrupted: interrupted, Unfinished: d.cfg.Requests - d.ended,
 		Retries: d.retries, Attempts: map[string]int{}, Writers: map[string]int{}, Restarts: d.rs,
 		PagesFree: d.chk.pagesFree(), LossExpected: d.cfg.LossExpected(),
-		Registrations: c.Registrations, Lends: c.Lends, Frees: c.Frees, Reads: c.Reads, Landings: c.Landings,
+		Registrations: c.Registrations, Lends: c.Lends, Frees: c.Frees, Reads: c.Reads, Copies: c.Copies, Landings: c.Landings,
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree,
 		LateWrites: c.LateWrites, CorruptReads: c.CorruptReads, DoubleLends: c.DoubleLends,
 		Network: d.net.Stats(), Timeline: d.timeline,
@@ -114,6 +121,8 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 			s.Failed++
 		case dCancelled:
 			s.Cancelled++
+		case dRefused:
+			s.Refused++
 		}
 		for _, a := range r.attempts {
 			switch {
@@ -154,7 +163,12 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "kvready simulate --disagg — manager: %s, %s, %s virtual, %s wall\n", s.Manager, words.Count(c.Requests, "request"), formatDuration(s.Virtual), formatDuration(s.Wall))
 	fmt.Fprintf(tw, "%d decode pages, %d a request; deadline %s, grace %s, up to %s a request\n",
 		c.Pages, c.PagesPerRequest, formatDuration(c.Deadline), formatDuration(c.Grace), words.Count(c.MaxAttempts, "attempt"))
-	fmt.Fprintf(tw, "faults: %s\n", s.faults())
+	writers, network := s.faults()
+	fmt.Fprintf(tw, "writers: %s\n", writers)
+	fmt.Fprintf(tw, "network: %s\n", network)
+	if c.CancelRate > 0 {
+		fmt.Fprintf(tw, "users abort a request with chance %g\n", c.CancelRate)
+	}
 	if s.Interrupted {
 		fmt.Fprintf(tw, "interrupted: the run was stopped before it finished (%d of %s ended); what follows covers the run so far\n",
 			c.Requests-s.Unfinished, words.Count(c.Requests, "request"))
@@ -163,6 +177,9 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 	row("delivered", s.Delivered)
 	row("failed", fmt.Sprintf("%d (every attempt failed: the decode side recomputes the prompt)", s.Failed))
 	row("cancelled", s.Cancelled)
+	if s.Refused > 0 {
+		row("refused", fmt.Sprintf("%d (never lent: pages contained for good left no room for theirs)", s.Refused))
+	}
 	row("retries", s.Retries)
 	if s.Unfinished > 0 && !s.Interrupted {
 		row("UNFINISHED", fmt.Sprintf("%d of %d: %s", s.Unfinished, c.Requests, s.UnfinishedReason))
@@ -185,11 +202,16 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 
 func (s *DisaggSummary) writeChecker(tw io.Writer, row func(string, any)) {
 	fmt.Fprintln(tw, "independent page checker")
-	row("watched", fmt.Sprintf("%d registrations, %d lends, %d frees, %d writes landed, %d pages read", s.Registrations, s.Lends, s.Frees, s.Landings, s.Reads))
+	copies := ""
+	if s.Copies > 0 {
+		copies = fmt.Sprintf(", and %d device rows they were copied into", s.Copies)
+	}
+	row("watched", fmt.Sprintf("%d registrations, %d lends, %d frees, %d writes landed, %d pages read as delivered%s",
+		s.Registrations, s.Lends, s.Frees, s.Landings, s.Reads, copies))
 	row("freed while a writer may write", fmt.Sprintf("%d%s", s.FreedWhileWritable, verdict(s.FreedWhileWritable)))
 	row("writes into free pages", fmt.Sprintf("%d%s", s.WritesIntoFree, verdict(s.WritesIntoFree)))
 	row("late writes into re-lent pages", fmt.Sprintf("%d%s", s.LateWrites, verdict(s.LateWrites)))
-	row("corrupt pages read as delivered", fmt.Sprintf("%d of %d%s", s.CorruptReads, s.Reads, verdict(s.CorruptReads)))
+	row("corrupt pages read as delivered", fmt.Sprintf("%d of %d read%s", s.CorruptReads, s.Reads+s.Copies, verdict(s.CorruptReads)))
 	row("pages lent twice or freed twice", fmt.Sprintf("%d%s", s.DoubleLends, verdict(s.DoubleLends)))
 }
 
@@ -206,8 +228,9 @@ func (s *DisaggSummary) PoolVerdict() string {
 	return "CAPACITY LOST: " + what
 }
 
-// faults lists the run's faults in flag words.
-func (s *DisaggSummary) faults() string {
+// faults lists the run's faults in flag words: the writers' and the
+// network's (with the restarts and the users' cancels).
+func (s *DisaggSummary) faults() (writers, network string) {
 	c, f := s.Config, s.Config.Faults
 	var out []string
 	add := func(on bool, format string, args ...any) {
@@ -215,9 +238,18 @@ func (s *DisaggSummary) faults() string {
 			out = append(out, fmt.Sprintf(format, args...))
 		}
 	}
+	list := func() string {
+		defer func() { out = nil }()
+		if len(out) == 0 {
+			return "none"
+		}
+		return strings.Join(out, ", ")
+	}
 	add(c.NeverReportsRate > 0, "never-reports %g", c.NeverReportsRate)
 	add(c.FailsMidwayRate > 0, "fails-midway %g", c.FailsMidwayRate)
 	add(c.SubmitsLateRate > 0, "submits-late %g", c.SubmitsLateRate)
+	add(c.ReportRate > 0, "progress reports %g", c.ReportRate)
+	writers = list()
 	add(f.LoseDone > 0, "lose-done %g", f.LoseDone)
 	add(f.MaskDone > 0, "mask-done %g", f.MaskDone)
 	add(f.DuplicateDone > 0, "duplicate-done %g", f.DuplicateDone)
@@ -226,11 +258,7 @@ func (s *DisaggSummary) faults() string {
 	add(f.PutsOutliveSender, "puts outlive their sender")
 	add(f.RevocationLeaks, "revocation leaks")
 	add(c.Restarts > 0, "%s", words.Count(c.Restarts, "peer restart"))
-	add(c.CancelRate > 0, "cancel %g", c.CancelRate)
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
+	return writers, list()
 }
 
 type disaggJSON struct {
@@ -248,6 +276,7 @@ type disaggJSON struct {
 	Delivered          int            `json:"delivered"`
 	Failed             int            `json:"failed"`
 	Cancelled          int            `json:"cancelled"`
+	Refused            int            `json:"refused"`
 	Retries            int            `json:"retries"`
 	Attempts           map[string]int `json:"attempts"`
 	Writers            map[string]int `json:"writers"`
@@ -262,6 +291,7 @@ type disaggJSON struct {
 	Lends              int            `json:"lends"`
 	Frees              int            `json:"frees"`
 	Reads              int            `json:"reads"`
+	Copies             int            `json:"device_rows_read"`
 	Landings           int            `json:"landings"`
 	FreedWhileWritable int            `json:"freed_while_writable"`
 	WritesIntoFree     int            `json:"writes_into_free_pages"`
@@ -281,7 +311,7 @@ func (s *DisaggSummary) MarshalJSON() ([]byte, error) {
 		Manager: s.Manager, Seed: s.Seed, Requests: s.Config.Requests, Pages: s.Config.Pages, PagesPerRequest: s.Config.PagesPerRequest,
 		DeadlineUs: us(s.Config.Deadline), GraceUs: us(s.Config.Grace), VirtualUs: us(s.Virtual), WallUs: us(s.Wall),
 		Interrupted: s.Interrupted, Unfinished: s.Unfinished,
-		Delivered: s.Delivered, Failed: s.Failed, Cancelled: s.Cancelled, Retries: s.Retries,
+		Delivered: s.Delivered, Failed: s.Failed, Cancelled: s.Cancelled, Refused: s.Refused, Retries: s.Retries,
 		Attempts: s.Attempts, Writers: s.Writers, Restarts: s.Restarts,
 		Network: map[string]int{
 			"landed": n.Landed, "late_landings": n.LateLandings, "dropped": n.Dropped, "refused": n.Refused,
@@ -290,7 +320,7 @@ func (s *DisaggSummary) MarshalJSON() ([]byte, error) {
 		},
 		PagesFree: s.PagesFree, PagesContained: s.PagesContained, PagesLent: s.PagesLent, AttemptsContained: s.AttemptsContained,
 		LossExpected:  s.LossExpected,
-		Registrations: s.Registrations, Lends: s.Lends, Frees: s.Frees, Reads: s.Reads, Landings: s.Landings,
+		Registrations: s.Registrations, Lends: s.Lends, Frees: s.Frees, Reads: s.Reads, Copies: s.Copies, Landings: s.Landings,
 		FreedWhileWritable: s.FreedWhileWritable, WritesIntoFree: s.WritesIntoFree, LateWrites: s.LateWrites,
 		CorruptReads: s.CorruptReads, DoubleLends: s.DoubleLends, Violations: s.ViolationCount(), Safe: s.Safe(),
 	})

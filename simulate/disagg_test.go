@@ -31,6 +31,8 @@ func runDisaggWith(t *testing.T, cfg DisaggConfig, mk func(*disaggDriver) (disag
 
 func naiveDisaggManager(d *disaggDriver) (disaggManager, error) { return newNaiveDisagg(d), nil }
 
+func kvreadyDisaggManager(d *disaggDriver) (disaggManager, error) { return newKvreadyDisagg(d) }
+
 func sessionsManager(retireOnOutcome bool) func(*disaggDriver) (disaggManager, error) {
 	return func(d *disaggDriver) (disaggManager, error) { return newSessionsDisagg(d, retireOnOutcome) }
 }
@@ -42,19 +44,84 @@ func smallDisagg(seed uint64) DisaggConfig {
 	return cfg
 }
 
-// TestDisaggCheckerCatchesEarlyFrees plugs a manager that keeps the rule —
-// the session core's owner policy: revoke once the outcome is latched,
-// return the pages once every writer is proven settled — and the same
-// manager with that one rule broken (pages returned on the outcome), and the
-// naive foil, into the same workloads: the checker finds nothing in the
-// first and counts violations in the other two.
+// TestDisaggKvreadyIsSafe is the claim of kvready simulate --disagg: the
+// shipped engine lending its staging slots through backend/peer's Receiver
+// has no violation, over several seeds of the defaults' faults — and the
+// runs met those faults (the counts say so), delivered, and gave every
+// page back.
+func TestDisaggKvreadyIsSafe(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		s, err := RunDisagg(context.Background(), smallDisagg(seed), nil)
+		require.NoError(t, err, "seed %d", seed)
+		assert.Equal(t, "kvready", s.Manager)
+		assert.True(t, s.Safe(), "seed %d: %+v", seed, s)
+		assert.True(t, s.Finished && s.Complete(), "seed %d: %s", seed, s.UnfinishedReason)
+		assert.False(t, s.CapacityLost(), "seed %d: fencing revocations leave nothing in doubt: %s", seed, s.PoolVerdict())
+		assert.Positive(t, s.Delivered, "seed %d", seed)
+		assert.Equal(t, s.Config.PagesPerRequest*s.Delivered, s.Reads, "seed %d: every delivery's pages read", seed)
+		assert.Equal(t, s.Reads, s.Copies, "seed %d: and the device rows they were copied into", seed)
+		assert.Positive(t, s.Landings, "seed %d", seed)
+		for kind, n := range map[string]int{"failed attempts": s.Attempts[outFailed], "timeouts": s.Attempts[outTimeout], "retries": s.Retries,
+			"duplicated DONEs": s.Network.DuplicatedDone, "replayed DONEs": s.Network.ReplayedDone, "late submissions": s.Network.LateSubmits,
+			"restarts": s.Restarts, "fails-midway writers": s.Writers[sim.FailsMidway.String()]} {
+			assert.Positive(t, n, "seed %d: the run met no %s", seed, kind)
+		}
+	}
+}
+
+// TestDisaggKvreadyOverALeakingRevocation: where a revocation cannot recall
+// what was posted, a writer that never settles keeps its pages in doubt —
+// contained, never reused — and the checker still finds nothing; the run
+// refuses what the lost room cannot hold, and says the loss was asked for.
+func TestDisaggKvreadyOverALeakingRevocation(t *testing.T) {
+	cfg := smallDisagg(1)
+	cfg.Faults.RevocationLeaks, cfg.SubmitsLateRate = true, 0
+	s, err := RunDisagg(context.Background(), cfg, nil)
+	require.NoError(t, err)
+	assert.True(t, s.Safe(), "%+v", s)
+	assert.Positive(t, s.AttemptsContained)
+	assert.Equal(t, s.Config.Pages, s.PagesFree+s.PagesContained, "every page free or in doubt")
+	assert.True(t, s.CapacityLost())
+	assert.Equal(t, "--revocation-leaks", s.LossExpected)
+	assert.Contains(t, s.PoolVerdict(), "capacity lost, as the run asked")
+	assert.Equal(t, cfg.Requests, s.Delivered+s.Failed+s.Cancelled+s.Refused, "every request ended")
+}
+
+// TestDisaggCheckerCatchesAnUnleasedReceiver runs the engine over a
+// receiver without generation leases — each slot registered once, for the
+// receiver's life, a session relying on its writers' own submission fence —
+// against writers that break that fence (posting after their DONE, vLLM
+// #55470): nothing local can stop them, and the checker, watching through
+// the same engine path, counts their writes into pages lent again. The same
+// run with leases is clean.
+func TestDisaggCheckerCatchesAnUnleasedReceiver(t *testing.T) {
+	cfg := smallDisagg(1)
+	cfg.SubmitsLateRate = 0.3
+	unleased := runDisaggWith(t, cfg, func(d *disaggDriver) (disaggManager, error) { return newKvreadyDisaggLeased(d, false) })
+	assert.Positive(t, unleased.FreedWhileWritable, "%+v", unleased)
+	assert.Positive(t, unleased.WritesIntoFree+unleased.LateWrites, "%+v", unleased)
+	leased := runDisaggWith(t, cfg, kvreadyDisaggManager)
+	assert.True(t, leased.Safe(), "%+v", leased)
+}
+
+// TestDisaggCheckerCatchesEarlyFrees plugs managers that keep the rule —
+// kvready, and a test manager over the session core with the owner policy
+// of transfer/sim's property (revoke once the outcome is latched, return
+// the pages once every writer is proven settled) — and the same test
+// manager with that one rule broken (pages returned on the outcome), and
+// the naive foil, into the same workloads: the checker finds nothing in
+// the first two and counts violations in the other two.
 func TestDisaggCheckerCatchesEarlyFrees(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
-		keeps := runDisaggWith(t, smallDisagg(seed), sessionsManager(false))
-		assert.True(t, keeps.Safe(), "seed %d: a manager that keeps the rule: %+v", seed, keeps)
-		assert.Positive(t, keeps.Reads, "seed %d: pages were read", seed)
-		assert.Positive(t, keeps.Landings, "seed %d: writes were watched", seed)
-		assert.False(t, keeps.CapacityLost(), "seed %d: fencing revocations leave nothing in doubt", seed)
+		for _, keeps := range []*DisaggSummary{
+			runDisaggWith(t, smallDisagg(seed), kvreadyDisaggManager),
+			runDisaggWith(t, smallDisagg(seed), sessionsManager(false)),
+		} {
+			assert.True(t, keeps.Safe(), "seed %d: %s keeps the rule: %+v", seed, keeps.Manager, keeps)
+			assert.Positive(t, keeps.Reads, "seed %d: pages were read", seed)
+			assert.Positive(t, keeps.Landings, "seed %d: writes were watched", seed)
+			assert.False(t, keeps.CapacityLost(), "seed %d: fencing revocations leave nothing in doubt", seed)
+		}
 
 		breaks := runDisaggWith(t, smallDisagg(seed), sessionsManager(true))
 		assert.Positive(t, breaks.FreedWhileWritable, "seed %d: pages returned on the outcome", seed)
@@ -101,7 +168,7 @@ func TestDisaggNaiveFaultByFault(t *testing.T) {
 			tc.set(&cfg)
 			naive := runDisaggWith(t, cfg, naiveDisaggManager)
 			assert.Positive(t, naive.FreedWhileWritable, "%+v", naive)
-			keeps := runDisaggWith(t, cfg, sessionsManager(false))
+			keeps := runDisaggWith(t, cfg, kvreadyDisaggManager)
 			assert.True(t, keeps.Safe(), "%+v", keeps)
 		})
 	}
@@ -121,14 +188,17 @@ func TestDisaggWellBehavedNetwork(t *testing.T) {
 	assert.Equal(t, cfg.Requests*cfg.PagesPerRequest, naive.Reads)
 }
 
-// TestDisaggDeterministic: one seed, one run — twice the same summary.
+// TestDisaggDeterministic: one seed, one run — twice the same summary, for
+// the engine (its goroutines caught up every round) as for the naive foil.
 func TestDisaggDeterministic(t *testing.T) {
-	a := runDisaggWith(t, smallDisagg(5), naiveDisaggManager)
-	b := runDisaggWith(t, smallDisagg(5), naiveDisaggManager)
-	a.Wall, b.Wall = 0, 0
-	assert.Equal(t, a, b)
-	c := runDisaggWith(t, smallDisagg(6), naiveDisaggManager)
-	assert.NotEqual(t, a.Network, c.Network, "another seed, another run")
+	for _, mk := range []func(*disaggDriver) (disaggManager, error){naiveDisaggManager, kvreadyDisaggManager} {
+		a := runDisaggWith(t, smallDisagg(5), mk)
+		b := runDisaggWith(t, smallDisagg(5), mk)
+		a.Wall, b.Wall = 0, 0
+		assert.Equal(t, a, b, a.Manager)
+		c := runDisaggWith(t, smallDisagg(6), mk)
+		assert.NotEqual(t, a.Network, c.Network, "%s: another seed, another run", a.Manager)
+	}
 }
 
 func TestDisaggConfigValidate(t *testing.T) {
@@ -162,7 +232,7 @@ func TestDisaggConfigValidate(t *testing.T) {
 }
 
 func TestDisaggSummaryTableJSONAndReport(t *testing.T) {
-	kv := runDisaggWith(t, smallDisagg(1), sessionsManager(false))
+	kv := runDisaggWith(t, smallDisagg(1), kvreadyDisaggManager)
 	naive := runDisaggWith(t, smallDisagg(1), naiveDisaggManager)
 	var b strings.Builder
 	require.NoError(t, naive.WriteTable(&b))
@@ -185,10 +255,31 @@ func TestDisaggSummaryTableJSONAndReport(t *testing.T) {
 	require.NoError(t, WriteDisaggReport(dir, kv, naive))
 	page, err := os.ReadFile(filepath.Join(dir, ReportIndex))
 	require.NoError(t, err)
-	assert.Contains(t, string(page), "sessions manager: the checker found no page freed")
+	assert.Contains(t, string(page), "kvready manager: the checker found no page freed")
 	assert.Contains(t, string(page), "naive manager: the checker found")
 	info, err := os.Stat(filepath.Join(dir, PlotDisaggSafety))
 	require.NoError(t, err)
 	assert.Positive(t, info.Size())
 	assert.Error(t, WriteDisaggReport(dir, kv, runDisaggWith(t, smallDisagg(2), naiveDisaggManager)), "two workloads are not one comparison")
+}
+
+// TestDisaggInterrupted: a cancelled context stops the run where it is,
+// with the summary so far, which says so.
+func TestDisaggInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := smallDisagg(1)
+	s, err := RunDisagg(ctx, cfg, func(done, total int) {
+		if done >= total/2 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotNil(t, s)
+	assert.True(t, s.Interrupted)
+	assert.Positive(t, s.Unfinished)
+	assert.Less(t, s.Unfinished, cfg.Requests)
+	var b strings.Builder
+	require.NoError(t, s.WriteTable(&b))
+	assert.Contains(t, b.String(), "interrupted: the run was stopped before it finished")
 }

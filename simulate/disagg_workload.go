@@ -34,6 +34,7 @@ const (
 	dDelivered                  // an attempt delivered and its pages were read
 	dFailed                     // every attempt failed: the decode side recomputes the prompt
 	dCancelled                  // aborted by its user
+	dRefused                    // never lent: containment left no room for its pages, for good
 )
 
 // dreq is one request: the chunk of pages the decode side lends to the

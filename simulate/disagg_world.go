@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/kvready/kvready/transfer"
@@ -21,6 +22,7 @@ const (
 	outCancelled = "cancelled"
 	outByPeer    = "cancelled by peer"
 	outWithdrawn = "withdrawn"
+	outRefused   = "refused: no room left"
 )
 
 // advert is the advertisement of the current incarnation of a prefill
@@ -51,21 +53,22 @@ func (a *dattempt) writer(id transfer.AccessorID) (dwriter, bool) {
 	return dwriter{}, false
 }
 
-// spawn hands the packed key of a registration holding a's pages to the
-// attempt's writer id, on the current incarnation of its prefill process:
-// it writes each of its pages p at off(p) in that registration, from a
-// source of its own that nothing changes.
-func (d *disaggDriver) spawn(a *dattempt, id transfer.AccessorID, key []byte, off func(page int) int) error {
+// spawn hands the addresses of a's pages to the attempt's writer id, on the
+// current incarnation of its prefill process: it writes each of its pages p
+// at addr(p) — the packed key of the registration holding it, and the
+// offset in it — from a source of its own that nothing changes.
+func (d *disaggDriver) spawn(a *dattempt, id transfer.AccessorID, addr func(page int) (key []byte, off int)) error {
 	w, ok := a.writer(id)
 	if !ok {
 		return fmt.Errorf("simulate: %s has no writer %s", a.key(), id)
 	}
 	spec := sim.WriterSpec{
-		Node: d.prefill[id.Peer], To: disaggDecode, Session: a.key(), Accessor: id, Key: key,
+		Node: d.prefill[id.Peer], To: disaggDecode, Session: a.key(), Accessor: id,
 		Tokens: a.tokens(), Reports: w.reports, Behaviour: w.behaviour,
 	}
 	for _, p := range w.pages {
-		spec.Pieces = append(spec.Pieces, sim.Piece{Src: pageTag{kind: pageData, request: a.r.id, index: p, attempt: a.n}.content(), Off: off(p)})
+		key, off := addr(p)
+		spec.Pieces = append(spec.Pieces, sim.Piece{Src: pageTag{kind: pageData, request: a.r.id, index: p, attempt: a.n}.content(), Off: off, Key: key})
 	}
 	if _, err := d.net.Spawn(spec); err != nil {
 		return fmt.Errorf("simulate: writer %s of %s: %w", id, a.key(), err)
@@ -186,4 +189,33 @@ func (d *disaggDriver) firstLoss(peer transfer.Peer, inc transfer.Incarnation) b
 type lostPeer struct {
 	peer transfer.Peer
 	inc  transfer.Incarnation
+}
+
+// compareKeys orders sessions by request, then attempt.
+func compareKeys(a, b transfer.SessionKey) int {
+	return cmp.Or(cmp.Compare(a.Request, b.Request), cmp.Compare(a.Attempt, b.Attempt))
+}
+
+// outcomeKind names a session's latched outcome as the summary counts
+// attempts: a failure is a timeout, a lost peer or a writer's failure.
+func outcomeKind(info transfer.CohortInfo) string {
+	switch o := info.Outcome.(type) {
+	case transfer.Delivered:
+		return outDelivered
+	case transfer.Cancelled:
+		if o.ByPeer {
+			return outByPeer
+		}
+		return outCancelled
+	case transfer.Failed:
+		if o.Reason == "timeout" {
+			return outTimeout
+		}
+		for _, acc := range info.Accessors {
+			if acc.Lost {
+				return outPeerLost
+			}
+		}
+	}
+	return outFailed
 }
