@@ -129,14 +129,16 @@ func (d *disaggDriver) watchPages(pages [][]byte) {
 func (d *disaggDriver) now() time.Time { return d.epoch.Add(time.Duration(d.step) * DisaggStep) }
 
 // run drives the run to its end: every request ended, every page back in
-// the pool or contained, and the network with nothing left to do — or
-// until a bound that only a manager holding pages for ever reaches.
+// the pool or contained, and the network with nothing left to do — or until
+// it stalls: nothing arrived, ended or came back for longer than any
+// attempt can take, which only a manager holding pages for ever does.
 func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, progress Progress) (*DisaggSummary, error) {
 	d.mgr = mgr
 	defer mgr.close()
 	start := time.Now()
-	limit := int64(d.cfg.Requests)*d.cfg.arrivalSteps() + int64(d.cfg.MaxAttempts+2)*(d.cfg.deadlineSteps()+d.cfg.graceSteps()) + 100_000
+	stall := 4*int64(d.cfg.MaxAttempts)*(d.cfg.deadlineSteps()+d.cfg.graceSteps()) + 100_000
 	var err error
+	last, lastAt := d.progressMark(), int64(0)
 	for {
 		if d.step%disaggRoundSteps == 0 {
 			if err = d.round(progress); err != nil {
@@ -145,9 +147,12 @@ func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, progress Prog
 			if d.finished() {
 				break
 			}
+			if mark := d.progressMark(); mark != last {
+				last, lastAt = mark, d.step
+			}
 		}
-		if d.step > limit {
-			err = fmt.Errorf("simulate: the run did not finish within %d steps: %s", limit, d.why())
+		if d.step-lastAt > stall {
+			err = fmt.Errorf("simulate: the run stalled: nothing arrived, ended or came back for %d steps: %s", stall, d.why())
 			break
 		}
 		if ctx.Err() != nil {
@@ -159,6 +164,17 @@ func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, progress Prog
 		d.chk.scan()
 	}
 	return d.summary(time.Since(start), ctx.Err() != nil), err
+}
+
+// progressMark is what moves while a run makes progress: arrivals, ended
+// requests, attempts holding pages, and whether the network has work.
+type progressMark struct {
+	arrived, ended, held int
+	idle                 bool
+}
+
+func (d *disaggDriver) progressMark() progressMark {
+	return progressMark{d.arrived, d.ended, d.held, d.idle}
 }
 
 // round is one of the driver's turns: restarts, arrivals and cancels due,

@@ -283,3 +283,42 @@ func TestDisaggInterrupted(t *testing.T) {
 	require.NoError(t, s.WriteTable(&b))
 	assert.Contains(t, b.String(), "interrupted: the run was stopped before it finished")
 }
+
+// hoarder lends pages and never gives them back, nor says anything.
+type hoarder struct {
+	d    *disaggDriver
+	used []bool
+}
+
+func (h *hoarder) name() string { return "hoarder" }
+func (h *hoarder) close()       {}
+func (h *hoarder) cancel(*dattempt) {
+}
+func (h *hoarder) round() error { h.d.decode.Progress(); return nil }
+func (h *hoarder) submit(a *dattempt) (bool, error) {
+	first := firstFit(h.used, a.r.pages)
+	if first < 0 {
+		return false, nil
+	}
+	pages := make([]int, a.r.pages)
+	for j := range pages {
+		pages[j], h.used[first+j] = first+j, true
+	}
+	h.d.lend(a, pages)
+	return true, nil
+}
+
+// TestDisaggStallsAreBounded: a manager that holds pages for ever does not
+// hold the run for ever — it stops, bounded, saying what is stuck.
+func TestDisaggStallsAreBounded(t *testing.T) {
+	cfg := smallDisagg(1)
+	d, err := newDisaggDriver(cfg)
+	require.NoError(t, err)
+	s, err := d.run(context.Background(), &hoarder{d: d, used: make([]bool, cfg.Pages)}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the run stalled")
+	assert.Contains(t, err.Error(), "attempts still holding pages")
+	assert.Positive(t, s.Unfinished)
+	assert.Positive(t, s.PagesLent)
+	assert.False(t, s.Finished)
+}
