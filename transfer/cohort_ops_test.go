@@ -198,3 +198,61 @@ func TestTimeNeverRunsBackwards(t *testing.T) {
 	c2.Tick(at(200))
 	assert.Equal(t, transfer.InDoubt, c2.Physical())
 }
+
+// TestExposeTo: pages handed to some writers only wait for those. A writer
+// whose offer was never made (its peer died before it, the session was
+// cancelled between offers) owes no evidence, and its word is refused; the
+// session still cannot be delivered without it.
+func TestExposeTo(t *testing.T) {
+	key := transfer.SessionKey{Request: 3, Attempt: 1}
+	newCohort := func(t *testing.T) *transfer.Cohort {
+		t.Helper()
+		c, err := transfer.NewCohort(at(0), transfer.CohortConfig{Session: key, Tokens: transfer.TokenRange{End: 32},
+			Accessors: []transfer.AccessorSpec{
+				{ID: kv0, Agreement: agree(t, kv0.Peer, incOf(kv0.Peer), transfer.KnownCapabilities)},
+				{ID: kv1, Agreement: agree(t, kv1.Peer, incOf(kv1.Peer), transfer.KnownCapabilities)},
+			},
+			Submitted: at(0), Deadline: at(100), Containment: at(200)})
+		require.NoError(t, err)
+		return c
+	}
+	done := func(id transfer.AccessorID) transfer.Evidence {
+		return transfer.Evidence{Kind: transfer.Done, Session: key, Accessor: id, Incarnation: incOf(id.Peer), TokenEnd: 32}
+	}
+	t.Run("only the writers handed the pages are waited for", func(t *testing.T) {
+		c := newCohort(t)
+		require.NoError(t, c.ExposeTo(at(1), kv0))
+		assert.Equal(t, transfer.Active, c.Physical())
+		r := c.Cancel(at(2), "the second offer could not be made")
+		assert.Equal(t, transfer.Quiescing, r.Physical, "kv0 holds the address and has not settled")
+		require.NoError(t, c.Step(at(3), done(kv0)))
+		assert.Equal(t, transfer.QuiescedFailure, c.Physical(), "kv1 never had the pages")
+		require.NoError(t, c.Retire(at(4)))
+	})
+	t.Run("a writer never handed the pages is not heard", func(t *testing.T) {
+		c := newCohort(t)
+		require.NoError(t, c.ExposeTo(at(1), kv0))
+		before := c.Info()
+		assert.ErrorIs(t, c.Step(at(2), done(kv1)), transfer.ErrNotExposed)
+		assert.Equal(t, before, c.Info())
+	})
+	t.Run("delivery needs every writer", func(t *testing.T) {
+		c := newCohort(t)
+		require.NoError(t, c.ExposeTo(at(1), kv0))
+		require.NoError(t, c.Step(at(2), done(kv0)))
+		assert.Nil(t, c.Outcome(), "kv1 never wrote: the transfer is not delivered")
+		require.NoError(t, c.ExposeTo(at(3), kv1))
+		require.NoError(t, c.ExposeTo(at(3), kv1), "handing the pages twice is one exposure")
+		require.NoError(t, c.Step(at(4), done(kv1)))
+		assert.Equal(t, transfer.Delivered{TokenEnd: 32}, c.Outcome())
+		assert.Equal(t, transfer.QuiescedSuccess, c.Physical())
+	})
+	t.Run("refusals", func(t *testing.T) {
+		c := newCohort(t)
+		stranger := transfer.AccessorID{Peer: "prefill-z", Role: transfer.RoleKV}
+		assert.ErrorIs(t, c.ExposeTo(at(1), stranger), transfer.ErrUnknownAccessor)
+		assert.Equal(t, transfer.NotExposed, c.Physical(), "a refused exposure exposes nothing")
+		c.Fence(at(2))
+		assert.ErrorIs(t, c.ExposeTo(at(3), kv0), transfer.ErrFenced)
+	})
+}

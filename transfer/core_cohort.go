@@ -86,6 +86,7 @@ const (
 
 type accessorState struct {
 	spec      AccessorSpec
+	exposed   bool         // the pages were handed to it (Expose, ExposeTo)
 	reported  int64        // highest Report token_end, -1 before any
 	final     EvidenceKind // 0, Done or Failure
 	doneEnd   int64
@@ -94,11 +95,12 @@ type accessorState struct {
 	lost      bool // its incarnation's endpoint failed: no report will come
 }
 
-// settled: the accessor will never touch the pages again. A DONE proves it
-// only from a peer that promised (PER_OPERATION_QUIESCENCE) to send it after
-// its own flush completed; a failure, a cancel or a lost endpoint never do.
+// settled: the accessor will never touch the pages again. One never handed
+// the pages never touched them. A DONE proves it only from a peer that
+// promised (PER_OPERATION_QUIESCENCE) to send it after its own flush
+// completed; a failure, a cancel or a lost endpoint never do.
 func (a *accessorState) settled() bool {
-	return a.quiesced || (a.final == Done && a.spec.Agreement.Granted().Has(PerOperationQuiescence))
+	return !a.exposed || a.quiesced || (a.final == Done && a.spec.Agreement.Granted().Has(PerOperationQuiescence))
 }
 
 // Cohort is one session's pure state machine: the logical outcome, the
@@ -297,6 +299,10 @@ func (c *Cohort) judge(ev Evidence) (*accessorState, error) {
 		// Nothing was handed out, so no accessor can speak of it: a report
 		// now is a stray or a replay, and must not conclude the session.
 		return nil, fmt.Errorf("%w: %s arrived before session %s published anything", ErrNotExposed, ev, c.key)
+	case !a.exposed:
+		// This accessor was never handed the pages (its offer was never
+		// made): its word about them is a stray or a replay too.
+		return nil, fmt.Errorf("%w: %s arrived, but session %s never published its pages to %s", ErrNotExposed, ev, c.key, a.spec.ID)
 	}
 	return a, nil
 }

@@ -2,16 +2,49 @@ package transfer
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
-// Expose records that the session's pages were handed to an accessor: on
-// the receiver, its address published to a writer; on the sender, an
-// operation posted that reads them. Until the first Expose the pages are
-// NOT_EXPOSED. Refused (ErrFenced) once the session is fenced — by Fence,
-// Cancel, any outcome or a revocation — so nothing is handed out after the
-// session ended (vLLM #55470), and refused once retired or contained.
+// Expose records that the session's pages were handed to every accessor:
+// on the receiver, its address published to each writer; on the sender, an
+// operation posted that reads them. Until the first Expose or ExposeTo the
+// pages are NOT_EXPOSED. Call it before handing anything out, never after.
+// Refused (ErrFenced) once the session is fenced — by Fence, Cancel, any
+// outcome or a revocation — so nothing is handed out after the session ended
+// (vLLM #55470), and refused once retired or contained.
 func (c *Cohort) Expose(now time.Time) error {
+	if err := c.exposable(now); err != nil {
+		return err
+	}
+	c.exposed = true
+	for i := range c.acc {
+		c.acc[i].exposed = true
+	}
+	return nil
+}
+
+// ExposeTo records that the pages were handed to one accessor, as Expose
+// does for all of them. An accessor never handed them owes no evidence that
+// it stopped: if its offer could not be made (its peer died first, the
+// session was cancelled between offers), the pages wait only for those that
+// were handed them. Delivery still needs every accessor's DONE. Refused as
+// Expose is, and for an accessor not in the session (ErrUnknownAccessor).
+// Handing the pages to an accessor twice is one exposure.
+func (c *Cohort) ExposeTo(now time.Time, id AccessorID) error {
+	if err := c.exposable(now); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(c.acc, func(a accessorState) bool { return a.spec.ID == id })
+	if i < 0 {
+		return fmt.Errorf("%w: %s; session %s expects %s", ErrUnknownAccessor, id, c.key, c.names(nil))
+	}
+	c.exposed = true
+	c.acc[i].exposed = true
+	return nil
+}
+
+func (c *Cohort) exposable(now time.Time) error {
 	c.advance(now)
 	switch {
 	case c.retired:
@@ -21,7 +54,6 @@ func (c *Cohort) Expose(now time.Time) error {
 	case c.fenced:
 		return fmt.Errorf("%w: session %s (%s) refuses a new submission", ErrFenced, c.key, c.outcomeText())
 	}
-	c.exposed = true
 	return nil
 }
 
@@ -244,6 +276,7 @@ type AccessorInfo struct {
 	Cancelled   bool
 	Quiesced    bool
 	Lost        bool
+	Exposed     bool // the pages were handed to it
 	Settled     bool
 }
 
@@ -271,7 +304,7 @@ func (c *Cohort) Info() CohortInfo {
 		info.Accessors[i] = AccessorInfo{
 			ID: a.spec.ID, Incarnation: a.spec.Agreement.Incarnation(), Reported: a.reported,
 			Final: a.final, TokenEnd: a.doneEnd, Cancelled: a.cancelled, Quiesced: a.quiesced,
-			Lost: a.lost, Settled: a.settled(),
+			Lost: a.lost, Exposed: a.exposed, Settled: a.settled(),
 		}
 	}
 	return info

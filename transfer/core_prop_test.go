@@ -14,7 +14,8 @@ type record struct {
 	perOp    map[transfer.AccessorID]bool
 	done     map[transfer.AccessorID]bool
 	quiesced map[transfer.AccessorID]bool
-	fenced   bool // a revocation that fenced was accepted
+	handed   map[transfer.AccessorID]bool // the pages were handed to it (an accepted Expose or ExposeTo)
+	fenced   bool                         // a revocation that fenced was accepted
 	exposed  bool
 }
 
@@ -25,9 +26,10 @@ type record struct {
 //   - a refused input changes nothing;
 //   - the outcome's kind, once latched, never changes;
 //   - the pages are reported reusable only if nothing was exposed, or a
-//     fencing revocation was accepted, or every accessor gave accepted
-//     evidence that settles it (a Quiesced, or a DONE from a peer that
-//     promised its flush came first) — by the test's own record;
+//     fencing revocation was accepted, or every accessor they were handed
+//     to gave accepted evidence that settles it (a Quiesced, or a DONE from
+//     a peer that promised its flush came first) — by the test's own record;
+//   - evidence from an accessor never handed the pages is refused;
 //   - Delivered only when every accessor's DONE was accepted and nothing
 //     ended the session first;
 //   - InDoubt, once reached, stays.
@@ -37,7 +39,7 @@ func TestCohortProperties(t *testing.T) {
 		ids := []transfer.AccessorID{kv0, aux0, kv1}[:rapid.IntRange(1, 3).Draw(rt, "accessors")]
 		cfg := transfer.CohortConfig{Session: transfer.SessionKey{Request: 7, Attempt: 2}, Tokens: transfer.TokenRange{Start: 0, End: 64},
 			Leased: leased, Submitted: at(0), Deadline: at(100), Containment: at(200)}
-		rec := record{perOp: map[transfer.AccessorID]bool{}, done: map[transfer.AccessorID]bool{}, quiesced: map[transfer.AccessorID]bool{}}
+		rec := record{perOp: map[transfer.AccessorID]bool{}, done: map[transfer.AccessorID]bool{}, quiesced: map[transfer.AccessorID]bool{}, handed: map[transfer.AccessorID]bool{}}
 		for _, id := range ids {
 			caps := transfer.KnownCapabilities
 			if rapid.Bool().Draw(rt, "no per-operation quiescence") {
@@ -89,11 +91,21 @@ func TestCohortProperties(t *testing.T) {
 // accepted it, and whether it is an input that, refused, must change
 // nothing (evidence and the owner's calls that answer an error).
 func applyRandom(rt *rapid.T, c *transfer.Cohort, when time.Time, cfg transfer.CohortConfig, ids []transfer.AccessorID, rec *record) (bool, bool) {
-	switch rapid.IntRange(0, 9).Draw(rt, "input") {
+	switch rapid.IntRange(0, 10).Draw(rt, "input") {
 	case 0:
 		err := c.Expose(when)
 		if err == nil {
 			rec.exposed = true
+			for _, id := range ids {
+				rec.handed[id] = true
+			}
+		}
+		return err == nil, true
+	case 10:
+		id := rapid.SampledFrom(ids).Draw(rt, "exposed to")
+		err := c.ExposeTo(when, id)
+		if err == nil {
+			rec.exposed, rec.handed[id] = true, true
 		}
 		return err == nil, true
 	case 1:
@@ -120,6 +132,9 @@ func applyRandom(rt *rapid.T, c *transfer.Cohort, when time.Time, cfg transfer.C
 	// Only evidence of this attempt, from the incarnation agreed, may settle
 	// anything: the record counts nothing else, whatever the cohort says.
 	current := e.Session == cfg.Session && e.Incarnation == incOf(e.Accessor.Peer)
+	if err == nil && !rec.handed[e.Accessor] {
+		rt.Fatalf("%v accepted from an accessor never handed the pages", e)
+	}
 	if err == nil && current {
 		switch e.Kind {
 		case transfer.Done:
@@ -158,7 +173,7 @@ func checkReusable(rt *rapid.T, c *transfer.Cohort, ids []transfer.AccessorID, r
 		return
 	}
 	for _, id := range ids {
-		if !rec.quiesced[id] && !(rec.done[id] && rec.perOp[id]) {
+		if rec.handed[id] && !rec.quiesced[id] && !(rec.done[id] && rec.perOp[id]) {
 			rt.Fatalf("reported %v while %s gave no evidence that settles it", c.Physical(), id)
 		}
 	}

@@ -169,6 +169,16 @@ func (s *Sessions) Expose(now time.Time, key SessionKey) error {
 	return c.Expose(now)
 }
 
+// ExposeTo routes to the session's Cohort.ExposeTo.
+func (s *Sessions) ExposeTo(now time.Time, key SessionKey, id AccessorID) error {
+	s.advance(now)
+	c, err := s.find(key)
+	if err != nil {
+		return err
+	}
+	return c.ExposeTo(now, id)
+}
+
 // Revoked routes to the session's Cohort.Revoked.
 func (s *Sessions) Revoked(now time.Time, key SessionKey, fences bool) error {
 	s.advance(now)

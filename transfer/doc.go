@@ -63,12 +63,12 @@
 // integration maps readiness's disposition onto [Physical] by name. Unlike
 // fsm.Physical, this zero value is no disposition and is not reusable.
 //
-// Left for the engine integration (issue #41 items 2, 5, 6 and 7; see
+// Left for the engine integration (issue #41 items 2, 5 and 6; see
 // docs/transfers.md): device pages lent to a transfer as leases in the
 // engine's declared table, drawn in the diagrams, with readiness per layer
 // and per kind, proven by the model suite; kvready simulate --disagg with
-// the page checker and the naive foil; a conformance kit for transports;
-// and the mapping of the reference's acceptance ledger onto tests in
-// docs/testing.md. Per-layer readiness (rule 16) is not in this package:
-// Usable answers per kind for a whole delivery.
+// the page checker and the naive foil; and a conformance kit for
+// transports. Per-layer readiness (rule 16) is not in this package: Usable
+// answers per kind for a whole delivery. The reference's acceptance ledger
+// is mapped onto this package's tests in docs/testing.md.
 package transfer

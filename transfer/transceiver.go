@@ -77,6 +77,12 @@ func (t *Transceiver) Expose(key SessionKey) (err error) {
 	return err
 }
 
+// ExposeTo records pages handed to one accessor (Sessions.ExposeTo).
+func (t *Transceiver) ExposeTo(key SessionKey, id AccessorID) (err error) {
+	t.change(func(s *Sessions, now time.Time) { err = s.ExposeTo(now, key, id) })
+	return err
+}
+
 // Revoked records the session's lease revoked (Sessions.Revoked).
 func (t *Transceiver) Revoked(key SessionKey, fences bool) (err error) {
 	t.change(func(s *Sessions, now time.Time) { err = s.Revoked(now, key, fences) })
