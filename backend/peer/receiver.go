@@ -280,14 +280,16 @@ func (r *Receiver) dropPlan(key transfer.SessionKey, e *expected) {
 
 // Fetch runs the plan whose pages the extent names: it checks every
 // writer's agreement, registers the pages, creates the session with its
-// deadlines fixed now, records the pages exposed and hands each writer its
-// offer. The plan is consumed, whatever the answer. Refused with
+// deadlines fixed now, and hands each writer its offer, recording the pages
+// exposed to that writer just before (transfer.Cohort.ExposeTo). The plan is consumed, whatever the answer. Refused with
 // contract.ErrSubmissionRejected — nothing registered stays, nothing was
 // published — for an extent whose units are not exactly one plan's pages,
 // a writer whose peer was never connected, was lost since, or lacks what the
 // session needs, a unit with no staging slot, and a session the transceiver
 // refuses (a tombstoned or replayed attempt, a full table). An offer that
-// fails after exposure fails the attempt instead (its outcome Failed).
+// fails after exposure fails the attempt instead (its outcome Failed), and
+// the writers after it are never offered: the pages wait for the writers
+// offered, the failed one included (its offer may have left), and no other.
 func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.Attempt, error) {
 	r.mu.Lock()
 	s, offers, err := r.admit(ext)
@@ -297,6 +299,13 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 		return nil, fmt.Errorf("%w: peer: %w", contract.ErrSubmissionRejected, err)
 	}
 	for _, o := range offers {
+		// Each writer is recorded exposed just before its offer leaves, so a
+		// writer the offers never reached (one before it failed, or the
+		// session was cancelled meanwhile) is not waited for: the pages wait
+		// only for the writers that may hold their address.
+		if err := r.tx.ExposeTo(s.key, o.Writer); err != nil {
+			break // fenced by a cancel or a deadline since admit: offer no more
+		}
 		if err := r.offer(o); err != nil {
 			r.mu.Lock()
 			s.failure = fmt.Sprintf("offer to %s failed: %v", o.Writer, err)
@@ -335,12 +344,6 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	if err := r.tx.Create(cfg); err != nil {
-		r.revoke(s)
-		return nil, nil, err
-	}
-	if err := r.tx.Expose(key); err != nil {
-		r.tx.Cancel(key, "withdrawn: "+err.Error()) // nothing exposed: NOT_EXPOSED, safe at once
-		_ = r.tx.Retire(key)
 		r.revoke(s)
 		return nil, nil, err
 	}
