@@ -45,6 +45,15 @@
 // every slot, flushes the endpoint and only then sends DONE. Its Quiesce is
 // true only once every put it posted completed, and it never posts after.
 //
+// Cancellation is coordinated (IN_FLIGHT_CANCELLATION): on the owner's
+// cancel and on a session's deadline the Receiver sends a Cancel, once and
+// best effort, to every writer its offers reached; a Sender serving that
+// session posts nothing more and, once its flush completed, sends its
+// final report (a DONE, which settles it under PER_OPERATION_QUIESCENCE); a
+// cancel that overtakes its offer leaves a tombstone that refuses the late
+// offer. A Cancel is a request, never evidence: the pages still return only
+// when each writer is proven settled.
+//
 // The package imports contract, transfer and the standard library only; it
 // never sees the engine. docs/transfers.md says how it maps onto the table,
 // and what TestEngineOverAdversarialPeers and TestSenderSlotsOutliveTheirPuts

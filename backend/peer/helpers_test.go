@@ -68,6 +68,10 @@ type world struct {
 	eps    map[transfer.Peer]transfer.Endpoint
 	// offerErr, when set, fails the offer to that writer
 	offerErr map[transfer.AccessorID]error
+	// cancels are the cancel requests the receiver handed out, recorded
+	// (not sent); cancelErr, when set, fails every one
+	cancels   []peer.Cancel
+	cancelErr error
 }
 
 type worldOpt struct {
@@ -116,6 +120,13 @@ func newWorld(t *testing.T, o worldOpt) *world {
 		Leased: o.leased, Timeout: 100 * time.Millisecond, Grace: 200 * time.Millisecond,
 		Clock: w.clock.Now, Limits: transfer.Limits{Sessions: 64, Tombstones: 8, Window: time.Hour},
 		Offer: offer,
+		Cancel: func(c peer.Cancel) error {
+			if w.cancelErr != nil {
+				return w.cancelErr
+			}
+			w.cancels = append(w.cancels, c)
+			return nil
+		},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.recv.Close() })

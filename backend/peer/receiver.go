@@ -52,6 +52,13 @@ type ReceiverConfig struct {
 	// active message over an endpoint to the writer's peer — which must be
 	// the incarnation the session was agreed with.
 	Offer func(Offer) error
+	// Cancel hands one writer offered a session's addresses the
+	// receiver's request that it stop (IN_FLIGHT_CANCELLATION), on the
+	// owner's cancel and on the session's deadline. Nil sends it
+	// (AppendCancel) as an active message over an endpoint to the life the
+	// session was agreed with. Best effort: an error is counted, nothing
+	// more — the pages wait for the writer's settlement either way.
+	Cancel func(Cancel) error
 	// Poll, when positive, starts a driver goroutine that calls Progress
 	// every Poll until Close. Zero leaves Progress to the owner.
 	Poll time.Duration
@@ -67,10 +74,13 @@ type ReceiverStats struct {
 	Rejected     uint64 // fetches refused before anything escaped
 	Revocations  uint64 // leased sessions whose registrations were revoked
 	Fenced       uint64 // of those, revocations that fenced every page
+	Cancels      uint64 // cancel requests handed to writers (sent: not necessarily heard)
+	Unsent       uint64 // cancel requests that could not be sent (the writer's life gone, the endpoint failed)
 }
 
 type receiverCounters struct {
 	evidence, refused, malformed, impersonated, peersLost, rejected, revocations, fenced atomic.Uint64
+	cancels, unsent                                                                      atomic.Uint64
 }
 
 // agreed is what a Receiver or Sender knows of one peer: the agreement made
@@ -127,6 +137,11 @@ type session struct {
 	waiters []func()
 	cancel  *cancelAnswer
 	ended   bool // proven over and retired: its pages are the engine's again
+
+	deadline  time.Time      // the session's, fixed at submission
+	targets   []cancelTarget // every writer, in offer order
+	reached   int            // writers whose offer was attempted: targets[:reached] may hold the addresses
+	cancelled bool           // the writers reached were asked to stop (once)
 }
 
 type cancelAnswer struct {
@@ -298,11 +313,17 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 		r.n.rejected.Add(1)
 		return nil, fmt.Errorf("%w: peer: %w", contract.ErrSubmissionRejected, err)
 	}
-	for _, o := range offers {
+	for i, o := range offers {
 		// Each writer is recorded exposed just before its offer leaves, so a
 		// writer the offers never reached (one before it failed, or the
 		// session was cancelled meanwhile) is not waited for: the pages wait
-		// only for the writers that may hold their address.
+		// only for the writers that may hold their address. It is counted
+		// reached before that, so a cancel from a driver's deadline meanwhile
+		// asks it to stop too (a cancel that overtakes its offer leaves a
+		// tombstone at the writer).
+		r.mu.Lock()
+		s.reached = i + 1
+		r.mu.Unlock()
 		if err := r.tx.ExposeTo(s.key, o.Writer); err != nil {
 			break // fenced by a cancel or a deadline since admit: offer no more
 		}
@@ -310,7 +331,7 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 			r.mu.Lock()
 			s.failure = fmt.Sprintf("offer to %s failed: %v", o.Writer, err)
 			r.tx.Cancel(s.key, s.failure)
-			wake := r.observe(s)
+			wake := append(r.observe(s), r.cancelWriters(s, s.failure)...)
 			r.mu.Unlock()
 			callAll(wake)
 			break
@@ -334,7 +355,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &session{key: key, plan: e.plan, pages: e.pages}
+	s := &session{key: key, plan: e.plan, pages: e.pages, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
 	units := make([]contract.Unit, len(e.pages))
 	for _, u := range ext.All() {
 		units[e.index[u.Name]] = u
@@ -582,7 +603,7 @@ func (r *Receiver) Stats() ReceiverStats {
 	return ReceiverStats{
 		Evidence: r.n.evidence.Load(), Refused: r.n.refused.Load(), Malformed: r.n.malformed.Load(),
 		Impersonated: r.n.impersonated.Load(), PeersLost: r.n.peersLost.Load(), Rejected: r.n.rejected.Load(),
-		Revocations: r.n.revocations.Load(), Fenced: r.n.fenced.Load(),
+		Revocations: r.n.revocations.Load(), Fenced: r.n.fenced.Load(), Cancels: r.n.cancels.Load(), Unsent: r.n.unsent.Load(),
 	}
 }
 

@@ -27,6 +27,9 @@ func (r *Receiver) observe(s *session) []func() {
 			wake, s.waiters = s.waiters, nil
 			close(r.changed)
 			r.changed = make(chan struct{})
+			if _, failed := o.(transfer.Failed); failed && !r.cfg.Clock().Before(s.deadline) {
+				wake = append(wake, r.cancelWriters(s, "the session's deadline passed")...)
+			}
 		}
 	}
 	if r.cfg.Leased && s.outcome != nil && !s.revoked && p != transfer.InDoubt {
@@ -189,18 +192,25 @@ func (a *fetchAttempt) Notify(f func()) {
 
 // RequestCancel cancels the session (transfer.Transceiver.Cancel): a local
 // Cancelled if no outcome is latched yet, and a fence — no writer is handed
-// anything more. It never waits and never ends access: the writers still
-// settle, and Quiesce still proves it. A second call answers the same.
+// anything more — and, unless the session was delivered, asks every writer
+// offered its addresses to stop (a Cancel, where its agreement grants
+// IN_FLIGHT_CANCELLATION). It never waits and never ends access: the
+// writers still settle, and Quiesce still proves it. A second call answers
+// the same, and sends nothing.
 func (a *fetchAttempt) RequestCancel() (contract.CancelDisposition, error) {
 	a.r.mu.Lock()
+	var stop []func()
 	if a.s.cancel == nil {
 		a.s.cancel = &cancelAnswer{d: contract.CancelRequested}
 		if res := a.r.tx.Cancel(a.s.key, "cancel requested by the engine"); res.Logical == transfer.NotFound || res.Logical == transfer.Rejected {
 			a.s.cancel = &cancelAnswer{d: contract.CancelRequested, err: fmt.Errorf("peer: cancel of %s answered %s: %s", a.s.key, res.Logical, res.Reason)}
 		}
+		if o, _ := a.r.tx.Outcome(a.s.key); !isDelivered(o) {
+			stop = a.r.cancelWriters(a.s, "cancelled by the owner")
+		}
 	}
 	c := *a.s.cancel
-	wake := a.r.observe(a.s)
+	wake := append(a.r.observe(a.s), stop...)
 	a.r.mu.Unlock()
 	callAll(wake)
 	return c.d, c.err

@@ -35,7 +35,9 @@ type SenderConfig struct {
 	Clock func() time.Time
 	// Limits bounds the plans waiting for their publish, and the offers
 	// held for a publish not yet submitted, at Limits.Sessions each; an
-	// offer held longer than Limits.Window is dropped.
+	// offer held longer than Limits.Window is dropped. Limits.Tombstones
+	// bounds the receivers' cancels that came before their offer, each
+	// remembered for Limits.Window so that the late offer is refused.
 	Limits transfer.Limits
 	// Poll, when positive, starts a driver goroutine that calls Progress
 	// every Poll until Close. Zero leaves Progress to the owner.
@@ -89,10 +91,20 @@ type SenderStats struct {
 	Puts      uint64 // puts posted
 	PeersLost uint64 // endpoint errors
 	Rejected  uint64 // publishes refused before anything escaped
+	// Cancels are the receivers' cancels taken: a publication stopped, or
+	// a tombstone left for one whose offer had not come (Tombstones of
+	// them). Ignored: malformed, impersonated, for another life of this
+	// process or of the receiver, for an older attempt, for a publication
+	// already concluded, a duplicate, or no room for the tombstone.
+	Cancels, Tombstones, Ignored uint64
+	// Finals are the DONEs sent after a receiver's cancel, once nothing
+	// more of the publication could land (or nothing had been posted).
+	Finals uint64
 }
 
 type senderCounters struct {
 	offers, held, dropped, puts, peersLost, rejected atomic.Uint64
+	cancels, tombstones, ignored, finals             atomic.Uint64
 }
 
 // Sender is the prefill side of a peer transfer as a backend of the
@@ -112,6 +124,8 @@ type Sender struct {
 	byName  map[contract.Name]sendKey
 	live    map[sendKey]*publication
 	held    map[sendKey]heldOffer // offers that came before their publish
+	tombs   map[sendKey]tombstone // receivers' cancels that came before their offer
+	finals  []*publication        // cancelled with puts posted: DONE once the flush completes
 	eps     map[transfer.Peer]transfer.Endpoint
 	changed chan struct{}
 	closed  bool
@@ -182,8 +196,9 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		m.add("slot", "nil", "the staging slot a unit names")
 	}
 	checkDurations(&m, cfg.Timeout, 0, cfg.Poll)
-	if cfg.Limits.Sessions < 1 || cfg.Limits.Window <= 0 {
-		m.add("limits", fmt.Sprintf("sessions %d, window %s", cfg.Limits.Sessions, cfg.Limits.Window), "at least one session and a positive window")
+	if cfg.Limits.Sessions < 1 || cfg.Limits.Tombstones < 1 || cfg.Limits.Window <= 0 {
+		m.add("limits", fmt.Sprintf("sessions %d, tombstones %d, window %s", cfg.Limits.Sessions, cfg.Limits.Tombstones, cfg.Limits.Window),
+			"at least one session and one tombstone, and a positive window")
 	}
 	if err := m.result(); err != nil {
 		return nil, err
@@ -192,7 +207,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		cfg.Clock = time.Now
 	}
 	s := &Sender{cfg: cfg, self: self, inc: inc, peers: map[transfer.Peer]agreed{}, plans: map[sendKey]*sendPlanned{},
-		byName: map[contract.Name]sendKey{}, live: map[sendKey]*publication{}, held: map[sendKey]heldOffer{},
+		byName: map[contract.Name]sendKey{}, live: map[sendKey]*publication{}, held: map[sendKey]heldOffer{}, tombs: map[sendKey]tombstone{},
 		eps: map[transfer.Peer]transfer.Endpoint{}, changed: make(chan struct{})}
 	cfg.Transport.SetHandlers(transfer.Handlers{Message: s.message, EndpointError: s.endpointError})
 	if cfg.Poll > 0 {
@@ -311,6 +326,13 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		}
 		p.slots[e.index[u.Name]] = slot
 	}
+	if t, ok := s.tombs[key]; ok && t.receiver == p.plan.To && t.inc == p.inc {
+		// Its receiver cancelled it before this publish: it posts nothing,
+		// and its late offer is refused by the tombstone.
+		s.live[key] = p
+		s.conclude(p, contract.Cancelled{ByPeer: true})
+		return p, nil
+	}
 	if h, ok := s.held[key]; ok {
 		delete(s.held, key)
 		s.take(p, h.offer)
@@ -357,6 +379,10 @@ func (s *Sender) take(p *publication, o Offer) bool {
 // only if it came on an endpoint of the receiver it names and is for this
 // life of this process.
 func (s *Sender) message(from transfer.Peer, inc transfer.Incarnation, msg []byte) {
+	if isCancel(msg) {
+		s.cancelled(from, inc, msg)
+		return
+	}
 	o, err := DecodeOffer(msg)
 	if err != nil || o.Receiver != from || o.ReceiverInc != inc || o.Writer.Peer != s.self || o.Incarnation != s.inc {
 		s.n.dropped.Add(1)
@@ -365,6 +391,11 @@ func (s *Sender) message(from transfer.Peer, inc transfer.Incarnation, msg []byt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := sendKey{o.Session, o.Writer}
+	if t, ok := s.tombs[key]; ok && t.receiver == o.Receiver && t.inc == o.ReceiverInc {
+		s.n.dropped.Add(1)
+		s.refuseLate(key, o)
+		return
+	}
 	if p := s.live[key]; p != nil {
 		s.take(p, o)
 		return
@@ -412,10 +443,16 @@ func (s *Sender) Progress() int {
 			s.n.dropped.Add(1)
 		}
 	}
+	for k, t := range s.tombs {
+		if !now.Before(t.until) {
+			delete(s.tombs, k)
+		}
+	}
 	var wake []func()
 	for _, k := range slices.SortedFunc(maps.Keys(s.live), func(a, b sendKey) int { return compareKeys(a.session, b.session) }) {
 		wake = append(wake, s.advance(s.live[k], now)...)
 	}
+	s.finish()
 	s.mu.Unlock()
 	callAll(wake)
 	return n
@@ -521,8 +558,10 @@ func (s *Sender) report(p *publication, kind transfer.EvidenceKind, reason strin
 }
 
 // conclude latches the publication's outcome (the first one stays) and
-// tells the receiver of a failure or a cancel, if it was ever offered
-// anything; it answers the Notify callbacks to call once s.mu is released.
+// tells the receiver of a failure or of the engine's cancel, if it was ever
+// offered anything (a cancel the receiver asked for is answered by the
+// final report instead: see stop); it answers the Notify callbacks to call
+// once s.mu is released.
 func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
 	if p.outcome != nil {
 		return nil
@@ -532,7 +571,9 @@ func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
 	case contract.Failed:
 		_ = s.report(p, transfer.Failure, o.Reason) // best effort: the receiver's own deadline stands
 	case contract.Cancelled:
-		_ = s.report(p, transfer.PeerCancel, "")
+		if !o.ByPeer {
+			_ = s.report(p, transfer.PeerCancel, "")
+		}
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -648,7 +689,8 @@ func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error 
 // Stats returns the counts so far.
 func (s *Sender) Stats() SenderStats {
 	return SenderStats{Offers: s.n.offers.Load(), Held: s.n.held.Load(), Dropped: s.n.dropped.Load(),
-		Puts: s.n.puts.Load(), PeersLost: s.n.peersLost.Load(), Rejected: s.n.rejected.Load()}
+		Puts: s.n.puts.Load(), PeersLost: s.n.peersLost.Load(), Rejected: s.n.rejected.Load(),
+		Cancels: s.n.cancels.Load(), Tombstones: s.n.tombstones.Load(), Ignored: s.n.ignored.Load(), Finals: s.n.finals.Load()}
 }
 
 // Close stops the driver and refuses every later Expect and Publish. It

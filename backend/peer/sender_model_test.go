@@ -20,7 +20,8 @@ import (
 )
 
 // TestSenderSlotsOutliveTheirPuts: the shipped engine publishes through a
-// Sender over the simulated network to a Receiver. A put reads its source
+// Sender over the simulated network to a Receiver, which may cancel its
+// fetch (the Sender is then asked to stop). A put reads its source
 // when it lands, so the moment a publish lease's slots return to the
 // allocator the test overwrites them with a mark; a slot returned while one
 // of its puts was still in flight would put the mark — or the next lease's
@@ -29,7 +30,7 @@ import (
 // what it held before the transfer or its own request's content, and a
 // publication the sender called delivered put its content in every page.
 func TestSenderSlotsOutliveTheirPuts(t *testing.T) {
-	var delivered, failed int
+	var delivered, failed, stopped int
 	rapid.Check(t, func(t *rapid.T) {
 		w := newSendWorld(t)
 		defer w.stop()
@@ -37,9 +38,10 @@ func TestSenderSlotsOutliveTheirPuts(t *testing.T) {
 		st := w.eng.Stats()
 		delivered += int(st.Outcomes[readiness.Served])
 		failed += int(st.Outcomes[readiness.Failed] + st.Outcomes[readiness.TimedOut] + st.Outcomes[readiness.Cancelled])
+		stopped += int(w.send.Stats().Cancels)
 	})
-	if delivered == 0 || failed == 0 {
-		t.Fatalf("the property never exercised both ends: %d delivered, %d failed", delivered, failed)
+	if delivered == 0 || failed == 0 || stopped == 0 {
+		t.Fatalf("the property never exercised every end: %d delivered, %d failed, %d stopped by their receiver", delivered, failed, stopped)
 	}
 }
 
@@ -270,7 +272,7 @@ func (w *sendWorld) check() {
 
 func (w *sendWorld) run() {
 	for range rapid.IntRange(1, 60).Draw(w.t, "actions") {
-		switch rapid.IntRange(0, 8).Draw(w.t, "action") {
+		switch rapid.IntRange(0, 9).Draw(w.t, "action") {
 		case 0, 1:
 			w.lend()
 		case 2, 3, 4:
@@ -293,6 +295,12 @@ func (w *sendWorld) run() {
 				must(w.t, err)
 				w.decode = node
 				w.connect()
+			}
+		case 9:
+			// the decode side gives up on a fetch: its receiver asks the
+			// Sender to stop, while the engine's publish lease is lent
+			if l := w.pick("fetch cancel"); l != nil {
+				_, _ = contract.RequestCancel(l.fetch)
 			}
 		}
 		w.sync()

@@ -18,8 +18,8 @@ import (
 // accepts exactly one valid encoding, so every accepted offer re-encodes to
 // its own bytes (FuzzDecodeOffer holds that).
 
-// ErrWire is wrapped by every error decoding an offer.
-var ErrWire = errors.New("peer: malformed offer")
+// ErrWire is wrapped by every error decoding an offer or a cancel.
+var ErrWire = errors.New("peer: malformed message")
 
 // Limits on an offer's variable parts, so a decoder never allocates what a
 // hostile peer asks for.
@@ -199,6 +199,116 @@ func DecodeOffer(b []byte) (Offer, error) {
 	}
 	return o, nil
 }
+
+// The cancel: a receiver's request that one writer it offered stop
+// (IN_FLIGHT_CANCELLATION), sent on the owner's cancel and on the session's
+// deadline. It is a request, never evidence: the receiver's pages still
+// return only when the writer is proven settled — by its final report after
+// its flush, a revocation that fences, or never (containment). On the wire,
+// in the offer's style: a magic ("KVTX"), a format byte, fixed big-endian
+// fields, then the length-prefixed names and reason; DecodeCancel accepts
+// exactly one encoding (FuzzDecodeCancel holds that).
+
+const (
+	cancelMagic    = "KVTX"
+	cancelFormat   = 1
+	cancelFixedLen = 4 + 1 + 8 + 4 + 2 + 1 + 8 + 8 + 1 + 1 + 2
+)
+
+// Cancel asks one writer to stop writing for a session: the session, the
+// writer and the life of its peer the session was agreed with, the
+// receiver and its life (whose addresses the writer holds), and why.
+type Cancel struct {
+	Session     transfer.SessionKey
+	Writer      transfer.AccessorID
+	Incarnation transfer.Incarnation // the writer's peer's life the session was agreed with
+	Receiver    transfer.Peer
+	ReceiverInc transfer.Incarnation
+	Reason      string // at most transfer.MaxReasonLen bytes; may be empty
+}
+
+// Validate reports every mistake in c at once, as a *transfer.InputError:
+// an attempt or incarnation of 0, an empty or overlong peer name, an
+// unknown role, and an overlong reason.
+func (c Cancel) Validate() error {
+	m := mistakes{what: "cancel"}
+	if c.Session.Attempt == 0 {
+		m.add("session.attempt", "0", "an attempt id >= 1")
+	}
+	checkAccessor(&m, "writer", c.Writer)
+	if c.Incarnation == 0 {
+		m.add("incarnation", "0", "an incarnation >= 1")
+	}
+	checkPeer(&m, "receiver", c.Receiver)
+	if c.ReceiverInc == 0 {
+		m.add("receiver_incarnation", "0", "an incarnation >= 1")
+	}
+	if len(c.Reason) > transfer.MaxReasonLen {
+		m.add("reason", fmt.Sprintf("%d bytes", len(c.Reason)), fmt.Sprintf("at most %d bytes", transfer.MaxReasonLen))
+	}
+	return m.result()
+}
+
+// AppendCancel appends c's wire form to dst. It refuses a cancel that does
+// not validate, appending nothing.
+func AppendCancel(dst []byte, c Cancel) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return dst, err
+	}
+	be := binary.BigEndian
+	dst = append(dst, cancelMagic...)
+	dst = append(dst, cancelFormat)
+	dst = be.AppendUint64(dst, uint64(c.Session.Request))
+	dst = be.AppendUint32(dst, uint32(c.Session.Attempt))
+	dst = be.AppendUint16(dst, c.Writer.Rank)
+	dst = append(dst, byte(c.Writer.Role))
+	dst = be.AppendUint64(dst, uint64(c.Incarnation))
+	dst = be.AppendUint64(dst, uint64(c.ReceiverInc))
+	dst = append(dst, byte(len(c.Writer.Peer)), byte(len(c.Receiver)))
+	dst = be.AppendUint16(dst, uint16(len(c.Reason)))
+	dst = append(dst, c.Writer.Peer...)
+	dst = append(dst, c.Receiver...)
+	return append(dst, c.Reason...), nil
+}
+
+// DecodeCancel reads one cancel from exactly b. It refuses, wrapping
+// ErrWire, a message too short or too long for what its lengths say, a
+// wrong magic or format, and a cancel that does not validate (naming every
+// mistake).
+func DecodeCancel(b []byte) (Cancel, error) {
+	if len(b) < cancelFixedLen {
+		return Cancel{}, fmt.Errorf("%w: a cancel of %d bytes; at least %d expected", ErrWire, len(b), cancelFixedLen)
+	}
+	if string(b[:4]) != cancelMagic {
+		return Cancel{}, fmt.Errorf("%w: starts %q; %q expected", ErrWire, b[:4], cancelMagic)
+	}
+	if b[4] != cancelFormat {
+		return Cancel{}, fmt.Errorf("%w: cancel format %d; %d expected", ErrWire, b[4], cancelFormat)
+	}
+	r := reader{b: b, off: 5}
+	var c Cancel
+	c.Session.Request = transfer.RequestID(r.u64())
+	c.Session.Attempt = transfer.AttemptID(r.u32())
+	c.Writer.Rank = r.u16()
+	c.Writer.Role = transfer.Role(r.u8())
+	c.Incarnation = transfer.Incarnation(r.u64())
+	c.ReceiverInc = transfer.Incarnation(r.u64())
+	writerLen, receiverLen, reasonLen := int(r.u8()), int(r.u8()), int(r.u16())
+	if r.left() != writerLen+receiverLen+reasonLen {
+		return Cancel{}, fmt.Errorf("%w: a cancel with %d bytes after its fixed part; its length prefixes say %d", ErrWire, r.left(), writerLen+receiverLen+reasonLen)
+	}
+	c.Writer.Peer = transfer.Peer(r.bytes(writerLen))
+	c.Receiver = transfer.Peer(r.bytes(receiverLen))
+	c.Reason = string(r.bytes(reasonLen))
+	if err := c.Validate(); err != nil {
+		return Cancel{}, fmt.Errorf("%w: %w", ErrWire, err)
+	}
+	return c, nil
+}
+
+// isCancel reports whether msg claims to be a cancel (its magic), so a
+// handler can tell it from an offer before decoding either.
+func isCancel(msg []byte) bool { return len(msg) >= 4 && string(msg[:4]) == cancelMagic }
 
 // reader walks a message; the caller checks has before each variable part,
 // and the fixed part's length before the first read.

@@ -103,3 +103,102 @@ func FuzzDecodeOffer(f *testing.F) {
 		}
 	})
 }
+
+func aCancel() peer.Cancel {
+	return peer.Cancel{Session: transfer.SessionKey{Request: 77, Attempt: 3}, Writer: auxA, Incarnation: 4,
+		Receiver: "decode", ReceiverInc: 9, Reason: "cancelled by the owner"}
+}
+
+func TestCancelRoundTrip(t *testing.T) {
+	for _, c := range []peer.Cancel{aCancel(), func() peer.Cancel { c := aCancel(); c.Reason = ""; return c }()} {
+		b, err := peer.AppendCancel([]byte("prefix"), c)
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(b, []byte("prefix")))
+		got, err := peer.DecodeCancel(b[len("prefix"):])
+		require.NoError(t, err)
+		assert.Equal(t, c, got)
+		_, err = peer.DecodeOffer(b[len("prefix"):])
+		assert.ErrorIs(t, err, peer.ErrWire, "a cancel is no offer")
+	}
+	offer, err := peer.AppendOffer(nil, anOffer())
+	require.NoError(t, err)
+	_, err = peer.DecodeCancel(offer)
+	assert.ErrorIs(t, err, peer.ErrWire, "an offer is no cancel")
+}
+
+// Decoding a cancel refuses everything but one exact, valid encoding.
+func TestDecodeCancelRefusals(t *testing.T) {
+	good, err := peer.AppendCancel(nil, aCancel())
+	require.NoError(t, err)
+	mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	tests := []struct {
+		name string
+		msg  []byte
+		want string
+	}{
+		{"empty", nil, "at least"},
+		{"short", good[:10], "at least"},
+		{"a wrong magic", mutate(func(b []byte) []byte { b[3] = 'O'; return b }), "starts"},
+		{"a wrong format", mutate(func(b []byte) []byte { b[4] = 2; return b }), "format"},
+		{"a byte too many", append(append([]byte(nil), good...), 0), "length prefixes say"},
+		{"a reason cut short", good[:len(good)-3], "length prefixes say"},
+		{"attempt 0", mutate(func(b []byte) []byte { copy(b[13:17], []byte{0, 0, 0, 0}); return b }), "session.attempt"},
+		{"an unknown role", mutate(func(b []byte) []byte { b[19] = 9; return b }), "writer.role"},
+		{"writer incarnation 0", mutate(func(b []byte) []byte { copy(b[20:28], make([]byte, 8)); return b }), "incarnation"},
+		{"receiver incarnation 0", mutate(func(b []byte) []byte { copy(b[28:36], make([]byte, 8)); return b }), "receiver_incarnation"},
+		{"no writer name", mutate(func(b []byte) []byte {
+			n := int(b[36])
+			b[36] = 0
+			return append(b[:40], b[40+n:]...)
+		}), "writer.peer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := peer.DecodeCancel(tt.msg)
+			require.ErrorIs(t, err, peer.ErrWire)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+// AppendCancel refuses a cancel that does not validate, naming every
+// mistake, and appends nothing.
+func TestAppendCancelRefuses(t *testing.T) {
+	c := aCancel()
+	c.Session.Attempt, c.ReceiverInc, c.Receiver = 0, 0, ""
+	c.Reason = string(bytes.Repeat([]byte("x"), transfer.MaxReasonLen+1))
+	b, err := peer.AppendCancel([]byte("x"), c)
+	assert.Equal(t, []byte("x"), b)
+	var in *transfer.InputError
+	require.ErrorAs(t, err, &in)
+	var fields []string
+	for _, m := range in.Mistakes {
+		fields = append(fields, m.Field)
+	}
+	assert.Equal(t, []string{"session.attempt", "receiver", "receiver_incarnation", "reason"}, fields)
+}
+
+// FuzzDecodeCancel: whatever the bytes, decoding never panics, and what it
+// accepts re-encodes to exactly those bytes.
+func FuzzDecodeCancel(f *testing.F) {
+	good, err := peer.AppendCancel(nil, aCancel())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add(good[:40])
+	f.Add([]byte("KVTX\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := peer.DecodeCancel(b)
+		if err != nil {
+			return
+		}
+		again, err := peer.AppendCancel(nil, c)
+		if err != nil {
+			t.Fatalf("an accepted cancel does not encode: %v", err)
+		}
+		if !bytes.Equal(again, b) {
+			t.Fatalf("an accepted cancel re-encodes differently:\n%x\n%x", b, again)
+		}
+	})
+}
