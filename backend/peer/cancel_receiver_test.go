@@ -16,8 +16,8 @@ import (
 // The receiver's half of coordinated cancellation: on the owner's cancel
 // and on the session's deadline — once, and never for a delivery — every
 // writer offered the addresses is asked to stop, where its agreement grants
-// IN_FLIGHT_CANCELLATION. The request settles nothing: the pages stay lent
-// until the writers' own evidence proves them.
+// IN_FLIGHT_CANCELLATION, at the next Progress. The request settles
+// nothing: the pages stay lent until the writers' own evidence proves them.
 func TestReceiverAsksWritersToStop(t *testing.T) {
 	const owner, deadline = "cancelled by the owner", "the session's deadline passed"
 	noCancel := transfer.KnownCapabilities &^ transfer.Caps(transfer.InFlightCancellation)
@@ -79,6 +79,7 @@ func TestReceiverAsksWritersToStop(t *testing.T) {
 			p := plan(t, 1, 2, 3, tt.writers...)
 			a := w.fetch(p, 0)
 			tt.act(w, a, p)
+			w.recv.Progress()
 			var asked []transfer.AccessorID
 			_, dinc := w.decode.Self()
 			for _, c := range w.cancels {
@@ -98,11 +99,15 @@ func TestReceiverAsksWritersToStop(t *testing.T) {
 	}
 }
 
-// cancelTwice is the engine cancelling an attempt, then again.
+// cancelTwice is the engine cancelling an attempt, then again: what it
+// asks of the writers leaves at the next Progress, and only then.
 func cancelTwice(w *world, a contract.Attempt, _ peer.Plan) {
+	before := len(w.cancels)
 	for range 2 {
 		d, err := contract.RequestCancel(a)
 		require.NoError(w.t, err)
 		assert.Equal(w.t, contract.CancelRequested, d)
 	}
+	assert.Len(w.t, w.cancels, before, "nothing is sent outside Progress")
+	w.recv.Progress()
 }

@@ -54,7 +54,8 @@ type ReceiverConfig struct {
 	Offer func(Offer) error
 	// Cancel hands one writer offered a session's addresses the
 	// receiver's request that it stop (IN_FLIGHT_CANCELLATION), on the
-	// owner's cancel and on the session's deadline. Nil sends it
+	// owner's cancel and on the session's deadline; Progress calls it, in
+	// session order, whoever noticed either. Nil sends it
 	// (AppendCancel) as an active message over an endpoint to the life the
 	// session was agreed with. Best effort: an error is counted, nothing
 	// more — the pages wait for the writer's settlement either way.
@@ -110,6 +111,7 @@ type Receiver struct {
 	live     map[transfer.SessionKey]*session
 	slotRegs map[[2]int]transfer.Memory // not Leased: one registration per slot, for the Receiver's life
 	changed  chan struct{}              // closed and replaced when an outcome is observed
+	outbox   []Cancel                   // cancels Progress sends next
 	closed   bool
 
 	epMu sync.Mutex
@@ -331,7 +333,8 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 			r.mu.Lock()
 			s.failure = fmt.Sprintf("offer to %s failed: %v", o.Writer, err)
 			r.tx.Cancel(s.key, s.failure)
-			wake := append(r.observe(s), r.cancelWriters(s, s.failure)...)
+			r.cancelWriters(s, s.failure)
+			wake := r.observe(s)
 			r.mu.Unlock()
 			callAll(wake)
 			break
@@ -559,10 +562,11 @@ func (r *Receiver) endpointError(peer transfer.Peer, inc transfer.Incarnation, e
 
 // Progress runs the transport's handlers (evidence in, lost peers), applies
 // the sessions' deadlines, observes every outcome latched since (waking the
-// attempts' Notify callbacks, outside the lock) and revokes the
-// registrations of every leased session whose outcome is latched. It never
-// blocks; it answers how many transport events it handled. The driver
-// goroutine (ReceiverConfig.Poll) calls it; without one, the owner must.
+// attempts' Notify callbacks, outside the lock), revokes the registrations
+// of every leased session whose outcome is latched, and sends the cancels
+// waiting (the owner's, the deadlines', by session). It never blocks; it
+// answers how many transport events it handled. The driver goroutine
+// (ReceiverConfig.Poll) calls it; without one, the owner must.
 func (r *Receiver) Progress() int {
 	n := r.cfg.Transport.Progress()
 	r.mu.Lock()
@@ -572,6 +576,7 @@ func (r *Receiver) Progress() int {
 	}
 	r.mu.Unlock()
 	callAll(wake)
+	r.sendCancels()
 	return n
 }
 

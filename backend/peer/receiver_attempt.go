@@ -28,7 +28,7 @@ func (r *Receiver) observe(s *session) []func() {
 			close(r.changed)
 			r.changed = make(chan struct{})
 			if _, failed := o.(transfer.Failed); failed && !r.cfg.Clock().Before(s.deadline) {
-				wake = append(wake, r.cancelWriters(s, "the session's deadline passed")...)
+				r.cancelWriters(s, "the session's deadline passed")
 			}
 		}
 	}
@@ -194,23 +194,22 @@ func (a *fetchAttempt) Notify(f func()) {
 // Cancelled if no outcome is latched yet, and a fence — no writer is handed
 // anything more — and, unless the session was delivered, asks every writer
 // offered its addresses to stop (a Cancel, where its agreement grants
-// IN_FLIGHT_CANCELLATION). It never waits and never ends access: the
-// writers still settle, and Quiesce still proves it. A second call answers
-// the same, and sends nothing.
+// IN_FLIGHT_CANCELLATION, sent at the next Progress). It never waits and
+// never ends access: the writers still settle, and Quiesce still proves
+// it. A second call answers the same, and asks nothing more.
 func (a *fetchAttempt) RequestCancel() (contract.CancelDisposition, error) {
 	a.r.mu.Lock()
-	var stop []func()
 	if a.s.cancel == nil {
 		a.s.cancel = &cancelAnswer{d: contract.CancelRequested}
 		if res := a.r.tx.Cancel(a.s.key, "cancel requested by the engine"); res.Logical == transfer.NotFound || res.Logical == transfer.Rejected {
 			a.s.cancel = &cancelAnswer{d: contract.CancelRequested, err: fmt.Errorf("peer: cancel of %s answered %s: %s", a.s.key, res.Logical, res.Reason)}
 		}
 		if o, _ := a.r.tx.Outcome(a.s.key); !isDelivered(o) {
-			stop = a.r.cancelWriters(a.s, "cancelled by the owner")
+			a.r.cancelWriters(a.s, "cancelled by the owner")
 		}
 	}
 	c := *a.s.cancel
-	wake := append(a.r.observe(a.s), stop...)
+	wake := a.r.observe(a.s)
 	a.r.mu.Unlock()
 	callAll(wake)
 	return c.d, c.err

@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"slices"
+
 	"github.com/kvready/kvready/transfer"
 )
 
@@ -27,34 +29,40 @@ func cancelTargets(cfg transfer.CohortConfig) []cancelTarget {
 }
 
 // cancelWriters asks, once per session, every writer reached so far whose
-// agreement grants IN_FLIGHT_CANCELLATION to stop; r.mu is held, and what it
-// answers is called once it is released (the sends go over the transport).
-func (r *Receiver) cancelWriters(s *session, reason string) []func() {
+// agreement grants IN_FLIGHT_CANCELLATION to stop; r.mu is held. The cancels
+// wait in the outbox for the next Progress, which sends them: whoever
+// noticed the deadline — an engine's worker in TryQuiesce, a Poll — the
+// transport is driven from one place, in one order.
+func (r *Receiver) cancelWriters(s *session, reason string) {
 	if s.cancelled {
-		return nil
+		return
 	}
 	s.cancelled = true
 	if len(reason) > transfer.MaxReasonLen {
 		reason = reason[:transfer.MaxReasonLen]
 	}
-	var cs []Cancel
 	for _, t := range s.targets[:s.reached] {
 		if t.granted {
-			cs = append(cs, Cancel{Session: s.key, Writer: t.writer, Incarnation: t.inc, Receiver: r.self, ReceiverInc: r.inc, Reason: reason})
+			r.outbox = append(r.outbox, Cancel{Session: s.key, Writer: t.writer, Incarnation: t.inc, Receiver: r.self, ReceiverInc: r.inc, Reason: reason})
 		}
 	}
-	if len(cs) == 0 {
-		return nil
-	}
-	return []func(){func() {
-		for _, c := range cs {
-			if err := r.sendCancel(c); err != nil {
-				r.n.unsent.Add(1)
-				continue
-			}
-			r.n.cancels.Add(1)
+}
+
+// sendCancels sends every cancel waiting, by session (a session's in offer
+// order), best effort; r.mu is not held.
+func (r *Receiver) sendCancels() {
+	r.mu.Lock()
+	out := r.outbox
+	r.outbox = nil
+	r.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Cancel) int { return compareKeys(a.Session, b.Session) })
+	for _, c := range out {
+		if err := r.sendCancel(c); err != nil {
+			r.n.unsent.Add(1)
+			continue
 		}
-	}}
+		r.n.cancels.Add(1)
+	}
 }
 
 // sendCancel hands one cancel to its writer, through the configured seam or

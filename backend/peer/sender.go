@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,18 @@ type SendPlan struct {
 	As          transfer.AccessorID
 	Chunk       transfer.Chunk
 	BlockTokens int
+	// Share, when not nil, is this accessor's part of the chunk: the pages
+	// it puts, by their group and index in the chunk — the places the
+	// receiver's offer names — its sibling writers putting the others. Nil
+	// is every page. Its DONE still names the chunk's end: it finished its
+	// part of the whole span.
+	Share []PageRef
+}
+
+// PageRef names one page of a chunk by its layer group and its index among
+// the group's ids (Page.Group, Page.Index).
+type PageRef struct {
+	Group, Index int
 }
 
 // Key is the plan's session identity.
@@ -61,26 +74,61 @@ func (p SendPlan) Key() transfer.SessionKey {
 	return transfer.SessionKey{Request: p.Request, Attempt: p.Attempt}
 }
 
-// Pages validates the plan (as Plan.Pages, with As its one writer, and a
-// receiver named) and lists its pages, named by SourceName.
+// Pages validates the plan (as Plan.Pages, with As its one writer, a
+// receiver named, and a share, when given, of distinct pages of the chunk,
+// at least one) and lists its pages — its share's, in the chunk's order —
+// named by SourceName.
 func (p SendPlan) Pages() ([]Page, error) {
 	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: []transfer.AccessorID{p.As}, Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
+	m := mistakes{what: "send plan"}
 	var in *transfer.InputError
-	if p.To == "" || len(p.To) > transfer.MaxPeerLen {
-		m := mistakes{what: "send plan"}
-		if errors.As(err, &in) {
-			m.list = in.Mistakes
-		}
-		checkPeer(&m, "to", p.To)
-		return nil, m.result()
-	}
-	if err != nil {
+	if errors.As(err, &in) {
+		m.list = in.Mistakes
+	} else if err != nil {
 		return nil, err
 	}
-	for i := range pages {
-		pages[i].Name = SourceName(p.Request, p.Attempt, p.As, pages[i].Group, pages[i].Index)
+	if p.To == "" || len(p.To) > transfer.MaxPeerLen {
+		checkPeer(&m, "to", p.To)
 	}
-	return pages, nil
+	keep := p.share(&m, pages, err == nil)
+	if err := m.result(); err != nil {
+		return nil, err
+	}
+	out := pages[:0]
+	for _, pg := range pages {
+		if keep == nil || keep[PageRef{pg.Group, pg.Index}] {
+			pg.Name = SourceName(p.Request, p.Attempt, p.As, pg.Group, pg.Index)
+			out = append(out, pg)
+		}
+	}
+	return out, nil
+}
+
+// share checks the plan's share against the chunk's pages (when they could
+// be listed) and answers it as a set; nil for every page.
+func (p SendPlan) share(m *mistakes, pages []Page, listed bool) map[PageRef]bool {
+	if p.Share == nil {
+		return nil
+	}
+	if len(p.Share) == 0 {
+		m.add("share", "no pages", "nil (every page) or at least one page of the chunk")
+	}
+	exists := make(map[PageRef]bool, len(pages))
+	for _, pg := range pages {
+		exists[PageRef{pg.Group, pg.Index}] = true
+	}
+	keep := make(map[PageRef]bool, len(p.Share))
+	for i, r := range p.Share {
+		field := fmt.Sprintf("share[%d]", i)
+		switch {
+		case keep[r]:
+			m.add(field, fmt.Sprintf("group %d index %d", r.Group, r.Index), "a page not already named")
+		case listed && !exists[r]:
+			m.add(field, fmt.Sprintf("group %d index %d", r.Group, r.Index), "a page of the chunk")
+		}
+		keep[r] = true
+	}
+	return keep
 }
 
 // SenderStats counts what a Sender saw.
@@ -137,6 +185,13 @@ type Sender struct {
 type sendKey struct {
 	session transfer.SessionKey
 	as      transfer.AccessorID
+}
+
+// compareSendKeys orders by session, then accessor: publications move in
+// one order, whatever the map's, so a simulation over them replays.
+func compareSendKeys(a, b sendKey) int {
+	return cmp.Or(compareKeys(a.session, b.session), cmp.Compare(a.as.Peer, b.as.Peer),
+		cmp.Compare(a.as.Rank, b.as.Rank), cmp.Compare(a.as.Role, b.as.Role))
 }
 
 type sendPlanned struct {
@@ -419,8 +474,8 @@ func (s *Sender) endpointError(peer transfer.Peer, inc transfer.Incarnation, err
 		s.peers[peer] = a
 	}
 	var wake []func()
-	for _, p := range s.live {
-		if p.plan.To == peer && p.inc == inc {
+	for _, k := range slices.SortedFunc(maps.Keys(s.live), compareSendKeys) {
+		if p := s.live[k]; p.plan.To == peer && p.inc == inc {
 			wake = append(wake, s.conclude(p, contract.Failed{Reason: fmt.Sprintf("receiver %s#%d lost: %v", peer, inc, err)})...)
 		}
 	}
@@ -449,7 +504,7 @@ func (s *Sender) Progress() int {
 		}
 	}
 	var wake []func()
-	for _, k := range slices.SortedFunc(maps.Keys(s.live), func(a, b sendKey) int { return compareKeys(a.session, b.session) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(s.live), compareSendKeys) {
 		wake = append(wake, s.advance(s.live[k], now)...)
 	}
 	s.finish()

@@ -321,3 +321,92 @@ func TestSenderRefusals(t *testing.T) {
 	_, err := c.send.Expect(peer.SendPlan{Request: 1, Attempt: 1, To: "decode", As: kvA, Chunk: chunk(t, 1, false), BlockTokens: 16})
 	assert.ErrorContains(t, err, "this sender is prefill", "a plan written as another process")
 }
+
+// A send plan's share is the accessor's part of the chunk: its pages alone,
+// in the chunk's order, keeping their places (group, index) so the
+// receiver's offer addresses them; a share that names no page, a page twice
+// or a page the chunk lacks is refused, naming each mistake.
+func TestSendPlanShare(t *testing.T) {
+	tests := []struct {
+		name  string
+		share []peer.PageRef
+		want  []int    // the pages' indices
+		bad   []string // the mistakes' fields
+	}{
+		{name: "nil: every page", want: []int{0, 1, 2}},
+		{name: "a part", share: []peer.PageRef{{0, 2}, {0, 0}}, want: []int{0, 2}},
+		{name: "one page", share: []peer.PageRef{{0, 1}}, want: []int{1}},
+		{name: "empty", share: []peer.PageRef{}, bad: []string{"share"}},
+		{name: "a page twice, one the chunk lacks", share: []peer.PageRef{{0, 1}, {0, 1}, {0, 3}, {1, 0}}, bad: []string{"share[1]", "share[2]", "share[3]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sp := peer.SendPlan{Request: 4, Attempt: 2, To: "decode", As: kvP, Chunk: chunk(t, 3, false), BlockTokens: 16, Share: tt.share}
+			pages, err := sp.Pages()
+			if tt.bad != nil {
+				var in *transfer.InputError
+				require.ErrorAs(t, err, &in)
+				var fields []string
+				for _, m := range in.Mistakes {
+					fields = append(fields, m.Field)
+				}
+				assert.Equal(t, tt.bad, fields)
+				return
+			}
+			require.NoError(t, err)
+			var got []int
+			for _, pg := range pages {
+				got = append(got, pg.Index)
+				assert.Equal(t, peer.SourceName(4, 2, kvP, 0, pg.Index), pg.Name)
+				assert.Equal(t, pg.Index, pg.Block, "the page keeps its block in the request")
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// Two Senders, on two prefill processes, each putting its share of one
+// chunk: the receiver's session delivers once both said DONE, and every
+// page holds its own writer's source.
+func TestSendersShareAChunk(t *testing.T) {
+	c := newPair(t, 9, sim.Faults{ReportsOvertakeData: true})
+	other, err := c.net.Join("prefill-2")
+	require.NoError(t, err)
+	src2 := [][]byte{bytes.Repeat([]byte{0x77}, pageLen)}
+	_, inc2 := other.Self()
+	send2, err := peer.NewSender(peer.SenderConfig{Transport: other, Capabilities: all("prefill-2", inc2),
+		Slot:    func(contract.Unit) []byte { return src2[0] },
+		Timeout: time.Second, Clock: c.clock.Now, Limits: transfer.Limits{Sessions: 4, Tombstones: 4, Window: time.Hour}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = send2.Close() })
+	_, dinc := c.decode.Self()
+	_, err = send2.Connect(all("decode", dinc))
+	require.NoError(t, err)
+	_, err = c.recv.Connect(all("prefill-2", inc2))
+	require.NoError(t, err)
+	kv2 := transfer.AccessorID{Peer: "prefill-2", Rank: 1, Role: transfer.RoleKV}
+
+	ch := chunk(t, 3, false)
+	fetch := c.fetch(peer.Plan{Request: 1, Attempt: 1, Writers: []transfer.AccessorID{kvP, kv2}, Chunk: ch, BlockTokens: 16}, 0)
+	pub := c.publish(peer.SendPlan{Request: 1, Attempt: 1, To: "decode", As: kvP, Chunk: ch, BlockTokens: 16, Share: []peer.PageRef{{0, 0}, {0, 2}}}, 0)
+	pages, err := send2.Expect(peer.SendPlan{Request: 1, Attempt: 1, To: "decode", As: kv2, Chunk: ch, BlockTokens: 16, Share: []peer.PageRef{{0, 1}}})
+	require.NoError(t, err)
+	pub2, err := send2.Publish(extent(t, pages, 0))
+	require.NoError(t, err)
+	for range 10000 {
+		c.net.Step()
+		c.recv.Progress()
+		c.send.Progress()
+		send2.Progress()
+		if fetch.Poll() != nil && pub.Poll() != nil && pub2.Poll() != nil {
+			break
+		}
+	}
+	require.NotNil(t, fetch.Poll())
+	assert.Equal(t, "delivered(3 served)", fetch.Poll().String())
+	assert.Equal(t, "delivered(2 served)", pub.Poll().String())
+	assert.Equal(t, "delivered(1 served)", pub2.Poll().String())
+	assert.Equal(t, c.src[0], c.dst[0])
+	assert.Equal(t, src2[0], c.dst[1])
+	assert.Equal(t, c.src[1], c.dst[2], "the share's second page, from its second slot")
+}

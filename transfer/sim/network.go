@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"unsafe"
 
 	"github.com/kvready/kvready/transfer"
 )
@@ -345,6 +346,30 @@ func (n *Network) MayWrite(m transfer.Memory) bool {
 	}
 	for _, w := range n.writers {
 		if w.willPostTo(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// MayRead is the oracle for a put's source: whether a put posted with a
+// source overlapping src has neither landed nor been dropped — it reads its
+// source when it lands, so until then src must hold what it was posted
+// with. It never reads a session's or a sender's state.
+func (n *Network) MayRead(src []byte) bool {
+	if len(src) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+	hi := lo + uintptr(len(src))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, o := range n.ops {
+		if o.kind != opPut || o.done || len(o.buf) == 0 {
+			continue
+		}
+		a := uintptr(unsafe.Pointer(unsafe.SliceData(o.buf)))
+		if a < hi && lo < a+uintptr(len(o.buf)) {
 			return true
 		}
 	}

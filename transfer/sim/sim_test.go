@@ -591,3 +591,42 @@ func TestPerPieceKeys(t *testing.T) {
 	})
 	require.Error(t, err, "a piece's key is unpacked at Spawn")
 }
+
+// MayRead, the oracle for a put's source: true while a put whose source
+// overlaps the slice has neither landed nor been dropped — for any part of
+// that source, and for no slice beside it — then false; a dead sender's put
+// reads its source until it lands (PutsOutliveSender), or never again.
+func TestMayRead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults sim.Faults
+		end    func(net *sim.Network)
+	}{
+		{"until it lands", sim.Faults{}, func(*sim.Network) {}},
+		{"a dead sender's, until it lands", sim.Faults{PutsOutliveSender: true}, func(net *sim.Network) { require.NoError(t, net.Kill("prefill")) }},
+		{"a dead sender's, dropped", sim.Faults{}, func(net *sim.Network) { require.NoError(t, net.Kill("prefill")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			net := network(t, 3, tc.faults)
+			r := newRx(t, net, 2)
+			tx, err := net.Join("prefill")
+			require.NoError(t, err)
+			ep, err := tx.Connect("decode")
+			require.NoError(t, err)
+			key, err := ep.UnpackKey(r.mem.PackedKey())
+			require.NoError(t, err)
+			pool := bytes.Repeat([]byte{0x44}, 3*pieceLen)
+			src := pool[pieceLen : 2*pieceLen]
+			_, err = ep.Put(src, key, 0)
+			require.NoError(t, err)
+			assert.True(t, net.MayRead(src))
+			assert.True(t, net.MayRead(pool[pieceLen+3:pieceLen+4]), "a part of its source")
+			assert.False(t, net.MayRead(pool[:pieceLen]), "the slice before it")
+			assert.False(t, net.MayRead(pool[2*pieceLen:]), "the slice after it")
+			assert.False(t, net.MayRead(nil))
+			tc.end(net)
+			r.drain(net)
+			assert.False(t, net.MayRead(src), "landed or dropped: read no more")
+		})
+	}
+}
