@@ -144,10 +144,12 @@ demo-layerwise:
 ## the decode side's pages over the simulated network, with every fault it has (writers that
 ## fail and write on, never report or post after their DONE; DONEs lost, masked, duplicated,
 ## replayed; reports before data; restarted peers whose puts still land; cancels, deadlines).
-## `kvready simulate --disagg --compare-naive`: the engine over backend/peer's Receiver, then a
-## manager that frees the pages on the transfer's outcome, one workload, one page checker. It
-## exits 1 if the checker finds anything in kvready's run; the naive run's violations are the
-## demonstration. The report is written to bin/report-disagg/index.html. About 3 s.
+## `kvready simulate --disagg --compare-naive`: the engine over backend/peer's Receiver beside an
+## engine per prefill host lending its staging slots to backend/peer's Sender, then managers
+## that free the pages and the source slots on the transfer's outcome; one workload, one
+## checker of the pages and the source slots. It exits 1 if the checker finds anything in
+## kvready's run; the naive run's violations are the demonstration. The report is written to
+## bin/report-disagg/index.html. About 2 s.
 demo-disagg:
 	$(GO) run ./cmd/kvready simulate --disagg --compare-naive --report bin/report-disagg
 

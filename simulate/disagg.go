@@ -46,6 +46,9 @@ type disaggDriver struct {
 	idle     bool
 	chk      *pageChecker
 	mgr      disaggManager
+	pre      prefillSide
+	offerEps map[transfer.Peer]transfer.Endpoint // the decode process's, to each prefill life, for offers to Senders
+	senders  int                                 // writers that were the prefill side's Senders
 	step     int64
 	epoch    time.Time
 	reqs     []*dreq
@@ -79,12 +82,22 @@ func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*Disag
 		return nil, err
 	}
 	var mgr disaggManager
+	var pre prefillSide
 	if cfg.Naive {
 		mgr = newNaiveDisagg(d)
-	} else if mgr, err = newKvreadyDisagg(d); err != nil {
-		return nil, err
+		if pre, err = newNaivePrefill(d); err != nil {
+			return nil, err
+		}
+	} else {
+		if mgr, err = newKvreadyDisagg(d); err != nil {
+			return nil, err
+		}
+		if pre, err = newKvreadyPrefill(d); err != nil {
+			mgr.close()
+			return nil, err
+		}
 	}
-	return d.run(ctx, mgr, progress)
+	return d.run(ctx, mgr, pre, progress)
 }
 
 // newDisaggDriver makes the network (the decode process and the prefill
@@ -98,7 +111,7 @@ func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
-	d := &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, net: net, prefill: map[transfer.Peer]*sim.Node{},
+	d := &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, net: net, prefill: map[transfer.Peer]*sim.Node{}, offerEps: map[transfer.Peer]transfer.Endpoint{},
 		epoch: disaggEpoch, writers: map[sim.Behaviour]int{}, attempts: map[string]int{}, lost: map[lostPeer]bool{}}
 	for _, p := range disaggPrefills {
 		if d.prefill[p], err = net.Join(p); err != nil {
@@ -132,9 +145,10 @@ func (d *disaggDriver) now() time.Time { return d.epoch.Add(time.Duration(d.step
 // the pool or contained, and the network with nothing left to do — or until
 // it stalls: nothing arrived, ended or came back for longer than any
 // attempt can take, which only a manager holding pages for ever does.
-func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, progress Progress) (*DisaggSummary, error) {
-	d.mgr = mgr
+func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, pre prefillSide, progress Progress) (*DisaggSummary, error) {
+	d.mgr, d.pre = mgr, pre
 	defer mgr.close()
+	defer pre.close()
 	start := time.Now()
 	stall := 4*int64(d.cfg.MaxAttempts)*(d.cfg.deadlineSteps()+d.cfg.graceSteps()) + 100_000
 	var err error
@@ -167,18 +181,19 @@ func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, progress Prog
 }
 
 // progressMark is what moves while a run makes progress: arrivals, ended
-// requests, attempts holding pages, and whether the network has work.
+// requests, attempts holding pages, publications holding source slots, and
+// whether the network has work.
 type progressMark struct {
-	arrived, ended, held int
-	idle                 bool
+	arrived, ended, held, publishing int
+	idle                             bool
 }
 
 func (d *disaggDriver) progressMark() progressMark {
-	return progressMark{d.arrived, d.ended, d.held, d.idle}
+	return progressMark{d.arrived, d.ended, d.held, d.pre.pending(), d.idle}
 }
 
 // round is one of the driver's turns: restarts, arrivals and cancels due,
-// the decode process's messages, the manager's round, then admission.
+// the decode process's messages, the managers' rounds, then admission.
 func (d *disaggDriver) round(progress Progress) error {
 	for d.rs < len(d.restarts) && d.restarts[d.rs].at <= d.step {
 		p := d.restarts[d.rs].peer
@@ -188,6 +203,9 @@ func (d *disaggDriver) round(progress Progress) error {
 		}
 		d.prefill[p] = node
 		d.rs++
+		if err := d.pre.restarted(p, node); err != nil {
+			return err
+		}
 	}
 	for d.arrived < d.cfg.Requests && int64(d.arrived)*d.cfg.arrivalSteps() <= d.step {
 		r := d.work.request(d.arrived)
@@ -197,6 +215,9 @@ func (d *disaggDriver) round(progress Progress) error {
 	}
 	d.cancels()
 	if err := d.mgr.round(); err != nil {
+		return err
+	}
+	if err := d.pre.round(); err != nil {
 		return err
 	}
 	if err := d.admit(); err != nil {
@@ -281,6 +302,13 @@ func (d *disaggDriver) admit() error {
 			return nil
 		}
 		d.queue = d.queue[1:]
+		for _, w := range a.writers {
+			if d.sends(w) {
+				if err := d.pre.publish(a, w); err != nil {
+					return fmt.Errorf("simulate: publishing %s's share of %s: %w", w.id, a.key(), err)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -26,6 +26,17 @@ import (
 //   - a page whose bytes are not its tenant's content when the manager reads
 //     it as delivered (corruptReads);
 //   - a page lent while already lent, or freed while free (doubleLends).
+//
+// It watches the prefill side's source slots too — the staging slots a
+// prefill manager lends to its Sender, whose puts read them when they land
+// (the network reads a put's source then) — learning each lend and free
+// from their owner, and counts:
+//   - a source slot returned to its allocator while a put that reads it has
+//     neither landed nor been dropped, by the network's record
+//     (sim.Network.MayRead: sourcesFreedWhileRead);
+//   - a write landing in a decode page with the freed source's sentinel: a
+//     put read its source after the slot was returned (freedSourceReads);
+//   - a source slot lent while lent, or freed while free (sourceDoubleLends).
 type pageChecker struct {
 	mu    sync.Mutex
 	net   *sim.Network
@@ -38,6 +49,12 @@ type pageChecker struct {
 	freedWhileWritable                    int
 	writesIntoFree, lateWrites            int
 	corruptReads, doubleLends             int
+
+	sources                                 [][]byte  // every prefill pool's slots, pool after pool
+	sourceTenant                            []pageTag // kind pageLent while lent, pageSourceFree while free
+	sourceLends, sourceFrees                int
+	sourcesFreedWhileRead, freedSourceReads int
+	sourceDoubleLends                       int
 }
 
 // pageState is what the checker knows of one page.
@@ -62,7 +79,8 @@ func newPageChecker(net *sim.Network, pages [][]byte) *pageChecker {
 func (c *pageChecker) violations() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.freedWhileWritable + c.writesIntoFree + c.lateWrites + c.corruptReads + c.doubleLends
+	return c.freedWhileWritable + c.writesIntoFree + c.lateWrites + c.corruptReads + c.doubleLends +
+		c.sourcesFreedWhileRead + c.freedSourceReads + c.sourceDoubleLends
 }
 
 // watch wraps the decode process's transport: every registration made
@@ -185,6 +203,8 @@ func (c *pageChecker) scan() {
 		c.landings++
 		w := readTag(p)
 		switch {
+		case w.kind == pageSourceFree:
+			c.freedSourceReads++ // whatever the page's state: the put read a source already returned
 		case s.tenant.kind == pageFree:
 			c.writesIntoFree++
 		case w.kind != pageData || !w.sameTenant(s.tenant) || w.index != s.tenant.index:
@@ -206,11 +226,72 @@ func (c *pageChecker) pagesFree() int {
 	return n
 }
 
+// watchSources adds a prefill pool's slots to the sources watched, each
+// free (its sentinel written), and answers the index of its first slot.
+func (c *pageChecker) watchSources(slots [][]byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	base := len(c.sources)
+	for _, s := range slots {
+		t := pageTag{kind: pageSourceFree}
+		t.fill(s)
+		c.sources = append(c.sources, s)
+		c.sourceTenant = append(c.sourceTenant, t)
+	}
+	return base
+}
+
+// lendSource records source slot i lent to a publication of tenant t. It
+// writes nothing: the slot already holds what the publication's copy put
+// there, which its puts will read.
+func (c *pageChecker) lendSource(i int, t pageTag) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sourceLends++
+	if c.sourceTenant[i].kind != pageSourceFree {
+		c.sourceDoubleLends++
+	}
+	c.sourceTenant[i] = pageTag{kind: pageLent, request: t.request, index: t.index, attempt: t.attempt}
+}
+
+// freeSource records source slot i back with its allocator: no put that
+// reads it may still land. The freed source's sentinel is written, so a put
+// that reads the slot later carries it into the page it lands in.
+func (c *pageChecker) freeSource(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sourceFrees++
+	if c.sourceTenant[i].kind != pageLent {
+		c.sourceDoubleLends++
+	}
+	if c.net.MayRead(c.sources[i]) {
+		c.sourcesFreedWhileRead++
+	}
+	c.sourceTenant[i] = pageTag{kind: pageSourceFree}
+	c.sourceTenant[i].fill(c.sources[i])
+}
+
+// sourcesFree counts the source slots watched and those with their
+// allocator.
+func (c *pageChecker) sourcesFree() (free, all int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.sourceTenant {
+		if t.kind == pageSourceFree {
+			free++
+		}
+	}
+	return free, len(c.sourceTenant)
+}
+
 // checkerCounts is a copy of the checker's counts.
 type checkerCounts struct {
 	Registrations, Frees, Lends, Reads, Copies, Landings int
 	FreedWhileWritable, WritesIntoFree                   int
 	LateWrites, CorruptReads, DoubleLends                int
+	SourceLends, SourceFrees                             int
+	SourcesFreedWhileRead, FreedSourceReads              int
+	SourceDoubleLends                                    int
 }
 
 func (c *pageChecker) counts() checkerCounts {
@@ -220,5 +301,8 @@ func (c *pageChecker) counts() checkerCounts {
 		Registrations: c.registrations, Frees: c.frees, Lends: c.lends, Reads: c.reads, Copies: c.copies, Landings: c.landings,
 		FreedWhileWritable: c.freedWhileWritable, WritesIntoFree: c.writesIntoFree,
 		LateWrites: c.lateWrites, CorruptReads: c.corruptReads, DoubleLends: c.doubleLends,
+		SourceLends: c.sourceLends, SourceFrees: c.sourceFrees,
+		SourcesFreedWhileRead: c.sourcesFreedWhileRead, FreedSourceReads: c.freedSourceReads,
+		SourceDoubleLends: c.sourceDoubleLends,
 	}
 }

@@ -47,9 +47,16 @@ type DisaggConfig struct {
 	// the key it still holds (vLLM #55470). Together at most 1; the rest
 	// are honest.
 	NeverReportsRate, FailsMidwayRate, SubmitsLateRate float64
-	// ReportRate is the chance that a writer sends a progress report after
-	// each put (without a flush: a report may arrive before its data).
+	// ReportRate is the chance that a scripted writer sends a progress
+	// report after each put (without a flush: a report may arrive before
+	// its data).
 	ReportRate float64
+	// SenderRate is the chance that an honest writer is the prefill side's
+	// backend/peer Sender, putting from the staging slots its prefill
+	// manager lends it, rather than a scripted transfer/sim writer with a
+	// source of its own. The other behaviours are always scripted: an
+	// honest Sender never has them.
+	SenderRate float64
 	// Faults are the network's: reports that overtake data, DONEs lost,
 	// masked, duplicated or replayed, puts that outlive a dead sender, a
 	// revocation that cannot recall what was posted.
@@ -60,10 +67,13 @@ type DisaggConfig struct {
 	// Seed makes the workload, the writers and the network's choices
 	// reproducible.
 	Seed uint64
-	// Naive replaces the kvready manager — the engine lending its staging
-	// slots to backend/peer's Receiver — by one that frees a request's
-	// pages as soon as its transfer's outcome arrives: a DONE for every
-	// writer, a failure, a lost peer, a timeout or a cancel.
+	// Naive replaces the kvready managers — on the decode side the engine
+	// lending its staging slots to backend/peer's Receiver, on the prefill
+	// side an engine per host lending its slots to backend/peer's Sender —
+	// by ones that free as soon as an outcome arrives: the decode pages on
+	// a DONE for every writer, a failure, a lost peer, a timeout or a
+	// cancel; the source slots on the Sender's outcome, or at once when the
+	// prefill process restarts.
 	Naive bool
 }
 
@@ -93,6 +103,7 @@ func DisaggDefaults() DisaggConfig {
 		FailsMidwayRate:  0.03,
 		SubmitsLateRate:  0.03,
 		ReportRate:       0.5,
+		SenderRate:       1,
 		Faults: sim.Faults{
 			ReportsOvertakeData: true,
 			LoseDone:            0.02,
@@ -168,7 +179,7 @@ func (c DisaggConfig) rateErrors() []error {
 	for _, p := range []struct {
 		field string
 		v     float64
-	}{{"cancel-rate", c.CancelRate}, {"report-rate", c.ReportRate}, {"lose-done", c.Faults.LoseDone},
+	}{{"cancel-rate", c.CancelRate}, {"report-rate", c.ReportRate}, {"sender-rate", c.SenderRate}, {"lose-done", c.Faults.LoseDone},
 		{"mask-done", c.Faults.MaskDone}, {"duplicate-done", c.Faults.DuplicateDone}, {"replay-done", c.Faults.ReplayDone}} {
 		prob(p.field, p.v)
 	}

@@ -58,8 +58,10 @@ func WriteDisaggReport(dir string, runs ...*DisaggSummary) error {
 }
 
 // saveDisaggSafety plots, for every run, the pages freed while a writer may
-// write (top) and the writes that landed where they must not, with the
-// corrupt pages read (bottom), cumulative over virtual time.
+// write (top), the writes that landed where they must not, with the
+// corrupt pages read (middle), and the prefill side's source slots returned
+// while a put may read them, with the puts that read one (bottom),
+// cumulative over virtual time.
 func saveDisaggSafety(runs []*DisaggSummary, path string) error {
 	panels := []struct {
 		title string
@@ -72,6 +74,9 @@ func saveDisaggSafety(runs []*DisaggSummary, path string) error {
 		{"Writes into free or re-lent pages, corrupt pages read (cumulative)",
 			func(s DisaggSample) int { return s.WritesIntoFree + s.LateWrites + s.CorruptReads },
 			func(s *DisaggSummary) int { return s.WritesIntoFree + s.LateWrites + s.CorruptReads }},
+		{"Sources freed under a pending put, freed sources read (cumulative)",
+			func(s DisaggSample) int { return s.SourcesFreedWhileRead + s.FreedSourceReads },
+			func(s *DisaggSummary) int { return s.SourcesFreedWhileRead + s.FreedSourceReads }},
 	}
 	plots := make([]*plot.Plot, len(panels))
 	legends := make([]*plot.Legend, len(panels))
@@ -112,12 +117,12 @@ var disaggTemplate = template.Must(template.New("disagg").Parse(`<!doctype html>
 img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}
 .ok{color:#070}.bad{color:#b00}</style></head><body>
 <h1>kvready simulate --disagg — prefill to decode, peer to peer</h1>
-<p>Each request's KV cache is written by its prefill writers straight into the decode side's pages over the simulated network (transfer/sim), with its faults: writers that fail and write on, never report or post after their DONE; DONEs lost, withheld, duplicated or replayed; reports before data; prefill processes restarted while their posted puts still land; cancels and deadlines. An independent checker watches the pages themselves: the bytes of every page after every network step, and the network's own record of whether a registration may still be written.</p>
-{{range .Runs}}{{if .S.Safe}}<p class="ok">{{.S.Manager}} manager: the checker found no page freed while a writer could write it, no write into a free or re-lent page and no corrupt page read.</p>
-{{else}}<p class="bad">{{.S.Manager}} manager: the checker found {{.S.FreedWhileWritable}} pages freed while a writer could write them, {{.S.WritesIntoFree}} writes into free pages, {{.S.LateWrites}} late writes into re-lent pages and {{.S.CorruptReads}} corrupt pages read as delivered.</p>
+<p>Each request's KV cache is written by its prefill writers straight into the decode side's pages over the simulated network (transfer/sim), with its faults: writers that fail and write on, never report or post after their DONE; DONEs lost, withheld, duplicated or replayed; reports before data; prefill processes restarted while their posted puts still land; cancels and deadlines. The honest writers are the prefill side's Senders, putting from staging slots their manager lends them. An independent checker watches the pages themselves: the bytes of every page after every network step, and the network's own record of whether a registration may still be written — and the source slots, with the network's record of whether a put may still read one.</p>
+{{range .Runs}}{{if .S.Safe}}<p class="ok">{{.S.Manager}} manager: the checker found no page freed while a writer could write it, no write into a free or re-lent page, no corrupt page read, and no source slot freed while a put could read it.</p>
+{{else}}<p class="bad">{{.S.Manager}} manager: the checker found {{.S.FreedWhileWritable}} pages freed while a writer could write them, {{.S.WritesIntoFree}} writes into free pages, {{.S.LateWrites}} late writes into re-lent pages, {{.S.CorruptReads}} corrupt pages read as delivered, {{.S.SourcesFreedWhileRead}} source slots freed while a put could read them and {{.S.FreedSourceReads}} puts that read a freed source.</p>
 {{end}}{{if .S.Interrupted}}<p class="bad">{{.S.Manager}} manager: interrupted; its summary covers the run so far.</p>
 {{end}}{{end}}<h2>Safety over time{{if gt (len .Runs) 1}}: one workload{{end}}</h2>
-<img src="{{.Safety}}" alt="pages freed while a writer may write, and writes where they must not land, over time">
+<img src="{{.Safety}}" alt="pages freed while a writer may write, writes where they must not land, and source slots freed while a put may read them, over time">
 {{if gt (len .Runs) 1}}<p>One workload: the same seed, requests, writers and behaviours for every attempt; the network's choices follow the same seed, and differ where the managers act differently.</p>
 {{end}}{{range .Runs}}<h2>{{.S.Manager}} manager</h2>
 <pre>{{.Table}}</pre>

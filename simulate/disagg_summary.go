@@ -21,22 +21,29 @@ type DisaggSample struct {
 	WritesIntoFree     int
 	LateWrites         int
 	CorruptReads       int
+	// The prefill side's source slots: returned while a put may still read
+	// them, and puts that carried a returned slot's sentinel.
+	SourcesFreedWhileRead int
+	FreedSourceReads      int
 }
 
 // Violations is the sample's sum of everything counted against safety.
 func (s DisaggSample) Violations() int {
-	return s.FreedWhileWritable + s.WritesIntoFree + s.LateWrites + s.CorruptReads
+	return s.FreedWhileWritable + s.WritesIntoFree + s.LateWrites + s.CorruptReads + s.SourcesFreedWhileRead + s.FreedSourceReads
 }
 
 // DisaggSummary is what a disaggregated run did, by the driver's own count
 // and the page checker's; nothing in it is read from a manager's state.
 type DisaggSummary struct {
-	Manager  string
-	Seed     uint64
-	Config   DisaggConfig
-	Virtual  time.Duration
-	Wall     time.Duration
-	Finished bool // every request ended and every page back or contained
+	// Manager is the decode side's manager, PrefillManager the prefill
+	// side's (the same kind in a run of the command).
+	Manager        string
+	PrefillManager string
+	Seed           uint64
+	Config         DisaggConfig
+	Virtual        time.Duration
+	Wall           time.Duration
+	Finished       bool // every request ended and every page back or contained
 	// Interrupted: the run was stopped before it finished.
 	Interrupted bool
 	// Unfinished requests, and why (when the run did not finish).
@@ -50,7 +57,8 @@ type DisaggSummary struct {
 	Refused int
 	// Attempts by outcome, as the manager saw it.
 	Attempts map[string]int
-	// Writers by behaviour (transfer/sim), as drawn.
+	// Writers by behaviour (transfer/sim), as drawn; the honest ones are
+	// the prefill side's Senders ("sender").
 	Writers map[string]int
 	// Restarts of prefill processes performed.
 	Restarts int
@@ -69,6 +77,21 @@ type DisaggSummary struct {
 	FreedWhileWritable, WritesIntoFree    int
 	LateWrites, CorruptReads, DoubleLends int
 
+	// The prefill side, by its manager's count: the Senders' shares lent
+	// (Publishes), those never lent for want of slots (PublishesRefused),
+	// and the publications by outcome.
+	Publishes, PublishesRefused int
+	Publications                map[string]int
+	// The prefill side's source slots at the end (every host's), and those
+	// back with their allocator.
+	SourceSlots, SourceSlotsFree int
+	// The checker's counts of the source slots: what it watched, and what
+	// it found — slots returned while a put may still read them, puts that
+	// carried a returned slot's sentinel into a page, slots lent twice or
+	// returned twice.
+	SourceLends, SourceFrees                                   int
+	SourcesFreedWhileRead, FreedSourceReads, SourceDoubleLends int
+
 	// Network is the simulated network's own count of what it did.
 	Network sim.Stats
 
@@ -81,29 +104,38 @@ func (s *DisaggSummary) Safe() bool { return s.ViolationCount() == 0 }
 // ViolationCount is the sum of everything the checker counted against
 // safety.
 func (s *DisaggSummary) ViolationCount() int {
-	return s.FreedWhileWritable + s.WritesIntoFree + s.LateWrites + s.CorruptReads + s.DoubleLends
+	return s.FreedWhileWritable + s.WritesIntoFree + s.LateWrites + s.CorruptReads + s.DoubleLends +
+		s.SourcesFreedWhileRead + s.FreedSourceReads + s.SourceDoubleLends
 }
 
 // Complete reports whether every request ended.
 func (s *DisaggSummary) Complete() bool { return s.Unfinished == 0 }
 
-// CapacityLost reports whether pages are missing from the pool at the end.
-func (s *DisaggSummary) CapacityLost() bool { return s.PagesFree < s.Config.Pages }
+// CapacityLost reports whether pages are missing from the decode pool, or
+// source slots from the prefill side's, at the end.
+func (s *DisaggSummary) CapacityLost() bool {
+	return s.PagesFree < s.Config.Pages || s.SourceSlotsFree < s.SourceSlots
+}
 
 // summary builds the run's summary from the driver's and the checker's
 // counts.
 func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSummary {
 	c := d.chk.counts()
+	pre := d.pre.stats()
 	s := &DisaggSummary{
-		Manager: d.mgr.name(), Seed: d.cfg.Seed, Config: d.cfg, Virtual: time.Duration(d.step) * DisaggStep, Wall: wall,
+		Manager: d.mgr.name(), PrefillManager: d.pre.name(), Seed: d.cfg.Seed, Config: d.cfg, Virtual: time.Duration(d.step) * DisaggStep, Wall: wall,
 		Finished: d.finished(), Interrupted: interrupted, Unfinished: d.cfg.Requests - d.ended,
 		Retries: d.retries, Attempts: map[string]int{}, Writers: map[string]int{}, Restarts: d.rs,
 		PagesFree: d.chk.pagesFree(), LossExpected: d.cfg.LossExpected(),
 		Registrations: c.Registrations, Lends: c.Lends, Frees: c.Frees, Reads: c.Reads, Copies: c.Copies, Landings: c.Landings,
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree,
 		LateWrites: c.LateWrites, CorruptReads: c.CorruptReads, DoubleLends: c.DoubleLends,
+		Publishes: pre.Publishes, PublishesRefused: pre.Refused, Publications: pre.Outcomes,
+		SourceLends: c.SourceLends, SourceFrees: c.SourceFrees,
+		SourcesFreedWhileRead: c.SourcesFreedWhileRead, FreedSourceReads: c.FreedSourceReads, SourceDoubleLends: c.SourceDoubleLends,
 		Network: d.net.Stats(), Timeline: d.timeline,
 	}
+	s.SourceSlotsFree, s.SourceSlots = d.chk.sourcesFree()
 	if !s.Finished {
 		s.UnfinishedReason = d.why()
 	}
@@ -112,6 +144,9 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 	}
 	for b, n := range d.writers {
 		s.Writers[b.String()] = n
+	}
+	if d.senders > 0 {
+		s.Writers[writerSender] = d.senders
 	}
 	for _, r := range d.reqs {
 		switch r.state {
@@ -149,6 +184,7 @@ func (d *disaggDriver) sample(progress Progress) {
 	d.timeline = append(d.timeline, DisaggSample{
 		At: time.Duration(d.step) * DisaggStep, Ended: d.ended,
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree, LateWrites: c.LateWrites, CorruptReads: c.CorruptReads,
+		SourcesFreedWhileRead: c.SourcesFreedWhileRead, FreedSourceReads: c.FreedSourceReads,
 	})
 	if progress != nil {
 		progress(d.ended, d.cfg.Requests)
@@ -160,7 +196,7 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", k, v) }
 	c := s.Config
-	fmt.Fprintf(tw, "kvready simulate --disagg — manager: %s, %s, %s virtual, %s wall\n", s.Manager, words.Count(c.Requests, "request"), formatDuration(s.Virtual), formatDuration(s.Wall))
+	fmt.Fprintf(tw, "kvready simulate --disagg — manager: %s, %s, %s virtual, %s wall\n", s.managers(), words.Count(c.Requests, "request"), formatDuration(s.Virtual), formatDuration(s.Wall))
 	fmt.Fprintf(tw, "%d decode pages, %d a request; deadline %s, grace %s, up to %s a request\n",
 		c.Pages, c.PagesPerRequest, formatDuration(c.Deadline), formatDuration(c.Grace), words.Count(c.MaxAttempts, "attempt"))
 	writers, network := s.faults()
@@ -194,10 +230,60 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 	row("DONEs", fmt.Sprintf("%d lost, %d masked, %d duplicated, %d replayed", n.LostDone, n.MaskedDone, n.DuplicatedDone, n.ReplayedDone))
 	row("late submissions", fmt.Sprintf("%d puts posted after their writer's DONE", n.LateSubmits))
 	row("peer restarts", s.Restarts)
+	fmt.Fprintln(tw, "prefill side")
+	row("shares published", fmt.Sprintf("%d by the Senders (%d never lent: no slots)", s.Publishes, s.PublishesRefused))
+	row("publications", outcomeList(s.Publications))
 	fmt.Fprintln(tw, "pool")
 	row("pages", s.PoolVerdict())
+	row("source slots", s.SourceVerdict())
 	s.writeChecker(tw, row)
 	return tw.Flush()
+}
+
+// writerSender names, among the writers by behaviour, the honest ones: the
+// prefill side's Senders.
+const writerSender = "sender"
+
+// managers names the run's managers: one name when both sides have the
+// same kind, else each side's.
+func (s *DisaggSummary) managers() string {
+	if s.PrefillManager == "" || s.PrefillManager == s.Manager {
+		return s.Manager
+	}
+	return fmt.Sprintf("%s (decode), %s (prefill)", s.Manager, s.PrefillManager)
+}
+
+// outcomeList lists counts by kind, most first.
+func outcomeList(m map[string]int) string {
+	var parts []string
+	byCount(m, func(k string, n int) { parts = append(parts, fmt.Sprintf("%d %s", n, k)) })
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// UnaskedLoss says what capacity is missing at the end that nothing in the
+// run asked for — decode pages without a cause the configuration names
+// (LossExpected), or the prefill side's source slots — or "" when none is.
+func (s *DisaggSummary) UnaskedLoss() string {
+	var what []string
+	if s.PagesFree < s.Config.Pages && s.LossExpected == "" {
+		what = append(what, strings.TrimPrefix(s.PoolVerdict(), "CAPACITY LOST: "))
+	}
+	if s.SourceSlotsFree < s.SourceSlots {
+		what = append(what, "source slots: "+strings.TrimPrefix(s.SourceVerdict(), "CAPACITY LOST: "))
+	}
+	return strings.Join(what, "; ")
+}
+
+// SourceVerdict says whether the prefill side's source slots are all back
+// with their allocator at the end.
+func (s *DisaggSummary) SourceVerdict() string {
+	if s.SourceSlotsFree == s.SourceSlots {
+		return fmt.Sprintf("whole: all %d free at the end", s.SourceSlots)
+	}
+	return fmt.Sprintf("CAPACITY LOST: %d of %d free at the end", s.SourceSlotsFree, s.SourceSlots)
 }
 
 func (s *DisaggSummary) writeChecker(tw io.Writer, row func(string, any)) {
@@ -213,11 +299,16 @@ func (s *DisaggSummary) writeChecker(tw io.Writer, row func(string, any)) {
 	row("late writes into re-lent pages", fmt.Sprintf("%d%s", s.LateWrites, verdict(s.LateWrites)))
 	row("corrupt pages read as delivered", fmt.Sprintf("%d of %d read%s", s.CorruptReads, s.Reads+s.Copies, verdict(s.CorruptReads)))
 	row("pages lent twice or freed twice", fmt.Sprintf("%d%s", s.DoubleLends, verdict(s.DoubleLends)))
+	row("watched at the source", fmt.Sprintf("%d source slots lent to the Senders, %d returned", s.SourceLends, s.SourceFrees))
+	row("sources freed while a put may read", fmt.Sprintf("%d%s", s.SourcesFreedWhileRead, verdict(s.SourcesFreedWhileRead)))
+	row("puts that read a freed source", fmt.Sprintf("%d%s", s.FreedSourceReads, verdict(s.FreedSourceReads)))
+	row("sources lent twice or freed twice", fmt.Sprintf("%d%s", s.SourceDoubleLends, verdict(s.SourceDoubleLends)))
 }
 
-// PoolVerdict says whether the decode pool is whole at the end.
+// PoolVerdict says whether the decode pool is whole at the end
+// (SourceVerdict says it of the prefill side's slots).
 func (s *DisaggSummary) PoolVerdict() string {
-	if !s.CapacityLost() {
+	if s.PagesFree == s.Config.Pages {
 		return fmt.Sprintf("whole: all %d pages free at the end", s.Config.Pages)
 	}
 	what := fmt.Sprintf("%d of %d pages free; %d held by %s in doubt (contained, never reused); %d still lent",
@@ -249,6 +340,7 @@ func (s *DisaggSummary) faults() (writers, network string) {
 	add(c.FailsMidwayRate > 0, "fails-midway %g", c.FailsMidwayRate)
 	add(c.SubmitsLateRate > 0, "submits-late %g", c.SubmitsLateRate)
 	add(c.ReportRate > 0, "progress reports %g", c.ReportRate)
+	add(true, "honest ones the prefill side's Senders %g", c.SenderRate)
 	writers = list()
 	add(f.LoseDone > 0, "lose-done %g", f.LoseDone)
 	add(f.MaskDone > 0, "mask-done %g", f.MaskDone)
@@ -263,6 +355,7 @@ func (s *DisaggSummary) faults() (writers, network string) {
 
 type disaggJSON struct {
 	Manager            string         `json:"manager"`
+	PrefillManager     string         `json:"prefill_manager"`
 	Seed               uint64         `json:"seed"`
 	Requests           int            `json:"requests"`
 	Pages              int            `json:"pages"`
@@ -298,6 +391,16 @@ type disaggJSON struct {
 	LateWrites         int            `json:"late_writes_into_relent_pages"`
 	CorruptReads       int            `json:"corrupt_reads"`
 	DoubleLends        int            `json:"double_lends"`
+	Publishes          int            `json:"publishes"`
+	PublishesRefused   int            `json:"publishes_refused"`
+	Publications       map[string]int `json:"publications"`
+	SourceSlots        int            `json:"source_slots"`
+	SourceSlotsFree    int            `json:"source_slots_free"`
+	SourceLends        int            `json:"source_lends"`
+	SourceFrees        int            `json:"source_frees"`
+	SourcesFreed       int            `json:"sources_freed_while_read"`
+	FreedSourceReads   int            `json:"freed_source_reads"`
+	SourceDoubleLends  int            `json:"source_double_lends"`
 	Violations         int            `json:"violations"`
 	Safe               bool           `json:"safe"`
 }
@@ -308,7 +411,7 @@ func (s *DisaggSummary) MarshalJSON() ([]byte, error) {
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	n := s.Network
 	return json.Marshal(disaggJSON{
-		Manager: s.Manager, Seed: s.Seed, Requests: s.Config.Requests, Pages: s.Config.Pages, PagesPerRequest: s.Config.PagesPerRequest,
+		Manager: s.Manager, PrefillManager: s.PrefillManager, Seed: s.Seed, Requests: s.Config.Requests, Pages: s.Config.Pages, PagesPerRequest: s.Config.PagesPerRequest,
 		DeadlineUs: us(s.Config.Deadline), GraceUs: us(s.Config.Grace), VirtualUs: us(s.Virtual), WallUs: us(s.Wall),
 		Interrupted: s.Interrupted, Unfinished: s.Unfinished,
 		Delivered: s.Delivered, Failed: s.Failed, Cancelled: s.Cancelled, Refused: s.Refused, Retries: s.Retries,
@@ -322,6 +425,10 @@ func (s *DisaggSummary) MarshalJSON() ([]byte, error) {
 		LossExpected:  s.LossExpected,
 		Registrations: s.Registrations, Lends: s.Lends, Frees: s.Frees, Reads: s.Reads, Copies: s.Copies, Landings: s.Landings,
 		FreedWhileWritable: s.FreedWhileWritable, WritesIntoFree: s.WritesIntoFree, LateWrites: s.LateWrites,
-		CorruptReads: s.CorruptReads, DoubleLends: s.DoubleLends, Violations: s.ViolationCount(), Safe: s.Safe(),
+		CorruptReads: s.CorruptReads, DoubleLends: s.DoubleLends,
+		Publishes: s.Publishes, PublishesRefused: s.PublishesRefused, Publications: s.Publications,
+		SourceSlots: s.SourceSlots, SourceSlotsFree: s.SourceSlotsFree, SourceLends: s.SourceLends, SourceFrees: s.SourceFrees,
+		SourcesFreed: s.SourcesFreedWhileRead, FreedSourceReads: s.FreedSourceReads, SourceDoubleLends: s.SourceDoubleLends,
+		Violations: s.ViolationCount(), Safe: s.Safe(),
 	})
 }

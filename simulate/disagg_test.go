@@ -16,18 +16,37 @@ import (
 	"github.com/kvready/kvready/transfer/sim"
 )
 
-// runDisaggWith runs cfg with the manager mk makes.
+// runDisaggWith runs cfg with the decode manager mk makes, and the prefill
+// side the configuration asks for (kvready's, or with cfg.Naive the naive
+// one).
 func runDisaggWith(t *testing.T, cfg DisaggConfig, mk func(*disaggDriver) (disaggManager, error)) *DisaggSummary {
+	t.Helper()
+	pre := kvreadyPrefillSide
+	if cfg.Naive {
+		pre = naivePrefillSide
+	}
+	return runDisaggBoth(t, cfg, mk, pre)
+}
+
+// runDisaggBoth runs cfg with the decode manager mk and the prefill side
+// pre make.
+func runDisaggBoth(t *testing.T, cfg DisaggConfig, mk func(*disaggDriver) (disaggManager, error), pre func(*disaggDriver) (prefillSide, error)) *DisaggSummary {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
 	d, err := newDisaggDriver(cfg)
 	require.NoError(t, err)
 	m, err := mk(d)
 	require.NoError(t, err)
-	s, err := d.run(context.Background(), m, nil)
+	p, err := pre(d)
+	require.NoError(t, err)
+	s, err := d.run(context.Background(), m, p, nil)
 	require.NoError(t, err)
 	return s
 }
+
+func kvreadyPrefillSide(d *disaggDriver) (prefillSide, error) { return newKvreadyPrefill(d) }
+
+func naivePrefillSide(d *disaggDriver) (prefillSide, error) { return newNaivePrefill(d) }
 
 func naiveDisaggManager(d *disaggDriver) (disaggManager, error) { return newNaiveDisagg(d), nil }
 
@@ -45,10 +64,11 @@ func smallDisagg(seed uint64) DisaggConfig {
 }
 
 // TestDisaggKvreadyIsSafe is the claim of kvready simulate --disagg: the
-// shipped engine lending its staging slots through backend/peer's Receiver
-// has no violation, over several seeds of the defaults' faults — and the
-// runs met those faults (the counts say so), delivered, and gave every
-// page back.
+// shipped engine lending its staging slots through backend/peer's Receiver,
+// beside an engine per prefill host lending its own to backend/peer's
+// Sender, has no violation, over several seeds of the defaults' faults —
+// and the runs met those faults (the counts say so), delivered, and gave
+// every page and every source slot back.
 func TestDisaggKvreadyIsSafe(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		s, err := RunDisagg(context.Background(), smallDisagg(seed), nil)
@@ -61,6 +81,9 @@ func TestDisaggKvreadyIsSafe(t *testing.T) {
 		assert.Equal(t, s.Config.PagesPerRequest*s.Delivered, s.Reads, "seed %d: every delivery's pages read", seed)
 		assert.Equal(t, s.Reads, s.Copies, "seed %d: and the device rows they were copied into", seed)
 		assert.Positive(t, s.Landings, "seed %d", seed)
+		assert.Equal(t, "kvready", s.PrefillManager)
+		assert.Positive(t, s.Writers[writerSender], "seed %d: the prefill side's Senders wrote", seed)
+		assert.Equal(t, s.SourceLends, s.SourceFrees, "seed %d: every source slot came back", seed)
 		for kind, n := range map[string]int{"failed attempts": s.Attempts[outFailed], "timeouts": s.Attempts[outTimeout], "retries": s.Retries,
 			"duplicated DONEs": s.Network.DuplicatedDone, "replayed DONEs": s.Network.ReplayedDone, "late submissions": s.Network.LateSubmits,
 			"restarts": s.Restarts, "fails-midway writers": s.Writers[sim.FailsMidway.String()]} {
@@ -135,17 +158,20 @@ func TestDisaggCheckerCatchesEarlyFrees(t *testing.T) {
 	}
 }
 
-// TestDisaggNaiveFaultByFault runs the naive manager against one fault at a
-// time (the rest of the network well behaved, every writer honest unless
-// the row says otherwise): each incident's fault alone makes it free pages a
-// writer may still write, and the manager that keeps the rule stays clean
-// against the same fault.
+// TestDisaggNaiveFaultByFault runs the naive decode manager against one
+// fault at a time (the rest of the network well behaved, every writer
+// honest and scripted unless the row says otherwise): each incident's fault
+// alone makes it free pages a writer may still write, and the manager that
+// keeps the rule stays clean against the same fault.
 func TestDisaggNaiveFaultByFault(t *testing.T) {
 	quiet := func() DisaggConfig {
 		cfg := DisaggDefaults()
 		cfg.Requests = 200
 		cfg.NeverReportsRate, cfg.FailsMidwayRate, cfg.SubmitsLateRate, cfg.CancelRate = 0, 0, 0, 0
 		cfg.Faults, cfg.Restarts = sim.Faults{}, 0
+		// Scripted honest writers: each takes one action a step, so the
+		// windows the incidents need stay open (the decode side's story).
+		cfg.SenderRate = 0
 		return cfg
 	}
 	for _, tc := range []struct {
@@ -189,14 +215,21 @@ func TestDisaggWellBehavedNetwork(t *testing.T) {
 }
 
 // TestDisaggDeterministic: one seed, one run — twice the same summary, for
-// the engine (its goroutines caught up every round) as for the naive foil.
+// the engines (their goroutines caught up every round) as for the naive
+// foils, on both sides.
 func TestDisaggDeterministic(t *testing.T) {
-	for _, mk := range []func(*disaggDriver) (disaggManager, error){naiveDisaggManager, kvreadyDisaggManager} {
-		a := runDisaggWith(t, smallDisagg(5), mk)
-		b := runDisaggWith(t, smallDisagg(5), mk)
+	for _, naive := range []bool{true, false} {
+		mk := kvreadyDisaggManager
+		if naive {
+			mk = naiveDisaggManager
+		}
+		cfg := func(seed uint64) DisaggConfig { c := smallDisagg(seed); c.Naive = naive; return c }
+		a := runDisaggWith(t, cfg(5), mk)
+		b := runDisaggWith(t, cfg(5), mk)
 		a.Wall, b.Wall = 0, 0
 		assert.Equal(t, a, b, a.Manager)
-		c := runDisaggWith(t, smallDisagg(6), mk)
+		assert.Positive(t, a.Publishes, "%s: the prefill side took part", a.PrefillManager)
+		c := runDisaggWith(t, cfg(6), mk)
 		assert.NotEqual(t, a.Network, c.Network, "%s: another seed, another run", a.Manager)
 	}
 }
@@ -314,7 +347,9 @@ func TestDisaggStallsAreBounded(t *testing.T) {
 	cfg := smallDisagg(1)
 	d, err := newDisaggDriver(cfg)
 	require.NoError(t, err)
-	s, err := d.run(context.Background(), &hoarder{d: d, used: make([]bool, cfg.Pages)}, nil)
+	pre, err := newKvreadyPrefill(d)
+	require.NoError(t, err)
+	s, err := d.run(context.Background(), &hoarder{d: d, used: make([]bool, cfg.Pages)}, pre, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the run stalled")
 	assert.Contains(t, err.Error(), "attempts still holding pages")

@@ -82,11 +82,13 @@ func (a *dattempt) tokens() transfer.TokenRange {
 }
 
 // dwriter is one accessor of an attempt, as drawn: who, how it behaves,
-// whether it reports progress, and which pages of the chunk it writes.
+// whether it reports progress (scripted), whether it is the prefill side's
+// Sender, and which pages of the chunk it writes.
 type dwriter struct {
 	id        transfer.AccessorID
 	behaviour sim.Behaviour
 	reports   bool
+	sender    bool
 	pages     []int
 }
 
@@ -121,6 +123,8 @@ func (w disaggWorkload) attempt(r *dreq, n transfer.AttemptID) *dattempt {
 	m := 1 + rng.IntN(len(ids))
 	for k, id := range ids[:m] {
 		wr := dwriter{id: id, behaviour: w.behaviour(rng), reports: rng.IntN(2) == 0}
+		// Drawn whatever the behaviour, so the rate changes nothing else.
+		wr.sender = rng.Float64() < w.cfg.SenderRate && wr.behaviour == sim.Honest
 		for p := k; p < r.pages; p += m {
 			wr.pages = append(wr.pages, p)
 		}
@@ -171,10 +175,14 @@ type drestart struct {
 // derived from the header, so a page whose every byte is right was written
 // whole by the one writer it names.
 const (
-	pageData     = 'K' // written by a prefill writer: the KV the page should hold
-	pageLent     = 'L' // the checker's sentinel when the page is lent
-	pageFree     = 'F' // the checker's sentinel when the page returns to the pool
-	headerLength = 8
+	pageData = 'K' // written by a prefill writer: the KV the page should hold
+	pageLent = 'L' // the checker's sentinel when the page is lent
+	pageFree = 'F' // the checker's sentinel when the page returns to the pool
+	// pageSourceFree is the checker's sentinel in a prefill source slot
+	// returned to its allocator: a put that reads the slot after that
+	// carries it into the decode page it lands in.
+	pageSourceFree = 'S'
+	headerLength   = 8
 )
 
 // pageTag is who a page's bytes speak for.

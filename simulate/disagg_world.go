@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 
+	"github.com/kvready/kvready/backend/peer"
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/sim"
 )
@@ -56,11 +57,17 @@ func (a *dattempt) writer(id transfer.AccessorID) (dwriter, bool) {
 // spawn hands the addresses of a's pages to the attempt's writer id, on the
 // current incarnation of its prefill process: it writes each of its pages p
 // at addr(p) — the packed key of the registration holding it, and the
-// offset in it — from a source of its own that nothing changes.
+// offset in it. A writer that is the prefill side's Sender puts from the
+// staging slots its manager lent it: the addresses go to it as an Offer
+// over the network. Any other is a scripted transfer/sim writer, from a
+// source of its own that nothing changes.
 func (d *disaggDriver) spawn(a *dattempt, id transfer.AccessorID, addr func(page int) (key []byte, off int)) error {
 	w, ok := a.writer(id)
 	if !ok {
 		return fmt.Errorf("simulate: %s has no writer %s", a.key(), id)
+	}
+	if d.sends(w) {
+		return d.offer(a, id, addr)
 	}
 	spec := sim.WriterSpec{
 		Node: d.prefill[id.Peer], To: disaggDecode, Session: a.key(), Accessor: id,
@@ -74,6 +81,48 @@ func (d *disaggDriver) spawn(a *dattempt, id transfer.AccessorID, addr func(page
 		return fmt.Errorf("simulate: writer %s of %s: %w", id, a.key(), err)
 	}
 	d.writers[w.behaviour]++
+	return nil
+}
+
+// sends reports whether writer w is the prefill side's Sender (behind its
+// manager) rather than a scripted writer: an honest one, with chance
+// SenderRate. The behaviours an honest Sender never has — never reporting,
+// failing midway, submitting late — stay scripted.
+func (d *disaggDriver) sends(w dwriter) bool { return w.sender }
+
+// offer sends writer id — a Sender of the prefill side — its Offer: every
+// page of a's chunk (a writer is handed every page; its share is its own
+// plan's), from the decode process to the current life of its prefill
+// process. A send the network refuses loses the offer, as one to a dead
+// process is lost: the attempt's deadline stands.
+func (d *disaggDriver) offer(a *dattempt, id transfer.AccessorID, addr func(page int) (key []byte, off int)) error {
+	node, ok := d.prefill[id.Peer]
+	if !ok {
+		return fmt.Errorf("simulate: no prefill process %q", id.Peer)
+	}
+	_, inc := node.Self()
+	name, dinc := d.node.Self()
+	o := peer.Offer{Session: a.key(), Writer: id, Incarnation: inc, Receiver: name, ReceiverInc: dinc, Tokens: a.tokens()}
+	for j := range a.r.pages {
+		key, off := addr(j)
+		o.Pages = append(o.Pages, peer.OfferPage{Group: 0, Index: j, Key: key, Offset: off, Len: SlotBytes})
+	}
+	msg, err := peer.AppendOffer(nil, o)
+	if err != nil {
+		return fmt.Errorf("simulate: the offer to %s of %s: %w", id, a.key(), err)
+	}
+	d.senders++
+	ep := d.offerEps[id.Peer]
+	if ep == nil || ep.Err() != nil {
+		if ep, err = d.node.Connect(id.Peer); err != nil {
+			return nil
+		}
+		d.offerEps[id.Peer] = ep
+	}
+	if _, at := ep.Peer(); at != inc {
+		return nil
+	}
+	_, _ = ep.Send(msg)
 	return nil
 }
 
@@ -145,17 +194,18 @@ func (d *disaggDriver) end(r *dreq, st dreqState) {
 	d.ended++
 }
 
-// finished reports whether the run is over: every request ended and every
-// attempt's pages back or contained, and nothing left for the network
-// to do (a late write still lands, and is seen).
+// finished reports whether the run is over: every request ended, every
+// attempt's pages and every publication's source slots back or contained,
+// and nothing left for the network to do (a late write still lands, and is
+// seen).
 func (d *disaggDriver) finished() bool {
-	return d.arrived == d.cfg.Requests && d.ended == d.cfg.Requests && d.held == 0 && d.idle
+	return d.arrived == d.cfg.Requests && d.ended == d.cfg.Requests && d.held == 0 && d.pre.pending() == 0 && d.idle
 }
 
 // why says what keeps the run from finishing.
 func (d *disaggDriver) why() string {
-	return fmt.Sprintf("%d of %d requests arrived, %d ended, %d waiting for pages, %d attempts still holding pages",
-		d.arrived, d.cfg.Requests, d.ended, len(d.queue), d.held)
+	return fmt.Sprintf("%d of %d requests arrived, %d ended, %d waiting for pages, %d attempts still holding pages, %d publications still holding source slots",
+		d.arrived, d.cfg.Requests, d.ended, len(d.queue), d.held, d.pre.pending())
 }
 
 // firstFit finds the first run of k pages not used, or -1: a request's

@@ -73,10 +73,15 @@
 // simulated transport (transfer/sim), with its faults: writers that fail and
 // write on, never report, or post after their DONE; DONEs lost, masked,
 // duplicated or replayed; reports before data; restarted peers whose posted
-// puts still land; cancels and deadlines. The kvready manager is the engine
-// lending its staging slots to backend/peer's Receiver; the naive one frees
-// the pages when the transfer's outcome arrives. A page checker watches the
-// pages themselves — their bytes after every network step, and the
-// network's own record (sim.Network.MayWrite) at every free — and counts
-// what the naive manager does wrong.
+// puts still land; cancels and deadlines. The honest writers are the
+// prefill side's backend/peer Senders, putting from staging slots their
+// prefill manager lends them; the others are scripted. The kvready managers
+// are engines: the decode side's lending its staging slots to
+// backend/peer's Receiver, one per prefill host lending its own to the
+// Sender as publish leases; the naive ones free the pages, and the source
+// slots, when the transfer's outcome arrives. A checker watches the pages
+// themselves — their bytes after every network step, and the network's own
+// record (sim.Network.MayWrite) at every free — and the source slots (the
+// network's sim.Network.MayRead at every free, and their sentinel in the
+// pages a late put reaches), and counts what the naive managers do wrong.
 package simulate

@@ -13,6 +13,7 @@ import (
 // disaggJSON is what the tests read of a --disagg summary.
 type disaggJSON struct {
 	Manager            string `json:"manager"`
+	PrefillManager     string `json:"prefill_manager"`
 	Requests           int    `json:"requests"`
 	Pages              int    `json:"pages"`
 	PagesPerRequest    int    `json:"pages_per_request"`
@@ -23,6 +24,13 @@ type disaggJSON struct {
 	Violations         int    `json:"violations"`
 	Safe               bool   `json:"safe"`
 	PagesFree          int    `json:"pages_free"`
+	Writers            map[string]int
+	Publishes          int `json:"publishes"`
+	SourceSlots        int `json:"source_slots"`
+	SourceSlotsFree    int `json:"source_slots_free"`
+	SourceLends        int `json:"source_lends"`
+	SourcesFreed       int `json:"sources_freed_while_read"`
+	FreedSourceReads   int `json:"freed_source_reads"`
 }
 
 func TestSimulateDisaggNaive(t *testing.T) {
@@ -98,6 +106,16 @@ func TestSimulateDisaggCompare(t *testing.T) {
 	assert.Zero(t, runs["kvready"].Violations)
 	assert.Positive(t, runs["kvready"].Delivered)
 	assert.Equal(t, runs["kvready"].Pages, runs["kvready"].PagesFree, "the pool whole")
+	for name, r := range runs {
+		assert.Equal(t, name, r.PrefillManager, "both sides are %s's", name)
+		assert.Positive(t, r.Publishes, "%s: the prefill side published through its Senders", name)
+		assert.Positive(t, r.SourceLends, "%s: the checker watched the source slots", name)
+		assert.Positive(t, r.Writers["sender"], "%s: honest writers are Senders", name)
+		assert.Zero(t, r.Writers["honest"], "%s: every honest writer is a Sender", name)
+		assert.LessOrEqual(t, r.Writers["sender"], r.Publishes, "%s: a Sender offered its addresses had its share published", name)
+	}
+	assert.Zero(t, runs["kvready"].SourcesFreed+runs["kvready"].FreedSourceReads)
+	assert.Equal(t, runs["kvready"].SourceSlots, runs["kvready"].SourceSlotsFree, "the source slots whole")
 	assert.False(t, runs["naive"].Safe)
 	assert.Positive(t, runs["naive"].Violations)
 	assert.Equal(t, runs["kvready"].Seed, runs["naive"].Seed)
@@ -113,5 +131,25 @@ func TestSimulateDisaggLeakingRevocation(t *testing.T) {
 	status, out, stderr := runCLI(t, "", "simulate", "--disagg", "--revocation-leaks", "--submits-late-rate", "0", "--requests", "300")
 	require.Equal(t, exitOK, status, stderr)
 	assert.Contains(t, out, "capacity lost, as the run asked (--revocation-leaks)")
-	assert.Contains(t, out, "freed while a writer may write   0  ok")
+	assert.Regexp(t, `freed while a writer may write\s+0  ok`, out)
+	assert.Regexp(t, `source slots\s+whole: all 512 free at the end`, out)
+}
+
+// TestSimulateDisaggSenderRate: --sender-rate 0 makes every honest writer a
+// scripted one again — no share is published, no source slot watched — and
+// a rate that is no probability is a usage error.
+func TestSimulateDisaggSenderRate(t *testing.T) {
+	status, out, stderr := runCLI(t, "", "simulate", "--disagg", "--sender-rate", "0", "--requests", "100", "--json")
+	require.Equal(t, exitOK, status, stderr)
+	var s disaggJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &s), out)
+	assert.True(t, s.Safe)
+	assert.Zero(t, s.Publishes)
+	assert.Zero(t, s.SourceLends)
+	assert.Zero(t, s.Writers["sender"])
+	assert.Positive(t, s.Writers["honest"])
+
+	status, _, stderr = runCLI(t, "", "simulate", "--disagg", "--sender-rate", "1.5")
+	assert.Equal(t, exitUsage, status)
+	assert.Contains(t, stderr, "--sender-rate: 1.5; want a probability")
 }
