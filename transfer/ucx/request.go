@@ -25,12 +25,12 @@ const (
 
 // request is one operation in flight: a transfer.Request.
 type request struct {
-	t    *Transport
-	kind reqKind
-	ep   *endpoint // nil for a worker flush
-	op   *C.kvu_op // UCX's part while it is in flight
-	opOK bool      // UCX's part completed...
-	opErr error    // ...with this error
+	t     *Transport
+	kind  reqKind
+	ep    *endpoint // nil for a worker flush
+	op    *C.kvu_op // UCX's part while it is in flight
+	opOK  bool      // UCX's part completed...
+	opErr error     // ...with this error
 
 	seq      uint64 // Checked put/get: the answer it waits for; OneSided put: its number on ep; OneSided flush: the puts it covers
 	answered bool
