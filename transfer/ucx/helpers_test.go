@@ -127,8 +127,14 @@ func link(t *testing.T, a, b *node) (ab, ba transfer.Endpoint) {
 	return ab, ba
 }
 
+// tb is what the helpers need of a test: *testing.T and *rapid.T both.
+type tb interface {
+	Helper()
+	require.TestingT
+}
+
 // pump progresses every node until cond holds, failing after maxSteps.
-func pump(t testing.TB, what string, cond func() bool, ns ...*node) {
+func pump(t tb, what string, cond func() bool, ns ...*node) {
 	t.Helper()
 	for i := 0; i < maxSteps; i++ {
 		if cond() {
@@ -142,7 +148,7 @@ func pump(t testing.TB, what string, cond func() bool, ns ...*node) {
 }
 
 // wait pumps until r completes and answers its error.
-func wait(t testing.TB, r transfer.Request, ns ...*node) error {
+func wait(t tb, r transfer.Request, ns ...*node) error {
 	t.Helper()
 	var err error
 	pump(t, "the request to complete", func() bool {

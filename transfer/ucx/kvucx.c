@@ -206,11 +206,11 @@ static ucs_status_t refuse_put(kvu_worker *w, const ucp_am_recv_param_t *p, cons
     if (why == KVU_REFUSE_REVOKED)
         w->stats.puts_late++;
     ucp_ep_h reply = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? p->reply_ep : NULL;
-    if (rndv)
-        return UCS_ERR_REJECTED; /* the sender's put completes with it */
+    /* The answer carries the reason; a rendezvous refused also fails the
+     * sender's send (UCS_ERR_REJECTED), and the sender then waits for it. */
     if (reply != NULL)
         answer(w, reply, KVU_AM_PUT_ACK, h, why, NULL, 0);
-    return UCS_OK;
+    return rndv ? UCS_ERR_REJECTED : UCS_OK;
 }
 
 static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_data);
@@ -279,8 +279,13 @@ static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_
                 ev->status = KVU_REFUSE_TRANSFER;
             }
         }
+    } else if (rv->kind == KVU_AM_PUT && e == NULL) {
+        /* Its endpoint failed or was closed while the data came: nothing
+         * from that endpoint is applied after, whole or in part. */
+        w->stats.puts_refused++;
+        free(rv->buf);
     } else if (rv->kind == KVU_AM_PUT) {
-        apply_put(w, e, rv->seq, e ? e->inc : 0, rv->region, rv->gen, rv->off, rv->buf, rv->len);
+        apply_put(w, e, rv->seq, e->inc, rv->region, rv->gen, rv->off, rv->buf, rv->len);
         free(rv->buf);
     } else {
         kvu_event *ev = ev_push(w, KVU_EV_GET_DONE);

@@ -6,6 +6,7 @@ package ucx
 import "C"
 
 import (
+	"errors"
 	"runtime"
 
 	"github.com/kvready/kvready/transfer"
@@ -104,15 +105,23 @@ func (t *Transport) advanceChecked(r *request) {
 		return
 	}
 	switch {
+	case r.answered:
+		r.finish(r.ansErr)
+	case r.opErr != nil && rejected(r.opErr) && r.ep.err == nil:
+		// The owner refused a rendezvous: its answer, with the reason,
+		// follows on the same endpoint.
 	case r.opErr != nil:
 		delete(t.answers, r.seq)
 		r.finish(r.opErr)
-	case r.answered:
-		r.finish(r.ansErr)
 	case r.ep.err != nil:
 		delete(t.answers, r.seq)
 		r.finish(r.ep.err)
 	}
+}
+
+func rejected(err error) bool {
+	var st *StatusError
+	return errors.As(err, &st) && st.Code == C.UCS_ERR_REJECTED
 }
 
 // advancePutOS: a one-sided put completed locally is done once a flush of
