@@ -199,7 +199,13 @@ func (c *childState) step() {
 		return
 	}
 	if s.req != nil {
-		if done, _ := s.req.Test(); !done {
+		done, err := s.req.Test()
+		if !done {
+			return
+		}
+		if err != nil {
+			fmt.Fprintf(c.out, "err stream: %v\n", err)
+			c.stream = nil
 			return
 		}
 	}
@@ -419,4 +425,46 @@ func TestTwoProcessesKilledMidTransfer(t *testing.T) {
 			require.NoError(t, reborn.cmd.Wait())
 		})
 	}
+}
+
+// TestTwoProcessesPaused: a prefill process paused (SIGSTOP) mid-stream is
+// not a dead one: over tcp no endpoint error comes (the kernel still holds
+// the connection). The decode side revokes meanwhile (fenced); resumed
+// (SIGCONT), the prefill's next put is refused and nothing lands after the
+// revocation.
+func TestTwoProcessesPaused(t *testing.T) {
+	cfg := Config{Transports: "tcp"}
+	decode := newNode(t, cfg, "decode", 1)
+	prefill := startChild(t, "prefill", 1, cfg, decode)
+	_, _, err := decode.AddPeer(prefill.addr)
+	require.NoError(t, err)
+	_, err = decode.Connect("prefill")
+	require.NoError(t, err)
+	pages := sentinel(1 << 20)
+	mem, err := decode.Register(pages)
+	require.NoError(t, err)
+	prefill.send(decode, fmt.Sprintf("addr %x", decode.Address()))
+	prefill.send(decode, fmt.Sprintf("key %x", mem.PackedKey()))
+	prefill.send(decode, "stream 0 65536")
+	until(t, decode, "some puts to land", func() bool { return decode.Stats().PutsApplied >= 5 })
+
+	require.NoError(t, prefill.cmd.Process.Signal(syscall.SIGSTOP))
+	for range drainRounds {
+		decode.Progress()
+	}
+	assert.Empty(t, decode.failures(), "a paused peer is not reported failed")
+	how, err := mem.Revoke()
+	require.NoError(t, err)
+	require.Equal(t, transfer.RevokedFenced, how)
+	atRevoke := bytes.Clone(pages)
+	require.NoError(t, prefill.cmd.Process.Signal(syscall.SIGCONT))
+	line := prefill.expect(decode, "err stream")
+	assert.Contains(t, line, ErrRevoked.Error())
+	for range drainRounds {
+		decode.Progress()
+	}
+	assert.Equal(t, atRevoke, pages, "no byte changed after the revocation")
+	assert.Empty(t, decode.failures())
+	prefill.send(decode, "exit")
+	require.NoError(t, prefill.cmd.Wait())
 }
