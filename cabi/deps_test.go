@@ -29,11 +29,14 @@ func goList(t *testing.T, tags, pkg string) []string {
 }
 
 // testCode is what a shipped binary must not link: Go's testing (which
-// registers and parses flags in the host process), rapid, the conformance kit
-// built on both, and the broken backends.
+// registers and parses flags in the host process), rapid, the conformance
+// kits built on both (for backends and for transports) and what they share,
+// and the broken backends.
 var testCode = []string{
 	"testing", "pgregory.net/rapid",
 	"github.com/kvready/kvready/conformance",
+	"github.com/kvready/kvready/transfer/transporttest",
+	"github.com/kvready/kvready/internal/kittb",
 	"github.com/kvready/kvready/backend/mem/memtest",
 	"github.com/kvready/kvready/proptest",
 }

@@ -17,6 +17,9 @@ package transfer
 // puts posted before it on the same endpoint unless the sender flushed
 // between them; revoking a registration refuses later operations, and stops
 // operations already posted only where Revoke says it fenced.
+//
+// Package transfer/transporttest checks a Transport against these rules,
+// each by name (docs/transfers.md, "A conformance kit for transports").
 
 // Request is one non-blocking operation in flight.
 type Request interface {
@@ -83,17 +86,22 @@ type RemoteKey interface {
 type Endpoint interface {
 	// Peer names the peer and the incarnation this endpoint reaches.
 	Peer() (Peer, Incarnation)
-	// UnpackKey unpacks a key the peer published.
+	// UnpackKey unpacks a key the peer published. A key this incarnation
+	// of the peer did not pack — another peer's, an earlier life's, bytes
+	// nobody packed — is refused, or every operation with it fails: a key
+	// reaches only the registration it was packed for.
 	UnpackKey(packed []byte) (RemoteKey, error)
 	// Put writes src into the peer's memory at off. src is read until the
-	// request completes and must not change before then.
+	// request completes and must not change before then. A range outside
+	// [0, key.Len()) is refused and writes nothing.
 	Put(src []byte, key RemoteKey, off int) (Request, error)
 	// Get reads the peer's memory at off into dst, which is written until
-	// the request completes.
+	// the request completes. A range outside [0, key.Len()) is refused.
 	Get(dst []byte, key RemoteKey, off int) (Request, error)
 	// Send sends an active message (a report). Messages are not ordered
 	// with puts and gets on the endpoint: a message may arrive before data
-	// posted earlier lands, unless the sender flushed between them.
+	// posted earlier lands, unless the sender flushed between them. One sent
+	// on a working endpoint arrives once, intact, while both processes live.
 	Send(msg []byte) (Request, error)
 	// Flush completes when every put and get posted on the endpoint before
 	// it has completed remotely.

@@ -30,6 +30,7 @@ var rank = map[string]int{
 	"gpu":            0, // the device interface the core waits on, not a device
 	"internal/grow":  0, // how the engine's per-lease tables grow: the standard library only
 	"internal/words": 0, // counts in English ("1 lease"): the standard library only
+	"internal/kittb": 0, // the test kits' recording TB and fail-file mover: rapid and the standard library only
 	"transfer":       0, // the request-scoped peer-transfer contract, lifecycle and pure session core: the standard library only
 
 	"staging": 1,
@@ -59,6 +60,9 @@ var rank = map[string]int{
 	"internal/readme":      5,
 	"internal/benchreport": 7,
 	"internal/apidoc":      7,
+
+	// The transport conformance kit: imports only transfer and internal/kittb.
+	"transfer/transporttest": 5,
 
 	// On top.
 	"proptest":          6,
