@@ -14,15 +14,19 @@ import (
 	"github.com/kvready/kvready/transfer"
 )
 
-// endpoint is a connection to one incarnation of one peer.
-type endpoint struct {
+// conn is this transport's one UCP endpoint to one incarnation of a peer,
+// shared by every Endpoint Connect hands out for it. One, because UCX pairs
+// the k-th endpoint each side opens to the other: a message on a second
+// endpoint of the sender would arrive on one the receiver never opened,
+// and could not be attributed.
+type conn struct {
 	t       *Transport
 	cep     *C.kvu_ep // nil once UCX's endpoint is closed
 	id      uint64
 	peer    transfer.Peer
 	inc     transfer.Incarnation
-	closing bool  // Close was called: every later operation is refused
-	err     error // the endpoint failed (or the transport closed)
+	handles int   // Endpoints not yet closed
+	err     error // the peer failed (or the transport closed)
 	pending map[*request]struct{}
 	rkeys   []C.ucp_rkey_h // OneSided: destroyed before the endpoint closes
 	puts    uint64         // OneSided: puts posted, numbered from 1
@@ -30,11 +34,26 @@ type endpoint struct {
 	flush   *request       // OneSided: the flush posted to cover puts
 }
 
+type peerLife struct {
+	peer transfer.Peer
+	inc  transfer.Incarnation
+}
+
+// endpoint is one handle on a conn: a transfer.Endpoint, with its own
+// operations and its own Close.
+type endpoint struct {
+	t       *Transport
+	c       *conn
+	closing bool // Close was called: every later operation is refused
+	pending map[*request]struct{}
+}
+
 var _ transfer.Endpoint = (*endpoint)(nil)
 
-// Connect implements transfer.Transport: an endpoint (ucp_ep_create) to the
-// incarnation of peer whose address AddPeer recorded last, with peer error
-// handling unless Config.NoPeerErrors. Messages that arrived before it, on
+// Connect implements transfer.Transport: an endpoint to the incarnation of
+// peer whose address AddPeer recorded last. The first opens UCX's endpoint
+// (ucp_ep_create, with peer error handling unless Config.NoPeerErrors);
+// later ones share it while it works. Messages that arrived before it, on
 // the endpoint UCX matched to this one, are checked against it and handed
 // to the next Progress.
 func (t *Transport) Connect(peer transfer.Peer) (transfer.Endpoint, error) {
@@ -47,6 +66,19 @@ func (t *Transport) Connect(peer transfer.Peer) (transfer.Endpoint, error) {
 	if !ok {
 		return nil, fmt.Errorf("ucx: no address for peer %q; AddPeer its Address first", peer)
 	}
+	c := t.open[peerLife{a.peer, a.inc}]
+	if c == nil || c.err != nil || c.cep == nil {
+		var err error
+		if c, err = t.dial(a); err != nil {
+			return nil, err
+		}
+	}
+	c.handles++
+	return &endpoint{t: t, c: c, pending: map[*request]struct{}{}}, nil
+}
+
+// dial opens UCX's endpoint to a; t.mu is held.
+func (t *Transport) dial(a address) (*conn, error) {
 	name := C.CString(string(a.peer))
 	defer C.free(unsafe.Pointer(name))
 	waddr := C.CBytes(a.worker)
@@ -59,22 +91,23 @@ func (t *Transport) Connect(peer transfer.Peer) (transfer.Endpoint, error) {
 		}
 		return nil, err
 	}
-	ep := &endpoint{t: t, cep: cep, id: uint64(cep.id), peer: a.peer, inc: a.inc, pending: map[*request]struct{}{}}
-	t.eps[ep.id] = ep
-	t.match(ep)
-	return ep, nil
+	c := &conn{t: t, cep: cep, id: uint64(cep.id), peer: a.peer, inc: a.inc, pending: map[*request]struct{}{}}
+	t.conns[c.id] = c
+	t.open[peerLife{a.peer, a.inc}] = c
+	t.match(c)
+	return c, nil
 }
 
-// match hands the held messages that came on ep's UCP endpoint to the next
-// Progress, if they claim ep's peer and incarnation; t.mu is held.
-func (t *Transport) match(ep *endpoint) {
-	handle := uintptr(C.kvu_ep_handle(ep.cep))
+// match hands the held messages that came on c's UCP endpoint to the next
+// Progress, if they claim c's peer and incarnation; t.mu is held.
+func (t *Transport) match(c *conn) {
+	handle := uintptr(C.kvu_ep_handle(c.cep))
 	kept := t.unheard[:0]
 	for _, u := range t.unheard {
 		switch {
 		case u.handle != handle:
 			kept = append(kept, u)
-		case u.peer == ep.peer && u.inc == ep.inc:
+		case u.peer == c.peer && u.inc == c.inc:
 			t.ready = append(t.ready, call{peer: u.peer, inc: u.inc, msg: u.msg})
 		default:
 			t.stats.MsgsRefused++
@@ -85,7 +118,7 @@ func (t *Transport) match(ep *endpoint) {
 }
 
 // Peer implements transfer.Endpoint.
-func (ep *endpoint) Peer() (transfer.Peer, transfer.Incarnation) { return ep.peer, ep.inc }
+func (ep *endpoint) Peer() (transfer.Peer, transfer.Incarnation) { return ep.c.peer, ep.c.inc }
 
 // Err implements transfer.Endpoint: the peer's failure, ErrClosed after
 // Close, or nil.
@@ -97,10 +130,10 @@ func (ep *endpoint) Err() error {
 
 func (ep *endpoint) errLocked() error {
 	switch {
-	case ep.err != nil:
-		return ep.err
+	case ep.c.err != nil:
+		return ep.c.err
 	case ep.closing:
-		return fmt.Errorf("%w: the endpoint to %s#%d", ErrClosed, ep.peer, ep.inc)
+		return fmt.Errorf("%w: the endpoint to %s#%d", ErrClosed, ep.c.peer, ep.c.inc)
 	}
 	return nil
 }
@@ -124,9 +157,10 @@ func (ep *endpoint) UnpackKey(packed []byte) (transfer.RemoteKey, error) {
 	t := ep.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	c := ep.c
 	switch {
-	case k.owner != ep.peer || k.inc != ep.inc:
-		return nil, fmt.Errorf("ucx: the key belongs to %s#%d; this endpoint reaches %s#%d", k.owner, k.inc, ep.peer, ep.inc)
+	case k.owner != c.peer || k.inc != c.inc:
+		return nil, fmt.Errorf("ucx: the key belongs to %s#%d; this endpoint reaches %s#%d", k.owner, k.inc, c.peer, c.inc)
 	case k.mode != t.cfg.Mode:
 		return nil, fmt.Errorf("ucx: a %s key on a %s transport; keys of the transport's own mode expected", k.mode, t.cfg.Mode)
 	}
@@ -137,10 +171,10 @@ func (ep *endpoint) UnpackKey(packed []byte) (transfer.RemoteKey, error) {
 	if k.mode == OneSided {
 		buf := C.CBytes(k.rkey)
 		defer C.free(buf)
-		if st := C.kvu_rkey_unpack(ep.cep, buf, &rk.rk); st != C.UCS_OK {
+		if st := C.kvu_rkey_unpack(c.cep, buf, &rk.rk); st != C.UCS_OK {
 			return nil, fmt.Errorf("ucx: ucp_ep_rkey_unpack: %w", statusErr(C.int(st)))
 		}
-		ep.rkeys = append(ep.rkeys, rk.rk)
+		c.rkeys = append(c.rkeys, rk.rk)
 	}
 	return rk, nil
 }
@@ -185,11 +219,11 @@ func (ep *endpoint) Put(src []byte, key transfer.RemoteKey, off int) (transfer.R
 	var st C.ucs_status_t
 	if t.cfg.Mode == Checked {
 		r.seq = t.nextSeq()
-		st = C.kvu_send_put(t.w, ep.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
+		st = C.kvu_send_put(t.w, ep.c.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
 			C.uint64_t(rk.k.gen), C.uint64_t(off), p, C.size_t(len(src)), &r.op)
 	} else {
 		r.kind = reqPutOS
-		st = C.kvu_put_os(ep.cep, p, C.size_t(len(src)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)
+		st = C.kvu_put_os(ep.c.cep, p, C.size_t(len(src)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)
 	}
 	return ep.posted(r, st, "put")
 }
@@ -210,7 +244,7 @@ func (ep *endpoint) Get(dst []byte, key transfer.RemoteKey, off int) (transfer.R
 	var st C.ucs_status_t
 	if t.cfg.Mode == Checked {
 		r.seq = t.nextSeq()
-		st = C.kvu_send_get(t.w, ep.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
+		st = C.kvu_send_get(t.w, ep.c.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
 			C.uint64_t(rk.k.gen), C.uint64_t(off), C.uint64_t(len(dst)), &r.op)
 	} else {
 		r.kind = reqGetOS
@@ -219,7 +253,7 @@ func (ep *endpoint) Get(dst []byte, key transfer.RemoteKey, off int) (transfer.R
 			r.pin.Pin(&dst[0])
 			p = unsafe.Pointer(&dst[0])
 		}
-		st = C.kvu_get_os(ep.cep, p, C.size_t(len(dst)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)
+		st = C.kvu_get_os(ep.c.cep, p, C.size_t(len(dst)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)
 	}
 	return ep.posted(r, st, "get")
 }
@@ -227,19 +261,20 @@ func (ep *endpoint) Get(dst []byte, key transfer.RemoteKey, off int) (transfer.R
 // posted files a request UCX accepted, or answers why it did not; t.mu is
 // held.
 func (ep *endpoint) posted(r *request, st C.ucs_status_t, what string) (transfer.Request, error) {
-	t := ep.t
+	t, c := ep.t, ep.c
 	if st != C.UCS_OK {
 		r.pin.Unpin()
-		return nil, fmt.Errorf("ucx: %s to %s#%d: %w", what, ep.peer, ep.inc, statusErr(C.int(st)))
+		return nil, fmt.Errorf("ucx: %s to %s#%d: %w", what, c.peer, c.inc, statusErr(C.int(st)))
 	}
 	if r.kind == reqPutOS {
-		ep.puts++
-		r.seq = ep.puts
+		c.puts++
+		r.seq = c.puts
 	}
 	if r.seq != 0 && (r.kind == reqPut || r.kind == reqGet) {
 		t.answers[r.seq] = r
 	}
 	ep.pending[r] = struct{}{}
+	c.pending[r] = struct{}{}
 	t.track(r)
 	t.advance(r)
 	return r, nil
@@ -263,13 +298,13 @@ func (ep *endpoint) Send(msg []byte) (transfer.Request, error) {
 	if len(msg) > 0 {
 		p = unsafe.Pointer(&msg[0]) // copied before the call returns
 	}
-	st := C.kvu_send_msg(t.w, ep.cep, p, C.size_t(len(msg)), &r.op)
+	st := C.kvu_send_msg(t.w, ep.c.cep, p, C.size_t(len(msg)), &r.op)
 	return ep.posted(r, st, "message")
 }
 
 // Flush implements transfer.Endpoint: Checked, it completes when the owner
 // answered every put and get posted on the endpoint before it; OneSided,
-// it is ucp_ep_flush_nbx.
+// it is ucp_ep_flush_nbx (which covers the shared UCP endpoint).
 func (ep *endpoint) Flush() (transfer.Request, error) {
 	t := ep.t
 	t.mu.Lock()
@@ -277,41 +312,45 @@ func (ep *endpoint) Flush() (transfer.Request, error) {
 	if err := ep.usable(); err != nil {
 		return nil, err
 	}
-	return ep.flushLocked(), nil
+	if t.cfg.Mode == OneSided {
+		return ep.c.flushOS(), nil
+	}
+	r := &request{t: t, kind: reqFlush, ep: ep, waits: rma(ep.pending)}
+	t.track(r)
+	t.advance(r)
+	return r, nil
 }
 
-func (ep *endpoint) flushLocked() *request {
-	t := ep.t
-	r := &request{t: t, kind: reqFlush, ep: ep}
-	if t.cfg.Mode == OneSided {
-		r.seq = ep.puts
-		if st := C.kvu_ep_flush(ep.cep, &r.op); st != C.UCS_OK {
-			r.finish(fmt.Errorf("ucx: flush to %s#%d: %w", ep.peer, ep.inc, statusErr(C.int(st))))
-			return r
-		}
-	} else {
-		r.waits = ep.rma()
+// flushOS posts ucp_ep_flush_nbx covering every put posted on c so far;
+// t.mu is held.
+func (c *conn) flushOS() *request {
+	t := c.t
+	r := &request{t: t, kind: reqFlush, conn: c, seq: c.puts}
+	if st := C.kvu_ep_flush(c.cep, &r.op); st != C.UCS_OK {
+		r.finish(fmt.Errorf("ucx: flush to %s#%d: %w", c.peer, c.inc, statusErr(C.int(st))))
+		return r
 	}
 	t.track(r)
 	t.advance(r)
 	return r
 }
 
-// rma lists the puts and gets in flight on ep; t.mu is held.
-func (ep *endpoint) rma() []*request {
-	var rs []*request
-	for r := range ep.pending {
-		if r.kind != reqMsg && r.kind != reqFlush {
-			rs = append(rs, r)
+// rma lists the puts and gets among rs; t.mu is held.
+func rma(rs map[*request]struct{}) []*request {
+	var out []*request
+	for r := range rs {
+		if r.kind != reqMsg && r.kind != reqFlush && r.kind != reqClose {
+			out = append(out, r)
 		}
 	}
-	return rs
+	return out
 }
 
-// Close implements transfer.Endpoint: later operations are refused at
-// once; the request completes when every put and get posted before it
-// completed (as Flush) and UCX closed the endpoint (ucp_ep_close_nbx,
-// flushing). A failed endpoint answers its error.
+// Close implements transfer.Endpoint: later operations on it are refused at
+// once; the request completes when every put and get posted on it before
+// completed (as Flush) and, if it was the last Endpoint to its peer's
+// incarnation, UCX closed the endpoint (ucp_ep_close_nbx, flushing). A
+// failed endpoint answers its error.
 func (ep *endpoint) Close() (transfer.Request, error) {
 	t := ep.t
 	t.mu.Lock()
@@ -320,31 +359,49 @@ func (ep *endpoint) Close() (transfer.Request, error) {
 		return nil, err
 	}
 	ep.closing = true
-	r := &request{t: t, kind: reqClose, ep: ep, waits: ep.rma()}
+	r := &request{t: t, kind: reqClose, ep: ep, waits: rma(ep.pending)}
 	t.track(r)
 	t.advance(r)
 	return r, nil
 }
 
-// closeNow closes UCX's endpoint, flushing, once the puts and gets a Close
-// waited for completed; t.mu is held.
+// closeNow lets go of ep's share of its conn once the puts and gets its
+// Close waited for completed, closing UCX's endpoint (flushing) if it was
+// the last; t.mu is held.
 func (ep *endpoint) closeNow(r *request) {
-	if ep.cep == nil {
-		r.finish(ep.errLocked())
+	c := ep.c
+	c.handles--
+	if c.handles > 0 {
+		r.finish(nil)
 		return
 	}
-	ep.dropKeys()
-	st := C.kvu_ep_close(ep.t.w, ep.cep, 0, &r.op)
-	ep.cep = nil
+	if c.cep == nil {
+		r.finish(c.err)
+		return
+	}
+	c.dropKeys()
+	st := C.kvu_ep_close(c.t.w, c.cep, 0, &r.op)
+	c.forget()
 	if st != C.UCS_OK {
-		r.finish(fmt.Errorf("ucx: closing the endpoint to %s#%d: %w", ep.peer, ep.inc, statusErr(C.int(st))))
+		r.finish(fmt.Errorf("ucx: closing the endpoint to %s#%d: %w", c.peer, c.inc, statusErr(C.int(st))))
 	}
 }
 
-// dropKeys destroys the endpoint's unpacked rkeys, which must go before it.
-func (ep *endpoint) dropKeys() {
-	for _, rk := range ep.rkeys {
+// forget takes c out of the tables once UCX's endpoint is closing: nothing
+// arrives on it any more; t.mu is held.
+func (c *conn) forget() {
+	t := c.t
+	c.cep = nil
+	delete(t.conns, c.id)
+	if t.open[peerLife{c.peer, c.inc}] == c {
+		delete(t.open, peerLife{c.peer, c.inc})
+	}
+}
+
+// dropKeys destroys the conn's unpacked rkeys, which must go before it.
+func (c *conn) dropKeys() {
+	for _, rk := range c.rkeys {
 		C.kvu_rkey_destroy(rk)
 	}
-	ep.rkeys = nil
+	c.rkeys = nil
 }

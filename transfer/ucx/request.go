@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 
 	"github.com/kvready/kvready/transfer"
@@ -28,7 +29,8 @@ const (
 type request struct {
 	t     *Transport
 	kind  reqKind
-	ep    *endpoint // nil for a worker flush
+	ep    *endpoint // nil for a worker flush, and a OneSided put's own flush
+	conn  *conn     // a OneSided flush: the UCP endpoint it covers
 	op    *C.kvu_op // UCX's part while it is in flight
 	opOK  bool      // UCX's part completed...
 	opErr error     // ...with this error
@@ -107,15 +109,15 @@ func (t *Transport) advanceChecked(r *request) {
 	switch {
 	case r.answered:
 		r.finish(r.ansErr)
-	case r.opErr != nil && rejected(r.opErr) && r.ep.err == nil:
+	case r.opErr != nil && rejected(r.opErr) && r.ep.c.err == nil:
 		// The owner refused a rendezvous: its answer, with the reason,
 		// follows on the same endpoint.
 	case r.opErr != nil:
 		delete(t.answers, r.seq)
 		r.finish(r.opErr)
-	case r.ep.err != nil:
+	case r.ep.c.err != nil:
 		delete(t.answers, r.seq)
-		r.finish(r.ep.err)
+		r.finish(r.ep.c.err)
 	}
 }
 
@@ -131,31 +133,30 @@ func (t *Transport) advancePutOS(r *request) {
 	if !r.poll() {
 		return
 	}
-	ep := r.ep
+	c := r.ep.c
 	switch {
 	case r.opErr != nil:
 		r.finish(r.opErr)
 		return
-	case ep.flushed >= r.seq:
+	case c.flushed >= r.seq:
 		r.finish(nil)
 		return
-	case ep.err != nil:
-		r.finish(ep.err)
+	case c.err != nil:
+		r.finish(c.err)
+		return
+	case c.cep == nil:
+		r.finish(fmt.Errorf("%w: the endpoint to %s#%d", ErrClosed, c.peer, c.inc))
 		return
 	}
-	if ep.flush == nil || ep.flush.done {
-		if ep.cep == nil {
-			r.finish(ep.errLocked())
-			return
-		}
-		ep.flush = ep.flushLocked()
+	if c.flush == nil || c.flush.done {
+		c.flush = c.flushOS()
 	}
-	t.advance(ep.flush)
+	t.advance(c.flush)
 	switch {
-	case ep.flushed >= r.seq:
+	case c.flushed >= r.seq:
 		r.finish(nil)
-	case ep.flush.done && ep.flush.err != nil:
-		r.finish(ep.flush.err)
+	case c.flush.done && c.flush.err != nil:
+		r.finish(c.flush.err)
 	}
 }
 
@@ -164,8 +165,8 @@ func (t *Transport) advanceFlush(r *request) {
 		if !r.poll() {
 			return
 		}
-		if r.opErr == nil && r.ep != nil && r.seq > r.ep.flushed {
-			r.ep.flushed = r.seq
+		if r.opErr == nil && r.conn != nil && r.seq > r.conn.flushed {
+			r.conn.flushed = r.seq
 		}
 		r.finish(r.opErr)
 		return
@@ -174,8 +175,8 @@ func (t *Transport) advanceFlush(r *request) {
 		return
 	}
 	var err error
-	if r.ep != nil && r.ep.err != nil {
-		err = r.ep.err
+	if r.ep != nil && r.ep.c.err != nil {
+		err = r.ep.c.err
 	}
 	r.finish(err)
 }
@@ -221,6 +222,7 @@ func (r *request) finish(err error) {
 	delete(r.t.live, r)
 	if r.ep != nil {
 		delete(r.ep.pending, r)
+		delete(r.ep.c.pending, r)
 	}
 }
 

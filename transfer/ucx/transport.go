@@ -134,8 +134,9 @@ type Transport struct {
 	address  []byte
 
 	peers   map[transfer.Peer]address
-	eps     map[uint64]*endpoint // by the C record's id
-	answers map[uint64]*request  // checked puts and gets waiting for the owner's answer
+	conns   map[uint64]*conn    // UCP endpoints not yet closed, by the C record's id
+	open    map[peerLife]*conn  // the one Connect shares, per peer incarnation
+	answers map[uint64]*request // checked puts and gets waiting for the owner's answer
 	live    map[*request]struct{}
 	regions map[*memory]struct{}
 	unheard []unheard
@@ -199,7 +200,8 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{
 		w: w, cfg: cfg,
 		peers:   map[transfer.Peer]address{},
-		eps:     map[uint64]*endpoint{},
+		conns:   map[uint64]*conn{},
+		open:    map[peerLife]*conn{},
 		answers: map[uint64]*request{},
 		live:    map[*request]struct{}{},
 		regions: map[*memory]struct{}{},
@@ -302,8 +304,8 @@ func (t *Transport) drain() int {
 		}
 		switch ev.kind {
 		case C.KVU_EV_MSG:
-			if ep := t.eps[uint64(ev.ep_id)]; ep != nil {
-				t.ready = append(t.ready, call{peer: ep.peer, inc: ep.inc, msg: data})
+			if c := t.conns[uint64(ev.ep_id)]; c != nil {
+				t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, msg: data})
 			}
 		case C.KVU_EV_MSG_UNKNOWN:
 			t.hold(unheard{handle: uintptr(ev.reply_ep), peer: transfer.Peer(C.GoStringN(&ev.name[0], C.int(ev.name_len))),
@@ -311,8 +313,8 @@ func (t *Transport) drain() int {
 		case C.KVU_EV_PUT_DONE, C.KVU_EV_GET_DONE:
 			t.answered(uint64(ev.ep_id), uint64(ev.seq), ev.kind == C.KVU_EV_GET_DONE, int32(ev.status), data)
 		case C.KVU_EV_EP_ERROR:
-			if ep := t.eps[uint64(ev.ep_id)]; ep != nil {
-				t.fail(ep, fmt.Errorf("%w: %s#%d: %w", ErrPeerFailed, ep.peer, ep.inc, statusErr(C.int(ev.status))))
+			if c := t.conns[uint64(ev.ep_id)]; c != nil {
+				t.fail(c, fmt.Errorf("%w: %s#%d: %w", ErrPeerFailed, c.peer, c.inc, statusErr(C.int(ev.status))))
 			}
 		}
 	}
@@ -334,7 +336,7 @@ func (t *Transport) hold(u unheard) {
 // came on the endpoint the request went out on.
 func (t *Transport) answered(epID, seq uint64, get bool, status int32, data []byte) {
 	r := t.answers[seq]
-	if r == nil || r.ep.id != epID || (r.kind == reqGet) != get {
+	if r == nil || r.ep.c.id != epID || (r.kind == reqGet) != get {
 		t.stats.AnswersRefused++
 		return
 	}
@@ -351,31 +353,31 @@ func (t *Transport) answered(epID, seq uint64, get bool, status int32, data []by
 	t.advance(r)
 }
 
-// fail records an endpoint's failure, closes it by force and queues the
-// handler call.
-func (t *Transport) fail(ep *endpoint, err error) {
-	if ep.err != nil {
+// fail records a UCP endpoint's failure, closes it by force and queues the
+// handler call: once per peer incarnation, for every Endpoint sharing it.
+func (t *Transport) fail(c *conn, err error) {
+	if c.err != nil {
 		return
 	}
-	ep.err = err
-	t.ready = append(t.ready, call{peer: ep.peer, inc: ep.inc, err: err})
-	t.forceClose(ep)
-	for r := range ep.pending {
+	c.err = err
+	t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, err: err})
+	t.forceClose(c)
+	for r := range c.pending {
 		t.advance(r)
 	}
 }
 
-// forceClose closes ep's UCP endpoint at once; t.mu is held.
-func (t *Transport) forceClose(ep *endpoint) {
-	if ep.cep == nil {
+// forceClose closes c's UCP endpoint at once; t.mu is held.
+func (t *Transport) forceClose(c *conn) {
+	if c.cep == nil {
 		return
 	}
-	ep.dropKeys()
+	c.dropKeys()
 	var op *C.kvu_op
-	if C.kvu_ep_close(t.w, ep.cep, 1, &op) == C.UCS_OK {
+	if C.kvu_ep_close(t.w, c.cep, 1, &op) == C.UCS_OK {
 		t.dead = append(t.dead, op) // freed once it completes or at Close
 	}
-	ep.cep = nil
+	c.forget()
 }
 
 // Flush implements transfer.Transport: it completes when every put and get
@@ -397,11 +399,7 @@ func (t *Transport) Flush() transfer.Request {
 		}
 		r.op = op
 	} else {
-		for p := range t.live {
-			if p.kind == reqPut || p.kind == reqGet {
-				r.waits = append(r.waits, p)
-			}
-		}
+		r.waits = rma(t.live)
 	}
 	t.track(r)
 	t.advance(r)
@@ -445,11 +443,11 @@ func (t *Transport) Close() error {
 	if t.w == nil {
 		return nil
 	}
-	for _, ep := range t.eps {
-		if ep.err == nil {
-			ep.err = ErrClosed
+	for _, c := range t.conns {
+		if c.err == nil {
+			c.err = ErrClosed
 		}
-		t.forceClose(ep)
+		t.forceClose(c)
 	}
 	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
 		C.kvu_progress(t.w, 1)
