@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -134,6 +135,8 @@ type tb interface {
 }
 
 // pump progresses every node until cond holds, failing after maxSteps.
+// Every 64th round sleeps a little: UCX's tcp transport settles connections
+// on an async thread, which needs the CPU as well as our calls.
 func pump(t tb, what string, cond func() bool, ns ...*node) {
 	t.Helper()
 	for i := 0; i < maxSteps; i++ {
@@ -142,6 +145,9 @@ func pump(t tb, what string, cond func() bool, ns ...*node) {
 		}
 		for _, n := range ns {
 			n.Progress()
+		}
+		if i%64 == 63 {
+			time.Sleep(20 * time.Microsecond)
 		}
 	}
 	require.FailNow(t, "a bounded wait ran out", "%s: not reached in %d progress rounds", what, maxSteps)
