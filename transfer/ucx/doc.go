@@ -28,11 +28,11 @@
 //     Memory.Revoke fences on every UCX transport (tcp, shared memory, RDMA).
 //     A put's request completes when the owner answered that it applied it.
 //   - OneSided: ucp_put_nbx and ucp_get_nbx into memory mapped with
-//     ucp_mem_map, the owner's worker not involved. Revoke (ucp_mem_unmap)
-//     answers RevokedNewOnly — and that is generous: over tcp (UCX's software
-//     RMA writes the address a put names without looking for a registration)
-//     and over shared memory (cma writes with process_vm_writev) UCX refuses
-//     not even puts posted after the unmap; docs/ucx.md has the tests.
+//     ucp_mem_map, as UCX moves them. Revoke (ucp_mem_unmap) answers
+//     RevokedNewOnly, and that is generous: over tcp and shared memory UCX
+//     1.13 moves such a put by software RMA, the owner's worker writing the
+//     address it names without looking for a registration, so not even puts
+//     posted after the unmap are refused; docs/ucx.md has the tests.
 //
 // Capabilities are exchanged by the transfer layer before any key is
 // published; this package never sends a key itself.

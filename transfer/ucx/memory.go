@@ -83,10 +83,11 @@ func (m *memory) Len() int { return m.size }
 // owner's table under the transport's lock, and only Progress, under the
 // same lock, writes it: no put lands after Revoke returns, whenever it was
 // posted — RevokedFenced. OneSided: ucp_mem_unmap — RevokedNewOnly, the
-// conservative answer: over tcp (UCX's software RMA writes the address a
-// put names without looking for a registration) and shared memory (cma
-// writes with process_vm_writev) even puts posted later still land, so
-// only the writer's own evidence ends its access. Idempotent.
+// conservative answer: over tcp and shared memory UCX 1.13 moves a
+// one-sided put by software RMA, which writes the address the put names
+// without looking for a registration, so even puts posted later still land
+// (and cma, where used, writes with process_vm_writev); only the writer's
+// own evidence ends its access. Idempotent.
 func (m *memory) Revoke() (transfer.Revocation, error) {
 	t := m.t
 	t.mu.Lock()

@@ -28,7 +28,7 @@ const (
 	// on every UCX transport: once it returns, no byte lands.
 	Checked Mode = iota
 	// OneSided: ucp_put_nbx and ucp_get_nbx into memory mapped with
-	// ucp_mem_map, the owner's worker not consulted. Revoke unmaps and
+	// ucp_mem_map, as UCX moves them. Revoke unmaps and
 	// answers RevokedNewOnly — and over tcp and shared memory UCX refuses
 	// not even later operations (see docs/ucx.md): a writer's access ends
 	// only on its own evidence.
@@ -523,6 +523,7 @@ type StatusError struct {
 	Text string
 }
 
+// Error names the status: "ucx status -80 (Endpoint timeout)".
 func (e *StatusError) Error() string { return fmt.Sprintf("ucx status %d (%s)", e.Code, e.Text) }
 
 // refusal turns an owner's answer code into an error.
