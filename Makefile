@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test alert-rules demo demo-layerwise demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test alert-rules demo demo-layerwise demo-disagg demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib lib-testkit python abi-test abi-valgrind bench-abi bench-smoke api-doc
 
 all: build
@@ -138,6 +138,18 @@ demo:
 ## the checker's. make test runs it (about a second).
 demo-layerwise:
 	$(GO) run ./cmd/kvready simulate --layerwise --requests 500 | sed -n '/^layer by layer/,$$p'
+
+## demo-disagg: the main job's story told for disaggregated serving (SPEC §2 "Peer
+## transfers", issue #41): prefill processes write each request's KV cache peer to peer into
+## the decode side's pages over the simulated network, with every fault it has (writers that
+## fail and write on, never report or post after their DONE; DONEs lost, masked, duplicated,
+## replayed; reports before data; restarted peers whose puts still land; cancels, deadlines).
+## `kvready simulate --disagg --compare-naive`: the engine over backend/peer's Receiver, then a
+## manager that frees the pages on the transfer's outcome, one workload, one page checker. It
+## exits 1 if the checker finds anything in kvready's run; the naive run's violations are the
+## demonstration. The report is written to bin/report-disagg/index.html. About 3 s.
+demo-disagg:
+	$(GO) run ./cmd/kvready simulate --disagg --compare-naive --report bin/report-disagg
 
 ## report-screenshots: render the pages of the demo's report in headless Chromium
 ## (Debian's chromium, installed here when missing) to PNGs in bin/report-screenshots/,

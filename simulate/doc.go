@@ -65,4 +65,18 @@
 // tiers on goroutines of its own. The checker reads back what each ended
 // request left in the shared tier and in the in-process tiers above it, and
 // Summary.Tiers (the table, the JSON, the report) says what each tier did.
+//
+// # Disaggregated serving
+//
+// RunDisagg (kvready simulate --disagg) moves each request's KV cache from
+// prefill processes straight into the decode side's pages over the
+// simulated transport (transfer/sim), with its faults: writers that fail and
+// write on, never report, or post after their DONE; DONEs lost, masked,
+// duplicated or replayed; reports before data; restarted peers whose posted
+// puts still land; cancels and deadlines. The kvready manager is the engine
+// lending its staging slots to backend/peer's Receiver; the naive one frees
+// the pages when the transfer's outcome arrives. A page checker watches the
+// pages themselves — their bytes after every network step, and the
+// network's own record (sim.Network.MayWrite) at every free — and counts
+// what the naive manager does wrong.
 package simulate

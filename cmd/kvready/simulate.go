@@ -76,6 +76,8 @@ func runSimulate(e *env, args []string) int {
 	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	metricsAddr := fs.String("metrics-addr", "", "serve the engine's Prometheus metrics on http://`HOST:PORT`/metrics while the run goes on (port 0: any free port)")
+	disagg := fs.Bool("disagg", false, "disaggregated serving: prefill processes write each request's KV cache peer to peer into the decode side's pages over the simulated network (transfer/sim, with its faults), an independent checker watching the pages; --slots is then the decode pages, --blocks a request's pages, --drain-grace the grace after the deadline before pages are contained. See docs/simulate.md")
+	disaggCfg := disaggFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kvready simulate [flags]")
 		fs.PrintDefaults()
@@ -87,6 +89,12 @@ func runSimulate(e *env, args []string) int {
 	if fs.NArg() > 0 {
 		e.errorf("simulate takes no arguments, got %q", fs.Args())
 		return exitUsage
+	}
+	if !disaggUsable(e, fs, *disagg) {
+		return exitUsage
+	}
+	if *disagg {
+		return simulateDisagg(e, fs, disaggConfig(fs, cfg, disaggCfg), *asJSON, *compare, *report)
 	}
 	usable := layerwiseFlags(e, fs, cfg.Layerwise)
 	if cfg.Layerwise {
@@ -131,15 +139,8 @@ func runSimulate(e *env, args []string) int {
 		goredis.SetLogger(quietClient{})
 	}
 
-	// Ctrl-C (or SIGTERM) stops the run early: the summary so far is printed,
-	// the report written, and the status is exitInterrupted. A second one
-	// ends the process at once.
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stopSignals := interruptible()
 	defer stopSignals()
-	go func() {
-		<-ctx.Done()
-		stopSignals() // the default handling again: a second Ctrl-C ends the process
-	}()
 
 	status := exitOK
 	sum, err := simulateOnce(ctx, e, cfg, e.stderr, *asJSON)
@@ -221,10 +222,22 @@ func runSimulate(e *env, args []string) int {
 	return status
 }
 
+// interruptible is the run's context: Ctrl-C (or SIGTERM) stops the run
+// early — the summary so far is printed, the report written, and the status
+// is exitInterrupted. A second one ends the process at once.
+func interruptible() (context.Context, context.CancelFunc) {
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stopSignals() // the default handling again: a second Ctrl-C ends the process
+	}()
+	return ctx, stopSignals
+}
+
 // simulateNotes ends simulate -h: the two sets of defaults, and what the
 // exit status says about a run.
 func simulateNotes() string {
-	d := simulate.Defaults()
+	d, dd := simulate.Defaults(), simulate.DisaggDefaults()
 	return fmt.Sprintf(`
 defaults: over the in-process store (--backend mem) the run is on a virtual
 clock, with --deadline %v and --drain-grace %v. With a Redis --backend or a
@@ -232,6 +245,10 @@ stack of tiers (--backend mem?capacity=BYTES,redis://HOST:PORT) it is on real
 time, and --deadline defaults to %v (also a Redis store's attempt bound),
 --drain-grace to %v; a flag given on the command line always wins.
 With --layerwise --arrival defaults to %v.
+With --disagg the run moves pages peer to peer over the simulated network
+(make demo-disagg): --requests %d, --slots %d decode pages, --blocks %d pages a
+request, --arrival %v, --deadline %v, --drain-grace %v unless given, and the
+flags marked "with --disagg" describe its writers and network.
 
 exit status:
   0    done: the checker found nothing wrong, every request ended, and the
@@ -247,7 +264,8 @@ exit status:
        summary's "capacity" section says what, and why)
   130  interrupted (Ctrl-C, SIGTERM): the summary so far is printed and the
        report written
-`, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace, simulate.LayerwiseArrival)
+`, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace, simulate.LayerwiseArrival,
+		dd.Requests, dd.Pages, dd.PagesPerRequest, dd.Arrival, dd.Deadline, dd.Grace)
 }
 
 // realTimeDefaults gives a run over a real store the request deadline and

@@ -45,6 +45,7 @@ var rank = map[string]int{
 	"backend/mem":          5,
 	"backend/mem/memtest":  5, // the broken modes: imported by tests and the test library only
 	"backend/notify":       5,
+	"backend/peer":         5, // a peer transfer as a backend: imports only contract and transfer
 	"backend/pools":        5,
 	"backend/redis":        5,
 	"backend/tiers":        5, // a stack of backends: imports only contract and backend/notify

@@ -47,6 +47,7 @@ var (
 	property = []suite{
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
 		{pkg: "./readiness", dir: "readiness", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever|^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
+		{pkg: "./backend/peer", dir: "backend/peer", run: "^TestEngineOverAdversarialPeers$|^TestSender"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

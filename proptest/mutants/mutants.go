@@ -137,4 +137,16 @@ var mutants = []mutant{
 		"skip := a.cancelRequested() || a.b.isClosed()")},
 	{"tiers-trust-changed-answer", "never polls the tiers again at the stack's proof: a tier's answer changed after the stack answered is trusted", one("backend/tiers", "attempt.Poll",
 		"if a.proven.Load() { a.confirm() }", "// the tiers are not polled again")},
+	// A peer transfer behind the fence (backend/peer, issue #41 item 2): the
+	// proof is the whole cohort's, after the revocation.
+	{"peer-quiesce-on-outcome", "answers a peer transfer's Quiesce true once its outcome is latched, its writers unsettled", []edit{
+		{"backend/peer", "Receiver.prove", "if !r.tx.Poll(s.key).Reusable() {", "if s.outcome == nil {"},
+		{"backend/peer", "Receiver.prove", "if err := r.tx.Retire(s.key); err != nil {", "if err := error(nil); err != nil {"},
+	}},
+	{"peer-unrevoked-fence", "tells a leased session its registrations were revoked, and fenced, without revoking them", one("backend/peer", "Receiver.observe",
+		"if ok, fences := r.revoke(s); ok &&", "if ok, fences := true, true; ok &&")},
+	{"peer-serve-every-page", "names every page served by a delivery, whatever its token_end", one("backend/peer", "Receiver.translate",
+		"return contract.Delivered{Served: Served(s.pages, o.TokenEnd)}", "return contract.Delivered{Served: Served(s.pages, 1<<62)}")},
+	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
+		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }

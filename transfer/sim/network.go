@@ -326,7 +326,7 @@ func (n *Network) dataBefore(o *op, wholeNode bool) bool {
 
 // MayWrite is the oracle: whether anything can still write into m, by the
 // network's own record — a put posted into it that has not landed or been
-// dropped, or a live writer holding its key that will post again while the
+// dropped, or a live writer holding its key that will post into it again while the
 // registration is not revoked. It never reads a session's state.
 func (n *Network) MayWrite(m transfer.Memory) bool {
 	r, ok := m.(*region)
@@ -344,7 +344,7 @@ func (n *Network) MayWrite(m transfer.Memory) bool {
 		return false
 	}
 	for _, w := range n.writers {
-		if w.key.r == r && w.willPost() {
+		if w.willPostTo(r) {
 			return true
 		}
 	}

@@ -535,3 +535,59 @@ func TestRestartedPeerCannotSettleItsOldLife(t *testing.T) {
 	assert.Equal(t, 1, landed(r.buf, 0x99), "and it lands")
 	assert.Equal(t, transfer.InDoubt, core.Poll(now.Add(2*time.Second), session), "no evidence from the old life ever came: contained")
 }
+
+// A writer may hold one key per piece (a receiver that registers each page
+// on its own): the oracle then says, per registration, whether this writer
+// will still post into it — a region whose pieces are all posted and landed
+// is no longer written, while its sibling still is.
+func TestPerPieceKeys(t *testing.T) {
+	net := network(t, 9, sim.Faults{})
+	decode, err := net.Join("decode")
+	require.NoError(t, err)
+	pages := [][]byte{make([]byte, pieceLen), make([]byte, pieceLen)}
+	var mems []transfer.Memory
+	for _, p := range pages {
+		m, err := decode.Register(p)
+		require.NoError(t, err)
+		mems = append(mems, m)
+	}
+	prefill, err := net.Join("prefill")
+	require.NoError(t, err)
+	w, err := net.Spawn(sim.WriterSpec{
+		Node: prefill, To: "decode", Session: session,
+		Accessor: transfer.AccessorID{Peer: "prefill", Role: transfer.RoleKV},
+		Tokens:   transfer.TokenRange{End: 32}, Behaviour: sim.Honest,
+		Pieces: []sim.Piece{
+			{Src: bytes.Repeat([]byte{0x11}, pieceLen), Key: mems[0].PackedKey()},
+			{Src: bytes.Repeat([]byte{0x22}, pieceLen), Key: mems[1].PackedKey()},
+		},
+	})
+	require.NoError(t, err)
+	assert.True(t, net.MayWrite(mems[0]))
+	assert.True(t, net.MayWrite(mems[1]))
+	for range 1000 {
+		if pages[0][0] == 0x11 {
+			break
+		}
+		net.Step()
+	}
+	require.Equal(t, byte(0x11), pages[0][0], "the first piece landed")
+	assert.False(t, net.MayWrite(mems[0]), "the first page's only piece landed: nothing more goes there")
+	assert.Equal(t, pages[1][0] != 0x22, net.MayWrite(mems[1]), "the second page is written until its piece landed")
+	assert.Positive(t, w.Posted())
+	for net.Step() {
+		decode.Progress()
+	}
+	assert.Equal(t, bytes.Repeat([]byte{0x11}, pieceLen), pages[0])
+	assert.Equal(t, bytes.Repeat([]byte{0x22}, pieceLen), pages[1])
+	assert.False(t, net.MayWrite(mems[0]))
+	assert.False(t, net.MayWrite(mems[1]))
+
+	_, err = net.Spawn(sim.WriterSpec{
+		Node: prefill, To: "decode", Session: session,
+		Accessor: transfer.AccessorID{Peer: "prefill", Role: transfer.RoleKV},
+		Tokens:   transfer.TokenRange{End: 16}, Behaviour: sim.Honest,
+		Pieces: []sim.Piece{{Src: make([]byte, pieceLen), Key: []byte("not a key")}},
+	})
+	require.Error(t, err, "a piece's key is unpacked at Spawn")
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvready/kvready/transfer"
 )
@@ -43,13 +44,18 @@ func (b Behaviour) String() string {
 }
 
 // Piece is one put a writer makes: Src into the receiver's memory at Off.
+// Key, when set, is the packed key of the memory this piece goes to (a
+// receiver that registers each page on its own hands a writer one key per
+// page); nil means the writer's WriterSpec.Key.
 type Piece struct {
 	Src []byte
 	Off int
+	Key []byte
 }
 
 // WriterSpec scripts one writer: one accessor of one session, writing from
-// Node into the memory whose packed key the receiver To published.
+// Node into the memory whose packed key the receiver To published (Key, or
+// each piece's own).
 type WriterSpec struct {
 	Node      *Node
 	To        transfer.Peer
@@ -77,7 +83,7 @@ type Writer struct {
 	net    *Network
 	spec   WriterSpec
 	ep     *endpoint
-	key    remoteKey
+	keys   []remoteKey // per piece
 	next   int
 	phase  phase
 	flush  *op
@@ -86,8 +92,9 @@ type Writer struct {
 	err    error
 }
 
-// Spawn connects a writer to its receiver, unpacks the key it was given and
-// hands it to the network, which moves it from the next Step on.
+// Spawn connects a writer to its receiver, unpacks the keys it was given
+// (the spec's, and each piece's own) and hands it to the network, which
+// moves it from the next Step on.
 func (n *Network) Spawn(spec WriterSpec) (*Writer, error) {
 	if spec.Node == nil {
 		return nil, fmt.Errorf("sim: a writer needs a node")
@@ -110,11 +117,23 @@ func (n *Network) Spawn(spec WriterSpec) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := ep.UnpackKey(spec.Key)
-	if err != nil {
-		return nil, err
+	if spec.Key != nil {
+		if _, err := ep.UnpackKey(spec.Key); err != nil {
+			return nil, err
+		}
 	}
-	w := &Writer{net: n, spec: spec, ep: ep.(*endpoint), key: key.(remoteKey)}
+	w := &Writer{net: n, spec: spec, ep: ep.(*endpoint)}
+	for i, p := range spec.Pieces {
+		packed := p.Key
+		if packed == nil {
+			packed = spec.Key
+		}
+		key, err := ep.UnpackKey(packed)
+		if err != nil {
+			return nil, fmt.Errorf("sim: piece %d: %w", i, err)
+		}
+		w.keys = append(w.keys, key.(remoteKey))
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.writers = append(n.writers, w)
@@ -148,13 +167,15 @@ func (w *Writer) canMove() bool {
 	return true
 }
 
-// willPost says whether the writer will post another put.
-func (w *Writer) willPost() bool {
+// willPostTo says whether the writer will post another put into r.
+func (w *Writer) willPostTo(r *region) bool {
 	if w.spec.Node.dead || w.phase == finished {
 		return false
 	}
-	pieces := len(w.spec.Pieces)
-	return (w.phase == posting && w.next < pieces) || (w.spec.Behaviour == SubmitsLate && pieces > 0)
+	if w.phase == posting && slices.ContainsFunc(w.keys[w.next:], func(k remoteKey) bool { return k.r == r }) {
+		return true
+	}
+	return w.spec.Behaviour == SubmitsLate && len(w.keys) > 0 && w.keys[0].r == r
 }
 
 // move takes the writer's next action; the network's lock is held.
@@ -166,7 +187,7 @@ func (w *Writer) move() {
 		w.flushed()
 	case lingering:
 		p := w.spec.Pieces[0]
-		if _, err := w.ep.rmaLocked(opPut, p.Src, w.key, p.Off); err == nil {
+		if _, err := w.ep.rmaLocked(opPut, p.Src, w.keys[0], p.Off); err == nil {
 			w.posted++
 			w.net.stats.LateSubmits++
 		}
@@ -186,7 +207,7 @@ func (w *Writer) post() {
 		return
 	}
 	p := s.Pieces[w.next]
-	if _, err := w.ep.rmaLocked(opPut, p.Src, w.key, p.Off); err != nil {
+	if _, err := w.ep.rmaLocked(opPut, p.Src, w.keys[w.next], p.Off); err != nil {
 		w.stop(err)
 		return
 	}

@@ -1,0 +1,706 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvready/kvready/contract"
+	"github.com/kvready/kvready/transfer"
+)
+
+// SenderConfig assembles a Sender. Every field without a stated default is
+// required.
+type SenderConfig struct {
+	// Transport is this process's communication engine: the Sender sets its
+	// handlers (so a transport serves one Receiver or Sender), and posts its
+	// puts and reports on it.
+	Transport transfer.Transport
+	// Capabilities is what this side advertises; its peer and incarnation
+	// must be the Transport's own. A Sender sends DONE only after its flush
+	// completed, so it may advertise PER_OPERATION_QUIESCENCE.
+	Capabilities transfer.Capabilities
+	// Slot is the staging slot a unit names: the bounce buffer the
+	// publish's device→staging copies filled, which the puts read.
+	Slot func(contract.Unit) []byte
+	// Timeout is how long after its submission a publication may go without
+	// an outcome: then it fails, and nothing more is posted.
+	Timeout time.Duration
+	// Clock reads the time (default time.Now).
+	Clock func() time.Time
+	// Limits bounds the plans waiting for their publish, and the offers
+	// held for a publish not yet submitted, at Limits.Sessions each; an
+	// offer held longer than Limits.Window is dropped.
+	Limits transfer.Limits
+	// Poll, when positive, starts a driver goroutine that calls Progress
+	// every Poll until Close. Zero leaves Progress to the owner.
+	Poll time.Duration
+}
+
+// SendPlan ties a publish to its request: the receiver the pages go to, the
+// accessor this sender writes as (its peer is this process), and this
+// rank's source pages.
+type SendPlan struct {
+	Request     transfer.RequestID
+	Attempt     transfer.AttemptID
+	To          transfer.Peer
+	As          transfer.AccessorID
+	Chunk       transfer.Chunk
+	BlockTokens int
+}
+
+// Key is the plan's session identity.
+func (p SendPlan) Key() transfer.SessionKey {
+	return transfer.SessionKey{Request: p.Request, Attempt: p.Attempt}
+}
+
+// Pages validates the plan (as Plan.Pages, with As its one writer, and a
+// receiver named) and lists its pages, named by SourceName.
+func (p SendPlan) Pages() ([]Page, error) {
+	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: []transfer.AccessorID{p.As}, Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
+	var in *transfer.InputError
+	if p.To == "" || len(p.To) > transfer.MaxPeerLen {
+		m := mistakes{what: "send plan"}
+		if errors.As(err, &in) {
+			m.list = in.Mistakes
+		}
+		checkPeer(&m, "to", p.To)
+		return nil, m.result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range pages {
+		pages[i].Name = SourceName(p.Request, p.Attempt, p.As, pages[i].Group, pages[i].Index)
+	}
+	return pages, nil
+}
+
+// SenderStats counts what a Sender saw.
+type SenderStats struct {
+	Offers    uint64 // offers taken by a publication
+	Held      uint64 // offers that arrived before their publish and were held
+	Dropped   uint64 // offers refused: malformed, for another life or accessor, impersonated, duplicate, late, or no room
+	Puts      uint64 // puts posted
+	PeersLost uint64 // endpoint errors
+	Rejected  uint64 // publishes refused before anything escaped
+}
+
+type senderCounters struct {
+	offers, held, dropped, puts, peersLost, rejected atomic.Uint64
+}
+
+// Sender is the prefill side of a peer transfer as a backend of the
+// engine: a contract.Publisher whose lease holds the source pages. Publish
+// waits for the receiver's offer, posts one put per page from its staging
+// slot, flushes the endpoint and only then sends DONE; Quiesce answers true
+// only once every put it posted has completed, and nothing is posted after.
+type Sender struct {
+	cfg  SenderConfig
+	self transfer.Peer
+	inc  transfer.Incarnation
+	n    senderCounters
+
+	mu      sync.Mutex
+	peers   map[transfer.Peer]agreed
+	plans   map[sendKey]*sendPlanned
+	byName  map[contract.Name]sendKey
+	live    map[sendKey]*publication
+	held    map[sendKey]heldOffer // offers that came before their publish
+	eps     map[transfer.Peer]transfer.Endpoint
+	changed chan struct{}
+	closed  bool
+
+	drv *driver
+}
+
+// sendKey is one accessor's part of one attempt.
+type sendKey struct {
+	session transfer.SessionKey
+	as      transfer.AccessorID
+}
+
+type sendPlanned struct {
+	plan  SendPlan
+	pages []Page
+	index map[contract.Name]int
+}
+
+type heldOffer struct {
+	offer Offer
+	until time.Time
+}
+
+// publication is one Publish: the engine's attempt.
+type publication struct {
+	key      sendKey
+	plan     SendPlan
+	pages    []Page
+	slots    [][]byte
+	deadline time.Time
+	inc      transfer.Incarnation // the receiver's life agreed with
+	offer    *Offer
+	ep       transfer.Endpoint
+	puts     []transfer.Request
+	flush    transfer.Request
+	posted   bool
+	outcome  contract.Outcome
+	waiters  []func()
+	cancel   *cancelAnswer
+	proven   bool // Quiesce answered true: the slots are the engine's again, and nothing is posted
+}
+
+var (
+	_ contract.Publisher     = (*Sender)(nil)
+	_ contract.QuiesceProber = (*Sender)(nil)
+	_ contract.Cancellable   = (*publishAttempt)(nil)
+	_ contract.Notifier      = (*publishAttempt)(nil)
+)
+
+// NewSender assembles a Sender and sets the transport's handlers. It
+// refuses, naming every mistake at once, what NewReceiver refuses of the
+// same fields.
+func NewSender(cfg SenderConfig) (*Sender, error) {
+	m := mistakes{what: "sender config"}
+	var self transfer.Peer
+	var inc transfer.Incarnation
+	if cfg.Transport == nil {
+		m.add("transport", "nil", "the process's transfer.Transport")
+	} else {
+		self, inc = cfg.Transport.Self()
+		if cfg.Capabilities.Peer != self || cfg.Capabilities.Incarnation != inc {
+			m.add("capabilities", fmt.Sprintf("%s#%d", cfg.Capabilities.Peer, cfg.Capabilities.Incarnation),
+				fmt.Sprintf("the transport's own peer and incarnation, %s#%d", self, inc))
+		}
+	}
+	if cfg.Slot == nil {
+		m.add("slot", "nil", "the staging slot a unit names")
+	}
+	checkDurations(&m, cfg.Timeout, 0, cfg.Poll)
+	if cfg.Limits.Sessions < 1 || cfg.Limits.Window <= 0 {
+		m.add("limits", fmt.Sprintf("sessions %d, window %s", cfg.Limits.Sessions, cfg.Limits.Window), "at least one session and a positive window")
+	}
+	if err := m.result(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	s := &Sender{cfg: cfg, self: self, inc: inc, peers: map[transfer.Peer]agreed{}, plans: map[sendKey]*sendPlanned{},
+		byName: map[contract.Name]sendKey{}, live: map[sendKey]*publication{}, held: map[sendKey]heldOffer{},
+		eps: map[transfer.Peer]transfer.Endpoint{}, changed: make(chan struct{})}
+	cfg.Transport.SetHandlers(transfer.Handlers{Message: s.message, EndpointError: s.endpointError})
+	if cfg.Poll > 0 {
+		s.drv = startDriver(cfg.Poll, func() { s.Progress() })
+	}
+	return s, nil
+}
+
+// Connect negotiates with one life of a receiver before any publication to
+// it: it must speak attempt identity and endpoint incarnation, so that every
+// DONE this sender sends names what it settles.
+func (s *Sender) Connect(remote transfer.Capabilities) (transfer.Agreement, error) {
+	a, err := transfer.Negotiate(s.cfg.Capabilities, remote, transfer.Caps(transfer.AttemptIdentity, transfer.EndpointIncarnation))
+	if err != nil {
+		return transfer.Agreement{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.peers[remote.Peer] = agreed{agreement: a}
+	return a, nil
+}
+
+// Expect records a plan before its source pages are lent, and answers its
+// pages (SendPlan.Pages): the owner lends one publish row per page, named
+// Page.Name, from the device page it holds. Refused, changing nothing: a
+// plan that does not validate, one written as another process, one already
+// expected or published, and one more than Limits.Sessions waiting.
+func (s *Sender) Expect(p SendPlan) ([]Page, error) {
+	pages, err := p.Pages()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := sendKey{p.Key(), p.As}
+	switch {
+	case p.As.Peer != s.self:
+		return nil, fmt.Errorf("peer: the plan writes as %s; this sender is %s", p.As, s.self)
+	case s.closed:
+		return nil, errors.New("peer: the sender is closed; no plan is taken")
+	case s.plans[key] != nil || s.live[key] != nil:
+		return nil, fmt.Errorf("peer: %s of attempt %s is already expected or published", p.As, p.Key())
+	case len(s.plans) >= s.cfg.Limits.Sessions:
+		return nil, fmt.Errorf("peer: %d plans wait for their publish, the limit (Limits.Sessions)", len(s.plans))
+	}
+	e := &sendPlanned{plan: p, pages: pages, index: make(map[contract.Name]int, len(pages))}
+	for i, pg := range pages {
+		e.index[pg.Name] = i
+		s.byName[pg.Name] = key
+	}
+	s.plans[key] = e
+	return slices.Clone(pages), nil
+}
+
+// Forget drops a plan that will not be published, answering whether it was
+// waiting.
+func (s *Sender) Forget(key transfer.SessionKey, as transfer.AccessorID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sendKey{key, as}
+	e := s.plans[k]
+	if e == nil {
+		return false
+	}
+	s.dropPlan(k, e)
+	return true
+}
+
+func (s *Sender) dropPlan(k sendKey, e *sendPlanned) {
+	for _, pg := range e.pages {
+		delete(s.byName, pg.Name)
+	}
+	delete(s.plans, k)
+}
+
+// Publish starts the publication of the plan whose pages the extent names:
+// it posts nothing until the receiver's offer arrives (it may have already).
+// The plan is consumed, whatever the answer. Refused with
+// contract.ErrSubmissionRejected, nothing posted, for an extent whose units
+// are not exactly one plan's pages, a receiver never connected or lost
+// since, and a unit with no staging slot.
+func (s *Sender) Publish(ext contract.CacheExtent) (contract.Attempt, error) {
+	s.mu.Lock()
+	p, err := s.admit(ext)
+	s.mu.Unlock()
+	if err != nil {
+		s.n.rejected.Add(1)
+		return nil, fmt.Errorf("%w: peer: %w", contract.ErrSubmissionRejected, err)
+	}
+	return &publishAttempt{s: s, p: p}, nil
+}
+
+func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
+	if s.closed {
+		return nil, errors.New("the sender is closed")
+	}
+	e, err := s.planOf(ext)
+	if err != nil {
+		return nil, err
+	}
+	key := sendKey{e.plan.Key(), e.plan.As}
+	s.dropPlan(key, e)
+	a, ok := s.peers[e.plan.To]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("no agreement with receiver %q: Connect it first", e.plan.To)
+	case a.lost:
+		return nil, fmt.Errorf("receiver %s#%d was lost: Connect its new life", e.plan.To, a.agreement.Incarnation())
+	}
+	p := &publication{key: key, plan: e.plan, pages: e.pages, slots: make([][]byte, len(e.pages)),
+		deadline: s.cfg.Clock().Add(s.cfg.Timeout), inc: a.agreement.Incarnation()}
+	for _, u := range ext.All() {
+		slot := s.cfg.Slot(u)
+		if len(slot) == 0 {
+			return nil, fmt.Errorf("unit (local group %d, slot %d) has no staging slot", u.LocalGroup, u.Local)
+		}
+		p.slots[e.index[u.Name]] = slot
+	}
+	if h, ok := s.held[key]; ok {
+		delete(s.held, key)
+		s.take(p, h.offer)
+	}
+	s.live[key] = p
+	return p, nil
+}
+
+func (s *Sender) planOf(ext contract.CacheExtent) (*sendPlanned, error) {
+	if ext.Len() == 0 {
+		return nil, errors.New("an extent with no units names no plan")
+	}
+	var key sendKey
+	for i, u := range ext.All() {
+		k, ok := s.byName[u.Name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("unit %d (%s…) is no page of a plan expected: Expect the plan before lending its pages", i, u.Name.String()[:16])
+		case i > 0 && k != key:
+			return nil, fmt.Errorf("the extent mixes the pages of %s and %s; one publish runs one plan", key.session, k.session)
+		}
+		key = k
+	}
+	e := s.plans[key]
+	if ext.Len() != len(e.pages) {
+		return nil, fmt.Errorf("attempt %s has %d pages; the extent names %d of them", key.session, len(e.pages), ext.Len())
+	}
+	return e, nil
+}
+
+// take gives a publication its offer, if the offer matches the plan: the
+// receiver it was agreed with, and every page of the plan addressed.
+func (s *Sender) take(p *publication, o Offer) bool {
+	if p.offer != nil || p.outcome != nil || o.Receiver != p.plan.To || o.ReceiverInc != p.inc {
+		s.n.dropped.Add(1)
+		return false
+	}
+	s.n.offers.Add(1)
+	p.offer = &o
+	return true
+}
+
+// message is the transport's active-message handler: an offer is taken
+// only if it came on an endpoint of the receiver it names and is for this
+// life of this process.
+func (s *Sender) message(from transfer.Peer, inc transfer.Incarnation, msg []byte) {
+	o, err := DecodeOffer(msg)
+	if err != nil || o.Receiver != from || o.ReceiverInc != inc || o.Writer.Peer != s.self || o.Incarnation != s.inc {
+		s.n.dropped.Add(1)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := sendKey{o.Session, o.Writer}
+	if p := s.live[key]; p != nil {
+		s.take(p, o)
+		return
+	}
+	if _, dup := s.held[key]; dup || len(s.held) >= s.cfg.Limits.Sessions {
+		s.n.dropped.Add(1)
+		return
+	}
+	s.n.held.Add(1)
+	s.held[key] = heldOffer{offer: o, until: s.cfg.Clock().Add(s.cfg.Limits.Window)}
+}
+
+// endpointError fails every publication to that life of the receiver: the
+// puts it posted may still complete, with an error or not, and Quiesce waits
+// for each.
+func (s *Sender) endpointError(peer transfer.Peer, inc transfer.Incarnation, err error) {
+	s.n.peersLost.Add(1)
+	s.mu.Lock()
+	if a, ok := s.peers[peer]; ok && a.agreement.Incarnation() == inc {
+		a.lost = true
+		s.peers[peer] = a
+	}
+	var wake []func()
+	for _, p := range s.live {
+		if p.plan.To == peer && p.inc == inc {
+			wake = append(wake, s.conclude(p, contract.Failed{Reason: fmt.Sprintf("receiver %s#%d lost: %v", peer, inc, err)})...)
+		}
+	}
+	s.mu.Unlock()
+	callAll(wake)
+}
+
+// Progress runs the transport's handlers (offers in, lost receivers), then
+// moves every publication on: a deadline passed fails it; an offer taken
+// gets its puts and the flush posted; a flush completed gets the DONE sent
+// and the outcome Delivered. It never blocks, and answers how many
+// transport events it handled.
+func (s *Sender) Progress() int {
+	n := s.cfg.Transport.Progress()
+	s.mu.Lock()
+	now := s.cfg.Clock()
+	for k, h := range s.held {
+		if !now.Before(h.until) {
+			delete(s.held, k)
+			s.n.dropped.Add(1)
+		}
+	}
+	var wake []func()
+	for _, k := range slices.SortedFunc(maps.Keys(s.live), func(a, b sendKey) int { return compareKeys(a.session, b.session) }) {
+		wake = append(wake, s.advance(s.live[k], now)...)
+	}
+	s.mu.Unlock()
+	callAll(wake)
+	return n
+}
+
+// advance moves one publication on at now; s.mu is held.
+func (s *Sender) advance(p *publication, now time.Time) []func() {
+	if p.outcome != nil {
+		return nil
+	}
+	if !now.Before(p.deadline) {
+		return s.conclude(p, contract.Failed{Reason: "timeout: no outcome by the deadline fixed at submission"})
+	}
+	if p.offer != nil && !p.posted {
+		if err := s.post(p); err != nil {
+			return s.conclude(p, contract.Failed{Reason: err.Error()})
+		}
+	}
+	if !p.posted {
+		return nil
+	}
+	for i, r := range p.puts {
+		if done, err := r.Test(); done && err != nil {
+			return s.conclude(p, contract.Failed{Reason: fmt.Sprintf("put of page %d: %v", i, err)})
+		}
+	}
+	done, err := p.flush.Test()
+	switch {
+	case done && err != nil:
+		return s.conclude(p, contract.Failed{Reason: "flush: " + err.Error()})
+	case !done:
+		return nil
+	}
+	// Every put completed remotely: only now may DONE say so.
+	if err := s.report(p, transfer.Done, ""); err != nil {
+		return s.conclude(p, contract.Failed{Reason: "sending DONE: " + err.Error()})
+	}
+	return s.conclude(p, contract.Delivered{Served: Served(p.pages, p.plan.Chunk.Tokens().End)})
+}
+
+// post posts one put per page into the address the offer gives it, then a
+// flush of the endpoint. It never posts for a publication whose Quiesce
+// already answered true: those slots may be another lease's now.
+func (s *Sender) post(p *publication) error {
+	if p.proven || p.outcome != nil {
+		return fmt.Errorf("peer: a put for %s after its fence: refused", p.key.session) // the submission fence, vLLM #55470
+	}
+	ep, err := s.endpoint(p.plan.To, p.inc)
+	if err != nil {
+		return err
+	}
+	p.ep = ep
+	p.posted = true // from the first put on, the slots are exposed
+	where := make(map[[2]int]OfferPage, len(p.offer.Pages))
+	for _, op := range p.offer.Pages {
+		where[[2]int{op.Group, op.Index}] = op
+	}
+	for i, pg := range p.pages {
+		op, ok := where[[2]int{pg.Group, pg.Index}]
+		if !ok {
+			return fmt.Errorf("the receiver's offer has no address for group %d page %d", pg.Group, pg.Index)
+		}
+		src := p.slots[i]
+		if len(src) > op.Len {
+			return fmt.Errorf("page %d is %d bytes; the receiver's page is %d", i, len(src), op.Len)
+		}
+		key, err := ep.UnpackKey(op.Key)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", i, err)
+		}
+		req, err := ep.Put(src, key, op.Offset)
+		if err != nil {
+			return fmt.Errorf("put of page %d: %w", i, err)
+		}
+		s.n.puts.Add(1)
+		p.puts = append(p.puts, req)
+	}
+	p.flush, err = ep.Flush()
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// report sends one piece of evidence about the publication to its receiver.
+func (s *Sender) report(p *publication, kind transfer.EvidenceKind, reason string) error {
+	if p.ep == nil {
+		return errors.New("no endpoint to the receiver")
+	}
+	ev := transfer.Evidence{Kind: kind, Session: p.key.session, Accessor: p.plan.As, Incarnation: s.inc, Reason: reason}
+	if kind == transfer.Done {
+		ev.TokenEnd = p.plan.Chunk.Tokens().End
+	}
+	if len(ev.Reason) > transfer.MaxReasonLen {
+		ev.Reason = ev.Reason[:transfer.MaxReasonLen]
+	}
+	msg, err := transfer.AppendEvidence(nil, ev)
+	if err != nil {
+		return err
+	}
+	_, err = p.ep.Send(msg)
+	return err
+}
+
+// conclude latches the publication's outcome (the first one stays) and
+// tells the receiver of a failure or a cancel, if it was ever offered
+// anything; it answers the Notify callbacks to call once s.mu is released.
+func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
+	if p.outcome != nil {
+		return nil
+	}
+	p.outcome = o
+	switch o := o.(type) {
+	case contract.Failed:
+		_ = s.report(p, transfer.Failure, o.Reason) // best effort: the receiver's own deadline stands
+	case contract.Cancelled:
+		_ = s.report(p, transfer.PeerCancel, "")
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	wake := p.waiters
+	p.waiters = nil
+	return wake
+}
+
+func (s *Sender) endpoint(peer transfer.Peer, inc transfer.Incarnation) (transfer.Endpoint, error) {
+	if ep := s.eps[peer]; ep != nil && ep.Err() == nil {
+		if _, at := ep.Peer(); at == inc {
+			return ep, nil
+		}
+	}
+	ep, err := s.cfg.Transport.Connect(peer)
+	if err != nil {
+		return nil, err
+	}
+	if _, at := ep.Peer(); at != inc {
+		_, _ = ep.Close()
+		return nil, fmt.Errorf("receiver %q is at incarnation %d; the publication was agreed with %d", peer, at, inc)
+	}
+	s.eps[peer] = ep
+	return ep, nil
+}
+
+// prove answers whether the publication's slots are read no more: its
+// outcome latched (nothing more is posted) and every put it posted
+// completed, with success or an error. The first time it is, the
+// publication is retired.
+func (s *Sender) prove(p *publication) contract.Access {
+	if p.proven {
+		return contract.AccessEnded
+	}
+	if p.outcome == nil {
+		return contract.AccessUnproven
+	}
+	for _, r := range p.puts {
+		if done, _ := r.Test(); !done {
+			return contract.AccessUnproven
+		}
+	}
+	p.proven = true
+	delete(s.live, p.key)
+	return contract.AccessEnded
+}
+
+func (s *Sender) publications(attempts []contract.Attempt) ([]*publication, error) {
+	out := make([]*publication, len(attempts))
+	for i, a := range attempts {
+		pa, ok := a.(*publishAttempt)
+		if !ok || pa.s != s {
+			return nil, fmt.Errorf("peer: attempt %d (%T) is not this sender's", i, a)
+		}
+		out[i] = pa.p
+	}
+	return out, nil
+}
+
+// TryQuiesce answers, without waiting, whether every listed publication's
+// slots are read no more (see prove). It never answers AccessUnknown.
+func (s *Sender) TryQuiesce(attempts []contract.Attempt) (contract.Access, error) {
+	ps, err := s.publications(attempts)
+	if err != nil {
+		return contract.AccessUnproven, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := contract.AccessEnded
+	for _, p := range ps {
+		if s.prove(p) != contract.AccessEnded {
+			all = contract.AccessUnproven
+		}
+	}
+	return all, nil
+}
+
+// Quiesce is TryQuiesce's answer as the contract's; it never waits.
+func (s *Sender) Quiesce(ctx context.Context, attempts []contract.Attempt) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	a, err := s.TryQuiesce(attempts)
+	return a == contract.AccessEnded, err
+}
+
+// Settle waits until every listed publication has an outcome, or ctx ends;
+// it wakes when an outcome is latched (Progress, a cancel).
+func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error {
+	ps, err := s.publications(attempts)
+	if err != nil {
+		return err
+	}
+	for {
+		s.mu.Lock()
+		done := true
+		for _, p := range ps {
+			done = done && p.outcome != nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Stats returns the counts so far.
+func (s *Sender) Stats() SenderStats {
+	return SenderStats{Offers: s.n.offers.Load(), Held: s.n.held.Load(), Dropped: s.n.dropped.Load(),
+		Puts: s.n.puts.Load(), PeersLost: s.n.peersLost.Load(), Rejected: s.n.rejected.Load()}
+}
+
+// Close stops the driver and refuses every later Expect and Publish. It
+// releases nothing: a publication's slots stay lent until Quiesce proves
+// its puts over.
+func (s *Sender) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	drv := s.drv
+	s.drv = nil
+	s.mu.Unlock()
+	drv.stop()
+	return nil
+}
+
+// publishAttempt is the engine's handle on a publication.
+type publishAttempt struct {
+	s *Sender
+	p *publication
+}
+
+// Poll answers the publication's outcome once latched, the same for ever.
+func (a *publishAttempt) Poll() contract.Outcome {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	return a.p.outcome
+}
+
+// Notify calls f once the outcome is known: at once if it is.
+func (a *publishAttempt) Notify(f func()) {
+	a.s.mu.Lock()
+	if a.p.outcome == nil {
+		a.p.waiters = append(a.p.waiters, f)
+		a.s.mu.Unlock()
+		return
+	}
+	a.s.mu.Unlock()
+	f()
+}
+
+// RequestCancel stops a publication that has not concluded: a local
+// Cancelled at once, nothing more posted, and the receiver told (a
+// PEER_CANCEL) if it offered anything. Puts already posted still complete,
+// and Quiesce still waits for them. A second call answers the same.
+func (a *publishAttempt) RequestCancel() (contract.CancelDisposition, error) {
+	a.s.mu.Lock()
+	if a.p.cancel == nil {
+		a.p.cancel = &cancelAnswer{d: contract.CancelRequested}
+	}
+	wake := a.s.conclude(a.p, contract.Cancelled{})
+	c := *a.p.cancel
+	a.s.mu.Unlock()
+	callAll(wake)
+	return c.d, c.err
+}

@@ -1,0 +1,224 @@
+package simulate
+
+import (
+	"bytes"
+	"sync"
+	"unsafe"
+
+	"github.com/kvready/kvready/transfer"
+	"github.com/kvready/kvready/transfer/sim"
+)
+
+// pageChecker is the disaggregated run's independent witness. It watches the
+// decode side's pages themselves, never a manager's or a session's state: it
+// learns each registration from the decode process's transport (it wraps it),
+// each lend and free from the pool's owner, and asks the simulated network's
+// own record (sim.Network.MayWrite) whether a registration may still be
+// written. Every write that lands is seen: the network performs one action a
+// step, and the checker reads every page's header after each.
+//
+// What it counts against safety:
+//   - a page returned to the pool while a registration covering it may still
+//     be written, by the network's record (freedWhileWritable);
+//   - a write landing in a page while it is free (writesIntoFree);
+//   - a write landing in a lent page that is not its tenant's own — an
+//     earlier attempt's, an earlier request's (lateWrites);
+//   - a page whose bytes are not its tenant's content when the manager reads
+//     it as delivered (corruptReads);
+//   - a page lent while already lent, or freed while free (doubleLends).
+type pageChecker struct {
+	mu    sync.Mutex
+	net   *sim.Network
+	pages [][]byte
+	addr  []uintptr
+	state []pageState
+
+	registrations                         int
+	frees, lends, reads, copies, landings int
+	freedWhileWritable                    int
+	writesIntoFree, lateWrites            int
+	corruptReads, doubleLends             int
+}
+
+// pageState is what the checker knows of one page.
+type pageState struct {
+	tenant pageTag // kind pageLent while lent; pageFree while free
+	header [headerLength]byte
+	regs   []transfer.Memory // registrations covering the page that may still matter
+}
+
+func newPageChecker(net *sim.Network, pages [][]byte) *pageChecker {
+	c := &pageChecker{net: net, pages: pages, addr: make([]uintptr, len(pages)), state: make([]pageState, len(pages))}
+	for i, p := range pages {
+		c.addr[i] = uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+		c.state[i].tenant = pageTag{kind: pageFree}
+		c.state[i].tenant.fill(p)
+		copy(c.state[i].header[:], p)
+	}
+	return c
+}
+
+// violations is the sum of everything counted against safety.
+func (c *pageChecker) violations() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.freedWhileWritable + c.writesIntoFree + c.lateWrites + c.corruptReads + c.doubleLends
+}
+
+// watch wraps the decode process's transport: every registration made
+// through it is recorded against the pages it covers.
+func (c *pageChecker) watch(t transfer.Transport) transfer.Transport {
+	return watchedTransport{Transport: t, c: c}
+}
+
+type watchedTransport struct {
+	transfer.Transport
+	c *pageChecker
+}
+
+// Register registers mem, then tells the checker which pages it covers.
+func (t watchedTransport) Register(mem []byte) (transfer.Memory, error) {
+	m, err := t.Transport.Register(mem)
+	if err == nil {
+		t.c.registered(mem, m)
+	}
+	return m, err
+}
+
+func (c *pageChecker) registered(mem []byte, m transfer.Memory) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.registrations++
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	hi := lo + uintptr(len(mem))
+	for i, a := range c.addr {
+		if a < hi && lo < a+uintptr(len(c.pages[i])) {
+			c.state[i].regs = append(c.state[i].regs, m)
+		}
+	}
+}
+
+// lend records page i lent to a tenant (its request, attempt and index in
+// the chunk) and writes the lent sentinel into it.
+func (c *pageChecker) lend(i int, t pageTag) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &c.state[i]
+	c.lends++
+	if s.tenant.kind != pageFree {
+		c.doubleLends++
+	}
+	s.tenant = pageTag{kind: pageLent, request: t.request, index: t.index, attempt: t.attempt}
+	s.tenant.fill(c.pages[i])
+	copy(s.header[:], c.pages[i])
+}
+
+// free records page i back in the pool: it must be that no registration
+// covering it may still be written. Registrations the network says nothing
+// can write any more are forgotten — nothing in the run hands their keys to
+// a writer later — and the free sentinel is written.
+func (c *pageChecker) free(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &c.state[i]
+	c.frees++
+	if s.tenant.kind != pageLent {
+		c.doubleLends++
+	}
+	writable := false
+	kept := s.regs[:0]
+	for _, m := range s.regs {
+		if c.net.MayWrite(m) {
+			writable = true
+			kept = append(kept, m)
+		}
+	}
+	clear(s.regs[len(kept):])
+	s.regs = kept
+	if writable {
+		c.freedWhileWritable++
+	}
+	s.tenant = pageTag{kind: pageFree}
+	s.tenant.fill(c.pages[i])
+	copy(s.header[:], c.pages[i])
+}
+
+// read checks page i as the manager reads it as delivered to tenant t: it
+// must be lent to t and hold t's content, every byte.
+func (c *pageChecker) read(i int, t pageTag) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	s := c.state[i]
+	want := pageTag{kind: pageData, request: t.request, index: t.index, attempt: t.attempt}
+	if s.tenant.kind != pageLent || !s.tenant.sameTenant(t) || s.tenant.index != t.index || !bytes.Equal(c.pages[i], want.content()) {
+		c.corruptReads++
+		return false
+	}
+	return true
+}
+
+// readCopy checks a copy of a page read as delivered to tenant t — the
+// device row the manager copied it into: every byte must be t's content.
+func (c *pageChecker) readCopy(got []byte, t pageTag) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.copies++
+	if !bytes.Equal(got, pageTag{kind: pageData, request: t.request, index: t.index, attempt: t.attempt}.content()) {
+		c.corruptReads++
+		return false
+	}
+	return true
+}
+
+// scan reads every page's header after one network step and attributes
+// each that changed: a write landed there.
+func (c *pageChecker) scan() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.pages {
+		s := &c.state[i]
+		if bytes.Equal(s.header[:], p[:headerLength]) {
+			continue
+		}
+		copy(s.header[:], p)
+		c.landings++
+		w := readTag(p)
+		switch {
+		case s.tenant.kind == pageFree:
+			c.writesIntoFree++
+		case w.kind != pageData || !w.sameTenant(s.tenant) || w.index != s.tenant.index:
+			c.lateWrites++
+		}
+	}
+}
+
+// pagesFree counts the pages in the pool.
+func (c *pageChecker) pagesFree() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.state {
+		if s.tenant.kind == pageFree {
+			n++
+		}
+	}
+	return n
+}
+
+// checkerCounts is a copy of the checker's counts.
+type checkerCounts struct {
+	Registrations, Frees, Lends, Reads, Copies, Landings int
+	FreedWhileWritable, WritesIntoFree                   int
+	LateWrites, CorruptReads, DoubleLends                int
+}
+
+func (c *pageChecker) counts() checkerCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return checkerCounts{
+		Registrations: c.registrations, Frees: c.frees, Lends: c.lends, Reads: c.reads, Copies: c.copies, Landings: c.landings,
+		FreedWhileWritable: c.freedWhileWritable, WritesIntoFree: c.writesIntoFree,
+		LateWrites: c.lateWrites, CorruptReads: c.corruptReads, DoubleLends: c.doubleLends,
+	}
+}

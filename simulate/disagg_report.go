@@ -1,0 +1,126 @@
+package simulate
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// PlotDisaggSafety is the safety plot of a disaggregated run's report.
+const PlotDisaggSafety = "disagg-safety.svg"
+
+// WriteDisaggReport writes the report of one or more disaggregated runs of
+// one workload into dir (created if needed): one page (ReportIndex) that
+// opens with the page checker's counts over virtual time, one line per run,
+// then each run's summary. The page references only its own files.
+func WriteDisaggReport(dir string, runs ...*DisaggSummary) error {
+	if len(runs) == 0 {
+		return fmt.Errorf("simulate: a report needs at least one run")
+	}
+	for _, s := range runs[1:] {
+		if s.Seed != runs[0].Seed || s.Config.Requests != runs[0].Config.Requests {
+			return fmt.Errorf("simulate: comparison of different workloads: seed %d, %d requests vs seed %d, %d requests; want one workload",
+				runs[0].Seed, runs[0].Config.Requests, s.Seed, s.Config.Requests)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("simulate: report directory: %w", err)
+	}
+	if err := saveDisaggSafety(runs, filepath.Join(dir, PlotDisaggSafety)); err != nil {
+		return fmt.Errorf("simulate: %s: %w", PlotDisaggSafety, err)
+	}
+	type runView struct {
+		S     *DisaggSummary
+		Table string
+	}
+	var views []runView
+	for _, s := range runs {
+		var b bytes.Buffer
+		if err := s.WriteTable(&b); err != nil {
+			return err
+		}
+		views = append(views, runView{S: s, Table: b.String()})
+	}
+	var page bytes.Buffer
+	if err := disaggTemplate.Execute(&page, struct {
+		Runs   []runView
+		Safety string
+	}{views, PlotDisaggSafety}); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ReportIndex), page.Bytes(), 0o644)
+}
+
+// saveDisaggSafety plots, for every run, the pages freed while a writer may
+// write (top) and the writes that landed where they must not, with the
+// corrupt pages read (bottom), cumulative over virtual time.
+func saveDisaggSafety(runs []*DisaggSummary, path string) error {
+	panels := []struct {
+		title string
+		at    func(DisaggSample) int
+		final func(*DisaggSummary) int
+	}{
+		{"Pages freed while a writer may still write them (cumulative)",
+			func(s DisaggSample) int { return s.FreedWhileWritable },
+			func(s *DisaggSummary) int { return s.FreedWhileWritable }},
+		{"Writes into free or re-lent pages, corrupt pages read (cumulative)",
+			func(s DisaggSample) int { return s.WritesIntoFree + s.LateWrites + s.CorruptReads },
+			func(s *DisaggSummary) int { return s.WritesIntoFree + s.LateWrites + s.CorruptReads }},
+	}
+	plots := make([]*plot.Plot, len(panels))
+	legends := make([]*plot.Legend, len(panels))
+	for k, pn := range panels {
+		p := newPlot()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "virtual ms"
+		p.Y.Label.Text = "count"
+		legend := newLegend()
+		top := 0
+		for _, s := range runs {
+			pts := plotter.XYs{{X: 0, Y: 0}}
+			for _, smp := range s.Timeline {
+				pts = append(pts, plotter.XY{X: ms(smp.At), Y: float64(pn.at(smp))})
+			}
+			end := pn.final(s) // counted after the last sample too, as late writes landed
+			pts = append(pts, plotter.XY{X: ms(s.Virtual), Y: float64(end)})
+			top = max(top, end)
+			line, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			line.Color = runColor(s.Manager)
+			line.Width = vg.Points(2)
+			p.Add(line)
+			legend.Add(fmt.Sprintf("%s manager: %d", s.Manager, end), line)
+		}
+		p.Y.Min, p.Y.Max = 0, float64(top)*1.1+1
+		plots[k], legends[k] = p, legend
+	}
+	return savePlots(path, safetyPlotHeight, plots, legends)
+}
+
+var disaggTemplate = template.Must(template.New("disagg").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>kvready simulate --disagg</title>
+<style>body{font-family:"Liberation Sans",Arial,Helvetica,sans-serif;max-width:60em;margin:2em auto;padding:0 1em}
+img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}
+.ok{color:#070}.bad{color:#b00}</style></head><body>
+<h1>kvready simulate --disagg — prefill to decode, peer to peer</h1>
+<p>Each request's KV cache is written by its prefill writers straight into the decode side's pages over the simulated network (transfer/sim), with its faults: writers that fail and write on, never report or post after their DONE; DONEs lost, withheld, duplicated or replayed; reports before data; prefill processes restarted while their posted puts still land; cancels and deadlines. An independent checker watches the pages themselves: the bytes of every page after every network step, and the network's own record of whether a registration may still be written.</p>
+{{range .Runs}}{{if .S.Safe}}<p class="ok">{{.S.Manager}} manager: the checker found no page freed while a writer could write it, no write into a free or re-lent page and no corrupt page read.</p>
+{{else}}<p class="bad">{{.S.Manager}} manager: the checker found {{.S.FreedWhileWritable}} pages freed while a writer could write them, {{.S.WritesIntoFree}} writes into free pages, {{.S.LateWrites}} late writes into re-lent pages and {{.S.CorruptReads}} corrupt pages read as delivered.</p>
+{{end}}{{if .S.Interrupted}}<p class="bad">{{.S.Manager}} manager: interrupted; its summary covers the run so far.</p>
+{{end}}{{end}}<h2>Safety over time{{if gt (len .Runs) 1}}: one workload{{end}}</h2>
+<img src="{{.Safety}}" alt="pages freed while a writer may write, and writes where they must not land, over time">
+{{if gt (len .Runs) 1}}<p>One workload: the same seed, requests, writers and behaviours for every attempt; the network's choices follow the same seed, and differ where the managers act differently.</p>
+{{end}}{{range .Runs}}<h2>{{.S.Manager}} manager</h2>
+<pre>{{.Table}}</pre>
+{{end}}<p>See docs/simulate.md, "Disaggregated serving", for how to read this page and how the checker works.</p>
+</body></html>
+`))
