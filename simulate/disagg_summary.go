@@ -21,6 +21,10 @@ type DisaggSample struct {
 	WritesIntoFree     int
 	LateWrites         int
 	CorruptReads       int
+	// InFlight is the attempts whose pages are lent now, neither back nor
+	// contained; InDoubt the attempts contained so far (their pages out of
+	// circulation for ever), by the driver's own record.
+	InFlight, InDoubt int
 }
 
 // Violations is the sample's sum of everything counted against safety.
@@ -73,6 +77,15 @@ type DisaggSummary struct {
 	Network sim.Stats
 
 	Timeline []DisaggSample
+
+	// SettleLatencies is a uniform sample (every one, up to 32768) of the
+	// attempts' submit-to-settled times in virtual time: from the attempt's
+	// submission to its pages back in the pool, as the manager returned them.
+	// Attempts contained never settle and are not in it. Sorted.
+	SettleLatencies []time.Duration
+	// Settled is how many attempts settled after their submission: the
+	// population SettleLatencies samples.
+	Settled int
 }
 
 // Safe reports whether the checker found nothing wrong.
@@ -103,6 +116,7 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree,
 		LateWrites: c.LateWrites, CorruptReads: c.CorruptReads, DoubleLends: c.DoubleLends,
 		Network: d.net.Stats(), Timeline: d.timeline,
+		SettleLatencies: d.settle.sorted(), Settled: d.settle.n,
 	}
 	if !s.Finished {
 		s.UnfinishedReason = d.why()
@@ -149,6 +163,7 @@ func (d *disaggDriver) sample(progress Progress) {
 	d.timeline = append(d.timeline, DisaggSample{
 		At: time.Duration(d.step) * DisaggStep, Ended: d.ended,
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree, LateWrites: c.LateWrites, CorruptReads: c.CorruptReads,
+		InFlight: d.held, InDoubt: d.inDoubt,
 	})
 	if progress != nil {
 		progress(d.ended, d.cfg.Requests)

@@ -3,6 +3,7 @@ package simulate
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/sim"
@@ -96,6 +97,7 @@ func (d *disaggDriver) settled(a *dattempt) {
 	a.settled = true
 	if a.submitted >= 0 {
 		d.held--
+		d.settle.add(time.Duration(d.step-a.submitted) * DisaggStep)
 	}
 }
 
@@ -104,6 +106,7 @@ func (d *disaggDriver) contained(a *dattempt) {
 	if !a.settled && !a.contained {
 		a.contained = true
 		d.held--
+		d.inDoubt++
 	}
 }
 
