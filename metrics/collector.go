@@ -44,6 +44,8 @@ type Collector struct {
 
 	store atomic.Pointer[func() StoreHealth] // WatchStore's source; nil: no store series
 	tiers atomic.Pointer[func() []TierStats] // WatchTiers's source; nil: no tier series
+
+	transfers atomic.Pointer[func() TransferStats] // WatchTransfers's source; nil: no transfer series
 }
 
 // StoreHealth is what a shared store's backend knows of its availability
@@ -176,6 +178,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectStore(ch)
 	c.collectTiers(ch)
+	c.collectTransfers(ch)
 	s, ok := c.Fresh(context.Background())
 	if !ok {
 		return
@@ -309,7 +312,7 @@ func BucketBounds() []float64 {
 }
 
 // histogram turns the engine's histogram into a Prometheus one.
-func (c *Collector) histogram(f family, h *readiness.Histogram, clock string) prometheus.Metric {
+func (c *Collector) histogram(f family, h *readiness.Histogram, labels ...string) prometheus.Metric {
 	buckets := make(map[float64]uint64, (lastBucket-firstBucket)/bucketStep+1)
 	var cum uint64
 	next := firstBucket
@@ -320,7 +323,7 @@ func (c *Collector) histogram(f family, h *readiness.Histogram, clock string) pr
 			next += bucketStep
 		}
 	}
-	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets, clock)
+	m, err := prometheus.NewConstHistogram(c.desc[f], h.Total, float64(h.Sum)/1e9, buckets, labels...)
 	if err != nil {
 		return prometheus.NewInvalidMetric(c.desc[f], err)
 	}
@@ -375,6 +378,19 @@ const (
 	tierFaults
 	tierEvictions
 	tierBytes
+	transfersInFlight
+	transfersInDoubt
+	transferOutcomes
+	transferReports
+	transferPeersLost
+	transferRejected
+	transferPuts
+	transferRevocations
+	transferRevocationsFenced
+	transferCancels
+	transferCancelTombstones
+	transferCancelFinals
+	transferSettleLatency
 	numFamilies
 )
 
@@ -432,6 +448,20 @@ var families = [numFamilies]struct {
 	tierFaults:        {"tier_faults_total", "What each tier did that cost its own attempts: rejected (a submission refused before anything escaped), no_outcome (no outcome within the stack's wait), violation (a contract breach: a changed answer, a unit never handed, a panic), cancel_error (a cancel request that erred).", []string{"tier", "fault"}},
 	tierEvictions:     {"tier_evictions_total", "Rows each tier evicted to stay within its bound (backend/mem WithCapacityBytes: least recently used first); 0 for a tier that does not report them.", []string{"tier"}},
 	tierBytes:         {"tier_bytes", "Bytes of the rows each tier holds now; sent only for a tier that reports them (backend/mem).", []string{"tier"}},
+
+	transfersInFlight:         {"transfers_in_flight", "Peer transfers (backend/peer) submitted whose pages are not yet proven reusable, in doubt ones aside, by side: receiver (decode: sessions fetched) or sender (prefill: publications). Sent when the collector watches transfers.", []string{"side"}},
+	transfersInDoubt:          {"transfers_in_doubt", "Receiver sessions in doubt: their writers never settled by the containment deadline, so their pages are contained for ever (IN_DOUBT) and never reused.", []string{"side"}},
+	transferOutcomes:          {"transfer_outcomes_total", "Peer transfer outcomes latched, by side and outcome: delivered, failed (a writer's failure, a lost peer, a deadline, a failed put or offer) or cancelled.", []string{"side", "outcome"}},
+	transferReports:           {"transfer_reports_total", "Messages a side received about its transfers, by result. Receiver (reports from writers): accepted, refused (stale attempt, another life, duplicate, replay, late, unknown session), malformed, impersonated (naming another peer or life than the endpoint it came on). Sender (offers from receivers): taken, held (came before its publish; later taken or dropped), dropped (malformed, impersonated, for another life, duplicate, late, no room).", []string{"side", "result"}},
+	transferPeersLost:         {"transfer_peers_lost_total", "Endpoint errors: a peer's life lost, failing the transfers agreed with it.", []string{"side"}},
+	transferRejected:          {"transfer_rejected_total", "Transfer submissions refused before anything escaped (no plan, no agreement, a peer lost, a full table).", []string{"side"}},
+	transferPuts:              {"transfer_puts_total", "Puts the sender posted into the receivers' pages.", []string{"side"}},
+	transferRevocations:       {"transfer_revocations_total", "Leased receiver sessions whose page registrations were revoked after their outcome.", []string{"side"}},
+	transferRevocationsFenced: {"transfer_revocations_fenced_total", "Of those, revocations that fenced every page: they proved the writers' access over by themselves.", []string{"side"}},
+	transferCancels:           {"transfer_cancels_total", "Coordinated cancellation (IN_FLIGHT_CANCELLATION), by side and result. Receiver (asking its writers to stop, on the owner's cancel or a deadline): sent, unsent (the writer's life gone). Sender (a receiver's cancel): taken (a publication stopped, or a tombstone left for one whose offer had not come), ignored (malformed, impersonated, another life's, an older attempt's, a publication already concluded, no room for a tombstone). A cancel is a request, never evidence.", []string{"side", "result"}},
+	transferCancelTombstones:  {"transfer_cancel_tombstones_total", "Of the cancels the sender took, those that came before their offer: a tombstone refuses the late offer.", []string{"side"}},
+	transferCancelFinals:      {"transfer_cancel_final_reports_total", "Final reports (DONE) the sender sent after a receiver's cancel, once nothing more of the publication could land: under PER_OPERATION_QUIESCENCE they settle the writer.", []string{"side"}},
+	transferSettleLatency:     {"transfer_settle_latency_seconds", "From a transfer's submission to its pages proven reusable (the first Quiesce that answered true), by side; transfers in doubt are never counted." + onEngineClock, []string{"side", "clock"}},
 }
 
 // Namespace prefixes every family the collector exports.

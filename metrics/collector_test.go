@@ -273,6 +273,9 @@ func TestNamesAreWhatIsExported(t *testing.T) {
 	c := shown(nil, handmade())
 	c.WatchStore(func() metrics.StoreHealth { return metrics.StoreHealth{Reachable: true} })
 	c.WatchTiers(func() []metrics.TierStats { return []metrics.TierStats{{Name: "local", Sized: true}} })
+	c.WatchTransfers(func() metrics.TransferStats {
+		return metrics.TransferStats{Receiver: &metrics.TransferReceiverStats{}, Sender: &metrics.TransferSenderStats{}}
+	})
 	var got []string
 	for _, mf := range gather(t, c) {
 		got = append(got, mf.GetName())

@@ -200,8 +200,10 @@ func TestAlertRulesLoad(t *testing.T) {
 	for what, metric := range map[string]string{
 		"quarantined slots growing": "kvready_slots", "a containment fired": "kvready_containments_total",
 		"ungrantable leases": "kvready_ungrantable_leases_total", "readiness p99": "kvready_readiness_latency_seconds_bucket",
-		"a stuck transfer":      "kvready_oldest_unfenced_age_seconds",
-		"the store unavailable": "kvready_store_reachable",
+		"a stuck transfer":         "kvready_oldest_unfenced_age_seconds",
+		"the store unavailable":    "kvready_store_reachable",
+		"a peer transfer in doubt": "kvready_transfers_in_doubt",
+		"transfer reports refused": "kvready_transfer_reports_total",
 	} {
 		found := false
 		for _, expr := range alerts {
@@ -302,4 +304,37 @@ func TestGrafanaDashboardLoads(t *testing.T) {
 	assert.Contains(t, kinds["timeseries"], "kvready_quarantined_bytes", "bytes quarantined")
 	assert.Contains(t, kinds["timeseries"], "kvready_store_reachable", "the store reachable")
 	assert.Contains(t, kinds["timeseries"], "kvready_store_fast_failures_total", "requests failed fast")
+	assert.Contains(t, kinds["timeseries"], "kvready_transfers_in_doubt", "peer transfers in doubt")
+	assert.Contains(t, kinds["timeseries"], "kvready_transfer_settle_latency_seconds_bucket", "peer transfers' submit-to-settled latency")
+}
+
+// Every family the collector exports has its row in the table of
+// docs/operations.md, of the type a scrape shows: an operator reads what a
+// series means, and what healthy looks like, there.
+func TestEveryFamilyIsDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../docs/operations.md")
+	require.NoError(t, err)
+	rows := map[string]string{} // family -> type column
+	for _, line := range strings.Split(string(raw), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`kvready_") {
+			continue
+		}
+		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+	}
+	c := shown(nil, handmade())
+	c.WatchStore(func() metrics.StoreHealth { return metrics.StoreHealth{} })
+	c.WatchTiers(func() []metrics.TierStats { return []metrics.TierStats{{Name: "local", Sized: true}} })
+	c.WatchTransfers(func() metrics.TransferStats {
+		return metrics.TransferStats{Receiver: &metrics.TransferReceiverStats{}, Sender: &metrics.TransferSenderStats{}}
+	})
+	mfs := gather(t, c)
+	require.Len(t, mfs, len(metrics.Names()), "every family sent")
+	for _, mf := range mfs {
+		typ, ok := rows[mf.GetName()]
+		if !assert.True(t, ok, "%s has no row in the table of docs/operations.md", mf.GetName()) {
+			continue
+		}
+		assert.Equal(t, strings.ToLower(mf.GetType().String()), typ, "%s: the type docs/operations.md gives", mf.GetName())
+	}
 }

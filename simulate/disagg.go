@@ -42,7 +42,9 @@ type disaggDriver struct {
 	prefill  map[transfer.Peer]*sim.Node
 	pool     []byte // the decode side's pages, one after another
 	pages    [][]byte
-	held     int // attempts whose pages are lent: neither back nor contained
+	held     int       // attempts whose pages are lent: neither back nor contained
+	inDoubt  int       // attempts contained: their pages out of circulation for ever
+	settle   reservoir // submit-to-settled times of the attempts settled
 	idle     bool
 	chk      *pageChecker
 	mgr      disaggManager
@@ -112,7 +114,8 @@ func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	d := &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, net: net, prefill: map[transfer.Peer]*sim.Node{}, offerEps: map[transfer.Peer]transfer.Endpoint{},
-		epoch: disaggEpoch, writers: map[sim.Behaviour]int{}, attempts: map[string]int{}, lost: map[lostPeer]bool{}}
+		epoch: disaggEpoch, writers: map[sim.Behaviour]int{}, attempts: map[string]int{}, lost: map[lostPeer]bool{},
+		settle: newReservoir(cfg.Seed)}
 	for _, p := range disaggPrefills {
 		if d.prefill[p], err = net.Join(p); err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)

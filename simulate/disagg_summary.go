@@ -25,6 +25,10 @@ type DisaggSample struct {
 	// them, and puts that carried a returned slot's sentinel.
 	SourcesFreedWhileRead int
 	FreedSourceReads      int
+	// InFlight is the attempts whose pages are lent now, neither back nor
+	// contained; InDoubt the attempts contained so far (their pages out of
+	// circulation for ever), by the driver's own record.
+	InFlight, InDoubt int
 }
 
 // Violations is the sample's sum of everything counted against safety.
@@ -96,6 +100,15 @@ type DisaggSummary struct {
 	Network sim.Stats
 
 	Timeline []DisaggSample
+
+	// SettleLatencies is a uniform sample (every one, up to 32768) of the
+	// attempts' submit-to-settled times in virtual time: from the attempt's
+	// submission to its pages back in the pool, as the manager returned them.
+	// Attempts contained never settle and are not in it. Sorted.
+	SettleLatencies []time.Duration
+	// Settled is how many attempts settled after their submission: the
+	// population SettleLatencies samples.
+	Settled int
 }
 
 // Safe reports whether the checker found nothing wrong.
@@ -134,6 +147,7 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 		SourceLends: c.SourceLends, SourceFrees: c.SourceFrees,
 		SourcesFreedWhileRead: c.SourcesFreedWhileRead, FreedSourceReads: c.FreedSourceReads, SourceDoubleLends: c.SourceDoubleLends,
 		Network: d.net.Stats(), Timeline: d.timeline,
+		SettleLatencies: d.settle.sorted(), Settled: d.settle.n,
 	}
 	s.SourceSlotsFree, s.SourceSlots = d.chk.sourcesFree()
 	if !s.Finished {
@@ -185,6 +199,7 @@ func (d *disaggDriver) sample(progress Progress) {
 		At: time.Duration(d.step) * DisaggStep, Ended: d.ended,
 		FreedWhileWritable: c.FreedWhileWritable, WritesIntoFree: c.WritesIntoFree, LateWrites: c.LateWrites, CorruptReads: c.CorruptReads,
 		SourcesFreedWhileRead: c.SourcesFreedWhileRead, FreedSourceReads: c.FreedSourceReads,
+		InFlight: d.held, InDoubt: d.inDoubt,
 	})
 	if progress != nil {
 		progress(d.ended, d.cfg.Requests)

@@ -3,6 +3,7 @@ package simulate
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/kvready/kvready/backend/peer"
 	"github.com/kvready/kvready/transfer"
@@ -145,6 +146,7 @@ func (d *disaggDriver) settled(a *dattempt) {
 	a.settled = true
 	if a.submitted >= 0 {
 		d.held--
+		d.settle.add(time.Duration(d.step-a.submitted) * DisaggStep)
 	}
 }
 
@@ -153,6 +155,7 @@ func (d *disaggDriver) contained(a *dattempt) {
 	if !a.settled && !a.contained {
 		a.contained = true
 		d.held--
+		d.inDoubt++
 	}
 }
 

@@ -36,9 +36,12 @@ const (
 	// touches the memory once Revoke returned (a registration torn down on
 	// RDMA hardware: in-flight remote access fails).
 	RevokedFenced Revocation = iota + 1
-	// RevokedNewOnly: operations posted after the revocation are refused,
-	// but ones already posted may still land (shared memory written with
-	// process_vm_writev: nothing in flight can be recalled).
+	// RevokedNewOnly: the revocation does not fence. Operations already
+	// posted may still land (shared memory written with process_vm_writev:
+	// nothing in flight can be recalled); later ones are refused where the
+	// transport can refuse them — UCX's software RMA, behind transfer/ucx's
+	// OneSided mode, refuses not even those. Each accessor settles on its
+	// own evidence.
 	RevokedNewOnly
 )
 
@@ -65,9 +68,10 @@ type Memory interface {
 	PackedKey() []byte
 	// Len is the registered length; remote offsets run from 0 to Len.
 	Len() int
-	// Revoke ends the registration (ucp_mem_unmap): every later operation
-	// with its key is refused. It answers what it proved. Idempotent: a
-	// second call answers the same.
+	// Revoke ends the registration (ucp_mem_unmap) and answers what that
+	// proved: RevokedFenced, nothing touches the memory once it returned;
+	// RevokedNewOnly, less (see there). Idempotent: a second call answers
+	// the same.
 	Revoke() (Revocation, error)
 }
 

@@ -718,6 +718,19 @@ func TestEngineOverAdversarialPeers(t *testing.T) {
 			outcomes[k] += n
 		}
 		rs := m.recv.Stats()
+		// Every lease ended released or contained: the receiver's sessions
+		// still unproven are exactly the leases the engine contained, and
+		// every other session it proved over is in the latency histogram.
+		var proven uint64
+		for _, n := range rs.Settle {
+			proven += n
+		}
+		if rs.InFlight+rs.InDoubt != st.Containments {
+			t.Fatalf("receiver: %d sessions in flight and %d in doubt; the engine contained %d leases", rs.InFlight, rs.InDoubt, st.Containments)
+		}
+		if outcomes := rs.Delivered + rs.Failed + rs.Cancelled; outcomes < proven {
+			t.Fatalf("receiver: %d sessions proven over, only %d outcomes latched", proven, outcomes)
+		}
 		refused, lost, revoked = refused+rs.Refused, lost+rs.PeersLost, revoked+rs.Revocations
 	})
 	if delivered == 0 || contained == 0 || released == 0 {

@@ -77,10 +77,27 @@ type ReceiverStats struct {
 	Fenced       uint64 // of those, revocations that fenced every page
 	Cancels      uint64 // cancel requests handed to writers (sent: not necessarily heard)
 	Unsent       uint64 // cancel requests that could not be sent (the writer's life gone, the endpoint failed)
+
+	// InFlight is the sessions fetched whose pages are not yet proven
+	// reusable, those in doubt aside; InDoubt the sessions in doubt (their
+	// pages contained: Quiesce answers false for ever). Both are counts now,
+	// not totals.
+	InFlight, InDoubt uint64
+	// Delivered, Failed and Cancelled count the outcomes latched, by kind.
+	Delivered, Failed, Cancelled uint64
+	// Settle counts the sessions proven over (their pages reusable, the
+	// session retired) by how long after their submission, on the
+	// receiver's Clock: bucket i holds [2^(i-1), 2^i) ns (LatencyBuckets);
+	// SettleSum is the total of those durations.
+	Settle    [LatencyBuckets]uint64
+	SettleSum time.Duration
 }
 
 type receiverCounters struct {
 	evidence, refused, malformed, impersonated, peersLost, rejected, revocations, fenced atomic.Uint64
+	live, inDoubt                                                                        atomic.Uint64 // sessions in r.live; of those, in doubt (never leave r.live)
+	outcomes                                                                             outcomes
+	settle                                                                               latency
 	cancels, unsent                                                                      atomic.Uint64
 }
 
@@ -144,6 +161,10 @@ type session struct {
 	targets   []cancelTarget // every writer, in offer order
 	reached   int            // writers whose offer was attempted: targets[:reached] may hold the addresses
 	cancelled bool           // the writers reached were asked to stop (once)
+	inDoubt   bool           // the transceiver answered IN_DOUBT: counted in receiverCounters.inDoubt
+	// submitted is the receiver's Clock at the submission, the start of the
+	// submit-to-settled latency.
+	submitted time.Time
 }
 
 type cancelAnswer struct {
@@ -358,7 +379,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &session{key: key, plan: e.plan, pages: e.pages, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
+	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
 	units := make([]contract.Unit, len(e.pages))
 	for _, u := range ext.All() {
 		units[e.index[u.Name]] = u
@@ -372,6 +393,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	r.live[key] = s
+	r.n.live.Add(1)
 	offers := make([]Offer, len(cfg.Accessors))
 	for i, a := range cfg.Accessors {
 		offers[i] = Offer{Session: key, Writer: a.ID, Incarnation: a.Agreement.Incarnation(),
@@ -603,13 +625,22 @@ func (r *Receiver) Info(key transfer.SessionKey) (transfer.CohortInfo, bool) {
 	return r.tx.Info(key)
 }
 
-// Stats returns the counts so far.
+// Stats returns the counts so far. It takes no lock: it is safe from any
+// goroutine (a scrape) while the sessions run.
 func (r *Receiver) Stats() ReceiverStats {
-	return ReceiverStats{
+	// In doubt first: a session in doubt never leaves r.live, so the live
+	// count read after it is never below it.
+	inDoubt := r.n.inDoubt.Load()
+	live := r.n.live.Load()
+	st := ReceiverStats{
 		Evidence: r.n.evidence.Load(), Refused: r.n.refused.Load(), Malformed: r.n.malformed.Load(),
 		Impersonated: r.n.impersonated.Load(), PeersLost: r.n.peersLost.Load(), Rejected: r.n.rejected.Load(),
 		Revocations: r.n.revocations.Load(), Fenced: r.n.fenced.Load(), Cancels: r.n.cancels.Load(), Unsent: r.n.unsent.Load(),
+		InFlight: live - inDoubt, InDoubt: inDoubt,
+		Delivered: r.n.outcomes.delivered.Load(), Failed: r.n.outcomes.failed.Load(), Cancelled: r.n.outcomes.cancelled.Load(),
 	}
+	st.Settle, st.SettleSum = r.n.settle.load()
+	return st
 }
 
 // Close stops the driver and refuses every later Expect and Fetch. It

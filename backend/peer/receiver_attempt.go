@@ -20,10 +20,15 @@ func (r *Receiver) observe(s *session) []func() {
 		return nil
 	}
 	p := r.tx.Poll(s.key) // applies the deadlines
+	if p == transfer.InDoubt && !s.inDoubt {
+		s.inDoubt = true // for ever: IN_DOUBT never turns reusable
+		r.n.inDoubt.Add(1)
+	}
 	var wake []func()
 	if s.outcome == nil {
 		if o, _ := r.tx.Outcome(s.key); o != nil {
 			s.outcome = r.translate(s, o)
+			r.n.outcomes.add(s.outcome)
 			wake, s.waiters = s.waiters, nil
 			close(r.changed)
 			r.changed = make(chan struct{})
@@ -76,6 +81,8 @@ func (r *Receiver) prove(s *session) (contract.Access, []func()) {
 	}
 	s.ended = true
 	delete(r.live, s.key)
+	r.n.live.Add(^uint64(0))
+	r.n.settle.add(r.cfg.Clock().Sub(s.submitted))
 	return contract.AccessEnded, wake
 }
 

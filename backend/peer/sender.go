@@ -148,10 +148,26 @@ type SenderStats struct {
 	// Finals are the DONEs sent after a receiver's cancel, once nothing
 	// more of the publication could land (or nothing had been posted).
 	Finals uint64
+
+	// InFlight is the publications whose slots are not yet proven read no
+	// more: a count now, not a total. A sender has no IN_DOUBT of its own:
+	// a put that never completes keeps its publication in flight, and the
+	// engine contains the lease at its deadline.
+	InFlight uint64
+	// Delivered, Failed and Cancelled count the outcomes latched, by kind.
+	Delivered, Failed, Cancelled uint64
+	// Settle counts the publications proven over (every put posted
+	// completed, the slots the engine's again) by how long after their
+	// submission, on the sender's Clock, as ReceiverStats.Settle does.
+	Settle    [LatencyBuckets]uint64
+	SettleSum time.Duration
 }
 
 type senderCounters struct {
 	offers, held, dropped, puts, peersLost, rejected atomic.Uint64
+	live                                             atomic.Uint64 // publications in s.live
+	outcomes                                         outcomes
+	settle                                           latency
 	cancels, tombstones, ignored, finals             atomic.Uint64
 }
 
@@ -207,21 +223,24 @@ type heldOffer struct {
 
 // publication is one Publish: the engine's attempt.
 type publication struct {
-	key      sendKey
-	plan     SendPlan
-	pages    []Page
-	slots    [][]byte
-	deadline time.Time
-	inc      transfer.Incarnation // the receiver's life agreed with
-	offer    *Offer
-	ep       transfer.Endpoint
-	puts     []transfer.Request
-	flush    transfer.Request
-	posted   bool
-	outcome  contract.Outcome
-	waiters  []func()
-	cancel   *cancelAnswer
-	proven   bool // Quiesce answered true: the slots are the engine's again, and nothing is posted
+	key   sendKey
+	plan  SendPlan
+	pages []Page
+	slots [][]byte
+	// submitted is the sender's Clock at Publish, the start of the
+	// submit-to-settled latency.
+	submitted time.Time
+	deadline  time.Time
+	inc       transfer.Incarnation // the receiver's life agreed with
+	offer     *Offer
+	ep        transfer.Endpoint
+	puts      []transfer.Request
+	flush     transfer.Request
+	posted    bool
+	outcome   contract.Outcome
+	waiters   []func()
+	cancel    *cancelAnswer
+	proven    bool // Quiesce answered true: the slots are the engine's again, and nothing is posted
 }
 
 var (
@@ -372,8 +391,9 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 	case a.lost:
 		return nil, fmt.Errorf("receiver %s#%d was lost: Connect its new life", e.plan.To, a.agreement.Incarnation())
 	}
+	now := s.cfg.Clock()
 	p := &publication{key: key, plan: e.plan, pages: e.pages, slots: make([][]byte, len(e.pages)),
-		deadline: s.cfg.Clock().Add(s.cfg.Timeout), inc: a.agreement.Incarnation()}
+		submitted: now, deadline: now.Add(s.cfg.Timeout), inc: a.agreement.Incarnation()}
 	for _, u := range ext.All() {
 		slot := s.cfg.Slot(u)
 		if len(slot) == 0 {
@@ -385,6 +405,7 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		// Its receiver cancelled it before this publish: it posts nothing,
 		// and its late offer is refused by the tombstone.
 		s.live[key] = p
+		s.n.live.Add(1)
 		s.conclude(p, contract.Cancelled{ByPeer: true})
 		return p, nil
 	}
@@ -393,6 +414,7 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		s.take(p, h.offer)
 	}
 	s.live[key] = p
+	s.n.live.Add(1)
 	return p, nil
 }
 
@@ -622,6 +644,7 @@ func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
 		return nil
 	}
 	p.outcome = o
+	s.n.outcomes.add(o)
 	switch o := o.(type) {
 	case contract.Failed:
 		_ = s.report(p, transfer.Failure, o.Reason) // best effort: the receiver's own deadline stands
@@ -673,6 +696,8 @@ func (s *Sender) prove(p *publication) contract.Access {
 	}
 	p.proven = true
 	delete(s.live, p.key)
+	s.n.live.Add(^uint64(0))
+	s.n.settle.add(s.cfg.Clock().Sub(p.submitted))
 	return contract.AccessEnded
 }
 
@@ -741,11 +766,16 @@ func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error 
 	}
 }
 
-// Stats returns the counts so far.
+// Stats returns the counts so far. It takes no lock: it is safe from any
+// goroutine (a scrape) while the publications run.
 func (s *Sender) Stats() SenderStats {
-	return SenderStats{Offers: s.n.offers.Load(), Held: s.n.held.Load(), Dropped: s.n.dropped.Load(),
+	st := SenderStats{Offers: s.n.offers.Load(), Held: s.n.held.Load(), Dropped: s.n.dropped.Load(),
 		Puts: s.n.puts.Load(), PeersLost: s.n.peersLost.Load(), Rejected: s.n.rejected.Load(),
+		InFlight:  s.n.live.Load(),
+		Delivered: s.n.outcomes.delivered.Load(), Failed: s.n.outcomes.failed.Load(), Cancelled: s.n.outcomes.cancelled.Load(),
 		Cancels: s.n.cancels.Load(), Tombstones: s.n.tombstones.Load(), Ignored: s.n.ignored.Load(), Finals: s.n.finals.Load()}
+	st.Settle, st.SettleSum = s.n.settle.load()
+	return st
 }
 
 // Close stops the driver and refuses every later Expect and Publish. It

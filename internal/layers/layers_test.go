@@ -54,6 +54,7 @@ var rank = map[string]int{
 	"gpu/nvml":             5,
 	"gpu/sim":              5,
 	"transfer/sim":         5, // the simulated, adversarial transport: an adapter at the edge, like gpu/sim
+	"transfer/ucx":         5, // the UCX transport (cgo to libucp): an adapter at the edge, beside transfer/sim
 	"metrics":              5,
 	"conformance":          6, // runs trials through an engine on the simulated device
 	"internal/redistest":   5,

@@ -1,0 +1,146 @@
+/* The C side of package ucx: one UCP context and worker, the endpoint and
+ * registration tables its active-message handlers check, and the wire layout
+ * of those messages. Every function here is called with the Go transport's
+ * lock held, and every handler runs inside kvu_progress, so nothing here
+ * locks. No Go pointer is stored in C memory except the registered pages of
+ * a checked registration, which Go pins for as long as they are in the
+ * table. */
+#ifndef KVUCX_H
+#define KVUCX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+/* Active-message ids: one per kind of message. */
+enum {
+    KVU_AM_MSG = 1, /* a report: Handlers.Message */
+    KVU_AM_PUT,     /* a checked put: data for a registration */
+    KVU_AM_PUT_ACK, /* the owner applied (or refused) a put */
+    KVU_AM_GET,     /* a checked get: read a registration */
+    KVU_AM_GET_REP, /* the owner's answer to a get, with the data */
+    KVU_AM_LAST
+};
+
+/* What a handler hands Go after progress. */
+enum {
+    KVU_EV_MSG = 1,     /* a message on an endpoint of ours, identity checked */
+    KVU_EV_MSG_UNKNOWN, /* a message on an endpoint we did not open (yet) */
+    KVU_EV_PUT_DONE,    /* a put's answer: status 0 applied, else refused */
+    KVU_EV_GET_DONE,    /* a get's answer, with the data */
+    KVU_EV_EP_ERROR     /* the endpoint failed */
+};
+
+/* Why the owner refused a put or a get (the answer's status, negated UCS
+ * codes stay UCX's own). */
+enum {
+    KVU_REFUSE_REVOKED = 1, /* no live registration with that id/generation */
+    KVU_REFUSE_BOUNDS,      /* outside the registration */
+    KVU_REFUSE_ENDPOINT,    /* from an endpoint the owner did not open */
+    KVU_REFUSE_IDENTITY,    /* the claimed sender is not the endpoint's peer */
+    KVU_REFUSE_TARGET,      /* addressed to another incarnation of the owner */
+    KVU_REFUSE_TRANSFER     /* the data could not be received */
+};
+
+#define KVU_NAME_MAX 255
+#define KVU_HDR_FIXED 64
+
+typedef struct kvu_stats {
+    uint64_t puts_applied;     /* puts written into a live registration */
+    uint64_t puts_refused;     /* puts refused (any reason) */
+    uint64_t puts_late;        /* of those, naming a revoked registration */
+    uint64_t gets_served;
+    uint64_t gets_refused;
+    uint64_t msgs_refused;     /* malformed, misaddressed, or claiming another identity */
+    uint64_t answers_refused;  /* acks and get answers from the wrong endpoint */
+    uint64_t bounces_contained;/* rendezvous buffers kept after a failed receive */
+} kvu_stats;
+
+typedef struct kvu_worker kvu_worker;
+
+typedef struct kvu_ep {
+    kvu_worker *w;
+    ucp_ep_h ep;
+    uint64_t id;
+    uint64_t inc;
+    uint32_t name_len;
+    char name[KVU_NAME_MAX + 1];
+    int live; /* in the table: what arrives on it is heard */
+} kvu_ep;
+
+typedef struct kvu_event {
+    int32_t kind;
+    int32_t status; /* 0, a KVU_REFUSE_* code, or a negative ucs_status_t */
+    uint64_t ep_id;
+    uint64_t seq;
+    uintptr_t reply_ep; /* KVU_EV_MSG_UNKNOWN: the endpoint it came on */
+    uint64_t inc;       /* KVU_EV_MSG_UNKNOWN: the claimed sender */
+    uint32_t name_len;
+    char name[KVU_NAME_MAX + 1];
+    void *data; /* malloc'ed copy, freed by kvu_events_clear */
+    size_t len;
+} kvu_event;
+
+/* An operation Go posted: a send, a one-sided put or get, a flush, a close. */
+typedef struct kvu_op {
+    void *req;    /* the UCX request while in flight */
+    int done;
+    int32_t status;
+    uint8_t hdr[KVU_HDR_FIXED + KVU_NAME_MAX];
+    void *copy; /* a message's own copy */
+} kvu_op;
+
+int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors,
+             const char *name, uint32_t name_len, uint64_t inc,
+             const char *keepalive);
+void kvu_close(kvu_worker *w);
+ucs_status_t kvu_address(kvu_worker *w, void **addr, size_t *len);
+void kvu_address_release(kvu_worker *w, void *addr);
+
+ucs_status_t kvu_connect(kvu_worker *w, const void *addr, const char *name,
+                         uint32_t name_len, uint64_t inc, kvu_ep **out);
+uintptr_t kvu_ep_handle(kvu_ep *e);
+ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out);
+
+unsigned kvu_progress(kvu_worker *w, unsigned max);
+kvu_event *kvu_events(kvu_worker *w, size_t *n);
+void kvu_events_clear(kvu_worker *w);
+kvu_stats kvu_get_stats(kvu_worker *w);
+
+int kvu_region_add(kvu_worker *w, void *base, size_t len, uint64_t *idx,
+                   uint64_t *gen);
+void kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen);
+
+ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg,
+                          size_t len, kvu_op **out);
+ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq,
+                          uint64_t target_inc, uint64_t region, uint64_t gen,
+                          uint64_t off, const void *src, size_t len,
+                          kvu_op **out);
+ucs_status_t kvu_send_get(kvu_worker *w, kvu_ep *e, uint64_t seq,
+                          uint64_t target_inc, uint64_t region, uint64_t gen,
+                          uint64_t off, uint64_t len, kvu_op **out);
+
+ucs_status_t kvu_mem_map(kvu_worker *w, void *base, size_t len, ucp_mem_h *mh,
+                         void **rkey, size_t *rkey_len);
+void kvu_rkey_buffer_release(void *rkey);
+ucs_status_t kvu_mem_unmap(kvu_worker *w, ucp_mem_h mh);
+ucs_status_t kvu_rkey_unpack(kvu_ep *e, const void *buf, ucp_rkey_h *out);
+void kvu_rkey_destroy(ucp_rkey_h rk);
+ucs_status_t kvu_put_os(kvu_ep *e, const void *src, size_t len, uint64_t raddr,
+                        ucp_rkey_h rk, kvu_op **out);
+ucs_status_t kvu_get_os(kvu_ep *e, void *dst, size_t len, uint64_t raddr,
+                        ucp_rkey_h rk, kvu_op **out);
+ucs_status_t kvu_ep_flush(kvu_ep *e, kvu_op **out);
+ucs_status_t kvu_worker_flush(kvu_worker *w, kvu_op **out);
+
+int kvu_op_test(kvu_op *op);
+/* kvu_op_test answers whether op completed (then its request is released
+ * and op->status set); it never blocks. kvu_op_abandon releases the request
+ * of an op still in flight before the worker is destroyed. kvu_op_free frees
+ * an op that completed, or one abandoned once kvu_close returned (UCX may
+ * read its header until then). */
+void kvu_op_abandon(kvu_op *op);
+void kvu_op_free(kvu_op *op);
+
+#endif

@@ -1,0 +1,166 @@
+package ucx
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/kvready/kvready/transfer"
+)
+
+// TestCheckedRevokeFences (rapid): a Checked registration revoked at any
+// point of a put's life — not yet sent, its rendezvous half received, its
+// data in the owner's socket — changes no byte after Revoke returns; the
+// put either landed whole before it (and its request succeeds) or not at
+// all (and its request fails); and a writer that ignores its own fence,
+// posting with the key after the revocation, writes nothing.
+func TestCheckedRevokeFences(t *testing.T) {
+	for _, s := range setups(t, Checked) {
+		t.Run(s.name, func(t *testing.T) {
+			decode := newNode(t, s.cfg, "decode", 1)
+			prefill := newNode(t, s.cfg, "prefill", 1)
+			toDecode, _ := link(t, prefill, decode)
+			rapid.Check(t, func(rt *rapid.T) {
+				size := rapid.SampledFrom([]int{64, 4096, 64 << 10, 512 << 10}).Draw(rt, "size")
+				steps := rapid.IntRange(0, 40).Draw(rt, "steps before revoke")
+				late := rapid.IntRange(0, 3).Draw(rt, "puts after revoke")
+				pages := sentinel(size)
+				mem, err := decode.Register(pages)
+				require.NoError(rt, err)
+				key, err := toDecode.UnpackKey(mem.PackedKey())
+				require.NoError(rt, err)
+				src := pattern(byte(size), size)
+				put, err := toDecode.Put(src, key, 0)
+				require.NoError(rt, err)
+				for i := range steps {
+					side := rapid.IntRange(0, 2).Draw(rt, "who progresses")
+					if side != 1 {
+						prefill.Progress()
+					}
+					if side != 0 || i%7 == 0 {
+						decode.Progress()
+					}
+				}
+				before := decode.Stats()
+				how, err := mem.Revoke()
+				require.NoError(rt, err)
+				require.Equal(rt, transfer.RevokedFenced, how)
+				atRevoke := bytes.Clone(pages)
+				var lates []transfer.Request
+				for i := range late {
+					r, err := toDecode.Put(pattern(byte(i+100), size), key, 0)
+					require.NoError(rt, err, "posting is the writer's: the owner refuses")
+					lates = append(lates, r)
+				}
+				putErr := wait(rt, put, prefill, decode)
+				for _, r := range lates {
+					require.ErrorIs(rt, wait(rt, r, prefill, decode), ErrRevoked, "a put after the revocation is refused")
+				}
+				require.Equal(rt, atRevoke, pages, "no byte changed after Revoke returned")
+				if putErr == nil {
+					require.Equal(rt, src, atRevoke, "a put that succeeded landed, whole, before the revocation")
+				} else {
+					require.ErrorIs(rt, putErr, ErrRevoked)
+					require.Equal(rt, sentinel(size), atRevoke, "a refused put wrote nothing")
+				}
+				after := decode.Stats()
+				refused := late
+				if putErr != nil {
+					refused++
+				}
+				require.Equal(rt, before.PutsLate+uint64(refused), after.PutsLate, "every refused put is counted late")
+			})
+		})
+	}
+}
+
+// TestOneSidedUnmapFencesNothing: UCX 1.13 moves a one-sided put into user
+// memory over tcp and shared memory by software RMA — the owner's worker,
+// in its own progress, writes the address the put names without looking
+// for a registration — so ucp_mem_unmap stops nothing: a put posted after
+// it still lands (which is why Revoke answers RevokedNewOnly, and why the
+// memory stays pinned). The write happens only when the owner progresses.
+// If a UCX release starts refusing such puts, this test fails and
+// docs/ucx.md must be revised with it.
+func TestOneSidedUnmapFencesNothing(t *testing.T) {
+	for _, s := range setups(t, OneSided) {
+		t.Run(s.name, func(t *testing.T) {
+			for _, size := range []int{64, 1 << 20} {
+				decode := newNode(t, s.cfg, "decode", 1)
+				prefill := newNode(t, s.cfg, "prefill", 1)
+				toDecode, _ := link(t, prefill, decode)
+				pages := sentinel(size)
+				mem, err := decode.Register(pages)
+				require.NoError(t, err)
+				key, err := toDecode.UnpackKey(mem.PackedKey())
+				require.NoError(t, err)
+				how, err := mem.Revoke()
+				require.NoError(t, err)
+				require.Equal(t, transfer.RevokedNewOnly, how)
+
+				src := pattern(7, size)
+				put, err := toDecode.Put(src, key, 0)
+				require.NoError(t, err)
+				for range 2000 {
+					prefill.Progress()
+				}
+				done, _ := put.Test()
+				assert.False(t, done, "the put waits for the owner's progress")
+				assert.Equal(t, sentinel(size), pages, "nothing lands without the owner's progress")
+				require.NoError(t, wait(t, put, prefill, decode), "a put after ucp_mem_unmap completes")
+				assert.Equal(t, src, pages, "and lands: unmapping fenced nothing, not even a later put")
+				assert.Zero(t, decode.Stats().PutsRefused, "the transport never saw it: UCX applied it")
+			}
+		})
+	}
+}
+
+// TestClosingTheOwnersEndpoint: what the owner closing its endpoint to a
+// writer proves. Checked: nothing that arrives on it after is applied — a
+// fence for that writer alone; the writer's put is refused or never
+// answered (it ends on its own deadline). OneSided: nothing — the writer's
+// later put lands.
+func TestClosingTheOwnersEndpoint(t *testing.T) {
+	for _, s := range setups(t, Checked, OneSided) {
+		t.Run(s.name, func(t *testing.T) {
+			decode := newNode(t, s.cfg, "decode", 1)
+			prefill := newNode(t, s.cfg, "prefill", 1)
+			toDecode, toPrefill := link(t, prefill, decode)
+			pages := sentinel(4096)
+			mem, err := decode.Register(pages)
+			require.NoError(t, err)
+			key, err := toDecode.UnpackKey(mem.PackedKey())
+			require.NoError(t, err)
+			first := pattern(1, 4096)
+			r, err := toDecode.Put(first, key, 0)
+			require.NoError(t, err)
+			require.NoError(t, wait(t, r, prefill, decode))
+			closed, err := toPrefill.Close()
+			require.NoError(t, err)
+			require.NoError(t, wait(t, closed, prefill, decode))
+
+			src := pattern(2, 4096)
+			late, err := toDecode.Put(src, key, 0)
+			require.NoError(t, err)
+			done, lateErr := false, error(nil)
+			for i := 0; i < 20_000 && !done; i++ {
+				prefill.Progress()
+				decode.Progress()
+				done, lateErr = late.Test()
+			}
+			if s.cfg.Mode == Checked {
+				assert.Equal(t, first, pages, "nothing from the closed endpoint's peer applied")
+				if done {
+					assert.ErrorIs(t, lateErr, ErrRefused)
+				}
+				return
+			}
+			assert.True(t, done)
+			assert.NoError(t, lateErr)
+			assert.Equal(t, src, pages, "one-sided: the owner's close fenced nothing")
+		})
+	}
+}

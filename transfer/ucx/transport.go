@@ -1,0 +1,555 @@
+package ucx
+
+/*
+#cgo LDFLAGS: -lucp -lucs
+#include <stdlib.h>
+#include "kvucx.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/kvready/kvready/transfer"
+)
+
+// Mode says how puts and gets reach a registration.
+type Mode uint8
+
+const (
+	// Checked (the zero value): a put or get travels as an active message
+	// that the owner's Progress applies only after checking the
+	// registration it names (live, its generation, the bounds) and the
+	// endpoint it came on. Nothing else writes the pages, so Revoke fences
+	// on every UCX transport: once it returns, no byte lands.
+	Checked Mode = iota
+	// OneSided: ucp_put_nbx and ucp_get_nbx into memory mapped with
+	// ucp_mem_map, as UCX moves them. Revoke unmaps and
+	// answers RevokedNewOnly — and over tcp and shared memory UCX refuses
+	// not even later operations (see docs/ucx.md): a writer's access ends
+	// only on its own evidence.
+	OneSided
+)
+
+// String names the mode.
+func (m Mode) String() string {
+	switch m {
+	case Checked:
+		return "checked"
+	case OneSided:
+		return "one-sided"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// MaxMessage is the largest active message Send takes: reports are small,
+// and a message is always sent eagerly, so it never waits for the receiver.
+const MaxMessage = 64 << 10
+
+// progressRounds bounds the ucp_worker_progress calls one Progress makes.
+const progressRounds = 64
+
+// maxUnheard bounds the messages held from endpoints not yet matched.
+const maxUnheard = 256
+
+// Errors the transport wraps.
+var (
+	// ErrClosed: the transport or the endpoint was closed.
+	ErrClosed = errors.New("ucx: closed")
+	// ErrPeerFailed: UCX reported the endpoint's peer failed.
+	ErrPeerFailed = errors.New("ucx: the peer's endpoint failed")
+	// ErrRevoked: the owner has no live registration the key names.
+	ErrRevoked = errors.New("ucx: the remote registration was revoked")
+	// ErrRefused: the owner refused a put or a get for another reason.
+	ErrRefused = errors.New("ucx: the owner refused the operation")
+)
+
+// Config is one transport's identity and UCX settings.
+type Config struct {
+	// Name and Incarnation: the process and its life (transfer.Peer,
+	// transfer.Incarnation >= 1), carried in the address and in every
+	// message, and checked against the endpoint a message arrives on.
+	Name        transfer.Peer
+	Incarnation transfer.Incarnation
+	// Transports is UCX_TLS for this transport alone (set with
+	// ucp_config_modify, so it does not touch the environment): "tcp",
+	// "sm", "tcp,cma"… Empty: the environment's UCX_TLS, read when New
+	// runs, else UCX's own choice.
+	Transports string
+	// Mode is how puts and gets reach a registration: Checked (default) or
+	// OneSided.
+	Mode Mode
+	// NoPeerErrors creates endpoints without peer error handling
+	// (UCP_ERR_HANDLING_MODE_NONE). UCX 1.13's shared-memory transports
+	// (posix, sysv) cannot report a failed peer, so an endpoint that asks
+	// for it is never made over them; set this to use them. Then a dead
+	// peer is never reported: EndpointError is not called.
+	NoPeerErrors bool
+}
+
+func (c Config) validate() error {
+	var errs []error
+	switch {
+	case c.Name == "":
+		errs = append(errs, errors.New("Name is empty; a peer name of 1 to 255 bytes expected"))
+	case len(c.Name) > transfer.MaxPeerLen:
+		errs = append(errs, fmt.Errorf("Name is %d bytes; at most %d expected", len(c.Name), transfer.MaxPeerLen))
+	}
+	if c.Incarnation == 0 {
+		errs = append(errs, errors.New("Incarnation is 0; an incarnation >= 1 expected"))
+	}
+	if c.Mode != Checked && c.Mode != OneSided {
+		errs = append(errs, fmt.Errorf("Mode is %s; checked or one-sided expected", c.Mode))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ucx: bad Config: %w", err)
+	}
+	return nil
+}
+
+// Transport is a transfer.Transport over one UCP context and worker. It is
+// safe for concurrent use: one lock serialises every call into UCX (the
+// worker is UCS_THREAD_MODE_SERIALIZED), and Progress calls the handlers
+// outside it, on the caller's goroutine.
+//
+// Memory: Register pins the slice it is given (runtime.Pinner), so the Go
+// garbage collector never moves or frees memory UCX may touch. A Checked
+// registration is unpinned when Revoke returns (nothing writes it after);
+// a OneSided one stays pinned for the life of the process, because no
+// evidence UCX gives proves a one-sided writer stopped. Put sources and Get
+// destinations are pinned until their request completes.
+//
+// Nothing happens unless someone calls Progress: data, reports, answers and
+// endpoint errors arrive there, and a checked put lands only in the owner's
+// Progress.
+type Transport struct {
+	mu       sync.Mutex
+	w        *C.kvu_worker // nil once closed
+	cfg      Config
+	handlers transfer.Handlers
+	address  []byte
+
+	peers   map[transfer.Peer]address
+	conns   map[uint64]*conn    // UCP endpoints not yet closed, by the C record's id
+	open    map[peerLife]*conn  // the one Connect shares, per peer incarnation
+	answers map[uint64]*request // checked puts and gets waiting for the owner's answer
+	live    map[*request]struct{}
+	regions map[*memory]struct{}
+	unheard []unheard
+	ready   []call
+	seq     uint64
+	stats   Stats
+	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
+}
+
+// Stats counts what a transport saw, for tests and operators. Nothing in it
+// is read from a session.
+type Stats struct {
+	PutsApplied    uint64 // puts written into this transport's registrations
+	PutsRefused    uint64 // puts this transport refused as the owner, any reason
+	PutsLate       uint64 // of those, naming a revoked registration
+	GetsServed     uint64
+	GetsRefused    uint64
+	MsgsRefused    uint64 // malformed, misaddressed, or claiming another identity than their endpoint's
+	MsgsUnheard    uint64 // held from an endpoint never matched, and dropped
+	AnswersRefused uint64 // acks and get answers not from the endpoint their request went on
+	Contained      uint64 // rendezvous buffers kept for ever after a failed receive
+}
+
+type unheard struct {
+	handle uintptr
+	peer   transfer.Peer
+	inc    transfer.Incarnation
+	msg    []byte
+}
+
+type call struct {
+	peer transfer.Peer
+	inc  transfer.Incarnation
+	msg  []byte
+	err  error // an endpoint error when set
+}
+
+var _ transfer.Transport = (*Transport)(nil)
+
+// New opens a UCP context and worker for one process incarnation.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tls := C.CString(cfg.Transports)
+	defer C.free(unsafe.Pointer(tls))
+	name := C.CString(string(cfg.Name))
+	defer C.free(unsafe.Pointer(name))
+	var w *C.kvu_worker
+	rma := C.int(0)
+	if cfg.Mode == OneSided {
+		rma = 1
+	}
+	peerErrors := C.int(1)
+	if cfg.NoPeerErrors {
+		peerErrors = 0
+	}
+	if st := C.kvu_open(&w, tls, rma, peerErrors, name, C.uint32_t(len(cfg.Name)), C.uint64_t(cfg.Incarnation), nil); st != 0 {
+		return nil, fmt.Errorf("ucx: opening a worker over transports %q: %w", cfg.Transports, statusErr(C.int(st)))
+	}
+	t := &Transport{
+		w: w, cfg: cfg,
+		peers:   map[transfer.Peer]address{},
+		conns:   map[uint64]*conn{},
+		open:    map[peerLife]*conn{},
+		answers: map[uint64]*request{},
+		live:    map[*request]struct{}{},
+		regions: map[*memory]struct{}{},
+	}
+	var p unsafe.Pointer
+	var n C.size_t
+	if st := C.kvu_address(w, &p, &n); st != C.UCS_OK {
+		C.kvu_close(w)
+		return nil, fmt.Errorf("ucx: reading the worker address: %w", statusErr(C.int(st)))
+	}
+	t.address = address{peer: cfg.Name, inc: cfg.Incarnation, worker: C.GoBytes(p, C.int(n))}.append(nil)
+	C.kvu_address_release(w, p)
+	return t, nil
+}
+
+// Self implements transfer.Transport.
+func (t *Transport) Self() (transfer.Peer, transfer.Incarnation) {
+	return t.cfg.Name, t.cfg.Incarnation
+}
+
+// Mode is the transport's mode.
+func (t *Transport) Mode() Mode { return t.cfg.Mode }
+
+// Address is what a peer passes to AddPeer to reach this transport: the
+// name, the incarnation and the UCP worker address. The caller carries it
+// out of band (a pipe, a file, a control channel).
+func (t *Transport) Address() []byte { return append([]byte(nil), t.address...) }
+
+// AddPeer records a peer's Address, answering whose it is. A later
+// incarnation replaces an earlier one (Connect then reaches the new life;
+// endpoints to the old one are untouched). An address for an older
+// incarnation than the one recorded, or a different address for the same
+// incarnation, is refused and changes nothing.
+func (t *Transport) AddPeer(addr []byte) (transfer.Peer, transfer.Incarnation, error) {
+	a, err := decodeAddress(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.peers[a.peer]; ok {
+		switch {
+		case a.inc < old.inc:
+			return "", 0, fmt.Errorf("ucx: an address for %s#%d is older than the recorded #%d; the latest incarnation expected", a.peer, a.inc, old.inc)
+		case a.inc == old.inc && string(a.worker) != string(old.worker):
+			return "", 0, fmt.Errorf("ucx: a second, different address for %s#%d; one address per incarnation expected", a.peer, a.inc)
+		}
+	}
+	t.peers[a.peer] = a
+	return a.peer, a.inc, nil
+}
+
+// SetHandlers implements transfer.Transport.
+func (t *Transport) SetHandlers(h transfer.Handlers) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handlers = h
+}
+
+// Progress implements transfer.Transport: it runs ucp_worker_progress a
+// bounded number of times (never blocking), settles what the handlers
+// recorded — checked puts applied, answers matched to their requests,
+// endpoint errors — and then, outside the lock, hands each message and
+// endpoint error to its handler. It answers how many things happened.
+func (t *Transport) Progress() int {
+	t.mu.Lock()
+	if t.w == nil {
+		t.mu.Unlock()
+		return 0
+	}
+	n := int(C.kvu_progress(t.w, progressRounds))
+	n += t.drain()
+	t.sweepDead()
+	calls, h := t.ready, t.handlers
+	t.ready = nil
+	t.mu.Unlock()
+	for _, c := range calls {
+		switch {
+		case c.err != nil && h.EndpointError != nil:
+			h.EndpointError(c.peer, c.inc, c.err)
+		case c.err == nil && h.Message != nil:
+			h.Message(c.peer, c.inc, c.msg)
+		}
+	}
+	return n + len(calls)
+}
+
+// drain settles the events the handlers recorded; t.mu is held.
+func (t *Transport) drain() int {
+	var cn C.size_t
+	evs := C.kvu_events(t.w, &cn)
+	n := int(cn)
+	if n == 0 {
+		return 0
+	}
+	for _, ev := range unsafe.Slice(evs, n) {
+		var data []byte
+		if ev.len > 0 {
+			data = C.GoBytes(ev.data, C.int(ev.len))
+		}
+		switch ev.kind {
+		case C.KVU_EV_MSG:
+			if c := t.conns[uint64(ev.ep_id)]; c != nil {
+				t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, msg: data})
+			}
+		case C.KVU_EV_MSG_UNKNOWN:
+			t.hold(unheard{handle: uintptr(ev.reply_ep), peer: transfer.Peer(C.GoStringN(&ev.name[0], C.int(ev.name_len))),
+				inc: transfer.Incarnation(ev.inc), msg: data})
+		case C.KVU_EV_PUT_DONE, C.KVU_EV_GET_DONE:
+			t.answered(uint64(ev.ep_id), uint64(ev.seq), ev.kind == C.KVU_EV_GET_DONE, int32(ev.status), data)
+		case C.KVU_EV_EP_ERROR:
+			if c := t.conns[uint64(ev.ep_id)]; c != nil {
+				t.fail(c, fmt.Errorf("%w: %s#%d: %w", ErrPeerFailed, c.peer, c.inc, statusErr(C.int(ev.status))))
+			}
+		}
+	}
+	C.kvu_events_clear(t.w)
+	return n
+}
+
+// hold keeps a message from an endpoint this transport did not open until
+// Connect opens the same one; the oldest is dropped beyond maxUnheard.
+func (t *Transport) hold(u unheard) {
+	if len(t.unheard) == maxUnheard {
+		t.unheard = t.unheard[1:]
+		t.stats.MsgsUnheard++
+	}
+	t.unheard = append(t.unheard, u)
+}
+
+// answered matches an owner's answer to the request it names, only if it
+// came on the endpoint the request went out on.
+func (t *Transport) answered(epID, seq uint64, get bool, status int32, data []byte) {
+	r := t.answers[seq]
+	if r == nil || r.ep.c.id != epID || (r.kind == reqGet) != get {
+		t.stats.AnswersRefused++
+		return
+	}
+	delete(t.answers, seq)
+	r.answered = true
+	switch {
+	case status != 0:
+		r.ansErr = refusal(status)
+	case get && len(data) != len(r.dst):
+		r.ansErr = fmt.Errorf("%w: the owner answered %d bytes for a get of %d", ErrRefused, len(data), len(r.dst))
+	case get:
+		copy(r.dst, data)
+	}
+	t.advance(r)
+}
+
+// fail records a UCP endpoint's failure, closes it by force and queues the
+// handler call: once per peer incarnation, for every Endpoint sharing it.
+func (t *Transport) fail(c *conn, err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, err: err})
+	t.forceClose(c)
+	for r := range c.pending {
+		t.advance(r)
+	}
+}
+
+// forceClose closes c's UCP endpoint at once; t.mu is held.
+func (t *Transport) forceClose(c *conn) {
+	if c.cep == nil {
+		return
+	}
+	c.dropKeys()
+	var op *C.kvu_op
+	if C.kvu_ep_close(t.w, c.cep, 1, &op) == C.UCS_OK {
+		t.dead = append(t.dead, op) // freed once it completes or at Close
+	}
+	c.forget()
+}
+
+// Flush implements transfer.Transport: it completes when every put and get
+// posted on any endpoint before it completed remotely. Checked: when the
+// owner answered each; OneSided: ucp_worker_flush_nbx.
+func (t *Transport) Flush() transfer.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &request{t: t, kind: reqFlush}
+	if t.w == nil {
+		r.finish(ErrClosed)
+		return r
+	}
+	if t.cfg.Mode == OneSided {
+		var op *C.kvu_op
+		if st := C.kvu_worker_flush(t.w, &op); st != C.UCS_OK {
+			r.finish(fmt.Errorf("ucx: worker flush: %w", statusErr(C.int(st))))
+			return r
+		}
+		r.op = op
+	} else {
+		r.waits = rma(t.live)
+	}
+	t.track(r)
+	t.advance(r)
+	return r
+}
+
+// Stats answers what the transport counted so far.
+func (t *Transport) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.merged()
+}
+
+// merged adds the C handlers' counts to Go's; t.mu is held.
+func (t *Transport) merged() Stats {
+	s := t.stats
+	if t.w != nil {
+		c := C.kvu_get_stats(t.w)
+		s.PutsApplied += uint64(c.puts_applied)
+		s.PutsRefused += uint64(c.puts_refused)
+		s.PutsLate += uint64(c.puts_late)
+		s.GetsServed += uint64(c.gets_served)
+		s.GetsRefused += uint64(c.gets_refused)
+		s.MsgsRefused += uint64(c.msgs_refused)
+		s.AnswersRefused += uint64(c.answers_refused)
+		s.Contained += uint64(c.bounces_contained)
+	}
+	return s
+}
+
+// closeRounds bounds the progress Close makes while endpoints close.
+const closeRounds = 10000
+
+// Close closes every endpoint by force, ends every registration (a Checked
+// one fenced; a OneSided one unmapped, its memory left pinned), fails every
+// request still open with ErrClosed, and destroys the worker and context.
+// Later calls answer ErrClosed; Close is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return nil
+	}
+	for _, c := range t.conns {
+		if c.err == nil {
+			c.err = ErrClosed
+		}
+		t.forceClose(c)
+	}
+	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
+		C.kvu_progress(t.w, 1)
+	}
+	for r := range t.live {
+		r.abandon()
+		r.finish(ErrClosed)
+	}
+	for _, op := range t.dead {
+		C.kvu_op_abandon(op)
+	}
+	for m := range t.regions {
+		_ = m.end() // the worker goes next: an unmap that failed frees nothing less
+	}
+	t.stats = t.merged()
+	C.kvu_close(t.w)
+	t.w = nil
+	for _, op := range t.dead {
+		C.kvu_op_free(op)
+	}
+	t.dead = nil
+	return nil
+}
+
+// sweepDead frees the forced closes that completed; t.mu is held.
+func (t *Transport) sweepDead() {
+	kept := t.dead[:0]
+	for _, op := range t.dead {
+		if C.kvu_op_test(op) != 0 {
+			C.kvu_op_free(op)
+			continue
+		}
+		kept = append(kept, op)
+	}
+	clear(t.dead[len(kept):])
+	t.dead = kept
+}
+
+func (t *Transport) anyInFlight() bool {
+	for _, op := range t.dead {
+		if C.kvu_op_test(op) == 0 {
+			return true
+		}
+	}
+	for r := range t.live {
+		if r.op != nil && C.kvu_op_test(r.op) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Transport) track(r *request) {
+	if !r.done {
+		t.live[r] = struct{}{}
+	}
+}
+
+// nextSeq numbers a checked put or get; the zero value is never issued.
+func (t *Transport) nextSeq() uint64 {
+	t.seq++
+	return t.seq
+}
+
+// statusErr turns a UCX status into an error naming it.
+func statusErr(st C.int) error {
+	return &StatusError{Code: int(st), Text: C.GoString(C.ucs_status_string(C.ucs_status_t(st)))}
+}
+
+// StatusError is a UCX status code that is not UCS_OK.
+type StatusError struct {
+	Code int
+	Text string
+}
+
+// Error names the status: "ucx status -80 (Endpoint timeout)".
+func (e *StatusError) Error() string { return fmt.Sprintf("ucx status %d (%s)", e.Code, e.Text) }
+
+// refusal turns an owner's answer code into an error.
+func refusal(status int32) error {
+	switch status {
+	case C.KVU_REFUSE_REVOKED:
+		return ErrRevoked
+	case C.KVU_REFUSE_BOUNDS:
+		return fmt.Errorf("%w: outside the registration", ErrRefused)
+	case C.KVU_REFUSE_ENDPOINT:
+		return fmt.Errorf("%w: it came on an endpoint the owner did not open (the owner must Connect back)", ErrRefused)
+	case C.KVU_REFUSE_IDENTITY:
+		return fmt.Errorf("%w: the sender is not the peer of its endpoint", ErrRefused)
+	case C.KVU_REFUSE_TARGET:
+		return fmt.Errorf("%w: addressed to another incarnation of the owner", ErrRefused)
+	case C.KVU_REFUSE_TRANSFER:
+		return fmt.Errorf("%w: the data could not be received", ErrRefused)
+	}
+	if status < 0 {
+		return fmt.Errorf("%w: %w", ErrRefused, statusErr(C.int(status)))
+	}
+	return fmt.Errorf("%w: code %d", ErrRefused, status)
+}
+
+// forever keeps OneSided registrations pinned for the life of the process.
+var forever struct {
+	mu   sync.Mutex
+	pins []*runtime.Pinner
+}
