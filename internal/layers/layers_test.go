@@ -72,6 +72,7 @@ var rank = map[string]int{
 	"cmd/kvready":       7,
 	"proptest/mutants":  7,
 	"internal/layers":   7,
+	"internal/peerucx":  6, // two-process tests of the engine over backend/peer over transfer/ucx: test files only
 	"examples/shutdown": 7, // the Ctrl-C pattern for Go embedders: a program, imported by nothing
 }
 
