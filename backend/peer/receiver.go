@@ -186,20 +186,7 @@ var (
 // that bound nothing.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	m := mistakes{what: "receiver config"}
-	var self transfer.Peer
-	var inc transfer.Incarnation
-	if cfg.Transport == nil {
-		m.add("transport", "nil", "the process's transfer.Transport")
-	} else {
-		self, inc = cfg.Transport.Self()
-		if cfg.Capabilities.Peer != self || cfg.Capabilities.Incarnation != inc {
-			m.add("capabilities", fmt.Sprintf("%s#%d", cfg.Capabilities.Peer, cfg.Capabilities.Incarnation),
-				fmt.Sprintf("the transport's own peer and incarnation, %s#%d", self, inc))
-		}
-	}
-	if cfg.Slot == nil {
-		m.add("slot", "nil", "the staging slot a unit names")
-	}
+	self, inc := checkSide(&m, cfg.Transport, cfg.Capabilities, cfg.Slot != nil)
 	checkDurations(&m, cfg.Timeout, cfg.Grace, cfg.Poll)
 	if err := m.result(); err != nil {
 		return nil, err
@@ -223,6 +210,39 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		r.drv = startDriver(cfg.Poll, func() { r.Progress() })
 	}
 	return r, nil
+}
+
+// checkSide checks what a Receiver and a Sender both need: a transport,
+// an advertisement that is the transport's own peer and incarnation, and a
+// slot function. It answers the transport's peer and incarnation.
+func checkSide(m *mistakes, tr transfer.Transport, caps transfer.Capabilities, haveSlot bool) (transfer.Peer, transfer.Incarnation) {
+	var self transfer.Peer
+	var inc transfer.Incarnation
+	if tr == nil {
+		m.add("transport", "nil", "the process's transfer.Transport")
+	} else {
+		self, inc = tr.Self()
+		if caps.Peer != self || caps.Incarnation != inc {
+			m.add("capabilities", fmt.Sprintf("%s#%d", caps.Peer, caps.Incarnation),
+				fmt.Sprintf("the transport's own peer and incarnation, %s#%d", self, inc))
+		}
+	}
+	if !haveSlot {
+		m.add("slot", "nil", "the staging slot a unit names")
+	}
+	return self, inc
+}
+
+// quiesceNow is a prober's answer as the contract's Quiesce: true when the
+// listed attempts' access ended now. It never waits — evidence arrives only
+// through Progress, never inside the call — and a ctx already done is an
+// error, never true.
+func quiesceNow(ctx context.Context, attempts []contract.Attempt, try func([]contract.Attempt) (contract.Access, error)) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	a, err := try(attempts)
+	return a == contract.AccessEnded, err
 }
 
 func checkDurations(m *mistakes, timeout, grace, poll time.Duration) {

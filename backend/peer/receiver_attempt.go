@@ -129,11 +129,7 @@ func (r *Receiver) TryQuiesce(attempts []contract.Attempt) (contract.Access, err
 // attempt's pages are reusable now, false otherwise. It never waits (see
 // TryQuiesce); a ctx already done is an error.
 func (r *Receiver) Quiesce(ctx context.Context, attempts []contract.Attempt) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	a, err := r.TryQuiesce(attempts)
-	return a == contract.AccessEnded, err
+	return quiesceNow(ctx, attempts, r.TryQuiesce)
 }
 
 // Settle waits until every listed attempt has an outcome, or ctx ends. It

@@ -255,20 +255,7 @@ var (
 // same fields.
 func NewSender(cfg SenderConfig) (*Sender, error) {
 	m := mistakes{what: "sender config"}
-	var self transfer.Peer
-	var inc transfer.Incarnation
-	if cfg.Transport == nil {
-		m.add("transport", "nil", "the process's transfer.Transport")
-	} else {
-		self, inc = cfg.Transport.Self()
-		if cfg.Capabilities.Peer != self || cfg.Capabilities.Incarnation != inc {
-			m.add("capabilities", fmt.Sprintf("%s#%d", cfg.Capabilities.Peer, cfg.Capabilities.Incarnation),
-				fmt.Sprintf("the transport's own peer and incarnation, %s#%d", self, inc))
-		}
-	}
-	if cfg.Slot == nil {
-		m.add("slot", "nil", "the staging slot a unit names")
-	}
+	self, inc := checkSide(&m, cfg.Transport, cfg.Capabilities, cfg.Slot != nil)
 	checkDurations(&m, cfg.Timeout, 0, cfg.Poll)
 	if cfg.Limits.Sessions < 1 || cfg.Limits.Tombstones < 1 || cfg.Limits.Window <= 0 {
 		m.add("limits", fmt.Sprintf("sessions %d, tombstones %d, window %s", cfg.Limits.Sessions, cfg.Limits.Tombstones, cfg.Limits.Window),
@@ -733,11 +720,7 @@ func (s *Sender) TryQuiesce(attempts []contract.Attempt) (contract.Access, error
 
 // Quiesce is TryQuiesce's answer as the contract's; it never waits.
 func (s *Sender) Quiesce(ctx context.Context, attempts []contract.Attempt) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	a, err := s.TryQuiesce(attempts)
-	return a == contract.AccessEnded, err
+	return quiesceNow(ctx, attempts, s.TryQuiesce)
 }
 
 // Settle waits until every listed publication has an outcome, or ctx ends;
