@@ -241,9 +241,12 @@ func (b *Backend) Close() error {
 // counts as a use of the row; with a capacity, a new row in a full store
 // evicts the least recently used one.
 func (b *Backend) Put(extent string, name contract.Name, row []byte) {
-	row = append([]byte(nil), row...)
 	b.mu.Lock()
-	b.store.put(key{extent, name}, row)
+	buf := b.store.buffer(len(row))
+	b.mu.Unlock()
+	copy(buf, row)
+	b.mu.Lock()
+	b.store.put(key{extent, name}, buf)
 	b.mu.Unlock()
 }
 
@@ -256,7 +259,7 @@ func (b *Backend) Get(extent string, name contract.Name) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return append([]byte(nil), e.row...), true
+	return append([]byte(nil), e.row.b...), true
 }
 
 // Len reports how many rows the store holds; with a capacity, never more than
@@ -472,7 +475,10 @@ func (b *Backend) run(a *attempt, call Call, ext contract.CacheExtent) {
 	if call.Op == OpFetch {
 		data = make([][]byte, len(rows))
 		var reason string
-		if hits, reason = b.load(a.mode, ext, rows, data); reason != "" {
+		var held []*row
+		hits, held, reason = b.load(a.mode, ext, rows, data)
+		defer b.unread(held) // after the last pass of a torn delivery too
+		if reason != "" {
 			a.settle(contract.Failed{Reason: reason})
 			return
 		}
@@ -509,27 +515,45 @@ func servedPart(m Mode, hits []int) []int {
 // stored rows the mode serves, returns their unit indexes and counts them as
 // uses. A stored row whose size differs from its staging row fails the
 // delivery (a non-empty reason) before anything is used or written.
-func (b *Backend) load(m Mode, ext contract.CacheExtent, rows, data [][]byte) (hits []int, reason string) {
+//
+// The rows it hands out stay marked as read (their bytes are not recycled)
+// until unread is given held, once the delivery stopped reading them.
+func (b *Backend) load(m Mode, ext contract.CacheExtent, rows, data [][]byte) (hits []int, held []*row, reason string) {
 	var ents []*entry
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, row := range rows {
+	for i, staged := range rows {
 		e, ok := b.store.peek(key{ext.Name(), ext.Unit(i).Name})
 		if !ok {
 			continue
 		}
-		if len(e.row) != len(row) {
-			return nil, fmt.Sprintf("unit %d: stored row has %d bytes, staging row %d", i, len(e.row), len(row))
+		if len(e.row.b) != len(staged) {
+			return nil, nil, fmt.Sprintf("unit %d: stored row has %d bytes, staging row %d", i, len(e.row.b), len(staged))
 		}
 		hits = append(hits, i)
 		ents = append(ents, e)
 	}
 	hits = servedPart(m, hits)
+	held = make([]*row, len(hits))
 	for j, i := range hits {
-		data[i] = ents[j].row
+		held[j] = ents[j].row
+		b.store.read(held[j])
+		data[i] = held[j].b
 		b.store.use(ents[j])
 	}
-	return hits, ""
+	return hits, held, ""
+}
+
+// unread ends the reads load began.
+func (b *Backend) unread(held []*row) {
+	if len(held) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range held {
+		b.store.unread(r)
+	}
 }
 
 // keep stores copies of the listed staging rows of a publication, under one
@@ -537,8 +561,13 @@ func (b *Backend) load(m Mode, ext contract.CacheExtent, rows, data [][]byte) (h
 // bound is not).
 func (b *Backend) keep(ext contract.CacheExtent, rows [][]byte, hits []int) []int {
 	copies := make([][]byte, len(hits))
+	b.mu.Lock()
 	for j, i := range hits {
-		copies[j] = append([]byte(nil), rows[i]...)
+		copies[j] = b.store.buffer(len(rows[i]))
+	}
+	b.mu.Unlock()
+	for j, i := range hits {
+		copy(copies[j], rows[i])
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -15,8 +15,18 @@ type key struct {
 // entry is one stored row and its place in the recency list.
 type entry struct {
 	k          key
-	row        []byte // never mutated once stored, only replaced: readers keep it outside the lock
+	row        *row // never mutated once stored, only replaced: readers keep it outside the lock
 	prev, next *entry
+}
+
+// row is the bytes stored under one name. Fetches copy out of them outside
+// the lock, so a row the store drops (evicted, replaced) while readers > 0
+// is only marked dropped, and its last reader recycles it: its bytes are
+// written again only once nobody can be reading them.
+type row struct {
+	b       []byte
+	readers int
+	dropped bool
 }
 
 // store maps (extent, name) to row bytes, with optional bounds on how many
@@ -24,6 +34,13 @@ type entry struct {
 // storing a row evicts the least recently used ones until it fits. The recency list is intrusive (no allocation to move an entry), and the
 // entry of an evicted row is reused for the row that displaced it, so a Put at
 // capacity allocates only the copy of its row.
+//
+// The bytes of a dropped row nobody reads any more go to a free list, by
+// size, that the next stored copy of that size takes: at capacity, a store
+// keeps rows without allocating (allocating and zeroing a fresh row cost ten
+// times the copy into it: the local tier's promotions were dominated by it).
+// The free list is bounded by maxFree bytes: what it holds beyond that is
+// left to the garbage collector.
 //
 // A store is guarded by its Backend's mutex; evictions alone is atomic, so
 // that it can be read without the lock.
@@ -34,13 +51,70 @@ type store struct {
 	maxBytes  int64 // bytes of rows held; 0: unbounded
 	bytes     atomic.Int64
 	evictions atomic.Uint64
+
+	free      map[int][][]byte // recycled row bytes by length, nobody reading them
+	freeBytes int64
+	maxFree   int64
 }
+
+// maxFreeBytes bounds the free list of a store without a byte bound (with
+// one, the free list holds at most as many bytes as the store may).
+const maxFreeBytes = 64 << 20
 
 func (s *store) init(capacity int, maxBytes int64) {
 	s.m = map[key]*entry{}
 	s.root.next, s.root.prev = &s.root, &s.root
 	s.capacity = capacity
 	s.maxBytes = maxBytes
+	s.free = map[int][][]byte{}
+	s.maxFree = maxFreeBytes
+	if maxBytes > 0 && maxBytes < s.maxFree {
+		s.maxFree = maxBytes
+	}
+}
+
+// buffer returns n bytes nobody else holds, recycled when it can: the caller
+// fills every byte before storing them.
+func (s *store) buffer(n int) []byte {
+	if l := s.free[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		s.free[n] = l[:len(l)-1]
+		s.freeBytes -= int64(n)
+		return b
+	}
+	return make([]byte, n)
+}
+
+// read marks r as being copied out of, outside the lock, until unread.
+func (s *store) read(r *row) { r.readers++ }
+
+// unread ends one read of r; the last read of a dropped row recycles it.
+func (s *store) unread(r *row) {
+	r.readers--
+	if r.readers == 0 && r.dropped {
+		s.recycle(r)
+	}
+}
+
+// release is a row leaving the store: recycled now if nobody reads it, by its
+// last reader otherwise.
+func (s *store) release(r *row) {
+	if r.readers > 0 {
+		r.dropped = true
+		return
+	}
+	s.recycle(r)
+}
+
+func (s *store) recycle(r *row) {
+	b := r.b
+	r.b = nil // a use after recycling fails loudly, never reads another row
+	if b == nil || s.freeBytes+int64(len(b)) > s.maxFree {
+		return
+	}
+	s.free[len(b)] = append(s.free[len(b)], b)
+	s.freeBytes += int64(len(b))
 }
 
 // peek returns the entry under k without counting it as a use.
@@ -58,14 +132,14 @@ func (s *store) use(e *entry) {
 	s.pushFront(e)
 }
 
-// put stores row under k (the store keeps row itself: the caller hands over a
-// copy) and counts it as a use. Beyond a bound, the least recently used rows
+// put stores b under k (the store keeps b itself: the caller hands over a
+// copy, from buffer or its own) and counts it as a use. Beyond a bound, the least recently used rows
 // are evicted first, never the one being stored. A row larger than the byte
 // bound is not stored (and an older row under k is dropped, so that the store
 // never answers with content older than what was offered): put reports
 // whether it stored the row.
-func (s *store) put(k key, row []byte) bool {
-	size := int64(len(row))
+func (s *store) put(k key, b []byte) bool {
+	size := int64(len(b))
 	if s.maxBytes > 0 && size > s.maxBytes {
 		if e, ok := s.m[k]; ok {
 			s.drop(e)
@@ -73,8 +147,9 @@ func (s *store) put(k key, row []byte) bool {
 		return false
 	}
 	if e, ok := s.m[k]; ok {
-		s.bytes.Add(size - int64(len(e.row)))
-		e.row = row
+		s.bytes.Add(size - int64(len(e.row.b)))
+		s.release(e.row)
+		e.row = &row{b: b}
 		s.use(e)
 		s.evictFor(0, e)
 		return true
@@ -88,7 +163,7 @@ func (s *store) put(k key, row []byte) bool {
 		e = new(entry)
 	}
 	s.evictFor(size, nil)
-	e.k, e.row = k, row
+	e.k, e.row = k, &row{b: b}
 	s.m[k] = e
 	s.bytes.Add(size)
 	s.pushFront(e)
@@ -115,7 +190,9 @@ func (s *store) evictFor(size int64, keep *entry) {
 func (s *store) drop(e *entry) {
 	s.unlink(e)
 	delete(s.m, e.k)
-	s.bytes.Add(-int64(len(e.row)))
+	s.bytes.Add(-int64(len(e.row.b)))
+	s.release(e.row)
+	e.row = nil
 }
 
 func (s *store) unlink(e *entry) {

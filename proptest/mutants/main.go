@@ -48,6 +48,7 @@ var (
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
 		{pkg: "./readiness", dir: "readiness", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever|^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
 		{pkg: "./backend/peer", dir: "backend/peer", run: "^TestEngineOverAdversarialPeers$|^TestSender"},
+		{pkg: "./backend/mem", dir: "backend/mem", run: "^TestEvictedRowIsNotRecycledWhileRead$|^TestRecycledRowsUnderConcurrentFetches$"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

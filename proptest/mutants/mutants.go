@@ -147,6 +147,8 @@ var mutants = []mutant{
 		"if ok, fences := r.revoke(s); ok &&", "if ok, fences := true, true; ok &&")},
 	{"peer-serve-every-page", "names every page served by a delivery, whatever its token_end", one("backend/peer", "Receiver.translate",
 		"return contract.Delivered{Served: Served(s.pages, o.TokenEnd)}", "return contract.Delivered{Served: Served(s.pages, 1<<62)}")},
+	{"mem-recycle-read-row", "recycles the bytes of an evicted row while a fetch still copies out of them", one("backend/mem", "store.release",
+		"if r.readers > 0 {", "if false {")},
 	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
 		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }
