@@ -1,12 +1,13 @@
 /*
  * kvready.h — the C ABI of kvready: decide when staged KV-cache memory is ready
- * to use and safe to reuse (libkvready.so, built by `make lib`).
+ * to use and safe to reuse (libkvready.so, built by `make lib`; it links UCX's
+ * libucp, Debian's libucx0, for peer transfers).
  *
  * Conventions
  *   - Every function returns a status (KVREADY_OK = 0, else a KVREADY_ERR_*),
  *     except kvready_abi_version. Out-parameters are written only on success.
  *   - Objects are named by integer handles (uint64_t, never 0): engines,
- *     staging memories, backends and devices. Leases are uint64_t handles too,
+ *     staging memories, backends, devices and UCX transports. Leases are uint64_t handles too,
  *     scoped to their engine; they carry a generation, so a handle of a lease
  *     that was retired is refused (KVREADY_ERR_STALE_LEASE) and never reaches a
  *     newer lease. A bad handle of any kind returns a status; it never crashes.
@@ -25,8 +26,9 @@
  *     2^24 at once) or one that runs past the end of the address space.
  *   - A capacity (cap: of a string buffer, of the arrays kvready_arrived,
  *     kvready_progress, kvready_changes, kvready_containments,
- *     kvready_recoveries, kvready_memory_groups, kvready_backend_tier_stats and
- *     kvready_backend_get fill)
+ *     kvready_recoveries, kvready_memory_groups, kvready_backend_tier_stats,
+ *     kvready_backend_get, kvready_ucx_address, kvready_peer_capabilities and
+ *     kvready_peer_expect fill)
  *     is compared unsigned: SIZE_MAX is a large buffer, never a negative one,
  *     and kvready writes only what it has (and a string's NUL) into it.
  *   - No length, capacity or count gives KVREADY_ERR_INTERNAL. INTERNAL is a
@@ -36,8 +38,8 @@
  * Threading
  *   - One owner thread calls every function taking an engine handle (the
  *     manager's scheduler thread). Different engines may have different owners.
- *   - Functions on memories, backends and devices, and the name functions, are
- *     safe from any thread.
+ *   - Functions on memories, backends, devices and transports, and the name
+ *     functions, are safe from any thread.
  *   - The engine wakes its owner through a pollable file descriptor
  *     (kvready_engine_wake_fd): readable when a round has work. The owner then
  *     calls kvready_progress (which drains it). It never has to poll on a timer.

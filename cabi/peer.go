@@ -74,8 +74,10 @@ func ucxConfigFromC(c *C.kvready_ucx_config) (ucx.Config, error) {
 	var bad []string
 	if c.name == nil {
 		bad = append(bad, "name is NULL; want a peer name of 1 to 255 bytes")
-	} else if n, ok := boundedString(c.name, transfer.MaxPeerLen); !ok || n == "" {
-		bad = append(bad, fmt.Sprintf("name is %d bytes or more; want 1 to %d", len(n), transfer.MaxPeerLen))
+	} else if n, ok := boundedString(c.name, transfer.MaxPeerLen); !ok {
+		bad = append(bad, fmt.Sprintf("name is over %d bytes; want a peer name of 1 to %d bytes", transfer.MaxPeerLen, transfer.MaxPeerLen))
+	} else if n == "" {
+		bad = append(bad, fmt.Sprintf("name is empty; want a peer name of 1 to %d bytes", transfer.MaxPeerLen))
 	} else {
 		out.Name = transfer.Peer(n)
 	}
@@ -704,27 +706,40 @@ func kvready_peer_backend_stats(h C.uint64_t, out *C.kvready_peer_stats) (st C.i
 }
 
 func (p *peerSide) stats() C.kvready_peer_stats {
-	var c C.kvready_peer_stats
-	settled := func(b [peer.LatencyBuckets]uint64) C.uint64_t {
-		var n uint64
-		for _, v := range b {
-			n += v
-		}
-		return C.uint64_t(n)
-	}
 	if p.recv != nil {
-		s := p.recv.Stats()
-		c.in_flight, c.in_doubt = C.uint64_t(s.InFlight), C.uint64_t(s.InDoubt)
-		c.delivered, c.failed, c.cancelled = C.uint64_t(s.Delivered), C.uint64_t(s.Failed), C.uint64_t(s.Cancelled)
-		c.settled, c.rejected, c.peers_lost = settled(s.Settle), C.uint64_t(s.Rejected), C.uint64_t(s.PeersLost)
-		c.evidence, c.refused = C.uint64_t(s.Evidence), C.uint64_t(s.Refused)
-		c.revocations, c.fenced = C.uint64_t(s.Revocations), C.uint64_t(s.Fenced)
-		return c
+		return receiverStatsToC(p.recv.Stats())
 	}
-	s := p.send.Stats()
+	return senderStatsToC(p.send.Stats())
+}
+
+// settledOf is how many sessions a submit-to-settled histogram counted.
+func settledOf(b [peer.LatencyBuckets]uint64) C.uint64_t {
+	var n uint64
+	for _, v := range b {
+		n += v
+	}
+	return C.uint64_t(n)
+}
+
+// receiverStatsToC is what kvready_peer_backend_stats answers for a
+// receiver; the counters it leaves out are peerStatsNotInC's (peer_test.go).
+func receiverStatsToC(s peer.ReceiverStats) C.kvready_peer_stats {
+	var c C.kvready_peer_stats
+	c.in_flight, c.in_doubt = C.uint64_t(s.InFlight), C.uint64_t(s.InDoubt)
+	c.delivered, c.failed, c.cancelled = C.uint64_t(s.Delivered), C.uint64_t(s.Failed), C.uint64_t(s.Cancelled)
+	c.settled, c.rejected, c.peers_lost = settledOf(s.Settle), C.uint64_t(s.Rejected), C.uint64_t(s.PeersLost)
+	c.evidence, c.refused = C.uint64_t(s.Evidence), C.uint64_t(s.Refused)
+	c.revocations, c.fenced = C.uint64_t(s.Revocations), C.uint64_t(s.Fenced)
+	return c
+}
+
+// senderStatsToC is receiverStatsToC for a sender: its dropped offers are
+// the refused field.
+func senderStatsToC(s peer.SenderStats) C.kvready_peer_stats {
+	var c C.kvready_peer_stats
 	c.in_flight = C.uint64_t(s.InFlight)
 	c.delivered, c.failed, c.cancelled = C.uint64_t(s.Delivered), C.uint64_t(s.Failed), C.uint64_t(s.Cancelled)
-	c.settled, c.rejected, c.peers_lost = settled(s.Settle), C.uint64_t(s.Rejected), C.uint64_t(s.PeersLost)
+	c.settled, c.rejected, c.peers_lost = settledOf(s.Settle), C.uint64_t(s.Rejected), C.uint64_t(s.PeersLost)
 	c.refused, c.offers, c.puts = C.uint64_t(s.Dropped), C.uint64_t(s.Offers), C.uint64_t(s.Puts)
 	return c
 }

@@ -255,15 +255,17 @@ class _PeerBackend:
                  grace: float | None = None, window: float | None = None, poll: float | None = None,
                  sessions: int | None = None, tombstones: int | None = None, leased: bool = True):
         self._h = 0
+        # Every value is checked before the library is called: a refusal calls nothing.
+        settings = {field: ns for field, seconds in (("timeout_ns", timeout), ("grace_ns", grace), ("window_ns", window),
+                                                     ("poll_ns", poll)) if (ns := nanoseconds(seconds, field[:-3]))}
+        settings.update({field: integer(n, ctypes.c_int32, field)
+                         for field, n in (("sessions", sessions), ("tombstones", tombstones)) if n is not None})
+        th = transport.handle
         c = _abi.CPeerConfig()
         _abi.check(_abi.peer_config_defaults(ctypes.byref(c)))
-        c.transport = transport.handle
-        for field, seconds in (("timeout_ns", timeout), ("grace_ns", grace), ("window_ns", window), ("poll_ns", poll)):
-            if ns := nanoseconds(seconds, field[:-3]):
-                setattr(c, field, ns)
-        for field, n in (("sessions", sessions), ("tombstones", tombstones)):
-            if n is not None:
-                setattr(c, field, integer(n, ctypes.c_int32, field))
+        c.transport = th
+        for field, v in settings.items():
+            setattr(c, field, v)
         c.leased = 1 if leased else 0
         h = ctypes.c_uint64()
         new = _abi.peer_receiver_new if self._receiver else _abi.peer_sender_new
@@ -437,7 +439,9 @@ def _plan(p: Plan, receiver: bool) -> tuple[_abi.CPeerPlan, list]:
         if not p.share:
             raise InvalidArgumentError(errors.INVALID, "kvready: share is empty; want None (every page) or at least one "
                                        "(group, index) of the chunk")
-        refs = (_abi.CPageRef * max(len(p.share), 1))(*[_abi.CPageRef(*r) for r in p.share])
+        refs = (_abi.CPageRef * max(len(p.share), 1))(
+            *[_abi.CPageRef(integer(g, ctypes.c_int32, f"share[{i}].group"), integer(x, ctypes.c_int32, f"share[{i}].index"))
+              for i, (g, x) in enumerate(p.share)])
         keep.append(refs)
         c.share, c.n_share = ctypes.cast(refs, ctypes.POINTER(_abi.CPageRef)), len(p.share)
     return c, keep
