@@ -724,9 +724,10 @@ int kvready_ucx_close(uint64_t transport);
  * fills every default. */
 typedef struct kvready_peer_config {
   uint64_t transport; /* kvready_ucx_new; required; one peer backend per transport */
-  int64_t timeout_ns; /* a session (publication) fails when it has no outcome this long after submission (60 s) */
-  int64_t grace_ns;   /* receiver: how long after that its pages may stay unproven before they are contained (60 s);
-                         keep timeout + grace at or under the engine's request_timeout + drain_grace */
+  int64_t timeout_ns; /* a session (publication) fails when it has no outcome this long after submission (20 s) */
+  int64_t grace_ns;   /* receiver: how long after that its pages may stay unproven before they are contained (10 s);
+                         keep timeout + grace at or under the engine's request_timeout + drain_grace (the
+                         defaults are: 30 s under 40 s) */
   int64_t window_ns;  /* how long a tombstone, an outcome and a held offer are kept (1 h) */
   int64_t poll_ns;    /* > 0: a library thread progresses the backend every poll_ns; 0 (the default): the owner does,
                          through kvready_progress or kvready_peer_progress */

@@ -206,11 +206,12 @@ func kvready_ucx_close(h C.uint64_t) (st C.int) {
 }
 
 // The defaults of kvready_peer_config: the deadlines and bounds a manager
-// starts from (a session's timeout and grace at or under the engine's
-// defaults, request_timeout + drain_grace).
+// starts from. A session's timeout + grace stays within the engine's
+// default request_timeout + drain_grace, so that with both defaults the
+// receiver, not the engine, decides when a transfer gave up.
 const (
-	defaultPeerTimeout    = time.Minute
-	defaultPeerGrace      = time.Minute
+	defaultPeerTimeout    = 20 * time.Second
+	defaultPeerGrace      = 10 * time.Second
 	defaultPeerWindow     = time.Hour
 	defaultPeerSessions   = 64
 	defaultPeerTombstones = 64

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvready/kvready/backend/peer"
+	"github.com/kvready/kvready/readiness"
 )
 
 // peerStatsNotInC is every counter of peer.ReceiverStats and
@@ -110,6 +111,11 @@ func TestPeerConfigDefaultsAreTheHeaders(t *testing.T) {
 		assert.Equal(t, n*int64(units[m[2]]), intOf(d.FieldByName(field)), "kvready.h's default of %s", field)
 	}
 	assert.Equal(t, 5, said)
+	// With both defaults the receiver gives up within the engine's horizon
+	// (docs/transfers.md: otherwise the engine contains first).
+	e := readiness.Defaults()
+	peerHorizon := time.Duration(intOf(d.FieldByName("timeout_ns")) + intOf(d.FieldByName("grace_ns")))
+	assert.LessOrEqual(t, peerHorizon, e.RequestTimeout+e.DrainGrace, "the peer defaults' timeout + grace; the engine's request_timeout + drain_grace")
 	assert.EqualValues(t, 1, intOf(d.FieldByName("leased")), "leased defaults to 1: each session under its own registration")
 	assert.Zero(t, intOf(d.FieldByName("poll_ns")), "poll_ns defaults to 0: the owner progresses")
 	assert.Zero(t, intOf(d.FieldByName("transport")), "the defaults name no transport")

@@ -1582,6 +1582,18 @@ static void test_peer_transfer(void) {
     CHECK(kvready_peer_sender_new(&pc, dec.mem, &b) == KVREADY_ERR_BUSY && b == 0, 0); /* one backend per transport */
     pc.transport = dec.mem;
     CHECK(kvready_peer_sender_new(&pc, dec.mem, &b) == KVREADY_ERR_INVALID && last_error_contains(0, "transport"), 0);
+    /* Every mistake is named at once, and nothing is made. */
+    kvready_ucx_config uc = {.name = "spare", .incarnation = 1, .transports = "tcp"};
+    uint64_t spare = 0;
+    CHECK(kvready_ucx_new(&uc, &spare) == KVREADY_OK, 0);
+    kvready_peer_config_defaults(&pc);
+    pc.transport = spare, pc.timeout_ns = -1, pc.sessions = 1 << 21, pc.leased = 2, pc.poll_ns = -5;
+    CHECK(kvready_peer_receiver_new(&pc, dec.mem, &b) == KVREADY_ERR_INVALID && b == 0 && last_error_contains(0, "timeout_ns -1") &&
+              last_error_contains(0, "sessions 2097152") && last_error_contains(0, "leased 2") && last_error_contains(0, "poll_ns -5"), 0);
+    kvready_peer_config_defaults(&pc);
+    pc.transport = spare;
+    CHECK(kvready_peer_receiver_new(&pc, dec.mem, &b) == KVREADY_OK && b != 0, 0); /* the refusals left the transport free */
+    CHECK(kvready_backend_close(b) == KVREADY_OK && kvready_ucx_close(spare) == KVREADY_OK, 0);
   }
   connect_sides(&dec, &pre);
   connect_sides(&pre, &dec);
@@ -1600,6 +1612,13 @@ static void test_peer_transfer(void) {
   CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "writers[0].role 9"), dec.be);
   kv.role = KVREADY_ROLE_KV;
   CHECK(kvready_peer_expect(dec.be, &sp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "a sender's"), dec.be);
+  ids[1] = -3;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "id -3"), dec.be);
+  ids[1] = 41;
+  rp.block_tokens = 0, rp.attempt = 0;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "attempt") &&
+            last_error_contains(dec.be, "block_tokens"), dec.be);
+  rp.block_tokens = 16, rp.attempt = 1;
   CHECK(kvready_peer_expect(dec.be, &rp, pages, 1, &n) == KVREADY_ERR_BUFFER && n == 2, dec.be);
   CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_OK && n == 2 && pages[1].id == 41 && pages[1].block == 1 &&
             pages[1].end == 32, dec.be);
