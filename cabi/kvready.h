@@ -711,8 +711,9 @@ int kvready_ucx_new(const kvready_ucx_config *config, uint64_t *transport);
  * address): copy it to the peer out of band. KVREADY_ERR_BUFFER, with *len,
  * when cap does not hold it. */
 int kvready_ucx_address(uint64_t transport, uint8_t *buf, size_t cap, size_t *len);
-/* Record a peer's address; name (may be NULL; KVREADY_PEER_NAME_SIZE bytes
- * hold any) and incarnation (may be NULL) say whose it is. An address older
+/* Record a peer's address; name (NULL, or room for KVREADY_PEER_NAME_SIZE
+ * bytes: KVREADY_ERR_BUFFER otherwise, recording nothing) and incarnation
+ * (may be NULL) say whose it is. An address older
  * than the one recorded for that peer, or a second one for the same
  * incarnation, is KVREADY_ERR_INVALID and changes nothing. */
 int kvready_ucx_add_peer(uint64_t transport, const uint8_t *address, size_t len, char *name, size_t name_cap,
