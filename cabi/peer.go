@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,16 +125,8 @@ func boundedString(p *C.kv_cchar, max int) (string, bool) {
 	return string(b[:max]), false
 }
 
-func joinMistakes(bad []string) string {
-	out := ""
-	for i, b := range bad {
-		if i > 0 {
-			out += "; "
-		}
-		out += b
-	}
-	return out
-}
+// joinMistakes lists every mistake found, in the order found.
+func joinMistakes(bad []string) string { return strings.Join(bad, "; ") }
 
 //export kvready_ucx_address
 func kvready_ucx_address(h C.uint64_t, buf *C.uint8_t, cap C.size_t, n *C.size_t) (st C.int) {
