@@ -34,6 +34,7 @@ type backend struct {
 	close     func() error
 	c         *cBackend
 	tiers     *tiers.Backend // set for a backend of tiers (kvready_backend_open_tiers)
+	peer      *peerSide      // set for a peer backend (kvready_peer_receiver_new, _sender_new)
 	mem       *memory
 	users     atomic.Int32 // engines using it
 	closed    atomic.Bool

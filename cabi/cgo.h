@@ -19,6 +19,10 @@ typedef const kvready_request kv_crequest;
 typedef const kvready_engine_config kv_cconfig;
 typedef const kvready_backend_callbacks kv_cbackend_callbacks;
 typedef const kvready_device_callbacks kv_cdevice_callbacks;
+typedef const kvready_ucx_config kv_cucx_config;
+typedef const kvready_peer_config kv_cpeer_config;
+typedef const kvready_peer_plan kv_cpeer_plan;
+typedef const kvready_accessor kv_caccessor;
 
 /* The calling thread, to keep the last error of calls without a handle. */
 static inline uint64_t kv_thread(void) { return (uint64_t)pthread_self(); }

@@ -339,6 +339,7 @@ func kvready_progress(h C.uint64_t, round *C.kvready_round, leases *C.uint64_t, 
 	if err != nil {
 		return fail(uint64(h), err)
 	}
+	e.progressPeers()
 	e.wake.drain()
 	moves := e.eng.Progress()
 	n, rest := e.takeChanges(leases, states, cap)
@@ -354,6 +355,19 @@ func kvready_progress(h C.uint64_t, round *C.kvready_round, leases *C.uint64_t, 
 		round.drained = cbool(e.eng.Report().Drained)
 	}
 	return C.KVREADY_OK
+}
+
+// progressPeers runs one bounded round of each peer backend the engine
+// uses, before the engine's own round, so that an owner running rounds
+// drives UCX too: what arrived (reports, offers) is evidence the round can
+// take at once.
+func (e *engine) progressPeers() {
+	for i, b := range []*backend{e.fetcher, e.publisher} {
+		if b == nil || b.peer == nil || b.closed.Load() || (i == 1 && b == e.fetcher) {
+			continue
+		}
+		b.peer.progress()
+	}
 }
 
 func cbool(b bool) C.int32_t {

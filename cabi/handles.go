@@ -31,6 +31,7 @@ const (
 	kindMemory
 	kindBackend
 	kindDevice
+	kindTransport
 )
 
 func article(k kind) string {
@@ -50,6 +51,8 @@ func (k kind) String() string {
 		return "backend"
 	case kindDevice:
 		return "device"
+	case kindTransport:
+		return "transport"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

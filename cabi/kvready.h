@@ -1,12 +1,13 @@
 /*
  * kvready.h — the C ABI of kvready: decide when staged KV-cache memory is ready
- * to use and safe to reuse (libkvready.so, built by `make lib`).
+ * to use and safe to reuse (libkvready.so, built by `make lib`; it links UCX's
+ * libucp, Debian's libucx0, for peer transfers).
  *
  * Conventions
  *   - Every function returns a status (KVREADY_OK = 0, else a KVREADY_ERR_*),
  *     except kvready_abi_version. Out-parameters are written only on success.
  *   - Objects are named by integer handles (uint64_t, never 0): engines,
- *     staging memories, backends and devices. Leases are uint64_t handles too,
+ *     staging memories, backends, devices and UCX transports. Leases are uint64_t handles too,
  *     scoped to their engine; they carry a generation, so a handle of a lease
  *     that was retired is refused (KVREADY_ERR_STALE_LEASE) and never reaches a
  *     newer lease. A bad handle of any kind returns a status; it never crashes.
@@ -25,8 +26,9 @@
  *     2^24 at once) or one that runs past the end of the address space.
  *   - A capacity (cap: of a string buffer, of the arrays kvready_arrived,
  *     kvready_progress, kvready_changes, kvready_containments,
- *     kvready_recoveries, kvready_memory_groups, kvready_backend_tier_stats and
- *     kvready_backend_get fill)
+ *     kvready_recoveries, kvready_memory_groups, kvready_backend_tier_stats,
+ *     kvready_backend_get, kvready_ucx_address, kvready_peer_capabilities and
+ *     kvready_peer_expect fill)
  *     is compared unsigned: SIZE_MAX is a large buffer, never a negative one,
  *     and kvready writes only what it has (and a string's NUL) into it.
  *   - No length, capacity or count gives KVREADY_ERR_INTERNAL. INTERNAL is a
@@ -36,8 +38,8 @@
  * Threading
  *   - One owner thread calls every function taking an engine handle (the
  *     manager's scheduler thread). Different engines may have different owners.
- *   - Functions on memories, backends and devices, and the name functions, are
- *     safe from any thread.
+ *   - Functions on memories, backends, devices and transports, and the name
+ *     functions, are safe from any thread.
  *   - The engine wakes its owner through a pollable file descriptor
  *     (kvready_engine_wake_fd): readable when a round has work. The owner then
  *     calls kvready_progress (which drains it). It never has to poll on a timer.
@@ -54,7 +56,7 @@ extern "C" {
 #endif
 
 /* The ABI revision this header describes; kvready_abi_version() answers it. */
-#define KVREADY_ABI_VERSION 5
+#define KVREADY_ABI_VERSION 6
 
 /* ---- statuses ---------------------------------------------------------- */
 
@@ -635,6 +637,227 @@ int kvready_backend_open_tiers(const char *const *urls, size_t n, uint64_t memor
  * does not hold them; KVREADY_ERR_UNSUPPORTED for a backend that is not a
  * backend of tiers. */
 int kvready_backend_tier_stats(uint64_t backend, kvready_tier_stats *stats, size_t cap, size_t *n);
+
+/* ---- peer transfers over UCX (docs/ucx.md, docs/transfers.md) ----------------
+ * A prefill process moves a request's KV pages straight into a decode
+ * process's staging slots over UCX (libucp: Debian's libucx0, which
+ * libkvready.so links), through the same fence as every backend: the decode
+ * side's slots return to its engine only once every writer is proven settled
+ * (its flush and report, or a revocation that fences), and the prefill
+ * side's source slots only once every put that reads them completed (the
+ * Sender's Quiesce). Go packages transfer/ucx (the transport) and
+ * backend/peer (the Receiver and the Sender) do the work.
+ *
+ * Assembly, on each side: one transport (kvready_ucx_new), one peer backend
+ * over it (kvready_peer_receiver_new on the decode side, _sender_new on the
+ * prefill side; one backend per transport), used as the engine's
+ * config.fetcher (a receiver) or config.publisher (a sender). Then, out of
+ * band (a pipe, a control channel; no port is opened): each side hands the
+ * other its transport's address (kvready_ucx_address) and its backend's
+ * capabilities (kvready_peer_capabilities); each adds the other's address
+ * (kvready_ucx_add_peer) and then connects to its capabilities
+ * (kvready_peer_connect), which negotiates before anything is published.
+ * A restarted peer is a new incarnation: add its new address and connect
+ * again.
+ *
+ * Per request, before lending: kvready_peer_expect with the request's plan
+ * (the same request, attempt, chunk and block_tokens on both sides) answers
+ * its pages; lend one row per page, named page.name, at page.block, with
+ * its device address (the decode side's destination page, the prefill side's
+ * source page). The decode side lends a KVREADY_FETCH request, the prefill
+ * side a KVREADY_PUBLISH one; the receiver's offer meets the sender's
+ * publication whichever comes first.
+ *
+ * Driving: nothing moves unless the transport is progressed. kvready_progress
+ * on an engine whose fetcher or publisher is a peer backend runs one
+ * bounded kvready_peer_progress of it first, so an owner that runs rounds
+ * drives UCX too. UCX arriving does not make the engine's wake fd readable:
+ * an owner that sleeps on the fd sets config.poll_ns (a thread of the
+ * library then progresses the backend every poll_ns, a bounded call each
+ * time, until the backend is closed) or calls kvready_progress on its own
+ * timer. kvready_wait and kvready_sync progress the backend only with
+ * poll_ns set.
+ *
+ * Threading: the functions below are safe from any thread. */
+
+/* A transport's mode (transfer/ucx Mode). Checked (the default): every put is
+ * applied by the owner's progress and refused once its registration is
+ * revoked, so a revocation fences. One-sided: ucp_put_nbx; a revocation then
+ * proves nothing, and the registered slabs must outlive the process. */
+enum { KVREADY_UCX_CHECKED = 0, KVREADY_UCX_ONE_SIDED = 1 };
+/* An accessor's role, a layer group's cache kind (package transfer). */
+enum { KVREADY_ROLE_KV = 1, KVREADY_ROLE_AUX = 2 };
+enum { KVREADY_CACHE_PAGED = 1, KVREADY_CACHE_STATE = 2 };
+/* A transfer's outcome (kvready_peer_outcome). */
+enum {
+  KVREADY_TRANSFER_NONE = 0, KVREADY_TRANSFER_DELIVERED = 1, KVREADY_TRANSFER_FAILED = 2,
+  KVREADY_TRANSFER_CANCELLED = 3
+};
+/* Room for a peer name and its NUL (names are 1 to 255 bytes). */
+#define KVREADY_PEER_NAME_SIZE 256
+
+typedef struct kvready_ucx_config {
+  const char *name;       /* this process's peer name: 1 to 255 bytes, NUL-terminated; required */
+  uint64_t incarnation;   /* this life of the process, >= 1; a restarted process takes a larger one */
+  const char *transports; /* UCX_TLS for this transport alone: "tcp", "sm", "tcp,cma"; NULL or "": the environment's */
+  int32_t mode;           /* KVREADY_UCX_CHECKED (0) or KVREADY_UCX_ONE_SIDED */
+  int32_t no_peer_errors; /* 1: endpoints without peer error handling (UCX's sm transports need it); a dead peer is then never reported */
+} kvready_ucx_config;
+
+/* Open a UCP context and worker. KVREADY_ERR_INVALID names a bad field;
+ * KVREADY_ERR_UNAVAILABLE: UCX could not open one over those transports. */
+int kvready_ucx_new(const kvready_ucx_config *config, uint64_t *transport);
+/* This transport's address (the name, the incarnation, the UCP worker
+ * address): copy it to the peer out of band. KVREADY_ERR_BUFFER, with *len,
+ * when cap does not hold it. */
+int kvready_ucx_address(uint64_t transport, uint8_t *buf, size_t cap, size_t *len);
+/* Record a peer's address; name (NULL, or room for KVREADY_PEER_NAME_SIZE
+ * bytes: KVREADY_ERR_BUFFER otherwise, recording nothing) and incarnation
+ * (may be NULL) say whose it is. An address older
+ * than the one recorded for that peer, or a second one for the same
+ * incarnation, is KVREADY_ERR_INVALID and changes nothing. */
+int kvready_ucx_add_peer(uint64_t transport, const uint8_t *address, size_t len, char *name, size_t name_cap,
+                         uint64_t *incarnation);
+/* Close the transport (KVREADY_ERR_BUSY while a peer backend uses it). */
+int kvready_ucx_close(uint64_t transport);
+
+/* A peer backend's assembly. Durations in ns; kvready_peer_config_defaults
+ * fills every default. */
+typedef struct kvready_peer_config {
+  uint64_t transport; /* kvready_ucx_new; required; one peer backend per transport */
+  int64_t timeout_ns; /* a session (publication) fails when it has no outcome this long after submission (20 s) */
+  int64_t grace_ns;   /* receiver: how long after that its pages may stay unproven before they are contained (10 s);
+                         keep timeout + grace at or under the engine's request_timeout + drain_grace (the
+                         defaults are: 30 s under 40 s) */
+  int64_t window_ns;  /* how long a tombstone, an outcome and a held offer are kept (1 h) */
+  int64_t poll_ns;    /* > 0: a library thread progresses the backend every poll_ns; 0 (the default): the owner does,
+                         through kvready_progress or kvready_peer_progress */
+  int32_t sessions;   /* sessions held at most, and plans expected at most (64) */
+  int32_t tombstones; /* cancels that came before their session, held at most (64) */
+  int32_t leased;     /* receiver: 1 (the default): each session's pages under a registration of their own, revoked
+                         (in Checked mode: fenced) before they return; 0: each slot registered once, for life */
+  int32_t _pad;
+} kvready_peer_config;
+
+/* A writer of a transfer: a peer process and what it writes as. */
+typedef struct kvready_accessor {
+  const char *peer; /* 1 to 255 bytes, NUL-terminated */
+  int32_t rank;     /* 0 to 65535 */
+  int32_t role;     /* KVREADY_ROLE_KV or KVREADY_ROLE_AUX */
+} kvready_accessor;
+
+/* One layer group of a chunk: its kind and the ids of its pages (the device
+ * pages a PAGED group covers block by block; at most one STATE slot). */
+typedef struct kvready_chunk_group {
+  int32_t kind; /* KVREADY_CACHE_PAGED or KVREADY_CACHE_STATE */
+  int32_t _pad;
+  const int64_t *ids;
+  uint64_t n_ids;
+} kvready_chunk_group;
+
+/* One page of a chunk by its layer group and its index in the group. */
+typedef struct kvready_page_ref {
+  int32_t group;
+  int32_t index;
+} kvready_page_ref;
+
+/* A transfer's plan: what both sides agree on out of band (backend/peer's
+ * Plan and SendPlan). A receiver reads writers; a sender reads to, as and
+ * share; a field of the other side's must be zero or NULL. */
+typedef struct kvready_peer_plan {
+  uint64_t request;     /* the request id */
+  uint32_t attempt;     /* >= 1; a retry is a new attempt, with new page names */
+  int32_t block_tokens; /* tokens one PAGED page holds, >= 1 */
+  int64_t token_start;  /* the token range the chunk moves, [token_start, token_end): token_start on a block boundary */
+  int64_t token_end;
+  int32_t is_last;      /* the chunk ends the request's sequence */
+  int32_t _pad;
+  const kvready_chunk_group *groups;
+  uint64_t n_groups;
+  const kvready_accessor *writers; /* receiver: the exact cohort of writers (1 to 64) */
+  uint64_t n_writers;
+  const char *to;                  /* sender: the receiver's peer name */
+  kvready_accessor as;             /* sender: the accessor this process writes as (its peer: this process) */
+  const kvready_page_ref *share;   /* sender: this accessor's pages; NULL and 0: every page */
+  uint64_t n_share;
+} kvready_peer_plan;
+
+/* One page of a plan: lend its row under name, at block, with the device
+ * address of the page id stands for. */
+typedef struct kvready_peer_page {
+  uint8_t name[KVREADY_NAME_SIZE];
+  uint8_t _pad[2];
+  int32_t group;
+  int32_t index;
+  int64_t id;    /* the chunk's id of the page */
+  int32_t kind;  /* KVREADY_CACHE_PAGED or _STATE */
+  int32_t block; /* the block ordinal to lend the row at */
+  int64_t end;   /* the token a delivery must reach for the page to be served */
+} kvready_peer_page;
+
+/* A transfer's outcome, while the backend keeps it (config.window_ns). */
+typedef struct kvready_transfer_outcome {
+  int32_t kind;      /* KVREADY_TRANSFER_* */
+  int32_t by_peer;   /* cancelled by the peer */
+  int64_t token_end; /* delivered: the absolute token the ask was met up to */
+  char reason[KVREADY_REASON_SIZE];
+} kvready_transfer_outcome;
+
+/* A peer backend's counters (backend/peer's ReceiverStats, SenderStats);
+ * a field of the other side's stays 0. */
+typedef struct kvready_peer_stats {
+  uint64_t in_flight;  /* sessions (publications) not yet proven over: now */
+  uint64_t in_doubt;   /* receiver: sessions whose pages are contained for ever: now */
+  uint64_t delivered, failed, cancelled; /* outcomes latched, by kind */
+  uint64_t settled;    /* sessions (publications) proven over */
+  uint64_t rejected;   /* submissions refused before anything escaped */
+  uint64_t peers_lost; /* endpoint errors */
+  uint64_t evidence;   /* receiver: evidence taken */
+  uint64_t refused;    /* receiver: evidence refused (stale, another life, duplicate); sender: offers dropped */
+  uint64_t revocations; /* receiver: leased sessions whose registrations were revoked */
+  uint64_t fenced;     /* receiver: of those, revocations that fenced every page */
+  uint64_t offers;     /* sender: offers taken */
+  uint64_t puts;       /* sender: puts posted */
+} kvready_peer_stats;
+
+int kvready_peer_config_defaults(kvready_peer_config *config);
+/* The decode side: a backend that fetches (config.fetcher) by lending the
+ * engine's staging slots to the writers of a plan. memory: the engine's. */
+int kvready_peer_receiver_new(const kvready_peer_config *config, uint64_t memory, uint64_t *backend);
+/* The prefill side: a backend that publishes (config.publisher): its puts
+ * read the publish lease's staging slots, which return once every put
+ * completed. */
+int kvready_peer_sender_new(const kvready_peer_config *config, uint64_t memory, uint64_t *backend);
+/* What this backend advertises (its peer, incarnation and capabilities):
+ * copy it to the peer out of band. KVREADY_ERR_BUFFER, with *len, when cap
+ * does not hold it. */
+int kvready_peer_capabilities(uint64_t backend, uint8_t *buf, size_t cap, size_t *len);
+/* Negotiate with one life of a peer from its advertisement (add its address
+ * first: kvready_ucx_add_peer). KVREADY_ERR_REJECTED: it lacks what a
+ * session needs (the message names what); nothing is published to it. */
+int kvready_peer_connect(uint64_t backend, const uint8_t *capabilities, size_t len);
+/* Record a plan before its pages are lent and write its pages (cap entries;
+ * *n, may be NULL, how many). KVREADY_ERR_BUFFER (with *n) when cap does not
+ * hold them, KVREADY_ERR_INVALID (every mistake named) for a plan that does
+ * not validate, KVREADY_ERR_REJECTED for one whose attempt is already
+ * expected or fetched, one more than config.sessions, or a closed backend:
+ * each records nothing. */
+int kvready_peer_expect(uint64_t backend, const kvready_peer_plan *plan, kvready_peer_page *pages, size_t cap,
+                        size_t *n);
+/* Drop a plan expected and never lent (a sender names the accessor it
+ * planned as; a receiver passes NULL). *forgotten (may be NULL): whether one
+ * waited. */
+int kvready_peer_forget(uint64_t backend, uint64_t request, uint32_t attempt, const kvready_accessor *as,
+                        int32_t *forgotten);
+/* One bounded round: the transport's progress, what arrived (offers,
+ * reports, lost peers), the deadlines, the puts to post. *events (may be
+ * NULL): how many things it handled. Never blocks. */
+int kvready_peer_progress(uint64_t backend, int64_t *events);
+/* A receiver's transfer outcome for (request, attempt), while it is kept;
+ * *found 0 when none is (yet). KVREADY_ERR_UNSUPPORTED on a sender. */
+int kvready_peer_outcome(uint64_t backend, uint64_t request, uint32_t attempt, kvready_transfer_outcome *outcome,
+                         int32_t *found);
+int kvready_peer_backend_stats(uint64_t backend, kvready_peer_stats *stats);
 
 /* ---- the test library only ----------------------------------------------------
  * What follows inside #ifdef KVREADY_TESTKIT exists only in

@@ -9,7 +9,8 @@
 #   prometheus: for its promtool, which `make alert-rules` runs on docs/alert-rules.yml
 #       (only the tool is used; no server is started);
 #   libucx-dev: UCX's headers and libraries, which package transfer/ucx is built against
-#       with cgo (go build ./... and go vet ./... need them);
+#       with cgo (go build ./... and go vet ./... need them; libkvready.so links libucp,
+#       so a process loading it needs libucx0, which libucx-dev pulls in);
 #   ucx-utils: ucx_info, which transfer/ucx's tests read to find the shared-memory
 #       transports (and ucx_perftest, UCX's own benchmark).
 # On Debian as root, install what is missing; otherwise stop at once, naming the

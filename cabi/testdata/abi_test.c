@@ -8,7 +8,8 @@
  * proven), a cancel's logical and physical answers and a shutdown's count of
  * leases left in doubt, and a fetch layer by layer (the engine given the layout; the copy
  * stream stepped one layer's event at a time, a failed layer, a compute
- * stream), and a backend of tiers opened in one call. Built and run by
+ * stream), a backend of tiers opened in one call, and a peer transfer over
+ * UCX between a prefill and a decode engine. Built and run by
  * `make test` (make abi-test); it prints
  * "N passed, N failed" and exits non-zero on any failure. Every wait is
  * bounded; no check measures a duration. */
@@ -1505,6 +1506,180 @@ static void test_tiers(void) {
   CHECK(kvready_memory_close(mem) == KVREADY_OK, mem);
 }
 
+/* ---- peer transfers over UCX: a prefill engine's publish lease puts its
+ * pages straight into a decode engine's fetch lease, over two transports in
+ * this process (UCX tcp): the decode pages hold the prefill's bytes once the
+ * fence is passed, both leases settle, and every refusal changes nothing. */
+typedef struct {
+  uint64_t tr, mem, dev, be, eng;
+  uint8_t *slab;
+} peer_side;
+
+static void peer_side_open(peer_side *s, const char *name, int receiver) {
+  enum { SLOT = 256, SLOTS = 4 };
+  memset(s, 0, sizeof *s);
+  kvready_ucx_config uc = {.name = name, .incarnation = 1, .transports = "tcp"};
+  CHECK(kvready_ucx_new(&uc, &s->tr) == KVREADY_OK, 0);
+  s->slab = calloc(SLOTS, SLOT);
+  kvready_group g = {SLOTS, SLOT};
+  void *slabs[] = {s->slab};
+  CHECK(kvready_memory_over(&g, 1, slabs, &s->mem) == KVREADY_OK, 0);
+  kvready_peer_config pc;
+  CHECK(kvready_peer_config_defaults(&pc) == KVREADY_OK && pc.leased == 1 && pc.poll_ns == 0 && pc.timeout_ns > 0, 0);
+  pc.transport = s->tr;
+  CHECK((receiver ? kvready_peer_receiver_new : kvready_peer_sender_new)(&pc, s->mem, &s->be) == KVREADY_OK, 0);
+  CHECK(kvready_sim_device_new(1 << 16, 1000, &s->dev) == KVREADY_OK, 0);
+  kvready_engine_config cfg;
+  CHECK(kvready_engine_config_defaults(&cfg) == KVREADY_OK, 0);
+  cfg.memory = s->mem, cfg.device = s->dev, cfg.tokens_per_block = 16;
+  if (receiver) cfg.fetcher = s->be; else cfg.publisher = s->be;
+  CHECK(kvready_engine_new(&cfg, &s->eng) == KVREADY_OK, 0);
+}
+
+static void peer_side_close(peer_side *s) {
+  kvready_report rep;
+  CHECK(kvready_engine_shutdown(s->eng, 10000000000LL, &rep) == KVREADY_OK && rep.drained, s->eng);
+  CHECK(kvready_engine_free(s->eng, 0) == KVREADY_OK, s->eng);
+  CHECK(kvready_ucx_close(s->tr) == KVREADY_ERR_BUSY && last_error_contains(s->tr, "kvready_backend_close"), s->tr);
+  CHECK(kvready_backend_close(s->be) == KVREADY_OK, s->be);
+  CHECK(kvready_ucx_close(s->tr) == KVREADY_OK, s->tr);
+  CHECK(kvready_device_close(s->dev) == KVREADY_OK, s->dev);
+  CHECK(kvready_memory_close(s->mem) == KVREADY_OK, s->mem);
+  free(s->slab);
+}
+
+/* connect_sides hands each side the other's address and capabilities, as
+ * two processes would over a pipe. */
+static void connect_sides(peer_side *a, peer_side *b) {
+  uint8_t addr[4096], caps[256];
+  size_t n = 0, m = 0;
+  char name[KVREADY_PEER_NAME_SIZE];
+  uint64_t inc = 0;
+  CHECK(kvready_ucx_address(a->tr, addr, 1, &n) == KVREADY_ERR_BUFFER && n > 1, a->tr);
+  CHECK(kvready_ucx_address(a->tr, addr, sizeof addr, &n) == KVREADY_OK, a->tr);
+  CHECK(kvready_peer_capabilities(a->be, caps, sizeof caps, &m) == KVREADY_OK && m > 0, a->be);
+  CHECK(kvready_ucx_add_peer(b->tr, addr, n, name, sizeof name, &inc) == KVREADY_OK && inc == 1, b->tr);
+  CHECK(kvready_peer_connect(b->be, caps, m) == KVREADY_OK, b->be);
+  /* A second, different address for the same life is refused. */
+  addr[n - 1] ^= 0xff;
+  CHECK(kvready_ucx_add_peer(b->tr, addr, n, NULL, 0, NULL) == KVREADY_ERR_INVALID, b->tr);
+}
+
+static void test_peer_transfer(void) {
+  peer_side dec, pre;
+  peer_side_open(&dec, "decode", 1);
+  peer_side_open(&pre, "prefill", 0);
+  {
+    /* Bad configurations are refused, naming what is wrong. */
+    kvready_ucx_config bad = {.name = "", .incarnation = 0, .mode = 7};
+    uint64_t t = 0;
+    CHECK(kvready_ucx_new(&bad, &t) == KVREADY_ERR_INVALID && t == 0 && last_error_contains(0, "incarnation 0") &&
+              last_error_contains(0, "mode 7"), 0);
+    kvready_peer_config pc;
+    kvready_peer_config_defaults(&pc);
+    pc.transport = dec.tr;
+    uint64_t b = 0;
+    CHECK(kvready_peer_sender_new(&pc, dec.mem, &b) == KVREADY_ERR_BUSY && b == 0, 0); /* one backend per transport */
+    pc.transport = dec.mem;
+    CHECK(kvready_peer_sender_new(&pc, dec.mem, &b) == KVREADY_ERR_INVALID && last_error_contains(0, "transport"), 0);
+    /* Every mistake is named at once, and nothing is made. */
+    kvready_ucx_config uc = {.name = "spare", .incarnation = 1, .transports = "tcp"};
+    uint64_t spare = 0;
+    CHECK(kvready_ucx_new(&uc, &spare) == KVREADY_OK, 0);
+    kvready_peer_config_defaults(&pc);
+    pc.transport = spare, pc.timeout_ns = -1, pc.sessions = 1 << 21, pc.leased = 2, pc.poll_ns = -5;
+    CHECK(kvready_peer_receiver_new(&pc, dec.mem, &b) == KVREADY_ERR_INVALID && b == 0 && last_error_contains(0, "timeout_ns -1") &&
+              last_error_contains(0, "sessions 2097152") && last_error_contains(0, "leased 2") && last_error_contains(0, "poll_ns -5"), 0);
+    kvready_peer_config_defaults(&pc);
+    pc.transport = spare;
+    CHECK(kvready_peer_receiver_new(&pc, dec.mem, &b) == KVREADY_OK && b != 0, 0); /* the refusals left the transport free */
+    CHECK(kvready_backend_close(b) == KVREADY_OK && kvready_ucx_close(spare) == KVREADY_OK, 0);
+  }
+  connect_sides(&dec, &pre);
+  connect_sides(&pre, &dec);
+
+  int64_t ids[2] = {40, 41};
+  kvready_chunk_group grp = {.kind = KVREADY_CACHE_PAGED, .ids = ids, .n_ids = 2};
+  kvready_accessor kv = {.peer = "prefill", .rank = 0, .role = KVREADY_ROLE_KV};
+  kvready_peer_plan rp = {.request = 7, .attempt = 1, .block_tokens = 16, .token_end = 32, .is_last = 1,
+                          .groups = &grp, .n_groups = 1, .writers = &kv, .n_writers = 1};
+  kvready_peer_plan sp = rp;
+  sp.writers = NULL, sp.n_writers = 0, sp.to = "decode", sp.as = kv;
+  kvready_peer_page pages[2];
+  size_t n = 0;
+  /* Refusals record nothing: the same attempt is expected afterwards. */
+  kv.role = 9;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "writers[0].role 9"), dec.be);
+  kv.role = KVREADY_ROLE_KV;
+  CHECK(kvready_peer_expect(dec.be, &sp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "a sender's"), dec.be);
+  ids[1] = -3;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "id -3"), dec.be);
+  ids[1] = 41;
+  rp.block_tokens = 0, rp.attempt = 0;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_INVALID && last_error_contains(dec.be, "attempt") &&
+            last_error_contains(dec.be, "block_tokens"), dec.be);
+  rp.block_tokens = 16, rp.attempt = 1;
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 1, &n) == KVREADY_ERR_BUFFER && n == 2, dec.be);
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_OK && n == 2 && pages[1].id == 41 && pages[1].block == 1 &&
+            pages[1].end == 32, dec.be);
+  CHECK(kvready_peer_expect(dec.be, &rp, pages, 2, &n) == KVREADY_ERR_REJECTED && last_error_contains(dec.be, "already expected"), dec.be);
+  kvready_row drows[2], prows[2];
+  memset(drows, 0, sizeof drows);
+  for (int i = 0; i < 2; i++) {
+    memcpy(drows[i].name, pages[i].name, KVREADY_NAME_SIZE);
+    drows[i].block = pages[i].block;
+    CHECK(kvready_sim_alloc(dec.dev, 256, &drows[i].device) == KVREADY_OK, dec.dev);
+  }
+  CHECK(kvready_peer_expect(pre.be, &sp, pages, 2, &n) == KVREADY_OK && n == 2, pre.be);
+  memset(prows, 0, sizeof prows);
+  for (int i = 0; i < 2; i++) {
+    memcpy(prows[i].name, pages[i].name, KVREADY_NAME_SIZE);
+    prows[i].block = pages[i].block;
+    CHECK(kvready_sim_alloc(pre.dev, 256, &prows[i].device) == KVREADY_OK, pre.dev);
+    uint8_t content[256];
+    memset(content, 0xA0 + i, sizeof content);
+    CHECK(kvready_sim_write(pre.dev, prows[i].device, content, sizeof content) == KVREADY_OK, pre.dev);
+  }
+  kvready_request fetch = {.kind = KVREADY_FETCH, .rows = drows, .n_rows = 2, .is_last = 1};
+  kvready_request pub = {.kind = KVREADY_PUBLISH, .rows = prows, .n_rows = 2, .is_last = 1};
+  uint64_t dl = 0, pl = 0;
+  CHECK(kvready_lend(dec.eng, &fetch, &dl) == KVREADY_OK, dec.eng);
+  CHECK(kvready_lend(pre.eng, &pub, &pl) == KVREADY_OK, pre.eng);
+  /* Both owners run rounds (kvready_progress progresses their peer backends):
+   * bounded at 10 s. */
+  kvready_lease_info di, pi;
+  for (int i = 0; i < 10000; i++) {
+    kvready_progress(dec.eng, NULL, NULL, NULL, 0);
+    kvready_progress(pre.eng, NULL, NULL, NULL, 0);
+    if (kvready_lease_infos(dec.eng, &dl, 1, &di, NULL) != KVREADY_OK || kvready_lease_infos(pre.eng, &pl, 1, &pi, NULL) != KVREADY_OK) break;
+    if (di.state == KVREADY_LOGICALLY_COMPLETE && pi.state == KVREADY_LOGICALLY_COMPLETE) break;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  CHECK(di.state == KVREADY_LOGICALLY_COMPLETE && di.outcome == KVREADY_OUTCOME_SERVED && di.fenced, dec.eng);
+  CHECK(pi.state == KVREADY_LOGICALLY_COMPLETE && pi.outcome == KVREADY_OUTCOME_SERVED, pre.eng);
+  for (int i = 0; i < 2; i++) {
+    uint8_t got[256], want[256];
+    memset(want, 0xA0 + i, sizeof want);
+    CHECK(kvready_sim_read(dec.dev, drows[i].device, got, sizeof got) == KVREADY_OK && memcmp(got, want, sizeof got) == 0, dec.dev);
+  }
+  kvready_transfer_outcome o;
+  int32_t found = 0;
+  CHECK(kvready_peer_outcome(dec.be, 7, 1, &o, &found) == KVREADY_OK && found && o.kind == KVREADY_TRANSFER_DELIVERED && o.token_end == 32, dec.be);
+  CHECK(kvready_peer_outcome(pre.be, 7, 1, &o, &found) == KVREADY_ERR_UNSUPPORTED, pre.be);
+  kvready_peer_stats ds, ps;
+  CHECK(kvready_peer_backend_stats(dec.be, &ds) == KVREADY_OK && ds.delivered == 1 && ds.settled == 1 && ds.in_flight == 0 && ds.fenced == 1, dec.be);
+  CHECK(kvready_peer_backend_stats(pre.be, &ps) == KVREADY_OK && ps.delivered == 1 && ps.puts == 2 && ps.offers == 1 && ps.in_flight == 0, pre.be);
+  int32_t forgotten = 1;
+  CHECK(kvready_peer_forget(dec.be, 7, 1, NULL, &forgotten) == KVREADY_OK && !forgotten, dec.be);
+  CHECK(kvready_peer_forget(pre.be, 7, 1, NULL, &forgotten) == KVREADY_ERR_INVALID, pre.be);
+  CHECK(kvready_release(dec.eng, dl) == KVREADY_OK && kvready_release(pre.eng, pl) == KVREADY_OK, dec.eng);
+  CHECK(pump(dec.eng, dl, KVREADY_RELEASED, 0) && pump(pre.eng, pl, KVREADY_RELEASED, 0), dec.eng);
+  CHECK(kvready_peer_progress(dec.mem, NULL) == KVREADY_ERR_BAD_HANDLE, dec.mem);
+  peer_side_close(&dec);
+  peer_side_close(&pre);
+  CHECK(kvready_peer_progress(dec.be, NULL) == KVREADY_ERR_BAD_HANDLE, 0);
+}
+
 int main(void) {
   test_library();
   test_bad_handles();
@@ -1523,6 +1698,7 @@ int main(void) {
   test_free_while_waiting();
   test_one_engine_per_memory();
   test_tiers();
+  test_peer_transfer();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -3,7 +3,8 @@ and safe to reuse.
 
 The engine, staging memory, backends (kvready's own by URL, or written in
 Python) and devices (the simulated one, or written in Python: how a PyTorch
-manager hands kvready its stream and events) over ``libkvready.so`` through
+manager hands kvready its stream and events), and peer transfers between
+processes over UCX (:mod:`kvready.transfer`), over ``libkvready.so`` through
 ctypes. See docs/python.md.
 
 >>> import kvready
@@ -27,10 +28,13 @@ from .engine import (BackendFaults, CancelResult, Changes, Containment, Engine, 
                      State, Stats, Until)
 from .errors import (BackendConfigError, BackendError, BadHandleError, BusyError, CallFailedError, ConformanceError,
                      CopyRefusedError, DeviceLostError, EngineClosedError, EngineHaltedError, InternalError, InvalidArgumentError,
-                     KvreadyError, LayerFailedError, NotReadyError, ProfileError, StaleLeaseError, SubmissionRejectedError, TimedOutError,
-                     StoreUnavailableError, UngrantableError, UnsupportedError)
+                     KvreadyError, LayerFailedError, NotReadyError, ProfileError, RejectedError, StaleLeaseError,
+                     SubmissionRejectedError, TimedOutError, StoreUnavailableError, TransportUnavailableError, UngrantableError,
+                     UnsupportedError)
 from .memory import Group, KitMemory, Memory
 from .names import Identity, LayoutID, layout_id, validate_profile
+from .transfer import (Accessor, CacheKind, ChunkGroup, Mode, Page, PeerStats, Plan, Receiver, Role, Sender, TransferKind,
+                       TransferOutcome, UcxTransport)
 from . import conformance
 
 NAME_SIZE = _abi.NAME_SIZE
@@ -71,4 +75,7 @@ __all__ = [
     "UngrantableError", "Unit", "UnsupportedError",
     "Until", "abi_version", "conformance", "host_memory", "layout_id", "open_backend", "open_tiers", "validate_profile",
     "version", "NAME_SIZE", "KEY_SIZE",
+    # peer transfers over UCX (kvready.transfer)
+    "Accessor", "CacheKind", "ChunkGroup", "Mode", "Page", "PeerStats", "Plan", "Receiver", "RejectedError", "Role",
+    "Sender", "TransferKind", "TransferOutcome", "TransportUnavailableError", "UcxTransport",
 ]

@@ -22,7 +22,8 @@ LAYOUT_ID_SIZE = 32
 REASON_SIZE = 256
 MAX_STATES = 16
 TIER_NAME_SIZE = 32
-ABI_VERSION = 5
+ABI_VERSION = 6
+PEER_NAME_SIZE = 256
 
 
 PRODUCTION = "libkvready.so"
@@ -146,6 +147,53 @@ class CTierStats(Structure):
                 ("no_outcome", c_uint64), ("violations", c_uint64), ("cancel_errors", c_uint64),
                 ("evictions", c_uint64), ("bytes", c_int64), ("sized", c_int32), ("_pad", c_int32)]
 
+
+
+# ---- peer transfers over UCX (kvready.h: "peer transfers") ----
+
+class CUcxConfig(Structure):
+    _fields_ = [("name", c_char_p), ("incarnation", c_uint64), ("transports", c_char_p), ("mode", c_int32),
+                ("no_peer_errors", c_int32)]
+
+
+class CPeerConfig(Structure):
+    _fields_ = [("transport", c_uint64), ("timeout_ns", c_int64), ("grace_ns", c_int64), ("window_ns", c_int64),
+                ("poll_ns", c_int64), ("sessions", c_int32), ("tombstones", c_int32), ("leased", c_int32),
+                ("_pad", c_int32)]
+
+
+class CAccessor(Structure):
+    _fields_ = [("peer", c_char_p), ("rank", c_int32), ("role", c_int32)]
+
+
+class CChunkGroup(Structure):
+    _fields_ = [("kind", c_int32), ("_pad", c_int32), ("ids", POINTER(c_int64)), ("n_ids", c_uint64)]
+
+
+class CPageRef(Structure):
+    _fields_ = [("group", c_int32), ("index", c_int32)]
+
+
+class CPeerPlan(Structure):
+    _fields_ = [("request", c_uint64), ("attempt", c_uint32), ("block_tokens", c_int32), ("token_start", c_int64),
+                ("token_end", c_int64), ("is_last", c_int32), ("_pad", c_int32), ("groups", POINTER(CChunkGroup)),
+                ("n_groups", c_uint64), ("writers", POINTER(CAccessor)), ("n_writers", c_uint64), ("to", c_char_p),
+                ("as", CAccessor), ("share", POINTER(CPageRef)), ("n_share", c_uint64)]
+
+
+class CPeerPage(Structure):
+    _fields_ = [("name", c_uint8 * NAME_SIZE), ("_pad", c_uint8 * 2), ("group", c_int32), ("index", c_int32),
+                ("id", c_int64), ("kind", c_int32), ("block", c_int32), ("end", c_int64)]
+
+
+class CTransferOutcome(Structure):
+    _fields_ = [("kind", c_int32), ("by_peer", c_int32), ("token_end", c_int64), ("reason", c_char * REASON_SIZE)]
+
+
+class CPeerStats(Structure):
+    _fields_ = [(f, c_uint64) for f in ("in_flight", "in_doubt", "delivered", "failed", "cancelled", "settled",
+                                        "rejected", "peers_lost", "evidence", "refused", "revocations", "fenced",
+                                        "offers", "puts")]
 
 u8p = POINTER(c_uint8)
 # Callback arguments are plain addresses (int, or None for NULL): the
@@ -276,6 +324,20 @@ engine_close = _proto("kvready_engine_close", c_uint64, POINTER(CReport))
 engine_shutdown = _proto("kvready_engine_shutdown", c_uint64, c_int64, POINTER(CReport))
 engine_report = _proto("kvready_engine_report", c_uint64, POINTER(CReport))
 engine_free = _proto("kvready_engine_free", c_uint64, c_int32)
+ucx_new = _proto("kvready_ucx_new", POINTER(CUcxConfig), _u64p)
+ucx_address = _proto("kvready_ucx_address", c_uint64, u8p, c_size_t, _sizep)
+ucx_add_peer = _proto("kvready_ucx_add_peer", c_uint64, c_char_p, c_size_t, c_char_p, c_size_t, _u64p)
+ucx_close = _proto("kvready_ucx_close", c_uint64)
+peer_config_defaults = _proto("kvready_peer_config_defaults", POINTER(CPeerConfig))
+peer_receiver_new = _proto("kvready_peer_receiver_new", POINTER(CPeerConfig), c_uint64, _u64p)
+peer_sender_new = _proto("kvready_peer_sender_new", POINTER(CPeerConfig), c_uint64, _u64p)
+peer_capabilities = _proto("kvready_peer_capabilities", c_uint64, u8p, c_size_t, _sizep)
+peer_connect = _proto("kvready_peer_connect", c_uint64, c_char_p, c_size_t)
+peer_expect = _proto("kvready_peer_expect", c_uint64, POINTER(CPeerPlan), POINTER(CPeerPage), c_size_t, _sizep)
+peer_forget = _proto("kvready_peer_forget", c_uint64, c_uint64, c_uint32, POINTER(CAccessor), _i32p)
+peer_progress = _proto("kvready_peer_progress", c_uint64, _i64p)
+peer_outcome = _proto("kvready_peer_outcome", c_uint64, c_uint64, c_uint32, POINTER(CTransferOutcome), _i32p)
+peer_backend_stats = _proto("kvready_peer_backend_stats", c_uint64, POINTER(CPeerStats))
 bench_go_lifecycle = _testkit_proto("kvready_bench_go_lifecycle", c_uint64, c_uint64, POINTER(CRequest), c_size_t, c_int64, _i64p)
 
 #: Whether the loaded library is the test library (the conformance kit, the

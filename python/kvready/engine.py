@@ -1250,4 +1250,4 @@ def _has(obj: Any, method: str) -> bool:
     from .backend import Backend
     if isinstance(obj, Backend):
         return getattr(type(obj), method) is not getattr(Backend, method)
-    return True
+    return bool(getattr(obj, "can_" + method, True))  # a peer backend does one of the two

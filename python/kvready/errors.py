@@ -139,6 +139,17 @@ class ConformanceError(KvreadyError, AssertionError):
         self.report = message
 
 
+class RejectedError(KvreadyError):
+    """The library refused what was asked before anything escaped: a peer
+    that lacks what a transfer needs (negotiation), a plan whose attempt is
+    already expected, or one more than the backend holds."""
+
+
+class TransportUnavailableError(KvreadyError, ConnectionError):
+    """UCX could not open a transport over the transports asked for (none of
+    them present, or libucp refused): see the message."""
+
+
 class SubmissionRejectedError(Exception):
     """Raised by a Python backend's fetch or publish when it refused the
     submission before anything escaped (no work, notification or memory
@@ -155,7 +166,7 @@ _BY_STATUS = {
     CLOSED: EngineClosedError, HALTED: EngineHaltedError, DEVICE_LOST: DeviceLostError, UNGRANTABLE: UngrantableError,
     PROFILE: ProfileError, TIMEOUT: TimedOutError, BACKEND: BackendError, BUSY: BusyError, UNSUPPORTED: UnsupportedError,
     FAILED: CallFailedError, INTERNAL: InternalError, CONFORMANCE: ConformanceError, LAYER_FAILED: LayerFailedError,
-    CONFIG: BackendConfigError, UNAVAILABLE: StoreUnavailableError,
+    CONFIG: BackendConfigError, UNAVAILABLE: StoreUnavailableError, REJECTED: RejectedError,
 }
 
 

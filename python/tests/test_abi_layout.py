@@ -25,6 +25,10 @@ STRUCTS = {
     "kvready_device_callbacks": _abi.DeviceCallbacks, "kvready_backend_faults": _abi.CBackendFaults,
     "kvready_cancel_result": _abi.CCancelResult,
     "kvready_tier_stats": _abi.CTierStats,
+    "kvready_ucx_config": _abi.CUcxConfig, "kvready_peer_config": _abi.CPeerConfig, "kvready_accessor": _abi.CAccessor,
+    "kvready_chunk_group": _abi.CChunkGroup, "kvready_page_ref": _abi.CPageRef, "kvready_peer_plan": _abi.CPeerPlan,
+    "kvready_peer_page": _abi.CPeerPage, "kvready_transfer_outcome": _abi.CTransferOutcome,
+    "kvready_peer_stats": _abi.CPeerStats,
 }
 
 
@@ -32,7 +36,7 @@ def enums() -> dict[str, int]:
     """The C names of the values the package spells out, with its values."""
     out = {"KVREADY_ABI_VERSION": _abi.ABI_VERSION, "KVREADY_NAME_SIZE": _abi.NAME_SIZE,
            "KVREADY_REASON_SIZE": _abi.REASON_SIZE, "KVREADY_MAX_STATES": _abi.MAX_STATES,
-           "KVREADY_TIER_NAME_SIZE": _abi.TIER_NAME_SIZE,
+           "KVREADY_TIER_NAME_SIZE": _abi.TIER_NAME_SIZE, "KVREADY_PEER_NAME_SIZE": _abi.PEER_NAME_SIZE,
            "KVREADY_NUM_STATES": len(kvready.State), "KVREADY_NUM_OUTCOMES": len(kvready.OutcomeKind)}
     for s in kvready.State:
         out["KVREADY_" + (s.name if s != kvready.State.FAILED else "FAILED_STATE")] = s.value
@@ -56,6 +60,10 @@ def enums() -> dict[str, int]:
         out["KVREADY_EVENT_" + ev.name] = ev.value
     for k in kvready.Kind:
         out["KVREADY_" + k.name] = k.value
+    for prefix, enum in (("KVREADY_UCX_", kvready.Mode), ("KVREADY_ROLE_", kvready.Role), ("KVREADY_CACHE_", kvready.CacheKind),
+                         ("KVREADY_TRANSFER_", kvready.TransferKind)):
+        for v in enum:
+            out[prefix + v.name] = v.value
     for name, v in vars(errors).items():
         if name.isupper() and isinstance(v, int):
             out["KVREADY_OK" if name == "OK" else "KVREADY_ERR_" + name] = v

@@ -53,6 +53,10 @@ ARGUMENTS = {
     "engine_stats": (H,), "containments": (H, I), "recoveries": (H, I), "engine_close": (H,),
     "engine_shutdown": (H, "timeout"), "engine_report": (H,), "engine_free": (H, I),
     "bench_go_lifecycle": (H, H, I, I),  # the in-library benchmark (python/bench), no public entry point
+    "ucx_address": (H, I), "ucx_add_peer": (H, I, I), "ucx_close": (H,), "peer_receiver_new": (H,),
+    "peer_sender_new": (H,), "peer_capabilities": (H, I), "peer_connect": (H, I), "peer_expect": (H, I),
+    "peer_forget": (H, "request", "attempt"), "peer_progress": (H,), "peer_outcome": (H, "request", "attempt"),
+    "peer_backend_stats": (H,),
 }
 
 # The structs the binding fills from a caller's values: their numeric fields.
@@ -69,6 +73,15 @@ FIELDS = {
                         "policy": I,  # kvready.Policy.of refuses what is not a policy
                         "recover_every_ns": "recover_every", "max_outstanding": "max_outstanding",
                         "_pad": I, "layout_len": I},
+    _abi.CUcxConfig: {"incarnation": "incarnation", "mode": "mode", "no_peer_errors": I},
+    _abi.CPeerConfig: {"transport": H, "timeout_ns": "peer timeout", "grace_ns": "grace", "window_ns": "window",
+                       "poll_ns": "poll", "sessions": "sessions", "tombstones": "tombstones", "leased": I, "_pad": I},
+    _abi.CAccessor: {"rank": "rank", "role": "role"},
+    _abi.CChunkGroup: {"kind": "group kind", "_pad": I, "n_ids": I},
+    _abi.CPageRef: {"group": "share group", "index": "share index"},
+    _abi.CPeerPlan: {"request": "request", "attempt": "attempt", "block_tokens": "block_tokens",
+                     "token_start": "token_start", "token_end": "token_end", "is_last": I, "_pad": I, "n_groups": I,
+                     "n_writers": I, "n_share": I},
 }
 
 
@@ -117,7 +130,10 @@ def rig():
     r.stream = r.dev.stream()
     r.kit = kvready.KitMemory(r.mem.handle)
     r.ident = _identity()
+    r.trs = [kvready.UcxTransport("decode", 1, "tcp"), kvready.UcxTransport("prefill", 1, "tcp")]
+    r.recv, r.send = kvready.Receiver(r.trs[0], r.mem), kvready.Sender(r.trs[1], r.mem)
     yield r
+    r.recv.close(), r.send.close(), [t.close() for t in r.trs]
     r.eng.release(r.lease)
     r.eng.shutdown(10)
     r.eng.free()
@@ -129,6 +145,19 @@ def _row(r, **kw):
 
 def _engine(r, **kw):
     return kvready.Engine(r.mem, 32, backend=r.store, device=r.dev, **kw)
+
+
+PLAN = kvready.Plan(1, [kvready.ChunkGroup([4, 5])], 32, 16, writers=[kvready.Accessor("prefill")])
+SEND_PLAN = PLAN._replace(writers=(), to="decode", as_=kvready.Accessor("prefill"))
+
+
+def _plan(r, **kw):
+    """A receiver's plan with kw changed, expected."""
+    return r.recv.expect(PLAN._replace(**kw))
+
+
+def _send_plan(r, **kw):
+    return r.send.expect(SEND_PLAN._replace(**kw))
 
 
 def _identity(layer=0, count=1, index=0):
@@ -184,14 +213,37 @@ CASES = {
     "event": (ctypes.c_uint64, None, [lambda r, v: r.dev.query(v), lambda r, v: r.stream.wait(v)]),
     "stream": (ctypes.c_uint32, None, [lambda r, v: r.dev.complete_next(v), lambda r, v: r.dev.fail_next(v)]),
     "n": (ctypes.c_int64, None, [lambda r, v: r.dev.complete_next(0, v), lambda r, v: r.dev.fail_next(0, v)]),
+    "incarnation": (ctypes.c_uint64, None, [lambda r, v: kvready.UcxTransport("x", v)]),
+    "mode": (ctypes.c_int32, None, [lambda r, v: kvready.UcxTransport("x", 1, mode=v)]),
+    "peer timeout": ("duration", None, [lambda r, v: kvready.Receiver(r.trs[0], r.mem, timeout=v),
+                                        lambda r, v: kvready.Sender(r.trs[1], r.mem, timeout=v)]),
+    "grace": ("duration", None, [lambda r, v: kvready.Receiver(r.trs[0], r.mem, grace=v)]),
+    "window": ("duration", None, [lambda r, v: kvready.Receiver(r.trs[0], r.mem, window=v)]),
+    "poll": ("duration", None, [lambda r, v: kvready.Sender(r.trs[1], r.mem, poll=v)]),
+    "sessions": (ctypes.c_int32, None, [lambda r, v: kvready.Receiver(r.trs[0], r.mem, sessions=v)]),
+    "tombstones": (ctypes.c_int32, None, [lambda r, v: kvready.Sender(r.trs[1], r.mem, tombstones=v)]),
+    "request": (ctypes.c_uint64, None, [lambda r, v: r.recv.forget(v), lambda r, v: r.recv.outcome(v),
+                                        lambda r, v: _plan(r, request=v), lambda r, v: r.send.forget(v, SEND_PLAN.as_)]),
+    "attempt": (ctypes.c_uint32, None, [lambda r, v: r.recv.forget(1, v), lambda r, v: r.recv.outcome(1, v),
+                                        lambda r, v: _send_plan(r, attempt=v)]),
+    "block_tokens": (ctypes.c_int32, None, [lambda r, v: _plan(r, block_tokens=v)]),
+    "token_start": (ctypes.c_int64, None, [lambda r, v: _plan(r, token_start=v)]),
+    "token_end": (ctypes.c_int64, None, [lambda r, v: _send_plan(r, token_end=v)]),
+    "rank": (ctypes.c_int32, None, [lambda r, v: _plan(r, writers=[kvready.Accessor("p", v)]),
+                                    lambda r, v: r.send.forget(1, kvready.Accessor("p", v))]),
+    "role": (ctypes.c_int32, None, [lambda r, v: _send_plan(r, as_=kvready.Accessor("p", 0, v))]),
+    "group kind": (ctypes.c_int32, None, [lambda r, v: _plan(r, groups=[kvready.ChunkGroup([4, 5], v)])]),
+    "share group": (ctypes.c_int32, None, [lambda r, v: _send_plan(r, share=[(v, 0)])]),
+    "share index": (ctypes.c_int32, None, [lambda r, v: _send_plan(r, share=[(0, v)])]),
     # Python-side only (no prototype argument of their own): checked all the same.
+    "chunk id": (ctypes.c_int64, None, [lambda r, v: _plan(r, groups=[kvready.ChunkGroup([v])])]),
     "read size": (ctypes.c_size_t, None, [lambda r, v: r.dev.read(r.row.device, v)]),
     "layer id": (ctypes.c_int32, None, [lambda r, v: _identity(layer=v)]),
     "shard": (ctypes.c_int32, None, [lambda r, v: _identity(count=v), lambda r, v: _identity(index=v)]),
     "host_memory": (ctypes.c_uint64, 1, [lambda r, v: kvready.host_memory(v, 8), lambda r, v: kvready.host_memory(1, v)]),
     "staging address": (ctypes.c_uint64, 1, [lambda r, v: kvready.Memory([kvready.Group(1, 8)], buffers=[v])]),
 }
-EXTRA = {"read size", "layer id", "shard", "host_memory", "staging address", "shutdown_timeout"}
+EXTRA = {"read size", "layer id", "shard", "host_memory", "staging address", "shutdown_timeout", "chunk id"}
 
 MAX_NS_SECONDS = "9223372036.854775807"
 
