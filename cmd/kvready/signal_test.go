@@ -23,6 +23,7 @@ import (
 const cliEnv = "KVREADY_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
+	prefillProcess() // a disaggregated run over UCX started this binary as its prefill process
 	if os.Getenv(cliEnv) != "" {
 		main()
 	}
