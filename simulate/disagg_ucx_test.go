@@ -2,10 +2,13 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,16 +21,122 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestDisaggUCXSmoke(t *testing.T) {
-	cfg := DisaggUCXDefaults()
-	cfg.UCXTransports = os.Getenv("TLS")
-	cfg.Requests = 100
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+// ucxBoundTest bounds a whole run over UCX: RunDisagg stops at it, its
+// prefill process ended and reaped, and the test fails. It bounds a wait;
+// it asserts nothing about durations.
+const ucxBoundTest = 3 * time.Minute
+
+// runOverUCX runs cfg over UCX: two processes, this test binary the
+// prefill one (TestMain).
+func runOverUCX(t *testing.T, cfg DisaggConfig) *DisaggSummary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ucxBoundTest)
 	defer cancel()
-	for _, naive := range []bool{false, true} {
-		cfg.Naive = naive
-		s, err := RunDisagg(ctx, cfg, nil)
-		require.NoError(t, err)
-		require.NoError(t, s.WriteTable(os.Stdout))
+	s, err := RunDisagg(ctx, cfg, nil)
+	require.NoError(t, err, "the run over UCX within %v", ucxBoundTest)
+	if t.Failed() || testing.Verbose() {
+		var b strings.Builder
+		_ = s.WriteTable(&b)
+		t.Log("\n" + b.String())
+	}
+	return s
+}
+
+// TestDisaggOverUCX runs the decode manager here and the prefill process as
+// a second process over UCX, tcp and sm, with the prefill killed mid-transfer
+// (SIGKILL, then a new incarnation that replays the dead life's offers with
+// their keys) and paused (SIGSTOP, then SIGCONT): kvready's run is clean by
+// the checker, every request ends and the pool is whole, and every replayed
+// put is refused as revoked; the naive managers over the same transport and
+// the same scenarios let the replayed puts land, and the checker sees them
+// in the bytes of pages freed or lent again.
+func TestDisaggOverUCX(t *testing.T) {
+	for _, tls := range []string{"tcp", "sm"} {
+		t.Run(tls, func(t *testing.T) {
+			cfg := DisaggUCXDefaults()
+			cfg.Requests, cfg.UCXTransports = 100, tls
+			s := runOverUCX(t, cfg)
+			require.NotNil(t, s.UCX)
+			assert.Equal(t, DisaggUCXStats{Transports: tls, Lives: 2, Kills: 1, Pauses: 1, Replays: ucxReplayed},
+				DisaggUCXStats{Transports: s.UCX.Transports, Lives: s.UCX.Lives, Kills: s.UCX.Kills, Pauses: s.UCX.Pauses, Replays: s.UCX.Replays},
+				"one kill (a new life) and one pause, done mid-transfer")
+			assert.True(t, s.Safe(), "the checker found %d violations in kvready's run", s.ViolationCount())
+			assert.True(t, s.Finished, "unfinished: %s", s.UnfinishedReason)
+			assert.Equal(t, cfg.Requests, s.Delivered+s.Failed+s.Cancelled, "every request ends served, failed after its attempts, or cancelled")
+			assert.Positive(t, s.Delivered)
+			assert.Equal(t, cfg.Pages, s.PagesFree, "the decode pool is whole")
+			assert.Equal(t, s.SourceSlots, s.SourceSlotsFree, "the prefill process's slots are back")
+			assert.Equal(t, 0, s.UCX.ReplayLanded, "no byte from a dead life lands")
+			assert.Equal(t, ucxReplayed*cfg.PagesPerRequest, s.UCX.ReplayRefused, "every replayed put is refused as revoked")
+			if tls == "tcp" {
+				assert.Positive(t, s.UCX.EndpointErrors, "over tcp the kill is reported")
+			} else {
+				assert.Zero(t, s.UCX.EndpointErrors, "over sm no dead peer is reported (docs/ucx.md)")
+			}
+
+			cfg.Naive = true
+			n := runOverUCX(t, cfg)
+			assert.Equal(t, "naive", n.Manager)
+			assert.Equal(t, ucxReplayed*cfg.PagesPerRequest, n.UCX.ReplayLanded, "the naive manager never revokes: the dead life's puts land")
+			assert.Positive(t, n.WritesIntoFree+n.LateWrites, "the landed bytes are seen in pages freed or lent again")
+			assert.False(t, n.Safe())
+		})
+	}
+}
+
+// TestDisaggUCXConfigRefused: what a run over UCX cannot carry is refused,
+// each as a FieldError named after its flag, and nothing is started.
+func TestDisaggUCXConfigRefused(t *testing.T) {
+	base := DisaggUCXDefaults()
+	for _, tc := range []struct {
+		field string
+		edit  func(*DisaggConfig)
+	}{
+		{"transport", func(c *DisaggConfig) { c.Transport = "rdma" }},
+		{"ucx-tls", func(c *DisaggConfig) { c.UCXTransports = "rc" }},
+		{"ucx-tls", func(c *DisaggConfig) { c.Transport, c.Pauses = TransportSim, 0 }},
+		{"peer-pauses", func(c *DisaggConfig) { c.Transport, c.UCXTransports = "", "" }},
+		{"peer-pauses", func(c *DisaggConfig) { c.Pauses = -1 }},
+		{"pause-for", func(c *DisaggConfig) { c.PauseFor = 0 }},
+		{"lose-done", func(c *DisaggConfig) { c.Faults.LoseDone = 0.1 }},
+		{"submits-late-rate", func(c *DisaggConfig) { c.SubmitsLateRate = 0.1 }},
+		{"sender-rate", func(c *DisaggConfig) { c.SenderRate = 0.5 }},
+		{"revocation-leaks", func(c *DisaggConfig) { c.Faults.RevocationLeaks = true }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := base
+			tc.edit(&cfg)
+			err := cfg.Validate()
+			require.Error(t, err)
+			var fe *FieldError
+			named := false
+			for _, one := range joined(err) {
+				if errors.As(one, &fe) && fe.Field == tc.field {
+					named = true
+				}
+			}
+			assert.True(t, named, "%v names --%s", err, tc.field)
+			s, runErr := RunDisagg(context.Background(), cfg, nil)
+			assert.Nil(t, s)
+			assert.Error(t, runErr)
+		})
+	}
+	require.NoError(t, base.Validate())
+}
+
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// TestPrefillSpecRefused: the prefill process refuses a spec it was not
+// written by the decode process, and says so on its pipe.
+func TestPrefillSpecRefused(t *testing.T) {
+	for _, spec := range []string{"", "0 tcp false 64 1000", "1 tcp false 0 1000", "1 tcp false 64 -5", "one tcp false 64 1000"} {
+		var out strings.Builder
+		assert.Equal(t, 2, RunDisaggPrefill(spec, strings.NewReader(""), &out), "spec %q", spec)
+		assert.True(t, strings.HasPrefix(out.String(), "err "+DisaggPrefillEnv), "spec %q: %q", spec, out.String())
 	}
 }

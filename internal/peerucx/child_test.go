@@ -19,7 +19,7 @@ import (
 )
 
 // The prefill process: the test binary re-executed with childEnv set to its
-// incarnation. Addresses and capabilities travel on its stdin and stdout;
+// incarnation and its UCX transports ("2 sm"). Addresses and capabilities travel on its stdin and stdout;
 // the offers, the pages and the reports travel over UCX.
 
 const (
@@ -37,9 +37,11 @@ func TestMain(m *testing.M) {
 }
 
 // ucxConfig is both sides' transport: Checked (every put applied, and
-// refused once revoked, in the owner's progress) over tcp.
-func ucxConfig(name transfer.Peer, inc transfer.Incarnation) ucx.Config {
-	return ucx.Config{Name: name, Incarnation: inc, Mode: ucx.Checked, Transports: "tcp"}
+// refused once revoked, in the owner's progress) over tls — tcp, or sm,
+// whose transports cannot report a dead peer, so its endpoints are made
+// without peer error handling (docs/ucx.md).
+func ucxConfig(name transfer.Peer, inc transfer.Incarnation, tls string) ucx.Config {
+	return ucx.Config{Name: name, Incarnation: inc, Mode: ucx.Checked, Transports: tls, NoPeerErrors: tls == "sm"}
 }
 
 func advertise(name transfer.Peer, inc transfer.Incarnation) transfer.Capabilities {
@@ -80,12 +82,13 @@ func pattern(req transfer.RequestID, i int) []byte {
 // Every offer it hears it prints as "offer HEX", for the parent to replay
 // into a later life. It exits when stdin closes.
 func runChild(spec string, in io.Reader, out io.Writer) int {
-	inc, err := strconv.ParseUint(spec, 10, 64)
-	if err != nil {
-		fmt.Fprintf(out, "err spec %q: %v\n", spec, err)
+	var inc uint64
+	var tls string
+	if _, err := fmt.Sscanf(spec, "%d %s", &inc, &tls); err != nil {
+		fmt.Fprintf(out, "err spec %q: %v; \"INC TLS\" expected\n", spec, err)
 		return 2
 	}
-	tr, err := ucx.New(ucxConfig("prefill", transfer.Incarnation(inc)))
+	tr, err := ucx.New(ucxConfig("prefill", transfer.Incarnation(inc), tls))
 	if err != nil {
 		fmt.Fprintf(out, "err %v\n", err)
 		return 1
