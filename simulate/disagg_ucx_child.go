@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"bufio"
 	hexa "encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/ucx"
+	"github.com/kvready/kvready/transfer/ucxpipe"
 )
 
 // DisaggPrefillEnv names the environment variable that makes a kvready
@@ -82,28 +82,12 @@ func RunDisaggPrefill(spec string, in io.Reader, out io.Writer) int {
 		return 1
 	}
 	defer c.close()
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
+	ucxpipe.Serve(in, func(line string) {
+		if err := c.do(strings.Fields(line)); err != nil {
+			fmt.Fprintf(out, "err %q: %v\n", line, err)
 		}
-		close(lines)
-	}()
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return 0
-			}
-			if err := c.do(strings.Fields(line)); err != nil {
-				fmt.Fprintf(out, "err %q: %v\n", line, err)
-			}
-		default:
-			c.step()
-		}
-	}
+	}, c.step)
+	return 0
 }
 
 // prefillChild is the prefill process's state.
@@ -148,12 +132,10 @@ func newPrefillChild(s prefillSpec, out io.Writer) (*prefillChild, error) {
 		_ = tr.Close()
 		return nil, err
 	}
-	caps, err := transfer.AppendCapabilities(nil, adv)
-	if err != nil {
+	if err := ucxpipe.Announce(out, tr, adv); err != nil {
 		c.close()
 		return nil, err
 	}
-	fmt.Fprintf(out, "addr %x\ncaps %x\n", tr.Address(), caps)
 	return c, nil
 }
 
@@ -183,25 +165,10 @@ func (c *prefillChild) do(f []string) error {
 }
 
 func (c *prefillChild) peer(addrHex, capsHex string) error {
-	addr, err1 := hexa.DecodeString(addrHex)
-	b, err2 := hexa.DecodeString(capsHex)
-	if err := errors.Join(err1, err2); err != nil {
+	return ucxpipe.Join(c.tr, addrHex, capsHex, func(remote transfer.Capabilities) error {
+		_, err := c.send.Connect(remote)
 		return err
-	}
-	remote, err := transfer.DecodeCapabilities(b)
-	if err != nil {
-		return err
-	}
-	if _, _, err := c.tr.AddPeer(addr); err != nil {
-		return err
-	}
-	// A worker hears a message only on an endpoint it opened (docs/ucx.md):
-	// open the one the offers come on before any can come.
-	if _, err := c.tr.Connect(remote.Peer); err != nil {
-		return err
-	}
-	_, err = c.send.Connect(remote)
-	return err
+	})
 }
 
 // publish is "send REQ ATT PAGES RANK ROLE S,…": it expects the share's

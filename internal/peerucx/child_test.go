@@ -1,7 +1,6 @@
 package peerucx
 
 import (
-	"bufio"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/ucx"
+	"github.com/kvready/kvready/transfer/ucxpipe"
 )
 
 // The prefill process: the test binary re-executed with childEnv set to its
@@ -113,33 +113,19 @@ func runChild(spec string, in io.Reader, out io.Writer) int {
 		return 1
 	}
 	defer c.send.Close()
-	caps, _ := transfer.AppendCapabilities(nil, advertise("prefill", transfer.Incarnation(inc)))
-	fmt.Fprintf(out, "addr %x\ncaps %x\n", tr.Address(), caps)
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return 0
-			}
-			cmd := strings.Fields(line + " ?")[0]
-			if extra, err := c.do(line); err != nil {
-				fmt.Fprintf(out, "err %s: %v\n", cmd, err)
-			} else {
-				fmt.Fprintf(out, "ok %s%s\n", cmd, extra)
-			}
-		default:
-			c.step()
-		}
+	if err := ucxpipe.Announce(out, tr, advertise("prefill", transfer.Incarnation(inc))); err != nil {
+		fmt.Fprintf(out, "err %v\n", err)
+		return 1
 	}
+	ucxpipe.Serve(in, func(line string) {
+		cmd := strings.Fields(line + " ?")[0]
+		if extra, err := c.do(line); err != nil {
+			fmt.Fprintf(out, "err %s: %v\n", cmd, err)
+		} else {
+			fmt.Fprintf(out, "ok %s%s\n", cmd, extra)
+		}
+	}, c.step)
+	return 0
 }
 
 type prefill struct {
@@ -181,28 +167,10 @@ func (c *prefill) do(line string) (string, error) {
 }
 
 func (c *prefill) peer(addrHex, capsHex string) error {
-	addr, err := hex.DecodeString(addrHex)
-	if err != nil {
+	return ucxpipe.Join(c.tr, addrHex, capsHex, func(remote transfer.Capabilities) error {
+		_, err := c.send.Connect(remote)
 		return err
-	}
-	b, err := hex.DecodeString(capsHex)
-	if err != nil {
-		return err
-	}
-	remote, err := transfer.DecodeCapabilities(b)
-	if err != nil {
-		return err
-	}
-	if _, _, err := c.tr.AddPeer(addr); err != nil {
-		return err
-	}
-	// A worker hears a message only on an endpoint it opened (docs/ucx.md):
-	// open the one the offers come on before any can come.
-	if _, err := c.tr.Connect(remote.Peer); err != nil {
-		return err
-	}
-	_, err = c.send.Connect(remote)
-	return err
+	})
 }
 
 func (c *prefill) publish(req transfer.RequestID, first int) error {
