@@ -66,6 +66,7 @@ type disaggDriver struct {
 	lastEnd  int64
 	lost     map[lostPeer]bool // incarnations whose loss the manager was told of
 	ucx      *ucxFabric        // over UCX (Transport "ucx"): the decode transport and the prefill process; nil over the simulated network
+	child    *childSide        // in the prefill process of a run over UCX: its transport and the decode process it serves; nil elsewhere
 }
 
 // disaggEpoch is the virtual clock's origin.
@@ -76,6 +77,12 @@ var disaggEpoch = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 // finish (the summary then covers what happened; a cancelled ctx stops the
 // run early, with the summary so far); a run the checker finds unsafe is
 // not an error — DisaggSummary.Safe says so.
+//
+// Over UCX (cfg.Transport TransportUCX) this process is the decode side and
+// the prefill side is a second process: os.Executable() started with
+// DisaggPrefillEnv set, whose main must then call RunDisaggPrefill (kvready's
+// does); RunDisagg kills, restarts and pauses it as cfg asks, and ends and
+// reaps it on every path.
 func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*DisaggSummary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -91,7 +98,11 @@ func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*Disag
 	if err != nil {
 		return nil, err
 	}
-	return d.run(ctx, mgr, pre, progress)
+	s, err := d.run(ctx, mgr, pre, progress)
+	if err == nil && d.ucx != nil {
+		err = d.ucx.ended // the run is over, and its prefill process, ended, says how it went
+	}
+	return s, err
 }
 
 // managers makes the run's decode and prefill managers: kvready's, or the

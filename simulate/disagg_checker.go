@@ -280,15 +280,17 @@ func (c *pageChecker) freeSource(i int) {
 	c.sourceTenant[i].fill(c.sources[i])
 }
 
-// addSources counts source slots another process lent and returned, and
-// those it returned while a put that reads them had not completed, by its
-// own record (a run over UCX: the prefill process's).
-func (c *pageChecker) addSources(lends, frees, early int) {
+// addSources counts source slots another process's checker watched (a run
+// over UCX: the prefill process's): lent and returned, returned while a put
+// that reads them had not completed by its record, and lent or returned
+// twice.
+func (c *pageChecker) addSources(lends, frees, early, doubles int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sourceLends += lends
 	c.sourceFrees += frees
 	c.sourcesFreedWhileRead += early
+	c.sourceDoubleLends += doubles
 }
 
 // sourcesFree counts the source slots watched and those with their

@@ -64,7 +64,7 @@ type prefillStats struct {
 // defines (it sends DONE only after its flush, so PER_OPERATION_QUIESCENCE
 // is true of it). Its deadlines are the run's; the owner's rounds run its
 // Progress (no driver goroutine: the run stays deterministic).
-func (d *disaggDriver) newSender(node *sim.Node, clock func() time.Time, slot func(contract.Unit) []byte) (*peer.Sender, error) {
+func (d *disaggDriver) newSender(node transfer.Transport, clock func() time.Time, slot func(contract.Unit) []byte) (*peer.Sender, error) {
 	name, inc := node.Self()
 	adv := transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
 	window := 4 * (d.cfg.deadline() + d.cfg.grace())
@@ -163,7 +163,7 @@ type pubLease struct {
 func newKvreadyPrefill(d *disaggDriver) (*kvreadyPrefill, error) {
 	m := &kvreadyPrefill{d: d, clock: gsim.NewManualClock(d.now()), hosts: map[transfer.Peer]*prefillHost{},
 		st: prefillStats{Outcomes: map[string]int{}}}
-	for _, p := range disaggPrefills {
+	for _, p := range d.work.prefills() {
 		h, err := m.newHost(p)
 		if err != nil {
 			m.close()
@@ -194,7 +194,7 @@ func (m *kvreadyPrefill) newHost(p transfer.Peer) (*prefillHost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %s device: %w", p, err)
 	}
-	if h.send, err = d.newSender(d.prefill[p], m.clock.Now, h.slot); err != nil {
+	if h.send, err = d.newSender(d.prefillTransport(p), m.clock.Now, h.slot); err != nil {
 		return nil, err
 	}
 	h.senders = append(h.senders, h.send)

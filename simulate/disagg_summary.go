@@ -156,7 +156,7 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 	s.SourceSlotsFree, s.SourceSlots = d.chk.sourcesFree()
 	if d.ucx != nil {
 		s.UCX = d.ucx.snapshot()
-		s.SourceSlots, s.SourceSlotsFree = d.cfg.Pages, d.cfg.Pages-d.ucx.child.slotsOut
+		s.SourceSlotsFree, s.SourceSlots = d.ucx.sources()
 	} else {
 		s.Network = d.net.Stats()
 	}

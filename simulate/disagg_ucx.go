@@ -32,6 +32,7 @@ type ucxFabric struct {
 	replays []sentOffer // a dead life's, for the next life to replay once their attempts settled
 	resume  int64       // the step at which the paused child is continued; -1 while it runs
 	busy    bool        // the decode transport's last Progress handled something
+	ended   error       // why the last life did not end well once told to, if it did not
 	st      prefillStats
 	us      DisaggUCXStats
 }
@@ -245,15 +246,15 @@ func (f *ucxFabric) restart() error {
 	f.pull(old) // what it said before it died
 	f.replays = append(f.replays, f.offers...)
 	f.offers = nil
-	f.st.Outcomes["died with its process"] += old.pending
+	f.st.Outcomes["died with its process"] += old.pending()
 	return f.startLife(old.inc + 1)
 }
 
 // close ends the prefill process: told to end (its stdin closed), then
-// killed if it has not within ucxBound.
+// killed if it has not within ucxBound; ended says how it went.
 func (f *ucxFabric) close() {
 	if f.child != nil {
-		f.child.end()
+		f.ended = f.child.end()
 	}
 }
 

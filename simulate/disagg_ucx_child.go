@@ -1,17 +1,19 @@
 package simulate
 
 import (
+	"cmp"
 	hexa "encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/kvready/kvready/backend/peer"
-	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/ucx"
 	"github.com/kvready/kvready/transfer/ucxpipe"
@@ -57,19 +59,20 @@ func parsePrefillSpec(v string) (prefillSpec, error) {
 
 // RunDisaggPrefill is the prefill process of a disaggregated run over UCX
 // (kvready simulate --disagg --transport ucx starts it; see
-// DisaggPrefillEnv): a backend/peer Sender over its own UCX transport,
-// putting from source slots it lends each publication. It prints its
-// address and capabilities, then takes the decode process's commands, one
-// a line on in, and says on out what became of them (ucxFabric.heard):
+// DisaggPrefillEnv): the run's prefill side — kvready's, an engine lending
+// its staging slots to a backend/peer Sender as publish leases, or the
+// naive one — over its own UCX transport, with the page checker of its
+// source slots. It prints its address and capabilities, then takes the
+// decode process's commands, one a line on in, and says on out what became
+// of them (ucxFabric.heard):
 //
-//	peer ADDR CAPS                   learn the decode process and open its endpoint
-//	send REQ ATT PAGES RANK ROLE S,… publish a writer's share, from slots filled with its pages
+//	peer ADDR CAPS                   learn the decode process, open its endpoint, start the prefill side
+//	send REQ ATT PAGES RANK ROLE S,… publish a writer's share
 //	replay OFFER                     put with an offer's keys (a dead life's: vLLM #55470)
 //
-// A publication's slots come back on its outcome (naive) or once the
-// Sender's Quiesce proves every put that reads them completed (kvready).
-// It exits 0 when in closes, 2 on a bad spec, 1 when its transport or
-// Sender cannot be made.
+// Its Sender's deadline is the spec's, longer than the decode side's. It
+// exits 0 when in closes, 2 on a bad spec, 1 when its transport cannot be
+// made.
 func RunDisaggPrefill(spec string, in io.Reader, out io.Writer) int {
 	s, err := parsePrefillSpec(spec)
 	if err != nil {
@@ -90,23 +93,27 @@ func RunDisaggPrefill(spec string, in io.Reader, out io.Writer) int {
 	return 0
 }
 
-// prefillChild is the prefill process's state.
+// childSide is what the prefill process's driver has in place of the
+// simulated network: its own transport, and the decode process it serves.
+type childSide struct {
+	tr     transfer.Transport
+	decode transfer.Capabilities
+}
+
+// prefillChild is the prefill process's state: a driver holding its
+// configuration, clock and checker of the source slots, and the prefill
+// side the driver of an in-process run would hold.
 type prefillChild struct {
 	spec  prefillSpec
 	tr    *ucx.Transport
 	rec   *ucxPutRecord
-	send  *peer.Sender
+	d     *disaggDriver
+	pre   prefillSide
 	out   io.Writer
-	slots [][]byte
-	used  []bool
-	pubs  []*childPub
+	start time.Time
+	asked int    // send commands taken
+	said  string // the last state line
 	reps  []*childReplay
-}
-
-// childPub is one publication and the slots it holds.
-type childPub struct {
-	att   contract.Attempt
-	slots []int
 }
 
 // childReplay is one replay's puts, until each completed.
@@ -117,63 +124,57 @@ func newPrefillChild(s prefillSpec, out io.Writer) (*prefillChild, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &prefillChild{spec: s, tr: tr, rec: &ucxPutRecord{}, out: out, used: make([]bool, s.Slots)}
-	pool := make([]byte, s.Slots*SlotBytes)
-	for i := range s.Slots {
-		c.slots = append(c.slots, pool[i*SlotBytes:(i+1)*SlotBytes:(i+1)*SlotBytes])
-		pageTag{kind: pageSourceFree}.fill(c.slots[i])
-	}
+	c := &prefillChild{spec: s, tr: tr, rec: &ucxPutRecord{}, out: out, start: time.Now()}
+	// The prefill side's deadlines are its own: the spec's, longer than the
+	// decode side's.
+	cfg := DisaggConfig{Pages: s.Slots, Deadline: s.Timeout, Grace: s.Timeout, Naive: s.Naive, Transport: TransportUCX, SenderRate: 1}
+	c.d = &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, epoch: disaggEpoch,
+		child: &childSide{tr: recordingTransport{Transport: tr, rec: c.rec}}}
+	c.d.chk = newPageChecker(c.rec, nil)
 	adv := transfer.Capabilities{Peer: ucxPrefills[0], Incarnation: s.Inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
-	c.send, err = peer.NewSender(peer.SenderConfig{
-		Transport: recordingTransport{Transport: tr, rec: c.rec}, Capabilities: adv, Slot: c.slot, Timeout: s.Timeout,
-		Limits: transfer.Limits{Sessions: 1 << 16, Tombstones: 1 << 10, Window: 4 * s.Timeout},
-	})
-	if err != nil {
-		_ = tr.Close()
-		return nil, err
-	}
 	if err := ucxpipe.Announce(out, tr, adv); err != nil {
-		c.close()
+		_ = tr.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
 func (c *prefillChild) close() {
-	_ = c.send.Close()
-	_ = c.tr.Close()
-}
-
-func (c *prefillChild) slot(u contract.Unit) []byte {
-	if u.LocalGroup != 0 || u.Local < 0 || u.Local >= len(c.slots) {
-		return nil
+	if c.pre != nil {
+		c.pre.close()
 	}
-	return c.slots[u.Local]
+	_ = c.tr.Close()
 }
 
 func (c *prefillChild) do(f []string) error {
 	switch {
-	case len(f) == 3 && f[0] == "peer":
-		return c.peer(f[1], f[2])
-	case len(f) == 7 && f[0] == "send":
+	case len(f) == 3 && f[0] == "peer" && c.pre == nil:
+		return ucxpipe.Join(c.tr, f[1], f[2], c.begin)
+	case len(f) == 7 && f[0] == "send" && c.pre != nil:
+		c.asked++
 		return c.publish(f[1:])
 	case len(f) == 2 && f[0] == "replay":
 		c.replay(f[1])
 		return nil
 	}
-	return errors.New("unknown command")
+	return errors.New("unknown command, or not now")
 }
 
-func (c *prefillChild) peer(addrHex, capsHex string) error {
-	return ucxpipe.Join(c.tr, addrHex, capsHex, func(remote transfer.Capabilities) error {
-		_, err := c.send.Connect(remote)
-		return err
-	})
+// begin starts the prefill side, its Senders agreed with the decode
+// process.
+func (c *prefillChild) begin(decode transfer.Capabilities) error {
+	c.d.child.decode = decode
+	var err error
+	if c.spec.Naive {
+		c.pre, err = newNaivePrefill(c.d)
+	} else {
+		c.pre, err = newKvreadyPrefill(c.d)
+	}
+	return err
 }
 
-// publish is "send REQ ATT PAGES RANK ROLE S,…": it expects the share's
-// plan, lends it the lowest free slots, fills them with its pages and
-// publishes them.
+// publish is "send REQ ATT PAGES RANK ROLE S,…": the prefill side
+// publishes that writer's share of the request's pages.
 func (c *prefillChild) publish(f []string) error {
 	var n [5]uint64
 	for i := range n {
@@ -183,96 +184,56 @@ func (c *prefillChild) publish(f []string) error {
 		}
 		n[i] = v
 	}
-	var share []int
+	if n[2] < 1 || n[2] > maxDisaggPages || n[1] < 1 || n[1] > maxDisaggAttempts {
+		return fmt.Errorf("%d pages of attempt %d; 1..%d pages, attempts 1..%d expected", n[2], n[1], maxDisaggPages, maxDisaggAttempts)
+	}
+	w := dwriter{id: transfer.AccessorID{Peer: ucxPrefills[0], Rank: uint16(n[3]), Role: transfer.Role(n[4])}, sender: true}
 	for _, s := range strings.Split(f[5], ",") {
 		p, err := strconv.Atoi(s)
-		if err != nil {
-			return err
+		if err != nil || p < 0 || p >= int(n[2]) {
+			return fmt.Errorf("share %q: page indices 0..%d expected", f[5], n[2]-1)
 		}
-		share = append(share, p)
+		w.pages = append(w.pages, p)
 	}
-	req, att := transfer.RequestID(n[0]), transfer.AttemptID(n[1])
-	as := transfer.AccessorID{Peer: ucxPrefills[0], Rank: uint16(n[3]), Role: transfer.Role(n[4])}
-	sp, err := sendPlanOf(req, att, int(n[2]), as, share)
-	if err != nil {
-		return err
-	}
-	pages, err := c.send.Expect(sp)
-	if err != nil {
-		return err
-	}
-	var free []int
-	for s, u := range c.used {
-		if !u && len(free) < len(pages) {
-			free = append(free, s)
-		}
-	}
-	if len(free) < len(pages) {
-		c.send.Forget(sp.Key(), sp.As)
-		fmt.Fprintln(c.out, "refused")
-		return nil
-	}
-	units := make([]contract.Unit, len(pages))
-	for k, pg := range pages {
-		c.used[free[k]] = true
-		pageTag{kind: pageData, request: req, index: pg.Index, attempt: att}.fill(c.slots[free[k]])
-		units[k] = contract.Unit{Name: pg.Name, Local: free[k]}
-	}
-	fmt.Fprintf(c.out, "lent %d\n", len(free))
-	ext, err := contract.NewCacheExtent([]byte("kvready:simulate:prefill"), units, true)
-	var a contract.Attempt
-	if err == nil {
-		a, err = c.send.Publish(ext)
-	}
-	if err != nil {
-		c.give(&childPub{slots: free}, "rejected")
-		return nil
-	}
-	c.pubs = append(c.pubs, &childPub{att: a, slots: free})
-	return nil
+	a := &dattempt{r: &dreq{id: transfer.RequestID(n[0]), pages: int(n[2])}, n: transfer.AttemptID(n[1]), writers: []dwriter{w}}
+	return c.pre.publish(a, w)
 }
 
-// give takes a publication's slots back, saying whether a put that reads
-// one had not completed, and writes the freed source's sentinel into each:
-// a put that reads it later carries it into the decode process's page.
-func (c *prefillChild) give(p *childPub, outcome string) {
-	early := 0
-	for _, s := range p.slots {
-		if c.rec.MayRead(c.slots[s]) {
-			early = 1
-		}
-		pageTag{kind: pageSourceFree}.fill(c.slots[s])
-		c.used[s] = false
-	}
-	fmt.Fprintf(c.out, "pub %s %d %d\n", strings.ReplaceAll(outcome, " ", "-"), early, len(p.slots))
-}
-
-// step progresses the Sender, returns the slots its manager's rule allows,
-// and answers the replays that completed; a step with nothing to do yields
-// the machine a moment (two processes share it).
+// step moves the clock to the machine's, runs the prefill side's round,
+// answers the replays that completed, and says the state when it changed;
+// then it yields the machine a moment (two processes share it).
 func (c *prefillChild) step() {
-	n := c.send.Progress()
-	kept := c.pubs[:0]
-	for _, p := range c.pubs {
-		o := p.att.Poll()
-		done := o != nil
-		if done && !c.spec.Naive {
-			acc, err := c.send.TryQuiesce([]contract.Attempt{p.att})
-			done = err == nil && acc == contract.AccessEnded
+	if c.pre != nil {
+		c.d.step = int64(time.Since(c.start) / DisaggStep)
+		if err := c.pre.round(); err != nil {
+			fmt.Fprintf(c.out, "err round: %v\n", err)
 		}
-		if !done {
-			kept = append(kept, p)
-			continue
+		if line := c.state(); line != c.said {
+			fmt.Fprintln(c.out, line)
+			c.said = line
 		}
-		c.give(p, outcomeName(o))
-		n++
 	}
-	clear(c.pubs[len(kept):])
-	c.pubs = kept
-	n += c.answerReplays()
-	if n == 0 {
-		time.Sleep(20 * time.Microsecond)
+	c.answerReplays()
+	time.Sleep(50 * time.Microsecond)
+}
+
+// state is the line that says the prefill side's counts:
+//
+//	state ASKED PENDING PUBLISHES REFUSED LENDS FREES EARLY DOUBLE FREE ALL OUTCOME=N,…
+//
+// the send commands taken, the publications holding slots, the shares
+// published and refused, the source slots lent and returned, returned while
+// a put may read them, lent or returned twice, free now and in all, and
+// the publications by outcome.
+func (c *prefillChild) state() string {
+	st, k := c.pre.stats(), c.d.chk.counts()
+	free, all := c.d.chk.sourcesFree()
+	var outs []string
+	for _, o := range slices.Sorted(maps.Keys(st.Outcomes)) {
+		outs = append(outs, fmt.Sprintf("%s=%d", strings.ReplaceAll(o, " ", "-"), st.Outcomes[o]))
 	}
+	return fmt.Sprintf("state %d %d %d %d %d %d %d %d %d %d %s", c.asked, c.pre.pending(), st.Publishes, st.Refused,
+		k.SourceLends, k.SourceFrees, k.SourcesFreedWhileRead, k.SourceDoubleLends, free, all, cmp.Or(strings.Join(outs, ","), "-"))
 }
 
 // replay puts each page's content with an offer's key — what the offer's
@@ -356,6 +317,9 @@ type recordedPut struct {
 	src []byte
 	req transfer.Request
 }
+
+// MayWrite: the prefill process watches no decode page.
+func (r *ucxPutRecord) MayWrite(transfer.Memory) bool { return false }
 
 // MayRead reports whether a put posted from a source overlapping src has
 // not completed; it forgets the puts that completed.

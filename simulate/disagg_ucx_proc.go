@@ -33,11 +33,23 @@ type prefillProc struct {
 	lines []string // said on its stdout, not yet taken
 	eof   bool
 
-	pending   int // publications asked for whose slots are not back
-	slotsOut  int // source slots lent, not back
-	replaying int // replays asked for, not yet answered
+	asked     int        // send commands told
+	st        childState // what it said last
+	replaying int        // replays asked for, not yet answered
 	closeIn   sync.Once
 }
+
+// childState is the prefill process's counts, as its last state line said
+// them (prefillChild.state).
+type childState struct {
+	asked, pending, publishes, refused      int
+	lends, frees, early, doubles, free, all int
+	outcomes                                map[string]int
+}
+
+// pending counts the publications asked for whose slots are not back: those
+// the child holds, and those it has not taken yet.
+func (p *prefillProc) pending() int { return p.asked - p.st.asked + p.st.pending }
 
 // startPrefill starts life inc of the prefill process and waits, bounded,
 // for its address and its capabilities.
@@ -159,8 +171,10 @@ func (p *prefillProc) kill() {
 }
 
 // end tells the child to end (its stdin closed; a paused one continued
-// first) and reaps it, killing it if it has not ended within ucxBound.
-func (p *prefillProc) end() {
+// first) and reaps it, killing it if it has not ended within ucxBound. It
+// answers why the child did not end well: killed, or a status other than
+// 0 (a data race the race detector found in it is one).
+func (p *prefillProc) end() error {
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	p.closeIn.Do(func() { close(p.in) })
 	select {
@@ -168,7 +182,12 @@ func (p *prefillProc) end() {
 	case <-time.After(ucxBound):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
+		return fmt.Errorf("simulate: the prefill process #%d did not end within %v of being told to; killed. Its stderr: %s", p.inc, ucxBound, p.stderr)
 	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("simulate: the prefill process #%d ended with status %d; its stderr: %s", p.inc, code, p.stderr)
+	}
+	return nil
 }
 
 // tailBuffer keeps the last max bytes written to it: a child's stderr.
@@ -216,7 +235,7 @@ func (f *ucxFabric) publish(a *dattempt, w dwriter) error {
 		share[i] = strconv.Itoa(p)
 	}
 	f.child.tell(fmt.Sprintf("send %d %d %d %d %d %s", a.r.id, a.n, a.r.pages, w.id.Rank, w.id.Role, strings.Join(share, ",")))
-	f.child.pending++
+	f.child.asked++
 	return nil
 }
 
@@ -258,43 +277,48 @@ func (f *ucxFabric) pull(p *prefillProc) error {
 
 // heard handles one line of the child's:
 //
-//	lent N                 a publication's N slots lent to its Sender
-//	refused                a share never lent: no slots for it
-//	pub OUTCOME EARLY N    a publication's N slots back; EARLY 1 when a put
-//	                       that reads one of them had not completed
-//	replayed L R O         a replay's puts: L landed, R refused as revoked, O otherwise failed
-//	err WHAT               a command failed
+//	state …        its counts (prefillChild.state): what changed since the last is added to the run's
+//	replayed L R O a replay's puts: L landed, R refused as revoked, O otherwise failed
+//	err WHAT       a command failed
 func (f *ucxFabric) heard(p *prefillProc, w []string) error {
-	num := func(i int) int {
-		if i >= len(w) {
-			return 0
-		}
-		n, _ := strconv.Atoi(w[i])
-		return n
+	nums := make([]int, len(w))
+	for i := 1; i < len(w); i++ {
+		nums[i], _ = strconv.Atoi(w[i])
 	}
 	switch {
-	case len(w) == 2 && w[0] == "lent":
-		f.st.Publishes++
-		p.slotsOut += num(1)
-		f.d.chk.addSources(num(1), 0, 0)
-	case len(w) == 1 && w[0] == "refused":
-		f.st.Refused++
-		p.pending--
-	case len(w) == 4 && w[0] == "pub":
-		f.st.Outcomes[w[1]]++
-		f.d.chk.addSources(0, num(3), num(2))
-		p.slotsOut -= num(3)
-		p.pending--
+	case len(w) == 12 && w[0] == "state":
+		st := childState{asked: nums[1], pending: nums[2], publishes: nums[3], refused: nums[4], lends: nums[5], frees: nums[6],
+			early: nums[7], doubles: nums[8], free: nums[9], all: nums[10], outcomes: map[string]int{}}
+		for _, kv := range strings.Split(w[11], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				st.outcomes[strings.ReplaceAll(k, "-", " ")], _ = strconv.Atoi(v)
+			}
+		}
+		was := p.st
+		f.st.Publishes += st.publishes - was.publishes
+		f.st.Refused += st.refused - was.refused
+		for k, n := range st.outcomes {
+			f.st.Outcomes[k] += n - was.outcomes[k]
+		}
+		f.d.chk.addSources(st.lends-was.lends, st.frees-was.frees, st.early-was.early, st.doubles-was.doubles)
+		p.st = st
 	case len(w) == 4 && w[0] == "replayed":
-		f.us.ReplayLanded += num(1)
-		f.us.ReplayRefused += num(2)
-		f.us.ReplayOther += num(3)
+		f.us.ReplayLanded += nums[1]
+		f.us.ReplayRefused += nums[2]
+		f.us.ReplayOther += nums[3]
 		p.replaying--
-	case len(w) > 0 && w[0] == "ok":
 	default:
 		return errors.New("not a line the prefill process says")
 	}
 	return nil
+}
+
+// sources are the current life's source slots: free, and in all.
+func (f *ucxFabric) sources() (free, all int) {
+	if f.child.st.all == 0 {
+		return f.d.cfg.Pages, f.d.cfg.Pages // it has said nothing yet: nothing lent
+	}
+	return f.child.st.free, f.child.st.all
 }
 
 func (f *ucxFabric) stats() prefillStats {
@@ -308,4 +332,4 @@ func (f *ucxFabric) stats() prefillStats {
 
 // pending counts the current life's publications not yet back: a dead
 // life's source slots died with it.
-func (f *ucxFabric) pending() int { return f.child.pending }
+func (f *ucxFabric) pending() int { return f.child.pending() }

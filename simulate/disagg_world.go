@@ -42,8 +42,20 @@ func (d *disaggDriver) advert(p transfer.Peer) (transfer.Capabilities, error) {
 	return transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}, nil
 }
 
+// prefillTransport is the transport of prefill process p's current life:
+// its simulated node, or in the prefill process of a run over UCX its own.
+func (d *disaggDriver) prefillTransport(p transfer.Peer) transfer.Transport {
+	if d.child != nil {
+		return d.child.tr
+	}
+	return d.prefill[p]
+}
+
 // self is the decode side's advertisement.
 func (d *disaggDriver) self() transfer.Capabilities {
+	if d.child != nil {
+		return d.child.decode
+	}
 	name, inc := d.decode.Self()
 	return transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
 }
