@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +81,9 @@ func RunDisaggPrefill(spec string, in io.Reader, out io.Writer) int {
 		fmt.Fprintf(out, "err %v\n", err)
 		return 2
 	}
+	// Ctrl-C reaches the whole process group: the decode process handles
+	// it, and ends this one by closing its stdin.
+	signal.Ignore(os.Interrupt)
 	c, err := newPrefillChild(s, out)
 	if err != nil {
 		fmt.Fprintf(out, "err %v\n", err)

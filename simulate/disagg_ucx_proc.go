@@ -251,17 +251,17 @@ func (f *ucxFabric) round() error {
 	if err := f.pull(f.child); err != nil {
 		return err
 	}
-	if _, eof := f.child.take0(); eof {
+	if f.child.gone() {
 		return fmt.Errorf("simulate: the prefill process #%d exited unasked; its stderr: %s", f.child.inc, f.child.stderr)
 	}
 	return nil
 }
 
-// take0 reports whether the child's stdout ended, taking nothing.
-func (p *prefillProc) take0() (int, bool) {
+// gone reports whether the child's stdout ended and all it said was taken.
+func (p *prefillProc) gone() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.lines), p.eof && len(p.lines) == 0
+	return p.eof && len(p.lines) == 0
 }
 
 // pull handles every line p said since the last pull.
