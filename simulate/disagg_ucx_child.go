@@ -144,12 +144,11 @@ func newPrefillChild(s prefillSpec, out io.Writer) (*prefillChild, error) {
 	return c, nil
 }
 
-func (c *prefillChild) close() {
-	if c.pre != nil {
-		c.pre.close()
-	}
-	_ = c.tr.Close()
-}
+// close closes the transport as the process ends. The prefill side is not
+// shut down: its engine would wait for leases whose puts can no longer be
+// proven once the decode process stopped listening, and everything it holds
+// ends with the process.
+func (c *prefillChild) close() { _ = c.tr.Close() }
 
 func (c *prefillChild) do(f []string) error {
 	switch {
