@@ -19,8 +19,9 @@ import (
 // RunDisaggPrefill) and kills, restarts and pauses as the run's scenarios
 // ask. Addresses and capabilities travel on the child's pipes; offers,
 // pages and reports over UCX. It is the run's prefill side too
-// (prefillSide): the child's Sender publishes what the driver asks of it,
-// and tells over its pipe when a publication's source slots came back.
+// (prefillSide): the child runs the prefill side the configuration names,
+// which publishes what the driver asks of it, and says its counts on its
+// pipe.
 type ucxFabric struct {
 	d       *disaggDriver
 	tr      *ucx.Transport
@@ -266,8 +267,9 @@ func (f *ucxFabric) closeTransport() { _ = f.tr.Close() }
 // until a revocation answered that it fenced. The decode process cannot see
 // whether the writer that holds the key will use it, so a page returned
 // unrevoked counts, whatever that writer does; what landed is seen in the
-// bytes. The sources are the prefill process's, which keeps its own record
-// (ucxPutRecord) and says on its pipe when one was returned early.
+// bytes. The sources are the prefill process's, watched there by a checker
+// of its own over its own record (ucxPutRecord), whose counts it says on its
+// pipe.
 type ucxRecord struct{}
 
 // MayWrite: m was not revoked with a fence.

@@ -216,10 +216,11 @@ func (t *tailBuffer) String() string {
 	return strconv.Quote(string(t.b))
 }
 
-// The fabric as the run's prefill side: the child's Sender publishes each
-// share the driver asks for, from source slots the child lends it and takes
-// back as its manager says — kvready's once the Sender's Quiesce proves
-// every put that reads them completed, the naive one's on the outcome.
+// The fabric as the run's prefill side: the child's prefill side publishes
+// each share the driver asks for, from staging slots its manager lends the
+// Sender and takes back as its rule says — kvready's engine once the
+// Sender's Quiesce proves every put that reads them completed, the naive
+// one on the outcome.
 
 func (f *ucxFabric) name() string {
 	if f.d.cfg.Naive {
