@@ -36,6 +36,7 @@ type prefillSpec struct {
 	Naive   bool
 	Slots   int
 	Timeout time.Duration // its Sender's, fixed at each Publish
+	Grace   time.Duration // how long after Timeout its engine waits for a proof before it contains
 }
 
 func (s prefillSpec) String() string {
@@ -43,18 +44,18 @@ func (s prefillSpec) String() string {
 	if tls == "" {
 		tls = "tcp"
 	}
-	return fmt.Sprintf("%d %s %t %d %d", s.Inc, tls, s.Naive, s.Slots, int64(s.Timeout))
+	return fmt.Sprintf("%d %s %t %d %d %d", s.Inc, tls, s.Naive, s.Slots, int64(s.Timeout), int64(s.Grace))
 }
 
 func parsePrefillSpec(v string) (prefillSpec, error) {
 	var s prefillSpec
-	var ns int64
-	if n, err := fmt.Sscanf(v, "%d %s %t %d %d", &s.Inc, &s.TLS, &s.Naive, &s.Slots, &ns); err != nil || n != 5 {
-		return s, fmt.Errorf("%s=%q: %v; \"INC TLS NAIVE SLOTS TIMEOUT_NS\" expected (set by kvready simulate --disagg --transport ucx, not by hand)", prefillEnv, v, err)
+	var ns, gs int64
+	if n, err := fmt.Sscanf(v, "%d %s %t %d %d %d", &s.Inc, &s.TLS, &s.Naive, &s.Slots, &ns, &gs); err != nil || n != 6 {
+		return s, fmt.Errorf("%s=%q: %v; \"INC TLS NAIVE SLOTS TIMEOUT_NS GRACE_NS\" expected (set by kvready simulate --disagg --transport ucx, not by hand)", prefillEnv, v, err)
 	}
-	s.Timeout = time.Duration(ns)
-	if s.Inc == 0 || s.Slots < 1 || s.Slots > maxDisaggPages || s.Timeout <= 0 {
-		return s, fmt.Errorf("%s=%q: incarnation >= 1, 1..%d slots and a positive timeout expected", prefillEnv, v, maxDisaggPages)
+	s.Timeout, s.Grace = time.Duration(ns), time.Duration(gs)
+	if s.Inc == 0 || s.Slots < 1 || s.Slots > maxDisaggPages || s.Timeout <= 0 || s.Grace < 0 {
+		return s, fmt.Errorf("%s=%q: incarnation >= 1, 1..%d slots, a positive timeout and a grace >= 0 expected", prefillEnv, v, maxDisaggPages)
 	}
 	return s, nil
 }
@@ -132,7 +133,7 @@ func newPrefillChild(s prefillSpec, out io.Writer) (*prefillChild, error) {
 	c := &prefillChild{spec: s, tr: tr, rec: &ucxPutRecord{}, out: out, start: time.Now()}
 	// The prefill side's deadlines are its own: the spec's, longer than the
 	// decode side's.
-	cfg := DisaggConfig{Pages: s.Slots, Deadline: s.Timeout, Grace: s.Timeout, Naive: s.Naive, Transport: TransportUCX, SenderRate: 1}
+	cfg := DisaggConfig{Pages: s.Slots, Deadline: s.Timeout, Grace: s.Grace, Naive: s.Naive, Transport: TransportUCX, SenderRate: 1}
 	c.d = &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, epoch: disaggEpoch,
 		child: &childSide{tr: recordingTransport{Transport: tr, rec: c.rec}}}
 	c.d.chk = newPageChecker(c.rec, nil)

@@ -56,7 +56,7 @@ func (p *prefillProc) pending() int { return p.asked - p.st.asked + p.st.pending
 func startPrefill(exe string, cfg DisaggConfig, inc transfer.Incarnation) (*prefillProc, error) {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), prefillEnv+"="+prefillSpec{Inc: inc, TLS: cfg.UCXTransports, Naive: cfg.Naive, Slots: cfg.Pages,
-		Timeout: 4 * cfg.deadline()}.String())
+		Timeout: 4 * cfg.deadline(), Grace: cfg.grace()}.String())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -134,7 +134,8 @@ func joined(err error) []error {
 // TestPrefillSpecRefused: the prefill process refuses a spec it was not
 // written by the decode process, and says so on its pipe.
 func TestPrefillSpecRefused(t *testing.T) {
-	for _, spec := range []string{"", "0 tcp false 64 1000", "1 tcp false 0 1000", "1 tcp false 64 -5", "one tcp false 64 1000"} {
+	for _, spec := range []string{"", "1 tcp false 64 1000", "0 tcp false 64 1000 0", "1 tcp false 0 1000 0", "1 tcp false 64 -5 0",
+		"1 tcp false 64 1000 -1", "one tcp false 64 1000 0"} {
 		var out strings.Builder
 		assert.Equal(t, 2, RunDisaggPrefill(spec, strings.NewReader(""), &out), "spec %q", spec)
 		assert.True(t, strings.HasPrefix(out.String(), "err "+DisaggPrefillEnv), "spec %q: %q", spec, out.String())
