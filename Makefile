@@ -17,7 +17,7 @@ export CGO_CFLAGS
 PYTHON    ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 CC        ?= cc
 
-.PHONY: all build deps test alert-rules demo demo-layerwise demo-disagg demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
+.PHONY: all build deps test alert-rules demo demo-layerwise demo-disagg demo-disagg-ucx demo-redis demo-redis-faults bench diagrams fuzz lint clean device-check proptest-long mutants fakecuda report-screenshots \
 	lib lib-testkit python abi-test abi-valgrind bench-abi bench-smoke api-doc
 
 all: build
@@ -152,6 +152,21 @@ demo-layerwise:
 ## bin/report-disagg/index.html. About 2 s.
 demo-disagg:
 	$(GO) run ./cmd/kvready simulate --disagg --compare-naive --report bin/report-disagg
+
+## demo-disagg-ucx: demo-disagg between two real processes over UCX (issue #42 item 3;
+## libucx-dev, which make deps installs): `kvready simulate --disagg --transport ucx
+## --compare-naive`, over tcp, then over shared memory (--ucx-tls sm). This process is the
+## decode manager; the prefill process is kvready re-executed, its Sender putting from slots
+## it lends, addresses on its pipes, offers, pages and reports over UCX (Checked mode). The
+## prefill is killed mid-transfer (SIGKILL) and restarted as a new incarnation that replays
+## the dead life's last offers with their keys (vLLM #55470), and paused past the deadline
+## (SIGSTOP, SIGCONT). It exits 1 if the checker finds anything in kvready's run; the naive
+## run's landed bytes are the demonstration. Reports in bin/report-disagg-ucx-{tcp,sm}.
+## About 10 s. make test does not run it: the same runs are cmd/kvready's and simulate's
+## tests (TestSimulateDisaggOverUCX, TestDisaggOverUCX), which it does run.
+demo-disagg-ucx:
+	$(GO) run ./cmd/kvready simulate --disagg --transport ucx --compare-naive --report bin/report-disagg-ucx-tcp
+	$(GO) run ./cmd/kvready simulate --disagg --transport ucx --ucx-tls sm --compare-naive --report bin/report-disagg-ucx-sm
 
 ## report-screenshots: render the pages of the demo's report in headless Chromium
 ## (Debian's chromium, installed here when missing) to PNGs in bin/report-screenshots/,

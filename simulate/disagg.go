@@ -65,6 +65,8 @@ type disaggDriver struct {
 	timeline []DisaggSample
 	lastEnd  int64
 	lost     map[lostPeer]bool // incarnations whose loss the manager was told of
+	ucx      *ucxFabric        // over UCX (Transport "ucx"): the decode transport and the prefill process; nil over the simulated network
+	child    *childSide        // in the prefill process of a run over UCX: its transport and the decode process it serves; nil elsewhere
 }
 
 // disaggEpoch is the virtual clock's origin.
@@ -75,6 +77,12 @@ var disaggEpoch = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 // finish (the summary then covers what happened; a cancelled ctx stops the
 // run early, with the summary so far); a run the checker finds unsafe is
 // not an error — DisaggSummary.Safe says so.
+//
+// Over UCX (cfg.Transport TransportUCX) this process is the decode side and
+// the prefill side is a second process: os.Executable() started with
+// DisaggPrefillEnv set, whose main must then call RunDisaggPrefill (kvready's
+// does); RunDisagg kills, restarts and pauses it as cfg asks, and ends and
+// reaps it on every path.
 func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*DisaggSummary, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -83,28 +91,54 @@ func RunDisagg(ctx context.Context, cfg DisaggConfig, progress Progress) (*Disag
 	if err != nil {
 		return nil, err
 	}
-	var mgr disaggManager
-	var pre prefillSide
-	if cfg.Naive {
-		mgr = newNaiveDisagg(d)
-		if pre, err = newNaivePrefill(d); err != nil {
-			return nil, err
-		}
-	} else {
-		if mgr, err = newKvreadyDisagg(d); err != nil {
-			return nil, err
-		}
-		if pre, err = newKvreadyPrefill(d); err != nil {
-			mgr.close()
-			return nil, err
-		}
+	if d.ucx != nil {
+		defer d.ucx.closeTransport()
 	}
-	return d.run(ctx, mgr, pre, progress)
+	mgr, pre, err := d.managers()
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.run(ctx, mgr, pre, progress)
+	if err == nil && d.ucx != nil {
+		err = d.ucx.ended // the run is over, and its prefill process, ended, says how it went
+	}
+	return s, err
+}
+
+// managers makes the run's decode and prefill managers: kvready's, or the
+// naive ones with cfg.Naive. Over UCX the prefill side is the prefill
+// process, started here, whose own manager the configuration chooses.
+func (d *disaggDriver) managers() (disaggManager, prefillSide, error) {
+	var mgr disaggManager
+	var err error
+	if d.cfg.Naive {
+		mgr = newNaiveDisagg(d)
+	} else if mgr, err = newKvreadyDisagg(d); err != nil {
+		return nil, nil, err
+	}
+	var pre prefillSide
+	switch {
+	case d.ucx != nil:
+		err = d.ucx.begin()
+		pre = d.ucx
+	case d.cfg.Naive:
+		pre, err = newNaivePrefill(d)
+	default:
+		pre, err = newKvreadyPrefill(d)
+	}
+	if err != nil {
+		mgr.close()
+		return nil, nil, err
+	}
+	return mgr, pre, nil
 }
 
 // newDisaggDriver makes the network (the decode process and the prefill
 // processes), the pool and its checker.
 func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
+	if cfg.overUCX() {
+		return newUCXDriver(cfg)
+	}
 	net, err := sim.New(cfg.Seed, cfg.Faults)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
@@ -122,14 +156,34 @@ func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
 		}
 	}
 	d.node = node
-	d.pool = make([]byte, cfg.Pages*SlotBytes)
-	pages := make([][]byte, cfg.Pages)
+	d.ownPool()
+	return d, nil
+}
+
+// newUCXDriver makes a run over UCX: the decode process's transport (the
+// prefill process starts with the managers), the pool and its checker.
+func newUCXDriver(cfg DisaggConfig) (*disaggDriver, error) {
+	d := &disaggDriver{cfg: cfg, work: disaggWorkload{cfg}, prefill: map[transfer.Peer]*sim.Node{}, offerEps: map[transfer.Peer]transfer.Endpoint{},
+		epoch: disaggEpoch, writers: map[sim.Behaviour]int{}, attempts: map[string]int{}, lost: map[lostPeer]bool{},
+		settle: newReservoir(cfg.Seed)}
+	var err error
+	if d.ucx, err = newUCXFabric(d); err != nil {
+		return nil, err
+	}
+	d.ownPool()
+	return d, nil
+}
+
+// ownPool makes the driver's own pool of decode pages, watched, and draws
+// the restarts.
+func (d *disaggDriver) ownPool() {
+	d.pool = make([]byte, d.cfg.Pages*SlotBytes)
+	pages := make([][]byte, d.cfg.Pages)
 	for i := range pages {
 		pages[i] = d.pool[i*SlotBytes : (i+1)*SlotBytes : (i+1)*SlotBytes]
 	}
 	d.watchPages(pages)
 	d.restarts = d.work.restarts()
-	return d, nil
 }
 
 // watchPages makes the checker watch pages: the decode side's pool, which is
@@ -137,6 +191,11 @@ func newDisaggDriver(cfg DisaggConfig) (*disaggDriver, error) {
 // slots). The decode transport is watched by that checker from then on.
 func (d *disaggDriver) watchPages(pages [][]byte) {
 	d.pages = pages
+	if d.ucx != nil {
+		d.chk = newPageChecker(d.ucx.rec, pages)
+		d.decode = d.chk.watch(d.ucx.transport())
+		return
+	}
 	d.chk = newPageChecker(d.net, pages)
 	d.decode = d.chk.watch(d.node)
 }
@@ -157,7 +216,7 @@ func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, pre prefillSi
 	var err error
 	last, lastAt := d.progressMark(), int64(0)
 	for {
-		if d.step%disaggRoundSteps == 0 {
+		if d.ucx != nil || d.step%disaggRoundSteps == 0 {
 			if err = d.round(progress); err != nil {
 				break
 			}
@@ -175,6 +234,10 @@ func (d *disaggDriver) run(ctx context.Context, mgr disaggManager, pre prefillSi
 		if ctx.Err() != nil {
 			err = ctx.Err()
 			break
+		}
+		if d.ucx != nil {
+			d.ucx.step()
+			continue
 		}
 		d.step++
 		d.idle = !d.net.Step()
@@ -198,7 +261,12 @@ func (d *disaggDriver) progressMark() progressMark {
 // round is one of the driver's turns: restarts, arrivals and cancels due,
 // the decode process's messages, the managers' rounds, then admission.
 func (d *disaggDriver) round(progress Progress) error {
-	for d.rs < len(d.restarts) && d.restarts[d.rs].at <= d.step {
+	if d.ucx != nil {
+		if err := d.ucx.faults(); err != nil {
+			return err
+		}
+	}
+	for d.ucx == nil && d.rs < len(d.restarts) && d.restarts[d.rs].at <= d.step {
 		p := d.restarts[d.rs].peer
 		node, err := d.net.Restart(p)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/kvready/kvready/transfer"
-	"github.com/kvready/kvready/transfer/sim"
 )
 
 // pageChecker is the disaggregated run's independent witness. It watches the
@@ -39,7 +38,7 @@ import (
 //   - a source slot lent while lent, or freed while free (sourceDoubleLends).
 type pageChecker struct {
 	mu    sync.Mutex
-	net   *sim.Network
+	net   accessRecord
 	pages [][]byte
 	addr  []uintptr
 	state []pageState
@@ -57,6 +56,16 @@ type pageChecker struct {
 	sourceDoubleLends                       int
 }
 
+// accessRecord is the medium's own record the checker asks: whether a
+// registration may still be written, and whether a put may still read a
+// source. The simulated network keeps it of every writer it runs
+// (sim.Network); over UCX it is the transport's registration table, seen
+// from the decode process (ucxRecord).
+type accessRecord interface {
+	MayWrite(m transfer.Memory) bool
+	MayRead(src []byte) bool
+}
+
 // pageState is what the checker knows of one page.
 type pageState struct {
 	tenant pageTag // kind pageLent while lent; pageFree while free
@@ -64,7 +73,7 @@ type pageState struct {
 	regs   []transfer.Memory // registrations covering the page that may still matter
 }
 
-func newPageChecker(net *sim.Network, pages [][]byte) *pageChecker {
+func newPageChecker(net accessRecord, pages [][]byte) *pageChecker {
 	c := &pageChecker{net: net, pages: pages, addr: make([]uintptr, len(pages)), state: make([]pageState, len(pages))}
 	for i, p := range pages {
 		c.addr[i] = uintptr(unsafe.Pointer(unsafe.SliceData(p)))
@@ -269,6 +278,19 @@ func (c *pageChecker) freeSource(i int) {
 	}
 	c.sourceTenant[i] = pageTag{kind: pageSourceFree}
 	c.sourceTenant[i].fill(c.sources[i])
+}
+
+// addSources counts source slots another process's checker watched (a run
+// over UCX: the prefill process's): lent and returned, returned while a put
+// that reads them had not completed by its record, and lent or returned
+// twice.
+func (c *pageChecker) addSources(lends, frees, early, doubles int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sourceLends += lends
+	c.sourceFrees += frees
+	c.sourcesFreedWhileRead += early
+	c.sourceDoubleLends += doubles
 }
 
 // sourcesFree counts the source slots watched and those with their

@@ -75,6 +75,65 @@ type DisaggConfig struct {
 	// cancel; the source slots on the Sender's outcome, or at once when the
 	// prefill process restarts.
 	Naive bool
+
+	// Transport is what carries the pages: TransportSim (or ""), the
+	// simulated network above, in this process; TransportUCX, UCX between
+	// two processes — this one the decode side, a prefill process it starts
+	// (RunDisagg) — in Checked mode. Over UCX every writer is the prefill
+	// process's Sender: the scripted behaviours, the network's faults and
+	// the report rate are the simulated network's, and must be 0; the
+	// faults are the prefill process's own, Restarts (SIGKILL mid-transfer,
+	// then a new incarnation) and Pauses.
+	Transport string
+	// UCXTransports is UCX_TLS for both processes with TransportUCX: "tcp"
+	// (the default when empty) or "sm" (shared memory: no dead peer is
+	// reported there, so a killed prefill's sessions end at their
+	// deadline).
+	UCXTransports string
+	// Pauses is how many times, with TransportUCX, the prefill process is
+	// stopped (SIGSTOP) while a transfer is in flight, for PauseFor, then
+	// continued (SIGCONT).
+	Pauses   int
+	PauseFor time.Duration
+}
+
+// The transports a disaggregated run's pages travel over.
+const (
+	TransportSim = "sim"
+	TransportUCX = "ucx"
+)
+
+// overUCX reports whether the run's pages travel over UCX between two
+// processes.
+func (c DisaggConfig) overUCX() bool { return c.Transport == TransportUCX }
+
+// DisaggUCXDefaults returns the configuration of a run over UCX between two
+// processes: fewer requests, in wall-clock time (a step is still
+// DisaggStep, now of the machine's clock), a grace the machine's
+// scheduling fits in, every writer the prefill process's Sender, and one
+// kill and one pause of the prefill process mid-transfer.
+func DisaggUCXDefaults() DisaggConfig {
+	return DisaggConfig{
+		Requests:        300,
+		Pages:           64,
+		PagesPerRequest: 4,
+		Arrival:         2 * time.Millisecond,
+		Deadline:        500 * time.Millisecond,
+		// A manager whose loop is starved past the grace after a deadline
+		// finds its sessions in doubt and contains their pages (never reuses
+		// them): 500 ms was too short for two copies of the tests at once on
+		// two shared cores. 5 s costs nothing while the proofs come.
+		Grace:         5 * time.Second,
+		MaxAttempts:   2,
+		CancelRate:    0.03,
+		SenderRate:    1,
+		Restarts:      1,
+		Seed:          1,
+		Transport:     TransportUCX,
+		UCXTransports: "tcp",
+		Pauses:        1,
+		PauseFor:      time.Second,
+	}
 }
 
 // DisaggStep is the virtual time of one network step.
@@ -161,6 +220,7 @@ func (c DisaggConfig) Validate() error {
 		}
 	}
 	errs = append(errs, c.rateErrors()...)
+	errs = append(errs, c.transportErrors()...)
 	return errors.Join(errs...)
 }
 
@@ -215,4 +275,61 @@ func (c DisaggConfig) LossExpected() string {
 		return "--revocation-leaks"
 	}
 	return ""
+}
+
+// transportErrors refuses what the transport asked for cannot carry: over
+// UCX, the simulated network's faults and scripted writers; over the
+// simulated network, the prefill process's pauses.
+func (c DisaggConfig) transportErrors() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch c.Transport {
+	case "", TransportSim:
+		if c.Pauses != 0 {
+			bad("peer-pauses", "%d; pausing the prefill process needs one: want --transport %s, or 0", c.Pauses, TransportUCX)
+		}
+		if c.UCXTransports != "" {
+			bad("ucx-tls", "%q; want --transport %s, or none", c.UCXTransports, TransportUCX)
+		}
+		return errs
+	case TransportUCX:
+	default:
+		bad("transport", "%q; want %s or %s", c.Transport, TransportSim, TransportUCX)
+		return errs
+	}
+	if c.UCXTransports != "" && c.UCXTransports != "tcp" && c.UCXTransports != "sm" {
+		bad("ucx-tls", "%q; want tcp or sm", c.UCXTransports)
+	}
+	if c.Pauses < 0 || c.Pauses > maxDisaggRestarts {
+		bad("peer-pauses", "%d; want 0..%d", c.Pauses, maxDisaggRestarts)
+	}
+	if c.Pauses > 0 && (c.PauseFor < DisaggStep || c.PauseFor > maxLatency) {
+		bad("pause-for", "%v; want %v..%v", c.PauseFor, DisaggStep, maxLatency)
+	}
+	// Over UCX the writers are real: only the prefill process's Senders,
+	// and no fault but those done to its process.
+	for _, p := range []struct {
+		field string
+		v     float64
+	}{{"never-reports-rate", c.NeverReportsRate}, {"fails-midway-rate", c.FailsMidwayRate}, {"submits-late-rate", c.SubmitsLateRate},
+		{"report-rate", c.ReportRate}, {"lose-done", c.Faults.LoseDone}, {"mask-done", c.Faults.MaskDone},
+		{"duplicate-done", c.Faults.DuplicateDone}, {"replay-done", c.Faults.ReplayDone}} {
+		if p.v != 0 {
+			bad(p.field, "%v with --transport ucx: a fault of the simulated network's scripted writers; over UCX every writer is the prefill process's Sender; want 0", p.v)
+		}
+	}
+	if c.SenderRate != 1 {
+		bad("sender-rate", "%v with --transport ucx: every writer is the prefill process's Sender; want 1", c.SenderRate)
+	}
+	for _, f := range []struct {
+		field string
+		on    bool
+	}{{"reports-overtake-data", c.Faults.ReportsOvertakeData}, {"puts-outlive-sender", c.Faults.PutsOutliveSender}, {"revocation-leaks", c.Faults.RevocationLeaks}} {
+		if f.on {
+			bad(f.field, "set with --transport ucx: a fault of the simulated network; UCX has its own behaviour (docs/ucx.md); want it off")
+		}
+	}
+	return errs
 }

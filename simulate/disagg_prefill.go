@@ -64,7 +64,7 @@ type prefillStats struct {
 // defines (it sends DONE only after its flush, so PER_OPERATION_QUIESCENCE
 // is true of it). Its deadlines are the run's; the owner's rounds run its
 // Progress (no driver goroutine: the run stays deterministic).
-func (d *disaggDriver) newSender(node *sim.Node, clock func() time.Time, slot func(contract.Unit) []byte) (*peer.Sender, error) {
+func (d *disaggDriver) newSender(node transfer.Transport, clock func() time.Time, slot func(contract.Unit) []byte) (*peer.Sender, error) {
 	name, inc := node.Self()
 	adv := transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
 	window := 4 * (d.cfg.deadline() + d.cfg.grace())
@@ -85,16 +85,23 @@ func (d *disaggDriver) newSender(node *sim.Node, clock func() time.Time, slot fu
 // sendPlan is writer w's send plan for a: the whole chunk's span and pages
 // (the receiver's places), with w's share of them.
 func sendPlan(a *dattempt, w dwriter) (peer.SendPlan, error) {
-	ids := make([]int, a.r.pages)
+	return sendPlanOf(a.r.id, a.n, a.r.pages, w.id, w.pages)
+}
+
+// sendPlanOf is the send plan of writer as for attempt att of request req,
+// whose chunk has pages pages, of which it writes share — the one the
+// prefill process of a run over UCX rebuilds from its command line.
+func sendPlanOf(req transfer.RequestID, att transfer.AttemptID, pages int, as transfer.AccessorID, share []int) (peer.SendPlan, error) {
+	ids := make([]int, pages)
 	for j := range ids {
 		ids[j] = j
 	}
-	chunk, err := transfer.NewChunk([]transfer.Group{{Kind: transfer.Paged, Blocks: ids}}, a.tokens(), true)
+	chunk, err := transfer.NewChunk([]transfer.Group{{Kind: transfer.Paged, Blocks: ids}}, transfer.TokenRange{End: int64(pages * TokensPerBlock)}, true)
 	if err != nil {
 		return peer.SendPlan{}, err
 	}
-	sp := peer.SendPlan{Request: a.r.id, Attempt: a.n, To: disaggDecode, As: w.id, Chunk: chunk, BlockTokens: TokensPerBlock}
-	for _, p := range w.pages {
+	sp := peer.SendPlan{Request: req, Attempt: att, To: disaggDecode, As: as, Chunk: chunk, BlockTokens: TokensPerBlock}
+	for _, p := range share {
 		sp.Share = append(sp.Share, peer.PageRef{Group: 0, Index: p})
 	}
 	return sp, nil
@@ -156,7 +163,7 @@ type pubLease struct {
 func newKvreadyPrefill(d *disaggDriver) (*kvreadyPrefill, error) {
 	m := &kvreadyPrefill{d: d, clock: gsim.NewManualClock(d.now()), hosts: map[transfer.Peer]*prefillHost{},
 		st: prefillStats{Outcomes: map[string]int{}}}
-	for _, p := range disaggPrefills {
+	for _, p := range d.work.prefills() {
 		h, err := m.newHost(p)
 		if err != nil {
 			m.close()
@@ -187,7 +194,7 @@ func (m *kvreadyPrefill) newHost(p transfer.Peer) (*prefillHost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %s device: %w", p, err)
 	}
-	if h.send, err = d.newSender(d.prefill[p], m.clock.Now, h.slot); err != nil {
+	if h.send, err = d.newSender(d.prefillTransport(p), m.clock.Now, h.slot); err != nil {
 		return nil, err
 	}
 	h.senders = append(h.senders, h.send)

@@ -51,14 +51,14 @@ type naivePub struct {
 
 func newNaivePrefill(d *disaggDriver) (*naivePrefill, error) {
 	m := &naivePrefill{d: d, hosts: map[transfer.Peer]*naiveHost{}, st: prefillStats{Outcomes: map[string]int{}}}
-	for _, p := range disaggPrefills {
+	for _, p := range d.work.prefills() {
 		pool := make([]byte, d.cfg.Pages*SlotBytes)
 		h := &naiveHost{peer: p, used: make([]bool, d.cfg.Pages)}
 		for s := range d.cfg.Pages {
 			h.slots = append(h.slots, pool[s*SlotBytes:(s+1)*SlotBytes:(s+1)*SlotBytes])
 		}
 		h.base = d.chk.watchSources(h.slots)
-		send, err := d.newSender(d.prefill[p], m.now, h.slot)
+		send, err := d.newSender(d.prefillTransport(p), m.now, h.slot)
 		if err != nil {
 			m.close()
 			return nil, err

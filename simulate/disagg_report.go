@@ -77,7 +77,8 @@ func WriteDisaggReport(dir string, runs ...*DisaggSummary) error {
 	if err := disaggTemplate.Execute(&page, struct {
 		Runs                      []runView
 		Safety, Transfers, Settle string
-	}{views, PlotDisaggSafety, PlotDisaggTransfers, settle}); err != nil {
+		UCX                       *DisaggUCXStats
+	}{views, PlotDisaggSafety, PlotDisaggTransfers, settle, runs[0].UCX}); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, ReportIndex), page.Bytes(), 0o644)
@@ -109,7 +110,7 @@ func saveDisaggSafety(runs []*DisaggSummary, path string) error {
 	for k, pn := range panels {
 		p := newPlot()
 		p.Title.Text = pn.title
-		p.X.Label.Text = "virtual ms"
+		p.X.Label.Text = clockOf(runs) + " ms"
 		p.Y.Label.Text = "count"
 		legend := newLegend()
 		top := 0
@@ -164,7 +165,7 @@ func saveDisaggTransfers(runs []*DisaggSummary, path string) error {
 	for k, pn := range panels {
 		p := newPlot()
 		p.Title.Text = pn.title
-		p.X.Label.Text = "virtual ms"
+		p.X.Label.Text = clockOf(runs) + " ms"
 		p.Y.Label.Text = "attempts"
 		legend := newLegend()
 		top := 0
@@ -200,7 +201,7 @@ const settleQuantiles = 256
 func saveDisaggSettle(runs []*DisaggSummary, path string) error {
 	p := newPlot()
 	p.Title.Text = "Attempts settled by each time since submission"
-	p.X.Label.Text = "virtual ms since submission"
+	p.X.Label.Text = clockOf(runs) + " ms since submission"
 	p.Y.Label.Text = "share of attempts settled"
 	legend := newLegend()
 	for _, s := range runs {
@@ -247,6 +248,15 @@ func saveDisaggSettle(runs []*DisaggSummary, path string) error {
 	return savePlots(path, reportPlotHeight, []*plot.Plot{p}, []*plot.Legend{legend})
 }
 
+// clockOf names the runs' clock: virtual over the simulated network, the
+// machine's over UCX (a step is then a microsecond of wall-clock time).
+func clockOf(runs []*DisaggSummary) string {
+	if len(runs) > 0 && runs[0].UCX != nil {
+		return "wall-clock"
+	}
+	return "virtual"
+}
+
 // quantileOf is the q-quantile of sorted durations (the nearest rank).
 func quantileOf(sorted []time.Duration, q float64) time.Duration {
 	i := min(int(q*float64(len(sorted))), len(sorted)-1)
@@ -260,8 +270,9 @@ var disaggTemplate = template.Must(template.New("disagg").Parse(`<!doctype html>
 img{display:block;width:100%;height:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}
 .ok{color:#070}.bad{color:#b00}</style></head><body>
 <h1>kvready simulate --disagg — prefill to decode, peer to peer</h1>
-<p>Each request's KV cache is written by its prefill writers straight into the decode side's pages over the simulated network (transfer/sim), with its faults: writers that fail and write on, never report or post after their DONE; DONEs lost, withheld, duplicated or replayed; reports before data; prefill processes restarted while their posted puts still land; cancels and deadlines. The honest writers are the prefill side's Senders, putting from staging slots their manager lends them. An independent checker watches the pages themselves: the bytes of every page after every network step, and the network's own record of whether a registration may still be written — and the source slots, with the network's record of whether a put may still read one.</p>
-{{range .Runs}}{{if .S.Safe}}<p class="ok">{{.S.Manager}} manager: the checker found no page freed while a writer could write it, no write into a free or re-lent page, no corrupt page read, and no source slot freed while a put could read it.</p>
+{{if .UCX}}<p>Two processes over UCX ({{.UCX.Transports}}, Checked mode): this one the decode side, the other the prefill process it started, whose Sender puts each request's pages from source slots it lends, straight into the decode side's pages. The run is on the machine's clock. The prefill process is killed mid-transfer (SIGKILL) and restarted as a new incarnation, which replays the dead life's last offers with their keys (vLLM #55470), and paused (SIGSTOP, then SIGCONT) past the deadline. An independent checker watches the pages themselves: the bytes of every page after every progress of the decode transport (where a put lands), and the transport's own record of whether a registration may still be written (not revoked with a fence: the decode process cannot see whether the other process will use a key it holds, so every page returned unrevoked counts) — and the prefill process says when it returned a source slot a put could still read.</p>
+{{else}}<p>Each request's KV cache is written by its prefill writers straight into the decode side's pages over the simulated network (transfer/sim), with its faults: writers that fail and write on, never report or post after their DONE; DONEs lost, withheld, duplicated or replayed; reports before data; prefill processes restarted while their posted puts still land; cancels and deadlines. The honest writers are the prefill side's Senders, putting from staging slots their manager lends them. An independent checker watches the pages themselves: the bytes of every page after every network step, and the network's own record of whether a registration may still be written — and the source slots, with the network's record of whether a put may still read one.</p>
+{{end}}{{range .Runs}}{{if .S.Safe}}<p class="ok">{{.S.Manager}} manager: the checker found no page freed while a writer could write it, no write into a free or re-lent page, no corrupt page read, and no source slot freed while a put could read it.</p>
 {{else}}<p class="bad">{{.S.Manager}} manager: the checker found {{.S.FreedWhileWritable}} pages freed while a writer could write them, {{.S.WritesIntoFree}} writes into free pages, {{.S.LateWrites}} late writes into re-lent pages, {{.S.CorruptReads}} corrupt pages read as delivered, {{.S.SourcesFreedWhileRead}} source slots freed while a put could read them and {{.S.FreedSourceReads}} puts that read a freed source.</p>
 {{end}}{{if .S.Interrupted}}<p class="bad">{{.S.Manager}} manager: interrupted; its summary covers the run so far.</p>
 {{end}}{{end}}<h2>Safety over time{{if gt (len .Runs) 1}}: one workload{{end}}</h2>

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,6 +99,9 @@ type DisaggSummary struct {
 
 	// Network is the simulated network's own count of what it did.
 	Network sim.Stats
+	// UCX is what a run over UCX did to its prefill process and what the
+	// decode transport counted (nil over the simulated network).
+	UCX *DisaggUCXStats `json:",omitempty"`
 
 	Timeline []DisaggSample
 
@@ -146,10 +150,16 @@ func (d *disaggDriver) summary(wall time.Duration, interrupted bool) *DisaggSumm
 		Publishes: pre.Publishes, PublishesRefused: pre.Refused, Publications: pre.Outcomes,
 		SourceLends: c.SourceLends, SourceFrees: c.SourceFrees,
 		SourcesFreedWhileRead: c.SourcesFreedWhileRead, FreedSourceReads: c.FreedSourceReads, SourceDoubleLends: c.SourceDoubleLends,
-		Network: d.net.Stats(), Timeline: d.timeline,
+		Timeline:        d.timeline,
 		SettleLatencies: d.settle.sorted(), Settled: d.settle.n,
 	}
 	s.SourceSlotsFree, s.SourceSlots = d.chk.sourcesFree()
+	if d.ucx != nil {
+		s.UCX = d.ucx.snapshot()
+		s.SourceSlotsFree, s.SourceSlots = d.ucx.sources()
+	} else {
+		s.Network = d.net.Stats()
+	}
 	if !s.Finished {
 		s.UnfinishedReason = d.why()
 	}
@@ -239,12 +249,17 @@ func (s *DisaggSummary) WriteTable(w io.Writer) error {
 	byCount(s.Attempts, func(kind string, n int) { row(kind, n) })
 	fmt.Fprintln(tw, "writers by behaviour")
 	byCount(s.Writers, func(b string, n int) { row(b, n) })
-	fmt.Fprintln(tw, "network")
-	n := s.Network
-	row("puts landed", fmt.Sprintf("%d (%d after their registration was revoked); %d dropped, %d refused", n.Landed, n.LateLandings, n.Dropped, n.Refused))
-	row("DONEs", fmt.Sprintf("%d lost, %d masked, %d duplicated, %d replayed", n.LostDone, n.MaskedDone, n.DuplicatedDone, n.ReplayedDone))
-	row("late submissions", fmt.Sprintf("%d puts posted after their writer's DONE", n.LateSubmits))
-	row("peer restarts", s.Restarts)
+	if s.UCX != nil {
+		fmt.Fprintln(tw, "two processes over UCX")
+		s.UCX.write(row)
+	} else {
+		fmt.Fprintln(tw, "network")
+		n := s.Network
+		row("puts landed", fmt.Sprintf("%d (%d after their registration was revoked); %d dropped, %d refused", n.Landed, n.LateLandings, n.Dropped, n.Refused))
+		row("DONEs", fmt.Sprintf("%d lost, %d masked, %d duplicated, %d replayed", n.LostDone, n.MaskedDone, n.DuplicatedDone, n.ReplayedDone))
+		row("late submissions", fmt.Sprintf("%d puts posted after their writer's DONE", n.LateSubmits))
+		row("peer restarts", s.Restarts)
+	}
 	fmt.Fprintln(tw, "prefill side")
 	row("shares published", fmt.Sprintf("%d by the Senders (%d never lent: no slots)", s.Publishes, s.PublishesRefused))
 	row("publications", outcomeList(s.Publications))
@@ -364,60 +379,68 @@ func (s *DisaggSummary) faults() (writers, network string) {
 	add(f.ReportsOvertakeData, "reports overtake data")
 	add(f.PutsOutliveSender, "puts outlive their sender")
 	add(f.RevocationLeaks, "revocation leaks")
+	if c.overUCX() {
+		add(true, "UCX over %s between two processes, Checked mode", cmp.Or(c.UCXTransports, "tcp"))
+		add(c.Restarts > 0, "the prefill process killed mid-transfer (SIGKILL) and restarted %s", words.Count(c.Restarts, "time"))
+		add(c.Pauses > 0, "paused (SIGSTOP) %s for %s", words.Count(c.Pauses, "time"), formatDuration(c.PauseFor))
+		return writers, list()
+	}
 	add(c.Restarts > 0, "%s", words.Count(c.Restarts, "peer restart"))
 	return writers, list()
 }
 
 type disaggJSON struct {
-	Manager            string         `json:"manager"`
-	PrefillManager     string         `json:"prefill_manager"`
-	Seed               uint64         `json:"seed"`
-	Requests           int            `json:"requests"`
-	Pages              int            `json:"pages"`
-	PagesPerRequest    int            `json:"pages_per_request"`
-	DeadlineUs         float64        `json:"deadline_us"`
-	GraceUs            float64        `json:"grace_us"`
-	VirtualUs          float64        `json:"virtual_us"`
-	WallUs             float64        `json:"wall_us"`
-	Interrupted        bool           `json:"interrupted"`
-	Unfinished         int            `json:"unfinished"`
-	Delivered          int            `json:"delivered"`
-	Failed             int            `json:"failed"`
-	Cancelled          int            `json:"cancelled"`
-	Refused            int            `json:"refused"`
-	Retries            int            `json:"retries"`
-	Attempts           map[string]int `json:"attempts"`
-	Writers            map[string]int `json:"writers"`
-	Restarts           int            `json:"restarts"`
-	Network            map[string]int `json:"network"`
-	PagesFree          int            `json:"pages_free"`
-	PagesContained     int            `json:"pages_contained"`
-	PagesLent          int            `json:"pages_lent"`
-	AttemptsContained  int            `json:"attempts_contained"`
-	LossExpected       string         `json:"loss_expected"`
-	Registrations      int            `json:"registrations"`
-	Lends              int            `json:"lends"`
-	Frees              int            `json:"frees"`
-	Reads              int            `json:"reads"`
-	Copies             int            `json:"device_rows_read"`
-	Landings           int            `json:"landings"`
-	FreedWhileWritable int            `json:"freed_while_writable"`
-	WritesIntoFree     int            `json:"writes_into_free_pages"`
-	LateWrites         int            `json:"late_writes_into_relent_pages"`
-	CorruptReads       int            `json:"corrupt_reads"`
-	DoubleLends        int            `json:"double_lends"`
-	Publishes          int            `json:"publishes"`
-	PublishesRefused   int            `json:"publishes_refused"`
-	Publications       map[string]int `json:"publications"`
-	SourceSlots        int            `json:"source_slots"`
-	SourceSlotsFree    int            `json:"source_slots_free"`
-	SourceLends        int            `json:"source_lends"`
-	SourceFrees        int            `json:"source_frees"`
-	SourcesFreed       int            `json:"sources_freed_while_read"`
-	FreedSourceReads   int            `json:"freed_source_reads"`
-	SourceDoubleLends  int            `json:"source_double_lends"`
-	Violations         int            `json:"violations"`
-	Safe               bool           `json:"safe"`
+	Manager            string          `json:"manager"`
+	PrefillManager     string          `json:"prefill_manager"`
+	Seed               uint64          `json:"seed"`
+	Requests           int             `json:"requests"`
+	Pages              int             `json:"pages"`
+	PagesPerRequest    int             `json:"pages_per_request"`
+	DeadlineUs         float64         `json:"deadline_us"`
+	GraceUs            float64         `json:"grace_us"`
+	VirtualUs          float64         `json:"virtual_us"`
+	WallUs             float64         `json:"wall_us"`
+	Interrupted        bool            `json:"interrupted"`
+	Unfinished         int             `json:"unfinished"`
+	Delivered          int             `json:"delivered"`
+	Failed             int             `json:"failed"`
+	Cancelled          int             `json:"cancelled"`
+	Refused            int             `json:"refused"`
+	Retries            int             `json:"retries"`
+	Attempts           map[string]int  `json:"attempts"`
+	Writers            map[string]int  `json:"writers"`
+	Restarts           int             `json:"restarts"`
+	Network            map[string]int  `json:"network"`
+	Transport          string          `json:"transport"`
+	UCX                *DisaggUCXStats `json:"ucx,omitempty"`
+	PagesFree          int             `json:"pages_free"`
+	PagesContained     int             `json:"pages_contained"`
+	PagesLent          int             `json:"pages_lent"`
+	AttemptsContained  int             `json:"attempts_contained"`
+	LossExpected       string          `json:"loss_expected"`
+	Registrations      int             `json:"registrations"`
+	Lends              int             `json:"lends"`
+	Frees              int             `json:"frees"`
+	Reads              int             `json:"reads"`
+	Copies             int             `json:"device_rows_read"`
+	Landings           int             `json:"landings"`
+	FreedWhileWritable int             `json:"freed_while_writable"`
+	WritesIntoFree     int             `json:"writes_into_free_pages"`
+	LateWrites         int             `json:"late_writes_into_relent_pages"`
+	CorruptReads       int             `json:"corrupt_reads"`
+	DoubleLends        int             `json:"double_lends"`
+	Publishes          int             `json:"publishes"`
+	PublishesRefused   int             `json:"publishes_refused"`
+	Publications       map[string]int  `json:"publications"`
+	SourceSlots        int             `json:"source_slots"`
+	SourceSlotsFree    int             `json:"source_slots_free"`
+	SourceLends        int             `json:"source_lends"`
+	SourceFrees        int             `json:"source_frees"`
+	SourcesFreed       int             `json:"sources_freed_while_read"`
+	FreedSourceReads   int             `json:"freed_source_reads"`
+	SourceDoubleLends  int             `json:"source_double_lends"`
+	Violations         int             `json:"violations"`
+	Safe               bool            `json:"safe"`
 }
 
 // MarshalJSON writes the summary as one flat object, durations in
@@ -431,6 +454,7 @@ func (s *DisaggSummary) MarshalJSON() ([]byte, error) {
 		Interrupted: s.Interrupted, Unfinished: s.Unfinished,
 		Delivered: s.Delivered, Failed: s.Failed, Cancelled: s.Cancelled, Refused: s.Refused, Retries: s.Retries,
 		Attempts: s.Attempts, Writers: s.Writers, Restarts: s.Restarts,
+		Transport: cmp.Or(s.Config.Transport, TransportSim), UCX: s.UCX,
 		Network: map[string]int{
 			"landed": n.Landed, "late_landings": n.LateLandings, "dropped": n.Dropped, "refused": n.Refused,
 			"lost_done": n.LostDone, "masked_done": n.MaskedDone, "duplicated_done": n.DuplicatedDone,

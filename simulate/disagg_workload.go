@@ -22,6 +22,32 @@ var (
 	}
 )
 
+// Over UCX the prefill side is one process: its KV and auxiliary writers of
+// rank 0 write each request's pages.
+var (
+	ucxPrefills  = []transfer.Peer{"prefill-0"}
+	ucxAccessors = []transfer.AccessorID{
+		{Peer: "prefill-0", Rank: 0, Role: transfer.RoleKV},
+		{Peer: "prefill-0", Rank: 0, Role: transfer.RoleAux},
+	}
+)
+
+// prefills and accessors are the run's prefill processes and the writers a
+// cohort is drawn from.
+func (w disaggWorkload) prefills() []transfer.Peer {
+	if w.cfg.overUCX() {
+		return ucxPrefills
+	}
+	return disaggPrefills
+}
+
+func (w disaggWorkload) accessors() []transfer.AccessorID {
+	if w.cfg.overUCX() {
+		return ucxAccessors
+	}
+	return disaggAccessors
+}
+
 // disaggDecode is the decode process's name on the simulated network.
 const disaggDecode transfer.Peer = "decode"
 
@@ -117,8 +143,7 @@ func (w disaggWorkload) request(i int) *dreq {
 func (w disaggWorkload) attempt(r *dreq, n transfer.AttemptID) *dattempt {
 	rng := w.rng(uint64(r.id), uint64(n))
 	a := &dattempt{r: r, n: n, submitted: -1}
-	ids := make([]transfer.AccessorID, len(disaggAccessors))
-	copy(ids, disaggAccessors)
+	ids := append([]transfer.AccessorID(nil), w.accessors()...)
 	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	m := 1 + rng.IntN(len(ids))
 	for k, id := range ids[:m] {
@@ -158,7 +183,7 @@ func (w disaggWorkload) restarts() []drestart {
 	span := int64(w.cfg.Requests) * w.cfg.arrivalSteps()
 	out := make([]drestart, w.cfg.Restarts)
 	for i := range out {
-		out[i] = drestart{at: span * int64(i+1) / int64(w.cfg.Restarts+1), peer: disaggPrefills[rng.IntN(len(disaggPrefills))]}
+		out[i] = drestart{at: span * int64(i+1) / int64(w.cfg.Restarts+1), peer: w.prefills()[rng.IntN(len(w.prefills()))]}
 	}
 	return out
 }

@@ -31,6 +31,9 @@ const (
 // process: it supports every capability this version defines. A real
 // decode side learns it in a handshake; the simulation hands it over.
 func (d *disaggDriver) advert(p transfer.Peer) (transfer.Capabilities, error) {
+	if d.ucx != nil {
+		return d.ucx.advert(p)
+	}
 	node, ok := d.prefill[p]
 	if !ok {
 		return transfer.Capabilities{}, fmt.Errorf("simulate: no prefill process %q", p)
@@ -39,8 +42,20 @@ func (d *disaggDriver) advert(p transfer.Peer) (transfer.Capabilities, error) {
 	return transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}, nil
 }
 
+// prefillTransport is the transport of prefill process p's current life:
+// its simulated node, or in the prefill process of a run over UCX its own.
+func (d *disaggDriver) prefillTransport(p transfer.Peer) transfer.Transport {
+	if d.child != nil {
+		return d.child.tr
+	}
+	return d.prefill[p]
+}
+
 // self is the decode side's advertisement.
 func (d *disaggDriver) self() transfer.Capabilities {
+	if d.child != nil {
+		return d.child.decode
+	}
 	name, inc := d.decode.Self()
 	return transfer.Capabilities{Peer: name, Incarnation: inc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities}
 }
@@ -97,12 +112,12 @@ func (d *disaggDriver) sends(w dwriter) bool { return w.sender }
 // process. A send the network refuses loses the offer, as one to a dead
 // process is lost: the attempt's deadline stands.
 func (d *disaggDriver) offer(a *dattempt, id transfer.AccessorID, addr func(page int) (key []byte, off int)) error {
-	node, ok := d.prefill[id.Peer]
-	if !ok {
-		return fmt.Errorf("simulate: no prefill process %q", id.Peer)
+	adv, err := d.advert(id.Peer)
+	if err != nil {
+		return err
 	}
-	_, inc := node.Self()
-	name, dinc := d.node.Self()
+	inc := adv.Incarnation
+	name, dinc := d.decode.Self()
 	o := peer.Offer{Session: a.key(), Writer: id, Incarnation: inc, Receiver: name, ReceiverInc: dinc, Tokens: a.tokens()}
 	for j := range a.r.pages {
 		key, off := addr(j)
@@ -114,17 +129,27 @@ func (d *disaggDriver) offer(a *dattempt, id transfer.AccessorID, addr func(page
 	}
 	d.senders++
 	ep := d.offerEps[id.Peer]
-	if ep == nil || ep.Err() != nil {
-		if ep, err = d.node.Connect(id.Peer); err != nil {
+	if ep == nil || ep.Err() != nil || (d.ucx != nil && !reaches(ep, inc)) {
+		// Over UCX a dead life's endpoint may never fail (sm reports no
+		// dead peer): the new life is reached on a new one.
+		if ep, err = d.decode.Connect(id.Peer); err != nil {
 			return nil
 		}
 		d.offerEps[id.Peer] = ep
 	}
-	if _, at := ep.Peer(); at != inc {
+	if !reaches(ep, inc) {
 		return nil
 	}
-	_, _ = ep.Send(msg)
+	if _, err := ep.Send(msg); err == nil && d.ucx != nil {
+		d.ucx.sent(a, msg)
+	}
 	return nil
+}
+
+// reaches reports whether ep reaches life inc of its peer.
+func reaches(ep transfer.Endpoint, inc transfer.Incarnation) bool {
+	_, at := ep.Peer()
+	return at == inc
 }
 
 // lend records pages (pool indices, in chunk order) lent to a.

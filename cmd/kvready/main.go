@@ -32,6 +32,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/kvready/kvready/simulate"
 )
 
 const (
@@ -69,7 +71,18 @@ var commands []command
 func register(c command) { commands = append(commands, c) }
 
 func main() {
+	prefillProcess()
 	os.Exit(run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+}
+
+// prefillProcess makes this process the prefill process of a disaggregated
+// run over UCX when one started it (kvready simulate --disagg --transport
+// ucx re-executes itself with simulate.DisaggPrefillEnv set): internal, not
+// a command. It never returns then.
+func prefillProcess() {
+	if spec, ok := os.LookupEnv(simulate.DisaggPrefillEnv); ok {
+		os.Exit(simulate.RunDisaggPrefill(spec, os.Stdin, os.Stdout))
+	}
 }
 
 func run(e *env, args []string) int {

@@ -76,7 +76,7 @@ func runSimulate(e *env, args []string) int {
 	compare := fs.Bool("compare-naive", false, "then run the naive manager on the same workload, print both summaries, and put both runs in one --report")
 	report := fs.String("report", "", "write an HTML report with plots into this `DIR`")
 	metricsAddr := fs.String("metrics-addr", "", "serve the engine's Prometheus metrics on http://`HOST:PORT`/metrics while the run goes on (port 0: any free port)")
-	disagg := fs.Bool("disagg", false, "disaggregated serving: prefill processes write each request's KV cache peer to peer into the decode side's pages over the simulated network (transfer/sim, with its faults), an independent checker watching the pages; --slots is then the decode pages, --blocks a request's pages, --drain-grace the grace after the deadline before pages are contained. See docs/simulate.md")
+	disagg := fs.Bool("disagg", false, "disaggregated serving: prefill processes write each request's KV cache peer to peer into the decode side's pages over the simulated network (transfer/sim, with its faults) or, with --transport ucx, over UCX between this process and a prefill process it starts; an independent checker watches the pages; --slots is then the decode pages, --blocks a request's pages, --drain-grace the grace after the deadline before pages are contained. See docs/simulate.md")
 	disaggCfg := disaggFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kvready simulate [flags]")
@@ -237,7 +237,7 @@ func interruptible() (context.Context, context.CancelFunc) {
 // simulateNotes ends simulate -h: the two sets of defaults, and what the
 // exit status says about a run.
 func simulateNotes() string {
-	d, dd := simulate.Defaults(), simulate.DisaggDefaults()
+	d, dd, du := simulate.Defaults(), simulate.DisaggDefaults(), simulate.DisaggUCXDefaults()
 	return fmt.Sprintf(`
 defaults: over the in-process store (--backend mem) the run is on a virtual
 clock, with --deadline %v and --drain-grace %v. With a Redis --backend or a
@@ -248,7 +248,11 @@ With --layerwise --arrival defaults to %v.
 With --disagg the run moves pages peer to peer over the simulated network
 (make demo-disagg): --requests %d, --slots %d decode pages, --blocks %d pages a
 request, --arrival %v, --deadline %v, --drain-grace %v unless given, and the
-flags marked "with --disagg" describe its writers and network.
+flags marked "with --disagg" describe its writers and network. With --disagg
+--transport ucx the prefill side is a second process (this program re-executed,
+internal) over UCX, on the machine's clock (make demo-disagg-ucx): --requests
+%d, --slots %d, --blocks %d, --arrival %v, --deadline %v, --drain-grace %v,
+--ucx-tls tcp, --peer-restarts %d, --peer-pauses %d unless given.
 
 exit status:
   0    done: the checker found nothing wrong, every request ended, and the
@@ -265,7 +269,8 @@ exit status:
   130  interrupted (Ctrl-C, SIGTERM): the summary so far is printed and the
        report written
 `, d.Deadline, d.DrainGrace, simulate.RealTimeDeadline, simulate.RealTimeDrainGrace, simulate.LayerwiseArrival,
-		dd.Requests, dd.Pages, dd.PagesPerRequest, dd.Arrival, dd.Deadline, dd.Grace)
+		dd.Requests, dd.Pages, dd.PagesPerRequest, dd.Arrival, dd.Deadline, dd.Grace,
+		du.Requests, du.Pages, du.PagesPerRequest, du.Arrival, du.Deadline, du.Grace, du.Restarts, du.Pauses)
 }
 
 // realTimeDefaults gives a run over a real store the request deadline and

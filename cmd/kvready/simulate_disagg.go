@@ -31,12 +31,40 @@ func disaggFlags(fs *flag.FlagSet) *simulate.DisaggConfig {
 	fs.BoolVar(&d.Faults.RevocationLeaks, "revocation-leaks", d.Faults.RevocationLeaks, "with --disagg: revoking a registration refuses new puts but cannot stop posted ones (shared memory); pages whose writers never settle are then contained")
 	fs.IntVar(&d.Restarts, "peer-restarts", d.Restarts, "with --disagg: how many times a prefill process is killed and started again as a new incarnation, spread over the run")
 	fs.IntVar(&d.MaxAttempts, "max-attempts", d.MaxAttempts, "with --disagg: attempts per request (a failed attempt is retried with new writers; after the last the decode side recomputes)")
+	u := simulate.DisaggUCXDefaults()
+	fs.StringVar(&d.Transport, "transport", simulate.TransportSim, "with --disagg: what carries the pages: sim, the simulated network in this process; ucx, UCX (Checked mode) between this process, the decode side, and a prefill process it starts, kills (--peer-restarts: SIGKILL mid-transfer, then a new incarnation) and pauses (--peer-pauses). With ucx the run is on the machine's clock and its defaults differ (see below); every writer is the prefill process's Sender, so the simulated network's faults and scripted writers must be off")
+	fs.StringVar(&d.UCXTransports, "ucx-tls", "", "with --disagg --transport ucx: UCX_TLS of both processes, tcp or sm (shared memory, where no dead peer is reported); default tcp")
+	fs.IntVar(&d.Pauses, "peer-pauses", 0, fmt.Sprintf("with --disagg --transport ucx: how many times the prefill process is paused (SIGSTOP) mid-transfer for --pause-for, then continued (SIGCONT); default %d there", u.Pauses))
+	fs.DurationVar(&d.PauseFor, "pause-for", u.PauseFor, "with --disagg --transport ucx: how long each pause lasts")
 	return &d
+}
+
+// disaggGiven copies a flag of a disaggregated run's own from the values the
+// command line parsed into the configuration a run over UCX starts from.
+var disaggGiven = map[string]func(dst, src *simulate.DisaggConfig){
+	"never-reports-rate":    func(d, s *simulate.DisaggConfig) { d.NeverReportsRate = s.NeverReportsRate },
+	"fails-midway-rate":     func(d, s *simulate.DisaggConfig) { d.FailsMidwayRate = s.FailsMidwayRate },
+	"submits-late-rate":     func(d, s *simulate.DisaggConfig) { d.SubmitsLateRate = s.SubmitsLateRate },
+	"report-rate":           func(d, s *simulate.DisaggConfig) { d.ReportRate = s.ReportRate },
+	"sender-rate":           func(d, s *simulate.DisaggConfig) { d.SenderRate = s.SenderRate },
+	"lose-done":             func(d, s *simulate.DisaggConfig) { d.Faults.LoseDone = s.Faults.LoseDone },
+	"mask-done":             func(d, s *simulate.DisaggConfig) { d.Faults.MaskDone = s.Faults.MaskDone },
+	"duplicate-done":        func(d, s *simulate.DisaggConfig) { d.Faults.DuplicateDone = s.Faults.DuplicateDone },
+	"replay-done":           func(d, s *simulate.DisaggConfig) { d.Faults.ReplayDone = s.Faults.ReplayDone },
+	"reports-overtake-data": func(d, s *simulate.DisaggConfig) { d.Faults.ReportsOvertakeData = s.Faults.ReportsOvertakeData },
+	"puts-outlive-sender":   func(d, s *simulate.DisaggConfig) { d.Faults.PutsOutliveSender = s.Faults.PutsOutliveSender },
+	"revocation-leaks":      func(d, s *simulate.DisaggConfig) { d.Faults.RevocationLeaks = s.Faults.RevocationLeaks },
+	"peer-restarts":         func(d, s *simulate.DisaggConfig) { d.Restarts = s.Restarts },
+	"max-attempts":          func(d, s *simulate.DisaggConfig) { d.MaxAttempts = s.MaxAttempts },
+	"ucx-tls":               func(d, s *simulate.DisaggConfig) { d.UCXTransports = s.UCXTransports },
+	"peer-pauses":           func(d, s *simulate.DisaggConfig) { d.Pauses = s.Pauses },
+	"pause-for":             func(d, s *simulate.DisaggConfig) { d.PauseFor = s.PauseFor },
 }
 
 // disaggOnly are the flags that describe a disaggregated run alone.
 var disaggOnly = []string{"never-reports-rate", "fails-midway-rate", "submits-late-rate", "report-rate", "sender-rate", "lose-done", "mask-done",
-	"duplicate-done", "replay-done", "reports-overtake-data", "puts-outlive-sender", "revocation-leaks", "peer-restarts", "max-attempts"}
+	"duplicate-done", "replay-done", "reports-overtake-data", "puts-outlive-sender", "revocation-leaks", "peer-restarts", "max-attempts",
+	"transport", "ucx-tls", "peer-pauses", "pause-for"}
 
 // disaggShared are the flags a disaggregated run shares with the store's,
 // read in its own terms: --slots the decode side's pages, --blocks a
@@ -67,7 +95,15 @@ func disaggUsable(e *env, fs *flag.FlagSet, on bool) bool {
 // flags of its own, and the shared flags the command line gave.
 func disaggConfig(fs *flag.FlagSet, cfg simulate.Config, d *simulate.DisaggConfig) simulate.DisaggConfig {
 	out := *d
+	if d.Transport == simulate.TransportUCX {
+		// Over UCX the run starts from its own defaults; only the flags
+		// given change them.
+		out = simulate.DisaggUCXDefaults()
+	}
 	fs.Visit(func(f *flag.Flag) {
+		if set := disaggGiven[f.Name]; set != nil && d.Transport == simulate.TransportUCX {
+			set(&out, d)
+		}
 		switch f.Name {
 		case "requests":
 			out.Requests = cfg.Requests

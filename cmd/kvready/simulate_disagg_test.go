@@ -82,6 +82,14 @@ func TestSimulateDisaggBadFlags(t *testing.T) {
 		{[]string{"--disagg", "--slots", "4", "--blocks", "8"}, "--slots: 4 pages cannot hold one request's 8"},
 		{[]string{"--disagg", "--naive", "--compare-naive"}, "--compare-naive: runs the kvready manager, then the naive one"},
 		{[]string{"--disagg", "--deadline", "0s"}, "--deadline: 0s; want at least 1µs"},
+		{[]string{"--transport", "ucx"}, "--transport: describes a disaggregated run"},
+		{[]string{"--disagg", "--transport", "tcp"}, `--transport: "tcp"; want sim or ucx`},
+		{[]string{"--disagg", "--peer-pauses", "1"}, "--peer-pauses: 1; pausing the prefill process needs one: want --transport ucx"},
+		{[]string{"--disagg", "--ucx-tls", "sm"}, `--ucx-tls: "sm"; want --transport ucx`},
+		{[]string{"--disagg", "--transport", "ucx", "--ucx-tls", "rc"}, `--ucx-tls: "rc"; want tcp or sm`},
+		{[]string{"--disagg", "--transport", "ucx", "--lose-done", "0.1"}, "--lose-done: 0.1 with --transport ucx"},
+		{[]string{"--disagg", "--transport", "ucx", "--puts-outlive-sender"}, "--puts-outlive-sender: set with --transport ucx"},
+		{[]string{"--disagg", "--transport", "ucx", "--pause-for", "0s"}, "--pause-for: 0s; want 1µs"},
 	} {
 		t.Run(tc.msg, func(t *testing.T) {
 			status, _, stderr := runCLI(t, "", append([]string{"simulate"}, tc.args...)...)
@@ -152,4 +160,72 @@ func TestSimulateDisaggSenderRate(t *testing.T) {
 	status, _, stderr = runCLI(t, "", "simulate", "--disagg", "--sender-rate", "1.5")
 	assert.Equal(t, exitUsage, status)
 	assert.Contains(t, stderr, "--sender-rate: 1.5; want a probability")
+}
+
+// ucxJSON is what the tests read of a --disagg --transport ucx summary.
+type ucxJSON struct {
+	disaggJSON
+	Transport  string `json:"transport"`
+	Delivered  int    `json:"delivered"`
+	Failed     int    `json:"failed"`
+	Cancelled  int    `json:"cancelled"`
+	Unfinished int    `json:"unfinished"`
+	LateWrites int    `json:"late_writes_into_relent_pages"`
+	IntoFree   int    `json:"writes_into_free_pages"`
+	UCX        struct {
+		TLS            string `json:"tls"`
+		Lives          int    `json:"lives"`
+		Kills          int    `json:"kills"`
+		Pauses         int    `json:"pauses"`
+		EndpointErrors int    `json:"endpoint_errors"`
+		Replays        int    `json:"replays"`
+		ReplayLanded   int    `json:"replay_puts_landed"`
+		ReplayRefused  int    `json:"replay_puts_refused"`
+	} `json:"ucx"`
+}
+
+// TestSimulateDisaggOverUCX is make demo-disagg-ucx's claim from the
+// command line: the decode manager here, the prefill process a second
+// process (this test binary again: TestMain makes it one), the prefill
+// killed mid-transfer and restarted, and paused; kvready's run is clean with
+// every request ended and the pools whole, the naive one's is not, and the
+// status is 0. The run bounds its own waits (each wait on the prefill
+// process, and a stall of the run) and ends its prefill process on every
+// path.
+func TestSimulateDisaggOverUCX(t *testing.T) {
+	status, out, stderr := runCLI(t, "", "simulate", "--disagg", "--transport", "ucx", "--compare-naive", "--requests", "60", "--json")
+	require.Equal(t, exitOK, status, stderr)
+	var runs map[string]ucxJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &runs), out)
+	k, n := runs["kvready"], runs["naive"]
+	for name, r := range map[string]ucxJSON{"kvready": k, "naive": n} {
+		assert.Equal(t, "ucx", r.Transport, name)
+		assert.Equal(t, "tcp", r.UCX.TLS, "%s: tcp unless --ucx-tls", name)
+		assert.Equal(t, []int{2, 1, 1}, []int{r.UCX.Lives, r.UCX.Kills, r.UCX.Pauses}, "%s: the defaults kill (and restart) and pause the prefill once", name)
+		assert.Positive(t, r.UCX.EndpointErrors, "%s: over tcp the kill is reported", name)
+		assert.Equal(t, 60, r.Requests, "%s: --requests", name)
+	}
+	assert.True(t, k.Safe, "kvready: %d violations", k.Violations)
+	assert.Zero(t, k.Unfinished)
+	assert.Equal(t, 60, k.Delivered+k.Failed+k.Cancelled, "every request ends")
+	assert.Equal(t, k.Pages, k.PagesFree, "the decode pool whole")
+	assert.Equal(t, k.SourceSlots, k.SourceSlotsFree, "the prefill process's slots whole")
+	assert.Zero(t, k.UCX.ReplayLanded, "no byte from the dead life lands")
+	assert.Equal(t, k.UCX.Replays*4, k.UCX.ReplayRefused, "every replayed put refused as revoked")
+	assert.False(t, n.Safe)
+	assert.Equal(t, n.UCX.Replays*4, n.UCX.ReplayLanded, "the naive manager never revokes")
+	assert.Positive(t, n.LateWrites+n.IntoFree, "the landed bytes are seen where they must not land")
+}
+
+// TestSimulateDisaggOverUCXTable: over shared memory, the table says how the
+// pages travelled and what was done to the prefill process.
+func TestSimulateDisaggOverUCXTable(t *testing.T) {
+	status, out, stderr := runCLI(t, "", "simulate", "--disagg", "--transport", "ucx", "--ucx-tls", "sm", "--requests", "40", "--peer-pauses", "0")
+	require.Equal(t, exitOK, status, stderr)
+	for _, want := range []string{"network: UCX over sm between two processes, Checked mode, the prefill process killed mid-transfer (SIGKILL) and restarted 1 time",
+		"two processes over UCX", "over sm, Checked mode; the prefill process: 2 lives, 1 killed mid-transfer, 0 paused",
+		"endpoint errors heard        0", "independent page checker"} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "VIOLATION")
 }

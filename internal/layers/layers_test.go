@@ -55,6 +55,7 @@ var rank = map[string]int{
 	"gpu/sim":              5,
 	"transfer/sim":         5, // the simulated, adversarial transport: an adapter at the edge, like gpu/sim
 	"transfer/ucx":         5, // the UCX transport (cgo to libucp): an adapter at the edge, beside transfer/sim
+	"transfer/ucxpipe":     5, // two processes meeting over transfer/ucx through their pipes: imports transfer and transfer/ucx
 	"metrics":              5,
 	"conformance":          6, // runs trials through an engine on the simulated device
 	"internal/redistest":   5,

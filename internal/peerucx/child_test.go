@@ -1,7 +1,6 @@
 package peerucx
 
 import (
-	"bufio"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,10 +15,11 @@ import (
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/transfer"
 	"github.com/kvready/kvready/transfer/ucx"
+	"github.com/kvready/kvready/transfer/ucxpipe"
 )
 
 // The prefill process: the test binary re-executed with childEnv set to its
-// incarnation. Addresses and capabilities travel on its stdin and stdout;
+// incarnation and its UCX transports ("2 sm"). Addresses and capabilities travel on its stdin and stdout;
 // the offers, the pages and the reports travel over UCX.
 
 const (
@@ -37,9 +37,11 @@ func TestMain(m *testing.M) {
 }
 
 // ucxConfig is both sides' transport: Checked (every put applied, and
-// refused once revoked, in the owner's progress) over tcp.
-func ucxConfig(name transfer.Peer, inc transfer.Incarnation) ucx.Config {
-	return ucx.Config{Name: name, Incarnation: inc, Mode: ucx.Checked, Transports: "tcp"}
+// refused once revoked, in the owner's progress) over tls — tcp, or sm,
+// whose transports cannot report a dead peer, so its endpoints are made
+// without peer error handling (docs/ucx.md).
+func ucxConfig(name transfer.Peer, inc transfer.Incarnation, tls string) ucx.Config {
+	return ucx.Config{Name: name, Incarnation: inc, Mode: ucx.Checked, Transports: tls, NoPeerErrors: tls == "sm"}
 }
 
 func advertise(name transfer.Peer, inc transfer.Incarnation) transfer.Capabilities {
@@ -80,12 +82,13 @@ func pattern(req transfer.RequestID, i int) []byte {
 // Every offer it hears it prints as "offer HEX", for the parent to replay
 // into a later life. It exits when stdin closes.
 func runChild(spec string, in io.Reader, out io.Writer) int {
-	inc, err := strconv.ParseUint(spec, 10, 64)
-	if err != nil {
-		fmt.Fprintf(out, "err spec %q: %v\n", spec, err)
+	var inc uint64
+	var tls string
+	if _, err := fmt.Sscanf(spec, "%d %s", &inc, &tls); err != nil {
+		fmt.Fprintf(out, "err spec %q: %v; \"INC TLS\" expected\n", spec, err)
 		return 2
 	}
-	tr, err := ucx.New(ucxConfig("prefill", transfer.Incarnation(inc)))
+	tr, err := ucx.New(ucxConfig("prefill", transfer.Incarnation(inc), tls))
 	if err != nil {
 		fmt.Fprintf(out, "err %v\n", err)
 		return 1
@@ -110,33 +113,19 @@ func runChild(spec string, in io.Reader, out io.Writer) int {
 		return 1
 	}
 	defer c.send.Close()
-	caps, _ := transfer.AppendCapabilities(nil, advertise("prefill", transfer.Incarnation(inc)))
-	fmt.Fprintf(out, "addr %x\ncaps %x\n", tr.Address(), caps)
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return 0
-			}
-			cmd := strings.Fields(line + " ?")[0]
-			if extra, err := c.do(line); err != nil {
-				fmt.Fprintf(out, "err %s: %v\n", cmd, err)
-			} else {
-				fmt.Fprintf(out, "ok %s%s\n", cmd, extra)
-			}
-		default:
-			c.step()
-		}
+	if err := ucxpipe.Announce(out, tr, advertise("prefill", transfer.Incarnation(inc))); err != nil {
+		fmt.Fprintf(out, "err %v\n", err)
+		return 1
 	}
+	ucxpipe.Serve(in, func(line string) {
+		cmd := strings.Fields(line + " ?")[0]
+		if extra, err := c.do(line); err != nil {
+			fmt.Fprintf(out, "err %s: %v\n", cmd, err)
+		} else {
+			fmt.Fprintf(out, "ok %s%s\n", cmd, extra)
+		}
+	}, c.step)
+	return 0
 }
 
 type prefill struct {
@@ -178,28 +167,10 @@ func (c *prefill) do(line string) (string, error) {
 }
 
 func (c *prefill) peer(addrHex, capsHex string) error {
-	addr, err := hex.DecodeString(addrHex)
-	if err != nil {
+	return ucxpipe.Join(c.tr, addrHex, capsHex, func(remote transfer.Capabilities) error {
+		_, err := c.send.Connect(remote)
 		return err
-	}
-	b, err := hex.DecodeString(capsHex)
-	if err != nil {
-		return err
-	}
-	remote, err := transfer.DecodeCapabilities(b)
-	if err != nil {
-		return err
-	}
-	if _, _, err := c.tr.AddPeer(addr); err != nil {
-		return err
-	}
-	// A worker hears a message only on an endpoint it opened (docs/ucx.md):
-	// open the one the offers come on before any can come.
-	if _, err := c.tr.Connect(remote.Peer); err != nil {
-		return err
-	}
-	_, err = c.send.Connect(remote)
-	return err
+	})
 }
 
 func (c *prefill) publish(req transfer.RequestID, first int) error {

@@ -37,6 +37,7 @@ const sentinel = 0x5A
 // Progress.
 type decode struct {
 	t    *testing.T
+	tls  string
 	tr   *ucx.Transport
 	mem  *staging.Memory
 	dev  *gsim.Device
@@ -46,11 +47,11 @@ type decode struct {
 
 // newDecode assembles the decode side; timeout is the Receiver's, fixed at
 // each submission (the engine's own deadlines are well beyond it).
-func newDecode(t *testing.T, timeout time.Duration) *decode {
+func newDecode(t *testing.T, tls string, timeout time.Duration) *decode {
 	t.Helper()
-	d := &decode{t: t}
+	d := &decode{t: t, tls: tls}
 	var err error
-	d.tr, err = ucx.New(ucxConfig("decode", 1))
+	d.tr, err = ucx.New(ucxConfig("decode", 1, tls))
 	require.NoError(t, err)
 	d.mem, err = staging.NewMemory(staging.GoHeap, staging.Group{Slots: slots, SlotBytes: pageLen})
 	require.NoError(t, err)
@@ -199,7 +200,7 @@ type child struct {
 func startChild(t *testing.T, d *decode, inc transfer.Incarnation) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, inc))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", childEnv, inc, d.tls))
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()

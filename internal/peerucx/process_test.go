@@ -11,12 +11,22 @@ import (
 	"github.com/kvready/kvready/transfer"
 )
 
+// tlss are the UCX transports every test runs over: tcp, and sm (shared
+// memory, where no dead peer is reported).
+var tlss = []string{"tcp", "sm"}
+
 // TestEngineOverUCXHonest: two rounds of four requests, each lent on its
 // staging slots, offered over UCX, put by the prefill's Sender, reported
 // after its flush; every lease is served and its device pages hold the
 // pattern — the second round on slots the first returned.
 func TestEngineOverUCXHonest(t *testing.T) {
-	d := newDecode(t, time.Minute)
+	for _, tls := range tlss {
+		t.Run(tls, func(t *testing.T) { honest(t, tls) })
+	}
+}
+
+func honest(t *testing.T, tls string) {
+	d := newDecode(t, tls, time.Minute)
 	c := startChild(t, d, 1)
 	for round := range 2 {
 		var ls []lease
@@ -36,13 +46,27 @@ func TestEngineOverUCXHonest(t *testing.T) {
 }
 
 // TestEngineOverUCXKilled: the prefill, muted (its puts land, its reports
-// never leave), is killed (SIGKILL) with two requests' pages in: the
-// endpoint error fails both, their registrations are revoked (fenced, in
-// Checked mode) before the slots return. A restarted prefill (#2) replays
-// the dead life's offers into slots now lent to new requests: every put is
-// refused and no slot changes; then it serves the new requests.
+// never leave), is killed (SIGKILL) with two requests' pages in. Over tcp
+// the endpoint error fails both; over sm no dead peer is reported, and they
+// fail at the deadline fixed at their submission. Either way their
+// registrations are revoked (fenced, in Checked mode) before the slots
+// return. A restarted prefill (#2) replays the dead life's offers into
+// slots now lent to new requests: every put is refused and no slot changes;
+// then it serves the new requests.
 func TestEngineOverUCXKilled(t *testing.T) {
-	d := newDecode(t, time.Minute)
+	for _, tls := range tlss {
+		t.Run(tls, func(t *testing.T) { killed(t, tls) })
+	}
+}
+
+func killed(t *testing.T, tls string) {
+	// Over tcp the deadline is far: the endpoint error, not it, ends the
+	// sessions. Over sm only the deadline can.
+	timeout := time.Minute
+	if tls == "sm" {
+		timeout = 5 * time.Second
+	}
+	d := newDecode(t, tls, timeout)
 	c := startChild(t, d, 1)
 	c.do("mute")
 	a, b := d.lend(1), d.lend(2)
@@ -54,9 +78,13 @@ func TestEngineOverUCXKilled(t *testing.T) {
 	_ = c.cmd.Wait()
 	for _, l := range []lease{a, b} {
 		info := d.failedProven(l)
-		require.True(t, info.Fenced && !info.Contained, "over tcp in Checked mode the revocation proves: %+v", info)
+		require.True(t, info.Fenced && !info.Contained, "in Checked mode the revocation proves, over %s too: %+v", tls, info)
 	}
-	require.Equal(t, uint64(1), d.recv.Stats().PeersLost)
+	lost := uint64(1)
+	if tls == "sm" {
+		lost = 0 // shared memory reports no dead peer
+	}
+	require.Equal(t, lost, d.recv.Stats().PeersLost)
 	d.idle()
 
 	reborn := startChild(t, d, 2)
@@ -80,7 +108,13 @@ func TestEngineOverUCXKilled(t *testing.T) {
 // prefill replays the old offers — refused, no slot changes — and then
 // serves the new requests.
 func TestEngineOverUCXPaused(t *testing.T) {
-	d := newDecode(t, 5*time.Second)
+	for _, tls := range tlss {
+		t.Run(tls, func(t *testing.T) { paused(t, tls) })
+	}
+}
+
+func paused(t *testing.T, tls string) {
+	d := newDecode(t, tls, 5*time.Second)
 	c := startChild(t, d, 1)
 	c.do("mute")
 	a, b := d.lend(1), d.lend(2)
