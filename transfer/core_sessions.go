@@ -59,7 +59,14 @@ func (l Limits) validate() error {
 // to every session it touches, and shutdown.
 type Sessions struct {
 	limits Limits
-	live   map[SessionKey]*Cohort
+	live   map[SessionKey]*Cohort // every session held, retired ones included
+	// active is live less the retired sessions: the ones whose deadlines a
+	// clock move applies. forget holds the retired ones by when they may be
+	// forgotten. Together they make a clock move cost O(active + what is
+	// forgotten), not O(held): a receiver retires thousands of sessions a
+	// second and must hold each for Window.
+	active map[SessionKey]*Cohort
+	forget forgetHeap
 	tombs  map[SessionKey]time.Time // key → when it may be forgotten
 	shut   bool
 	now    time.Time
@@ -70,7 +77,8 @@ func NewSessions(limits Limits) (*Sessions, error) {
 	if err := limits.validate(); err != nil {
 		return nil, err
 	}
-	return &Sessions{limits: limits, live: map[SessionKey]*Cohort{}, tombs: map[SessionKey]time.Time{}}, nil
+	return &Sessions{limits: limits, live: map[SessionKey]*Cohort{}, active: map[SessionKey]*Cohort{},
+		tombs: map[SessionKey]time.Time{}}, nil
 }
 
 // advance moves the table's clock (never backwards), forgets tombstones and
@@ -81,11 +89,15 @@ func (s *Sessions) advance(now time.Time) {
 		now = s.now
 	}
 	s.now = now
-	maps.DeleteFunc(s.tombs, func(_ SessionKey, until time.Time) bool { return !now.Before(until) })
-	maps.DeleteFunc(s.live, func(_ SessionKey, c *Cohort) bool {
-		return c.retired && !now.Before(c.submitted.Add(s.limits.Window))
-	})
-	for _, c := range s.live {
+	if len(s.tombs) > 0 {
+		maps.DeleteFunc(s.tombs, func(_ SessionKey, until time.Time) bool { return !now.Before(until) })
+	}
+	for len(s.forget) > 0 && !now.Before(s.forget[0].until) {
+		delete(s.live, s.forget.pop().key)
+	}
+	// A retired session's advance only moves its own clock, which its next
+	// input (all refused) moves anyway.
+	for _, c := range s.active {
 		c.advance(now)
 	}
 }
@@ -125,6 +137,7 @@ func (s *Sessions) Create(now time.Time, cfg CohortConfig) error {
 		return err
 	}
 	s.live[key] = c
+	s.active[key] = c
 	return nil
 }
 
@@ -197,7 +210,12 @@ func (s *Sessions) Retire(now time.Time, key SessionKey) error {
 	if err != nil {
 		return err
 	}
-	return c.Retire(now)
+	if err := c.Retire(now); err != nil {
+		return err
+	}
+	delete(s.active, key)
+	s.forget.push(forgetAt{until: c.submitted.Add(s.limits.Window), key: key})
+	return nil
 }
 
 // PeerLost tells every session with an accessor of that incarnation of peer
@@ -292,11 +310,11 @@ func (s *Sessions) NextDeadline() time.Time {
 			next = t
 		}
 	}
-	for _, c := range s.live {
+	for _, c := range s.active {
 		earlier(c.NextDeadline())
-		if c.retired {
-			earlier(c.submitted.Add(s.limits.Window))
-		}
+	}
+	if len(s.forget) > 0 {
+		earlier(s.forget[0].until)
 	}
 	for _, until := range s.tombs {
 		earlier(until)
@@ -357,12 +375,63 @@ func (s *Sessions) keys() []SessionKey {
 
 // settling counts the sessions whose pages may still become reusable: not
 // reusable yet, and not contained (a contained session never becomes so).
+// A retired session was reusable when it retired, and takes no input after.
 func (s *Sessions) settling() int {
 	n := 0
-	for _, c := range s.live {
+	for _, c := range s.active {
 		if !c.Physical().Reusable() && !c.contained {
 			n++
 		}
 	}
 	return n
+}
+
+// forgetAt is when a retired session's key may be forgotten.
+type forgetAt struct {
+	until time.Time
+	key   SessionKey
+}
+
+// forgetHeap is a binary min-heap of forgetAt by until (container/heap is
+// not among what a core file imports).
+type forgetHeap []forgetAt
+
+func (h forgetHeap) less(i, j int) bool { return h[i].until.Before(h[j].until) }
+
+func (h *forgetHeap) push(f forgetAt) {
+	*h = append(*h, f)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !a.less(i, up) {
+			break
+		}
+		a[i], a[up] = a[up], a[i]
+		i = up
+	}
+}
+
+func (h *forgetHeap) pop() forgetAt {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a[last] = forgetAt{}
+	a = a[:last]
+	for i := 0; ; {
+		l, r, least := 2*i+1, 2*i+2, i
+		if l < len(a) && a.less(l, least) {
+			least = l
+		}
+		if r < len(a) && a.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		a[i], a[least] = a[least], a[i]
+		i = least
+	}
+	*h = a
+	return top
 }
