@@ -307,6 +307,7 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "promotion off): the gap between the last two is the stack's own, the rest the promotion's copy.")
 	fmt.Fprintln(w)
 	renderLayers(w, r)
+	renderUCX(w, r)
 	fmt.Fprintln(w, "## Every benchmark")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| benchmark | metrics (median of runs) |")
