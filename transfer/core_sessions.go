@@ -67,9 +67,16 @@ type Sessions struct {
 	// second and must hold each for Window.
 	active map[SessionKey]*Cohort
 	forget forgetHeap
-	tombs  map[SessionKey]time.Time // key → when it may be forgotten
-	shut   bool
-	now    time.Time
+	// due is the earliest deadline of an active session as of the last
+	// walk (zero: none), and stale says an input may have moved one since.
+	// A clock move walks the active sessions only when one of the two says
+	// a deadline may have come: a Receiver polls every session on every
+	// Progress, so a walk per poll made each Progress quadratic.
+	due   time.Time
+	stale bool
+	tombs map[SessionKey]time.Time // key → when it may be forgotten
+	shut  bool
+	now   time.Time
 }
 
 // NewSessions makes an empty table, or reports every mistake in limits.
@@ -95,12 +102,23 @@ func (s *Sessions) advance(now time.Time) {
 	for len(s.forget) > 0 && !now.Before(s.forget[0].until) {
 		delete(s.live, s.forget.pop().key)
 	}
+	if !s.stale && (s.due.IsZero() || now.Before(s.due)) {
+		return // no active session's deadline has come: advancing would change nothing
+	}
 	// A retired session's advance only moves its own clock, which its next
 	// input (all refused) moves anyway.
+	s.due, s.stale = time.Time{}, false
 	for _, c := range s.active {
 		c.advance(now)
+		if d := c.NextDeadline(); !d.IsZero() && (s.due.IsZero() || d.Before(s.due)) {
+			s.due = d
+		}
 	}
 }
+
+// touched notes that an input may have changed an active session's
+// deadlines (or added or retired one): the next clock move walks them.
+func (s *Sessions) touched() { s.stale = true }
 
 // Tick applies every deadline at now.
 func (s *Sessions) Tick(now time.Time) { s.advance(now) }
@@ -111,6 +129,7 @@ func (s *Sessions) Tick(now time.Time) { s.advance(now) }
 // creation, a retired session's included); and when the table is full.
 func (s *Sessions) Create(now time.Time, cfg CohortConfig) error {
 	s.advance(now)
+	defer s.touched()
 	key := cfg.Session
 	switch {
 	case s.shut:
@@ -162,6 +181,7 @@ func (s *Sessions) find(key SessionKey) (*Cohort, error) {
 // request — is refused with ErrUnknownSession.
 func (s *Sessions) Step(now time.Time, ev Evidence) error {
 	s.advance(now)
+	defer s.touched()
 	if err := ev.Validate(); err != nil {
 		return err
 	}
@@ -175,6 +195,7 @@ func (s *Sessions) Step(now time.Time, ev Evidence) error {
 // Expose routes to the session's Cohort.Expose.
 func (s *Sessions) Expose(now time.Time, key SessionKey) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -185,6 +206,7 @@ func (s *Sessions) Expose(now time.Time, key SessionKey) error {
 // ExposeTo routes to the session's Cohort.ExposeTo.
 func (s *Sessions) ExposeTo(now time.Time, key SessionKey, id AccessorID) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -195,6 +217,7 @@ func (s *Sessions) ExposeTo(now time.Time, key SessionKey, id AccessorID) error 
 // Revoked routes to the session's Cohort.Revoked.
 func (s *Sessions) Revoked(now time.Time, key SessionKey, fences bool) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -206,6 +229,7 @@ func (s *Sessions) Revoked(now time.Time, key SessionKey, fences bool) error {
 // remembered for the window, so a replayed creation of it is refused.
 func (s *Sessions) Retire(now time.Time, key SessionKey) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -222,6 +246,7 @@ func (s *Sessions) Retire(now time.Time, key SessionKey) error {
 // (Cohort.PeerLost) and answers how many accessors were marked in all.
 func (s *Sessions) PeerLost(now time.Time, peer Peer, inc Incarnation, reason string) int {
 	s.advance(now)
+	defer s.touched()
 	marked := 0
 	for _, key := range s.keys() {
 		n, _ := s.live[key].PeerLost(now, peer, inc, reason)
@@ -236,6 +261,7 @@ func (s *Sessions) PeerLost(now time.Time, peer Peer, inc Incarnation, reason st
 // Rejected, retryable, and InDoubt — the late creation could still run.
 func (s *Sessions) Cancel(now time.Time, key SessionKey, reason string) CancelResult {
 	s.advance(now)
+	defer s.touched()
 	if c, ok := s.live[key]; ok {
 		return c.Cancel(now, reason)
 	}
@@ -259,6 +285,7 @@ func (s *Sessions) Cancel(now time.Time, key SessionKey, reason string) CancelRe
 // tombstoned key, NotFound for an unknown one.
 func (s *Sessions) Fence(now time.Time, key SessionKey) Logical {
 	s.advance(now)
+	defer s.touched()
 	if c, ok := s.live[key]; ok {
 		return c.Fence(now)
 	}
@@ -326,6 +353,7 @@ func (s *Sessions) NextDeadline() time.Time {
 // session not retired, and reports at now (see Report).
 func (s *Sessions) Shutdown(now time.Time) ShutdownResult {
 	s.advance(now)
+	defer s.touched()
 	s.shut = true
 	for _, key := range s.keys() {
 		if c := s.live[key]; !c.retired {
