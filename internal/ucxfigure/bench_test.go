@@ -142,8 +142,9 @@ func newRig(b *testing.B, size int, tr transfer.Transport, offer func(peer.Offer
 	return r
 }
 
+// must fails the benchmark on err. No b.Helper: it is called in the
+// measured loop, and Helper walks the stack.
 func must(b *testing.B, err error) {
-	b.Helper()
 	if err != nil {
 		b.Fatal(err)
 	}
