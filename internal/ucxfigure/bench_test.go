@@ -99,16 +99,15 @@ func benchPair(b *testing.B, tls string, size int) {
 // rig is the decode side: the shipped engine lending its staging slots
 // through a Receiver, driven by the benchmark's one goroutine (the owner).
 type rig struct {
-	b      *testing.B
-	size   int
-	dev    *gsim.Device
-	pages  []gpu.DevicePtr // device pages, one per lease in flight
-	recv   *peer.Receiver
-	eng    *readiness.Engine
-	pump   func() // moves the transfers on: the Receiver's Progress, and the simulated network's
-	src    [][]byte
-	next   transfer.RequestID
-	served uint64
+	b     *testing.B
+	size  int
+	dev   *gsim.Device
+	pages []gpu.DevicePtr // device pages, one per lease in flight
+	recv  *peer.Receiver
+	eng   *readiness.Engine
+	pump  func() // moves the transfers on: the Receiver's Progress, and the simulated network's
+	src   [][]byte
+	next  transfer.RequestID
 }
 
 func newRig(b *testing.B, size int, tr transfer.Transport, offer func(peer.Offer) error) *rig {
