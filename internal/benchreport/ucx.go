@@ -52,28 +52,37 @@ func renderUCX(w io.Writer, r *report) {
 	fmt.Fprintln(w, "`engine ÷ perftest` is the median of the runs' own ratios (each pair measured back to back), the")
 	fmt.Fprintln(w, "MB/s columns the medians of each side. `instant` is the same lifecycle in one process over")
 	fmt.Fprintln(w, "`transfer/sim`: what a transfer costs the engine, the receiver and two page copies with no real")
-	fmt.Fprintln(w, "network — an upper bound, as stepping the simulated network is about a quarter of its CPU. Both")
+	fmt.Fprintln(w, "network — an upper bound, as stepping the simulated network is about a quarter of its CPU. Over")
+	fmt.Fprintln(w, "shared memory `ucx_perftest`'s buffers come from UCX's allocator (shared memory both processes")
+	fmt.Fprintln(w, "map), so its put is a `memcpy`; the same test with ordinary memory (`UCX_ALLOC_PRIO=heap`, as the")
+	fmt.Fprintln(w, "engine's pages are) is measured beside it, in view. Both")
 	fmt.Fprintln(w, "processes of each side share this machine's CPUs (and whatever else runs there): see docs/ucx.md")
 	fmt.Fprintln(w, "for what the gap is made of, and how far the load moves each run.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| transport | page | ucx_perftest MB/s | engine MB/s | engine ÷ perftest | instant ns/transfer | instant ÷ engine (ns) |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| transport | page | ucx_perftest MB/s | engine MB/s | engine ÷ perftest | ucx_perftest, heap memory, MB/s | engine ÷ it, in view | instant ns/transfer | instant ÷ engine (ns) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	cell := func(v float64, ok bool) string {
+		if !ok {
+			return "not measured"
+		}
+		return num(v)
+	}
 	for _, tls := range ucxTransports {
 		for _, page := range ucxPages {
 			name := ucxName(tls, page)
 			pt, ok1 := r.metric(name, "perftest-MB/s")
 			en, ok2 := r.metric(name, "MB/s")
 			rt, ok5 := r.metric(name, "engine/perftest")
+			hp, ok6 := r.metric(name, "perftest-heap-MB/s")
+			hr, ok7 := r.metric(name, "engine/perftest-heap")
 			enNs, ok3 := r.metric(name, "ns/op")
 			in, ok4 := r.metric(ucxFigure+"instant/page="+page, "ns/op")
-			cell := func(v float64, ok bool) string {
-				if !ok {
-					return "not measured"
-				}
-				return num(v)
+			heap, heapRatio := cell(hp, ok6), cell(hr, ok7)
+			if tls == "tcp" {
+				heap, heapRatio = "—", "—" // UCX allocates no shared memory for tcp
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", tls, page, cell(pt, ok1), cell(en, ok2),
-				cell(rt, ok5), cell(in, ok4), cell(safeDiv(in, enNs), ok3 && ok4 && enNs > 0))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tls, page, cell(pt, ok1), cell(en, ok2),
+				cell(rt, ok5), heap, heapRatio, cell(in, ok4), cell(safeDiv(in, enNs), ok3 && ok4 && enNs > 0))
 		}
 	}
 	fmt.Fprintln(w)

@@ -48,7 +48,9 @@ var figureTransports = []string{"tcp", "sm"}
 // decode's readiness.Engine lending one-page leases, inFlight at a time,
 // through a peer.Receiver over transfer/ucx (Checked), the prefill a
 // peer.Sender in a child process, each lease lent, served, proven and
-// released. engine/perftest is their ratio. instant is the same engine
+// released. engine/perftest is their ratio. Over shared memory the same
+// ucx_perftest with ordinary (heap) memory is measured too, in view:
+// perftest-heap-MB/s and engine/perftest-heap. instant is the same engine
 // lifecycle over transfer/sim in this process, a scripted honest writer:
 // what a transfer costs with no network, beside it.
 func BenchmarkUCXTransfer(b *testing.B) {
@@ -85,6 +87,16 @@ func benchPair(b *testing.B, tls string, size int) {
 	defer cancel()
 	p, err := RunPerftest(ctx, PerftestConfig{Transports: tls, Size: size, Iterations: b.N, Warmup: min(b.N/10, 1000)})
 	must(b, err)
+	// Over shared memory ucx_perftest's own buffers come from UCX's
+	// allocator (posix/sysv shared memory), so its put is a memcpy into
+	// memory both processes map; the engine's pages are ordinary memory.
+	// The same test with ordinary memory is reported beside it, in view.
+	var heap Perftest
+	if tls != "tcp" {
+		heap, err = RunPerftest(ctx, PerftestConfig{Transports: tls, Size: size, Iterations: b.N, Warmup: min(b.N/10, 1000),
+			Env: []string{"UCX_ALLOC_PRIO=heap"}})
+		must(b, err)
+	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -94,6 +106,10 @@ func benchPair(b *testing.B, tls string, size int) {
 	engine := float64(b.N) * float64(size) / b.Elapsed().Seconds()
 	b.ReportMetric(p.BytesPerSec/1e6, "perftest-MB/s")
 	b.ReportMetric(engine/p.BytesPerSec, "engine/perftest")
+	if heap.BytesPerSec > 0 {
+		b.ReportMetric(heap.BytesPerSec/1e6, "perftest-heap-MB/s")
+		b.ReportMetric(engine/heap.BytesPerSec, "engine/perftest-heap")
+	}
 }
 
 // rig is the decode side: the shipped engine lending its staging slots
