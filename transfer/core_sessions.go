@@ -59,10 +59,24 @@ func (l Limits) validate() error {
 // to every session it touches, and shutdown.
 type Sessions struct {
 	limits Limits
-	live   map[SessionKey]*Cohort
-	tombs  map[SessionKey]time.Time // key → when it may be forgotten
-	shut   bool
-	now    time.Time
+	live   map[SessionKey]*Cohort // every session held, retired ones included
+	// active is live less the retired sessions: the ones whose deadlines a
+	// clock move applies. forget holds the retired ones by when they may be
+	// forgotten. Together they make a clock move cost O(active + what is
+	// forgotten), not O(held): a receiver retires thousands of sessions a
+	// second and must hold each for Window.
+	active map[SessionKey]*Cohort
+	forget forgetHeap
+	// due is the earliest deadline of an active session as of the last
+	// walk (zero: none), and stale says an input may have moved one since.
+	// A clock move walks the active sessions only when one of the two says
+	// a deadline may have come: a Receiver polls every session on every
+	// Progress, so a walk per poll made each Progress quadratic.
+	due   time.Time
+	stale bool
+	tombs map[SessionKey]time.Time // key → when it may be forgotten
+	shut  bool
+	now   time.Time
 }
 
 // NewSessions makes an empty table, or reports every mistake in limits.
@@ -70,7 +84,8 @@ func NewSessions(limits Limits) (*Sessions, error) {
 	if err := limits.validate(); err != nil {
 		return nil, err
 	}
-	return &Sessions{limits: limits, live: map[SessionKey]*Cohort{}, tombs: map[SessionKey]time.Time{}}, nil
+	return &Sessions{limits: limits, live: map[SessionKey]*Cohort{}, active: map[SessionKey]*Cohort{},
+		tombs: map[SessionKey]time.Time{}}, nil
 }
 
 // advance moves the table's clock (never backwards), forgets tombstones and
@@ -81,14 +96,29 @@ func (s *Sessions) advance(now time.Time) {
 		now = s.now
 	}
 	s.now = now
-	maps.DeleteFunc(s.tombs, func(_ SessionKey, until time.Time) bool { return !now.Before(until) })
-	maps.DeleteFunc(s.live, func(_ SessionKey, c *Cohort) bool {
-		return c.retired && !now.Before(c.submitted.Add(s.limits.Window))
-	})
-	for _, c := range s.live {
+	if len(s.tombs) > 0 {
+		maps.DeleteFunc(s.tombs, func(_ SessionKey, until time.Time) bool { return !now.Before(until) })
+	}
+	for len(s.forget) > 0 && !now.Before(s.forget[0].until) {
+		delete(s.live, s.forget.pop().key)
+	}
+	if !s.stale && (s.due.IsZero() || now.Before(s.due)) {
+		return // no active session's deadline has come: advancing would change nothing
+	}
+	// A retired session's advance only moves its own clock, which its next
+	// input (all refused) moves anyway.
+	s.due, s.stale = time.Time{}, false
+	for _, c := range s.active {
 		c.advance(now)
+		if d := c.NextDeadline(); !d.IsZero() && (s.due.IsZero() || d.Before(s.due)) {
+			s.due = d
+		}
 	}
 }
+
+// touched notes that an input may have changed an active session's
+// deadlines (or added or retired one): the next clock move walks them.
+func (s *Sessions) touched() { s.stale = true }
 
 // Tick applies every deadline at now.
 func (s *Sessions) Tick(now time.Time) { s.advance(now) }
@@ -99,6 +129,7 @@ func (s *Sessions) Tick(now time.Time) { s.advance(now) }
 // creation, a retired session's included); and when the table is full.
 func (s *Sessions) Create(now time.Time, cfg CohortConfig) error {
 	s.advance(now)
+	defer s.touched()
 	key := cfg.Session
 	switch {
 	case s.shut:
@@ -125,6 +156,7 @@ func (s *Sessions) Create(now time.Time, cfg CohortConfig) error {
 		return err
 	}
 	s.live[key] = c
+	s.active[key] = c
 	return nil
 }
 
@@ -149,6 +181,7 @@ func (s *Sessions) find(key SessionKey) (*Cohort, error) {
 // request — is refused with ErrUnknownSession.
 func (s *Sessions) Step(now time.Time, ev Evidence) error {
 	s.advance(now)
+	defer s.touched()
 	if err := ev.Validate(); err != nil {
 		return err
 	}
@@ -162,6 +195,7 @@ func (s *Sessions) Step(now time.Time, ev Evidence) error {
 // Expose routes to the session's Cohort.Expose.
 func (s *Sessions) Expose(now time.Time, key SessionKey) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -172,6 +206,7 @@ func (s *Sessions) Expose(now time.Time, key SessionKey) error {
 // ExposeTo routes to the session's Cohort.ExposeTo.
 func (s *Sessions) ExposeTo(now time.Time, key SessionKey, id AccessorID) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -182,6 +217,7 @@ func (s *Sessions) ExposeTo(now time.Time, key SessionKey, id AccessorID) error 
 // Revoked routes to the session's Cohort.Revoked.
 func (s *Sessions) Revoked(now time.Time, key SessionKey, fences bool) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
@@ -193,17 +229,24 @@ func (s *Sessions) Revoked(now time.Time, key SessionKey, fences bool) error {
 // remembered for the window, so a replayed creation of it is refused.
 func (s *Sessions) Retire(now time.Time, key SessionKey) error {
 	s.advance(now)
+	defer s.touched()
 	c, err := s.find(key)
 	if err != nil {
 		return err
 	}
-	return c.Retire(now)
+	if err := c.Retire(now); err != nil {
+		return err
+	}
+	delete(s.active, key)
+	s.forget.push(forgetAt{until: c.submitted.Add(s.limits.Window), key: key})
+	return nil
 }
 
 // PeerLost tells every session with an accessor of that incarnation of peer
 // (Cohort.PeerLost) and answers how many accessors were marked in all.
 func (s *Sessions) PeerLost(now time.Time, peer Peer, inc Incarnation, reason string) int {
 	s.advance(now)
+	defer s.touched()
 	marked := 0
 	for _, key := range s.keys() {
 		n, _ := s.live[key].PeerLost(now, peer, inc, reason)
@@ -218,6 +261,7 @@ func (s *Sessions) PeerLost(now time.Time, peer Peer, inc Incarnation, reason st
 // Rejected, retryable, and InDoubt — the late creation could still run.
 func (s *Sessions) Cancel(now time.Time, key SessionKey, reason string) CancelResult {
 	s.advance(now)
+	defer s.touched()
 	if c, ok := s.live[key]; ok {
 		return c.Cancel(now, reason)
 	}
@@ -241,6 +285,7 @@ func (s *Sessions) Cancel(now time.Time, key SessionKey, reason string) CancelRe
 // tombstoned key, NotFound for an unknown one.
 func (s *Sessions) Fence(now time.Time, key SessionKey) Logical {
 	s.advance(now)
+	defer s.touched()
 	if c, ok := s.live[key]; ok {
 		return c.Fence(now)
 	}
@@ -292,11 +337,11 @@ func (s *Sessions) NextDeadline() time.Time {
 			next = t
 		}
 	}
-	for _, c := range s.live {
+	for _, c := range s.active {
 		earlier(c.NextDeadline())
-		if c.retired {
-			earlier(c.submitted.Add(s.limits.Window))
-		}
+	}
+	if len(s.forget) > 0 {
+		earlier(s.forget[0].until)
 	}
 	for _, until := range s.tombs {
 		earlier(until)
@@ -308,6 +353,7 @@ func (s *Sessions) NextDeadline() time.Time {
 // session not retired, and reports at now (see Report).
 func (s *Sessions) Shutdown(now time.Time) ShutdownResult {
 	s.advance(now)
+	defer s.touched()
 	s.shut = true
 	for _, key := range s.keys() {
 		if c := s.live[key]; !c.retired {
@@ -357,12 +403,63 @@ func (s *Sessions) keys() []SessionKey {
 
 // settling counts the sessions whose pages may still become reusable: not
 // reusable yet, and not contained (a contained session never becomes so).
+// A retired session was reusable when it retired, and takes no input after.
 func (s *Sessions) settling() int {
 	n := 0
-	for _, c := range s.live {
+	for _, c := range s.active {
 		if !c.Physical().Reusable() && !c.contained {
 			n++
 		}
 	}
 	return n
+}
+
+// forgetAt is when a retired session's key may be forgotten.
+type forgetAt struct {
+	until time.Time
+	key   SessionKey
+}
+
+// forgetHeap is a binary min-heap of forgetAt by until (container/heap is
+// not among what a core file imports).
+type forgetHeap []forgetAt
+
+func (h forgetHeap) less(i, j int) bool { return h[i].until.Before(h[j].until) }
+
+func (h *forgetHeap) push(f forgetAt) {
+	*h = append(*h, f)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !a.less(i, up) {
+			break
+		}
+		a[i], a[up] = a[up], a[i]
+		i = up
+	}
+}
+
+func (h *forgetHeap) pop() forgetAt {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a[last] = forgetAt{}
+	a = a[:last]
+	for i := 0; ; {
+		l, r, least := 2*i+1, 2*i+2, i
+		if l < len(a) && a.less(l, least) {
+			least = l
+		}
+		if r < len(a) && a.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		a[i], a[least] = a[least], a[i]
+		i = least
+	}
+	*h = a
+	return top
 }

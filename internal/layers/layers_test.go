@@ -67,14 +67,15 @@ var rank = map[string]int{
 	"transfer/transporttest": 5,
 
 	// On top.
-	"proptest":          6,
-	"simulate":          6,
-	"cabi":              7,
-	"cmd/kvready":       7,
-	"proptest/mutants":  7,
-	"internal/layers":   7,
-	"internal/peerucx":  6, // two-process tests of the engine over backend/peer over transfer/ucx: test files only
-	"examples/shutdown": 7, // the Ctrl-C pattern for Go embedders: a program, imported by nothing
+	"proptest":           6,
+	"simulate":           6,
+	"cabi":               7,
+	"cmd/kvready":        7,
+	"proptest/mutants":   7,
+	"internal/layers":    7,
+	"internal/peerucx":   6, // two-process tests of the engine over backend/peer over transfer/ucx: test files only
+	"internal/ucxfigure": 6, // SPEC §5's UCX figure: ucx_perftest's runner and parser; the engine in its test files only
+	"examples/shutdown":  7, // the Ctrl-C pattern for Go embedders: a program, imported by nothing
 }
 
 type listed struct {
