@@ -14,7 +14,11 @@ import (
 type List struct {
 	mu    sync.Mutex
 	fired bool
-	fs    []func()
+	// first is the first callback, kept apart so that an attempt with one
+	// callback (the common case: the engine's, or a stack's over its tier)
+	// allocates no slice for it — an allocation every lease would pay.
+	first func()
+	fs    []func() // the callbacks after first, in order
 }
 
 // Add arranges for f to be called once: by Fire, or at once, on the calling
@@ -29,7 +33,11 @@ func (l *List) Add(f func()) {
 		f()
 		return
 	}
-	l.fs = append(l.fs, f)
+	if l.first == nil {
+		l.first = f
+	} else {
+		l.fs = append(l.fs, f)
+	}
 	l.mu.Unlock()
 }
 
@@ -38,9 +46,12 @@ func (l *List) Add(f func()) {
 // does nothing.
 func (l *List) Fire() {
 	l.mu.Lock()
-	fs := l.fs
-	l.fs, l.fired = nil, true
+	first, fs := l.first, l.fs
+	l.first, l.fs, l.fired = nil, nil, true
 	l.mu.Unlock()
+	if first != nil {
+		first()
+	}
 	for _, f := range fs {
 		f()
 	}

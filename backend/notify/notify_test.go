@@ -29,6 +29,22 @@ func TestEveryCallbackIsCalledExactlyOnce(t *testing.T) {
 }
 
 // Adds racing the Fire are each called exactly once, whichever side wins.
+func TestCallbacksAreCalledInTheOrderAdded(t *testing.T) {
+	for _, n := range []int{1, 2, 5} {
+		var l notify.List
+		var got []int
+		for i := range n {
+			l.Add(func() { got = append(got, i) })
+		}
+		l.Fire()
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		assert.Equal(t, want, got, "%d callbacks", n)
+	}
+}
+
 func TestAddRacingFire(t *testing.T) {
 	for range 100 {
 		var l notify.List

@@ -376,6 +376,10 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 		next = a.b.nextFetcher(p.tier + 1)
 	}
 	switch {
+	case next < 0 && len(a.parts) == 1:
+		// The one part, judged on this step: verdict has just polled it
+		// twice, so a recheck would only poll it a third time.
+		a.latch(contract.Delivered{Served: a.served})
 	case next < 0:
 		a.latch(a.recheck(contract.Delivered{Served: a.served}))
 	case a.cancelRequested():
@@ -399,11 +403,24 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 		a.watch(q)
 		return
 	}
-	if _, ok := a.Poll().(contract.Delivered); ok {
+	if _, ok := a.Poll().(contract.Delivered); ok && a.promotes() {
 		a.promote()
 		return
 	}
 	a.doneSubmitting()
+}
+
+// promotes reports whether some fetch part of the attempt was answered by a
+// tier with a publisher above it: only then can there be anything to
+// promote. Only the chain's own step calls it, once the chain has ended, so
+// it reads the parts without the lock (no step adds one any more).
+func (a *attempt) promotes() bool {
+	for _, p := range a.parts {
+		if p.role == roleFetch && len(a.b.uppers[p.tier]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // published latches a write-through publication's outcome once every tier
@@ -627,9 +644,6 @@ type promotion struct {
 // promotions lists what a delivered fetch promotes (nothing when promotion
 // is off, or every unit was served by a tier with no publisher above it).
 func (a *attempt) promotions() []promotion {
-	if !a.b.promote {
-		return nil
-	}
 	var out []promotion
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -642,12 +656,7 @@ func (a *attempt) promotions() []promotion {
 		if d.Served.Len() == 0 {
 			continue
 		}
-		var uppers []int
-		for j := range p.tier {
-			if a.b.tiers[j].Publisher != nil {
-				uppers = append(uppers, j)
-			}
-		}
+		uppers := a.b.uppers[p.tier]
 		if len(uppers) == 0 {
 			continue
 		}
@@ -770,8 +779,14 @@ func (a *attempt) count(p *part, o contract.Outcome) {
 	case roleFetch:
 		c.handed.Add(n)
 		if delivered {
-			c.hits.Add(uint64(d.Served.Len()))
-			c.misses.Add(n - uint64(d.Served.Len()))
+			// Counters every core adds to: an add of nothing is skipped
+			// (a local hit has no misses), not paid for.
+			if hit := uint64(d.Served.Len()); hit > 0 {
+				c.hits.Add(hit)
+			}
+			if miss := n - uint64(d.Served.Len()); miss > 0 {
+				c.misses.Add(miss)
+			}
 		} else {
 			c.failed.Add(n)
 		}

@@ -39,7 +39,12 @@ import (
 //     MB/s counts the lease's bytes. The figure: redis ≥ 0.9× redis-alone.
 //     In view, redis-unpromoted/row=SIZE: the same chain (a local miss, then
 //     Redis) with promotion off, its local tier always empty: what the
-//     promotion's copy costs, apart from the stack's own.
+//     promotion's copy costs, apart from the stack's own. And
+//     promotion/row=SIZE: the promotion's own work with no Redis and no
+//     stack — the publication of a lease's rows into a local tier at
+//     capacity, evicting the other lease's, to its proof — whose MB/s bound
+//     the figure while the copy is on the lease's path (rule 19):
+//     redis ÷ redis-alone ≤ 1 / (1 + redis-alone MB/s ÷ promotion MB/s).
 func BenchmarkTiers(b *testing.B) {
 	b.Run("local-hit", func(b *testing.B) { benchLocal(b, true) })
 	b.Run("mem-alone", func(b *testing.B) { benchLocal(b, false) })
@@ -76,6 +81,7 @@ func BenchmarkTiers(b *testing.B) {
 		b.Run("redis/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.stack) })
 		b.Run("redis-alone/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.store) })
 		b.Run("redis-unpromoted/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.unpromoted) })
+		b.Run("promotion/row="+size.name, func(b *testing.B) { benchPromotion(b, size.bytes) })
 	}
 	for _, r := range made {
 		r.check(b)
@@ -337,5 +343,61 @@ func (r *redisBench) check(b *testing.B) {
 	st = r.unpromoted.Stats()
 	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != 0 || r.empty.Len() != 0 {
 		b.Fatalf("unpromoted: local %+v, redis %+v; want every row a local miss served by Redis, none promoted", st[0], st[1])
+	}
+}
+
+// benchPromotion measures what a promotion of a redisBench lease does, alone:
+// a publication of its redisUnits rows, from the staging rows, into a
+// backend/mem tier bounded to one lease's rows and holding the other
+// lease's (each publication evicts them and recycles their bytes), to its
+// proof — the copy, the store's work and the hand-off to its goroutine,
+// without Redis and without the stack.
+func benchPromotion(b *testing.B, slot int) {
+	rows := &memory{}
+	for i := range redisUnits {
+		rows.rows = append(rows.rows, bytes.Repeat([]byte{byte(i)}, slot))
+	}
+	local, err := mem.New(rows, mem.WithCapacityBytes(int64(redisUnits*slot)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = local.Close() }()
+	var exts [2]contract.CacheExtent
+	for e := range exts {
+		units := make([]contract.Unit, redisUnits)
+		for i := range units {
+			units[i] = contract.Unit{Name: benchName(e<<8 | i), LocalGroup: 0, Local: i}
+		}
+		if exts[e], err = contract.NewCacheExtent([]byte(extName), units, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	publish := func(e int) {
+		a, err := local.Publish(exts[e])
+		if err != nil {
+			b.Fatal(err)
+		}
+		list := []contract.Attempt{a}
+		if ok, err := local.Quiesce(ctx, list); !ok || err != nil {
+			b.Fatalf("Quiesce: %v %v", ok, err)
+		}
+		if d, ok := a.Poll().(contract.Delivered); !ok || d.Served.Len() != redisUnits {
+			b.Fatalf("outcome %v; want %d rows stored", a.Poll(), redisUnits)
+		}
+	}
+	publish(0)
+	publish(1) // at capacity from here on: each publication evicts the other lease's rows
+	evicted := local.Evictions()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		publish(i & 1)
+		i++
+	}
+	b.StopTimer()
+	b.SetBytes(int64(redisUnits * slot))
+	if got, want := local.Evictions()-evicted, uint64(i*redisUnits); got != want {
+		b.Fatalf("%d rows evicted over %d publications; want %d: every publication at capacity", got, i, want)
 	}
 }

@@ -9,22 +9,39 @@ import (
 // handed out — whose channel is made only for a caller that waits on it:
 // the engine asks without waiting (Poll, TryQuiesce, Notify), so most
 // attempts never need one, and each channel made is an allocation a lease
-// would pay (SPEC §5's tier figure counts them).
+// would pay (SPEC §5's tier figure counts them). Firing a signal nobody
+// waits on takes no lock either: set and made are a Dekker pair (fire sets
+// set, then reads made; wait sets made, then reads set; Go's atomics are
+// sequentially consistent), so at least one of the two sees the other and
+// closes the channel, under mu, once.
 type signal struct {
-	set atomic.Bool
-	mu  sync.Mutex
-	ch  chan struct{}
+	set    atomic.Bool
+	made   atomic.Bool // ch was made: a firing must close it
+	mu     sync.Mutex
+	ch     chan struct{}
+	closed bool // ch is closed (under mu)
 }
+
+// closedChan is what wait answers once the signal fired: no channel made.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // fire sets the signal, once; later calls do nothing.
 func (s *signal) fire() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.set.Load() {
+	if s.set.Swap(true) || !s.made.Load() {
 		return
 	}
-	s.set.Store(true)
-	if s.ch != nil {
+	s.mu.Lock()
+	s.closeLocked()
+	s.mu.Unlock()
+}
+
+func (s *signal) closeLocked() {
+	if s.ch != nil && !s.closed {
+		s.closed = true
 		close(s.ch)
 	}
 }
@@ -34,13 +51,17 @@ func (s *signal) isSet() bool { return s.set.Load() }
 
 // wait is a channel closed once the signal fired.
 func (s *signal) wait() <-chan struct{} {
+	if s.set.Load() {
+		return closedChan
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch == nil {
 		s.ch = make(chan struct{})
-		if s.set.Load() {
-			close(s.ch)
-		}
+		s.made.Store(true)
+	}
+	if s.set.Load() {
+		s.closeLocked()
 	}
 	return s.ch
 }

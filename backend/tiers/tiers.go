@@ -98,6 +98,11 @@ type Backend struct {
 	wait    time.Duration
 	promote bool
 	stats   []tierCounters
+	// uppers[i] is the tiers above tier i that publish: where a unit tier i
+	// served is promoted. Empty for every tier when promotion is off, so a
+	// lease served by tiers with nothing above them skips promotion without
+	// looking at its parts.
+	uppers [][]int
 
 	closed   chan struct{}
 	closing  sync.Once
@@ -144,6 +149,14 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.stats = make([]tierCounters, len(tiers))
+	b.uppers = make([][]int, len(tiers))
+	for i := range tiers {
+		for j := range i {
+			if b.promote && tiers[j].Publisher != nil {
+				b.uppers[i] = append(b.uppers[i], j)
+			}
+		}
+	}
 	b.watching.tick = max(b.wait/ticksPerWait, 1)
 	b.watching.timer = time.AfterFunc(time.Hour, b.expireDue)
 	b.watching.timer.Stop()

@@ -48,6 +48,20 @@ func ratio(num, numUnit, den, denUnit string) func(*report) (float64, bool) {
 	}
 }
 
+// copyBound is the most a rate through a stack can reach, beside alone's,
+// when a step that moves the same bytes at step's rate (MB/s) is added, in
+// series, to every operation: 1 / (1 + alone/step).
+func copyBound(alone, step string) func(*report) (float64, bool) {
+	return func(r *report) (float64, bool) {
+		a, ok1 := r.metric(alone, "MB/s")
+		c, ok2 := r.metric(step, "MB/s")
+		if !ok1 || !ok2 || c == 0 {
+			return 0, false
+		}
+		return 1 / (1 + a/c), true
+	}
+}
+
 // ratioToBest is num's metric over the largest of the refs' (the best
 // reference, for a metric where more is better), or not measured unless every
 // ref was measured: a figure against the best of fewer references would
@@ -193,6 +207,12 @@ func init() {
 			unit:    "×",
 			goal:    "—",
 			measure: "BenchmarkTiers/redis-unpromoted/row=" + row,
+		}, figure{
+			what:    fmt.Sprintf("tiers: the most the figure can be with the promotion's copy on the lease's path, %s rows: 1 ÷ (1 + redis-alone MB/s ÷ promotion MB/s), in view", row),
+			value:   copyBound("BenchmarkTiers/redis-alone/row="+row, "BenchmarkTiers/promotion/row="+row),
+			unit:    "×",
+			goal:    "—",
+			measure: "BenchmarkTiers/promotion/row=" + row,
 		})
 	}
 	// In view: what the publication costs beside the command it must send.
@@ -305,6 +325,9 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "that holds one) and promotes the rows Redis served before the lease's proof, beside")
 	fmt.Fprintln(w, "`redis-alone` (backend/redis, the same two leases) and `redis-unpromoted` (the same stack with")
 	fmt.Fprintln(w, "promotion off): the gap between the last two is the stack's own, the rest the promotion's copy.")
+	fmt.Fprintln(w, "`promotion/row=SIZE` is that copy alone (a publication of the lease's rows into a full local")
+	fmt.Fprintln(w, "tier, to its proof): rule 19 keeps it before the lease's proof, so with it in series the figure")
+	fmt.Fprintln(w, "can be at most 1 ÷ (1 + redis-alone MB/s ÷ promotion MB/s), the bound shown in view.")
 	fmt.Fprintln(w)
 	renderLayers(w, r)
 	renderUCX(w, r)
