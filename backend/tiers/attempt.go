@@ -615,8 +615,8 @@ func (a *attempt) confirm() {
 		return
 	}
 	defer a.confirmed.Store(true)
-	a.mu.Lock() // Poll never blocks: polling under the lock copies nothing
-	defer a.mu.Unlock()
+	// proven is set only once submitted fired (Quiesce and TryQuiesce wait
+	// for it first): the parts are final, and read without the lock.
 	for _, p := range a.parts {
 		if p.role == rolePromote {
 			continue

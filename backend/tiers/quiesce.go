@@ -38,9 +38,11 @@ func (g group) prove() {
 
 // groups gathers the unproven parts of as by (tier, role), in tier order,
 // into gs (a caller's buffer: a proof allocates nothing for the groups).
+// Its callers ask only about attempts whose submitted signal fired: no part
+// is added after it, and its firing (an atomic store the callers read)
+// orders every append before these reads, so they take no lock.
 func (b *Backend) groups(as []*attempt, gs []group) []group {
 	for _, a := range as {
-		a.mu.Lock()
 		for _, p := range a.parts {
 			if p.proven.Load() {
 				continue
@@ -62,7 +64,6 @@ func (b *Backend) groups(as []*attempt, gs []group) []group {
 			}
 			gs[i].add(p)
 		}
-		a.mu.Unlock()
 	}
 	return gs
 }
