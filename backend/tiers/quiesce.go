@@ -18,10 +18,16 @@ type group struct {
 	unprovable bool    // a part escaped without an attempt
 }
 
-func (g *group) add(p *part) {
+// add puts p in the group; left bounds how many more parts may come (the
+// engine asks about a round's attempts at once, 64 in the tier figure: the
+// list is made once, at its full size, not grown part by part).
+func (g *group) add(p *part, left int) {
 	if g.one == nil {
 		g.one = p
 		return
+	}
+	if g.more == nil {
+		g.more = make([]*part, 0, left)
 	}
 	g.more = append(g.more, p)
 }
@@ -42,8 +48,13 @@ func (g group) prove() {
 // is added after it, and its firing (an atomic store the callers read)
 // orders every append before these reads, so they take no lock.
 func (b *Backend) groups(as []*attempt, gs []group) []group {
+	left := 0 // the parts not yet grouped
+	for _, a := range as {
+		left += len(a.parts)
+	}
 	for _, a := range as {
 		for _, p := range a.parts {
+			left--
 			if p.proven.Load() {
 				continue
 			}
@@ -62,7 +73,7 @@ func (b *Backend) groups(as []*attempt, gs []group) []group {
 				gs[i].unprovable = true
 				continue
 			}
-			gs[i].add(p)
+			gs[i].add(p, left+1)
 		}
 	}
 	return gs
@@ -80,6 +91,16 @@ func (g group) attempts() []contract.Attempt {
 		list = append(list, p.at)
 	}
 	return list
+}
+
+// attemptBuf is room for the attempts of list: buf (the caller's, on its
+// stack) when they fit, else made once at their number (the engine asks
+// about a round's attempts at once), not grown one by one.
+func attemptBuf(list []contract.Attempt, buf []*attempt) []*attempt {
+	if len(list) <= cap(buf) {
+		return buf
+	}
+	return make([]*attempt, 0, len(list))
 }
 
 func (b *Backend) prover(g group) interface {
@@ -104,7 +125,7 @@ func (b *Backend) prover(g group) interface {
 // answered turns a Delivered into Failed naming the tier.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
 	var buf [1]*attempt
-	as, err := b.attempts("Quiesce", list, buf[:0])
+	as, err := b.attempts("Quiesce", list, attemptBuf(list, buf[:0]))
 	if err != nil {
 		return false, err
 	}
@@ -168,7 +189,7 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 // say now. A tier's error is the probe's, naming the tier.
 func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 	var buf [1]*attempt
-	as, err := b.attempts("TryQuiesce", list, buf[:0])
+	as, err := b.attempts("TryQuiesce", list, attemptBuf(list, buf[:0]))
 	if err != nil {
 		return contract.AccessUnknown, err
 	}
