@@ -24,9 +24,9 @@ import (
 // the fastest way it can: go-redis with one pipelined MGET (MSET), go-redis
 // reading each value straight into its row (fetch) or one SET NX per key
 // (publish), and rueidis streaming each value into its row (fetch) or one
-// MSET (publish). The backend's MB/s over the best of them is the SPEC §5
-// figure (docs/backend-redis.md, docs/performance.md); the floor is the
-// loopback round trip.
+// MSET (publish). The backend's MB/s over the best of them, measured lease by
+// lease (BenchmarkRedisLeases), is the SPEC §5 figure (docs/backend-redis.md,
+// docs/performance.md); the floor is the loopback round trip.
 //
 // Each variant gets its lease (staging, client, backend) once, not once per
 // ramp-up run of the benchmark, and moves it once before the timer starts:
@@ -36,8 +36,10 @@ import (
 //
 // Names: BenchmarkRedisFetch/row=64KiB, and beside it /bare, /bare-zerocopy
 // and /bare-rueidis, likewise 512KiB and 2MiB; BenchmarkRedisPublish/row=64KiB
-// beside /bare, /bare-setnx and /bare-rueidis, likewise; internal/benchreport
-// reads them.
+// beside /bare, /bare-setnx and /bare-rueidis, likewise (each way on its own,
+// for its absolute MB/s, B/op and allocs/op); BenchmarkRedisLeases/fetch/row=64KiB
+// and /publish/row=64KiB, likewise (every way lease by lease, for the ratios).
+// internal/benchreport reads them.
 
 // benchUnits is how many rows one benchmarked lease moves.
 const benchUnits = 16
