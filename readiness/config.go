@@ -156,7 +156,9 @@ type Config struct {
 	// are unproven (contained at their deadline) and new leases are refused.
 	Health gpu.Health
 
-	// Clock defaults to the system clock.
+	// Clock defaults to the system clock: its monotonic reading, counted from
+	// the wall time the engine was made at, so that a step of the wall clock
+	// moves no deadline.
 	Clock Clock
 	// QuiesceWorkers is the number of goroutines that run each backend's
 	// Quiesce calls (default 4, started with the first call): the contract
