@@ -308,6 +308,19 @@ func (e *Engine) Count(s State) int {
 	return e.core.Count(s)
 }
 
+// Exclusive runs f while the engine runs nothing else: no other call, no
+// round, no callback. The engine's callbacks (Config.OnTransition,
+// OnContainment, OnRecovery) run under the same exclusion, so what they
+// write an embedding can read in f without a lock of its own: a callback that
+// fires for every move (several a lease) then pays no lock per move, and the
+// reader pays one per read. f must not call the engine — it would wait for
+// itself — and should be short: every other caller waits for it.
+func (e *Engine) Exclusive(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f()
+}
+
 // Err returns why the engine halted (ErrHalted wrapping an *InvariantError
 // or a *FatalError), or nil while it runs.
 func (e *Engine) Err() error {
