@@ -363,8 +363,13 @@ func (e *Engine) Progress() int {
 	return e.progress()
 }
 
+// progress runs a round and returns its moves. A round that only landed
+// layers (not a lease's last) moves nothing, yet every wait asleep is woken
+// and WaitLayer looks again (it reads e.cp.landed): otherwise the round that
+// takes a layer's completion, run by a wait the watcher woke for it, would
+// put that wait back to sleep with its layer ready and nothing left to wake it.
 func (e *Engine) progress() int {
-	before := e.core.Moves()
+	before, landed := e.core.Moves(), e.cp.landed
 	e.core.Tick(e.clock.Now())
 	e.perform()
 	e.checkHealth()
@@ -387,7 +392,7 @@ func (e *Engine) progress() int {
 		e.observed()
 	}
 	moved := int(e.core.Moves() - before)
-	if moved > 0 || e.core.Err() != nil {
+	if moved > 0 || e.cp.landed != landed || e.core.Err() != nil {
 		e.wait.broadcast()
 	}
 	return moved
