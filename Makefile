@@ -205,7 +205,7 @@ demo-redis-faults:
 BENCHCOUNT ?= 5
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS) | tee bench.out
-	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkServedMasks|BenchmarkCUDACopyEvent|BenchmarkRedisFetch|BenchmarkRedisPublish|BenchmarkTiers|BenchmarkUCXTransfer)$$' -benchmem \
+	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkServedMasks|BenchmarkCUDACopyEvent|BenchmarkRedisFetch|BenchmarkRedisPublish|BenchmarkRedisLeases|BenchmarkTiers|BenchmarkUCXTransfer)$$' -benchmem \
 		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ ./backend/redis/ ./backend/tiers/ ./internal/ucxfigure/ | tee -a bench.out
 	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
 	@grep -A14 '^## SPEC' docs/performance.md

@@ -12,9 +12,22 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
+
+//export kvready_sim_device_new_instant
+func kvready_sim_device_new_instant(memBytes C.int64_t, out *C.uint64_t) (st C.int) {
+	defer guard(0, &st)
+	if out == nil {
+		return fail(0, invalid("kvready_sim_device_new_instant: device (the out-parameter) is NULL"))
+	}
+	if memBytes <= 0 || memBytes > 1<<36 {
+		return fail(0, invalid("kvready_sim_device_new_instant: %d bytes; want 1 byte to 64 GiB", memBytes))
+	}
+	return newSim(int64(memBytes), []sim.Option{sim.WithLatency(sim.WallClock{}, 0)}, out)
+}
 
 //export kvready_bench_go_lifecycle
 func kvready_bench_go_lifecycle(h C.uint64_t, devh C.uint64_t, reqs *C.kv_crequest, nReqs C.size_t, n C.int64_t, ns *C.int64_t) (st C.int) {
@@ -27,8 +40,8 @@ func kvready_bench_go_lifecycle(h C.uint64_t, devh C.uint64_t, reqs *C.kv_creque
 	if err != nil {
 		return fail(uint64(h), err)
 	}
-	if reqs == nil || nReqs == 0 || nReqs > 64 || n <= 0 || ns == nil {
-		return fail(uint64(h), invalid("kvready_bench_go_lifecycle: %d requests, n %d; want 1 to 64 requests, n > 0 and ns", nReqs, n))
+	if reqs == nil || nReqs == 0 || nReqs > 256 || n <= 0 || ns == nil {
+		return fail(uint64(h), invalid("kvready_bench_go_lifecycle: %d requests, n %d; want 1 to 256 requests, n > 0 and ns", nReqs, n))
 	}
 	rs := unsafe.Slice((*C.kvready_request)(unsafe.Pointer(reqs)), int(nReqs))
 	batch := make([]readiness.Request, len(rs))

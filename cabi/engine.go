@@ -45,10 +45,14 @@ type engine struct {
 	life    context.Context
 	kill    context.CancelFunc
 
-	// st guards what the engine's callbacks leave for the owner (chLease,
-	// chState, pos, contained, recovered): the callbacks run on whichever
-	// thread's call ran the round, under the engine's own lock, and the
-	// owner reads them from any thread. Nothing calls the engine holding st.
+	// st guards the events the engine's callbacks leave for the owner
+	// (contained, recovered): the callbacks run on whichever thread's call
+	// ran the round, under the engine's own lock, and the owner reads them
+	// from any thread. Nothing calls the engine holding st. The change
+	// record (chLease, chState, pos) is written for every move, several
+	// times a lease, so it is kept under the engine's own exclusion instead
+	// (moved runs inside it; takeChanges enters it, readiness.Engine.Exclusive):
+	// one lock a read rather than one a move.
 	st sync.Mutex
 	// lendMu guards rows, the scratch a request's rows are read into.
 	lendMu sync.Mutex
@@ -260,10 +264,9 @@ func (e *engine) waited(name string, fn func() error) error {
 }
 
 // moved records a move, on the owner goroutine: each lease once, with its
-// latest state.
+// latest state. It runs inside the engine's exclusion (OnTransition), which
+// guards the change record.
 func (e *engine) moved(t readiness.Transition) {
-	e.st.Lock()
-	defer e.st.Unlock()
 	h, idx := t.Lease.Uint64(), t.Lease.Index()
 	if idx < len(e.pos) {
 		if p := e.pos[idx] - 1; p >= 0 && e.chLease[p] == h {
@@ -283,9 +286,13 @@ func (e *engine) moved(t readiness.Transition) {
 // returns how many it wrote and how many are left. A caller that passes no
 // arrays does not want them: the record is dropped, so that it never grows
 // for an owner that does not read it.
-func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (int, int) {
-	e.st.Lock()
-	defer e.st.Unlock()
+func (e *engine) takeChanges(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (n, rest int) {
+	e.eng.Exclusive(func() { n, rest = e.takeChangesExclusive(leases, states, cap) })
+	return n, rest
+}
+
+// takeChangesExclusive is takeChanges inside the engine's exclusion.
+func (e *engine) takeChangesExclusive(leases *C.uint64_t, states *C.int32_t, cap C.size_t) (int, int) {
 	if leases == nil || states == nil || cap == 0 {
 		for _, h := range e.chLease {
 			e.pos[readiness.HandleOf(h).Index()] = 0

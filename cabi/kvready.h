@@ -1095,11 +1095,18 @@ int kvready_engine_free(uint64_t engine, int32_t force);
 /* ---- measurements (make bench-abi; the test library only) -------------------- */
 #ifdef KVREADY_TESTKIT
 
-/* Drive rounds of up to 64 one-row fetch lifecycles in Go, as kvready_lend /
+/* Drive rounds of up to 256 one-row fetch lifecycles in Go, as kvready_lend /
  * _progress / _release would from C, on an engine over the sim device:
  * requests are leased n times in all; *ns is the time taken. */
 int kvready_bench_go_lifecycle(uint64_t engine, uint64_t device, const kvready_request *requests,
                                size_t n_requests, int64_t n, int64_t *ns);
+
+/* The benchmarks' simulated device, BenchmarkLifecycle's: copies and events
+ * land by the time they are queried, with no clock read for them (gpu/sim
+ * with a zero latency on the system clock). kvready_sim_device_new cannot make
+ * it: its latency 0 means completed only by kvready_sim_complete_all, and any
+ * latency above 0 reads the clock for every copy, event and query. */
+int kvready_sim_device_new_instant(int64_t mem_bytes, uint64_t *device);
 #endif /* KVREADY_TESTKIT */
 
 #ifdef __cplusplus

@@ -310,15 +310,32 @@ func (w *tierWorld) wantPublish(l *mLease) tierWant {
 	return delivered(accepted, len(l.rows))
 }
 
-// changed reports whether the model changed the answer of a tier the
-// stack's answer is built from (not a promotion's). Guarded.
+// changed reports whether a tier the stack's answer is built from (its
+// fetch or write-through, not a promotion) gave the stack a changed answer
+// (rule 3): a Poll after the first answered otherwise (attempt.changes), or
+// its answer when its own Quiesce proved its access over differs from the
+// first (attempt.changedBeforeEnd: the stack's re-poll at its proof, after
+// every tier's, reads that answer). That is a changed answer exactly as any
+// reader of Poll can see one. That the model's change action ran
+// (tierRec.changed) is not: a tier changed, then changed back before any
+// Poll read it (Delivered{} → Failed → Delivered{}, and Delivered{} at its
+// proof) gave every Poll the same answer, and no stack — nor the engine over
+// that tier alone — can tell it from a tier that never changed
+// (TestTierOracleChangedIsWhatAPollCanSee). Guarded.
 func (w *tierWorld) changed(serial int) bool {
 	for _, r := range w.recs(serial) {
-		if r.changed && r.role != tierPromote {
+		if r.role != tierPromote && r.a.answerChanged() {
 			return true
 		}
 	}
 	return false
+}
+
+// answerChanged reports whether a Poll of the attempt answered otherwise
+// than its first answer, or its answer at its proof differs from the first.
+// Guarded.
+func (a *attempt) answerChanged() bool {
+	return a != nil && (a.changes > 0 || a.changedBeforeEnd)
 }
 
 // accessor names a submission of the lease that may still touch its slots
@@ -512,6 +529,9 @@ func (tm *tierModel) outcome(t *rapid.T) {
 // that also wrote what its first answer vouched for could get torn bytes
 // promoted into the tiers above it: the stack promotes on the first answer,
 // after the serving tier's proof alone. The suite does not draw that.)
+// Drawn again for the same submission, a change may undo the last one
+// (Failed, then Delivered{} again): whether any reader saw it is
+// tierWorld.changed's to say.
 func (tm *tierModel) change(t *rapid.T) {
 	r := tm.pickRec(t, func(r *tierRec) bool { return r.a.first != nil && !r.a.ended })
 	if r == nil {
@@ -520,11 +540,18 @@ func (tm *tierModel) change(t *rapid.T) {
 	across := rapid.IntRange(0, 3).Draw(t, "across") == 0
 	tm.w.mu.Lock()
 	defer tm.w.mu.Unlock()
+	tm.w.changeLocked(r, across)
+}
+
+// changeLocked is change, once drawn: a Delivered serving names serves one
+// fewer (or, across, is Failed); a Delivered serving none is Failed; any
+// other answer becomes Delivered{}. Guarded.
+func (w *tierWorld) changeLocked(r *tierRec, across bool) {
 	if r.a.ended { // proven meanwhile, on the stack's or the engine's goroutine: too late to change
 		return
 	}
 	r.changed = true
-	tm.w.finishLocked(r)
+	w.finishLocked(r)
 	switch o := r.a.outcome.(type) {
 	case contract.Delivered:
 		if o.Served.Len() > 0 && !across {

@@ -42,7 +42,9 @@ type tierRec struct {
 	rejected bool     // refused with ErrSubmissionRejected: nothing escaped
 	escaped  bool     // failed after posting the transfer: it may write, and no attempt proves its end
 	a        *attempt // nil when rejected
-	// changed: the model changed its answer after the stack had read it.
+	// changed: the model changed its answer after the stack had read it
+	// (whether a reader saw the change is tierWorld.changed's to say: the
+	// model may change it back before any Poll).
 	changed bool
 	// saved holds, per unit index, what a row held before a write made
 	// before the answer; a unit it then does not serve gets it back (the

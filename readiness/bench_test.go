@@ -185,7 +185,7 @@ func (r *benchRig) close(b *testing.B) {
 
 // lifecycleRound runs n whole one-row fetch lifecycles through the runner,
 // all in flight at once: lend them, run rounds — the sim device completing
-// copies, the owner sleeping on Wake when a round has nothing to do — until
+// copies, the owner sleeping on Wake when a round moved nothing — until
 // every lease is logically complete, then release them.
 func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 	for k := range n {
@@ -195,10 +195,16 @@ func (r *benchRig) lifecycleRound(b *testing.B, hs []readiness.Handle, n int) {
 		}
 		hs[k] = h
 	}
-	for spins := 0; r.eng.Count(readiness.StateLogicallyComplete) < n; spins++ {
+	// One Count a round, after it, as the C and Python owners do: a lease
+	// just lent cannot be complete before a round ran.
+	for spins := 0; ; spins++ {
 		r.dev.CompleteAll()
 		r.rounds++
-		if r.eng.Progress() == 0 && r.eng.Count(readiness.StateLogicallyComplete) < n {
+		moved := r.eng.Progress()
+		if r.eng.Count(readiness.StateLogicallyComplete) >= n {
+			break
+		}
+		if moved == 0 {
 			<-r.eng.Wake() // a worker's Quiesce answer
 		}
 		if spins > 10_000_000 {

@@ -349,3 +349,60 @@ func TestRule18ConcurrentCallers(t *testing.T) {
 	assert.Equal(t, uint64(callers*leases), st.Released)
 	assert.Positive(t, r.be.refusals.Load(), "Quiesce answered false before true")
 }
+
+// Exclusive: what OnTransition writes with no lock of its own is read inside
+// Exclusive while other goroutines lend and run rounds (the race detector
+// checks the exclusion: go test -race), and a call made from another
+// goroutine while f runs returns only after f.
+func TestExclusiveExcludesCallsAndCallbacks(t *testing.T) {
+	moved := map[Handle]State{} // written by OnTransition only, read only inside Exclusive
+	r := newRig(t, 16, func(c *Config) { c.OnTransition = func(tr Transition) { moved[tr.Lease] = tr.To } })
+	var rows [16][]staging.Row
+	for k := range rows {
+		rows[k] = r.rows(1+k, 1)
+	}
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 8 {
+				_, err := r.eng.Lend(Request{Kind: Fetch, Rows: rows[g*8+k]})
+				assert.NoError(t, err)
+				r.eng.Progress()
+			}
+		}()
+	}
+	for range 50 {
+		r.eng.Exclusive(func() {
+			for h, s := range moved {
+				assert.NotEqual(t, StateWaiting, s, "%v moved into waiting", h)
+			}
+		})
+	}
+	wg.Wait()
+	var seen int
+	r.eng.Exclusive(func() { seen = len(moved) })
+	assert.Equal(t, 16, seen, "leases that moved")
+
+	// A call from another goroutine waits for f to return.
+	inside, returned := make(chan struct{}), make(chan struct{})
+	r.eng.Exclusive(func() {
+		go func() {
+			close(inside)
+			r.eng.Progress()
+			close(returned)
+		}()
+		<-inside
+		select {
+		case <-returned:
+			t.Error("Progress returned while Exclusive's f ran")
+		case <-time.After(20 * time.Millisecond): // long enough for an unexcluded Progress to return
+		}
+	})
+	select {
+	case <-returned:
+	case <-contextWithTimeout(t).Done():
+		t.Fatal("Progress never returned after Exclusive")
+	}
+}

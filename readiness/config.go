@@ -43,9 +43,16 @@ type Timer = interface {
 	Stop()
 }
 
-type systemClock struct{}
+// systemClock is the default clock: the system's monotonic clock, counted
+// from the wall time it was made at. A read is one monotonic clock read, not
+// time.Now's two (wall and monotonic): the runner reads it every round, and on
+// a virtual machine a clock read can cost as much as a lease's transitions. A
+// step of the wall clock (a settimeofday, a leap) moves no deadline.
+type systemClock struct{ base time.Time }
 
-func (systemClock) Now() time.Time { return time.Now() }
+func newSystemClock() systemClock { return systemClock{base: time.Now()} }
+
+func (c systemClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
 
 func (systemClock) NewTimer(f func()) interface {
 	Reset(d time.Duration)
@@ -149,7 +156,9 @@ type Config struct {
 	// are unproven (contained at their deadline) and new leases are refused.
 	Health gpu.Health
 
-	// Clock defaults to the system clock.
+	// Clock defaults to the system clock: its monotonic reading, counted from
+	// the wall time the engine was made at, so that a step of the wall clock
+	// moves no deadline.
 	Clock Clock
 	// QuiesceWorkers is the number of goroutines that run each backend's
 	// Quiesce calls (default 4, started with the first call): the contract

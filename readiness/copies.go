@@ -24,6 +24,10 @@ type copier struct {
 	open    int32                  // batch collecting this round's copies, or -1
 	onCopy  func(int32, gpu.Status)
 	awaited gpu.Event // the copy event the watcher was last told of
+	// landed counts the layers a copy event answered (done or lost). A layer
+	// landing moves no lease when it is not the last, yet a wait for that
+	// layer must look again: see Engine.progress.
+	landed uint64
 
 	// Scratch, reused every round: what the device refused or lost.
 	refused []copyRefusal
@@ -203,6 +207,7 @@ func (e *Engine) recycleBatch(idx int32) {
 // batchDone hands a completed (or failed) event to every lease it covers.
 func (e *Engine) batchDone(idx int32, st gpu.Status) {
 	for i, x := range e.cp.batches[idx] {
+		e.cp.landed++
 		if st == gpu.Complete {
 			e.step(&Evidence{What: LayerDone, Lease: x.h, Layer: x.layer})
 		} else if firstOfLease(e.cp.batches[idx], i) {

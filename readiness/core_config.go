@@ -121,7 +121,7 @@ func (c *Config) validateLifecycle() []error {
 // one place defaults are set — and the extent name copied.
 func (c Config) withDefaults() Config {
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = newSystemClock()
 	}
 	if c.MaxOutstanding == 0 {
 		c.MaxOutstanding = admissionLimit(c.Fetcher, c.Publisher)

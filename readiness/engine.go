@@ -308,6 +308,19 @@ func (e *Engine) Count(s State) int {
 	return e.core.Count(s)
 }
 
+// Exclusive runs f while the engine runs nothing else: no other call, no
+// round, no callback. The engine's callbacks (Config.OnTransition,
+// OnContainment, OnRecovery) run under the same exclusion, so what they
+// write an embedding can read in f without a lock of its own: a callback that
+// fires for every move (several a lease) then pays no lock per move, and the
+// reader pays one per read. f must not call the engine — it would wait for
+// itself — and should be short: every other caller waits for it.
+func (e *Engine) Exclusive(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f()
+}
+
 // Err returns why the engine halted (ErrHalted wrapping an *InvariantError
 // or a *FatalError), or nil while it runs.
 func (e *Engine) Err() error {
@@ -350,8 +363,13 @@ func (e *Engine) Progress() int {
 	return e.progress()
 }
 
+// progress runs a round and returns its moves. A round that only landed
+// layers (not a lease's last) moves nothing, yet every wait asleep is woken
+// and WaitLayer looks again (it reads e.cp.landed): otherwise the round that
+// takes a layer's completion, run by a wait the watcher woke for it, would
+// put that wait back to sleep with its layer ready and nothing left to wake it.
 func (e *Engine) progress() int {
-	before := e.core.Moves()
+	before, landed := e.core.Moves(), e.cp.landed
 	e.core.Tick(e.clock.Now())
 	e.perform()
 	e.checkHealth()
@@ -374,7 +392,7 @@ func (e *Engine) progress() int {
 		e.observed()
 	}
 	moved := int(e.core.Moves() - before)
-	if moved > 0 || e.core.Err() != nil {
+	if moved > 0 || e.cp.landed != landed || e.core.Err() != nil {
 		e.wait.broadcast()
 	}
 	return moved

@@ -1,6 +1,8 @@
 package readiness
 
 import (
+	"time"
+
 	"context"
 	"testing"
 
@@ -130,7 +132,10 @@ func TestRule16FailedLayer(t *testing.T) {
 }
 
 // WaitLayer sleeps on Wake, and a layer's event landing wakes it: no sleep
-// loop.
+// loop. The events complete only once the wait is asleep, so the round that
+// takes their completion is the woken wait's own — a round that lands a layer
+// but moves no lease (the lease is fenced already), after which the wait must
+// look again rather than sleep with its layer ready.
 func TestWaitLayerIsWokenByItsEvent(t *testing.T) {
 	r := newRig(t, 4, withLayers)
 	h, _, a := r.fetch(1, 2)
@@ -152,6 +157,11 @@ func TestWaitLayerIsWokenByItsEvent(t *testing.T) {
 		}
 		done <- result{err, st}
 	}()
+	require.Eventually(t, func() bool {
+		r.eng.mu.Lock()
+		defer r.eng.mu.Unlock()
+		return r.eng.wait.sleepers > 0
+	}, 20*time.Second, 100*time.Microsecond, "the wait never went to sleep")
 	_, err := r.dev.CompleteNext(r.stream, 2)
 	require.NoError(t, err)
 	res := <-done

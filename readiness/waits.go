@@ -80,7 +80,8 @@ func (e *Engine) WaitLayer(ctx context.Context, h Handle, layer int) (staging.In
 		if err := e.core.Err(); err != nil {
 			return iv, err
 		}
-		if e.progress() > 0 || e.core.HasReady() {
+		landed := e.cp.landed
+		if e.progress() > 0 || e.core.HasReady() || e.cp.landed != landed {
 			continue
 		}
 		if err := e.sleep(ctx); err != nil {

@@ -89,12 +89,13 @@ func TestRedisServerKilledMidRun(t *testing.T) {
 	srv := redistest.Start(t)
 	c := overRedis(srv.URL())
 	s := runKilledAtAQuarter(t, srv, c)
-	assertClean(t, s)
-	assert.Positive(t, s.Served+s.Partial+s.Missed, "before the kill the store answered")
-	assert.Positive(t, s.Failed, "after it, submissions fail")
-	assert.Positive(t, s.StoreChecksFailed, "and the checker cannot read the store back, and says so")
 	out, err := json.Marshal(s)
 	require.NoError(t, err)
+	assertClean(t, s)
+	// The whole summary goes with each claim: a failure says what the run did.
+	assert.Positive(t, s.Served+s.Partial+s.Missed, "before the kill the store answered: %s", out)
+	assert.Positive(t, s.Failed, "after it, submissions fail: %s", out)
+	assert.Positive(t, s.StoreChecksFailed, "and the checker cannot read the store back, and says so: %s", out)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(out, &m))
 	assert.EqualValues(t, "real", m["clock"])

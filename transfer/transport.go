@@ -113,6 +113,23 @@ type Endpoint interface {
 	Err() error
 }
 
+// ReportCarrier is an Endpoint whose puts can carry a report: the owner
+// applies the put and only then hands the report to its Handlers.Message,
+// in the same Progress, as if it had been sent on the endpoint; a put the
+// owner refuses, or that fails, drops its report. So a report carried by a
+// writer's last put — its other puts completed — arrives only once every
+// put of the writer landed, as a report sent after a Flush does, with one
+// message fewer and no round trip between the data and the report.
+type ReportCarrier interface {
+	Endpoint
+	// MaxCarried is the largest report PutReport carries; 0: none.
+	MaxCarried() int
+	// PutReport is Put carrying msg (copied before it returns). The
+	// request completes as Put's: once the owner applied the put, and its
+	// report was handed to the owner's handlers, or refused it.
+	PutReport(src []byte, key RemoteKey, off int, msg []byte) (Request, error)
+}
+
 // Handlers are what a transport calls from Progress, on the caller's
 // goroutine.
 type Handlers struct {

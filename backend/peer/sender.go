@@ -237,6 +237,7 @@ type publication struct {
 	puts      []transfer.Request
 	flush     transfer.Request
 	posted    bool
+	carried   bool // its DONE rode on its one put (transfer.ReportCarrier): heard only if the put landed
 	outcome   contract.Outcome
 	waiters   []func()
 	cancel    *cancelAnswer
@@ -550,6 +551,12 @@ func (s *Sender) advance(p *publication, now time.Time) []func() {
 	case !done:
 		return nil
 	}
+	if p.carried { // its DONE rode on the put: heard if, and only if, the put landed
+		if _, err := p.puts[0].Test(); err != nil {
+			return s.conclude(p, contract.Failed{Reason: fmt.Sprintf("put of page 0: %v", err)})
+		}
+		return s.conclude(p, contract.Delivered{Served: Served(p.pages, p.plan.Chunk.Tokens().End)})
+	}
 	// Every put completed remotely: only now may DONE say so.
 	if err := s.report(p, transfer.Done, ""); err != nil {
 		return s.conclude(p, contract.Failed{Reason: "sending DONE: " + err.Error()})
@@ -558,8 +565,14 @@ func (s *Sender) advance(p *publication, now time.Time) []func() {
 }
 
 // post posts one put per page into the address the offer gives it, then a
-// flush of the endpoint. It never posts for a publication whose Quiesce
-// already answered true: those slots may be another lease's now.
+// flush of the endpoint. A publication of one page over an endpoint whose
+// puts carry reports (transfer.ReportCarrier) sends its DONE on that put
+// instead: the receiver hears it only once the put landed, its one put, so
+// the DONE still follows every put it reports on — one message and one
+// round trip fewer (the flush is still posted: the cancel path waits on
+// it, and a checked transport's flush sends nothing). It never
+// posts for a publication whose Quiesce already answered true: those slots
+// may be another lease's now.
 func (s *Sender) post(p *publication) error {
 	if p.proven || p.outcome != nil {
 		return fmt.Errorf("peer: a put for %s after its fence: refused", p.key.session) // the submission fence, vLLM #55470
@@ -587,12 +600,13 @@ func (s *Sender) post(p *publication) error {
 		if err != nil {
 			return fmt.Errorf("page %d: %w", i, err)
 		}
-		req, err := ep.Put(src, key, op.Offset)
+		req, carried, err := s.put(p, ep, src, key, op.Offset)
 		if err != nil {
 			return fmt.Errorf("put of page %d: %w", i, err)
 		}
 		s.n.puts.Add(1)
 		p.puts = append(p.puts, req)
+		p.carried = carried
 	}
 	p.flush, err = ep.Flush()
 	if err != nil {
@@ -601,11 +615,35 @@ func (s *Sender) post(p *publication) error {
 	return nil
 }
 
+// put posts one page's put; the publication's DONE rides on it when it is
+// the publication's only put and the endpoint carries reports.
+func (s *Sender) put(p *publication, ep transfer.Endpoint, src []byte, key transfer.RemoteKey, off int) (transfer.Request, bool, error) {
+	if rc, ok := ep.(transfer.ReportCarrier); ok && len(p.pages) == 1 {
+		msg, err := s.evidence(p, transfer.Done, "")
+		if err == nil && len(msg) <= rc.MaxCarried() {
+			req, err := rc.PutReport(src, key, off, msg)
+			return req, err == nil, err
+		}
+	}
+	req, err := ep.Put(src, key, off)
+	return req, false, err
+}
+
 // report sends one piece of evidence about the publication to its receiver.
 func (s *Sender) report(p *publication, kind transfer.EvidenceKind, reason string) error {
 	if p.ep == nil {
 		return errors.New("no endpoint to the receiver")
 	}
+	msg, err := s.evidence(p, kind, reason)
+	if err != nil {
+		return err
+	}
+	_, err = p.ep.Send(msg)
+	return err
+}
+
+// evidence encodes one piece of evidence about the publication.
+func (s *Sender) evidence(p *publication, kind transfer.EvidenceKind, reason string) ([]byte, error) {
 	ev := transfer.Evidence{Kind: kind, Session: p.key.session, Accessor: p.plan.As, Incarnation: s.inc, Reason: reason}
 	if kind == transfer.Done {
 		ev.TokenEnd = p.plan.Chunk.Tokens().End
@@ -613,12 +651,7 @@ func (s *Sender) report(p *publication, kind transfer.EvidenceKind, reason strin
 	if len(ev.Reason) > transfer.MaxReasonLen {
 		ev.Reason = ev.Reason[:transfer.MaxReasonLen]
 	}
-	msg, err := transfer.AppendEvidence(nil, ev)
-	if err != nil {
-		return err
-	}
-	_, err = p.ep.Send(msg)
-	return err
+	return transfer.AppendEvidence(nil, ev)
 }
 
 // conclude latches the publication's outcome (the first one stays) and

@@ -133,6 +133,8 @@ func (s *Sender) finish() {
 		switch {
 		case !done:
 			kept = append(kept, p)
+		case err == nil && p.carried && everyPutLanded(p):
+			// Its DONE rode on its put, which landed: the receiver heard it.
 		case err == nil:
 			end := p.plan.Chunk.Tokens().Start
 			if everyPutLanded(p) {

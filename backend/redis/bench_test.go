@@ -3,9 +3,13 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -22,9 +26,9 @@ import (
 // the fastest way it can: go-redis with one pipelined MGET (MSET), go-redis
 // reading each value straight into its row (fetch) or one SET NX per key
 // (publish), and rueidis streaming each value into its row (fetch) or one
-// MSET (publish). The backend's MB/s over the best of them is the SPEC §5
-// figure (docs/backend-redis.md, docs/performance.md); the floor is the
-// loopback round trip.
+// MSET (publish). The backend's MB/s over the best of them, measured lease by
+// lease (BenchmarkRedisLeases), is the SPEC §5 figure (docs/backend-redis.md,
+// docs/performance.md); the floor is the loopback round trip.
 //
 // Each variant gets its lease (staging, client, backend) once, not once per
 // ramp-up run of the benchmark, and moves it once before the timer starts:
@@ -34,8 +38,10 @@ import (
 //
 // Names: BenchmarkRedisFetch/row=64KiB, and beside it /bare, /bare-zerocopy
 // and /bare-rueidis, likewise 512KiB and 2MiB; BenchmarkRedisPublish/row=64KiB
-// beside /bare, /bare-setnx and /bare-rueidis, likewise; internal/benchreport
-// reads them.
+// beside /bare, /bare-setnx and /bare-rueidis, likewise (each way on its own,
+// for its absolute MB/s, B/op and allocs/op); BenchmarkRedisLeases/fetch/row=64KiB
+// and /publish/row=64KiB, likewise (every way lease by lease, for the ratios).
+// internal/benchreport reads them.
 
 // benchUnits is how many rows one benchmarked lease moves.
 const benchUnits = 16
@@ -109,80 +115,169 @@ func complete(b *testing.B, store *kvredis.Backend, a contract.Attempt, want int
 	}
 }
 
-func BenchmarkRedisFetch(b *testing.B) {
-	for _, size := range benchRows {
-		slot := size.bytes
-		l := newBenchLease(b, slot)
+// way is one way of moving a benchmarked lease: the backend's, or a bare
+// client's. Its op moves one lease and leaves the timer alone.
+type way struct {
+	name string // "" for the backend, else the reference's suffix ("bare", ...)
+	op   func(*testing.B)
+}
+
+// fetchWays are the backend's fetch and beside it the bare clients' fastest
+// reads of the same keys into the same rows. The store must hold the lease.
+func (l *benchLease) fetchWays() []way {
+	fetch := func(b *testing.B) {
+		a, err := l.store.Fetch(l.extent, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		complete(b, l.store, a, benchUnits)
+	}
+	// The same keys into the same rows with one pipelined MGET.
+	ctx := context.Background()
+	mget := func(b *testing.B) {
+		pipe := l.client.Pipeline()
+		mget := pipe.MGet(ctx, l.keys...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for i, v := range mget.Val() {
+			s, ok := v.(string)
+			if !ok || len(s) != len(l.rows[i]) {
+				b.Fatalf("key %d: %T of %d bytes", i, v, len(s))
+			}
+			copy(l.rows[i], s)
+		}
+	}
+	// The same keys read straight into the rows by go-redis (GetToBuffer,
+	// no intermediate copy, no check that a value has its row's length).
+	cmds := make([]*goredis.ZeroCopyStringCmd, benchUnits)
+	zerocopy := func(b *testing.B) {
+		pipe := l.client.Pipeline()
+		for i, k := range l.keys {
+			cmds[i] = pipe.GetToBuffer(ctx, k, l.rows[i])
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for i, c := range cmds {
+			if n, err := c.Result(); err != nil || n != len(l.rows[i]) {
+				b.Fatalf("key %d: %d bytes, %v", i, n, err)
+			}
+		}
+	}
+	// The same keys streamed into the rows by rueidis: one pipeline on a
+	// connection of its own (DoMultiStream), each value read straight
+	// from the connection's buffer into its row.
+	gets := make(rueidis.Commands, benchUnits)
+	into := make([]rowFill, benchUnits)
+	rue := func(b *testing.B) {
+		for i, k := range l.keys {
+			gets[i] = l.rue.B().Get().Key(k).Build()
+		}
+		s := l.rue.DoMultiStream(ctx, gets...)
+		for i := 0; s.HasNext(); i++ {
+			into[i] = rowFill{row: l.rows[i]}
+			if n, err := s.WriteTo(&into[i]); err != nil || int(n) != len(l.rows[i]) {
+				b.Fatalf("key %d: %d bytes, %v", i, n, err)
+			}
+		}
+		if err := s.Error(); !errors.Is(err, io.EOF) {
+			b.Fatal(err)
+		}
+	}
+	return []way{{"", fetch}, {"bare", mget}, {"bare-zerocopy", zerocopy}, {"bare-rueidis", rue}}
+}
+
+// publishWays are the backend's publication and beside it the bare clients'
+// fastest writes of the same rows under the same keys; clear deletes the
+// keys, so that the next lease really stores its values (SET NX on a present
+// key stores nothing).
+func (l *benchLease) publishWays() (ways []way, clear func(*testing.B)) {
+	ctx := context.Background()
+	clear = func(b *testing.B) {
+		if err := l.client.Del(ctx, l.keys...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	publish := func(b *testing.B) {
 		a, err := l.store.Publish(l.extent)
 		if err != nil {
 			b.Fatal(err)
 		}
 		complete(b, l.store, a, benchUnits)
-		fetch := func(b *testing.B) {
-			a, err := l.store.Fetch(l.extent, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			complete(b, l.store, a, benchUnits)
-		}
-		l.run(b, "row="+size.name, slot, fetch)
-		// The same keys into the same rows with one pipelined MGET.
-		ctx := context.Background()
-		mget := func(b *testing.B) {
-			pipe := l.client.Pipeline()
-			mget := pipe.MGet(ctx, l.keys...)
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			for i, v := range mget.Val() {
-				s, ok := v.(string)
-				if !ok || len(s) != len(l.rows[i]) {
-					b.Fatalf("key %d: %T of %d bytes", i, v, len(s))
-				}
-				copy(l.rows[i], s)
-			}
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare", size.name), slot, mget)
-		// The same keys read straight into the rows by go-redis (GetToBuffer,
-		// no intermediate copy, no check that a value has its row's length).
-		cmds := make([]*goredis.ZeroCopyStringCmd, benchUnits)
-		zerocopy := func(b *testing.B) {
-			pipe := l.client.Pipeline()
-			for i, k := range l.keys {
-				cmds[i] = pipe.GetToBuffer(ctx, k, l.rows[i])
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			for i, c := range cmds {
-				if n, err := c.Result(); err != nil || n != len(l.rows[i]) {
-					b.Fatalf("key %d: %d bytes, %v", i, n, err)
-				}
-			}
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare-zerocopy", size.name), slot, zerocopy)
-		// The same keys streamed into the rows by rueidis: one pipeline on a
-		// connection of its own (DoMultiStream), each value read straight
-		// from the connection's buffer into its row.
-		gets := make(rueidis.Commands, benchUnits)
-		into := make([]rowFill, benchUnits)
-		rue := func(b *testing.B) {
-			for i, k := range l.keys {
-				gets[i] = l.rue.B().Get().Key(k).Build()
-			}
-			s := l.rue.DoMultiStream(ctx, gets...)
-			for i := 0; s.HasNext(); i++ {
-				into[i] = rowFill{row: l.rows[i]}
-				if n, err := s.WriteTo(&into[i]); err != nil || int(n) != len(l.rows[i]) {
-					b.Fatalf("key %d: %d bytes, %v", i, n, err)
-				}
-			}
-			if err := s.Error(); !errors.Is(err, io.EOF) {
-				b.Fatal(err)
-			}
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare-rueidis", size.name), slot, rue)
 	}
+	// The same rows under the same keys with one pipelined MSET.
+	args := pairs(l.keys, l.rows)
+	mset := func(b *testing.B) {
+		pipe := l.client.Pipeline()
+		pipe.MSet(ctx, args...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The same rows under the same keys as the backend writes them: one
+	// pipelined SET NX per key on one connection, in view. Content
+	// addresses need NX (a stored unit keeps its expiry and is never
+	// rewritten), which MSET cannot say; the gap between this and MSET
+	// is the command, the gap between the backend and this is ours.
+	setnx := func(b *testing.B) {
+		pipe := l.client.Pipeline()
+		for i, k := range l.keys {
+			pipe.SetNX(ctx, k, l.rows[i], 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The same rows under the same keys with one MSET through rueidis
+	// (its fastest write: one command, the rows passed without a copy).
+	rue := func(b *testing.B) {
+		m := l.rue.B().Mset().KeyValue()
+		for i, k := range l.keys {
+			m = m.KeyValue(k, rueidis.BinaryString(l.rows[i]))
+		}
+		if err := l.rue.Do(ctx, m.Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return []way{{"", publish}, {"bare", mset}, {"bare-setnx", setnx}, {"bare-rueidis", rue}}, clear
+}
+
+// runWays measures each way as its own sub-benchmark, one after another:
+// row=SIZE for the backend, row=SIZE/NAME for a reference. after runs,
+// untimed, after every lease.
+func (l *benchLease) runWays(b *testing.B, row string, slot int, ways []way, after func(*testing.B)) {
+	for _, w := range ways {
+		name := "row=" + row
+		if w.name != "" {
+			name += "/" + w.name
+		}
+		l.run(b, name, slot, func(b *testing.B) {
+			w.op(b)
+			if after != nil {
+				b.StopTimer()
+				after(b)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func BenchmarkRedisFetch(b *testing.B) {
+	for _, size := range benchRows {
+		l := newBenchLease(b, size.bytes)
+		l.seed(b)
+		l.runWays(b, size.name, size.bytes, l.fetchWays(), nil)
+	}
+}
+
+// seed publishes the lease through the backend, so that a fetch finds it.
+func (l *benchLease) seed(b *testing.B) {
+	a, err := l.store.Publish(l.extent)
+	if err != nil {
+		b.Fatal(err)
+	}
+	complete(b, l.store, a, benchUnits)
 }
 
 // rowFill is where rueidis streams a value: its row, read into straight from
@@ -208,68 +303,103 @@ func (f *rowFill) ReadFrom(r io.Reader) (int64, error) {
 
 func BenchmarkRedisPublish(b *testing.B) {
 	for _, size := range benchRows {
-		slot := size.bytes
-		l := newBenchLease(b, slot)
-		ctx := context.Background()
-		// Between leases (timer stopped) the keys are deleted, so that every
-		// lease really stores its values: SET NX on a present key stores nothing.
-		clear := func(b *testing.B) {
-			b.StopTimer()
-			if err := l.client.Del(ctx, l.keys...).Err(); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-		}
-		publish := func(b *testing.B) {
-			a, err := l.store.Publish(l.extent)
-			if err != nil {
-				b.Fatal(err)
-			}
-			complete(b, l.store, a, benchUnits)
-			clear(b)
-		}
-		l.run(b, "row="+size.name, slot, publish)
-		// The same rows under the same keys with one pipelined MSET.
-		args := pairs(l.keys, l.rows)
-		mset := func(b *testing.B) {
-			pipe := l.client.Pipeline()
-			pipe.MSet(ctx, args...)
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			clear(b)
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare", size.name), slot, mset)
-		// The same rows under the same keys as the backend writes them: one
-		// pipelined SET NX per key on one connection, in view. Content
-		// addresses need NX (a stored unit keeps its expiry and is never
-		// rewritten), which MSET cannot say; the gap between this and MSET
-		// is the command, the gap between the backend and this is ours.
-		setnx := func(b *testing.B) {
-			pipe := l.client.Pipeline()
-			for i, k := range l.keys {
-				pipe.SetNX(ctx, k, l.rows[i], 0)
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			clear(b)
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare-setnx", size.name), slot, setnx)
-		// The same rows under the same keys with one MSET through rueidis
-		// (its fastest write: one command, the rows passed without a copy).
-		rue := func(b *testing.B) {
-			m := l.rue.B().Mset().KeyValue()
-			for i, k := range l.keys {
-				m = m.KeyValue(k, rueidis.BinaryString(l.rows[i]))
-			}
-			if err := l.rue.Do(ctx, m.Build()).Error(); err != nil {
-				b.Fatal(err)
-			}
-			clear(b)
-		}
-		l.run(b, fmt.Sprintf("row=%s/bare-rueidis", size.name), slot, rue)
+		l := newBenchLease(b, size.bytes)
+		ways, clear := l.publishWays()
+		l.runWays(b, size.name, size.bytes, ways, clear)
 	}
+}
+
+// BenchmarkRedisLeases measures the backend and every bare reference of
+// BenchmarkRedisFetch (fetch/row=SIZE) and BenchmarkRedisPublish
+// (publish/row=SIZE) lease by lease: each iteration moves one lease each way,
+// in an order that rotates, and each way's figure is the median of its
+// leases (at least minLeases: rounds past the timed ones, untimed, make them
+// up). Measured one after another, as BenchmarkRedisFetch and
+// BenchmarkRedisPublish do, each way meets the load of its own second or so;
+// on a shared machine that load swings by more than the gaps being measured,
+// and the best of three references measured so is biased upwards. Lease by
+// lease, every way meets the same load. It reports, besides ns/op (one
+// lease each way):
+//
+//   - x-best: the backend's MB/s ÷ the best reference's (the SPEC §5 figure;
+//     the fastest reference's median lease time ÷ the backend's);
+//   - x-NAME: the same against each reference;
+//   - MB/s-backend, MB/s-NAME: each way's MB/s at its median lease.
+func BenchmarkRedisLeases(b *testing.B) {
+	for _, size := range benchRows {
+		b.Run("fetch/row="+size.name, func(b *testing.B) {
+			l := newBenchLease(b, size.bytes)
+			l.seed(b)
+			alternate(b, size.bytes, l.fetchWays(), nil)
+		})
+		b.Run("publish/row="+size.name, func(b *testing.B) {
+			l := newBenchLease(b, size.bytes)
+			ways, clear := l.publishWays()
+			alternate(b, size.bytes, ways, clear)
+		})
+	}
+}
+
+// alternate moves one lease each way per iteration, after (untimed) after
+// every lease, and reports each way's median lease against the backend's
+// (ways[0]).
+func alternate(b *testing.B, slot int, ways []way, after func(*testing.B)) {
+	took := make([][]time.Duration, len(ways))
+	round := func(b *testing.B, i int, timed bool) {
+		for n := range ways {
+			k := (n + i) % len(ways)
+			start := time.Now()
+			ways[k].op(b)
+			took[k] = append(took[k], time.Since(start))
+			if after != nil && timed {
+				b.StopTimer()
+				after(b)
+				b.StartTimer()
+			} else if after != nil {
+				after(b)
+			}
+		}
+	}
+	round(b, 0, true) // warm up: new connections' first megabytes are slow
+	for k := range took {
+		took[k] = took[k][:0]
+	}
+	b.ResetTimer()
+	i := 0
+	for ; b.Loop(); i++ {
+		round(b, i, true)
+	}
+	// A second of 2 MiB leases is a handful of them, too few for a median
+	// that one slow moment of the machine does not move: more rounds, untimed
+	// (b.Loop has stopped the timer), until every way has minLeases — unless
+	// the run asked for a fixed count (-benchtime=Nx, make bench-smoke).
+	if bt := flag.Lookup("test.benchtime"); bt == nil || !strings.HasSuffix(bt.Value.String(), "x") {
+		for ; len(took[0]) < minLeases; i++ {
+			round(b, i, false)
+		}
+	}
+	ours := medianOf(took[0])
+	best := time.Duration(0)
+	mbps := func(d time.Duration) float64 { return float64(benchUnits*slot) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbps(ours), "MB/s-backend")
+	for k, w := range ways[1:] {
+		ref := medianOf(took[k+1])
+		if best == 0 || ref < best {
+			best = ref
+		}
+		b.ReportMetric(float64(ref)/float64(ours), "x-"+w.name)
+		b.ReportMetric(mbps(ref), "MB/s-"+w.name)
+	}
+	b.ReportMetric(float64(best)/float64(ours), "x-best")
+}
+
+// minLeases is how many leases each way moves at least in BenchmarkRedisLeases.
+const minLeases = 30
+
+// medianOf returns the median of ds (which it sorts).
+func medianOf(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 func pairs(keys []string, rows [][]byte) []any {

@@ -590,6 +590,16 @@ func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
 // of them is done.
 func (s *Stream) pushLocked(o op) {
 	if d := s.dev; d.clock != nil {
+		if d.latency == 0 && d.bandwidth == 0 && (o.kind == opHtoD || o.kind == opDtoH || o.kind == opRecord) {
+			// Ready as soon as what is ahead of it: no clock read. A copy
+			// or an event queued behind nothing timed keeps the zero time,
+			// which advanceLocked resolves without reading the clock either:
+			// a zero-latency device (copies landed by the time they are
+			// queried) costs no clock read per operation.
+			o.ready = s.tail
+			s.ringPushLocked(o)
+			return
+		}
 		now := d.clock.Now()
 		start := now
 		if s.tail.After(start) {
@@ -613,6 +623,10 @@ func (s *Stream) pushLocked(o op) {
 			s.tail = o.ready
 		}
 	}
+	s.ringPushLocked(o)
+}
+
+func (s *Stream) ringPushLocked(o op) {
 	if s.n == len(s.ring) {
 		size := max(2*len(s.ring), 16)
 		ring := make([]op, size)
@@ -693,8 +707,19 @@ func (s *Stream) advanceLocked() {
 	if s.dev.clock == nil || s.n == 0 {
 		return
 	}
-	now := s.dev.clock.Now()
-	for s.n > 0 && !s.ring[s.head].ready.After(now) && s.resolvableLocked() {
+	var now time.Time // read once, and only for an operation with a ready time
+	for s.n > 0 {
+		if r := s.ring[s.head].ready; !r.IsZero() {
+			if now.IsZero() {
+				now = s.dev.clock.Now()
+			}
+			if r.After(now) {
+				return
+			}
+		}
+		if !s.resolvableLocked() {
+			return
+		}
 		s.popLocked(true)
 	}
 }

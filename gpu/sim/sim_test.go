@@ -169,6 +169,53 @@ func TestLatency(t *testing.T) {
 	assert.Equal(t, "12345678", string(got))
 }
 
+// countingClock is a manual clock that counts its reads.
+type countingClock struct {
+	sim.ManualClock
+	reads int
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads++
+	return c.ManualClock.Now()
+}
+
+// TestZeroLatency: a zero-latency device lands copies and events by the time
+// they are queried without reading its clock for them, and still keeps them
+// behind timed work queued ahead of them (a Compute).
+func TestZeroLatency(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		compute   time.Duration // queued ahead of the copy; 0: none
+		wantReads bool
+	}{
+		{name: "copies only"},
+		{name: "behind a compute", compute: 10 * time.Millisecond, wantReads: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &countingClock{}
+			clock.Advance(time.Hour) // not the zero time: that reads as "no ready time"
+			dev, st, p := newDev(t, sim.WithLatency(clock, 0))
+			s := st.(*sim.Stream)
+			if tc.compute > 0 {
+				require.NoError(t, s.Compute(tc.compute))
+			}
+			require.NoError(t, st.CopyHtoD(p, []byte("12345678")))
+			ev, err := st.Record()
+			require.NoError(t, err)
+			if tc.compute > 0 {
+				assert.Equal(t, gpu.Pending, query(t, st, ev), "a copy behind a compute landed before the compute was done")
+				clock.Advance(tc.compute)
+			}
+			assert.Equal(t, gpu.Complete, query(t, st, ev))
+			got := make([]byte, 8)
+			require.NoError(t, dev.Read(got, p))
+			assert.Equal(t, "12345678", string(got))
+			assert.Equal(t, tc.wantReads, clock.reads > 0, "clock reads: %d", clock.reads)
+		})
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	_, err := sim.New(0, 0)
 	assert.ErrorContains(t, err, "want > 0")

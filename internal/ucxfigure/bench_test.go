@@ -117,7 +117,7 @@ func benchPair(b *testing.B, tls string, size int) {
 // rig is the decode side: the shipped engine lending its staging slots
 // through a Receiver, driven by the benchmark's one goroutine (the owner).
 type rig struct {
-	b     *testing.B
+	b     testing.TB
 	size  int
 	dev   *gsim.Device
 	pages []gpu.DevicePtr // device pages, one per lease in flight
@@ -128,7 +128,7 @@ type rig struct {
 	next  transfer.RequestID
 }
 
-func newRig(b *testing.B, size int, tr transfer.Transport, offer func(peer.Offer) error) *rig {
+func newRig(b testing.TB, size int, tr transfer.Transport, offer func(peer.Offer) error) *rig {
 	b.Helper()
 	r := &rig{b: b, size: size, next: 1}
 	mem, err := staging.NewMemory(staging.GoHeap, staging.Group{Slots: inFlight, SlotBytes: size})
@@ -174,7 +174,7 @@ func newRig(b *testing.B, size int, tr transfer.Transport, offer func(peer.Offer
 
 // must fails the benchmark on err. No b.Helper: it is called in the
 // measured loop, and Helper walks the stack.
-func must(b *testing.B, err error) {
+func must(b testing.TB, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -246,19 +246,19 @@ func (r *rig) lend(page int) inflight {
 }
 
 // measure runs a warm-up round (connections, buffers), then b.N leases.
-func (r *rig) measure() {
+func (r *rig) measure(b *testing.B) {
 	r.run(inFlight)
-	r.b.SetBytes(int64(r.size))
-	r.b.ReportAllocs()
-	r.b.ResetTimer()
-	r.run(r.b.N)
-	r.b.StopTimer()
+	b.SetBytes(int64(r.size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	r.run(b.N)
+	b.StopTimer()
 }
 
 // startPrefill starts the prefill process and connects it and the decode
 // both ways: addresses and capabilities over its pipes. Cleanup closes its
 // stdin (it exits), then kills and reaps it.
-func startPrefill(b *testing.B, r *rig, tr *ucx.Transport, tls string, size int) {
+func startPrefill(b testing.TB, r *rig, tr *ucx.Transport, tls string, size int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", childEnv, tls, size))
 	in, err := cmd.StdinPipe()
@@ -349,5 +349,5 @@ func benchInstant(b *testing.B, size int) {
 	_, pinc := prefill.Self()
 	_, err = r.recv.Connect(transfer.Capabilities{Peer: "prefill", Incarnation: pinc, Version: transfer.ProtocolVersion, Supported: transfer.KnownCapabilities})
 	must(b, err)
-	r.measure()
+	r.measure(b)
 }

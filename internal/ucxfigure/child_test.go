@@ -80,20 +80,7 @@ func runChild(spec string, in io.Reader, out io.Writer) int {
 		return 1
 	}
 	defer tr.Close()
-	c := &prefill{tr: tr, heard: &offers{Transport: tr}}
-	for i := range srcSlots {
-		c.rows = append(c.rows, srcPattern(i, size))
-	}
-	c.send, err = peer.NewSender(peer.SenderConfig{
-		Transport: c.heard, Capabilities: advertise("prefill"),
-		Slot: func(u contract.Unit) []byte {
-			if u.LocalGroup != 0 || u.Local < 0 || u.Local >= len(c.rows) {
-				return nil
-			}
-			return c.rows[u.Local]
-		},
-		Timeout: time.Minute, Limits: transfer.Limits{Sessions: 4 * srcSlots, Tombstones: 16, Window: time.Hour},
-	})
+	c, err := newPrefill(tr, size, false)
 	if err != nil {
 		fmt.Fprintf(out, "err %v\n", err)
 		return 1
@@ -128,6 +115,29 @@ func runChild(spec string, in io.Reader, out io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// newPrefill is the prefill side over tr: a Sender whose source slots hold
+// srcPattern. plain hides the endpoints' ReportCarrier from the Sender, so
+// that it reports as it did before puts carried reports (a benchmark's
+// comparison).
+func newPrefill(tr *ucx.Transport, size int, plain bool) (*prefill, error) {
+	c := &prefill{tr: tr, heard: &offers{Transport: tr, plain: plain}}
+	for i := range srcSlots {
+		c.rows = append(c.rows, srcPattern(i, size))
+	}
+	var err error
+	c.send, err = peer.NewSender(peer.SenderConfig{
+		Transport: c.heard, Capabilities: advertise("prefill"),
+		Slot: func(u contract.Unit) []byte {
+			if u.LocalGroup != 0 || u.Local < 0 || u.Local >= len(c.rows) {
+				return nil
+			}
+			return c.rows[u.Local]
+		},
+		Timeout: time.Minute, Limits: transfer.Limits{Sessions: 4 * srcSlots, Tombstones: 16, Window: time.Hour},
+	})
+	return c, err
 }
 
 type prefill struct {
@@ -182,6 +192,11 @@ func (c *prefill) peer(line string) error {
 	if err != nil {
 		return err
 	}
+	return c.connect(addr, remote)
+}
+
+// connect adds the decode's address and agrees with its advertisement.
+func (c *prefill) connect(addr []byte, remote transfer.Capabilities) error {
 	if _, _, err := c.tr.AddPeer(addr); err != nil {
 		return err
 	}
@@ -189,7 +204,7 @@ func (c *prefill) peer(line string) error {
 	if _, err := c.tr.Connect(remote.Peer); err != nil {
 		return err
 	}
-	_, err = c.send.Connect(remote)
+	_, err := c.send.Connect(remote)
 	return err
 }
 
@@ -218,8 +233,21 @@ func (c *prefill) publish(req transfer.RequestID) error {
 // request of every offer heard so that the prefill publishes it.
 type offers struct {
 	*ucx.Transport
-	reqs []transfer.RequestID
+	plain bool // hide the endpoints' ReportCarrier
+	reqs  []transfer.RequestID
 }
+
+// Connect implements transfer.Transport: the endpoint, plain or not.
+func (o *offers) Connect(p transfer.Peer) (transfer.Endpoint, error) {
+	ep, err := o.Transport.Connect(p)
+	if err != nil || !o.plain {
+		return ep, err
+	}
+	return plainEndpoint{ep}, nil
+}
+
+// plainEndpoint is an endpoint whose puts carry nothing.
+type plainEndpoint struct{ transfer.Endpoint }
 
 func (o *offers) SetHandlers(h transfer.Handlers) {
 	msg := h.Message

@@ -9,5 +9,11 @@
 // tests: the test process is the decode manager (readiness.Engine lending
 // its staging slots through a peer.Receiver over transfer/ucx), the test
 // binary re-executed is the prefill (a peer.Sender putting over UCX).
-// docs/ucx.md says what is measured and what the gap is made of.
+// BenchmarkUCXInProcess runs the same lifecycle with both sides in one
+// process and reports its CPU time per page, each of the transport's levers
+// (a DONE carried on its put, a rendezvous received straight into the
+// pages) turned off in turn beside it: a comparison a loaded machine
+// disturbs less than the figure's wall time. TestFigureProtocol checks what
+// a page costs on the wire. docs/ucx.md says what is measured and what the
+// gap is made of.
 package ucxfigure

@@ -206,10 +206,13 @@ turns {args.chunks} times, {CHUNK} rounds each after one untimed (each side firs
 takes the medians of those turns, so that all three see the same machine as its load comes and
 goes. The lifecycle
 is `BenchmarkLifecycle`'s: a whole one-row fetch (lend, grant, submit, outcome, access proof,
-copy, release) with a backend that answers at once and answers its access proof on the owner
-thread (`instant:`) and a simulated device whose copies land by the time they are queried, in
-rounds of 64 leases. Ratios mean more than absolute times; on a shared machine the absolute
-times swing with its load.
+copy, release) with a backend that answers at once, allocating nothing a lease, and answers its
+access proof on the owner thread (`instant:`), and a simulated device whose copies land by the
+time they are queried. The C program runs it as `BenchmarkLifecycle/engine-256`, the figure it
+is compared with, does: rounds of 256 leases, on that benchmark's device, which reads no clock
+for a copy, an event or a query (`kvready_sim_device_new_instant`); the Python one in rounds of
+64, on a device of 1 ns latency, the same for its three sides. Ratios mean more than absolute
+times; on a shared machine the absolute times swing with its load.
 
 - date: {now}
 - machine: {platform.system().lower()}/{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}
@@ -250,10 +253,15 @@ cost; the SPEC's C figure compares the C side with `BenchmarkLifecycle/engine-25
 when a round moved nothing, as a manager's event loop does (SPEC rule 13). Since SPEC §4
 revision 4 no lifecycle here crosses a goroutine: the backend answers its proof on the owner
 thread (`try_quiesce`; `instant:` knows at once), copy events are queried by the owner, and the
-engine makes the wake descriptor readable itself (`readiness.Config.OnWake`). What remains
-between the library and a Go program is rounds of 64 against 256 (a round's fixed costs over
-fewer leases), the change tracking and event queues the C engine keeps for its owner, and a cgo
-call per C call. The binding's own work is what the Python figure is about (SPEC revision 5):
+engine makes the wake descriptor readable itself (`readiness.Config.OnWake`). Until issue #40
+the C program ran rounds of 64 on a device that read the clock for every copy, event and query,
+and `instant:` made an attempt and a name set for every lease: none of that is in the Go program
+it is compared with, and now none of it is in the C program either. What remains between the
+library and a Go program is the change tracking the C engine keeps for its owner (every move
+recorded, each lease once with its latest state, for `kvready_progress`'s changes; kept under the
+engine's own exclusion, `readiness.Engine.Exclusive`, since issue #40, rather than under a lock
+taken for every move, which cost about 6% of the lifecycle), the code of a c-shared library, and
+a cgo call per C call. The binding's own work is what the Python figure is about (SPEC revision 5):
 per call it checks every argument against the C type it crosses into, reads the engine's
 per-thread buffers and copies its answers out of them (`lend_many` into a `LeaseBatch`,
 `progress` into a `Changes`: the handles and states packed, a `Lease` or a pair built only

@@ -48,7 +48,7 @@ type endpoint struct {
 	pending map[*request]struct{}
 }
 
-var _ transfer.Endpoint = (*endpoint)(nil)
+var _ transfer.ReportCarrier = (*endpoint)(nil)
 
 // Connect implements transfer.Transport: an endpoint to the incarnation of
 // peer whose address AddPeer recorded last. The first opens UCX's endpoint
@@ -203,12 +203,50 @@ func (ep *endpoint) operand(key transfer.RemoteKey, off, n int) (*remoteKey, err
 // the request completes: Checked, when the owner answered that it applied
 // the put; OneSided, when a flush posted after it completed.
 func (ep *endpoint) Put(src []byte, key transfer.RemoteKey, off int) (transfer.Request, error) {
+	return ep.put(src, key, off, nil)
+}
+
+// MaxCarried implements transfer.ReportCarrier: Checked, the room UCX's
+// active-message header leaves (at most 1 KiB); OneSided, 0 — a
+// one-sided put and a message are not ordered, so nothing rides on a put.
+func (ep *endpoint) MaxCarried() int {
+	t := ep.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cfg.Mode != Checked || t.w == nil {
+		return 0
+	}
+	return int(C.kvu_max_carry(t.w))
+}
+
+// PutReport implements transfer.ReportCarrier (Checked mode): msg rides in
+// the put's header, and the owner's handler hands it on as a message only
+// after it applied the put, in the same Progress; a refused put drops it.
+func (ep *endpoint) PutReport(src []byte, key transfer.RemoteKey, off int, msg []byte) (transfer.Request, error) {
+	if len(msg) == 0 {
+		return nil, errors.New("ucx: an empty report to carry; PutReport carries a report of 1 byte or more, Put none")
+	}
+	return ep.put(src, key, off, msg)
+}
+
+// put posts a put, carrying msg when it is not nil.
+func (ep *endpoint) put(src []byte, key transfer.RemoteKey, off int, msg []byte) (transfer.Request, error) {
 	t := ep.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	rk, err := ep.operand(key, off, len(src))
 	if err != nil {
 		return nil, err
+	}
+	var carry unsafe.Pointer
+	if msg != nil {
+		if t.cfg.Mode != Checked {
+			return nil, fmt.Errorf("ucx: a %s put cannot carry a report; a checked transport expected (Put, Flush, then Send)", t.cfg.Mode)
+		}
+		if most := int(C.kvu_max_carry(t.w)); len(msg) > most {
+			return nil, fmt.Errorf("ucx: a report of %d bytes on a put; at most %d expected (MaxCarried)", len(msg), most)
+		}
+		carry = unsafe.Pointer(&msg[0]) // copied into the put's header before the call returns
 	}
 	r := &request{t: t, kind: reqPut, ep: ep}
 	var p unsafe.Pointer
@@ -220,7 +258,7 @@ func (ep *endpoint) Put(src []byte, key transfer.RemoteKey, off int) (transfer.R
 	if t.cfg.Mode == Checked {
 		r.seq = t.nextSeq()
 		st = C.kvu_send_put(t.w, ep.c.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
-			C.uint64_t(rk.k.gen), C.uint64_t(off), p, C.size_t(len(src)), &r.op)
+			C.uint64_t(rk.k.gen), C.uint64_t(off), p, C.size_t(len(src)), carry, C.size_t(len(msg)), &r.op)
 	} else {
 		r.kind = reqPutOS
 		st = C.kvu_put_os(ep.c.cep, p, C.size_t(len(src)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)

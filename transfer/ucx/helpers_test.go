@@ -177,3 +177,25 @@ func pattern(tag byte, n int) []byte {
 func sentinel(n int) []byte { return bytes.Repeat([]byte{0xA5}, n) }
 
 func describe(s setup, what string) string { return fmt.Sprintf("%s: %s", s.name, what) }
+
+// progressAside progresses n on a goroutine of its own — a live writer
+// process — until the function it answers is called, which returns once
+// the goroutine stopped.
+func progressAside(n *node) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+				n.Progress()
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}

@@ -5,13 +5,21 @@
  * sender claims to be that endpoint's peer. */
 #include "kvucx.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* Bounce buffers kept for reuse: a fresh multi-MiB buffer costs its page
+ * faults on every rendezvous, more than the copy out of it. */
+#define KVU_SPARE_BOUNCES 32
 
 typedef struct kvu_region {
     char *base;
     size_t len;
-    uint64_t gen; /* 0: the slot is free */
+    uint64_t gen;      /* 0: the slot is free */
+    uint32_t inflight; /* rendezvous received straight into it, not yet complete */
+    int closing;       /* being revoked: refuses every put, waits for inflight */
 } kvu_region;
 
 struct kvu_worker {
@@ -30,16 +38,28 @@ struct kvu_worker {
     kvu_event *ev;
     size_t nev, capev;
     kvu_stats stats;
+    size_t max_carry; /* the largest report a put of ours carries */
+    int direct;       /* receive a put's rendezvous straight into its registration */
+    struct {
+        void *buf;
+        size_t cap;
+    } spare[KVU_SPARE_BOUNCES]; /* put bounce buffers whose receive completed, for reuse */
+    size_t nspare;
 };
 
 /* A rendezvous receive in flight: the data goes to a bounce buffer and is
- * judged again when it has all arrived. */
+ * judged again when it has all arrived — or, for a put when the worker
+ * receives directly, straight into the registration, which counts it in
+ * flight until it completes (a revocation waits for it). */
 typedef struct kvu_rndv {
     kvu_worker *w;
-    int kind; /* KVU_AM_PUT or KVU_AM_GET_REP */
+    int kind;   /* KVU_AM_PUT or KVU_AM_GET_REP */
+    int direct; /* buf is the registration's own memory */
     uint64_t ep_id, seq, region, gen, off;
     void *buf;
     size_t len;
+    void *carry; /* the report the put carries (malloc'ed), or NULL */
+    size_t carry_len;
 } kvu_rndv;
 
 /* ---- the wire: a fixed little-endian header, then the sender's name ---- */
@@ -51,6 +71,8 @@ typedef struct kvu_hdr {
     uint32_t name_len;
     const char *name;
     uint64_t inc, target_inc, seq, region, gen, off, arg;
+    const uint8_t *carry; /* a put's report, after the name: arg bytes */
+    size_t carry_len;
 } kvu_hdr;
 
 static void put64(uint8_t *p, uint64_t v) {
@@ -82,12 +104,18 @@ static size_t hdr_pack(kvu_worker *w, uint8_t *p, uint8_t kind, uint64_t target_
 }
 
 /* hdr_parse accepts exactly one encoding: the magic, the kind it came as,
- * zero reserved bytes, a name of the length it states. */
+ * zero reserved bytes, a name of the length it states and, in a put alone,
+ * the report it carries: arg bytes (at most KVU_CARRY_MAX) after the name. */
 static int hdr_parse(const void *header, size_t len, uint8_t kind, kvu_hdr *h) {
     const uint8_t *p = header;
     if (len < KVU_HDR_FIXED || p[0] != 'K' || p[1] != 'V' || p[2] != 'U' || p[3] != 'X' ||
-        p[4] != kind || p[6] != 0 || p[7] != 0 || p[5] == 0 || len != KVU_HDR_FIXED + (size_t)p[5])
+        p[4] != kind || p[6] != 0 || p[7] != 0 || p[5] == 0)
         return 0;
+    size_t carry = kind == KVU_AM_PUT ? get64(p + 56) : 0;
+    if (carry > KVU_CARRY_MAX || len != KVU_HDR_FIXED + (size_t)p[5] + carry)
+        return 0;
+    h->carry = carry ? p + KVU_HDR_FIXED + p[5] : NULL;
+    h->carry_len = carry;
     h->kind = kind;
     h->name_len = p[5];
     h->name = (const char *)p + KVU_HDR_FIXED;
@@ -99,6 +127,38 @@ static int hdr_parse(const void *header, size_t len, uint8_t kind, kvu_hdr *h) {
     h->off = get64(p + 48);
     h->arg = get64(p + 56);
     return 1;
+}
+
+/* ---- bounce buffers ---- */
+
+/* bounce_get answers a buffer of at least len bytes: a spare one if one is
+ * large enough and not more than twice as large, else a fresh one. */
+static void *bounce_get(kvu_worker *w, size_t len) {
+    if (len == 0)
+        len = 1;
+    for (size_t i = 0; i < w->nspare; i++) {
+        if (w->spare[i].cap >= len && w->spare[i].cap / 2 <= len) {
+            void *buf = w->spare[i].buf;
+            w->spare[i] = w->spare[--w->nspare];
+            return buf;
+        }
+    }
+    return malloc(len);
+}
+
+/* bounce_put keeps a put's bounce buffer whose receive completed (nothing
+ * writes it any more) for reuse, or frees it when the spares are full. A
+ * buffer whose receive failed never comes here: it is kept for ever. */
+static void bounce_put(kvu_worker *w, void *buf, size_t len) {
+    if (len == 0)
+        len = 1;
+    if (w->nspare == KVU_SPARE_BOUNCES) {
+        free(buf);
+        return;
+    }
+    w->spare[w->nspare].buf = buf;
+    w->spare[w->nspare].cap = len;
+    w->nspare++;
 }
 
 /* ---- tables ---- */
@@ -137,7 +197,7 @@ static kvu_event *ev_push(kvu_worker *w, int kind) {
 /* region_check answers 0 when [off, off+len) lies in the live registration
  * idx of generation gen, else the refusal. */
 static int region_check(kvu_worker *w, uint64_t idx, uint64_t gen, uint64_t off, uint64_t len) {
-    if (idx >= w->nreg || gen == 0 || w->regions[idx].gen != gen)
+    if (idx >= w->nreg || gen == 0 || w->regions[idx].gen != gen || w->regions[idx].closing)
         return KVU_REFUSE_REVOKED;
     kvu_region *r = &w->regions[idx];
     if (off > r->len || len > r->len - off)
@@ -205,6 +265,8 @@ static ucs_status_t refuse_put(kvu_worker *w, const ucp_am_recv_param_t *p, cons
     w->stats.puts_refused++;
     if (why == KVU_REFUSE_REVOKED)
         w->stats.puts_late++;
+    if (h->carry_len)
+        w->stats.reports_dropped++;
     ucp_ep_h reply = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? p->reply_ep : NULL;
     /* The answer carries the reason; a rendezvous refused also fails the
      * sender's send (UCS_ERR_REJECTED), and the sender then waits for it. */
@@ -215,16 +277,33 @@ static ucs_status_t refuse_put(kvu_worker *w, const ucp_am_recv_param_t *p, cons
 
 static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_data);
 
-/* rndv_start receives a rendezvous message's data into a bounce buffer. */
-static ucs_status_t rndv_start(kvu_worker *w, void *desc, size_t len, kvu_rndv *proto) {
+/* rndv_start receives a rendezvous message's data into dst, the checked
+ * registration's own memory (counted in flight there), or, when dst is
+ * NULL, into a bounce buffer. */
+static ucs_status_t rndv_start(kvu_worker *w, void *desc, size_t len, kvu_rndv *proto, char *dst) {
     kvu_rndv *rv = malloc(sizeof *rv);
-    void *buf = malloc(len ? len : 1);
-    if (rv == NULL || buf == NULL) {
+    void *buf = dst != NULL ? dst : proto->kind == KVU_AM_PUT ? bounce_get(w, len) : malloc(len ? len : 1);
+    void *carry = proto->carry_len ? malloc(proto->carry_len) : NULL;
+    if (rv == NULL || buf == NULL || (proto->carry_len && carry == NULL)) {
         free(rv);
-        free(buf);
+        if (dst == NULL && proto->kind == KVU_AM_PUT && buf != NULL)
+            bounce_put(w, buf, len);
+        else if (dst == NULL)
+            free(buf);
+        free(carry);
         return UCS_ERR_NO_MEMORY;
     }
     *rv = *proto;
+    rv->direct = dst != NULL;
+    if (rv->kind == KVU_AM_PUT)
+        w->stats.puts_rndv++;
+    if (rv->direct) {
+        w->regions[rv->region].inflight++;
+        w->stats.puts_direct++;
+    }
+    if (carry != NULL)
+        memcpy(carry, proto->carry, proto->carry_len);
+    rv->carry = carry;
     rv->w = w;
     rv->buf = buf;
     rv->len = len;
@@ -241,8 +320,29 @@ static ucs_status_t rndv_start(kvu_worker *w, void *desc, size_t len, kvu_rndv *
     return UCS_INPROGRESS;
 }
 
+/* carried hands Go a report a put carried, as a message from e, after the
+ * put was applied: the report's claim that the writer's puts landed is true
+ * when it is heard. */
+static void carried(kvu_worker *w, kvu_ep *e, const void *msg, size_t len) {
+    void *copy = malloc(len);
+    kvu_event *ev = copy ? ev_push(w, KVU_EV_MSG) : NULL;
+    if (ev == NULL) {
+        free(copy);
+        w->stats.reports_dropped++;
+        return;
+    }
+    memcpy(copy, msg, len);
+    ev->ep_id = e->id;
+    ev->data = copy;
+    ev->len = len;
+    w->stats.reports_carried++;
+}
+
+/* apply_put writes a put whose registration is checked once more, answers
+ * the writer, and delivers the report the put carried only if it applied. */
 static void apply_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t inc, uint64_t idx,
-                      uint64_t gen, uint64_t off, const void *data, size_t len) {
+                      uint64_t gen, uint64_t off, const void *data, size_t len,
+                      const void *carry, size_t carry_len) {
     int why = region_check(w, idx, gen, off, len);
     kvu_hdr h = {.inc = inc, .seq = seq};
     if (why == 0) {
@@ -253,20 +353,57 @@ static void apply_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t inc, uint
         if (why == KVU_REFUSE_REVOKED)
             w->stats.puts_late++;
     }
-    if (e != NULL)
+    if (carry_len && why == 0)
+        carried(w, e, carry, carry_len);
+    else if (carry_len)
+        w->stats.reports_dropped++;
+    answer(w, e->ep, KVU_AM_PUT_ACK, &h, why, NULL, 0);
+}
+
+/* direct_done ends a put received straight into its registration: applied
+ * if every byte came while the registration was live (a revocation waits
+ * for it, so it still is unless the revocation gave up waiting); refused
+ * otherwise. Nothing is copied: the bytes are where the put named. */
+static void direct_done(kvu_worker *w, kvu_rndv *rv, kvu_ep *e, int ok) {
+    kvu_region *r = rv->region < w->nreg && w->regions[rv->region].gen == rv->gen ? &w->regions[rv->region] : NULL;
+    if (r != NULL)
+        r->inflight--;
+    int why = !ok ? KVU_REFUSE_TRANSFER : r == NULL ? KVU_REFUSE_REVOKED : 0;
+    if (why == 0 && e != NULL) {
+        w->stats.puts_applied++;
+        if (rv->carry_len)
+            carried(w, e, rv->carry, rv->carry_len);
+    } else {
+        /* Its endpoint failed or closed while the data came (the bytes that
+         * came are in a registration still live: its revocation waited
+         * for them), or the transfer failed, or the revocation gave up. */
+        w->stats.puts_refused++;
+        if (why == KVU_REFUSE_REVOKED)
+            w->stats.puts_late++;
+        if (rv->carry_len)
+            w->stats.reports_dropped++;
+        why = why ? why : KVU_REFUSE_ENDPOINT;
+    }
+    if (e != NULL) {
+        kvu_hdr h = {.inc = e->inc, .seq = rv->seq};
         answer(w, e->ep, KVU_AM_PUT_ACK, &h, why, NULL, 0);
+    }
 }
 
 static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_data) {
     kvu_rndv *rv = user_data;
     kvu_worker *w = rv->w;
     kvu_ep *e = ep_by_id(w, rv->ep_id);
-    if (status != UCS_OK || length != rv->len) {
+    if (rv->direct) {
+        direct_done(w, rv, e, status == UCS_OK && length == rv->len);
+    } else if (status != UCS_OK || length != rv->len) {
         /* A failed receive may still be written by the transport (a
          * put-based rendezvous from the sender): keep the buffer for ever. */
         w->stats.bounces_contained++;
         if (rv->kind == KVU_AM_PUT) {
             w->stats.puts_refused++;
+            if (rv->carry_len)
+                w->stats.reports_dropped++;
             if (e != NULL) {
                 kvu_hdr h = {.inc = e->inc, .seq = rv->seq};
                 answer(w, e->ep, KVU_AM_PUT_ACK, &h, KVU_REFUSE_TRANSFER, NULL, 0);
@@ -283,10 +420,13 @@ static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_
         /* Its endpoint failed or was closed while the data came: nothing
          * from that endpoint is applied after, whole or in part. */
         w->stats.puts_refused++;
-        free(rv->buf);
+        if (rv->carry_len)
+            w->stats.reports_dropped++;
+        bounce_put(w, rv->buf, rv->len);
     } else if (rv->kind == KVU_AM_PUT) {
-        apply_put(w, e, rv->seq, e->inc, rv->region, rv->gen, rv->off, rv->buf, rv->len);
-        free(rv->buf);
+        apply_put(w, e, rv->seq, e->inc, rv->region, rv->gen, rv->off, rv->buf, rv->len, rv->carry,
+                  rv->carry_len);
+        bounce_put(w, rv->buf, rv->len);
     } else {
         kvu_event *ev = ev_push(w, KVU_EV_GET_DONE);
         if (ev) {
@@ -300,6 +440,7 @@ static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_
     }
     if (req != NULL)
         ucp_request_free(req);
+    free(rv->carry);
     free(rv);
 }
 
@@ -320,12 +461,12 @@ static ucs_status_t am_put(void *arg, const void *header, size_t hlen, void *dat
     if (why != 0)
         return refuse_put(w, p, &h, why, rndv);
     if (!rndv) {
-        apply_put(w, e, h.seq, h.inc, h.region, h.gen, h.off, data, len);
+        apply_put(w, e, h.seq, h.inc, h.region, h.gen, h.off, data, len, h.carry, h.carry_len);
         return UCS_OK;
     }
     kvu_rndv proto = {.kind = KVU_AM_PUT, .ep_id = e->id, .seq = h.seq, .region = h.region,
-                      .gen = h.gen, .off = h.off};
-    return rndv_start(w, data, len, &proto);
+                      .gen = h.gen, .off = h.off, .carry = (void *)h.carry, .carry_len = h.carry_len};
+    return rndv_start(w, data, len, &proto, w->direct ? w->regions[h.region].base + h.off : NULL);
 }
 
 static ucs_status_t am_get(void *arg, const void *header, size_t hlen, void *data, size_t len,
@@ -373,7 +514,7 @@ static ucs_status_t am_answer(kvu_worker *w, unsigned id, const void *header, si
     }
     if (rndv) {
         kvu_rndv proto = {.kind = KVU_AM_GET_REP, .ep_id = e->id, .seq = h.seq};
-        return rndv_start(w, data, len, &proto);
+        return rndv_start(w, data, len, &proto, NULL);
     }
     kvu_event *ev = ev_push(w, id == KVU_AM_PUT_ACK ? KVU_EV_PUT_DONE : KVU_EV_GET_DONE);
     if (ev == NULL)
@@ -473,8 +614,8 @@ static int set_handler(kvu_worker *w, unsigned id, ucp_am_recv_callback_t cb) {
     return ucp_worker_set_am_recv_handler(w->worker, &hp);
 }
 
-int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, const char *name,
-             uint32_t name_len, uint64_t inc, const char *keepalive) {
+int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, int direct,
+             const char *name, uint32_t name_len, uint64_t inc, const char *keepalive) {
     if (name_len == 0 || name_len > KVU_NAME_MAX)
         return UCS_ERR_INVALID_PARAM;
     kvu_worker *w = calloc(1, sizeof *w);
@@ -484,6 +625,7 @@ int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, const 
     w->name_len = name_len;
     memcpy(w->name, name, name_len);
     w->peer_errors = peer_errors;
+    w->direct = direct;
     w->next_gen = 1;
     ucp_config_t *cfg;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
@@ -523,6 +665,11 @@ int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, const 
         ucp_cleanup(w->ctx);
         goto fail;
     }
+    ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
+    if (ucp_worker_query(w->worker, &wa) == UCS_OK && wa.max_am_header > KVU_HDR_FIXED + KVU_NAME_MAX) {
+        size_t room = wa.max_am_header - KVU_HDR_FIXED - KVU_NAME_MAX;
+        w->max_carry = room < KVU_CARRY_MAX ? room : KVU_CARRY_MAX;
+    }
     *out = w;
     return UCS_OK;
 fail:
@@ -537,6 +684,8 @@ void kvu_close(kvu_worker *w) {
         free(w->eps[i]);
     free(w->eps);
     free(w->regions);
+    for (size_t i = 0; i < w->nspare; i++)
+        free(w->spare[i].buf);
     kvu_events_clear(w);
     free(w->ev);
     free(w);
@@ -665,9 +814,32 @@ int kvu_region_add(kvu_worker *w, void *base, size_t len, uint64_t *idx, uint64_
     return UCS_OK;
 }
 
-void kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen) {
-    if (idx < w->nreg && w->regions[idx].gen == gen)
-        w->regions[idx] = (kvu_region){0};
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen, int64_t wait_ns) {
+    if (idx >= w->nreg || w->regions[idx].gen != gen)
+        return 1;
+    /* Refuse every put from now on, then let the receives already writing
+     * it finish: only this worker's progress writes it, here or later. */
+    w->regions[idx].closing = 1;
+    int waited = w->regions[idx].inflight > 0;
+    if (waited) {
+        int64_t deadline = now_ns() + wait_ns;
+        while (w->regions[idx].inflight > 0 && now_ns() < deadline)
+            if (ucp_worker_progress(w->worker) == 0)
+                sched_yield(); /* the writer may need this CPU to send */
+    }
+    int fenced = w->regions[idx].inflight == 0;
+    if (!fenced)
+        w->stats.revokes_unfenced++; /* its receives complete as refused, into the memory */
+    else if (waited)
+        w->stats.revokes_waited++;
+    w->regions[idx] = (kvu_region){0};
+    return fenced;
 }
 
 ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg, size_t len, kvu_op **out) {
@@ -690,13 +862,21 @@ ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg, size_t len,
     return op_from(ucp_am_send_nbx(e->ep, KVU_AM_MSG, op->hdr, hlen, op->copy, len, &p), op, out);
 }
 
+size_t kvu_max_carry(kvu_worker *w) { return w->max_carry; }
+
 ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t target_inc,
                           uint64_t region, uint64_t gen, uint64_t off, const void *src, size_t len,
-                          kvu_op **out) {
+                          const void *carry, size_t carry_len, kvu_op **out) {
+    if (carry_len > w->max_carry)
+        return UCS_ERR_INVALID_PARAM;
     kvu_op *op = calloc(1, sizeof *op);
     if (op == NULL)
         return UCS_ERR_NO_MEMORY;
-    size_t hlen = hdr_pack(w, op->hdr, KVU_AM_PUT, target_inc, seq, region, gen, off, 0);
+    size_t hlen = hdr_pack(w, op->hdr, KVU_AM_PUT, target_inc, seq, region, gen, off, carry_len);
+    if (carry_len) {
+        memcpy(op->hdr + hlen, carry, carry_len);
+        hlen += carry_len;
+    }
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
         .flags = UCP_AM_SEND_FLAG_REPLY,

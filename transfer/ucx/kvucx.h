@@ -44,6 +44,9 @@ enum {
 
 #define KVU_NAME_MAX 255
 #define KVU_HDR_FIXED 64
+/* The largest report a checked put carries in its header (a DONE is about
+ * a hundred bytes): delivered as a message only once the put is applied. */
+#define KVU_CARRY_MAX 1024
 
 typedef struct kvu_stats {
     uint64_t puts_applied;     /* puts written into a live registration */
@@ -54,6 +57,12 @@ typedef struct kvu_stats {
     uint64_t msgs_refused;     /* malformed, misaddressed, or claiming another identity */
     uint64_t answers_refused;  /* acks and get answers from the wrong endpoint */
     uint64_t bounces_contained;/* rendezvous buffers kept after a failed receive */
+    uint64_t reports_carried;  /* reports a put carried, delivered once it was applied */
+    uint64_t reports_dropped;  /* reports a put carried, dropped with the put refused */
+    uint64_t puts_rndv;        /* rendezvous puts whose receive began */
+    uint64_t puts_direct;      /* of those, received straight into a registration */
+    uint64_t revokes_waited;   /* revocations that waited for such a receive */
+    uint64_t revokes_unfenced; /* revocations whose wait ran out: answered new-only */
 } kvu_stats;
 
 typedef struct kvu_worker kvu_worker;
@@ -86,12 +95,12 @@ typedef struct kvu_op {
     void *req;    /* the UCX request while in flight */
     int done;
     int32_t status;
-    uint8_t hdr[KVU_HDR_FIXED + KVU_NAME_MAX];
+    uint8_t hdr[KVU_HDR_FIXED + KVU_NAME_MAX + KVU_CARRY_MAX];
     void *copy; /* a message's own copy */
 } kvu_op;
 
 int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors,
-             const char *name, uint32_t name_len, uint64_t inc,
+             int direct, const char *name, uint32_t name_len, uint64_t inc,
              const char *keepalive);
 void kvu_close(kvu_worker *w);
 ucs_status_t kvu_address(kvu_worker *w, void **addr, size_t *len);
@@ -109,14 +118,25 @@ kvu_stats kvu_get_stats(kvu_worker *w);
 
 int kvu_region_add(kvu_worker *w, void *base, size_t len, uint64_t *idx,
                    uint64_t *gen);
-void kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen);
+/* kvu_region_revoke takes a registration out of the table: every put is
+ * refused from then on, and the puts being received straight into it are
+ * waited for, progressing the worker, for at most wait_ns. It answers 1 when
+ * none is left (nothing writes the memory after), 0 when the wait ran out
+ * (they complete as refused, but may still write the memory). */
+int kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen, int64_t wait_ns);
 
 ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg,
                           size_t len, kvu_op **out);
+/* kvu_send_put sends a checked put; a report of carry_len bytes (at most
+ * kvu_max_carry) rides in its header, for the owner to hand Go as a message
+ * only once it applied the put. */
 ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq,
                           uint64_t target_inc, uint64_t region, uint64_t gen,
                           uint64_t off, const void *src, size_t len,
-                          kvu_op **out);
+                          const void *carry, size_t carry_len, kvu_op **out);
+/* kvu_max_carry answers the largest report a put of this worker carries:
+ * KVU_CARRY_MAX, or less where UCX's active-message header is smaller. */
+size_t kvu_max_carry(kvu_worker *w);
 ucs_status_t kvu_send_get(kvu_worker *w, kvu_ep *e, uint64_t seq,
                           uint64_t target_inc, uint64_t region, uint64_t gen,
                           uint64_t off, uint64_t len, kvu_op **out);

@@ -82,7 +82,11 @@ func (m *memory) Len() int { return m.size }
 // Revoke implements transfer.Memory. Checked: the registration leaves the
 // owner's table under the transport's lock, and only Progress, under the
 // same lock, writes it: no put lands after Revoke returns, whenever it was
-// posted — RevokedFenced. OneSided: ucp_mem_unmap — RevokedNewOnly, the
+// posted — RevokedFenced. A rendezvous put being received straight into
+// it (over tcp, Config.Bounce) is waited for first, progressing the
+// worker, for at most Config.RevokeWait; if one is still arriving then (a
+// writer stopped mid-transfer), Revoke answers RevokedNewOnly and the
+// memory stays pinned for the life of the process. OneSided: ucp_mem_unmap — RevokedNewOnly, the
 // conservative answer: over tcp and shared memory UCX 1.13 moves a
 // one-sided put by software RMA, which writes the address the put names
 // without looking for a registration, so even puts posted later still land
@@ -105,7 +109,11 @@ func (m *memory) end() error {
 	t := m.t
 	delete(t.regions, m)
 	if m.mode == Checked {
-		C.kvu_region_revoke(t.w, C.uint64_t(m.region), C.uint64_t(m.gen))
+		if C.kvu_region_revoke(t.w, C.uint64_t(m.region), C.uint64_t(m.gen), C.int64_t(t.cfg.RevokeWait.Nanoseconds())) == 0 {
+			m.keepPinned()
+			m.how = transfer.RevokedNewOnly
+			return nil
+		}
 		m.pin.Unpin()
 		m.how = transfer.RevokedFenced
 		return nil
@@ -114,9 +122,15 @@ func (m *memory) end() error {
 	if st := C.kvu_mem_unmap(t.w, m.mh); st != C.UCS_OK {
 		err = fmt.Errorf("ucx: ucp_mem_unmap: %w", statusErr(C.int(st)))
 	}
+	m.keepPinned()
+	m.how = transfer.RevokedNewOnly
+	return err
+}
+
+// keepPinned keeps the memory pinned for the life of the process: something
+// the owner cannot stop may still write it.
+func (m *memory) keepPinned() {
 	forever.mu.Lock()
 	forever.pins = append(forever.pins, m.pin)
 	forever.mu.Unlock()
-	m.how = transfer.RevokedNewOnly
-	return err
 }

@@ -3,6 +3,7 @@ package ucx
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,11 @@ import (
 // data in the owner's socket — changes no byte after Revoke returns; the
 // put either landed whole before it (and its request succeeds) or not at
 // all (and its request fails); and a writer that ignores its own fence,
-// posting with the key after the revocation, writes nothing.
+// posting with the key after the revocation, writes nothing. While Revoke
+// runs the writer progresses on its own goroutine, as the live process it
+// stands for would: over tcp a rendezvous already being received straight
+// into the pages is waited for (TestRevokeWaitsForDirectReceives has the
+// writer that stops).
 func TestCheckedRevokeFences(t *testing.T) {
 	for _, s := range setups(t, Checked) {
 		t.Run(s.name, func(t *testing.T) {
@@ -45,7 +50,9 @@ func TestCheckedRevokeFences(t *testing.T) {
 					}
 				}
 				before := decode.Stats()
+				stop := progressAside(prefill)
 				how, err := mem.Revoke()
+				stop()
 				require.NoError(rt, err)
 				require.Equal(rt, transfer.RevokedFenced, how)
 				atRevoke := bytes.Clone(pages)
@@ -161,6 +168,93 @@ func TestClosingTheOwnersEndpoint(t *testing.T) {
 			assert.True(t, done)
 			assert.NoError(t, lateErr)
 			assert.Equal(t, src, pages, "one-sided: the owner's close fenced nothing")
+		})
+	}
+}
+
+// TestRevokeWaitsForDirectReceives: over tcp a rendezvous put whose
+// registration checked out at its arrival is received straight into the
+// pages, and a revocation meanwhile must wait for it to be fenced. Each
+// case first brings a 4 MiB put to the point where the owner started
+// receiving it (the writer has not yet been progressed to send its data).
+// A live writer: Revoke waits, the put lands whole before Revoke returns,
+// and no byte changes after — without the wait the data would keep coming
+// after Revoke answered fenced. A writer stopped mid-transfer: Revoke
+// gives up after RevokeWait and answers new-only, truthfully — the
+// resumed writer's bytes still land, the put refused. With Bounce the
+// data goes to a buffer of the transport's and Revoke fences at once.
+func TestRevokeWaitsForDirectReceives(t *testing.T) {
+	const size = 4 << 20
+	for _, tc := range []struct {
+		name          string
+		bounce, alive bool
+		how           transfer.Revocation
+		pages         func(src []byte) []byte // what the pages hold at the end
+		putErr        error
+	}{
+		{name: "live writer", alive: true, how: transfer.RevokedFenced, pages: func(src []byte) []byte { return src }},
+		{name: "stopped writer", how: transfer.RevokedNewOnly, pages: func(src []byte) []byte { return src }, putErr: ErrRevoked},
+		{name: "bounce", bounce: true, how: transfer.RevokedFenced, pages: func([]byte) []byte { return sentinel(size) }, putErr: ErrRevoked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Transports: "tcp", Mode: Checked, Bounce: tc.bounce, RevokeWait: 100 * time.Millisecond}
+			if tc.alive {
+				cfg.RevokeWait = time.Minute // a bound, not an expectation
+			}
+			decode := newNode(t, cfg, "decode", 1)
+			prefill := newNode(t, cfg, "prefill", 1)
+			toDecode, _ := link(t, prefill, decode)
+			pages := sentinel(size)
+			mem, err := decode.Register(pages)
+			require.NoError(t, err)
+			key, err := toDecode.UnpackKey(mem.PackedKey())
+			require.NoError(t, err)
+			src := pattern(9, size)
+			put, err := toDecode.Put(src, key, 0)
+			require.NoError(t, err)
+			started := func() bool { return decode.Stats().PutsRendezvous == 1 }
+			for i := 0; i < 100_000 && !started(); i++ {
+				prefill.Progress()
+				decode.Progress()
+			}
+			require.True(t, started(), "the owner started receiving the put")
+			direct := uint64(1)
+			if tc.bounce {
+				direct = 0
+			}
+			require.Equal(t, direct, decode.Stats().PutsDirect, "straight into the pages unless Bounce")
+			require.Zero(t, decode.Stats().PutsApplied, "and has not got all of it: the writer was not progressed since")
+
+			stop := func() {}
+			if tc.alive {
+				stop = progressAside(prefill)
+			}
+			how, err := mem.Revoke()
+			stop()
+			require.NoError(t, err)
+			require.Equal(t, tc.how, how)
+			atRevoke := bytes.Clone(pages)
+			if tc.how == transfer.RevokedFenced && !tc.bounce {
+				require.Equal(t, src, atRevoke, "the put landed, whole, before Revoke returned: it waited")
+				require.Equal(t, uint64(1), decode.Stats().RevokesWaited)
+			}
+			putErr := wait(t, put, prefill, decode)
+			if tc.putErr == nil {
+				require.NoError(t, putErr)
+			} else {
+				require.ErrorIs(t, putErr, tc.putErr)
+			}
+			for range 1000 {
+				prefill.Progress()
+				decode.Progress()
+			}
+			require.Equal(t, tc.pages(src), pages)
+			if how.Fences() {
+				require.Equal(t, atRevoke, pages, "no byte changed after Revoke answered fenced")
+			} else {
+				require.Equal(t, uint64(1), decode.Stats().RevokesNewOnly)
+				require.NotEqual(t, atRevoke, pages, "bytes landed after Revoke: why it answered new-only")
+			}
 		})
 	}
 }

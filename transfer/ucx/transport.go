@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/kvready/kvready/transfer"
@@ -89,6 +91,41 @@ type Config struct {
 	// for it is never made over them; set this to use them. Then a dead
 	// peer is never reported: EndpointError is not called.
 	NoPeerErrors bool
+	// Bounce receives every rendezvous put (Checked) into a buffer of the
+	// transport's own, copied into the registration once all of it came
+	// and the registration checked again. It is what happens anyway unless
+	// Transports names tcp (and self) alone: there the owner's own worker
+	// writes everything that arrives, in its Progress, so a rendezvous put
+	// whose registration checked out at its arrival is received straight
+	// into the pages, one copy fewer, and Revoke waits for it (RevokeWait).
+	// Over shared memory the data may come by the writer's
+	// process_vm_writev (cma), which nothing the owner does stops.
+	Bounce bool
+	// RevokeWait bounds how long Revoke waits for rendezvous puts still
+	// being received straight into the registration (default 2 s); past
+	// it, Revoke answers RevokedNewOnly and leaves the memory pinned for
+	// the life of the process: a writer stopped mid-transfer (SIGSTOP)
+	// may resume and finish writing it.
+	RevokeWait time.Duration
+}
+
+// defaultRevokeWait is Config.RevokeWait's default: far longer than a
+// rendezvous of the §5 page sizes takes between two live processes.
+const defaultRevokeWait = 2 * time.Second
+
+// direct answers whether a rendezvous put may be received straight into its
+// registration: only where every transport is one whose data the owner's
+// own progress writes (tcp, self), never over shared memory.
+func (c Config) direct() bool {
+	if c.Mode != Checked || c.Bounce || c.Transports == "" {
+		return false
+	}
+	for _, tl := range strings.Split(c.Transports, ",") {
+		if tl != "tcp" && tl != "self" {
+			return false
+		}
+	}
+	return true
 }
 
 func (c Config) validate() error {
@@ -101,6 +138,9 @@ func (c Config) validate() error {
 	}
 	if c.Incarnation == 0 {
 		errs = append(errs, errors.New("Incarnation is 0; an incarnation >= 1 expected"))
+	}
+	if c.RevokeWait < 0 {
+		errs = append(errs, fmt.Errorf("RevokeWait is %v; 0 (the default, %v) or more expected", c.RevokeWait, defaultRevokeWait))
 	}
 	if c.Mode != Checked && c.Mode != OneSided {
 		errs = append(errs, fmt.Errorf("Mode is %s; checked or one-sided expected", c.Mode))
@@ -158,6 +198,12 @@ type Stats struct {
 	MsgsUnheard    uint64 // held from an endpoint never matched, and dropped
 	AnswersRefused uint64 // acks and get answers not from the endpoint their request went on
 	Contained      uint64 // rendezvous buffers kept for ever after a failed receive
+	ReportsCarried uint64 // reports puts carried, handed on once their put was applied
+	ReportsDropped uint64 // reports puts carried, dropped with their put refused or failed
+	PutsRendezvous uint64 // puts that came by rendezvous, whose receive began
+	PutsDirect     uint64 // of those, received straight into a registration (Config.Bounce)
+	RevokesWaited  uint64 // revocations that waited for such a put still arriving, then fenced
+	RevokesNewOnly uint64 // Checked revocations whose wait ran out (RevokeWait): RevokedNewOnly
 }
 
 type unheard struct {
@@ -194,7 +240,14 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.NoPeerErrors {
 		peerErrors = 0
 	}
-	if st := C.kvu_open(&w, tls, rma, peerErrors, name, C.uint32_t(len(cfg.Name)), C.uint64_t(cfg.Incarnation), nil); st != 0 {
+	direct := C.int(0)
+	if cfg.direct() {
+		direct = 1
+	}
+	if cfg.RevokeWait == 0 {
+		cfg.RevokeWait = defaultRevokeWait
+	}
+	if st := C.kvu_open(&w, tls, rma, peerErrors, direct, name, C.uint32_t(len(cfg.Name)), C.uint64_t(cfg.Incarnation), nil); st != 0 {
 		return nil, fmt.Errorf("ucx: opening a worker over transports %q: %w", cfg.Transports, statusErr(C.int(st)))
 	}
 	t := &Transport{
@@ -426,6 +479,12 @@ func (t *Transport) merged() Stats {
 		s.MsgsRefused += uint64(c.msgs_refused)
 		s.AnswersRefused += uint64(c.answers_refused)
 		s.Contained += uint64(c.bounces_contained)
+		s.ReportsCarried += uint64(c.reports_carried)
+		s.ReportsDropped += uint64(c.reports_dropped)
+		s.PutsRendezvous += uint64(c.puts_rndv)
+		s.PutsDirect += uint64(c.puts_direct)
+		s.RevokesWaited += uint64(c.revokes_waited)
+		s.RevokesNewOnly += uint64(c.revokes_unfenced)
 	}
 	return s
 }

@@ -1,0 +1,78 @@
+package ucxfigure
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvready/kvready/transfer"
+	"github.com/kvready/kvready/transfer/ucx"
+)
+
+// BenchmarkUCXInProcess is the figure's lifecycle with both sides in this
+// process, over tcp, one goroutine progressing the decode and the prefill
+// in turn: no process spins waiting for the other, so the CPU time the
+// process spent per page (cpu-ns/page, from getrusage: UCX's own threads
+// included) is the cost of a transfer — the engine, the Receiver and the
+// Sender, both UCX workers, the copies — and a loaded machine, which
+// stretches wall time, changes it much less. Each variant turns one of
+// this package's levers off, so that a run compares them side by side:
+// carry (a page's DONE rides on its put) and direct (a tcp rendezvous is
+// received straight into the staging slot, not a bounce buffer); before
+// is both off — the protocol of the figure's first measurement.
+func BenchmarkUCXInProcess(b *testing.B) {
+	variants := []struct {
+		name          string
+		plain, bounce bool
+	}{{"v3", false, false}, {"no-carry", true, false}, {"bounce", false, true}, {"before", true, true}}
+	for _, size := range pageSizes {
+		for _, v := range variants {
+			b.Run(fmt.Sprintf("page=%s/%s", sizeName(size), v.name), func(b *testing.B) { benchInProcess(b, size, v.plain, v.bounce) })
+		}
+	}
+}
+
+func benchInProcess(b *testing.B, size int, plain, bounce bool) {
+	cfg := func(name transfer.Peer) ucx.Config {
+		c := ucxConfig(name, "tcp")
+		c.Bounce = bounce
+		return c
+	}
+	dtr, err := ucx.New(cfg("decode"))
+	must(b, err)
+	b.Cleanup(func() { _ = dtr.Close() })
+	ptr, err := ucx.New(cfg("prefill"))
+	must(b, err)
+	b.Cleanup(func() { _ = ptr.Close() })
+	r := newRig(b, size, dtr, nil)
+	c, err := newPrefill(ptr, size, plain)
+	must(b, err)
+	b.Cleanup(func() { _ = c.send.Close() })
+	_, _, err = dtr.AddPeer(ptr.Address())
+	must(b, err)
+	_, err = r.recv.Connect(advertise("prefill"))
+	must(b, err)
+	must(b, c.connect(dtr.Address(), advertise("decode")))
+	r.pump = func() {
+		must(b, c.step())
+		r.recv.Progress()
+	}
+	r.run(inFlight) // warm up: connections, buffers
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	r.run(b.N)
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/page")
+}
+
+// cpuTime is the CPU time this process spent so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
