@@ -177,7 +177,14 @@ func (b *Backend) call(j *batch, wire *atomic.Int64) {
 		j.unattributed(execErr)
 	}
 	// The call went to the store: what it met says whether the store is up.
-	b.observe(judge(execErr, time.Since(start), b.set.timeout), execErr, start)
+	// It was out no longer than its context allowed, however late this
+	// goroutine ran again: a loaded machine must not make a call bounded
+	// under hungFloor look like a hung store.
+	took := time.Since(start)
+	if dl, ok := j.ctx.Deadline(); ok {
+		took = min(took, dl.Sub(start))
+	}
+	b.observe(judge(execErr, took, b.set.timeout), execErr, start)
 }
 
 // unattributed fails every command of the batch that reports no error of its
