@@ -193,6 +193,7 @@ type Sender struct {
 	eps     map[transfer.Peer]transfer.Endpoint
 	changed chan struct{}
 	closed  bool
+	order   []sendKey // Progress's walk of live, in key order: kept, so a round allocates nothing for it
 
 	drv *driver
 }
@@ -514,8 +515,15 @@ func (s *Sender) Progress() int {
 		}
 	}
 	var wake []func()
-	for _, k := range slices.SortedFunc(maps.Keys(s.live), compareSendKeys) {
-		wake = append(wake, s.advance(s.live[k], now)...)
+	s.order = s.order[:0]
+	for k := range s.live {
+		s.order = append(s.order, k)
+	}
+	slices.SortFunc(s.order, compareSendKeys)
+	for _, k := range s.order {
+		if p := s.live[k]; p != nil { // advance may conclude, never add
+			wake = append(wake, s.advance(p, now)...)
+		}
 	}
 	s.finish()
 	s.mu.Unlock()
