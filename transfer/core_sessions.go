@@ -120,6 +120,13 @@ func (s *Sessions) advance(now time.Time) {
 // deadlines (or added or retired one): the next clock move walks them.
 func (s *Sessions) touched() { s.stale = true }
 
+// Due reports whether advancing to now may change an active session: one's
+// deadline came, or an input since the last walk may have moved one. When
+// it answers false, Tick and Poll at now change no active session.
+func (s *Sessions) Due(now time.Time) bool {
+	return s.stale || (!s.due.IsZero() && !now.Before(s.due))
+}
+
 // Tick applies every deadline at now.
 func (s *Sessions) Tick(now time.Time) { s.advance(now) }
 

@@ -18,6 +18,7 @@ type Transceiver struct {
 	caps    Capabilities
 	clock   func() time.Time
 	changed chan struct{} // closed and replaced after every call that may change the table
+	changes uint64        // counts those calls
 }
 
 var _ Lifecycle = (*Transceiver)(nil)
@@ -46,8 +47,26 @@ func (t *Transceiver) change(f func(s *Sessions, now time.Time)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(t.core, t.clock())
+	t.changes++
 	close(t.changed)
 	t.changed = make(chan struct{})
+}
+
+// Changes counts the calls that may have changed the table — every input,
+// and every Poll that applied a deadline. A caller that read the same
+// count before, with Due false since, reads the same active sessions.
+func (t *Transceiver) Changes() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.changes
+}
+
+// Due reports whether a Poll now may change an active session
+// (Sessions.Due): a deadline came, or an input may have moved one.
+func (t *Transceiver) Due() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.core.Due(t.clock())
 }
 
 // Capabilities is what this side advertises.
@@ -114,8 +133,18 @@ func (t *Transceiver) Fence(key SessionKey) (l Logical) {
 	return l
 }
 
-// Poll implements Lifecycle (Sessions.Poll); it never blocks.
+// Poll implements Lifecycle (Sessions.Poll); it never blocks. A Poll with
+// no deadline due changes no active session, so it wakes no waiter and
+// counts as no change: a receiver polling every session each round pays
+// for a lock, not for a wake-up.
 func (t *Transceiver) Poll(key SessionKey) (p Physical) {
+	t.mu.Lock()
+	if now := t.clock(); !t.core.Due(now) {
+		p = t.core.Poll(now, key)
+		t.mu.Unlock()
+		return p
+	}
+	t.mu.Unlock()
 	t.change(func(s *Sessions, now time.Time) { p = s.Poll(now, key) })
 	return p
 }

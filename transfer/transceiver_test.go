@@ -185,3 +185,34 @@ func TestTransceiverConcurrentCallers(t *testing.T) {
 		assert.Equal(t, transfer.Delivered{TokenEnd: 64}, info.Outcome)
 	}
 }
+
+// A Poll changes the table only when something is due — an input since the
+// last walk, or a deadline come — and only then counts as a change (and
+// wakes waiters): a receiver polling every session each round pays for a
+// lock, not for a wake-up, and still sees every deadline.
+func TestPollCountsAChangeOnlyWhenSomethingIsDue(t *testing.T) {
+	clock := &fakeClock{now: at(0)}
+	tr := transceiver(t, clock.Now)
+	require.NoError(t, tr.Create(config(t, false, kv0)))
+	require.NoError(t, tr.Expose(key1))
+	require.True(t, tr.Due(), "an input since the last walk")
+	before := tr.Changes()
+	tr.Poll(key1)
+	assert.Equal(t, before+1, tr.Changes(), "the walk after an input counts")
+	require.False(t, tr.Due())
+	for range 3 {
+		tr.Poll(key1)
+	}
+	assert.Equal(t, before+1, tr.Changes(), "nothing due: polls change nothing")
+
+	clock.Set(at(100))
+	require.True(t, tr.Due(), "the deadline came")
+	tr.Poll(key1)
+	assert.Equal(t, before+2, tr.Changes())
+	o, ok := tr.Outcome(key1)
+	require.True(t, ok)
+	assert.IsType(t, transfer.Failed{}, o, "the deadline was applied")
+
+	require.NoError(t, tr.Deliver(ev(transfer.Done, kv0, 64)))
+	assert.Equal(t, before+3, tr.Changes(), "every input counts")
+}

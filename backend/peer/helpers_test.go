@@ -76,6 +76,7 @@ type world struct {
 
 type worldOpt struct {
 	leased bool
+	wrap   func(transfer.Transport) transfer.Transport // nil: the receiver uses the decode node itself
 	faults sim.Faults
 	offer  func(w *world) func(peer.Offer) error // nil: record
 }
@@ -109,8 +110,12 @@ func newWorld(t *testing.T, o worldOpt) *world {
 		offer = o.offer(w)
 	}
 	_, inc := w.decode.Self()
+	var tr transfer.Transport = w.decode
+	if o.wrap != nil {
+		tr = o.wrap(tr)
+	}
 	w.recv, err = peer.NewReceiver(peer.ReceiverConfig{
-		Transport: w.decode, Capabilities: all("decode", inc),
+		Transport: tr, Capabilities: all("decode", inc),
 		Slot: func(u contract.Unit) []byte {
 			if u.LocalGroup != 0 || u.Local < 0 || u.Local >= len(w.slots) {
 				return nil

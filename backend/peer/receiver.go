@@ -130,6 +130,8 @@ type Receiver struct {
 	changed  chan struct{}              // closed and replaced when an outcome is observed
 	outbox   []Cancel                   // cancels Progress sends next
 	closed   bool
+	observed uint64 // the transceiver's Changes when Progress last observed every live session
+	retry    bool   // a revocation failed in that pass: observe again, changed or not
 
 	epMu sync.Mutex
 	eps  map[transfer.Peer]transfer.Endpoint // the default Offer's endpoints
@@ -613,8 +615,14 @@ func (r *Receiver) Progress() int {
 	n := r.cfg.Transport.Progress()
 	r.mu.Lock()
 	var wake []func()
-	for _, key := range slices.SortedFunc(maps.Keys(r.live), compareKeys) {
-		wake = append(wake, r.observe(r.live[key])...)
+	// Observing every live session is work per round, not per page: it is
+	// done only when the table may have changed since the last pass (an
+	// input, a deadline due) or a revocation is to be tried again.
+	if changes := r.tx.Changes(); changes != r.observed || r.retry || r.tx.Due() {
+		r.observed, r.retry = changes, false
+		for _, key := range slices.SortedFunc(maps.Keys(r.live), compareKeys) {
+			wake = append(wake, r.observe(r.live[key])...)
+		}
 	}
 	r.mu.Unlock()
 	callAll(wake)

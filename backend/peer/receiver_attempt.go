@@ -44,6 +44,8 @@ func (r *Receiver) observe(s *session) []func() {
 			if fences {
 				r.n.fenced.Add(1)
 			}
+		} else {
+			r.retry = true // the next Progress observes again, changed table or not
 		}
 	}
 	return wake

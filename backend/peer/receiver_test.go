@@ -340,3 +340,81 @@ func TestOfferFailure(t *testing.T) {
 	w.recv.Progress()
 	assert.True(t, w.quiesce(a), "leased: the revocation fenced kvA")
 }
+
+// TestIdleProgressObservesNothing: with sessions live and nothing arriving,
+// a Progress does no work per session (no allocation: no sort, no poll that
+// wakes), yet a deadline that comes with no input is still seen: the
+// session fails at its deadline, and a leased one is revoked.
+func TestIdleProgressObservesNothing(t *testing.T) {
+	w := newWorld(t, worldOpt{leased: true})
+	w.connect()
+	var atts []contract.Attempt
+	for i := range 4 {
+		atts = append(atts, w.fetch(plan(t, transfer.RequestID(i+1), 1, 1, kvA), i))
+	}
+	w.drain()
+	allocs := testing.AllocsPerRun(50, func() { w.recv.Progress() })
+	assert.Zero(t, allocs, "an idle Progress walks no session")
+	for _, a := range atts {
+		assert.Nil(t, a.Poll(), "no outcome before the deadline")
+	}
+	w.clock.Advance(100 * time.Millisecond) // the receiver's Timeout: every deadline comes
+	w.recv.Progress()
+	// Read before any attempt is asked: Progress alone saw the deadlines.
+	assert.Equal(t, uint64(len(atts)), w.recv.Stats().Revocations, "each leased session revoked once its deadline latched an outcome")
+	for i, a := range atts {
+		o := a.Poll()
+		require.NotNil(t, o, "attempt %d: its deadline came", i)
+		assert.IsType(t, contract.Failed{}, o)
+	}
+}
+
+// stubbornMemory is a registration whose first revocations fail: the
+// receiver must try again on later rounds, input or not.
+type stubbornMemory struct {
+	transfer.Memory
+	fails *int
+}
+
+func (m stubbornMemory) Revoke() (transfer.Revocation, error) {
+	if *m.fails > 0 {
+		*m.fails--
+		return 0, errors.New("revocation refused, for now")
+	}
+	return m.Memory.Revoke()
+}
+
+type stubbornTransport struct {
+	transfer.Transport
+	fails *int
+}
+
+func (s stubbornTransport) Register(b []byte) (transfer.Memory, error) {
+	m, err := s.Transport.Register(b)
+	if err != nil {
+		return nil, err
+	}
+	return stubbornMemory{Memory: m, fails: s.fails}, nil
+}
+
+// TestAFailedRevocationIsTriedAgainWhenIdle: a leased session whose
+// revocation failed is revoked by a later Progress although nothing arrived
+// since — an idle round still tries it again.
+func TestAFailedRevocationIsTriedAgainWhenIdle(t *testing.T) {
+	fails := 0
+	w := newWorld(t, worldOpt{leased: true, wrap: func(tr transfer.Transport) transfer.Transport {
+		return stubbornTransport{Transport: tr, fails: &fails}
+	}})
+	w.connect()
+	a := w.fetch(plan(t, 1, 1, 1, kvA), 0)
+	w.drain()
+	fails = 2
+	w.say(transfer.Done, transfer.SessionKey{Request: 1, Attempt: 1}, kvA, 16, 0) // delivers, and drains
+	require.Zero(t, w.recv.Stats().Revocations, "refused so far")
+	for range 4 {
+		w.recv.Progress()
+	}
+	assert.Zero(t, fails, "tried again on idle rounds")
+	assert.Equal(t, uint64(1), w.recv.Stats().Revocations)
+	assert.True(t, w.quiesce(a), "revoked: the pages are the engine's again")
+}

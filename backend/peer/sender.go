@@ -193,6 +193,7 @@ type Sender struct {
 	eps     map[transfer.Peer]transfer.Endpoint
 	changed chan struct{}
 	closed  bool
+	order   []sendKey // Progress's walk of live, in key order: kept until live changes, so a round neither sorts nor allocates
 
 	drv *driver
 }
@@ -393,6 +394,7 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		// Its receiver cancelled it before this publish: it posts nothing,
 		// and its late offer is refused by the tombstone.
 		s.live[key] = p
+		s.order = s.order[:0] // live changed: the next round sorts again
 		s.n.live.Add(1)
 		s.conclude(p, contract.Cancelled{ByPeer: true})
 		return p, nil
@@ -402,6 +404,7 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		s.take(p, h.offer)
 	}
 	s.live[key] = p
+	s.order = s.order[:0]
 	s.n.live.Add(1)
 	return p, nil
 }
@@ -514,8 +517,17 @@ func (s *Sender) Progress() int {
 		}
 	}
 	var wake []func()
-	for _, k := range slices.SortedFunc(maps.Keys(s.live), compareSendKeys) {
-		wake = append(wake, s.advance(s.live[k], now)...)
+	if len(s.order) != len(s.live) { // emptied by every change to live: sorted again only then
+		s.order = s.order[:0]
+		for k := range s.live {
+			s.order = append(s.order, k)
+		}
+		slices.SortFunc(s.order, compareSendKeys)
+	}
+	for _, k := range s.order {
+		if p := s.live[k]; p != nil { // advance may conclude, never add
+			wake = append(wake, s.advance(p, now)...)
+		}
 	}
 	s.finish()
 	s.mu.Unlock()
@@ -716,6 +728,7 @@ func (s *Sender) prove(p *publication) contract.Access {
 	}
 	p.proven = true
 	delete(s.live, p.key)
+	s.order = s.order[:0]
 	s.n.live.Add(^uint64(0))
 	s.n.settle.add(s.cfg.Clock().Sub(p.submitted))
 	return contract.AccessEnded

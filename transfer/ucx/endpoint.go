@@ -32,6 +32,9 @@ type conn struct {
 	puts    uint64         // OneSided: puts posted, numbered from 1
 	flushed uint64         // OneSided: puts up to this number completed remotely
 	flush   *request       // OneSided: the flush posted to cover puts
+	outbox  []*request     // messages Send queued, sent together (sendOutbox)
+	outLen  int            // their bytes
+	queued  bool           // in t.outboxes
 }
 
 type peerLife struct {
@@ -238,6 +241,7 @@ func (ep *endpoint) put(src []byte, key transfer.RemoteKey, off int, msg []byte)
 	if err != nil {
 		return nil, err
 	}
+	t.sendOutbox(ep.c) // the messages Send queued before it leave before it
 	var carry unsafe.Pointer
 	if msg != nil {
 		if t.cfg.Mode != Checked {
@@ -278,6 +282,7 @@ func (ep *endpoint) Get(dst []byte, key transfer.RemoteKey, off int) (transfer.R
 	if err != nil {
 		return nil, err
 	}
+	t.sendOutbox(ep.c)
 	r := &request{t: t, kind: reqGet, ep: ep, dst: dst}
 	var st C.ucs_status_t
 	if t.cfg.Mode == Checked {
@@ -320,7 +325,12 @@ func (ep *endpoint) posted(r *request, st C.ucs_status_t, what string) (transfer
 
 // Send implements transfer.Endpoint: an active message, eager, carrying
 // this transport's name and incarnation; msg is copied, and the request
-// completes when UCX is done sending it (not when it arrived).
+// completes when UCX is done sending it (not when it arrived). Messages
+// sent to one peer between two Progress calls leave together, as one
+// active message, at the next Progress — or before the next put or get on
+// the same UCP endpoint, so that they still leave in the order posted: a
+// receiver lending pages to many leases at once offers them all for the
+// price of one message.
 func (ep *endpoint) Send(msg []byte) (transfer.Request, error) {
 	if len(msg) > MaxMessage {
 		return nil, fmt.Errorf("ucx: a message of %d bytes; at most %d expected", len(msg), MaxMessage)
@@ -331,13 +341,81 @@ func (ep *endpoint) Send(msg []byte) (transfer.Request, error) {
 	if err := ep.usable(); err != nil {
 		return nil, err
 	}
-	r := &request{t: t, kind: reqMsg, ep: ep}
-	var p unsafe.Pointer
-	if len(msg) > 0 {
-		p = unsafe.Pointer(&msg[0]) // copied before the call returns
+	c := ep.c
+	if len(c.outbox) == maxBundled || c.outLen+len(msg) > MaxMessage {
+		t.sendOutbox(c)
 	}
-	st := C.kvu_send_msg(t.w, ep.c.cep, p, C.size_t(len(msg)), &r.op)
-	return ep.posted(r, st, "message")
+	r := &request{t: t, kind: reqMsg, ep: ep, queued: true, msg: append([]byte(nil), msg...)}
+	c.outbox = append(c.outbox, r)
+	c.outLen += len(msg)
+	if !c.queued {
+		c.queued = true
+		t.outboxes = append(t.outboxes, c)
+	}
+	ep.pending[r] = struct{}{}
+	c.pending[r] = struct{}{}
+	t.track(r)
+	return r, nil
+}
+
+// sendOutboxes sends every message queued since the last call; t.mu is
+// held.
+func (t *Transport) sendOutboxes() {
+	for _, c := range t.outboxes {
+		c.queued = false
+		t.sendOutbox(c)
+	}
+	clear(t.outboxes)
+	t.outboxes = t.outboxes[:0]
+}
+
+// sendOutbox sends the messages queued on c: one alone as it is, several
+// as one bundle (appendBundle), whose requests complete together; t.mu is
+// held.
+func (t *Transport) sendOutbox(c *conn) {
+	var box []*request
+	for _, r := range c.outbox {
+		if !r.done { // finished meanwhile: its endpoint failed
+			box = append(box, r)
+		}
+	}
+	clear(c.outbox)
+	c.outbox, c.outLen = c.outbox[:0], 0
+	if len(box) == 0 {
+		return
+	}
+	if err := c.err; err != nil || c.cep == nil {
+		if err == nil {
+			err = fmt.Errorf("%w: the endpoint to %s#%d", ErrClosed, c.peer, c.inc)
+		}
+		for _, r := range box {
+			r.queued, r.msg = false, nil
+			r.finish(err)
+		}
+		return
+	}
+	data, count := box[0].msg, 0
+	if len(box) > 1 {
+		msgs := make([][]byte, len(box))
+		for i, r := range box {
+			msgs[i] = r.msg
+		}
+		data, count = appendBundle(nil, msgs), len(box)
+		t.stats.MsgsBundled += uint64(count)
+	}
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0]) // copied before the call returns
+	}
+	b := &batch{}
+	st := C.kvu_send_msg(t.w, c.cep, p, C.size_t(len(data)), C.uint64_t(count), &b.op)
+	if st != C.UCS_OK {
+		b.done, b.err = true, fmt.Errorf("ucx: message to %s#%d: %w", c.peer, c.inc, statusErr(C.int(st)))
+	}
+	for _, r := range box {
+		r.queued, r.msg, r.batch = false, nil, b
+		t.advance(r)
+	}
 }
 
 // Flush implements transfer.Endpoint: Checked, it completes when the owner
@@ -397,6 +475,7 @@ func (ep *endpoint) Close() (transfer.Request, error) {
 		return nil, err
 	}
 	ep.closing = true
+	t.sendOutbox(ep.c) // what it sent before its Close leaves
 	r := &request{t: t, kind: reqClose, ep: ep, waits: rma(ep.pending)}
 	t.track(r)
 	t.advance(r)
@@ -417,6 +496,7 @@ func (ep *endpoint) closeNow(r *request) {
 		r.finish(c.err)
 		return
 	}
+	c.t.sendOutbox(c) // another Endpoint's messages, queued since its Close
 	c.dropKeys()
 	st := C.kvu_ep_close(c.t.w, c.cep, 0, &r.op)
 	c.forget()

@@ -14,6 +14,13 @@
  * faults on every rendezvous, more than the copy out of it. */
 #define KVU_SPARE_BOUNCES 32
 
+/* A put's answer owed to the endpoint it came on: the owner answers every
+ * put a progress applied or refused there in one message, not one each. */
+typedef struct kvu_ack {
+    uint64_t ep_id, seq, inc;
+    int32_t status;
+} kvu_ack;
+
 typedef struct kvu_region {
     char *base;
     size_t len;
@@ -45,6 +52,8 @@ struct kvu_worker {
         size_t cap;
     } spare[KVU_SPARE_BOUNCES]; /* put bounce buffers whose receive completed, for reuse */
     size_t nspare;
+    kvu_ack *acks; /* put answers owed, sent together at the end of a progress */
+    size_t nacks, capacks;
 };
 
 /* A rendezvous receive in flight: the data goes to a bounce buffer and is
@@ -238,6 +247,53 @@ static void answer(kvu_worker *w, ucp_ep_h ep, unsigned id, const kvu_hdr *h, in
         ucp_request_free(r); /* released, and buf freed, on completion */
 }
 
+/* ack_owed queues a put's answer to e, sent by acks_send with the others
+ * the same progress owes e. If the queue cannot grow, it is sent alone. */
+static void ack_owed(kvu_worker *w, kvu_ep *e, uint64_t inc, uint64_t seq, int32_t status) {
+    if (w->nacks == w->capacks) {
+        size_t cap = w->capacks ? 2 * w->capacks : 64;
+        kvu_ack *a = realloc(w->acks, cap * sizeof *a);
+        if (a == NULL) {
+            kvu_hdr h = {.inc = inc, .seq = seq};
+            answer(w, e->ep, KVU_AM_PUT_ACK, &h, status, NULL, 0);
+            return;
+        }
+        w->acks = a;
+        w->capacks = cap;
+    }
+    w->acks[w->nacks++] = (kvu_ack){.ep_id = e->id, .seq = seq, .inc = inc, .status = status};
+}
+
+/* acks_send sends the answers owed, one message per endpoint and at most
+ * KVU_ACKS_MAX answers a message: the first in the header, the others in
+ * the data as (seq, status) pairs of 8 bytes each, little-endian. An
+ * endpoint that failed or closed since gets none: its requester's
+ * operations end with it. */
+static void acks_send(kvu_worker *w) {
+    uint8_t pairs[16 * (KVU_ACKS_MAX - 1)];
+    while (w->nacks > 0) {
+        kvu_ack first = w->acks[0];
+        size_t n = 0, kept = 0;
+        for (size_t i = 1; i < w->nacks; i++) {
+            kvu_ack a = w->acks[i];
+            if (a.ep_id == first.ep_id && a.inc == first.inc && n < KVU_ACKS_MAX - 1) {
+                put64(pairs + 16 * n, a.seq);
+                put64(pairs + 16 * n + 8, (uint64_t)(int64_t)a.status);
+                n++;
+            } else {
+                w->acks[kept++] = a;
+            }
+        }
+        w->nacks = kept;
+        kvu_ep *e = ep_by_id(w, first.ep_id);
+        if (e == NULL)
+            continue;
+        kvu_hdr h = {.inc = first.inc, .seq = first.seq};
+        answer(w, e->ep, KVU_AM_PUT_ACK, &h, first.status, n ? pairs : NULL, 16 * n);
+        w->stats.acks_sent++;
+    }
+}
+
 /* ---- handlers ---- */
 
 /* heard finds the endpoint a message came on and checks what the sender
@@ -260,8 +316,8 @@ static kvu_ep *heard(kvu_worker *w, const ucp_am_recv_param_t *p, const kvu_hdr 
     return e;
 }
 
-static ucs_status_t refuse_put(kvu_worker *w, const ucp_am_recv_param_t *p, const kvu_hdr *h,
-                               int why, int rndv) {
+static ucs_status_t refuse_put(kvu_worker *w, kvu_ep *e, const ucp_am_recv_param_t *p,
+                               const kvu_hdr *h, int why, int rndv) {
     w->stats.puts_refused++;
     if (why == KVU_REFUSE_REVOKED)
         w->stats.puts_late++;
@@ -270,7 +326,9 @@ static ucs_status_t refuse_put(kvu_worker *w, const ucp_am_recv_param_t *p, cons
     ucp_ep_h reply = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? p->reply_ep : NULL;
     /* The answer carries the reason; a rendezvous refused also fails the
      * sender's send (UCS_ERR_REJECTED), and the sender then waits for it. */
-    if (reply != NULL)
+    if (e != NULL)
+        ack_owed(w, e, h->inc, h->seq, why);
+    else if (reply != NULL)
         answer(w, reply, KVU_AM_PUT_ACK, h, why, NULL, 0);
     return rndv ? UCS_ERR_REJECTED : UCS_OK;
 }
@@ -357,7 +415,7 @@ static void apply_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t inc, uint
         carried(w, e, carry, carry_len);
     else if (carry_len)
         w->stats.reports_dropped++;
-    answer(w, e->ep, KVU_AM_PUT_ACK, &h, why, NULL, 0);
+    ack_owed(w, e, h.inc, h.seq, why);
 }
 
 /* direct_done ends a put received straight into its registration: applied
@@ -384,10 +442,8 @@ static void direct_done(kvu_worker *w, kvu_rndv *rv, kvu_ep *e, int ok) {
             w->stats.reports_dropped++;
         why = why ? why : KVU_REFUSE_ENDPOINT;
     }
-    if (e != NULL) {
-        kvu_hdr h = {.inc = e->inc, .seq = rv->seq};
-        answer(w, e->ep, KVU_AM_PUT_ACK, &h, why, NULL, 0);
-    }
+    if (e != NULL)
+        ack_owed(w, e, e->inc, rv->seq, why);
 }
 
 static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_data) {
@@ -404,10 +460,8 @@ static void rndv_done(void *req, ucs_status_t status, size_t length, void *user_
             w->stats.puts_refused++;
             if (rv->carry_len)
                 w->stats.reports_dropped++;
-            if (e != NULL) {
-                kvu_hdr h = {.inc = e->inc, .seq = rv->seq};
-                answer(w, e->ep, KVU_AM_PUT_ACK, &h, KVU_REFUSE_TRANSFER, NULL, 0);
-            }
+            if (e != NULL)
+                ack_owed(w, e, e->inc, rv->seq, KVU_REFUSE_TRANSFER);
         } else if (e != NULL) {
             kvu_event *ev = ev_push(w, KVU_EV_GET_DONE);
             if (ev) {
@@ -456,10 +510,10 @@ static ucs_status_t am_put(void *arg, const void *header, size_t hlen, void *dat
     }
     kvu_ep *e = heard(w, p, &h, &why);
     if (e == NULL)
-        return refuse_put(w, p, &h, why, rndv);
+        return refuse_put(w, NULL, p, &h, why, rndv);
     why = region_check(w, h.region, h.gen, h.off, len);
     if (why != 0)
-        return refuse_put(w, p, &h, why, rndv);
+        return refuse_put(w, e, p, &h, why, rndv);
     if (!rndv) {
         apply_put(w, e, h.seq, h.inc, h.region, h.gen, h.off, data, len, h.carry, h.carry_len);
         return UCS_OK;
@@ -498,6 +552,22 @@ static ucs_status_t am_get(void *arg, const void *header, size_t hlen, void *dat
     return UCS_OK;
 }
 
+/* acks_valid answers whether len bytes are the further answers a put's ack
+ * may carry: whole (seq, status) pairs, at most KVU_ACKS_MAX - 1. */
+static int acks_valid(size_t len) {
+    return len % 16 == 0 && len / 16 < KVU_ACKS_MAX;
+}
+
+/* answered hands Go one put's answer from e. */
+static void answered(kvu_worker *w, kvu_ep *e, uint64_t seq, int32_t status) {
+    kvu_event *ev = ev_push(w, KVU_EV_PUT_DONE);
+    if (ev == NULL)
+        return; /* the requester's operation stays open until its endpoint closes */
+    ev->ep_id = e->id;
+    ev->seq = seq;
+    ev->status = status;
+}
+
 /* am_answer handles acks and get answers: only from the endpoint the
  * request went out on (Go checks the sequence belongs to it). */
 static ucs_status_t am_answer(kvu_worker *w, unsigned id, const void *header, size_t hlen,
@@ -508,9 +578,17 @@ static ucs_status_t am_answer(kvu_worker *w, unsigned id, const void *header, si
     kvu_ep *e = NULL;
     if (hdr_parse(header, hlen, (uint8_t)id, &h))
         e = heard(w, p, &h, &why);
-    if (e == NULL || (id == KVU_AM_PUT_ACK && len != 0)) {
+    if (e == NULL || (id == KVU_AM_PUT_ACK && (rndv || !acks_valid(len)))) {
         w->stats.answers_refused++;
         return rndv ? UCS_ERR_REJECTED : UCS_OK;
+    }
+    if (id == KVU_AM_PUT_ACK) {
+        answered(w, e, h.seq, (int32_t)(int64_t)h.arg);
+        for (size_t i = 0; i < len / 16; i++) {
+            const uint8_t *pair = (const uint8_t *)data + 16 * i;
+            answered(w, e, get64(pair), (int32_t)(int64_t)get64(pair + 8));
+        }
+        return UCS_OK;
     }
     if (rndv) {
         kvu_rndv proto = {.kind = KVU_AM_GET_REP, .ep_id = e->id, .seq = h.seq};
@@ -584,6 +662,7 @@ static ucs_status_t am_msg(void *arg, const void *header, size_t hlen, void *dat
     }
     ev->data = copy;
     ev->len = len;
+    ev->seq = h.arg; /* 0: one message; else how many the data bundles (Go splits it) */
     return UCS_OK;
 }
 
@@ -688,6 +767,7 @@ void kvu_close(kvu_worker *w) {
         free(w->spare[i].buf);
     kvu_events_clear(w);
     free(w->ev);
+    free(w->acks);
     free(w);
 }
 
@@ -769,12 +849,14 @@ ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out) {
 
 unsigned kvu_progress(kvu_worker *w, unsigned max) {
     unsigned n = 0;
+    acks_send(w); /* any owed outside a progress (a receive ended by a close) */
     for (unsigned i = 0; i < max; i++) {
         unsigned k = ucp_worker_progress(w->worker);
         if (k == 0)
             break;
         n += k;
     }
+    acks_send(w);
     return n;
 }
 
@@ -833,6 +915,7 @@ int kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen, int64_t wait_ns
             if (ucp_worker_progress(w->worker) == 0)
                 sched_yield(); /* the writer may need this CPU to send */
     }
+    acks_send(w); /* the puts that completed while it waited */
     int fenced = w->regions[idx].inflight == 0;
     if (!fenced)
         w->stats.revokes_unfenced++; /* its receives complete as refused, into the memory */
@@ -842,7 +925,8 @@ int kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen, int64_t wait_ns
     return fenced;
 }
 
-ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg, size_t len, kvu_op **out) {
+ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg, size_t len, uint64_t count,
+                          kvu_op **out) {
     kvu_op *op = calloc(1, sizeof *op);
     if (op == NULL)
         return UCS_ERR_NO_MEMORY;
@@ -854,7 +938,7 @@ ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg, size_t len,
         }
         memcpy(op->copy, msg, len);
     }
-    size_t hlen = hdr_pack(w, op->hdr, KVU_AM_MSG, e->inc, 0, 0, 0, 0, 0);
+    size_t hlen = hdr_pack(w, op->hdr, KVU_AM_MSG, e->inc, 0, 0, 0, 0, count);
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
         .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,

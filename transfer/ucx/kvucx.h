@@ -47,6 +47,9 @@ enum {
 /* The largest report a checked put carries in its header (a DONE is about
  * a hundred bytes): delivered as a message only once the put is applied. */
 #define KVU_CARRY_MAX 1024
+/* The most put answers one ack carries: the first in its header, the others
+ * as (seq, status) pairs in its data (16 bytes each, well within eager). */
+#define KVU_ACKS_MAX 64
 
 typedef struct kvu_stats {
     uint64_t puts_applied;     /* puts written into a live registration */
@@ -63,6 +66,7 @@ typedef struct kvu_stats {
     uint64_t puts_direct;      /* of those, received straight into a registration */
     uint64_t revokes_waited;   /* revocations that waited for such a receive */
     uint64_t revokes_unfenced; /* revocations whose wait ran out: answered new-only */
+    uint64_t acks_sent;        /* answers to puts sent: each answers every put one progress settled from its endpoint */
 } kvu_stats;
 
 typedef struct kvu_worker kvu_worker;
@@ -81,7 +85,7 @@ typedef struct kvu_event {
     int32_t kind;
     int32_t status; /* 0, a KVU_REFUSE_* code, or a negative ucs_status_t */
     uint64_t ep_id;
-    uint64_t seq;
+    uint64_t seq;       /* a put's or get's answer: its sequence; a message: how many it bundles (0: one) */
     uintptr_t reply_ep; /* KVU_EV_MSG_UNKNOWN: the endpoint it came on */
     uint64_t inc;       /* KVU_EV_MSG_UNKNOWN: the claimed sender */
     uint32_t name_len;
@@ -125,8 +129,11 @@ int kvu_region_add(kvu_worker *w, void *base, size_t len, uint64_t *idx,
  * (they complete as refused, but may still write the memory). */
 int kvu_region_revoke(kvu_worker *w, uint64_t idx, uint64_t gen, int64_t wait_ns);
 
+/* kvu_send_msg sends a message, or, with count 2 or more, a bundle of count
+ * messages framed in msg (the header's arg says how many; Go frames and
+ * splits them). */
 ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg,
-                          size_t len, kvu_op **out);
+                          size_t len, uint64_t count, kvu_op **out);
 /* kvu_send_put sends a checked put; a report of carry_len bytes (at most
  * kvu_max_carry) rides in its header, for the owner to hand Go as a message
  * only once it applied the put. */

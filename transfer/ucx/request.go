@@ -42,11 +42,40 @@ type request struct {
 	pin      runtime.Pinner
 	waits    []*request // flush and close: the operations before it
 
+	queued bool   // a message Send queued, not yet handed to UCX
+	msg    []byte // its copy, until then
+	batch  *batch // a message, once handed to UCX: the active message carrying it
+
 	done bool
 	err  error
 }
 
 var _ transfer.Request = (*request)(nil)
+
+// batch is one active message carrying one or more queued messages: their
+// requests complete together, when UCX is done sending it.
+type batch struct {
+	op   *C.kvu_op
+	done bool
+	err  error
+}
+
+// poll settles the batch's send; t.mu is held.
+func (b *batch) poll() bool {
+	if b.done || b.op == nil {
+		b.done = true
+		return true
+	}
+	if C.kvu_op_test(b.op) == 0 {
+		return false
+	}
+	if st := b.op.status; st != C.UCS_OK {
+		b.err = statusErr(C.int(st))
+	}
+	C.kvu_op_free(b.op)
+	b.op, b.done = nil, true
+	return true
+}
 
 // Test implements transfer.Request: it never blocks and never progresses
 // the worker; it reads what the last Progress settled, and UCX's own state
@@ -84,7 +113,9 @@ func (t *Transport) advance(r *request) {
 		return
 	}
 	switch r.kind {
-	case reqMsg, reqGetOS:
+	case reqMsg:
+		t.advanceMsg(r)
+	case reqGetOS:
 		if r.poll() {
 			r.finish(r.opErr)
 		}
@@ -96,6 +127,22 @@ func (t *Transport) advance(r *request) {
 		t.advanceFlush(r)
 	case reqClose:
 		t.advanceClose(r)
+	}
+}
+
+// advanceMsg: a message is done when UCX is done sending the active
+// message carrying it; one still queued ends with its endpoint's failure.
+func (t *Transport) advanceMsg(r *request) {
+	switch {
+	case r.queued:
+		if err := r.ep.c.err; err != nil {
+			r.queued, r.msg = false, nil
+			r.finish(err)
+		}
+	case r.batch != nil:
+		if r.batch.poll() {
+			r.finish(r.batch.err)
+		}
 	}
 }
 
@@ -229,6 +276,11 @@ func (r *request) finish(err error) {
 // abandon gives up UCX's part of r before the worker is destroyed: its
 // memory is freed with the worker's dead ops; t.mu is held.
 func (r *request) abandon() {
+	if b := r.batch; b != nil && b.op != nil {
+		C.kvu_op_abandon(b.op)
+		r.t.dead = append(r.t.dead, b.op)
+		b.op, b.done, b.err = nil, true, ErrClosed
+	}
 	if r.op == nil {
 		return
 	}

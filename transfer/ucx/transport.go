@@ -184,6 +184,8 @@ type Transport struct {
 	seq     uint64
 	stats   Stats
 	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
+
+	outboxes []*conn // conns with messages Send queued, sent at the next Progress
 }
 
 // Stats counts what a transport saw, for tests and operators. Nothing in it
@@ -204,6 +206,8 @@ type Stats struct {
 	PutsDirect     uint64 // of those, received straight into a registration (Config.Bounce)
 	RevokesWaited  uint64 // revocations that waited for such a put still arriving, then fenced
 	RevokesNewOnly uint64 // Checked revocations whose wait ran out (RevokeWait): RevokedNewOnly
+	AcksSent       uint64 // answers to puts sent, each answering every put one Progress settled from its endpoint
+	MsgsBundled    uint64 // messages Send queued that left in one active message with others
 }
 
 type unheard struct {
@@ -325,6 +329,7 @@ func (t *Transport) Progress() int {
 		t.mu.Unlock()
 		return 0
 	}
+	t.sendOutboxes()
 	n := int(C.kvu_progress(t.w, progressRounds))
 	n += t.drain()
 	t.sweepDead()
@@ -357,12 +362,17 @@ func (t *Transport) drain() int {
 		}
 		switch ev.kind {
 		case C.KVU_EV_MSG:
-			if c := t.conns[uint64(ev.ep_id)]; c != nil {
-				t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, msg: data})
+			c := t.conns[uint64(ev.ep_id)]
+			for _, m := range t.unbundle(data, uint64(ev.seq)) {
+				if c != nil {
+					t.ready = append(t.ready, call{peer: c.peer, inc: c.inc, msg: m})
+				}
 			}
 		case C.KVU_EV_MSG_UNKNOWN:
-			t.hold(unheard{handle: uintptr(ev.reply_ep), peer: transfer.Peer(C.GoStringN(&ev.name[0], C.int(ev.name_len))),
-				inc: transfer.Incarnation(ev.inc), msg: data})
+			peer, inc := transfer.Peer(C.GoStringN(&ev.name[0], C.int(ev.name_len))), transfer.Incarnation(ev.inc)
+			for _, m := range t.unbundle(data, uint64(ev.seq)) {
+				t.hold(unheard{handle: uintptr(ev.reply_ep), peer: peer, inc: inc, msg: m})
+			}
 		case C.KVU_EV_PUT_DONE, C.KVU_EV_GET_DONE:
 			t.answered(uint64(ev.ep_id), uint64(ev.seq), ev.kind == C.KVU_EV_GET_DONE, int32(ev.status), data)
 		case C.KVU_EV_EP_ERROR:
@@ -373,6 +383,21 @@ func (t *Transport) drain() int {
 	}
 	C.kvu_events_clear(t.w)
 	return n
+}
+
+// unbundle answers the messages an active message carried: data itself
+// (count 0), or the count messages it bundles; a malformed bundle is
+// refused whole; t.mu is held.
+func (t *Transport) unbundle(data []byte, count uint64) [][]byte {
+	if count == 0 {
+		return [][]byte{data}
+	}
+	msgs, err := splitBundle(data, int(min(count, maxBundled+1)))
+	if err != nil {
+		t.stats.MsgsRefused++
+		return nil
+	}
+	return msgs
 }
 
 // hold keeps a message from an endpoint this transport did not open until
@@ -485,6 +510,7 @@ func (t *Transport) merged() Stats {
 		s.PutsDirect += uint64(c.puts_direct)
 		s.RevokesWaited += uint64(c.revokes_waited)
 		s.RevokesNewOnly += uint64(c.revokes_unfenced)
+		s.AcksSent += uint64(c.acks_sent)
 	}
 	return s
 }
@@ -553,6 +579,9 @@ func (t *Transport) anyInFlight() bool {
 	}
 	for r := range t.live {
 		if r.op != nil && C.kvu_op_test(r.op) == 0 {
+			return true
+		}
+		if b := r.batch; b != nil && b.op != nil && C.kvu_op_test(b.op) == 0 {
 			return true
 		}
 	}

@@ -190,3 +190,44 @@ func (r *wireReader) end() error {
 	}
 	return r.err
 }
+
+// maxBundled bounds the messages one bundle carries, and a bundle's bytes
+// are bounded by MaxMessage plus their framing: a bundle stays an eager
+// active message, as each message alone would be.
+const maxBundled = 256
+
+// appendBundle frames msgs (2 to maxBundled, MaxMessage bytes in all at
+// most) as one active message's data: each a big-endian uint32 length,
+// then its bytes. The header's count says how many there are.
+func appendBundle(dst []byte, msgs [][]byte) []byte {
+	for _, m := range msgs {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m)))
+		dst = append(dst, m...)
+	}
+	return dst
+}
+
+// splitBundle answers the count messages a bundle's data frames, each a
+// copy. It accepts exactly one encoding: 2 to maxBundled messages, each
+// of its stated length, MaxMessage bytes in all at most, nothing after.
+func splitBundle(b []byte, count int) ([][]byte, error) {
+	if count < 2 || count > maxBundled {
+		return nil, fmt.Errorf("%w: a bundle of %d messages; 2 to %d expected", ErrMalformed, count, maxBundled)
+	}
+	if len(b) > MaxMessage+4*count {
+		return nil, fmt.Errorf("%w: a bundle of %d bytes for %d messages; at most %d expected", ErrMalformed, len(b), count, MaxMessage+4*count)
+	}
+	r := wireReader{b: b, what: "bundle"}
+	out := make([][]byte, 0, count)
+	for range count {
+		m := r.bytes(int(r.u32()))
+		if r.err != nil {
+			return nil, r.err
+		}
+		out = append(out, append([]byte(nil), m...))
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

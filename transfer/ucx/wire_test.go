@@ -92,3 +92,47 @@ func FuzzDecodeAddress(f *testing.F) {
 		require.Equal(t, b, a.append(nil))
 	})
 }
+
+func TestBundleRoundTripAndRefusals(t *testing.T) {
+	msgs := [][]byte{[]byte("offer one"), nil, bytes.Repeat([]byte{7}, 300)}
+	got, err := splitBundle(appendBundle(nil, msgs), len(msgs))
+	require.NoError(t, err)
+	assert.Equal(t, msgs, got)
+
+	good := appendBundle(nil, [][]byte{[]byte("ab"), []byte("c")})
+	for _, tc := range []struct {
+		name  string
+		b     []byte
+		count int
+		want  string
+	}{
+		{"one message", appendBundle(nil, [][]byte{[]byte("a")}), 1, "bundle of 1 messages; 2 to 256 expected"},
+		{"too many", good, maxBundled + 1, "bundle of 257 messages"},
+		{"count beyond the data", good, 3, "more expected"},
+		{"truncated", good[:len(good)-1], 2, "1 more expected"},
+		{"trailing", append(bytes.Clone(good), 0), 2, "1 bytes after its end"},
+		{"too large", appendBundle(nil, [][]byte{make([]byte, MaxMessage), {1}}), 2, "at most 65544 expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := splitBundle(tc.b, tc.count)
+			require.ErrorIs(t, err, ErrMalformed)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// FuzzSplitBundle: a bundle is split only from exactly one encoding — what
+// splitBundle accepts frames back to the same bytes — and no input makes
+// it panic or answer more than it was told.
+func FuzzSplitBundle(f *testing.F) {
+	f.Add(appendBundle(nil, [][]byte{[]byte("offer"), []byte("cancel")}), 2)
+	f.Add(appendBundle(nil, [][]byte{{}, {}, {1}}), 3)
+	f.Fuzz(func(t *testing.T, b []byte, count int) {
+		msgs, err := splitBundle(b, count)
+		if err != nil {
+			return
+		}
+		require.Len(t, msgs, count)
+		require.Equal(t, b, appendBundle(nil, msgs))
+	})
+}
