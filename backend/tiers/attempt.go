@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -36,10 +37,11 @@ func (r role) String() string { return [...]string{"fetch", "publish", "promotio
 type part struct {
 	a    *attempt
 	tier int
-	role role
 	ext  contract.CacheExtent // exactly the units this tier was handed
-	at   contract.Attempt     // nil: the submission escaped without an attempt (never provable)
-	self [1]contract.Attempt  // {at}: the list a proof of this part alone asks about
+	// self holds the attempt the tier answered with (nil: the submission
+	// escaped without an attempt, never provable), as the one-element list
+	// a proof of this part alone asks about: no list is made per proof.
+	self [1]contract.Attempt
 
 	// failure, when set at submission, is why the part is Failed without
 	// asking its attempt (a contract violation).
@@ -54,22 +56,28 @@ type part struct {
 	// once. flagged is set, once, when a later poll did not.
 	seen    atomic.Pointer[outBox]
 	seenBox outBox
-	flagged atomic.Bool
-	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
-	// access ended.
-	proven atomic.Bool
-
-	// claimed is taken by the first of the tier's completion callback, the
-	// backend's wait running out and Close: only that one judges the part.
-	claimed atomic.Bool
 	// While a completion callback is awaited, the part is listed in its
 	// backend's watch list (watch.go), with the list's epoch then.
 	epoch      uint64
 	prev, next *part
-	listed     bool
+
+	flagged atomic.Bool
+	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
+	// access ended.
+	proven atomic.Bool
+	// claimed is taken by the first of the tier's completion callback, the
+	// backend's wait running out and Close: only that one judges the part.
+	claimed atomic.Bool
+	role    role
+	listed  bool
+	// (The small fields last, together: the first part is inline in every
+	// attempt, whose size SPEC §5's tier figure pays per lease.)
 }
 
 type outBox struct{ o contract.Outcome }
+
+// at is the attempt the tier answered with (nil: none).
+func (p *part) at() contract.Attempt { return p.self[0] }
 
 func (p *part) claim() bool { return p.claimed.CompareAndSwap(false, true) }
 
@@ -93,16 +101,15 @@ func (p *part) handed(n contract.Name) bool {
 // next part before it ends, so steps never overlap: the chain's state
 // (served) needs no lock.
 type attempt struct {
-	b   *Backend
-	op  op
-	ext contract.CacheExtent
+	b  *Backend
+	op op
 
 	mu        sync.Mutex
 	parts     []*part
 	cancelled bool // a RequestCancel came; no part is added without being asked too
 
 	served   contract.NameSet // fetch: the union of what the parts served so far
-	rejected []error          // publish: the tiers that refused it
+	rejected error            // publish: the tiers that refused it, joined (nil: none)
 	// pending counts the parts still to answer: a publication's, or a
 	// fetch's promotions. The part whose answer makes it 0 ends the step.
 	pending atomic.Int32
@@ -114,9 +121,13 @@ type attempt struct {
 
 	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
 	// access ended; the first Poll after it runs confirm, once.
-	proven    atomic.Bool
-	confirmMu sync.Mutex
-	confirmed atomic.Bool
+	proven atomic.Bool
+	// confirmed is confirmNone, then confirmRunning for the one Poll that
+	// runs confirm, then confirmDone; a Poll that finds it running waits
+	// for its end (a few polls of the tiers, which never block). A word,
+	// not a mutex: confirm runs once a lease, and its lock was a lock a
+	// lease (SPEC §5's tier figure).
+	confirmed atomic.Uint32
 
 	out    atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
 	box    outBox
@@ -135,7 +146,8 @@ var (
 )
 
 func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
-	a := &attempt{b: b, op: o, ext: ext}
+	a := &attempt{b: b, op: o}
+	a.first.ext = ext // the extent the caller handed: every tier's first part is handed all of it
 	a.parts = a.partsBuf[:0]
 	return a
 }
@@ -180,10 +192,10 @@ func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 }
 
 func (a *attempt) cancelPart(p *part) {
-	if p.at == nil {
+	if p.at() == nil {
 		return
 	}
-	if err := guard(func() error { _, err := contract.RequestCancel(p.at); return err }); err != nil {
+	if err := guard(func() error { _, err := contract.RequestCancel(p.at()); return err }); err != nil {
 		a.b.stats[p.tier].cancelErrors.Add(1)
 	}
 }
@@ -230,7 +242,11 @@ func (a *attempt) latch(o contract.Outcome) {
 // an attempt, or with an attempt and an error, or that panicked, breaks the
 // contract: the part is added, Failed, and (without an attempt) never
 // provable.
-func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error) {
+//
+// unseen says the attempt has not been returned to its caller yet (Fetch's
+// and Publish's own submissions): nothing else can reach its parts, so p is
+// added without the lock (a local hit's submission takes none of its own).
+func (a *attempt) submit(i int, r role, ext contract.CacheExtent, unseen bool) (*part, error) {
 	c := &a.b.stats[i]
 	at, err := call(a.b.tiers[i], r, ext)
 	var p *part
@@ -239,7 +255,7 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 	} else {
 		p = new(part)
 	}
-	p.a, p.tier, p.role, p.ext, p.at, p.self[0] = a, i, r, ext, at, at
+	p.a, p.tier, p.role, p.ext, p.self[0] = a, i, r, ext, at
 	switch {
 	case at == nil && errors.Is(err, contract.ErrSubmissionRejected):
 		c.rejected.Add(1)
@@ -251,7 +267,11 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 		c.violations.Add(1)
 		p.failure = fmt.Sprintf("%s broke the contract: its %s returned an attempt and the error %v", a.b.name(i), r, err)
 	}
-	a.add(p)
+	if unseen {
+		a.parts = append(a.parts, p)
+	} else {
+		a.add(p)
+	}
 	return p, nil
 }
 
@@ -276,21 +296,36 @@ func call(t Tier, r role, ext contract.CacheExtent) (at contract.Attempt, err er
 // otherwise from a goroutine of the stack's that waits for it. It may run
 // the chain's next steps before it returns: its caller touches nothing of
 // the chain after it.
+//
+// A part awaiting its callback is held by the watch list alone (counted
+// there until done, which Close waits for): listing it and ending it are
+// one lock each, not a lock and a WaitGroup count each — on the local-hit
+// path every such shared word is written from both cores, the owner's
+// submission and the tier's goroutine (SPEC §5's tier figure).
 func (a *attempt) watch(p *part) {
-	a.b.wg.Add(1)
-	n, notifies := p.at.(contract.Notifier)
+	n, notifies := p.at().(contract.Notifier)
 	switch {
 	case p.failure != "":
+		a.b.wg.Add(1)
 		p.claimed.Store(true)
 		a.answered(p, a.verdict(p, nil, nil))
+		a.b.wg.Done()
 	case !notifies:
-		go func() { a.answered(p, a.judge(p)) }()
+		a.b.wg.Add(1)
+		go func() {
+			defer a.b.wg.Done()
+			a.answered(p, a.judge(p))
+		}()
 	case !a.b.watching.add(p):
-		a.expire(p, "the backend closed first")
+		a.b.wg.Add(1)
+		if p.claim() {
+			a.answered(p, a.verdict(p, nil, errors.New("the backend closed first")))
+		}
+		a.b.wg.Done()
 	default:
 		if err := register(n, p.notified); err != nil && p.claim() {
-			a.b.watching.remove(p)
 			a.answered(p, a.verdict(p, nil, fmt.Errorf("its Notify %v", err)))
+			a.b.watching.done(p)
 		}
 	}
 }
@@ -312,20 +347,22 @@ func (p *part) notified() {
 		return // the wait ran out first, or the backend closed
 	}
 	a := p.a
-	a.b.watching.remove(p)
-	o := poll(p.at)
+	o := poll(p.at())
 	var err error
 	if o == nil {
 		err = errors.New("it was said to be known, but Poll answered none")
 	}
 	a.answered(p, a.verdict(p, o, err))
+	a.b.watching.done(p) // unlisted only now: one lock, not two
 }
 
-// expire judges p as having given no outcome (the wait ran out, the backend
-// closed), unless its answer came first.
+// expire judges a part the watch list held as having given no outcome (the
+// wait ran out, the backend closed), unless its answer came first (then
+// its callback ends it).
 func (a *attempt) expire(p *part, why string) {
 	if p.claim() {
 		a.answered(p, a.verdict(p, nil, errors.New(why)))
+		a.b.watching.done(p)
 	}
 }
 
@@ -333,7 +370,6 @@ func (a *attempt) expire(p *part, why string) {
 // step: a fetch part's answer moves the fetch on, a publication's the
 // publication, a promotion's the count of promotions left.
 func (a *attempt) answered(p *part, o contract.Outcome) {
-	defer a.b.wg.Done()
 	p.box.o = o
 	p.out.Store(&p.box)
 	a.count(p, o)
@@ -391,11 +427,11 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 	case a.b.isClosed():
 		a.latch(contract.Failed{Reason: fmt.Sprintf("tiers: the backend closed before %s was asked", a.b.name(next))})
 	default:
-		ext, err := contract.NewCacheExtent([]byte(a.ext.Name()), left, a.ext.IsLast())
+		ext, err := contract.NewCacheExtent([]byte(a.first.ext.Name()), left, a.first.ext.IsLast())
 		if err != nil { // a subset of a valid extent is valid: a bug here
 			panic(fmt.Sprintf("tiers: the units left of a valid extent are refused: %v", err))
 		}
-		q, err := a.submit(next, roleFetch, ext)
+		q, err := a.submit(next, roleFetch, ext, false)
 		if q == nil {
 			a.latch(contract.Failed{Reason: err.Error()}) // a rejection is the tier's failure, never a miss
 			break
@@ -427,8 +463,8 @@ func (a *attempt) promotes() bool {
 // answered: Failed naming the first tier that rejected or failed, else
 // Cancelled, else Delivered with the units some tier accepted.
 func (a *attempt) published() {
-	if len(a.rejected) > 0 {
-		a.latch(contract.Failed{Reason: errors.Join(a.rejected...).Error()})
+	if a.rejected != nil {
+		a.latch(contract.Failed{Reason: a.rejected.Error()})
 		return
 	}
 	var accepted []contract.Name
@@ -527,7 +563,7 @@ func (a *attempt) await(p *part) (contract.Outcome, error) {
 		}
 		return nil, err
 	}
-	if o := poll(p.at); o != nil {
+	if o := poll(p.at()); o != nil {
 		return o, nil
 	}
 	return nil, errors.New("it was said to be known, but Poll answered none")
@@ -580,10 +616,10 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 // change.
 func (a *attempt) changed(p *part) (contract.Outcome, bool) {
 	seen := p.seen.Load()
-	if seen == nil || p.at == nil || p.flagged.Load() {
+	if seen == nil || p.at() == nil || p.flagged.Load() {
 		return nil, false
 	}
-	now := poll(p.at)
+	now := poll(p.at())
 	if sameOutcome(seen.o, now) {
 		return now, false
 	}
@@ -606,15 +642,16 @@ func (a *attempt) changed(p *part) (contract.Outcome, bool) {
 // act on it (memtest's WriteAfterQuiesce writes then), and what it does
 // then must read as done after the stack's proof, which it is.
 func (a *attempt) confirm() {
-	if a.confirmed.Load() {
+	if a.confirmed.Load() == confirmDone {
 		return
 	}
-	a.confirmMu.Lock()
-	defer a.confirmMu.Unlock()
-	if a.confirmed.Load() {
+	if !a.confirmed.CompareAndSwap(confirmNone, confirmRunning) {
+		for a.confirmed.Load() != confirmDone {
+			runtime.Gosched()
+		}
 		return
 	}
-	defer a.confirmed.Store(true)
+	defer a.confirmed.Store(confirmDone)
 	// proven is set only once submitted fired (Quiesce and TryQuiesce wait
 	// for it first): the parts are final, and read without the lock.
 	for _, p := range a.parts {
@@ -632,6 +669,13 @@ func (a *attempt) confirm() {
 		}
 	}
 }
+
+// The states of attempt.confirmed.
+const (
+	confirmNone uint32 = iota
+	confirmRunning
+	confirmDone
+)
 
 // promotion is the units one lower tier's fetch part served that go up into
 // the tiers above it that publish.
@@ -700,7 +744,7 @@ func (a *attempt) provenNow(p *part) bool {
 		return true
 	}
 	pr, ok := a.b.tiers[p.tier].Fetcher.(contract.QuiesceProber)
-	if !ok || p.at == nil {
+	if !ok || p.at() == nil {
 		return false
 	}
 	var acc contract.Access
@@ -721,7 +765,7 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 		var ext contract.CacheExtent
 		if !skip {
 			var err error
-			if ext, err = contract.NewCacheExtent([]byte(a.ext.Name()), pr.units, a.ext.IsLast()); err != nil {
+			if ext, err = contract.NewCacheExtent([]byte(a.first.ext.Name()), pr.units, a.first.ext.IsLast()); err != nil {
 				panic(fmt.Sprintf("tiers: the served units of a valid extent are refused: %v", err))
 			}
 		}
@@ -730,7 +774,7 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 				a.b.stats[j].promoteSkipped.Add(uint64(len(pr.units)))
 				continue
 			}
-			if q, _ := a.submit(j, rolePromote, ext); q != nil { // a rejection is counted; nothing escaped
+			if q, _ := a.submit(j, rolePromote, ext, false); q != nil { // a rejection is counted; nothing escaped
 				parts = append(parts, q)
 			}
 		}
@@ -751,7 +795,7 @@ func (a *attempt) proveOne(p *part) bool {
 	if p.proven.Load() {
 		return true
 	}
-	if p.at == nil {
+	if p.at() == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.b.wait)
@@ -777,17 +821,21 @@ func (a *attempt) count(p *part, o contract.Outcome) {
 	d, delivered := o.(contract.Delivered)
 	switch p.role {
 	case roleFetch:
-		c.handed.Add(n)
-		if delivered {
-			// Counters every core adds to: an add of nothing is skipped
-			// (a local hit has no misses), not paid for.
-			if hit := uint64(d.Served.Len()); hit > 0 {
+		// Counters every core adds to: a part whose every unit was served
+		// (every local hit) is one add, not two, and an add of nothing is
+		// skipped, not paid for.
+		hit := uint64(d.Served.Len())
+		switch {
+		case delivered && hit == n:
+			c.allHit.Add(n)
+		case delivered:
+			c.handed.Add(n)
+			if hit > 0 {
 				c.hits.Add(hit)
 			}
-			if miss := n - uint64(d.Served.Len()); miss > 0 {
-				c.misses.Add(miss)
-			}
-		} else {
+			c.misses.Add(n - hit)
+		default:
+			c.handed.Add(n)
 			c.failed.Add(n)
 		}
 	case rolePublish:

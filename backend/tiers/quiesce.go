@@ -69,7 +69,7 @@ func (b *Backend) groups(as []*attempt, gs []group) []group {
 			if i == len(gs) {
 				gs = append(gs, group{tier: p.tier, role: r})
 			}
-			if p.at == nil {
+			if p.at() == nil {
 				gs[i].unprovable = true
 				continue
 			}
@@ -86,9 +86,9 @@ func (g group) attempts() []contract.Attempt {
 		return g.one.self[:]
 	}
 	list := make([]contract.Attempt, 0, 1+len(g.more))
-	list = append(list, g.one.at)
+	list = append(list, g.one.at())
 	for _, p := range g.more {
-		list = append(list, p.at)
+		list = append(list, p.at())
 	}
 	return list
 }

@@ -106,8 +106,8 @@ type Backend struct {
 
 	closed   chan struct{}
 	closing  sync.Once
-	wg       sync.WaitGroup // every answer awaited, every goroutine of the stack's
-	watching watchList
+	wg       sync.WaitGroup // every answer awaited off the watch list, every goroutine of the stack's
+	watching watchList      // every answer awaited through a tier's callback
 }
 
 var (
@@ -177,6 +177,7 @@ func (b *Backend) Close() error {
 		}
 	})
 	b.wg.Wait()
+	b.watching.wait()
 	return nil
 }
 
@@ -200,7 +201,7 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
 	a := newAttempt(b, opFetch, extent)
-	p, err := a.submit(first, roleFetch, extent)
+	p, err := a.submit(first, roleFetch, extent, true)
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
 	}
@@ -221,7 +222,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		if t.Publisher == nil {
 			continue
 		}
-		p, err := a.submit(i, rolePublish, extent)
+		p, err := a.submit(i, rolePublish, extent, true)
 		if p == nil {
 			rejected = append(rejected, err)
 			continue
@@ -234,7 +235,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		}
 		return nil, fmt.Errorf("tiers: Publish: %w", errors.Join(rejected...))
 	}
-	a.rejected = rejected // no part will be added: the last answer judged ends the submitting
+	a.rejected = errors.Join(rejected...) // no part will be added: the last answer judged ends the submitting
 	a.pending.Store(int32(len(parts)))
 	for _, p := range parts {
 		a.watch(p)
