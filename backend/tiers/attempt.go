@@ -46,22 +46,23 @@ type part struct {
 	// failure, when set at submission, is why the part is Failed without
 	// asking its attempt (a contract violation).
 	failure string
-	// out is the tier's answer as the stack judged it (nil until then):
-	// a pointer to box, set once.
-	out atomic.Pointer[outBox]
-	box outBox
-	// seen is the tier's own answer as the stack first read it (nil: none
-	// was read — a failure at submission, or no outcome in time): what a
-	// later poll must still answer (rule 3). A pointer to seenBox, set
-	// once. flagged is set, once, when a later poll did not.
-	seen    atomic.Pointer[outBox]
+	// box is the tier's answer as the stack judged it, once isJudged is
+	// set (once). seenBox is the tier's own answer as the stack first read
+	// it, once isSeen is set (never: none was read — a failure at
+	// submission, or no outcome in time): what a later poll must still
+	// answer (rule 3); flagged is set, once, when a later poll did not.
+	// Flags beside the boxes, not pointers to them: a pointer stored is a
+	// write barrier while the collector runs, paid per lease.
+	box     outBox
 	seenBox outBox
 	// While a completion callback is awaited, the part is listed in its
 	// backend's watch list (watch.go), with the list's epoch then.
 	epoch      uint64
 	prev, next *part
 
-	flagged atomic.Bool
+	isJudged atomic.Bool
+	isSeen   atomic.Bool
+	flagged  atomic.Bool
 	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
 	// access ended.
 	proven atomic.Bool
@@ -75,6 +76,22 @@ type part struct {
 }
 
 type outBox struct{ o contract.Outcome }
+
+// judged is the stack's judgement of the tier's answer, nil until made.
+func (p *part) judged() *outBox {
+	if p.isJudged.Load() {
+		return &p.box
+	}
+	return nil
+}
+
+// seen is the tier's answer as the stack first read it, nil if none was.
+func (p *part) seen() *outBox {
+	if p.isSeen.Load() {
+		return &p.seenBox
+	}
+	return nil
+}
 
 // at is the attempt the tier answered with (nil: none).
 func (p *part) at() contract.Attempt { return p.self[0] }
@@ -100,19 +117,22 @@ func (p *part) handed(n contract.Name) bool {
 // tier's answer does not come within the wait — and each step submits the
 // next part before it ends, so steps never overlap: the chain's state
 // (served) needs no lock.
+//
+// Its size is paid per lease (SPEC §5's tier figure: a local hit allocates
+// it, its bytes drive the collector): 384 bytes, its small fields together.
 type attempt struct {
-	b  *Backend
-	op op
+	b *Backend
 
-	mu        sync.Mutex
-	parts     []*part
-	cancelled bool // a RequestCancel came; no part is added without being asked too
+	mu    sync.Mutex // guards parts and cancelled; the signals' lock
+	parts []*part
 
 	served   contract.NameSet // fetch: the union of what the parts served so far
 	rejected error            // publish: the tiers that refused it, joined (nil: none)
 	// pending counts the parts still to answer: a publication's, or a
 	// fetch's promotions. The part whose answer makes it 0 ends the step.
-	pending atomic.Int32
+	pending   atomic.Int32
+	op        op
+	cancelled bool // a RequestCancel came; no part is added without being asked too
 
 	// submitted: no part will ever be added, every promotion is counted,
 	// and the stack is done with the extent its caller handed (a
@@ -134,10 +154,10 @@ type attempt struct {
 	ready  signal // out is set
 	notify notify.List
 
-	// The first part and room for a second: a lease one or two tiers serve
-	// allocates no part and no list of its own.
+	// The first part, and the room parts lists it in: a lease one tier
+	// serves allocates no part and no list of its own.
 	first    part
-	partsBuf [2]*part
+	partsBuf [1]*part
 }
 
 var (
@@ -224,7 +244,7 @@ func (a *attempt) snapshot() []*part {
 	return append([]*part(nil), a.parts...)
 }
 
-func (a *attempt) doneSubmitting() { a.submitted.fire() }
+func (a *attempt) doneSubmitting() { a.submitted.fire(&a.mu) }
 
 // latch sets the stack's outcome, once.
 func (a *attempt) latch(o contract.Outcome) {
@@ -233,7 +253,7 @@ func (a *attempt) latch(o contract.Outcome) {
 	}
 	a.box.o = o
 	a.out.Store(&a.box)
-	a.ready.fire()
+	a.ready.fire(&a.mu)
 	a.notify.Fire()
 }
 
@@ -371,7 +391,7 @@ func (a *attempt) expire(p *part, why string) {
 // publication, a promotion's the count of promotions left.
 func (a *attempt) answered(p *part, o contract.Outcome) {
 	p.box.o = o
-	p.out.Store(&p.box)
+	p.isJudged.Store(true)
 	a.count(p, o)
 	switch p.role {
 	case roleFetch:
@@ -470,7 +490,7 @@ func (a *attempt) published() {
 	var accepted []contract.Name
 	var cancelled contract.Outcome
 	for _, p := range a.snapshot() {
-		switch x := p.out.Load().o.(type) {
+		switch x := p.judged().o.(type) {
 		case contract.Failed:
 			a.latch(x)
 			return
@@ -513,7 +533,7 @@ func (a *attempt) verdict(p *part, o contract.Outcome, err error) contract.Outco
 		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", a.b.name(p.tier), p.role, err)}
 	}
 	p.seenBox.o = o
-	p.seen.Store(&p.seenBox)
+	p.isSeen.Store(true)
 	if o2, changed := a.changed(p); changed {
 		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, o, o2)}
 	}
@@ -604,7 +624,7 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 			continue
 		}
 		if now, changed := a.changed(p); changed {
-			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen.Load().o, now)}
+			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen().o, now)}
 		}
 	}
 	return o
@@ -615,7 +635,7 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 // counted against that tier. A part whose answer was never read has none to
 // change.
 func (a *attempt) changed(p *part) (contract.Outcome, bool) {
-	seen := p.seen.Load()
+	seen := p.seen()
 	if seen == nil || p.at() == nil || p.flagged.Load() {
 		return nil, false
 	}
@@ -658,7 +678,7 @@ func (a *attempt) confirm() {
 		if p.role == rolePromote {
 			continue
 		}
-		seen := p.seen.Load()
+		seen := p.seen()
 		now, changed := a.changed(p)
 		if !changed {
 			continue
@@ -692,7 +712,7 @@ func (a *attempt) promotions() []promotion {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range a.parts {
-		box := p.out.Load()
+		box := p.judged()
 		if p.role != roleFetch || box == nil {
 			continue
 		}
@@ -743,8 +763,8 @@ func (a *attempt) provenNow(p *part) bool {
 	if p.proven.Load() {
 		return true
 	}
-	pr, ok := a.b.tiers[p.tier].Fetcher.(contract.QuiesceProber)
-	if !ok || p.at() == nil {
+	pr := a.b.provers[p.tier].probe[roleFetch]
+	if pr == nil || p.at() == nil {
 		return false
 	}
 	var acc contract.Access
@@ -864,7 +884,7 @@ func (a *attempt) AccessorsOf(n contract.Name) []string {
 			continue
 		}
 		what := "no outcome yet"
-		if box := p.out.Load(); box != nil {
+		if box := p.judged(); box != nil {
 			switch x := box.o.(type) {
 			case contract.Delivered:
 				what = "not served"

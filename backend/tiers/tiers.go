@@ -98,6 +98,7 @@ type Backend struct {
 	wait    time.Duration
 	promote bool
 	stats   []tierCounters
+	provers []provers // each tier's, as a proof asks it
 	// uppers[i] is the tiers above tier i that publish: where a unit tier i
 	// served is promoted. Empty for every tier when promotion is off, so a
 	// lease served by tiers with nothing above them skips promotion without
@@ -149,6 +150,10 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.stats = make([]tierCounters, len(tiers))
+	b.provers = make([]provers, len(tiers))
+	for i, t := range tiers {
+		b.provers[i] = newProvers(t)
+	}
 	b.uppers = make([][]int, len(tiers))
 	for i := range tiers {
 		for j := range i {
@@ -282,7 +287,7 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait() })
+	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait(&as[i].mu) })
 }
 
 // Probe asks the tiers in order, each for the units the ones above it did
