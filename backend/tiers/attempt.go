@@ -35,17 +35,15 @@ func (r role) String() string { return [...]string{"fetch", "publish", "promotio
 // is added; after that, out is set once (by whoever claimed the part's
 // answer), and proven only ever goes from false to true.
 type part struct {
-	a    *attempt
-	tier int
-	ext  contract.CacheExtent // exactly the units this tier was handed
+	// The fields the tier's answer writes (on the tier's goroutine) and the
+	// proof and the re-poll then read (on the caller's) come first and
+	// together, in one cache line of the attempt that holds the part inline:
+	// each line the answer writes is a miss when the caller next reads it.
+
 	// self holds the attempt the tier answered with (nil: the submission
 	// escaped without an attempt, never provable), as the one-element list
 	// a proof of this part alone asks about: no list is made per proof.
 	self [1]contract.Attempt
-
-	// failure, when set at submission, is why the part is Failed without
-	// asking its attempt (a contract violation).
-	failure string
 	// box is the tier's answer as the stack judged it, once isJudged is
 	// set (once). seenBox is the tier's own answer as the stack first read
 	// it, once isSeen is set (never: none was read — a failure at
@@ -53,13 +51,8 @@ type part struct {
 	// answer (rule 3); flagged is set, once, when a later poll did not.
 	// Flags beside the boxes, not pointers to them: a pointer stored is a
 	// write barrier while the collector runs, paid per lease.
-	box     outBox
-	seenBox outBox
-	// While a completion callback is awaited, the part is listed in its
-	// backend's watch list (watch.go), with the list's epoch then.
-	epoch      uint64
-	prev, next *part
-
+	box      outBox
+	seenBox  outBox
 	isJudged atomic.Bool
 	isSeen   atomic.Bool
 	flagged  atomic.Bool
@@ -71,8 +64,17 @@ type part struct {
 	claimed atomic.Bool
 	role    role
 	listed  bool
-	// (The small fields last, together: the first part is inline in every
-	// attempt, whose size SPEC §5's tier figure pays per lease.)
+
+	tier int
+	a    *attempt
+	ext  contract.CacheExtent // exactly the units this tier was handed
+	// failure, when set at submission, is why the part is Failed without
+	// asking its attempt (a contract violation).
+	failure string
+	// While a completion callback is awaited, the part is listed in its
+	// backend's watch list (watch.go), with the list's epoch then.
+	epoch      uint64
+	prev, next *part
 }
 
 type outBox struct{ o contract.Outcome }
@@ -121,23 +123,9 @@ func (p *part) handed(n contract.Name) bool {
 // Its size is paid per lease (SPEC §5's tier figure: a local hit allocates
 // it, its bytes drive the collector): 384 bytes, its small fields together.
 type attempt struct {
-	b *Backend
-
-	mu    sync.Mutex // guards parts and cancelled; the signals' lock
-	parts []*part
-
-	served   contract.NameSet // fetch: the union of what the parts served so far
-	rejected error            // publish: the tiers that refused it, joined (nil: none)
-	// pending counts the parts still to answer: a publication's, or a
-	// fetch's promotions. The part whose answer makes it 0 ends the step.
-	pending   atomic.Int32
-	op        op
-	cancelled bool // a RequestCancel came; no part is added without being asked too
-
-	// submitted: no part will ever be added, every promotion is counted,
-	// and the stack is done with the extent its caller handed (a
-	// publication: every tier's answer judged).
-	submitted signal
+	// First, in one cache line, what the chain's last step writes (on a
+	// tier's goroutine) and every Poll and proof then reads (on the
+	// caller's): the outcome, its flags and signals.
 
 	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
 	// access ended; the first Poll after it runs confirm, once.
@@ -148,16 +136,32 @@ type attempt struct {
 	// not a mutex: confirm runs once a lease, and its lock was a lock a
 	// lease (SPEC §5's tier figure).
 	confirmed atomic.Uint32
+	out       atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
+	box       outBox
+	// submitted: no part will ever be added, every promotion is counted,
+	// and the stack is done with the extent its caller handed (a
+	// publication: every tier's answer judged).
+	submitted signal
+	ready     signal // out is set
 
-	out    atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
-	box    outBox
-	ready  signal // out is set
-	notify notify.List
-
-	// The first part, and the room parts lists it in: a lease one tier
-	// serves allocates no part and no list of its own.
-	first    part
+	b     *Backend
+	parts []*part
+	// The room parts lists the first part in: a lease one tier serves
+	// allocates no list of its own.
 	partsBuf [1]*part
+	mu       sync.Mutex // guards parts and cancelled; the signals' lock
+	// pending counts the parts still to answer: a publication's, or a
+	// fetch's promotions. The part whose answer makes it 0 ends the step.
+	pending   atomic.Int32
+	op        op
+	cancelled bool // a RequestCancel came; no part is added without being asked too
+
+	// The first part, inline: a lease one tier serves allocates no part.
+	first part
+
+	notify   notify.List
+	served   contract.NameSet // fetch: the union of what the parts served so far
+	rejected error            // publish: the tiers that refused it, joined (nil: none)
 }
 
 var (
