@@ -169,9 +169,10 @@ var (
 	_ contract.Notifier    = (*attempt)(nil)
 )
 
-func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
+func newAttempt(b *Backend, o op) *attempt {
 	a := &attempt{b: b, op: o}
-	a.first.ext = ext // the extent the caller handed: every tier's first part is handed all of it
+	// The extent the caller handed is kept once, in the first part (every
+	// first submission is handed all of it): submit writes it there.
 	a.parts = a.partsBuf[:0]
 	return a
 }

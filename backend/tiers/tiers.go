@@ -205,7 +205,7 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opFetch, extent)
+	a := newAttempt(b, opFetch)
 	p, err := a.submit(first, roleFetch, extent, true)
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
@@ -220,7 +220,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Publish: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opPublish, extent)
+	a := newAttempt(b, opPublish)
 	var parts []*part
 	var rejected []error
 	for i, t := range b.tiers {
