@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -34,42 +35,68 @@ func (r role) String() string { return [...]string{"fetch", "publish", "promotio
 // is added; after that, out is set once (by whoever claimed the part's
 // answer), and proven only ever goes from false to true.
 type part struct {
-	a    *attempt
-	tier int
-	role role
-	ext  contract.CacheExtent // exactly the units this tier was handed
-	at   contract.Attempt     // nil: the submission escaped without an attempt (never provable)
-	self [1]contract.Attempt  // {at}: the list a proof of this part alone asks about
+	// The fields the tier's answer writes (on the tier's goroutine) and the
+	// proof and the re-poll then read (on the caller's) come first and
+	// together, in one cache line of the attempt that holds the part inline:
+	// each line the answer writes is a miss when the caller next reads it.
 
-	// failure, when set at submission, is why the part is Failed without
-	// asking its attempt (a contract violation).
-	failure string
-	// out is the tier's answer as the stack judged it (nil until then):
-	// a pointer to box, set once.
-	out atomic.Pointer[outBox]
-	box outBox
-	// seen is the tier's own answer as the stack first read it (nil: none
-	// was read — a failure at submission, or no outcome in time): what a
-	// later poll must still answer (rule 3). A pointer to seenBox, set
-	// once. flagged is set, once, when a later poll did not.
-	seen    atomic.Pointer[outBox]
-	seenBox outBox
-	flagged atomic.Bool
+	// self holds the attempt the tier answered with (nil: the submission
+	// escaped without an attempt, never provable), as the one-element list
+	// a proof of this part alone asks about: no list is made per proof.
+	self [1]contract.Attempt
+	// box is the tier's answer as the stack judged it, once isJudged is
+	// set (once). seenBox is the tier's own answer as the stack first read
+	// it, once isSeen is set (never: none was read — a failure at
+	// submission, or no outcome in time): what a later poll must still
+	// answer (rule 3); flagged is set, once, when a later poll did not.
+	// Flags beside the boxes, not pointers to them: a pointer stored is a
+	// write barrier while the collector runs, paid per lease.
+	box      outBox
+	seenBox  outBox
+	isJudged atomic.Bool
+	isSeen   atomic.Bool
+	flagged  atomic.Bool
 	// proven: the tier's own Quiesce (or TryQuiesce) answered that its
 	// access ended.
 	proven atomic.Bool
-
 	// claimed is taken by the first of the tier's completion callback, the
 	// backend's wait running out and Close: only that one judges the part.
 	claimed atomic.Bool
+	role    role
+	listed  bool
+
+	tier int
+	a    *attempt
+	ext  contract.CacheExtent // exactly the units this tier was handed
+	// failure, when set at submission, is why the part is Failed without
+	// asking its attempt (a contract violation).
+	failure string
 	// While a completion callback is awaited, the part is listed in its
 	// backend's watch list (watch.go), with the list's epoch then.
 	epoch      uint64
 	prev, next *part
-	listed     bool
 }
 
 type outBox struct{ o contract.Outcome }
+
+// judged is the stack's judgement of the tier's answer, nil until made.
+func (p *part) judged() *outBox {
+	if p.isJudged.Load() {
+		return &p.box
+	}
+	return nil
+}
+
+// seen is the tier's answer as the stack first read it, nil if none was.
+func (p *part) seen() *outBox {
+	if p.isSeen.Load() {
+		return &p.seenBox
+	}
+	return nil
+}
+
+// at is the attempt the tier answered with (nil: none).
+func (p *part) at() contract.Attempt { return p.self[0] }
 
 func (p *part) claim() bool { return p.claimed.CompareAndSwap(false, true) }
 
@@ -92,41 +119,49 @@ func (p *part) handed(n contract.Name) bool {
 // tier's answer does not come within the wait — and each step submits the
 // next part before it ends, so steps never overlap: the chain's state
 // (served) needs no lock.
+//
+// Its size is paid per lease (SPEC §5's tier figure: a local hit allocates
+// it, its bytes drive the collector): 384 bytes, its small fields together.
 type attempt struct {
-	b   *Backend
-	op  op
-	ext contract.CacheExtent
+	// First, in one cache line, what the chain's last step writes (on a
+	// tier's goroutine) and every Poll and proof then reads (on the
+	// caller's): the outcome, its flags and signals.
 
-	mu        sync.Mutex
-	parts     []*part
-	cancelled bool // a RequestCancel came; no part is added without being asked too
-
-	served   contract.NameSet // fetch: the union of what the parts served so far
-	rejected []error          // publish: the tiers that refused it
-	// pending counts the parts still to answer: a publication's, or a
-	// fetch's promotions. The part whose answer makes it 0 ends the step.
-	pending atomic.Int32
-
+	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
+	// access ended; the first Poll after it runs confirm, once.
+	proven atomic.Bool
+	// confirmed is confirmNone, then confirmRunning for the one Poll that
+	// runs confirm, then confirmDone; a Poll that finds it running waits
+	// for its end (a few polls of the tiers, which never block). A word,
+	// not a mutex: confirm runs once a lease, and its lock was a lock a
+	// lease (SPEC §5's tier figure).
+	confirmed atomic.Uint32
+	out       atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
+	box       outBox
 	// submitted: no part will ever be added, every promotion is counted,
 	// and the stack is done with the extent its caller handed (a
 	// publication: every tier's answer judged).
 	submitted signal
+	ready     signal // out is set
 
-	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
-	// access ended; the first Poll after it runs confirm, once.
-	proven    atomic.Bool
-	confirmMu sync.Mutex
-	confirmed atomic.Bool
+	b     *Backend
+	parts []*part
+	// The room parts lists the first part in: a lease one tier serves
+	// allocates no list of its own.
+	partsBuf [1]*part
+	mu       sync.Mutex // guards parts and cancelled; the signals' lock
+	// pending counts the parts still to answer: a publication's, or a
+	// fetch's promotions. The part whose answer makes it 0 ends the step.
+	pending   atomic.Int32
+	op        op
+	cancelled bool // a RequestCancel came; no part is added without being asked too
 
-	out    atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
-	box    outBox
-	ready  signal // out is set
-	notify notify.List
+	// The first part, inline: a lease one tier serves allocates no part.
+	first part
 
-	// The first part and room for a second: a lease one or two tiers serve
-	// allocates no part and no list of its own.
-	first    part
-	partsBuf [2]*part
+	notify   notify.List
+	served   contract.NameSet // fetch: the union of what the parts served so far
+	rejected error            // publish: the tiers that refused it, joined (nil: none)
 }
 
 var (
@@ -134,8 +169,10 @@ var (
 	_ contract.Notifier    = (*attempt)(nil)
 )
 
-func newAttempt(b *Backend, o op, ext contract.CacheExtent) *attempt {
-	a := &attempt{b: b, op: o, ext: ext}
+func newAttempt(b *Backend, o op) *attempt {
+	a := &attempt{b: b, op: o}
+	// The extent the caller handed is kept once, in the first part (every
+	// first submission is handed all of it): submit writes it there.
 	a.parts = a.partsBuf[:0]
 	return a
 }
@@ -180,10 +217,10 @@ func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 }
 
 func (a *attempt) cancelPart(p *part) {
-	if p.at == nil {
+	if p.at() == nil {
 		return
 	}
-	if err := guard(func() error { _, err := contract.RequestCancel(p.at); return err }); err != nil {
+	if err := guard(func() error { _, err := contract.RequestCancel(p.at()); return err }); err != nil {
 		a.b.stats[p.tier].cancelErrors.Add(1)
 	}
 }
@@ -212,7 +249,7 @@ func (a *attempt) snapshot() []*part {
 	return append([]*part(nil), a.parts...)
 }
 
-func (a *attempt) doneSubmitting() { a.submitted.fire() }
+func (a *attempt) doneSubmitting() { a.submitted.fire(&a.mu) }
 
 // latch sets the stack's outcome, once.
 func (a *attempt) latch(o contract.Outcome) {
@@ -221,7 +258,7 @@ func (a *attempt) latch(o contract.Outcome) {
 	}
 	a.box.o = o
 	a.out.Store(&a.box)
-	a.ready.fire()
+	a.ready.fire(&a.mu)
 	a.notify.Fire()
 }
 
@@ -230,7 +267,11 @@ func (a *attempt) latch(o contract.Outcome) {
 // an attempt, or with an attempt and an error, or that panicked, breaks the
 // contract: the part is added, Failed, and (without an attempt) never
 // provable.
-func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error) {
+//
+// unseen says the attempt has not been returned to its caller yet (Fetch's
+// and Publish's own submissions): nothing else can reach its parts, so p is
+// added without the lock (a local hit's submission takes none of its own).
+func (a *attempt) submit(i int, r role, ext contract.CacheExtent, unseen bool) (*part, error) {
 	c := &a.b.stats[i]
 	at, err := call(a.b.tiers[i], r, ext)
 	var p *part
@@ -239,7 +280,7 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 	} else {
 		p = new(part)
 	}
-	p.a, p.tier, p.role, p.ext, p.at, p.self[0] = a, i, r, ext, at, at
+	p.a, p.tier, p.role, p.ext, p.self[0] = a, i, r, ext, at
 	switch {
 	case at == nil && errors.Is(err, contract.ErrSubmissionRejected):
 		c.rejected.Add(1)
@@ -251,7 +292,11 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent) (*part, error)
 		c.violations.Add(1)
 		p.failure = fmt.Sprintf("%s broke the contract: its %s returned an attempt and the error %v", a.b.name(i), r, err)
 	}
-	a.add(p)
+	if unseen {
+		a.parts = append(a.parts, p)
+	} else {
+		a.add(p)
+	}
 	return p, nil
 }
 
@@ -276,21 +321,36 @@ func call(t Tier, r role, ext contract.CacheExtent) (at contract.Attempt, err er
 // otherwise from a goroutine of the stack's that waits for it. It may run
 // the chain's next steps before it returns: its caller touches nothing of
 // the chain after it.
+//
+// A part awaiting its callback is held by the watch list alone (counted
+// there until done, which Close waits for): listing it and ending it are
+// one lock each, not a lock and a WaitGroup count each — on the local-hit
+// path every such shared word is written from both cores, the owner's
+// submission and the tier's goroutine (SPEC §5's tier figure).
 func (a *attempt) watch(p *part) {
-	a.b.wg.Add(1)
-	n, notifies := p.at.(contract.Notifier)
+	n, notifies := p.at().(contract.Notifier)
 	switch {
 	case p.failure != "":
+		a.b.wg.Add(1)
 		p.claimed.Store(true)
 		a.answered(p, a.verdict(p, nil, nil))
+		a.b.wg.Done()
 	case !notifies:
-		go func() { a.answered(p, a.judge(p)) }()
+		a.b.wg.Add(1)
+		go func() {
+			defer a.b.wg.Done()
+			a.answered(p, a.judge(p))
+		}()
 	case !a.b.watching.add(p):
-		a.expire(p, "the backend closed first")
+		a.b.wg.Add(1)
+		if p.claim() {
+			a.answered(p, a.verdict(p, nil, errors.New("the backend closed first")))
+		}
+		a.b.wg.Done()
 	default:
 		if err := register(n, p.notified); err != nil && p.claim() {
-			a.b.watching.remove(p)
 			a.answered(p, a.verdict(p, nil, fmt.Errorf("its Notify %v", err)))
+			a.b.watching.done(p)
 		}
 	}
 }
@@ -312,20 +372,22 @@ func (p *part) notified() {
 		return // the wait ran out first, or the backend closed
 	}
 	a := p.a
-	a.b.watching.remove(p)
-	o := poll(p.at)
+	o := poll(p.at())
 	var err error
 	if o == nil {
 		err = errors.New("it was said to be known, but Poll answered none")
 	}
 	a.answered(p, a.verdict(p, o, err))
+	a.b.watching.done(p) // unlisted only now: one lock, not two
 }
 
-// expire judges p as having given no outcome (the wait ran out, the backend
-// closed), unless its answer came first.
+// expire judges a part the watch list held as having given no outcome (the
+// wait ran out, the backend closed), unless its answer came first (then
+// its callback ends it).
 func (a *attempt) expire(p *part, why string) {
 	if p.claim() {
 		a.answered(p, a.verdict(p, nil, errors.New(why)))
+		a.b.watching.done(p)
 	}
 }
 
@@ -333,9 +395,8 @@ func (a *attempt) expire(p *part, why string) {
 // step: a fetch part's answer moves the fetch on, a publication's the
 // publication, a promotion's the count of promotions left.
 func (a *attempt) answered(p *part, o contract.Outcome) {
-	defer a.b.wg.Done()
 	p.box.o = o
-	p.out.Store(&p.box)
+	p.isJudged.Store(true)
 	a.count(p, o)
 	switch p.role {
 	case roleFetch:
@@ -391,11 +452,11 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 	case a.b.isClosed():
 		a.latch(contract.Failed{Reason: fmt.Sprintf("tiers: the backend closed before %s was asked", a.b.name(next))})
 	default:
-		ext, err := contract.NewCacheExtent([]byte(a.ext.Name()), left, a.ext.IsLast())
+		ext, err := contract.NewCacheExtent([]byte(a.first.ext.Name()), left, a.first.ext.IsLast())
 		if err != nil { // a subset of a valid extent is valid: a bug here
 			panic(fmt.Sprintf("tiers: the units left of a valid extent are refused: %v", err))
 		}
-		q, err := a.submit(next, roleFetch, ext)
+		q, err := a.submit(next, roleFetch, ext, false)
 		if q == nil {
 			a.latch(contract.Failed{Reason: err.Error()}) // a rejection is the tier's failure, never a miss
 			break
@@ -427,14 +488,14 @@ func (a *attempt) promotes() bool {
 // answered: Failed naming the first tier that rejected or failed, else
 // Cancelled, else Delivered with the units some tier accepted.
 func (a *attempt) published() {
-	if len(a.rejected) > 0 {
-		a.latch(contract.Failed{Reason: errors.Join(a.rejected...).Error()})
+	if a.rejected != nil {
+		a.latch(contract.Failed{Reason: a.rejected.Error()})
 		return
 	}
 	var accepted []contract.Name
 	var cancelled contract.Outcome
 	for _, p := range a.snapshot() {
-		switch x := p.out.Load().o.(type) {
+		switch x := p.judged().o.(type) {
 		case contract.Failed:
 			a.latch(x)
 			return
@@ -477,7 +538,7 @@ func (a *attempt) verdict(p *part, o contract.Outcome, err error) contract.Outco
 		return contract.Failed{Reason: fmt.Sprintf("%s gave its %s no outcome: %v", a.b.name(p.tier), p.role, err)}
 	}
 	p.seenBox.o = o
-	p.seen.Store(&p.seenBox)
+	p.isSeen.Store(true)
 	if o2, changed := a.changed(p); changed {
 		return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, o, o2)}
 	}
@@ -527,7 +588,7 @@ func (a *attempt) await(p *part) (contract.Outcome, error) {
 		}
 		return nil, err
 	}
-	if o := poll(p.at); o != nil {
+	if o := poll(p.at()); o != nil {
 		return o, nil
 	}
 	return nil, errors.New("it was said to be known, but Poll answered none")
@@ -568,7 +629,7 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 			continue
 		}
 		if now, changed := a.changed(p); changed {
-			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen.Load().o, now)}
+			return contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v", a.b.name(p.tier), p.role, p.seen().o, now)}
 		}
 	}
 	return o
@@ -579,11 +640,11 @@ func (a *attempt) recheck(o contract.Outcome) contract.Outcome {
 // counted against that tier. A part whose answer was never read has none to
 // change.
 func (a *attempt) changed(p *part) (contract.Outcome, bool) {
-	seen := p.seen.Load()
-	if seen == nil || p.at == nil || p.flagged.Load() {
+	seen := p.seen()
+	if seen == nil || p.at() == nil || p.flagged.Load() {
 		return nil, false
 	}
-	now := poll(p.at)
+	now := poll(p.at())
 	if sameOutcome(seen.o, now) {
 		return now, false
 	}
@@ -606,22 +667,23 @@ func (a *attempt) changed(p *part) (contract.Outcome, bool) {
 // act on it (memtest's WriteAfterQuiesce writes then), and what it does
 // then must read as done after the stack's proof, which it is.
 func (a *attempt) confirm() {
-	if a.confirmed.Load() {
+	if a.confirmed.Load() == confirmDone {
 		return
 	}
-	a.confirmMu.Lock()
-	defer a.confirmMu.Unlock()
-	if a.confirmed.Load() {
+	if !a.confirmed.CompareAndSwap(confirmNone, confirmRunning) {
+		for a.confirmed.Load() != confirmDone {
+			runtime.Gosched()
+		}
 		return
 	}
-	defer a.confirmed.Store(true)
+	defer a.confirmed.Store(confirmDone)
 	// proven is set only once submitted fired (Quiesce and TryQuiesce wait
 	// for it first): the parts are final, and read without the lock.
 	for _, p := range a.parts {
 		if p.role == rolePromote {
 			continue
 		}
-		seen := p.seen.Load()
+		seen := p.seen()
 		now, changed := a.changed(p)
 		if !changed {
 			continue
@@ -632,6 +694,13 @@ func (a *attempt) confirm() {
 		}
 	}
 }
+
+// The states of attempt.confirmed.
+const (
+	confirmNone uint32 = iota
+	confirmRunning
+	confirmDone
+)
 
 // promotion is the units one lower tier's fetch part served that go up into
 // the tiers above it that publish.
@@ -648,7 +717,7 @@ func (a *attempt) promotions() []promotion {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range a.parts {
-		box := p.out.Load()
+		box := p.judged()
 		if p.role != roleFetch || box == nil {
 			continue
 		}
@@ -699,8 +768,8 @@ func (a *attempt) provenNow(p *part) bool {
 	if p.proven.Load() {
 		return true
 	}
-	pr, ok := a.b.tiers[p.tier].Fetcher.(contract.QuiesceProber)
-	if !ok || p.at == nil {
+	pr := a.b.provers[p.tier].probe[roleFetch]
+	if pr == nil || p.at() == nil {
 		return false
 	}
 	var acc contract.Access
@@ -721,7 +790,7 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 		var ext contract.CacheExtent
 		if !skip {
 			var err error
-			if ext, err = contract.NewCacheExtent([]byte(a.ext.Name()), pr.units, a.ext.IsLast()); err != nil {
+			if ext, err = contract.NewCacheExtent([]byte(a.first.ext.Name()), pr.units, a.first.ext.IsLast()); err != nil {
 				panic(fmt.Sprintf("tiers: the served units of a valid extent are refused: %v", err))
 			}
 		}
@@ -730,7 +799,7 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 				a.b.stats[j].promoteSkipped.Add(uint64(len(pr.units)))
 				continue
 			}
-			if q, _ := a.submit(j, rolePromote, ext); q != nil { // a rejection is counted; nothing escaped
+			if q, _ := a.submit(j, rolePromote, ext, false); q != nil { // a rejection is counted; nothing escaped
 				parts = append(parts, q)
 			}
 		}
@@ -751,7 +820,7 @@ func (a *attempt) proveOne(p *part) bool {
 	if p.proven.Load() {
 		return true
 	}
-	if p.at == nil {
+	if p.at() == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.b.wait)
@@ -777,17 +846,21 @@ func (a *attempt) count(p *part, o contract.Outcome) {
 	d, delivered := o.(contract.Delivered)
 	switch p.role {
 	case roleFetch:
-		c.handed.Add(n)
-		if delivered {
-			// Counters every core adds to: an add of nothing is skipped
-			// (a local hit has no misses), not paid for.
-			if hit := uint64(d.Served.Len()); hit > 0 {
+		// Counters every core adds to: a part whose every unit was served
+		// (every local hit) is one add, not two, and an add of nothing is
+		// skipped, not paid for.
+		hit := uint64(d.Served.Len())
+		switch {
+		case delivered && hit == n:
+			c.allHit.Add(n)
+		case delivered:
+			c.handed.Add(n)
+			if hit > 0 {
 				c.hits.Add(hit)
 			}
-			if miss := n - uint64(d.Served.Len()); miss > 0 {
-				c.misses.Add(miss)
-			}
-		} else {
+			c.misses.Add(n - hit)
+		default:
+			c.handed.Add(n)
 			c.failed.Add(n)
 		}
 	case rolePublish:
@@ -816,7 +889,7 @@ func (a *attempt) AccessorsOf(n contract.Name) []string {
 			continue
 		}
 		what := "no outcome yet"
-		if box := p.out.Load(); box != nil {
+		if box := p.judged(); box != nil {
 			switch x := box.o.(type) {
 			case contract.Delivered:
 				what = "not served"

@@ -69,7 +69,7 @@ func (b *Backend) groups(as []*attempt, gs []group) []group {
 			if i == len(gs) {
 				gs = append(gs, group{tier: p.tier, role: r})
 			}
-			if p.at == nil {
+			if p.at() == nil {
 				gs[i].unprovable = true
 				continue
 			}
@@ -86,9 +86,9 @@ func (g group) attempts() []contract.Attempt {
 		return g.one.self[:]
 	}
 	list := make([]contract.Attempt, 0, 1+len(g.more))
-	list = append(list, g.one.at)
+	list = append(list, g.one.at())
 	for _, p := range g.more {
-		list = append(list, p.at)
+		list = append(list, p.at())
 	}
 	return list
 }
@@ -103,14 +103,34 @@ func attemptBuf(list []contract.Attempt, buf []*attempt) []*attempt {
 	return make([]*attempt, 0, len(list))
 }
 
-func (b *Backend) prover(g group) interface {
+// quiescer is what a tier's Quiesce is asked through.
+type quiescer interface {
 	Quiesce(context.Context, []contract.Attempt) (bool, error)
-} {
-	if g.role == roleFetch {
-		return b.tiers[g.tier].Fetcher
-	}
-	return b.tiers[g.tier].Publisher
 }
+
+// provers are one tier's fetcher and publisher as the proof asks them,
+// each looked up once, in New (nil where the tier has none, or the
+// fetcher or publisher cannot probe): a proof asks them per lease, and an
+// interface conversion per call is a lookup per call.
+type provers struct {
+	quiesce [2]quiescer               // [roleFetch], [rolePublish]
+	probe   [2]contract.QuiesceProber // [roleFetch], [rolePublish]
+}
+
+func newProvers(t Tier) provers {
+	var p provers
+	if t.Fetcher != nil {
+		p.quiesce[roleFetch] = t.Fetcher
+		p.probe[roleFetch], _ = t.Fetcher.(contract.QuiesceProber)
+	}
+	if t.Publisher != nil {
+		p.quiesce[rolePublish] = t.Publisher
+		p.probe[rolePublish], _ = t.Publisher.(contract.QuiesceProber)
+	}
+	return p
+}
+
+func (b *Backend) prover(g group) quiescer { return b.provers[g.tier].quiesce[g.role] }
 
 // Quiesce answers true only when every tier handed a unit of the listed
 // attempts — every fetch, publication and promotion — proved its own access
@@ -134,7 +154,7 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 	}
 	for i, a := range as {
 		select {
-		case <-a.submitted.wait():
+		case <-a.submitted.wait(&a.mu):
 		case <-ctx.Done():
 			return false, fmt.Errorf("tiers: Quiesce: attempt %d is still handing units to its tiers: %w", i, ctx.Err())
 		}
@@ -207,8 +227,8 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 		if g.empty() {
 			continue
 		}
-		pr, ok := b.prover(g).(contract.QuiesceProber)
-		if !ok {
+		pr := b.provers[g.tier].probe[g.role]
+		if pr == nil {
 			unknown = true
 			continue
 		}

@@ -10,17 +10,23 @@ import (
 // the engine asks without waiting (Poll, TryQuiesce, Notify), so most
 // attempts never need one, and each channel made is an allocation a lease
 // would pay (SPEC §5's tier figure counts them). Firing a signal nobody
-// waits on takes no lock either: set and made are a Dekker pair (fire sets
-// set, then reads made; wait sets made, then reads set; Go's atomics are
-// sequentially consistent), so at least one of the two sees the other and
-// closes the channel, under mu, once.
+// waits on takes no lock either: set and made are two bits of one word,
+// each set by one atomic Or that also reads the other (fire sets set, wait
+// sets made), so whichever of the two comes second sees the first and
+// closes the channel, under its owner's mutex (mu, given to fire and wait:
+// an attempt's two signals share its lock), once. One word, not two flags,
+// and no lock of its own: the signal is 16 bytes, and an attempt holds two
+// (SPEC §5's figure counts its bytes too).
 type signal struct {
-	set    atomic.Bool
-	made   atomic.Bool // ch was made: a firing must close it
-	mu     sync.Mutex
+	state  atomic.Uint32 // sigSet | sigMade
+	closed bool          // ch is closed (under mu)
 	ch     chan struct{}
-	closed bool // ch is closed (under mu)
 }
+
+const (
+	sigSet  uint32 = 1 << iota // the signal fired
+	sigMade                    // ch was made: a firing must close it
+)
 
 // closedChan is what wait answers once the signal fired: no channel made.
 var closedChan = func() chan struct{} {
@@ -29,14 +35,15 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// fire sets the signal, once; later calls do nothing.
-func (s *signal) fire() {
-	if s.set.Swap(true) || !s.made.Load() {
+// fire sets the signal, once; later calls do nothing. mu is the lock wait
+// is given.
+func (s *signal) fire(mu *sync.Mutex) {
+	if old := s.state.Or(sigSet); old&sigSet != 0 || old&sigMade == 0 {
 		return
 	}
-	s.mu.Lock()
+	mu.Lock()
 	s.closeLocked()
-	s.mu.Unlock()
+	mu.Unlock()
 }
 
 func (s *signal) closeLocked() {
@@ -47,21 +54,21 @@ func (s *signal) closeLocked() {
 }
 
 // isSet reports whether the signal fired, without waiting.
-func (s *signal) isSet() bool { return s.set.Load() }
+func (s *signal) isSet() bool { return s.state.Load()&sigSet != 0 }
 
-// wait is a channel closed once the signal fired.
-func (s *signal) wait() <-chan struct{} {
-	if s.set.Load() {
+// wait is a channel closed once the signal fired; mu is the lock fire is
+// given (held only to make or close the channel).
+func (s *signal) wait(mu *sync.Mutex) <-chan struct{} {
+	if s.isSet() {
 		return closedChan
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if s.ch == nil {
 		s.ch = make(chan struct{})
-		s.made.Store(true)
-	}
-	if s.set.Load() {
-		s.closeLocked()
+		if s.state.Or(sigMade)&sigSet != 0 { // fired before it saw the channel
+			s.closeLocked()
+		}
 	}
 	return s.ch
 }

@@ -15,6 +15,7 @@ import (
 func TestSignalWakesEveryWaiterRacingItsFiring(t *testing.T) {
 	for round := range 500 {
 		var s signal
+		var mu sync.Mutex
 		var wg sync.WaitGroup
 		chans := make([]<-chan struct{}, 4)
 		start := make(chan struct{})
@@ -23,11 +24,11 @@ func TestSignalWakesEveryWaiterRacingItsFiring(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				chans[i] = s.wait()
+				chans[i] = s.wait(&mu)
 			}()
 		}
 		close(start)
-		s.fire()
+		s.fire(&mu)
 		wg.Wait()
 		require.True(t, s.isSet())
 		for i, ch := range chans {
@@ -42,17 +43,18 @@ func TestSignalWakesEveryWaiterRacingItsFiring(t *testing.T) {
 
 func TestSignalFiresOnce(t *testing.T) {
 	var s signal
-	ch := s.wait()
+	var mu sync.Mutex
+	ch := s.wait(&mu)
 	select {
 	case <-ch:
 		t.Fatal("closed before the signal fired")
 	default:
 	}
 	assert.False(t, s.isSet())
-	s.fire()
-	s.fire() // a second firing closes nothing twice (it would panic)
+	s.fire(&mu)
+	s.fire(&mu) // a second firing closes nothing twice (it would panic)
 	_, open := <-ch
 	assert.False(t, open)
-	_, open = <-s.wait()
+	_, open = <-s.wait(&mu)
 	assert.False(t, open, "a wait after the firing answers a closed channel")
 }

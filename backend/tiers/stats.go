@@ -4,6 +4,9 @@ import "sync/atomic"
 
 // tierCounters is what one tier did, counted as it happens.
 type tierCounters struct {
+	// allHit counts the units of fetches whose every unit the tier served:
+	// each is handed and a hit (Stats adds it to both).
+	allHit                          atomic.Uint64
 	handed, hits, misses, failed    atomic.Uint64
 	published, publishFailed        atomic.Uint64
 	promoted, promoteFailed         atomic.Uint64
@@ -68,8 +71,9 @@ func (b *Backend) Stats() []TierStats {
 	out := make([]TierStats, len(b.tiers))
 	for i, t := range b.tiers {
 		c := &b.stats[i]
+		all := c.allHit.Load()
 		s := TierStats{
-			Name: t.Name, Handed: c.handed.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(), Failed: c.failed.Load(),
+			Name: t.Name, Handed: c.handed.Load() + all, Hits: c.hits.Load() + all, Misses: c.misses.Load(), Failed: c.failed.Load(),
 			Published: c.published.Load(), PublishFailed: c.publishFailed.Load(),
 			Promoted: c.promoted.Load(), PromoteFailed: c.promoteFailed.Load(), PromoteSkipped: c.promoteSkipped.Load(),
 			Rejected: c.rejected.Load(), NoOutcome: c.noOutcome.Load(), Violations: c.violations.Load(),

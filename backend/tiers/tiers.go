@@ -98,6 +98,7 @@ type Backend struct {
 	wait    time.Duration
 	promote bool
 	stats   []tierCounters
+	provers []provers // each tier's, as a proof asks it
 	// uppers[i] is the tiers above tier i that publish: where a unit tier i
 	// served is promoted. Empty for every tier when promotion is off, so a
 	// lease served by tiers with nothing above them skips promotion without
@@ -106,8 +107,8 @@ type Backend struct {
 
 	closed   chan struct{}
 	closing  sync.Once
-	wg       sync.WaitGroup // every answer awaited, every goroutine of the stack's
-	watching watchList
+	wg       sync.WaitGroup // every answer awaited off the watch list, every goroutine of the stack's
+	watching watchList      // every answer awaited through a tier's callback
 }
 
 var (
@@ -149,6 +150,10 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 		return nil, errors.Join(errs...)
 	}
 	b.stats = make([]tierCounters, len(tiers))
+	b.provers = make([]provers, len(tiers))
+	for i, t := range tiers {
+		b.provers[i] = newProvers(t)
+	}
 	b.uppers = make([][]int, len(tiers))
 	for i := range tiers {
 		for j := range i {
@@ -177,6 +182,7 @@ func (b *Backend) Close() error {
 		}
 	})
 	b.wg.Wait()
+	b.watching.wait()
 	return nil
 }
 
@@ -199,8 +205,8 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opFetch, extent)
-	p, err := a.submit(first, roleFetch, extent)
+	a := newAttempt(b, opFetch)
+	p, err := a.submit(first, roleFetch, extent, true)
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
 	}
@@ -214,14 +220,14 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Publish: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opPublish, extent)
+	a := newAttempt(b, opPublish)
 	var parts []*part
 	var rejected []error
 	for i, t := range b.tiers {
 		if t.Publisher == nil {
 			continue
 		}
-		p, err := a.submit(i, rolePublish, extent)
+		p, err := a.submit(i, rolePublish, extent, true)
 		if p == nil {
 			rejected = append(rejected, err)
 			continue
@@ -234,7 +240,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		}
 		return nil, fmt.Errorf("tiers: Publish: %w", errors.Join(rejected...))
 	}
-	a.rejected = rejected // no part will be added: the last answer judged ends the submitting
+	a.rejected = errors.Join(rejected...) // no part will be added: the last answer judged ends the submitting
 	a.pending.Store(int32(len(parts)))
 	for _, p := range parts {
 		a.watch(p)
@@ -281,7 +287,7 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait() })
+	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait(&as[i].mu) })
 }
 
 // Probe asks the tiers in order, each for the units the ones above it did

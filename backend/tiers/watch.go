@@ -23,6 +23,11 @@ type watchList struct {
 	epoch      uint64        // ticks so far
 	armed      bool
 	closed     bool
+	// held counts the parts added and not yet done: listed, or claimed and
+	// still being judged. drained, once Close waits, is closed when it
+	// reaches 0.
+	held    int
+	drained chan struct{}
 }
 
 // ticksPerWait is how many ticks make a wait; a part listed in epoch e has
@@ -30,14 +35,16 @@ type watchList struct {
 // was listed after the tick that began e).
 const ticksPerWait = 4
 
-// add lists p, in the current epoch; false once the list is closed (the
-// backend is closing: nothing more is awaited).
+// add lists p, in the current epoch, and holds it until done(p); false
+// once the list is closed (the backend is closing: nothing more is
+// awaited).
 func (w *watchList) add(p *part) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
+	w.held++
 	p.epoch = w.epoch
 	p.listed = true
 	p.prev, p.next = w.tail, nil
@@ -54,11 +61,32 @@ func (w *watchList) add(p *part) bool {
 	return true
 }
 
-// remove unlists p, if it is listed.
-func (w *watchList) remove(p *part) {
+// done unlists p, if it is still listed, and ends its hold: its answer
+// was judged (or judged missing) and its step taken.
+func (w *watchList) done(p *part) {
 	w.mu.Lock()
 	w.unlink(p)
+	w.held--
+	if w.held == 0 && w.drained != nil {
+		close(w.drained)
+		w.drained = nil
+	}
 	w.mu.Unlock()
+}
+
+// wait returns once every part added has been done with.
+func (w *watchList) wait() {
+	w.mu.Lock()
+	if w.held == 0 {
+		w.mu.Unlock()
+		return
+	}
+	if w.drained == nil {
+		w.drained = make(chan struct{})
+	}
+	ch := w.drained
+	w.mu.Unlock()
+	<-ch
 }
 
 func (w *watchList) unlink(p *part) {
@@ -98,7 +126,8 @@ func (w *watchList) due() []*part {
 	return out
 }
 
-// close unlists and returns every part, and lists none from now on.
+// close unlists and returns every part, and lists none from now on (a part
+// being judged stays held until done).
 func (w *watchList) close() []*part {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -3,6 +3,8 @@ package tiers_test
 import (
 	"bytes"
 	"context"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,4 +170,67 @@ func (n noCancel) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 
 func (n noCancel) Settle(ctx context.Context, list []contract.Attempt) error {
 	return n.Backend.Settle(ctx, n.unwrap(list))
+}
+
+// blockingFetch is a fetcher whose Fetch, once entered is closed, waits for
+// release before it submits: a tier slow to take a submission.
+type blockingFetch struct {
+	*mem.Backend
+	entered, release chan struct{}
+}
+
+func (f blockingFetch) Fetch(ext contract.CacheExtent, route contract.Route) (contract.Attempt, error) {
+	close(f.entered)
+	<-f.release
+	return f.Backend.Fetch(ext, route)
+}
+
+// Close waits for a chain's step still running on a tier's completion
+// callback — here one blocked handing the units the local tier missed to
+// the next tier — and returns only once that step has latched the
+// attempt's outcome: the watch list holds a part from its listing until
+// its answer is judged and its step taken, not only until its callback
+// claims it.
+func TestCloseWaitsForAStepRunningOnATiersCallback(t *testing.T) {
+	m := newMemory(2)
+	gate := make(chan struct{})
+	local, err := mem.New(m, mem.WithGate(func(mem.Call) <-chan struct{} { return gate }))
+	require.NoError(t, err)
+	inner, err := mem.New(m)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = local.Close(); _ = inner.Close() })
+	inner.Put(extName, name(1), row(1))
+	shared := blockingFetch{Backend: inner, entered: make(chan struct{}), release: make(chan struct{})}
+	var releasing sync.Once
+	release := func() { releasing.Do(func() { close(shared.release) }) }
+	t.Cleanup(release) // before the tiers close, on failure too: the blocked step holds the local tier's goroutine
+	b, err := tiers.New([]tiers.Tier{{Name: "local", Fetcher: local}, {Name: "shared", Fetcher: shared}})
+	require.NoError(t, err)
+	a, err := b.Fetch(extentOf(t, 1), nil)
+	require.NoError(t, err)
+	close(gate) // the local tier answers a miss, on its goroutine: the step moves on to the shared tier
+	select {
+	case <-shared.entered:
+	case <-time.After(bound):
+		t.Fatal("the shared tier was never handed the unit the local tier missed")
+	}
+	closed := make(chan struct{})
+	go func() { _ = b.Close(); close(closed) }()
+	for range 1000 { // Close runs beside the blocked step: it must not return
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a step still ran on a tier's callback")
+		default:
+			runtime.Gosched()
+		}
+	}
+	release()
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatal("Close did not return once the step ended")
+	}
+	o := a.Poll()
+	require.IsType(t, contract.Failed{}, o, "the step latched its outcome before Close returned")
+	assert.Contains(t, o.(contract.Failed).Reason, `tier 1 "shared"`)
 }
