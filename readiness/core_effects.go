@@ -367,6 +367,13 @@ func (c *Core) answer(id uint32) {
 	if l.kind != Fetch {
 		return
 	}
+	if served(l.result) && b.layers > 0 {
+		// The copies were issued (copyOut), and every change to the masks
+		// since recomputed layerIv (DropRow): the same inputs, the same
+		// interval, without computing it a second time.
+		b.interval = b.layerIv
+		return
+	}
 	if !served(l.result) {
 		b.masks, _ = staging.ServedMasksInto(b.masks, &b.view, contract.NameSet{})
 	}

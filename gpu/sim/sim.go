@@ -286,10 +286,19 @@ func (d *Device) Free(p gpu.DevicePtr) error {
 
 // locate returns the memory [p, p+n) if it lies inside one live allocation.
 func (d *Device) locate(p gpu.DevicePtr, n int) ([]byte, error) {
-	i, found := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmp.Compare(s.start, p) })
-	if !found {
-		i--
+	// The last allocation starting at or below p, searched by hand: every
+	// copy and every lease's address check comes here, and the generic
+	// search's comparison closure cost more than the rest of the check.
+	lo, hi := 0, len(d.allocs)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if d.allocs[mid].start <= p {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
+	i := lo - 1
 	if i < 0 || p+gpu.DevicePtr(n) > d.allocs[i].end || p < d.allocs[i].start {
 		return nil, fmt.Errorf("sim: device range [%#x, +%d) is not inside one live allocation", uint64(p), n)
 	}
