@@ -516,11 +516,24 @@ func (t *Table) Refusal(s State, e Event) error {
 // *[RefusedError]. After a Move the caller settles the lease: [Table.Complete],
 // then [Table.Redeliver], until neither applies.
 func (t *Table) Fire(s *Slot, e Event) (Step, error) {
+	var step Step
+	err := t.FireTo(s, e, &step)
+	return step, err
+}
+
+// FireTo is [Table.Fire] writing the step into *step (which must not be nil)
+// instead of returning it. A step and an error together are too wide for the
+// registers Go returns values in: returned, the step is written to the stack
+// field by field and read back whole, a stall a hot caller pays on every
+// event (the core's door, several times a lease).
+func (t *Table) FireTo(s *Slot, e Event, step *Step) error {
 	if s == nil {
-		return Step{Event: e}, fmt.Errorf("fsm: Fire(%s) on a nil slot: %w", e, ErrOutOfRange)
+		*step = Step{Event: e}
+		return fmt.Errorf("fsm: Fire(%s) on a nil slot: %w", e, ErrOutOfRange)
 	}
 	if s.State >= NumStates || e >= NumEvents {
-		return Step{From: s.State, To: s.State, Event: e}, fmt.Errorf("fsm: Fire(%s) in %s: want a state below %d and an event below %d: %w", e, s.State, NumStates, NumEvents, ErrOutOfRange)
+		*step = Step{From: s.State, To: s.State, Event: e}
+		return fmt.Errorf("fsm: Fire(%s) in %s: want a state below %d and an event below %d: %w", e, s.State, NumStates, NumEvents, ErrOutOfRange)
 	}
 	from := s.State
 	en := &t.entries[from][e]
@@ -533,37 +546,66 @@ func (t *Table) Fire(s *Slot, e Event) (Step, error) {
 		} else {
 			s.Latched &^= 1 << e
 		}
-		return Step{From: from, To: s.State, Event: e, Action: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next], Stores: en.Stores}, nil
+		step.set(from, s.State, e, Move, en.Result, en.Effects|t.entry[en.Next], en.Stores)
+		return nil
 	case Latch:
 		s.Latched |= 1 << e
-		return Step{From: from, To: from, Event: e, Action: Latch, Effects: en.Effects, Stores: en.Stores}, nil
+		step.set(from, from, e, Latch, NoResult, en.Effects, en.Stores)
+		return nil
 	}
-	return Step{From: from, To: from, Event: e, Action: Refuse}, &t.refused[from][e]
+	step.set(from, from, e, Refuse, NoResult, 0, 0)
+	return &t.refused[from][e]
+}
+
+// set writes a fired step field by field: a composite literal is built on the
+// stack and copied whole, a wide load of narrow stores that the processor
+// cannot forward.
+func (st *Step) set(from, to State, e Event, a Action, r Result, fx Effects, stores Stores) {
+	st.From, st.To, st.Event, st.Completion, st.Guard = from, to, e, false, 0
+	st.Action, st.Result, st.Effects, st.Stores = a, r, fx, stores
 }
 
 // Complete applies the first completion of the lease's state whose guard is in
 // facts and returns the step; ok is false when none holds.
 func (t *Table) Complete(s *Slot, facts Facts) (step Step, ok bool) {
+	ok = t.CompleteTo(s, facts, &step)
+	return step, ok
+}
+
+// CompleteTo is [Table.Complete] writing the step into *step (which must not
+// be nil), as [Table.FireTo] does; where no completion holds it reports false
+// and leaves *step as it was.
+func (t *Table) CompleteTo(s *Slot, facts Facts, step *Step) bool {
 	if s == nil || s.State >= NumStates {
-		return Step{}, false
+		return false
 	}
 	for _, c := range t.completions[s.State] {
 		if facts&(1<<c.Guard) != 0 {
 			from := s.State
 			s.State = c.Next
 			s.Marks |= c.Marks | t.marks[c.Next]
-			return Step{From: from, To: c.Next, Completion: true, Guard: c.Guard, Action: Move, Result: c.Result, Effects: t.entry[c.Next]}, true
+			step.set(from, c.Next, 0, Move, c.Result, t.entry[c.Next], 0)
+			step.Completion, step.Guard = true, c.Guard
+			return true
 		}
 	}
-	return Step{}, false
+	return false
 }
 
 // Redeliver applies the lowest-numbered latched event that is a Move in the
 // lease's current state, clearing its bit, and returns the step; ok is false
 // when no latched event applies.
 func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
+	ok = t.RedeliverTo(s, &step)
+	return step, ok
+}
+
+// RedeliverTo is [Table.Redeliver] writing the step into *step (which must not
+// be nil), as [Table.FireTo] does; where no latched event applies it reports
+// false and leaves *step as it was.
+func (t *Table) RedeliverTo(s *Slot, step *Step) bool {
 	if s == nil || s.State >= NumStates {
-		return Step{}, false
+		return false
 	}
 	row := &t.entries[s.State]
 	for pending := uint32(s.Latched) & (1<<NumEvents - 1); pending != 0; pending &= pending - 1 {
@@ -575,10 +617,11 @@ func (t *Table) Redeliver(s *Slot) (step Step, ok bool) {
 			if !en.Keep {
 				s.Latched &^= 1 << e
 			}
-			return Step{From: from, To: s.State, Event: e, Action: Move, Result: en.Result, Effects: en.Effects | t.entry[en.Next]}, true
+			step.set(from, s.State, e, Move, en.Result, en.Effects|t.entry[en.Next], 0)
+			return true
 		}
 	}
-	return Step{}, false
+	return false
 }
 
 // CompletionName is how drawings and traces name the completion guarded by g:

@@ -296,8 +296,8 @@ func sameOutcome(a, b contract.Outcome) bool {
 // reported about its own lease (follow) goes through the door next.
 func (c *Core) apply(id uint32, v *verdict) error {
 	l := &c.leases[id]
-	step, err := c.table.Fire(&l.m, v.event)
-	if err != nil {
+	var step fsm.Step
+	if err := c.table.FireTo(&l.m, v.event, &step); err != nil {
 		if errors.Is(err, fsm.ErrOutOfRange) {
 			// The table refuses nothing out of range in a lease it keeps:
 			// the record is corrupt.
@@ -312,7 +312,7 @@ func (c *Core) apply(id uint32, v *verdict) error {
 			c.rearm(id)
 		}
 	} else {
-		c.settle(id, step, v)
+		c.settle(id, &step, v)
 	}
 	if l.inUse && l.m.State >= fsm.NumStates {
 		c.checkState(id)
@@ -334,24 +334,22 @@ func (c *Core) apply(id uint32, v *verdict) error {
 // submission is never submitted, one whose proof was latched is never asked
 // to prove it again. Only the first step stores anything: a completion or a
 // re-delivered event carries no evidence.
-func (c *Core) settle(id uint32, step fsm.Step, v *verdict) {
+func (c *Core) settle(id uint32, step *fsm.Step, v *verdict) {
 	l := &c.leases[id]
 	gen := c.gens[id]
 	for {
-		c.entered(id, &step, v)
+		c.entered(id, step, v)
 		if c.gens[id] != gen || !l.inUse || c.halted != nil {
 			return
 		}
 		// The facts are read only where a completion may test them: most
 		// states have none.
 		if len(c.table.Completions(l.m.State)) > 0 {
-			if next, ok := c.table.Complete(&l.m, c.facts(id)); ok {
-				step = next
+			if c.table.CompleteTo(&l.m, c.facts(id), step) {
 				continue
 			}
 		}
-		if next, ok := c.table.Redeliver(&l.m); ok {
-			step = next
+		if c.table.RedeliverTo(&l.m, step) {
 			continue
 		}
 		break

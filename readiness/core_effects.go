@@ -212,7 +212,11 @@ func (c *Core) submit(id uint32) {
 		c.follow = append(c.follow, followUp{id: id, ev: Evidence{What: extentRefused, Lease: c.handle(id), Reason: err.Error()}})
 		return
 	}
-	c.ready.Submissions = append(c.ready.Submissions, Submission{Lease: c.handle(id), Kind: l.kind, Extent: &b.extent})
+	// Written in its slot, not copied in whole from narrow stores a moment
+	// old (which the processor cannot forward): once a lease.
+	c.ready.Submissions = append(c.ready.Submissions, Submission{})
+	sub := &c.ready.Submissions[len(c.ready.Submissions)-1]
+	sub.Lease, sub.Kind, sub.Extent = c.handle(id), l.kind, &b.extent
 }
 
 // armDeadline fixes, at submission, the request deadline (unless the request
@@ -365,6 +369,13 @@ func (c *Core) answer(id uint32) {
 		}
 	}
 	if l.kind != Fetch {
+		return
+	}
+	if served(l.result) && b.layers > 0 {
+		// The copies were issued (copyOut), and every change to the masks
+		// since recomputed layerIv (DropRow): the same inputs, the same
+		// interval, without computing it a second time.
+		b.interval = b.layerIv
 		return
 	}
 	if !served(l.result) {
@@ -539,15 +550,22 @@ func (c *Core) keep(id uint32) {
 	}
 	l := &c.leases[id]
 	b := c.body(id)
-	k := keptLease{h: c.handle(id), m: l.m, kind: l.kind, result: l.result, rows: int32(len(b.rows)),
-		byPeer: b.byPeer, reason: b.reason, cancelDisp: b.cancelDisp, cancelErr: b.cancelErr, interval: b.interval,
-		uncopied: l.kind == Fetch && served(l.result) && b.layers == 0 && c.anyServed(b)}
+	var k *keptLease
 	if len(c.kept) < c.cfg.KeepReleased {
-		c.kept = append(c.kept, k)
+		c.kept = append(c.kept, keptLease{})
+		k = &c.kept[len(c.kept)-1]
 	} else {
-		c.kept[c.keptNext] = k
-		c.keptNext = (c.keptNext + 1) % len(c.kept)
+		k = &c.kept[c.keptNext]
+		if c.keptNext++; c.keptNext == len(c.kept) { // not %: a division a lease
+			c.keptNext = 0
+		}
 	}
+	// Field by field, every field: a composite literal is built on the stack
+	// and copied whole, a wide load of narrow stores that the processor
+	// cannot forward, once a lease.
+	k.h, k.m, k.kind, k.result, k.rows = c.handle(id), l.m, l.kind, l.result, int32(len(b.rows))
+	k.byPeer, k.reason, k.cancelDisp, k.cancelErr, k.interval = b.byPeer, b.reason, b.cancelDisp, b.cancelErr, b.interval
+	k.uncopied = l.kind == Fetch && served(l.result) && b.layers == 0 && c.anyServed(b)
 }
 
 // nextGen is the generation after g; 0 is never issued, so the zero Handle is

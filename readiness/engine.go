@@ -403,8 +403,9 @@ func (e *Engine) progress() int {
 func (e *Engine) perform() {
 	for e.core.HasReady() {
 		rd := e.core.Ready()
-		for _, s := range rd.Submissions {
-			e.results = append(e.results, e.submit(s))
+		for i := range rd.Submissions {
+			e.results = append(e.results, submitResult{})
+			e.submit(&rd.Submissions[i], &e.results[len(e.results)-1])
 		}
 		e.queueCopies(rd)
 		for _, p := range rd.Proofs {

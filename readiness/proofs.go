@@ -102,7 +102,8 @@ func (e *Engine) prove(sd *side) (answered bool) {
 // more (an answer changed after the first is caught before anything is
 // copied), then the proof.
 func (e *Engine) provenHere(h Handle, a contract.Attempt, faults *faultCounts) {
-	answer := provenAnswer(h, a, faults)
+	var answer Evidence
+	provenAnswer(&answer, h, a, faults)
 	e.step(&answer)
 	e.step(&Evidence{What: QuiesceTrue, Lease: h})
 }

@@ -315,19 +315,26 @@ func (q *quiescer) answerBatch(b *batch) {
 // first, so that an answer changed before the proof is a violation caught
 // before anything is copied.
 func proven(dst []letter, h Handle, a contract.Attempt, faults *faultCounts) []letter {
-	return append(dst, letter{ev: provenAnswer(h, a, faults)}, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+	dst = append(dst, letter{}, letter{ev: Evidence{What: QuiesceTrue, Lease: h}})
+	provenAnswer(&dst[len(dst)-2].ev, h, a, faults)
+	return dst
 }
 
-// provenAnswer is what an attempt proven over answers when it is polled once
-// more, before the proof is reported: its outcome, or the panic that took its
-// place (counted against the backend).
-func provenAnswer(h Handle, a contract.Attempt, faults *faultCounts) Evidence {
+// provenAnswer writes into ev (zero) what an attempt proven over answers when
+// it is polled once more, before the proof is reported: its outcome, or the
+// panic that took its place (counted against the backend). It writes the
+// fields in place rather than returning the evidence: returned, the evidence
+// is too wide for registers, and its caller read it back whole from narrow
+// stores a moment old, which the processor cannot forward (once a lease).
+func provenAnswer(ev *Evidence, h Handle, a contract.Attempt, faults *faultCounts) {
 	o, p := safePoll(a)
+	ev.Lease = h
 	if p != "" {
 		faults.panics.Add(1)
-		return Evidence{What: PollPanicked, Lease: h, Reason: p}
+		ev.What, ev.Reason = PollPanicked, p
+		return
 	}
-	return Evidence{What: PollAnswered, Lease: h, Outcome: o}
+	ev.What, ev.Outcome = PollAnswered, o
 }
 
 // call asks once. Only (true, nil) proves anything: false, an error or a

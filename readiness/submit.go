@@ -36,8 +36,11 @@ func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	return false
 }
 
-// submit hands one staged lease to its backend.
-func (e *Engine) submit(s Submission) (r submitResult) {
+// submit hands one staged lease to its backend, writing what it answered
+// into r (zero). Written in place, not returned: returned, the result went to
+// the stack in narrow stores that the append after the call read back whole,
+// which the processor cannot forward (once a lease).
+func (e *Engine) submit(s *Submission, r *submitResult) {
 	r.h, r.kind = s.Lease, s.Kind
 	defer func() {
 		if p := recover(); p != nil {
@@ -50,7 +53,6 @@ func (e *Engine) submit(s Submission) (r submitResult) {
 	} else {
 		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
 	}
-	return r
 }
 
 // requestCancel asks a lease's attempt, once, to stop. It never blocks, by
@@ -92,7 +94,8 @@ func (e *Engine) reportAnswers() {
 
 // reportSubmissions reports what the round's submissions answered.
 func (e *Engine) reportSubmissions() {
-	for _, r := range e.results {
+	for i := range e.results {
+		r := &e.results[i] // not copied: submit wrote it a moment ago
 		switch {
 		case r.panics != "":
 			e.step(&Evidence{What: SubmitEscaped, Lease: r.h, Reason: r.panics})
@@ -147,7 +150,7 @@ func (e *Engine) reportOthers() {
 // owner: one already answered — a backend serving from a local cache — is
 // taken in at once and never watched. The rest notify the engine when they
 // can (contract.Notifier), or are watched.
-func (e *Engine) accept(r submitResult) {
+func (e *Engine) accept(r *submitResult) {
 	sd := e.sides[r.kind-1]
 	o, p := safePoll(r.a)
 	answered := o != nil || p != ""

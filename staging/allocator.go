@@ -492,12 +492,20 @@ func (a *Allocator) push(t Ticket) {
 		}
 		a.queue, a.qhead = grown, 0
 	}
-	a.queue[(a.qhead+a.qlen)%len(a.queue)] = t
+	// The line's indices wrap by a comparison, not %: a division costs more
+	// than the rest of a push or a pop, each once a lease.
+	i := a.qhead + a.qlen
+	if i >= len(a.queue) {
+		i -= len(a.queue)
+	}
+	a.queue[i] = t
 	a.qlen++
 }
 
 func (a *Allocator) pop() {
-	a.qhead = (a.qhead + 1) % len(a.queue)
+	if a.qhead++; a.qhead == len(a.queue) {
+		a.qhead = 0
+	}
 	a.qlen--
 }
 

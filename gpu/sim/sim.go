@@ -286,10 +286,19 @@ func (d *Device) Free(p gpu.DevicePtr) error {
 
 // locate returns the memory [p, p+n) if it lies inside one live allocation.
 func (d *Device) locate(p gpu.DevicePtr, n int) ([]byte, error) {
-	i, found := slices.BinarySearchFunc(d.allocs, p, func(s span, p gpu.DevicePtr) int { return cmp.Compare(s.start, p) })
-	if !found {
-		i--
+	// The last allocation starting at or below p, searched by hand: every
+	// copy and every lease's address check comes here, and the generic
+	// search's comparison closure cost more than the rest of the check.
+	lo, hi := 0, len(d.allocs)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if d.allocs[mid].start <= p {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
+	i := lo - 1
 	if i < 0 || p+gpu.DevicePtr(n) > d.allocs[i].end || p < d.allocs[i].start {
 		return nil, fmt.Errorf("sim: device range [%#x, +%d) is not inside one live allocation", uint64(p), n)
 	}
@@ -464,12 +473,12 @@ func (s *Stream) Queued() int {
 
 // CopyHtoD queues a copy of src to dst; src is read when the copy completes.
 func (s *Stream) CopyHtoD(dst gpu.DevicePtr, src []byte) error {
-	return s.enqueue(op{kind: opHtoD, dev: dst, host: src})
+	return s.enqueue(opHtoD, dst, src)
 }
 
 // CopyDtoH queues a copy of src into dst; dst is written when the copy completes.
 func (s *Stream) CopyDtoH(dst []byte, src gpu.DevicePtr) error {
-	return s.enqueue(op{kind: opDtoH, dev: src, host: dst})
+	return s.enqueue(opDtoH, src, dst)
 }
 
 // Record queues an event after everything queued so far.
@@ -481,7 +490,9 @@ func (s *Stream) Record() (gpu.Event, error) {
 		return gpu.Event{}, d.lostErr("Record")
 	}
 	s.issued++
-	s.pushLocked(op{kind: opRecord, seq: s.issued})
+	o := s.reserveLocked()
+	o.kind, o.seq = opRecord, s.issued
+	s.pushLocked(o)
 	return gpu.MakeEvent(s.id, s.issued), nil
 }
 
@@ -499,7 +510,9 @@ func (s *Stream) Compute(d time.Duration) error {
 	if dev.lost {
 		return dev.lostErr("Compute")
 	}
-	s.pushLocked(op{kind: opCompute, busy: d})
+	o := s.reserveLocked()
+	o.kind, o.busy = opCompute, d
+	s.pushLocked(o)
 	return nil
 }
 
@@ -538,7 +551,10 @@ func (s *Stream) Wait(ev gpu.Event) error {
 		}
 		return nil
 	}
-	s.pushLocked(op{kind: opWait, seq: ev.Seq(), on: on, ready: on.readyAt(ev.Seq())})
+	ready := on.readyAt(ev.Seq())
+	o := s.reserveLocked()
+	o.kind, o.seq, o.on, o.ready = opWait, ev.Seq(), on, ready
+	s.pushLocked(o)
 	return nil
 }
 
@@ -553,16 +569,18 @@ func (s *Stream) readyAt(seq uint64) time.Time {
 	return time.Time{}
 }
 
-func (s *Stream) enqueue(o op) error {
+func (s *Stream) enqueue(kind opKind, dev gpu.DevicePtr, host []byte) error {
 	d := s.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lost {
 		return d.lostErr("copy")
 	}
-	if _, err := d.locate(o.dev, len(o.host)); err != nil {
+	if _, err := d.locate(dev, len(host)); err != nil {
 		return fmt.Errorf("%w: %w", gpu.ErrCopyRefused, err)
 	}
+	o := s.reserveLocked()
+	o.kind, o.dev, o.host = kind, dev, host
 	s.pushLocked(o)
 	return nil
 }
@@ -583,12 +601,12 @@ func (s *Stream) Addressable(p gpu.DevicePtr, n int) error {
 	return err
 }
 
-// pushLocked queues o, setting when it is ready on a clocked device: a
-// latency after now; or, on a device with a bandwidth, when the stream's
-// queue ahead of it is done and o's bytes moved. A Compute and a Wait (whose
-// ready holds the waited event's) also start no earlier than the queue ahead
-// of them is done.
-func (s *Stream) pushLocked(o op) {
+// pushLocked queues o (the slot reserveLocked returned, filled in), setting
+// when it is ready on a clocked device: a latency after now; or, on a device
+// with a bandwidth, when the stream's queue ahead of it is done and o's bytes
+// moved. A Compute and a Wait (whose ready holds the waited event's) also
+// start no earlier than the queue ahead of them is done.
+func (s *Stream) pushLocked(o *op) {
 	if d := s.dev; d.clock != nil {
 		if d.latency == 0 && d.bandwidth == 0 && (o.kind == opHtoD || o.kind == opDtoH || o.kind == opRecord) {
 			// Ready as soon as what is ahead of it: no clock read. A copy
@@ -597,7 +615,7 @@ func (s *Stream) pushLocked(o op) {
 			// a zero-latency device (copies landed by the time they are
 			// queried) costs no clock read per operation.
 			o.ready = s.tail
-			s.ringPushLocked(o)
+			s.n++
 			return
 		}
 		now := d.clock.Now()
@@ -623,10 +641,15 @@ func (s *Stream) pushLocked(o op) {
 			s.tail = o.ready
 		}
 	}
-	s.ringPushLocked(o)
+	s.n++
 }
 
-func (s *Stream) ringPushLocked(o op) {
+// reserveLocked returns the zeroed slot after the queue's last operation, to
+// be filled and then queued by pushLocked. The operation is written in its
+// slot, never built elsewhere and copied in: a copy of the whole operation
+// reads back, at once, the narrow stores that built it, which the processor
+// cannot forward (every copy and event pays it).
+func (s *Stream) reserveLocked() *op {
 	if s.n == len(s.ring) {
 		size := max(2*len(s.ring), 16)
 		ring := make([]op, size)
@@ -635,8 +658,15 @@ func (s *Stream) ringPushLocked(o op) {
 		}
 		s.ring, s.head = ring, 0
 	}
-	s.ring[(s.head+s.n)%len(s.ring)] = o
-	s.n++
+	// Indices wrap by a comparison, not %: a division costs more than the
+	// rest of a push or a pop, and every copy and event makes one of each.
+	i := s.head + s.n
+	if i >= len(s.ring) {
+		i -= len(s.ring)
+	}
+	o := &s.ring[i]
+	*o = op{}
+	return o
 }
 
 // popLocked resolves the oldest queued operation, performing (ok) or poisoning
@@ -644,7 +674,9 @@ func (s *Stream) ringPushLocked(o op) {
 func (s *Stream) popLocked(ok bool) bool {
 	o := s.ring[s.head]
 	s.ring[s.head] = op{} // drop the host slice reference
-	s.head = (s.head + 1) % len(s.ring)
+	if s.head++; s.head == len(s.ring) {
+		s.head = 0
+	}
 	s.n--
 	switch o.kind {
 	case opCompute:
