@@ -416,6 +416,11 @@ func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 // ignored. f must not block.
 func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 
+// NotifyCallee is Notify(c.Notified) without making the method value
+// (notify.CalleeNotifier): a stack of tiers over mem registers each lease
+// this way, and a method value would be an allocation a lease.
+func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
+
 // stopPasses asks a TornUntilQuiesce attempt to end its passes; idempotent.
 func (a *attempt) stopPasses() {
 	if a.stop != nil && a.stopping.CompareAndSwap(false, true) {

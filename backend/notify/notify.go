@@ -9,21 +9,52 @@ import (
 	"sync"
 )
 
+// Callee is a completion callback held as a value with a method, for a
+// caller that already holds such a value: registering it through
+// [CalleeNotifier] allocates nothing, where a method value (p.done) handed
+// to Notify is an allocation per registration — one per lease on a stack of
+// tiers, which registers with each tier's attempt (SPEC §5's tier figure).
+type Callee interface {
+	// Notified is called exactly once, when the attempt's outcome is known
+	// (the same promise as a callback handed to Notify).
+	Notified()
+}
+
+// Func is a plain callback as a [Callee]. A func value is one pointer, so
+// holding it as an interface allocates nothing.
+type Func func()
+
+// Notified calls f.
+func (f Func) Notified() { f() }
+
+// CalleeNotifier is an optional capability of a [contract.Notifier]'s
+// attempt: NotifyCallee(c) is Notify(c.Notified) without making the method
+// value, with every promise of Notify, and it counts as the attempt's one
+// Notify. Every backend whose attempts keep their callbacks in a [List]
+// has it for free ([List.AddCallee]).
+type CalleeNotifier interface {
+	NotifyCallee(c Callee)
+}
+
 // List holds an attempt's callbacks until it fires. The zero List is ready
 // to use; it must not be copied after first use.
 type List struct {
-	mu    sync.Mutex
-	fired bool
+	mu sync.Mutex
 	// first is the first callback, kept apart so that an attempt with one
 	// callback (the common case: the engine's, or a stack's over its tier)
 	// allocates no slice for it — an allocation every lease would pay.
-	first func()
-	// fs is the callbacks after first, in order (nil: none): a pointer to
-	// the slice, not the slice, so that the List, in every attempt of every
-	// backend, is 32 bytes, not 48 (SPEC §5's tier figure pays an attempt's
-	// bytes per lease, twice through a stack of tiers).
-	fs *[]func()
+	first Callee
+	// fs is the callbacks after first, in order (nil: none; &fired: Fire
+	// was called): a pointer to the slice, not the slice, and the fired
+	// mark in it rather than a bool beside it, so that the List, in every
+	// attempt of every backend, is 32 bytes, not 48 (SPEC §5's tier figure
+	// pays an attempt's bytes per lease, twice through a stack of tiers).
+	fs *[]Callee
 }
+
+// fired is what List.fs points to once Fire was called: its address is the
+// mark, its contents never used.
+var fired []Callee
 
 // Add arranges for f to be called once: by Fire, or at once, on the calling
 // goroutine, if Fire was already called. A nil f is ignored.
@@ -31,19 +62,28 @@ func (l *List) Add(f func()) {
 	if f == nil {
 		return
 	}
+	l.AddCallee(Func(f))
+}
+
+// AddCallee is Add(c.Notified), without making the method value. A nil c
+// (or a nil Func in it) is ignored.
+func (l *List) AddCallee(c Callee) {
+	if f, ok := c.(Func); c == nil || (ok && f == nil) {
+		return
+	}
 	l.mu.Lock()
-	if l.fired {
+	if l.fs == &fired {
 		l.mu.Unlock()
-		f()
+		c.Notified()
 		return
 	}
 	switch {
 	case l.first == nil:
-		l.first = f
+		l.first = c
 	case l.fs == nil:
-		l.fs = &[]func(){f}
+		l.fs = &[]Callee{c}
 	default:
-		*l.fs = append(*l.fs, f)
+		*l.fs = append(*l.fs, c)
 	}
 	l.mu.Unlock()
 }
@@ -54,14 +94,17 @@ func (l *List) Add(f func()) {
 func (l *List) Fire() {
 	l.mu.Lock()
 	first, fs := l.first, l.fs
-	l.first, l.fs, l.fired = nil, nil, true
+	l.first, l.fs = nil, &fired
 	l.mu.Unlock()
+	if fs == &fired {
+		return
+	}
 	if first != nil {
-		first()
+		first.Notified()
 	}
 	if fs != nil {
-		for _, f := range *fs {
-			f()
+		for _, c := range *fs {
+			c.Notified()
 		}
 	}
 }

@@ -69,6 +69,10 @@ func (a *attempt) Poll() contract.Outcome {
 // already does. A nil f is ignored. It says nothing about access to staging.
 func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 
+// NotifyCallee is Notify(c.Notified) without making the method value
+// (notify.CalleeNotifier), for a stack of tiers that registers each lease.
+func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
+
 // RequestCancel asks the attempt, best effort, to stop, and answers
 // contract.CancelRequested, every time. It never blocks and starts no work:
 // it marks the attempt, whose goroutine then sends nothing more, copies

@@ -165,8 +165,10 @@ type attempt struct {
 }
 
 var (
-	_ contract.Cancellable = (*attempt)(nil)
-	_ contract.Notifier    = (*attempt)(nil)
+	_ contract.Cancellable  = (*attempt)(nil)
+	_ contract.Notifier     = (*attempt)(nil)
+	_ notify.CalleeNotifier = (*attempt)(nil)
+	_ notify.Callee         = (*part)(nil)
 )
 
 func newAttempt(b *Backend, o op) *attempt {
@@ -195,6 +197,10 @@ func (a *attempt) Poll() contract.Outcome {
 
 // Notify calls f, once, when Poll has an outcome (at once if it has).
 func (a *attempt) Notify(f func()) { a.notify.Add(f) }
+
+// NotifyCallee is Notify(c.Notified) without making the method value
+// (notify.CalleeNotifier): a stack over this one registers that way.
+func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
 
 // RequestCancel asks, best effort, every tier already handed units to stop,
 // and keeps the stack from handing units to any other tier (a promotion
@@ -348,26 +354,34 @@ func (a *attempt) watch(p *part) {
 		}
 		a.b.wg.Done()
 	default:
-		if err := register(n, p.notified); err != nil && p.claim() {
+		if err := register(n, p); err != nil && p.claim() {
 			a.answered(p, a.verdict(p, nil, fmt.Errorf("its Notify %v", err)))
 			a.b.watching.done(p)
 		}
 	}
 }
 
-// register is n.Notify(f), a panic turned into an error.
-func register(n contract.Notifier, f func()) (err error) {
+// register gives n p's completion callback, a panic turned into an error:
+// as p itself when n takes a notify.Callee (a local hit over backend/mem),
+// for p.Notified, bound here, would be an allocation a lease — the part is
+// inline in the attempt, so a callback bound once per attempt would be too.
+func register(n contract.Notifier, p *part) (err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panicked: %v", p)
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
 		}
 	}()
-	n.Notify(f)
+	if c, ok := n.(notify.CalleeNotifier); ok {
+		c.NotifyCallee(p)
+		return nil
+	}
+	n.Notify(p.Notified)
 	return nil
 }
 
-// notified is a part's completion callback: the tier's answer is known.
-func (p *part) notified() {
+// Notified is a part's completion callback (notify.Callee): the tier's
+// answer is known.
+func (p *part) Notified() {
 	if !p.claim() {
 		return // the wait ran out first, or the backend closed
 	}

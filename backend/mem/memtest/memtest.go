@@ -232,6 +232,9 @@ func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
 // Notify calls f once Poll answers an outcome.
 func (a *attempt) Notify(f func()) { a.notify.Add(f) }
 
+// NotifyCallee is Notify(c.Notified), as mem's (notify.CalleeNotifier).
+func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
+
 // inners unwraps attempts this backend returned.
 func (b *Backend) inners(method string, list []contract.Attempt) ([]*attempt, []contract.Attempt, error) {
 	as := make([]*attempt, len(list))
