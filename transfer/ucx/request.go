@@ -66,14 +66,23 @@ func (b *batch) poll() bool {
 		b.done = true
 		return true
 	}
-	if C.kvu_op_test(b.op) == 0 {
+	if !settleOp(b.op, &b.err) {
 		return false
 	}
-	if st := b.op.status; st != C.UCS_OK {
-		b.err = statusErr(C.int(st))
-	}
-	C.kvu_op_free(b.op)
 	b.op, b.done = nil, true
+	return true
+}
+
+// settleOp answers whether op is over; if it is, it records op's failure in
+// *err (leaving *err as it was on success) and frees op.
+func settleOp(op *C.kvu_op, err *error) bool {
+	if C.kvu_op_test(op) == 0 {
+		return false
+	}
+	if st := op.status; st != C.UCS_OK {
+		*err = statusErr(C.int(st))
+	}
+	C.kvu_op_free(op)
 	return true
 }
 
@@ -95,13 +104,9 @@ func (r *request) poll() bool {
 	if r.op == nil {
 		return true
 	}
-	if C.kvu_op_test(r.op) == 0 {
+	if !settleOp(r.op, &r.opErr) {
 		return false
 	}
-	if st := r.op.status; st != C.UCS_OK {
-		r.opErr = statusErr(C.int(st))
-	}
-	C.kvu_op_free(r.op)
 	r.op = nil
 	r.opOK = r.opErr == nil
 	return true
