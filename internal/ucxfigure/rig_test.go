@@ -40,6 +40,9 @@ func TestFigureProtocol(t *testing.T) {
 				if size > 1<<20 {
 					require.Positive(t, st.PutsRendezvous, "a 2 MiB put comes by rendezvous")
 				}
+				if size <= ucx.DefaultEagerMax {
+					require.Zero(t, st.PutsRendezvous, "a page of at most ucx.DefaultEagerMax comes eager")
+				}
 				rs := r.recv.Stats()
 				require.Equal(t, uint64(pages), rs.Delivered)
 				require.Equal(t, uint64(pages), rs.Evidence, "one report a lease")

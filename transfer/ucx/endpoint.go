@@ -261,8 +261,12 @@ func (ep *endpoint) put(src []byte, key transfer.RemoteKey, off int, msg []byte)
 	var st C.ucs_status_t
 	if t.cfg.Mode == Checked {
 		r.seq = t.nextSeq()
+		eager := C.int(0)
+		if len(src) <= t.cfg.eagerMax() {
+			eager = 1
+		}
 		st = C.kvu_send_put(t.w, ep.c.cep, C.uint64_t(r.seq), C.uint64_t(rk.k.inc), C.uint64_t(rk.k.region),
-			C.uint64_t(rk.k.gen), C.uint64_t(off), p, C.size_t(len(src)), carry, C.size_t(len(msg)), &r.op)
+			C.uint64_t(rk.k.gen), C.uint64_t(off), p, C.size_t(len(src)), carry, C.size_t(len(msg)), eager, &r.op)
 	} else {
 		r.kind = reqPutOS
 		st = C.kvu_put_os(ep.c.cep, p, C.size_t(len(src)), C.uint64_t(rk.k.base+uint64(off)), rk.rk, &r.op)

@@ -950,7 +950,7 @@ size_t kvu_max_carry(kvu_worker *w) { return w->max_carry; }
 
 ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t target_inc,
                           uint64_t region, uint64_t gen, uint64_t off, const void *src, size_t len,
-                          const void *carry, size_t carry_len, kvu_op **out) {
+                          const void *carry, size_t carry_len, int eager, kvu_op **out) {
     if (carry_len > w->max_carry)
         return UCS_ERR_INVALID_PARAM;
     kvu_op *op = calloc(1, sizeof *op);
@@ -963,7 +963,7 @@ ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq, uint64_t targe
     }
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .flags = UCP_AM_SEND_FLAG_REPLY | (eager ? UCP_AM_SEND_FLAG_EAGER : 0),
     };
     return op_from(ucp_am_send_nbx(e->ep, KVU_AM_PUT, op->hdr, hlen, src, len, &p), op, out);
 }

@@ -136,11 +136,12 @@ ucs_status_t kvu_send_msg(kvu_worker *w, kvu_ep *e, const void *msg,
                           size_t len, uint64_t count, kvu_op **out);
 /* kvu_send_put sends a checked put; a report of carry_len bytes (at most
  * kvu_max_carry) rides in its header, for the owner to hand Go as a message
- * only once it applied the put. */
+ * only once it applied the put. eager: sent eager whatever its size (no
+ * rendezvous), landing in UCX's buffer for the owner's handler to copy. */
 ucs_status_t kvu_send_put(kvu_worker *w, kvu_ep *e, uint64_t seq,
                           uint64_t target_inc, uint64_t region, uint64_t gen,
                           uint64_t off, const void *src, size_t len,
-                          const void *carry, size_t carry_len, kvu_op **out);
+                          const void *carry, size_t carry_len, int eager, kvu_op **out);
 /* kvu_max_carry answers the largest report a put of this worker carries:
  * KVU_CARRY_MAX, or less where UCX's active-message header is smaller. */
 size_t kvu_max_carry(kvu_worker *w);

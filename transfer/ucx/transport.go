@@ -107,6 +107,31 @@ type Config struct {
 	// the life of the process: a writer stopped mid-transfer (SIGSTOP)
 	// may resume and finish writing it.
 	RevokeWait time.Duration
+	// EagerMax: a Checked put of at most EagerMax bytes is sent eager
+	// (UCP_AM_SEND_FLAG_EAGER) — its header and data in one stream, no
+	// rendezvous handshake — to land in UCX's receive buffer and be copied
+	// into the registration by the owner's handler after its checks, whole
+	// or not at all. 0 means DefaultEagerMax; negative, none: UCX's own
+	// threshold chooses (over tcp it sends a 64 KiB put by rendezvous).
+	// It is the writer's choice; the owner receives either. Only this
+	// transport's puts are affected, never another UCX context's.
+	EagerMax int
+}
+
+// DefaultEagerMax is Config.EagerMax's default: at 64 KiB over tcp an
+// eager put moved more pages through the engine between two processes
+// than UCX's rendezvous (docs/ucx.md, "Eager below a threshold").
+const DefaultEagerMax = 64 << 10
+
+// eagerMax answers the largest put sent eager, Config.EagerMax resolved.
+func (c Config) eagerMax() int {
+	switch {
+	case c.EagerMax == 0:
+		return DefaultEagerMax
+	case c.EagerMax < 0:
+		return -1
+	}
+	return c.EagerMax
 }
 
 // defaultRevokeWait is Config.RevokeWait's default: far longer than a
