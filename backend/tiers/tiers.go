@@ -104,6 +104,9 @@ type Backend struct {
 	// lease served by tiers with nothing above them skips promotion without
 	// looking at its parts.
 	uppers [][]int
+	// teeTo[i] is the tier that tier i's served units are promoted into
+	// through a tee (tee.go), or -1.
+	teeTo []int
 
 	closed   chan struct{}
 	closing  sync.Once
@@ -162,6 +165,7 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 			}
 		}
 	}
+	b.teeTo = teeTargets(b.tiers, b.uppers)
 	b.watching.tick = max(b.wait/ticksPerWait, 1)
 	b.watching.timer = time.AfterFunc(time.Hour, b.expireDue)
 	b.watching.timer.Stop()
@@ -206,7 +210,11 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
 	a := newAttempt(b, opFetch)
-	p, err := a.submit(first, roleFetch, extent, true)
+	var t *tee
+	if to := b.teeTo[first]; to >= 0 { // a read-only tier in front: the first fetcher promotes too
+		t = newTee(b, to, extent.Len())
+	}
+	p, err := a.submit(first, roleFetch, extent, true, t)
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
 	}
@@ -227,7 +235,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		if t.Publisher == nil {
 			continue
 		}
-		p, err := a.submit(i, rolePublish, extent, true)
+		p, err := a.submit(i, rolePublish, extent, true, nil)
 		if p == nil {
 			rejected = append(rejected, err)
 			continue
