@@ -24,7 +24,12 @@
 //     publishes — a Publish of those units, read from the staging rows while
 //     the lease still holds them — once the lower tier's own access is proven
 //     over (a tier still writing its rows would otherwise promote torn
-//     bytes). A promotion is an accessor of the slots like any other.
+//     bytes). A promotion is an accessor of the slots like any other —
+//     except through a tee (tee.go): a lower tier that is a TeeFetcher,
+//     below one Adopter, lands a copy of each row in a buffer reserved
+//     from the upper tier as it writes the row, and the upper tier adopts
+//     the buffers of the units it served once its access is proven over;
+//     that promotion reads no slot, and its copy is off the lease's path.
 //   - The access proof is every accessor's: Quiesce (and TryQuiesce) of a
 //     tiered attempt asks each tier only about the attempts that tier was
 //     handed, for the units it was handed, and answers true only when each of
