@@ -247,7 +247,10 @@ type redisBench struct {
 	copiedLocal *mem.Backend
 	copied      *tiers.Backend
 	extents     [2]contract.CacheExtent
-	next        int
+	// next is, per fetcher, which lease it fetches next: each alternates
+	// the two on its own, so that a stack's local tier always holds the
+	// other lease's rows, whatever the other variants fetched between.
+	next map[contract.Fetcher]int
 }
 
 // noTee is a fetcher without FetchTee: the stack promotes what it serves
@@ -259,7 +262,7 @@ type noTee struct {
 }
 
 func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
-	r := &redisBench{slot: slot, rows: &memory{}}
+	r := &redisBench{slot: slot, rows: &memory{}, next: map[contract.Fetcher]int{}}
 	for range redisUnits {
 		r.rows.rows = append(r.rows.rows, make([]byte, slot))
 	}
@@ -327,8 +330,8 @@ func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
 // lease fetches the next of the two leases through f to its end: outcome
 // (every row served) and proof.
 func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
-	ext := r.extents[r.next]
-	r.next ^= 1
+	ext := r.extents[r.next[f]]
+	r.next[f] ^= 1
 	a, err := f.Fetch(ext, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -350,7 +353,7 @@ func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
 func (r *redisBench) run(b *testing.B, f contract.Fetcher) {
 	r.lease(b, f)
 	r.lease(b, f)
-	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next^1)<<4|(redisUnits-1)); got != want {
+	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next[f]^1)<<4|(redisUnits-1)); got != want {
 		b.Fatalf("staging row %d holds %#x; want %#x, the last lease's", redisUnits-1, got, want)
 	}
 	b.ResetTimer()
