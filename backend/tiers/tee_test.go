@@ -24,8 +24,9 @@ var poison = bytes.Repeat([]byte{'#'}, rowSize)
 
 // teeTier is an adversarial lower tier that tees (tiers.TeeFetcher): it asks
 // for the buffer of every unit but the last, then for each again, and for
-// the last only after its submission returned (the stack must hand out
-// none of those: the last unit, never served in these tests, goes without); answers
+// the last only at its first Quiesce, after its submission returned (the
+// stack must hand out none of those: the last unit, never served in these
+// tests, goes without); answers
 // Delivered before it is done writing, and goes on writing the served rows
 // and their buffers — poison and the true content in turn — until its
 // Quiesce stops it (its TryQuiesce never says it ended: the stack must wait
@@ -60,6 +61,8 @@ type teeAttempt struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	late   func() []byte // asks for a buffer after the submission returned
+	asked  sync.Once
 }
 
 func (a *teeAttempt) Poll() contract.Outcome {
@@ -92,7 +95,9 @@ func (l *teeTier) FetchTee(ext contract.CacheExtent, _ contract.Route, tee func(
 	if l.fault == "reject" {
 		return nil, fmt.Errorf("teeTier: %w (after asking for its buffers)", contract.ErrSubmissionRejected)
 	}
-	a := &teeAttempt{stop: make(chan struct{}), done: make(chan struct{})}
+	// The last unit's buffer is asked for late: at its first Quiesce, which
+	// the stack calls only once the submission returned.
+	a := &teeAttempt{stop: make(chan struct{}), done: make(chan struct{}), late: func() []byte { return tee(last, rowSize) }}
 	l.mu.Lock()
 	l.all = append(l.all, a)
 	l.mu.Unlock()
@@ -100,9 +105,6 @@ func (l *teeTier) FetchTee(ext contract.CacheExtent, _ contract.Route, tee func(
 	go func() {
 		defer l.wg.Done()
 		defer close(a.done)
-		if tee(last, rowSize) != nil {
-			l.extra.Add(1)
-		}
 		var served []contract.Name
 		var rows, stored [][]byte
 		for i, u := range ext.All() {
@@ -153,6 +155,14 @@ func (l *teeTier) FetchTee(ext contract.CacheExtent, _ contract.Route, tee func(
 }
 
 func (l *teeTier) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
+	for _, x := range list {
+		a := x.(*teeAttempt)
+		a.asked.Do(func() {
+			if a.late() != nil {
+				l.extra.Add(1)
+			}
+		})
+	}
 	if l.fault == "unproven" {
 		return false, nil // still writing: the buffers are not the stack's to give back
 	}
