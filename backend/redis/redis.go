@@ -339,6 +339,9 @@ type plan struct {
 	names  []contract.Name
 	rows   [][]byte
 	keys   []string
+	// tee is, for a FetchTee, a second buffer per unit (nil: none) that
+	// every byte landing in the unit's row is written into too.
+	tee [][]byte
 }
 
 func (b *Backend) plan(o op, ext contract.CacheExtent) (*plan, error) {

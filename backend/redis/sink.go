@@ -22,7 +22,11 @@ import (
 // copy in between. Any other split of the stream goes through Write, which
 // parses it the same way.
 type sink struct {
-	dst   []byte
+	dst []byte
+	// tee, when set (a FetchTee straight into staging), has dst's length and
+	// takes a copy of every byte that lands in dst, chunk by chunk, right
+	// after the chunk landed, while it is still in this core's cache.
+	tee   []byte
 	state sinkState
 	hdr   [24]byte // the header line so far, CRLF included, while it fits
 	hn    int      // bytes in hdr
@@ -42,6 +46,12 @@ const (
 	sinkValue                   // reading a bulk string's value and CRLF
 	sinkDone                    // the reply is complete (or was refused)
 )
+
+// teeChunk is the most a sink with a tee reads into its row before copying
+// what it read to the tee: small enough that the chunk is still in the
+// core's cache (L2 is 1–2 MiB a core on the machines measured), large enough
+// that reads stay few.
+const teeChunk = 256 << 10
 
 // maxLine bounds what a sink keeps of a header line: a bulk string's is
 // "$" and at most 20 digits; a server error's message is cut there.
@@ -111,7 +121,9 @@ func (s *sink) Write(p []byte) (int, error) {
 			}
 			// A Cluster client sends the command again after MOVED or ASK:
 			// this is the new node's reply.
+			tee := s.tee
 			s.reset(s.dst)
+			s.tee = tee
 		}
 		if err != nil {
 			return n - len(p), err
@@ -128,6 +140,13 @@ func (s *sink) ReadFrom(r io.Reader) (int64, error) {
 		var m int
 		var err error
 		switch {
+		case s.got < s.size && s.size == len(s.dst) && s.tee != nil:
+			// Read by chunks, each copied to the tee at once: the copy reads
+			// bytes the kernel has just written, from this core's cache,
+			// while the server goes on sending the rest.
+			m, err = r.Read(s.dst[s.got:min(s.size, s.got+teeChunk)])
+			copy(s.tee[s.got:s.got+m], s.dst[s.got:s.got+m])
+			s.got += m
 		case s.got < s.size && s.size == len(s.dst):
 			m, err = io.ReadFull(r, s.dst[s.got:])
 			s.got += m
@@ -245,6 +264,9 @@ func (s *sink) value(p []byte) ([]byte, error) {
 		k := min(len(p), s.size-s.got)
 		if s.size == len(s.dst) {
 			copy(s.dst[s.got:], p[:k])
+			if s.tee != nil {
+				copy(s.tee[s.got:], p[:k])
+			}
 		}
 		s.got += k
 		return p[k:], nil

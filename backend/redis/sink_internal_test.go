@@ -177,7 +177,8 @@ func (t *tornReader) Read(p []byte) (int, error) {
 // however the stream is split or cut off, a sink lands the value only if it
 // has the destination's length and arrived whole; otherwise the destination
 // is untouched, except by a value of the right length cut off part way — a
-// torn row, which is never reported landed.
+// torn row, which is never reported landed. A tee, when set, ends equal
+// to the destination: it takes exactly the bytes that land there.
 func TestSinkProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 300).Draw(rt, "row")
@@ -187,6 +188,11 @@ func TestSinkProperty(t *testing.T) {
 		dst := filled(n)
 		var s sink
 		s.reset(dst)
+		var tee []byte
+		if rapid.Bool().Draw(rt, "tee") {
+			tee = filled(n)
+			s.tee = tee
+		}
 		var ferr error
 		if rapid.Bool().Draw(rt, "as go-redis") {
 			i := strings.Index(reply, "\r\n")
@@ -203,6 +209,9 @@ func TestSinkProperty(t *testing.T) {
 			ferr = feedInPieces(&s, reply[:cut], cuts)
 		}
 		ok, err := s.result()
+		if tee != nil { // a tee takes exactly the bytes that land in the row, however they came
+			require.Equal(rt, dst, tee, "the tee differs from the row")
+		}
 		whole := cut == len(reply)
 		if size == n && whole {
 			require.NoError(rt, ferr)

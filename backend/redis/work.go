@@ -26,10 +26,11 @@ type batch struct {
 	// themselves (direct) or scratch of the rows' lengths; for a
 	// publication, the values to write: the staging rows (direct) or copies.
 	bufs   [][]byte
-	lens   []int   // fetch into scratch: each row's slot_bytes, the scratch's length
-	pooled bool    // bufs are the backend's own (scratch, copies), not staging rows
-	sinks  []sink  // fetch: each reply, as it was read into bufs
-	errs   []error // nil or the failure of each command
+	tee    [][]byte // FetchTee: each unit's second buffer (nil: none, or no tee at all)
+	lens   []int    // fetch into scratch: each row's slot_bytes, the scratch's length
+	pooled bool     // bufs are the backend's own (scratch, copies), not staging rows
+	sinks  []sink   // fetch: each reply, as it was read into bufs
+	errs   []error  // nil or the failure of each command
 	done   chan *batch
 }
 
@@ -76,6 +77,9 @@ func (b *Backend) split(ctx context.Context, cancelled <-chan struct{}, p *plan,
 		*j = batch{ctx: ctx, cancelled: cancelled, op: p.op, ttl: b.set.ttl, lo: lo, keys: p.keys[lo:hi], bufs: bufs[lo:hi], errs: errs[lo:hi]}
 		if p.op == opFetch {
 			j.sinks = sinks[lo:hi]
+			if p.tee != nil {
+				j.tee = p.tee[lo:hi]
+			}
 			if !direct {
 				j.lens, j.pooled = lens[lo:hi], true // the worker takes scratch when it sends
 			}
@@ -157,6 +161,11 @@ func (b *Backend) call(j *batch, wire *atomic.Int64) {
 				j.bufs[i] = b.bufs.get(j.lens[i])
 			}
 			j.sinks[i].reset(j.bufs[i])
+			if j.tee != nil && !j.pooled {
+				// Into scratch, the tee is written when the attempt copies
+				// the value into its row (take), not here.
+				j.sinks[i].tee = j.tee[i]
+			}
 			cmds[i] = goredis.NewRawWriteToCmd(j.ctx, &j.sinks[i], "get", k)
 			_ = pipe.Process(j.ctx, cmds[i]) // queues it: a pipeline's Process never fails
 		}

@@ -64,6 +64,9 @@ type part struct {
 	claimed atomic.Bool
 	role    role
 	listed  bool
+	// tee, for a fetch part of a teed tier (tee.go), holds the buffers its
+	// units' rows are landed in besides: what they are promoted from.
+	tee *tee
 
 	tier int
 	a    *attempt
@@ -277,19 +280,25 @@ func (a *attempt) latch(o contract.Outcome) {
 // unseen says the attempt has not been returned to its caller yet (Fetch's
 // and Publish's own submissions): nothing else can reach its parts, so p is
 // added without the lock (a local hit's submission takes none of its own).
-func (a *attempt) submit(i int, r role, ext contract.CacheExtent, unseen bool) (*part, error) {
+//
+// t, when set, is a teed fetch's buffers (tee.go): the tier is asked through
+// FetchTee, and the buffers go back to their tier if it rejects the fetch.
+func (a *attempt) submit(i int, r role, ext contract.CacheExtent, unseen bool, t *tee) (*part, error) {
 	c := &a.b.stats[i]
-	at, err := call(a.b.tiers[i], r, ext)
+	at, err := call(a.b.tiers[i], r, ext, t)
 	var p *part
 	if len(a.parts) == 0 { // the attempt's own room; only this step submits
 		p = &a.first
 	} else {
 		p = new(part)
 	}
-	p.a, p.tier, p.role, p.ext, p.self[0] = a, i, r, ext, at
+	p.a, p.tier, p.role, p.ext, p.self[0], p.tee = a, i, r, ext, at, t
 	switch {
 	case at == nil && errors.Is(err, contract.ErrSubmissionRejected):
 		c.rejected.Add(1)
+		if t != nil {
+			t.unreserve() // rejected: the tier touched none of them
+		}
 		return nil, fmt.Errorf("%s rejected the %s: %w", a.b.name(i), r, err)
 	case at == nil:
 		c.violations.Add(1)
@@ -308,12 +317,16 @@ func (a *attempt) submit(i int, r role, ext contract.CacheExtent, unseen bool) (
 
 // call submits ext to t in role r, a panic turned into an error (with no
 // attempt: it escaped, or not, unknown).
-func call(t Tier, r role, ext contract.CacheExtent) (at contract.Attempt, err error) {
+func call(t Tier, r role, ext contract.CacheExtent, tt *tee) (at contract.Attempt, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			at, err = nil, fmt.Errorf("panicked: %v", p)
 		}
 	}()
+	if tt != nil {
+		defer tt.seal() // a tier that asks for a buffer later gets none
+		return t.Fetcher.(TeeFetcher).FetchTee(ext, nil, tt.buffer)
+	}
 	if r == roleFetch {
 		return t.Fetcher.Fetch(ext, nil)
 	}
@@ -470,7 +483,11 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 		if err != nil { // a subset of a valid extent is valid: a bug here
 			panic(fmt.Sprintf("tiers: the units left of a valid extent are refused: %v", err))
 		}
-		q, err := a.submit(next, roleFetch, ext, false)
+		var t *tee
+		if to := a.b.teeTo[next]; to >= 0 {
+			t = newTee(a.b, to, ext.Len())
+		}
+		q, err := a.submit(next, roleFetch, ext, false, t)
 		if q == nil {
 			a.latch(contract.Failed{Reason: err.Error()}) // a rejection is the tier's failure, never a miss
 			break
@@ -722,6 +739,10 @@ type promotion struct {
 	from   *part
 	units  []contract.Unit
 	uppers []int
+	// served is what from served, for a teed part (from.tee): its
+	// promotion adopts their buffers, and its units may be none (then it
+	// only gives the buffers back, once from's access is proven).
+	served contract.NameSet
 }
 
 // promotions lists what a delivered fetch promotes (nothing when promotion
@@ -736,6 +757,10 @@ func (a *attempt) promotions() []promotion {
 			continue
 		}
 		d, _ := box.o.(contract.Delivered)
+		if p.tee != nil { // its buffers go up, or back, whatever it served
+			out = append(out, promotion{from: p, served: d.Served})
+			continue
+		}
 		if d.Served.Len() == 0 {
 			continue
 		}
@@ -801,6 +826,10 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 	var parts []*part
 	for _, pr := range ps {
 		skip := a.cancelRequested() || a.b.isClosed() || (wait && !a.proveOne(pr.from)) || (!wait && !pr.from.proven.Load())
+		if t := pr.from.tee; t != nil {
+			a.adoptTee(pr, t, skip)
+			continue
+		}
 		var ext contract.CacheExtent
 		if !skip {
 			var err error
@@ -813,7 +842,7 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 				a.b.stats[j].promoteSkipped.Add(uint64(len(pr.units)))
 				continue
 			}
-			if q, _ := a.submit(j, rolePromote, ext, false); q != nil { // a rejection is counted; nothing escaped
+			if q, _ := a.submit(j, rolePromote, ext, false, nil); q != nil { // a rejection is counted; nothing escaped
 				parts = append(parts, q)
 			}
 		}
@@ -826,6 +855,24 @@ func (a *attempt) submitPromotions(ps []promotion, wait bool) {
 	for _, q := range parts {
 		a.watch(q)
 	}
+}
+
+// adoptTee promotes a teed part's served units (tee.go): the upper tier
+// adopts the buffers the lower tier landed them in — only once the lower
+// tier's access is proven over, so that the buffers are whole and nobody
+// writes them again — and takes the others back. Skipped, the buffers go
+// back too when the lower tier's access is proven, and are left to the
+// garbage collector when it is not (the tier may still write them).
+func (a *attempt) adoptTee(pr promotion, t *tee, skip bool) {
+	c := &a.b.stats[t.to]
+	if skip {
+		c.promoteSkipped.Add(uint64(pr.served.Len()))
+		if pr.from.proven.Load() {
+			t.unreserve()
+		}
+		return
+	}
+	c.promoted.Add(t.adopt(pr.from.ext, pr.served))
 }
 
 // proveOne asks p's tier, within the backend's wait, whether p's access

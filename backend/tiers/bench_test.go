@@ -37,13 +37,18 @@ import (
 //     promoted into it, evicting those, before the lease's proof — and
 //     through the same backend/redis alone, alternating the same two leases.
 //     MB/s counts the lease's bytes. The figure: redis ≥ 0.9× redis-alone.
-//     In view, redis-unpromoted/row=SIZE: the same chain (a local miss, then
-//     Redis) with promotion off, its local tier always empty: what the
-//     promotion's copy costs, apart from the stack's own. And
-//     promotion/row=SIZE: the promotion's own work with no Redis and no
+//     Redis tees (tee.go): the promotion is the local tier adopting the
+//     copies Redis landed as it read the rows. In view,
+//     redis-copied/row=SIZE: the same stack with Redis seen as a fetcher
+//     without FetchTee (noTee), its rows promoted by a publication from the
+//     staging rows after its proof — the copy on the lease's path. And
+//     redis-unpromoted/row=SIZE: the same chain (a local miss, then Redis)
+//     with promotion off, its local tier always empty: what the promotion
+//     costs, apart from the stack's own. And promotion/row=SIZE: the
+//     promotion of a lower tier that does not tee, with no Redis and no
 //     stack — the publication of a lease's rows into a local tier at
-//     capacity, evicting the other lease's, to its proof — whose MB/s bound
-//     the figure while the copy is on the lease's path (rule 19):
+//     capacity, evicting the other lease's, to its proof — whose MB/s would
+//     bound the figure with that copy on the lease's path (rule 19):
 //     redis ÷ redis-alone ≤ 1 / (1 + redis-alone MB/s ÷ promotion MB/s).
 func BenchmarkTiers(b *testing.B) {
 	b.Run("local-hit", func(b *testing.B) { benchLocal(b, true) })
@@ -65,7 +70,7 @@ func BenchmarkTiers(b *testing.B) {
 			// megabytes are far slower than the next, and whichever ran
 			// first would pay it.
 			for range 8 { // in pairs: each alternates the two leases
-				for _, f := range []contract.Fetcher{r.stack, r.store, r.unpromoted} {
+				for _, f := range []contract.Fetcher{r.stack, r.store, r.unpromoted, r.copied} {
 					r.lease(b, f)
 					r.lease(b, f)
 				}
@@ -81,6 +86,7 @@ func BenchmarkTiers(b *testing.B) {
 		b.Run("redis/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.stack) })
 		b.Run("redis-alone/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.store) })
 		b.Run("redis-unpromoted/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.unpromoted) })
+		b.Run("redis-copied/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.copied) })
 		b.Run("promotion/row="+size.name, func(b *testing.B) { benchPromotion(b, size.bytes) })
 	}
 	for _, r := range made {
@@ -235,12 +241,28 @@ type redisBench struct {
 	// that stays empty.
 	empty      *mem.Backend
 	unpromoted *tiers.Backend
-	extents    [2]contract.CacheExtent
-	next       int
+	// copied is the stack without the tee: Redis seen only as a
+	// contract.Fetcher, its rows promoted by a publication from the staging
+	// rows after its proof, into a local tier of its own.
+	copiedLocal *mem.Backend
+	copied      *tiers.Backend
+	extents     [2]contract.CacheExtent
+	// next is, per fetcher, which lease it fetches next: each alternates
+	// the two on its own, so that a stack's local tier always holds the
+	// other lease's rows, whatever the other variants fetched between.
+	next map[contract.Fetcher]int
+}
+
+// noTee is a fetcher without FetchTee: the stack promotes what it serves
+// by a publication from the staging rows. It keeps TryQuiesce, as the
+// stack asks it before promoting.
+type noTee struct {
+	contract.Fetcher
+	contract.QuiesceProber
 }
 
 func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
-	r := &redisBench{slot: slot, rows: &memory{}}
+	r := &redisBench{slot: slot, rows: &memory{}, next: map[contract.Fetcher]int{}}
 	for range redisUnits {
 		r.rows.rows = append(r.rows.rows, make([]byte, slot))
 	}
@@ -267,6 +289,14 @@ func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if r.copiedLocal, err = mem.New(r.rows, mem.WithCapacityBytes(int64(redisUnits*slot))); err != nil {
+		b.Fatal(err)
+	}
+	r.copied, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: r.copiedLocal, Publisher: r.copiedLocal},
+		{Name: "redis", Fetcher: noTee{r.store, r.store}, Publisher: r.store}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var keys []string
 	for e := range r.extents {
 		units := make([]contract.Unit, redisUnits)
@@ -285,7 +315,9 @@ func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
 	b.Cleanup(func() {
 		_ = r.stack.Close()
 		_ = r.unpromoted.Close()
+		_ = r.copied.Close()
 		_ = r.local.Close()
+		_ = r.copiedLocal.Close()
 		_ = r.empty.Close()
 		if err := r.store.Client().Del(context.Background(), keys...).Err(); err != nil {
 			b.Error(err)
@@ -298,8 +330,8 @@ func newRedisBench(b *testing.B, srv *redistest.Server, slot int) *redisBench {
 // lease fetches the next of the two leases through f to its end: outcome
 // (every row served) and proof.
 func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
-	ext := r.extents[r.next]
-	r.next ^= 1
+	ext := r.extents[r.next[f]]
+	r.next[f] ^= 1
 	a, err := f.Fetch(ext, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -321,7 +353,7 @@ func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
 func (r *redisBench) run(b *testing.B, f contract.Fetcher) {
 	r.lease(b, f)
 	r.lease(b, f)
-	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next^1)<<4|(redisUnits-1)); got != want {
+	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next[f]^1)<<4|(redisUnits-1)); got != want {
 		b.Fatalf("staging row %d holds %#x; want %#x, the last lease's", redisUnits-1, got, want)
 	}
 	b.ResetTimer()
@@ -339,6 +371,10 @@ func (r *redisBench) check(b *testing.B) {
 	st := r.stack.Stats()
 	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != st[1].Hits {
 		b.Fatalf("local %+v, redis %+v; want every row a local miss, served by Redis and promoted", st[0], st[1])
+	}
+	st = r.copied.Stats()
+	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != st[1].Hits {
+		b.Fatalf("copied: local %+v, redis %+v; want every row a local miss, served by Redis and promoted", st[0], st[1])
 	}
 	st = r.unpromoted.Stats()
 	if st[0].Hits != 0 || st[1].Hits != st[0].Handed || st[0].Promoted != 0 || r.empty.Len() != 0 {

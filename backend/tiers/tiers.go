@@ -24,7 +24,12 @@
 //     publishes — a Publish of those units, read from the staging rows while
 //     the lease still holds them — once the lower tier's own access is proven
 //     over (a tier still writing its rows would otherwise promote torn
-//     bytes). A promotion is an accessor of the slots like any other.
+//     bytes). A promotion is an accessor of the slots like any other —
+//     except through a tee (tee.go): a lower tier that is a TeeFetcher,
+//     below one Adopter, lands a copy of each row in a buffer reserved
+//     from the upper tier as it writes the row, and the upper tier adopts
+//     the buffers of the units it served once its access is proven over;
+//     that promotion reads no slot, and its copy is off the lease's path.
 //   - The access proof is every accessor's: Quiesce (and TryQuiesce) of a
 //     tiered attempt asks each tier only about the attempts that tier was
 //     handed, for the units it was handed, and answers true only when each of
@@ -104,6 +109,9 @@ type Backend struct {
 	// lease served by tiers with nothing above them skips promotion without
 	// looking at its parts.
 	uppers [][]int
+	// teeTo[i] is the tier that tier i's served units are promoted into
+	// through a tee (tee.go), or -1.
+	teeTo []int
 
 	closed   chan struct{}
 	closing  sync.Once
@@ -162,6 +170,7 @@ func New(tiers []Tier, opts ...Option) (*Backend, error) {
 			}
 		}
 	}
+	b.teeTo = teeTargets(b.tiers, b.uppers)
 	b.watching.tick = max(b.wait/ticksPerWait, 1)
 	b.watching.timer = time.AfterFunc(time.Hour, b.expireDue)
 	b.watching.timer.Stop()
@@ -206,7 +215,11 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
 	a := newAttempt(b, opFetch)
-	p, err := a.submit(first, roleFetch, extent, true)
+	var t *tee
+	if to := b.teeTo[first]; to >= 0 { // a read-only tier in front: the first fetcher promotes too
+		t = newTee(b, to, extent.Len())
+	}
+	p, err := a.submit(first, roleFetch, extent, true, t)
 	if p == nil {
 		return nil, err // rejected by the first tier: nothing escaped anywhere
 	}
@@ -227,7 +240,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 		if t.Publisher == nil {
 			continue
 		}
-		p, err := a.submit(i, rolePublish, extent, true)
+		p, err := a.submit(i, rolePublish, extent, true, nil)
 		if p == nil {
 			rejected = append(rejected, err)
 			continue

@@ -135,6 +135,10 @@ var mutants = []mutant{
 	{"tiers-promote-before-proof", "promotes a lower tier's units without waiting for that tier's own proof", one("backend/tiers", "attempt.submitPromotions",
 		"skip := a.cancelRequested() || a.b.isClosed() || (wait && !a.proveOne(pr.from)) || (!wait && !pr.from.proven.Load())",
 		"skip := a.cancelRequested() || a.b.isClosed()")},
+	{"tiers-adopt-unserved", "promotes through a tee the buffers of units the lower tier did not serve", one("backend/tiers", "tee.adopt",
+		"if !served.Has(n) {", "if false {")},
+	{"tiers-adopt-unproven", "gives a teed fetch's buffers back to the upper tier while the lower tier may still write them", one("backend/tiers", "attempt.adoptTee",
+		"if pr.from.proven.Load() {", "if true {")},
 	{"tiers-trust-changed-answer", "never polls the tiers again at the stack's proof: a tier's answer changed after the stack answered is trusted", one("backend/tiers", "attempt.Poll",
 		"if a.proven.Load() { a.confirm() }", "// the tiers are not polled again")},
 	// A peer transfer behind the fence (backend/peer, issue #41 item 2): the
