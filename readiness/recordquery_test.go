@@ -154,3 +154,27 @@ func TestRecordQueryIsTakenAsAQuery(t *testing.T) {
 		assert.Equal(t, State(StateLogicallyComplete), r.state(h3))
 	})
 }
+
+// The submission and the new attempt's first Poll share one guard: a panic
+// in that Poll is the Poll's — the attempt is kept and its lease fails with
+// the Poll's panic, then is proven over and returns its slots — never taken
+// for a submission that escaped without an attempt (which nothing could
+// prove over).
+func TestFirstPollPanicIsThePolls(t *testing.T) {
+	r := newRig(t, 4)
+	r.be.onSubmit = func(a *scriptAttempt) { a.panics = 1 }
+	h := r.lend(Request{Kind: Fetch, Rows: r.rows(1, 2)})
+	r.eng.Progress()
+	a := r.be.last(t)
+	_, kept := r.eng.attempts.get(uint32(h.Index()))
+	assert.True(t, kept, "the attempt the submission returned is kept")
+	info := r.info(h)
+	assert.Contains(t, info.Reason, "backend panicked in Poll")
+	assert.EqualValues(t, 1, r.eng.Stats().FetcherFaults.Panics)
+	r.sync()
+	assert.Equal(t, State(StateLogicallyComplete), r.state(h), "proven over: its access ended")
+	assert.Equal(t, 2, pollsOf(r.be, a), "the panicking first Poll, then the re-poll at the proof")
+	require.NoError(t, r.eng.Release(h))
+	r.sync()
+	assert.Equal(t, State(StateReleased), r.state(h), "its slots returned")
+}
