@@ -113,6 +113,16 @@ type Stream interface {
 	Addressable(p DevicePtr, n int) error
 }
 
+// RecordQuerier is a [Stream] that records an event and queries it in one
+// call: RecordQuery returns what Record would, and the event's status as a
+// Query right after it would answer (Pending whenever the error is not nil).
+// The readiness engine uses it for the event after a round's copies, which it
+// queries at once (a copy may land as fast as it is asked): the simulated
+// device then takes its lock once for both, not twice, once a round.
+type RecordQuerier interface {
+	RecordQuery() (Event, Status, error)
+}
+
 // Waiter is a [Stream] that can be put behind an event of another stream of
 // its device, as cuStreamWaitEvent does: what is queued on it after Wait
 // starts only once that event resolved, and nothing on the other stream

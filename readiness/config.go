@@ -48,11 +48,22 @@ type Timer = interface {
 // time.Now's two (wall and monotonic): the runner reads it every round, and on
 // a virtual machine a clock read can cost as much as a lease's transitions. A
 // step of the wall clock (a settimeofday, a leap) moves no deadline.
-type systemClock struct{ base time.Time }
+type systemClock struct {
+	base   time.Time
+	baseNs int64 // base.UnixNano()
+}
 
-func newSystemClock() systemClock { return systemClock{base: time.Now()} }
+func newSystemClock() systemClock {
+	now := time.Now()
+	return systemClock{base: now, baseNs: now.UnixNano()}
+}
 
 func (c systemClock) Now() time.Time { return c.base.Add(time.Since(c.base)) }
+
+// unixNano is Now().UnixNano() without building the Time: the round's Tick
+// takes nanoseconds, and building a Time only to take it apart again cost
+// more than the clock read itself.
+func (c systemClock) unixNano() int64 { return c.baseNs + int64(time.Since(c.base)) }
 
 func (systemClock) NewTimer(f func()) interface {
 	Reset(d time.Duration)

@@ -23,6 +23,9 @@ type copier struct {
 	free    []int32                // batches to reuse
 	open    int32                  // batch collecting this round's copies, or -1
 	onCopy  func(int32, gpu.Status)
+	// rq is the stream as a gpu.RecordQuerier, or nil: the event after a
+	// round's copies is then recorded and queried under one call.
+	rq      gpu.RecordQuerier
 	awaited gpu.Event // the copy event the watcher was last told of
 	// landed counts the layers a copy event answered (done or lost). A layer
 	// landing moves no lease when it is not the last, yet a wait for that
@@ -176,11 +179,7 @@ func (e *Engine) flush() (more bool) {
 	if idx := e.cp.open; idx >= 0 {
 		more = true
 		e.cp.open = -1
-		ev, err := e.stream.Record()
-		if err == nil {
-			err = e.cp.events.Push(ev, idx)
-		}
-		if err != nil {
+		if err := e.recordBatch(idx); err != nil {
 			for i, x := range e.cp.batches[idx] {
 				if firstOfLease(e.cp.batches[idx], i) {
 					e.step(&Evidence{What: CopyLost, Lease: x.h, Layer: x.layer, Reason: "recording the event after the copies failed: " + err.Error()})
@@ -196,6 +195,30 @@ func (e *Engine) flush() (more bool) {
 		}
 	}
 	return more
+}
+
+// recordBatch records the event after batch idx's copies and tracks it. A
+// stream that records and queries in one call (gpu.RecordQuerier) answers it
+// at once when no older event is tracked — the device is touched once a round,
+// not twice — and one that resolved is handed out then, never tracked; with
+// an older event pending it is tracked behind it, as events complete in order.
+func (e *Engine) recordBatch(idx int32) error {
+	if e.cp.rq != nil && e.cp.events.Len() == 0 {
+		ev, st, err := e.cp.rq.RecordQuery()
+		switch {
+		case err != nil:
+			return err
+		case st != gpu.Pending:
+			e.batchDone(idx, st)
+			return nil
+		}
+		return e.cp.events.Push(ev, idx)
+	}
+	ev, err := e.stream.Record()
+	if err == nil {
+		err = e.cp.events.Push(ev, idx)
+	}
+	return err
 }
 
 func (e *Engine) recycleBatch(idx int32) {

@@ -162,8 +162,11 @@ func (c *Core) Config() Config { return c.cfg }
 // before any evidence reported after the Tick, so that a proof arriving at the
 // containment deadline itself never releases anything. Then the allocator's
 // grants are taken.
-func (c *Core) Tick(now time.Time) {
-	c.now = now.UnixNano()
+func (c *Core) Tick(now time.Time) { c.tickAt(now.UnixNano()) }
+
+// tickAt is Tick at now nanoseconds since the Unix epoch.
+func (c *Core) tickAt(now int64) {
+	c.now = now
 	if c.halted != nil {
 		return
 	}

@@ -119,6 +119,13 @@ func (r *Ready) Empty() bool {
 		len(r.Cancels) == 0 && len(r.Forget) == 0 && len(r.Containments) == 0 && len(r.Recovered) == 0
 }
 
+// rare reports whether the Ready holds any of the work most Readys hold
+// none of (everything but submissions, copies and proofs), so that a runner
+// passes it by with one test.
+func (r *Ready) rare() bool {
+	return len(r.Overdue)+len(r.Cancels)+len(r.Forget)+len(r.Containments)+len(r.Recovered) > 0
+}
+
 func (r *Ready) reset() {
 	// Most Readys a round takes hold no submission, copy or containment:
 	// clearing an empty slice still calls the runtime.

@@ -38,6 +38,10 @@ type Engine struct {
 	core   *Core
 	stream gpu.Stream
 	clock  Clock
+	// sys is the clock when it is the default one, read without building a
+	// time.Time once a round; sysOK says it is.
+	sys   systemClock
+	sysOK bool
 
 	wake     chan struct{}
 	mail     *mailbox
@@ -93,6 +97,8 @@ func New(cfg Config) (*Engine, error) {
 		e.tm.timer = tc.NewTimer(e.mail.wakeOwner)
 	}
 	e.cp.onCopy = e.batchDone
+	e.cp.rq, _ = cfg.Stream.(gpu.RecordQuerier)
+	e.sys, e.sysOK = cfg.Clock.(systemClock)
 	e.watch = newWatcher(&e.attempts, cfg.Stream, e.mail)
 	if cfg.Fetcher != nil {
 		e.sides[Fetch-1] = newSide(Fetch, cfg.Fetcher.Quiesce, cfg.Fetcher, cfg.QuiesceWorkers, e.cfg.QuiesceTimeout, e.mail)
@@ -119,6 +125,11 @@ func (e *Engine) Wake() <-chan struct{} { return e.wake }
 // changes nothing. The lease waits for slots in arrival order; it is granted
 // and submitted in a later round.
 func (e *Engine) Lend(req Request) (Handle, error) {
+	// The rows' device addresses are asked of the stream before the lock
+	// (the memory and the stream never change): a caller checking its rows
+	// holds up no other caller. What it found is answered after the
+	// engine's own refusals, as if asked under the lock.
+	addrErr := e.addressable(req.Rows)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -130,25 +141,34 @@ func (e *Engine) Lend(req Request) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: a fetch, but the engine has no Fetcher", ErrInvalidRequest)
 	case req.Kind == Publish && e.cfg.Publisher == nil:
 		return Handle{}, fmt.Errorf("%w: a publish, but the engine has no Publisher", ErrInvalidRequest)
-	}
-	mem := e.cfg.Memory
-	for i, r := range req.Rows {
-		if r.Group < 0 || r.Group >= mem.NumGroups() || r.Device == 0 {
-			continue // the core names what is wrong
-		}
-		if err := e.stream.Addressable(r.Device, mem.Group(r.Group).SlotBytes); err != nil {
-			if errors.Is(err, gpu.ErrDeviceLost) {
-				return Handle{}, fmt.Errorf("%w: %w", ErrDeviceLost, err)
-			}
-			return Handle{}, fmt.Errorf("%w: row %d: the stream cannot copy a %d-byte row at device address %#x: %w",
-				ErrInvalidRequest, i, mem.Group(r.Group).SlotBytes, uint64(r.Device), err)
-		}
+	case addrErr != nil:
+		return Handle{}, addrErr
 	}
 	h, err := e.core.Lend(req)
 	if err == nil {
 		e.mail.ring() // a round will grant it
 	}
 	return h, err
+}
+
+// addressable asks the stream whether it can copy each row's device memory,
+// and returns the first refusal as Lend answers it. Rows of an unknown group
+// or at address 0 are passed by: the core names what is wrong with them.
+func (e *Engine) addressable(rows []staging.Row) error {
+	mem := e.cfg.Memory
+	for i, r := range rows {
+		if r.Group < 0 || r.Group >= mem.NumGroups() || r.Device == 0 {
+			continue
+		}
+		if err := e.stream.Addressable(r.Device, mem.Group(r.Group).SlotBytes); err != nil {
+			if errors.Is(err, gpu.ErrDeviceLost) {
+				return fmt.Errorf("%w: %w", ErrDeviceLost, err)
+			}
+			return fmt.Errorf("%w: row %d: the stream cannot copy a %d-byte row at device address %#x: %w",
+				ErrInvalidRequest, i, mem.Group(r.Group).SlotBytes, uint64(r.Device), err)
+		}
+	}
+	return nil
 }
 
 // Release says the owner is done with the lease. The slots return to the
@@ -370,7 +390,11 @@ func (e *Engine) Progress() int {
 // put that wait back to sleep with its layer ready and nothing left to wake it.
 func (e *Engine) progress() int {
 	before, landed := e.core.Moves(), e.cp.landed
-	e.core.Tick(e.clock.Now())
+	if e.sysOK {
+		e.core.tickAt(e.sys.unixNano())
+	} else {
+		e.core.Tick(e.clock.Now())
+	}
 	e.perform()
 	e.checkHealth()
 	e.takeMail()
@@ -407,34 +431,45 @@ func (e *Engine) perform() {
 			e.results = append(e.results, submitResult{})
 			e.submit(&rd.Submissions[i], &e.results[len(e.results)-1])
 		}
-		e.queueCopies(rd)
+		if len(rd.Layers) > 0 {
+			e.queueCopies(rd)
+		}
 		for _, p := range rd.Proofs {
 			e.ask(p)
 		}
-		if len(rd.Overdue) > 0 {
-			for _, sd := range e.sides {
-				if sd != nil {
-					sd.workers.overdue(rd.Overdue)
-				}
-			}
-		}
-		for _, h := range rd.Cancels {
-			e.replies = append(e.replies, e.requestCancel(h))
-		}
-		for _, h := range rd.Forget {
-			e.attempts.drop(uint32(h.Index()))
-		}
-		if len(rd.Containments) > 0 {
-			for _, c := range rd.Containments {
-				e.attempts.unwatch(uint32(c.Lease.Index())) // its attempt is kept for ever; only the polling stops
-			}
-			e.contain = append(e.contain, rd.Containments...)
-		}
-		if len(rd.Recovered) > 0 {
-			e.recovered = append(e.recovered, rd.Recovered...)
+		if rd.rare() {
+			e.performRare(rd)
 		}
 		e.core.Advance()
 		e.reportAnswers()
+	}
+}
+
+// performRare does the work of a Ready that most rounds have none of:
+// overdue Quiesce calls, cancel requests, forgotten attempts, containments
+// and recoveries.
+func (e *Engine) performRare(rd *Ready) {
+	if len(rd.Overdue) > 0 {
+		for _, sd := range e.sides {
+			if sd != nil {
+				sd.workers.overdue(rd.Overdue)
+			}
+		}
+	}
+	for _, h := range rd.Cancels {
+		e.replies = append(e.replies, e.requestCancel(h))
+	}
+	for _, h := range rd.Forget {
+		e.attempts.drop(uint32(h.Index()))
+	}
+	if len(rd.Containments) > 0 {
+		for _, c := range rd.Containments {
+			e.attempts.unwatch(uint32(c.Lease.Index())) // its attempt is kept for ever; only the polling stops
+		}
+		e.contain = append(e.contain, rd.Containments...)
+	}
+	if len(rd.Recovered) > 0 {
+		e.recovered = append(e.recovered, rd.Recovered...)
 	}
 }
 

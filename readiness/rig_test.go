@@ -59,6 +59,8 @@ type scriptAttempt struct {
 	// then, if set, replaces the outcome once a Poll has returned it: a
 	// backend that changes its answer right after giving it.
 	then contract.Outcome
+	// panics is how many Polls, from the next, panic before answering.
+	panics int
 }
 
 func newScript(m *staging.Memory) *script {
@@ -69,6 +71,10 @@ func (a *scriptAttempt) Poll() contract.Outcome {
 	a.s.mu.Lock()
 	defer a.s.mu.Unlock()
 	a.polls++
+	if a.panics > 0 {
+		a.panics--
+		panic("script: Poll")
+	}
 	o := a.outcome
 	if o != nil && a.then != nil {
 		a.outcome, a.then = a.then, nil

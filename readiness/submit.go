@@ -17,7 +17,11 @@ type submitResult struct {
 	kind   Kind
 	a      contract.Attempt
 	err    error
-	panics string
+	panics string // the submission panicked: why
+	// The new attempt's first Poll, asked under the submission's guard:
+	// what it answered, or why it panicked.
+	first      contract.Outcome
+	pollPanics string
 }
 
 // answer polls an attempt on the owner (Poll never blocks, by contract) and
@@ -36,15 +40,24 @@ func (e *Engine) answer(h Handle, k Kind, a contract.Attempt) (answered bool) {
 	return false
 }
 
-// submit hands one staged lease to its backend, writing what it answered
-// into r (zero). Written in place, not returned: returned, the result went to
-// the stack in narrow stores that the append after the call read back whole,
-// which the processor cannot forward (once a lease).
+// submit hands one staged lease to its backend, and polls the attempt it
+// returned once (Poll never blocks, by contract: one already answered — a
+// backend serving from a local cache — is taken in at once), writing what
+// both answered into r (zero). One guard covers both calls: a panic is the
+// submission's until it returned, the Poll's after. Written in place, not
+// returned: returned, the result went to the stack in narrow stores that the
+// append after the call read back whole, which the processor cannot forward
+// (once a lease).
 func (e *Engine) submit(s *Submission, r *submitResult) {
 	r.h, r.kind = s.Lease, s.Kind
+	polling := false
 	defer func() {
 		if p := recover(); p != nil {
 			e.sides[s.Kind-1].faults.panics.Add(1)
+			if polling {
+				r.first, r.pollPanics = nil, fmt.Sprintf("backend panicked in Poll: %v", p)
+				return
+			}
 			r.a, r.err, r.panics = nil, nil, fmt.Sprintf("backend panicked in %v: %v", s.Kind, p)
 		}
 	}()
@@ -52,6 +65,10 @@ func (e *Engine) submit(s *Submission, r *submitResult) {
 		r.a, r.err = e.cfg.Publisher.Publish(*s.Extent)
 	} else {
 		r.a, r.err = e.cfg.Fetcher.Fetch(*s.Extent, nil)
+	}
+	if r.a != nil {
+		polling = true
+		r.first = r.a.Poll()
 	}
 }
 
@@ -146,13 +163,13 @@ func (e *Engine) reportOthers() {
 	e.recovered = e.recovered[:0]
 }
 
-// accept keeps a new attempt and reports it. It is polled once here, on the
-// owner: one already answered — a backend serving from a local cache — is
-// taken in at once and never watched. The rest notify the engine when they
-// can (contract.Notifier), or are watched.
+// accept keeps a new attempt and reports it, with what its first Poll
+// answered (submit): one already answered is taken in at once and never
+// watched. The rest notify the engine when they can (contract.Notifier), or
+// are watched.
 func (e *Engine) accept(r *submitResult) {
 	sd := e.sides[r.kind-1]
-	o, p := safePoll(r.a)
+	o, p := r.first, r.pollPanics
 	answered := o != nil || p != ""
 	var n contract.Notifier
 	notifies := false
@@ -176,8 +193,7 @@ func (e *Engine) accept(r *submitResult) {
 		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: fmt.Sprintf("the submission returned both an attempt and an error (%v)", r.err)})
 	}
 	switch {
-	case p != "":
-		sd.faults.panics.Add(1)
+	case p != "": // counted against the backend where it was caught
 		e.step(&Evidence{What: PollPanicked, Lease: r.h, Reason: p})
 	case o != nil:
 		e.step(&Evidence{What: PollAnswered, Lease: r.h, Outcome: o})

@@ -227,6 +227,7 @@ func New(id int, memBytes int, opts ...Option) (*Device, error) {
 
 var _ gpu.Device = (*Device)(nil)
 var _ gpu.Health = (*Device)(nil)
+var _ gpu.RecordQuerier = (*Stream)(nil)
 
 // ID returns the device ordinal.
 func (d *Device) ID() int { return d.id }
@@ -494,6 +495,23 @@ func (s *Stream) Record() (gpu.Event, error) {
 	o.kind, o.seq = opRecord, s.issued
 	s.pushLocked(o)
 	return gpu.MakeEvent(s.id, s.issued), nil
+}
+
+// RecordQuery records an event after everything queued so far and reports
+// its status, as Record then Query would, under one hold of the device's lock
+// (gpu.RecordQuerier).
+func (s *Stream) RecordQuery() (gpu.Event, gpu.Status, error) {
+	d := s.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lost {
+		return gpu.Event{}, gpu.Pending, d.lostErr("Record")
+	}
+	s.issued++
+	o := s.reserveLocked()
+	o.kind, o.seq = opRecord, s.issued
+	s.pushLocked(o)
+	return gpu.MakeEvent(s.id, s.issued), s.statusLocked(s.issued), nil
 }
 
 // Compute queues work that occupies the stream for d of clock time and
@@ -775,12 +793,17 @@ func (s *Stream) Query(ev gpu.Event) (gpu.Status, error) {
 	if err := gpu.CheckEvent(ev, s.id, s.issued); err != nil {
 		return gpu.Pending, err
 	}
+	return s.statusLocked(ev.Seq()), nil
+}
+
+// statusLocked reports the status of the stream's event seq (one it issued).
+func (s *Stream) statusLocked(seq uint64) gpu.Status {
 	s.advanceLocked()
-	if ev.Seq() > s.done {
-		return gpu.Pending, nil
+	if seq > s.done {
+		return gpu.Pending
 	}
-	if _, bad := slices.BinarySearch(s.failed, ev.Seq()); bad {
-		return gpu.Failed, nil
+	if _, bad := slices.BinarySearch(s.failed, seq); bad {
+		return gpu.Failed
 	}
-	return gpu.Complete, nil
+	return gpu.Complete
 }

@@ -348,3 +348,60 @@ func Example() {
 	// pending
 	// complete hello
 }
+
+// TestRecordQueryIsRecordThenQuery: RecordQuery answers what Record then
+// Query would — the same event sequence, the same status on every timing
+// model, a lost device refused with nothing issued — and the event stays
+// queryable afterwards.
+func TestRecordQueryIsRecordThenQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(*sim.ManualClock) []sim.Option
+		fail bool // FailNext the event before (it fails, not the one after it)
+		lose bool // lose the device before recording
+		want gpu.Status
+	}{
+		{"no timing: pending until driven", func(*sim.ManualClock) []sim.Option { return nil }, false, false, gpu.Pending},
+		{"zero latency: complete at once", func(c *sim.ManualClock) []sim.Option { return []sim.Option{sim.WithLatency(c, 0)} }, false, false, gpu.Complete},
+		{"latency: pending until due", func(c *sim.ManualClock) []sim.Option {
+			return []sim.Option{sim.WithLatency(c, time.Millisecond)}
+		}, false, false, gpu.Pending},
+		{"zero latency, a failed event ahead", func(c *sim.ManualClock) []sim.Option { return []sim.Option{sim.WithLatency(c, 0)} }, true, false, gpu.Complete},
+		{"lost device", func(*sim.ManualClock) []sim.Option { return nil }, false, true, gpu.Pending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, together := range []bool{false, true} {
+				clock := sim.NewManualClock(time.Unix(100, 0))
+				dev, st, p := newDev(t, tc.opts(clock)...)
+				require.NoError(t, st.CopyHtoD(p, []byte("12345678")))
+				first, err := st.Record()
+				require.NoError(t, err)
+				if tc.fail {
+					_, err := dev.FailNext(st, 1)
+					require.NoError(t, err)
+				}
+				if tc.lose {
+					dev.Lose("test")
+				}
+				var ev gpu.Event
+				var got gpu.Status
+				if together {
+					ev, got, err = st.(gpu.RecordQuerier).RecordQuery()
+				} else if ev, err = st.Record(); err == nil {
+					got, err = st.Query(ev)
+				}
+				if tc.lose {
+					require.ErrorIs(t, err, gpu.ErrDeviceLost, "together=%v", together)
+					assert.True(t, ev.IsZero(), "together=%v: an event issued on a lost device", together)
+					continue
+				}
+				require.NoError(t, err)
+				assert.Equal(t, first.Seq()+1, ev.Seq(), "together=%v", together)
+				assert.Equal(t, tc.want, got, "together=%v", together)
+				again, err := st.Query(ev)
+				require.NoError(t, err)
+				assert.Equal(t, got, again, "together=%v: the event reads the same afterwards", together)
+			}
+		})
+	}
+}
