@@ -119,6 +119,10 @@ type Stream interface {
 // The readiness engine uses it for the event after a round's copies, which it
 // queries at once (a copy may land as fast as it is asked): the simulated
 // device then takes its lock once for both, not twice, once a round.
+//
+// A wrapper that embeds a stream implementing it and overrides Record or
+// Query must override RecordQuery too (or hide it): the engine calls
+// RecordQuery instead of the two whenever the stream has it.
 type RecordQuerier interface {
 	RecordQuery() (Event, Status, error)
 }
