@@ -422,16 +422,23 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 		}
 	}
-	b.Run("core", func(b *testing.B) {
-		r := newCoreRig(b, 256)
-		hs := make([]readiness.Handle, 256)
-		r.round(b, hs, 256) // warm up
+	// core drives the core by hand, perRound leases in flight a round.
+	core := func(b *testing.B, perRound int) {
+		r := newCoreRig(b, perRound)
+		hs := make([]readiness.Handle, perRound)
+		r.round(b, hs, perRound) // warm up
 		b.ReportAllocs()
 		b.ResetTimer()
-		for i := 0; i < b.N; i += 256 {
-			r.round(b, hs, min(256, b.N-i))
+		for i := 0; i < b.N; i += perRound {
+			r.round(b, hs, min(perRound, b.N-i))
 		}
-	})
+	}
+	b.Run("core", func(b *testing.B) { core(b, 256) })
+	// The core by hand with one lease a round, the shape engine runs: what
+	// a round's fixed work and a lifecycle's whole code path run once a
+	// lease cost the core itself, so that engine ÷ core-one is what the
+	// runner adds in that shape (docs/performance.md).
+	b.Run("core-one", func(b *testing.B) { core(b, 1) })
 	b.Run("engine", func(b *testing.B) { engine(b, 1, false, false) })
 	b.Run("engine-256", func(b *testing.B) { engine(b, 256, false, false) })
 	b.Run("engine-metrics", func(b *testing.B) { engine(b, 256, true, false) })
