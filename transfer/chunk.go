@@ -138,21 +138,22 @@ func NewChunk(groups []Group, tokens TokenRange, isLast bool) (Chunk, error) {
 	m := mistakes{what: "chunk"}
 	checkRange(&m, "tokens", tokens)
 	for g, grp := range groups {
-		field := fmt.Sprintf("groups[%d]", g)
+		// Named only for a mistake: a valid chunk allocates no field name.
+		field := func() string { return "groups[" + strconv.Itoa(g) + "]" }
 		if !grp.Kind.Valid() {
-			m.add(field+".kind", grp.Kind.String(), "PAGED or STATE")
+			m.add(field()+".kind", grp.Kind.String(), "PAGED or STATE")
 		}
 		if grp.Kind == State && len(grp.Blocks) > 1 {
-			m.add(field+".blocks", fmt.Sprintf("%d slot ids", len(grp.Blocks)), "at most one slot id for a STATE group")
+			m.add(field()+".blocks", fmt.Sprintf("%d slot ids", len(grp.Blocks)), "at most one slot id for a STATE group")
 		}
 		seen := make(map[int]int, len(grp.Blocks))
 		for i, b := range grp.Blocks {
 			if b < 0 {
-				m.add(fmt.Sprintf("%s.blocks[%d]", field, i), strconv.Itoa(b), "an id >= 0")
+				m.add(fmt.Sprintf("%s.blocks[%d]", field(), i), strconv.Itoa(b), "an id >= 0")
 				continue
 			}
 			if j, dup := seen[b]; dup {
-				m.add(fmt.Sprintf("%s.blocks[%d]", field, i), strconv.Itoa(b),
+				m.add(fmt.Sprintf("%s.blocks[%d]", field(), i), strconv.Itoa(b),
 					fmt.Sprintf("an id not already named (blocks[%d] is %d)", j, b))
 				continue
 			}

@@ -127,7 +127,7 @@ type Receiver struct {
 	byName   map[contract.Name]transfer.SessionKey // every page of every plan expected
 	live     map[transfer.SessionKey]*session
 	slotRegs map[[2]int]transfer.Memory // not Leased: one registration per slot, for the Receiver's life
-	changed  chan struct{}              // closed and replaced when an outcome is observed
+	changed  wakeCh                     // closed when an outcome is observed
 	outbox   []Cancel                   // cancels Progress sends next
 	closed   bool
 	observed uint64 // the transceiver's Changes when Progress last observed every live session
@@ -143,7 +143,7 @@ type Receiver struct {
 type expected struct {
 	plan  Plan
 	pages []Page
-	index map[contract.Name]int
+	index pageIndex
 }
 
 // session is a fetched plan: the engine's attempt.
@@ -204,8 +204,8 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		cfg: cfg, tx: tx, self: self, inc: inc,
 		peers: map[transfer.Peer]agreed{}, plans: map[transfer.SessionKey]*expected{},
 		byName: map[contract.Name]transfer.SessionKey{}, live: map[transfer.SessionKey]*session{},
-		slotRegs: map[[2]int]transfer.Memory{}, changed: make(chan struct{}),
-		eps: map[transfer.Peer]transfer.Endpoint{},
+		slotRegs: map[[2]int]transfer.Memory{},
+		eps:      map[transfer.Peer]transfer.Endpoint{},
 	}
 	cfg.Transport.SetHandlers(transfer.Handlers{Message: r.message, EndpointError: r.endpointError})
 	if cfg.Poll > 0 {
@@ -262,7 +262,10 @@ func checkDurations(m *mistakes, timeout, grace, poll time.Duration) {
 // required is what a session of n writers needs of every writer's
 // agreement (transfer.CohortConfig.Requires).
 func required(n int, leased bool) transfer.CapabilitySet {
-	cfg := transfer.CohortConfig{Leased: leased, Accessors: make([]transfer.AccessorSpec, n)}
+	// Requires reads only whether there is more than one accessor: two
+	// stand for many, on the stack, not n on the heap once a fetch.
+	var two [2]transfer.AccessorSpec
+	cfg := transfer.CohortConfig{Leased: leased, Accessors: two[:min(n, 2)]}
 	return cfg.Requires()
 }
 
@@ -309,9 +312,8 @@ func (r *Receiver) Expect(p Plan) ([]Page, error) {
 	case len(r.plans) >= r.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their fetch, the limit (Limits.Sessions); fetch or Forget one", len(r.plans))
 	}
-	e := &expected{plan: p, pages: pages, index: make(map[contract.Name]int, len(pages))}
-	for i, pg := range pages {
-		e.index[pg.Name] = i
+	e := &expected{plan: p, pages: pages, index: newPageIndex(pages)}
+	for _, pg := range pages {
 		r.byName[pg.Name] = key
 	}
 	r.plans[key] = e
@@ -404,7 +406,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
 	units := make([]contract.Unit, len(e.pages))
 	for _, u := range ext.All() {
-		units[e.index[u.Name]] = u
+		units[e.index.of(u.Name)] = u
 	}
 	addrs, err := r.register(s, units)
 	if err != nil {

@@ -191,7 +191,7 @@ type Sender struct {
 	tombs   map[sendKey]tombstone // receivers' cancels that came before their offer
 	finals  []*publication        // cancelled with puts posted: DONE once the flush completes
 	eps     map[transfer.Peer]transfer.Endpoint
-	changed chan struct{}
+	changed wakeCh
 	closed  bool
 	order   []sendKey // Progress's walk of live, in key order: kept until live changes, so a round neither sorts nor allocates
 
@@ -214,7 +214,7 @@ func compareSendKeys(a, b sendKey) int {
 type sendPlanned struct {
 	plan  SendPlan
 	pages []Page
-	index map[contract.Name]int
+	index pageIndex
 }
 
 type heldOffer struct {
@@ -271,7 +271,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{cfg: cfg, self: self, inc: inc, peers: map[transfer.Peer]agreed{}, plans: map[sendKey]*sendPlanned{},
 		byName: map[contract.Name]sendKey{}, live: map[sendKey]*publication{}, held: map[sendKey]heldOffer{}, tombs: map[sendKey]tombstone{},
-		eps: map[transfer.Peer]transfer.Endpoint{}, changed: make(chan struct{})}
+		eps: map[transfer.Peer]transfer.Endpoint{}}
 	cfg.Transport.SetHandlers(transfer.Handlers{Message: s.message, EndpointError: s.endpointError})
 	if cfg.Poll > 0 {
 		s.drv = startDriver(cfg.Poll, func() { s.Progress() })
@@ -316,9 +316,8 @@ func (s *Sender) Expect(p SendPlan) ([]Page, error) {
 	case len(s.plans) >= s.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their publish, the limit (Limits.Sessions)", len(s.plans))
 	}
-	e := &sendPlanned{plan: p, pages: pages, index: make(map[contract.Name]int, len(pages))}
-	for i, pg := range pages {
-		e.index[pg.Name] = i
+	e := &sendPlanned{plan: p, pages: pages, index: newPageIndex(pages)}
+	for _, pg := range pages {
 		s.byName[pg.Name] = key
 	}
 	s.plans[key] = e
@@ -388,7 +387,7 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		if len(slot) == 0 {
 			return nil, fmt.Errorf("unit (local group %d, slot %d) has no staging slot", u.LocalGroup, u.Local)
 		}
-		p.slots[e.index[u.Name]] = slot
+		p.slots[e.index.of(u.Name)] = slot
 	}
 	if t, ok := s.tombs[key]; ok && t.receiver == p.plan.To && t.inc == p.inc {
 		// Its receiver cancelled it before this publish: it posts nothing,
@@ -685,8 +684,7 @@ func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
 			_ = s.report(p, transfer.PeerCancel, "")
 		}
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.fire()
 	wake := p.waiters
 	p.waiters = nil
 	return wake
@@ -782,7 +780,7 @@ func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error 
 		for _, p := range ps {
 			done = done && p.outcome != nil
 		}
-		ch := s.changed
+		ch := s.changed.wait()
 		s.mu.Unlock()
 		if done {
 			return nil

@@ -206,6 +206,7 @@ type Transport struct {
 	regions map[*memory]struct{}
 	unheard []unheard
 	ready   []call
+	one     [1][]byte // unbundle's answer for a message that bundles nothing
 	seq     uint64
 	stats   Stats
 	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
@@ -415,7 +416,8 @@ func (t *Transport) drain() int {
 // refused whole; t.mu is held.
 func (t *Transport) unbundle(data []byte, count uint64) [][]byte {
 	if count == 0 {
-		return [][]byte{data}
+		t.one[0] = data // read before the next unbundle: no slice a message
+		return t.one[:]
 	}
 	msgs, err := splitBundle(data, int(min(count, maxBundled+1)))
 	if err != nil {
