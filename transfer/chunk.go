@@ -191,6 +191,13 @@ func (c Chunk) Kind(g int) CacheKind { return c.groups[g].Kind }
 // Blocks returns a copy of group g's ids, for 0 <= g < Groups().
 func (c Chunk) Blocks(g int) []int { return append([]int(nil), c.groups[g].Blocks...) }
 
+// NumBlocks returns the number of group g's ids, for 0 <= g < Groups().
+func (c Chunk) NumBlocks(g int) int { return len(c.groups[g].Blocks) }
+
+// Block returns group g's i-th id, for 0 <= i < NumBlocks(g): Blocks
+// without its copy, for a caller that reads every id once a page.
+func (c Chunk) Block(g, i int) int { return c.groups[g].Blocks[i] }
+
 // Tokens returns the token range the chunk moves.
 func (c Chunk) Tokens() TokenRange { return c.tokens }
 

@@ -118,6 +118,7 @@ type Cohort struct {
 	leased                                 bool
 	submitted, deadline, containment, now  time.Time
 	acc                                    []accessorState
+	one                                    [1]accessorState // acc of a one-writer session, in the cohort: no allocation of its own
 	kind                                   outcomeKind
 	reason                                 string
 	byPeer                                 bool
@@ -146,7 +147,11 @@ func NewCohort(now time.Time, cfg CohortConfig) (*Cohort, error) {
 	c := &Cohort{
 		key: cfg.Session, tokens: cfg.Tokens, leased: cfg.Leased, now: now,
 		submitted: cfg.Submitted, deadline: cfg.Deadline, containment: cfg.Containment,
-		acc: make([]accessorState, len(cfg.Accessors)),
+	}
+	if len(cfg.Accessors) == 1 {
+		c.acc = c.one[:]
+	} else {
+		c.acc = make([]accessorState, len(cfg.Accessors))
 	}
 	for i, s := range cfg.Accessors {
 		c.acc[i] = accessorState{spec: s, reported: -1}

@@ -114,15 +114,20 @@ func (p Plan) Pages() ([]Page, error) {
 		m.add("chunk.tokens.start", strconv.FormatInt(tr.Start, 10), fmt.Sprintf("a multiple of block_tokens %d: a chunk starts on a block boundary", b))
 	}
 	want := (tr.End - tr.Start + b - 1) / b
-	var pages []Page
+	total := 0
 	for g := range p.Chunk.Groups() {
-		ids := p.Chunk.Blocks(g)
+		total += p.Chunk.NumBlocks(g)
+	}
+	pages := make([]Page, 0, total) // one allocation, sized once
+	for g := range p.Chunk.Groups() {
+		n := p.Chunk.NumBlocks(g)
 		kind := p.Chunk.Kind(g)
-		if kind == transfer.Paged && len(ids) != 0 && int64(len(ids)) != want {
-			m.add(fmt.Sprintf("chunk.groups[%d].blocks", g), fmt.Sprintf("%d pages", len(ids)),
+		if kind == transfer.Paged && n != 0 && int64(n) != want {
+			m.add(fmt.Sprintf("chunk.groups[%d].blocks", g), fmt.Sprintf("%d pages", n),
 				fmt.Sprintf("%d pages covering %s block by block, or none", want, tr))
 		}
-		for i, id := range ids {
+		for i := range n {
+			id := p.Chunk.Block(g, i)
 			pg := Page{Name: PageName(p.Request, p.Attempt, g, i), Group: g, Index: i, ID: id, Kind: kind}
 			if kind == transfer.Paged {
 				pg.Block = int(tr.Start/b) + i

@@ -167,6 +167,7 @@ type session struct {
 	// submitted is the receiver's Clock at the submission, the start of the
 	// submit-to-settled latency.
 	submitted time.Time
+	attempt   fetchAttempt // the engine's handle, in the session: no allocation of its own
 }
 
 type cancelAnswer struct {
@@ -385,7 +386,7 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 			break
 		}
 	}
-	return &fetchAttempt{r: r, s: s}, nil
+	return &s.attempt, nil
 }
 
 // admit does everything Fetch does before the offers; r.mu is held.
@@ -404,7 +405,13 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
-	units := make([]contract.Unit, len(e.pages))
+	s.attempt = fetchAttempt{r: r, s: s}
+	var few [scanMax]contract.Unit // register keeps no slice: a few units stay on the stack
+	units := few[:0]
+	if len(e.pages) > len(few) {
+		units = make([]contract.Unit, 0, len(e.pages))
+	}
+	units = units[:len(e.pages)]
 	for _, u := range ext.All() {
 		units[e.index.of(u.Name)] = u
 	}

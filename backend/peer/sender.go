@@ -79,7 +79,8 @@ func (p SendPlan) Key() transfer.SessionKey {
 // at least one) and lists its pages — its share's, in the chunk's order —
 // named by SourceName.
 func (p SendPlan) Pages() ([]Page, error) {
-	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: []transfer.AccessorID{p.As}, Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
+	as := [1]transfer.AccessorID{p.As} // on the stack: Pages keeps no slice of its plan
+	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: as[:], Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
 	m := mistakes{what: "send plan"}
 	var in *transfer.InputError
 	if errors.As(err, &in) {
@@ -228,6 +229,7 @@ type publication struct {
 	plan  SendPlan
 	pages []Page
 	slots [][]byte
+	slot  [1][]byte // slots of a one-page publication, in it: no allocation of their own
 	// submitted is the sender's Clock at Publish, the start of the
 	// submit-to-settled latency.
 	submitted time.Time
@@ -242,7 +244,8 @@ type publication struct {
 	outcome   contract.Outcome
 	waiters   []func()
 	cancel    *cancelAnswer
-	proven    bool // Quiesce answered true: the slots are the engine's again, and nothing is posted
+	proven    bool           // Quiesce answered true: the slots are the engine's again, and nothing is posted
+	attempt   publishAttempt // the engine's handle, in the publication: no allocation of its own
 }
 
 var (
@@ -359,7 +362,7 @@ func (s *Sender) Publish(ext contract.CacheExtent) (contract.Attempt, error) {
 		s.n.rejected.Add(1)
 		return nil, fmt.Errorf("%w: peer: %w", contract.ErrSubmissionRejected, err)
 	}
-	return &publishAttempt{s: s, p: p}, nil
+	return &p.attempt, nil
 }
 
 func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
@@ -380,8 +383,13 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		return nil, fmt.Errorf("receiver %s#%d was lost: Connect its new life", e.plan.To, a.agreement.Incarnation())
 	}
 	now := s.cfg.Clock()
-	p := &publication{key: key, plan: e.plan, pages: e.pages, slots: make([][]byte, len(e.pages)),
+	p := &publication{key: key, plan: e.plan, pages: e.pages,
 		submitted: now, deadline: now.Add(s.cfg.Timeout), inc: a.agreement.Incarnation()}
+	p.slots = p.slot[:]
+	if len(e.pages) != 1 {
+		p.slots = make([][]byte, len(e.pages))
+	}
+	p.attempt = publishAttempt{s: s, p: p}
 	for _, u := range ext.All() {
 		slot := s.cfg.Slot(u)
 		if len(slot) == 0 {

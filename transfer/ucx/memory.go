@@ -47,12 +47,12 @@ func (t *Transport) Register(mem []byte) (transfer.Memory, error) {
 	base := unsafe.Pointer(&mem[0])
 	k := key{mode: m.mode, owner: t.cfg.Name, inc: t.cfg.Incarnation, len: uint64(len(mem))}
 	if m.mode == Checked {
-		var idx, gen C.uint64_t
-		if st := C.kvu_region_add(t.w, base, C.size_t(len(mem)), &idx, &gen); st != C.UCS_OK {
+		// Written straight into m (a field's memory, holding no Go pointer):
+		// locals passed by address would each escape, one allocation apiece.
+		if st := C.kvu_region_add(t.w, base, C.size_t(len(mem)), (*C.uint64_t)(unsafe.Pointer(&m.region)), (*C.uint64_t)(unsafe.Pointer(&m.gen))); st != C.UCS_OK {
 			m.pin.Unpin()
 			return nil, fmt.Errorf("ucx: registering %d bytes: %w", len(mem), statusErr(st))
 		}
-		m.region, m.gen = uint64(idx), uint64(gen)
 		k.region, k.gen = m.region, m.gen
 	} else {
 		var rkey unsafe.Pointer

@@ -206,7 +206,9 @@ type Transport struct {
 	regions map[*memory]struct{}
 	unheard []unheard
 	ready   []call
-	one     [1][]byte // unbundle's answer for a message that bundles nothing
+	one     [1][]byte  // unbundle's answer for a message that bundles nothing
+	box     []*request // sendOutbox's requests to send, reused
+	bundle  []byte     // sendOutbox's framing of several messages, reused: kvu_send_msg copies it
 	seq     uint64
 	stats   Stats
 	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
