@@ -130,8 +130,9 @@ type Receiver struct {
 	changed  wakeCh                     // closed when an outcome is observed
 	outbox   []Cancel                   // cancels Progress sends next
 	closed   bool
-	observed uint64 // the transceiver's Changes when Progress last observed every live session
-	retry    bool   // a revocation failed in that pass: observe again, changed or not
+	observed uint64                // the transceiver's Changes when Progress last observed every live session
+	order    []transfer.SessionKey // Progress's walk of live, in key order: kept until live changes, so a pass neither sorts nor allocates
+	retry    bool                  // a revocation failed in that pass: observe again, changed or not
 
 	epMu sync.Mutex
 	eps  map[transfer.Peer]transfer.Endpoint // the default Offer's endpoints
@@ -424,6 +425,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	r.live[key] = s
+	r.order = r.order[:0] // live changed: the next pass sorts again
 	r.n.live.Add(1)
 	offers := make([]Offer, len(cfg.Accessors))
 	for i, a := range cfg.Accessors {
@@ -629,7 +631,11 @@ func (r *Receiver) Progress() int {
 	// input, a deadline due) or a revocation is to be tried again.
 	if changes := r.tx.Changes(); changes != r.observed || r.retry || r.tx.Due() {
 		r.observed, r.retry = changes, false
-		for _, key := range slices.SortedFunc(maps.Keys(r.live), compareKeys) {
+		if len(r.order) != len(r.live) { // emptied by every change to live: sorted again only then
+			r.order = slices.AppendSeq(r.order[:0], maps.Keys(r.live))
+			slices.SortFunc(r.order, compareKeys)
+		}
+		for _, key := range r.order {
 			wake = append(wake, r.observe(r.live[key])...)
 		}
 	}

@@ -82,6 +82,7 @@ func (r *Receiver) prove(s *session) (contract.Access, []func()) {
 	}
 	s.ended = true
 	delete(r.live, s.key)
+	r.order = r.order[:0]
 	r.n.live.Add(^uint64(0))
 	r.n.settle.add(r.cfg.Clock().Sub(s.submitted))
 	return contract.AccessEnded, wake

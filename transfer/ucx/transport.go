@@ -208,6 +208,7 @@ type Transport struct {
 	ready   []call
 	one     [1][]byte  // unbundle's answer for a message that bundles nothing
 	box     []*request // sendOutbox's requests to send, reused
+	evN     C.size_t   // drain's event count, written by kvu_events
 	bundle  []byte     // sendOutbox's framing of several messages, reused: kvu_send_msg copies it
 	seq     uint64
 	stats   Stats
@@ -377,9 +378,11 @@ func (t *Transport) Progress() int {
 
 // drain settles the events the handlers recorded; t.mu is held.
 func (t *Transport) drain() int {
-	var cn C.size_t
-	evs := C.kvu_events(t.w, &cn)
-	n := int(cn)
+	// The count is written into t, not a local: a local passed by address
+	// escapes, one allocation every Progress — and the figure's owner
+	// progresses many times a page.
+	evs := C.kvu_events(t.w, &t.evN)
+	n := int(t.evN)
 	if n == 0 {
 		return 0
 	}
