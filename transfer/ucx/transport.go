@@ -359,7 +359,9 @@ func (t *Transport) Progress() int {
 		return 0
 	}
 	t.sendOutboxes()
-	n := int(C.kvu_progress(t.w, progressRounds))
+	// kvu_progress answers the events' count too, so that a Progress that
+	// found nothing makes one call into C, not two.
+	n := int(C.kvu_progress(t.w, progressRounds, &t.evN))
 	n += t.drain()
 	t.sweepDead()
 	calls, h := t.ready, t.handlers
@@ -376,8 +378,12 @@ func (t *Transport) Progress() int {
 	return n + len(calls)
 }
 
-// drain settles the events the handlers recorded; t.mu is held.
+// drain settles the events the handlers recorded, t.evN of them (as the
+// kvu_progress just before it counted); t.mu is held.
 func (t *Transport) drain() int {
+	if t.evN == 0 {
+		return 0
+	}
 	// The count is written into t, not a local: a local passed by address
 	// escapes, one allocation every Progress — and the figure's owner
 	// progresses many times a page.
@@ -567,7 +573,7 @@ func (t *Transport) Close() error {
 		t.forceClose(c)
 	}
 	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
-		C.kvu_progress(t.w, 1)
+		C.kvu_progress(t.w, 1, nil)
 	}
 	for r := range t.live {
 		r.abandon()
