@@ -194,7 +194,7 @@ type Sender struct {
 	eps     map[transfer.Peer]transfer.Endpoint
 	changed wakeCh
 	closed  bool
-	order   []sendKey // Progress's walk of live, in key order: kept until live changes, so a round neither sorts nor allocates
+	order   []*publication // Progress's walk of live, in key order: kept until live changes, so a round neither sorts, allocates nor looks a key up
 
 	drv *driver
 }
@@ -525,16 +525,14 @@ func (s *Sender) Progress() int {
 	}
 	var wake []func()
 	if len(s.order) != len(s.live) { // emptied by every change to live: sorted again only then
-		s.order = s.order[:0]
-		for k := range s.live {
-			s.order = append(s.order, k)
-		}
-		slices.SortFunc(s.order, compareSendKeys)
+		clear(s.order[:cap(s.order)]) // no retired publication kept reachable from here
+		s.order = slices.AppendSeq(s.order[:0], maps.Values(s.live))
+		slices.SortFunc(s.order, func(a, b *publication) int { return compareSendKeys(a.key, b.key) })
 	}
-	for _, k := range s.order {
-		if p := s.live[k]; p != nil { // advance may conclude, never add
-			wake = append(wake, s.advance(p, now)...)
-		}
+	// Every publication in order is live: order is emptied whenever live
+	// changes, and advance may conclude one, never add or remove one.
+	for _, p := range s.order {
+		wake = append(wake, s.advance(p, now)...)
 	}
 	s.finish()
 	s.mu.Unlock()
