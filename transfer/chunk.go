@@ -138,21 +138,22 @@ func NewChunk(groups []Group, tokens TokenRange, isLast bool) (Chunk, error) {
 	m := mistakes{what: "chunk"}
 	checkRange(&m, "tokens", tokens)
 	for g, grp := range groups {
-		field := fmt.Sprintf("groups[%d]", g)
+		// Named only for a mistake: a valid chunk allocates no field name.
+		field := func() string { return "groups[" + strconv.Itoa(g) + "]" }
 		if !grp.Kind.Valid() {
-			m.add(field+".kind", grp.Kind.String(), "PAGED or STATE")
+			m.add(field()+".kind", grp.Kind.String(), "PAGED or STATE")
 		}
 		if grp.Kind == State && len(grp.Blocks) > 1 {
-			m.add(field+".blocks", fmt.Sprintf("%d slot ids", len(grp.Blocks)), "at most one slot id for a STATE group")
+			m.add(field()+".blocks", fmt.Sprintf("%d slot ids", len(grp.Blocks)), "at most one slot id for a STATE group")
 		}
 		seen := make(map[int]int, len(grp.Blocks))
 		for i, b := range grp.Blocks {
 			if b < 0 {
-				m.add(fmt.Sprintf("%s.blocks[%d]", field, i), strconv.Itoa(b), "an id >= 0")
+				m.add(fmt.Sprintf("%s.blocks[%d]", field(), i), strconv.Itoa(b), "an id >= 0")
 				continue
 			}
 			if j, dup := seen[b]; dup {
-				m.add(fmt.Sprintf("%s.blocks[%d]", field, i), strconv.Itoa(b),
+				m.add(fmt.Sprintf("%s.blocks[%d]", field(), i), strconv.Itoa(b),
 					fmt.Sprintf("an id not already named (blocks[%d] is %d)", j, b))
 				continue
 			}
@@ -189,6 +190,13 @@ func (c Chunk) Kind(g int) CacheKind { return c.groups[g].Kind }
 
 // Blocks returns a copy of group g's ids, for 0 <= g < Groups().
 func (c Chunk) Blocks(g int) []int { return append([]int(nil), c.groups[g].Blocks...) }
+
+// NumBlocks returns the number of group g's ids, for 0 <= g < Groups().
+func (c Chunk) NumBlocks(g int) int { return len(c.groups[g].Blocks) }
+
+// Block returns group g's i-th id, for 0 <= i < NumBlocks(g): Blocks
+// without its copy, for a caller that reads every id once a page.
+func (c Chunk) Block(g, i int) int { return c.groups[g].Blocks[i] }
 
 // Tokens returns the token range the chunk moves.
 func (c Chunk) Tokens() TokenRange { return c.tokens }

@@ -91,6 +91,24 @@ func TestChunkIsASnapshot(t *testing.T) {
 	assert.False(t, c.IsLast())
 }
 
+// NumBlocks and Block read the same snapshot Blocks copies, group by group.
+func TestChunkBlockReadsTheSnapshot(t *testing.T) {
+	ids := []int{4, 0, 9}
+	c, err := transfer.NewChunk([]transfer.Group{{Kind: transfer.Paged, Blocks: ids}, {Kind: transfer.State}, {Kind: transfer.State, Blocks: []int{5}}},
+		transfer.TokenRange{End: 48}, true)
+	require.NoError(t, err)
+	ids[1] = 99
+	for g := range c.Groups() {
+		var read []int
+		for i := range c.NumBlocks(g) {
+			read = append(read, c.Block(g, i))
+		}
+		assert.Equal(t, c.Blocks(g), read, "group %d", g)
+	}
+	assert.Equal(t, 0, c.NumBlocks(1))
+	assert.Equal(t, 9, c.Block(0, 2))
+}
+
 // Readiness per kind: a PAGED group is a bound (any prefix up to
 // token_end), a STATE group an exact checkpoint (token_end only), and a
 // STATE group with no slot in this chunk gives nothing. The chunk as a whole

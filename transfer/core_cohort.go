@@ -118,6 +118,7 @@ type Cohort struct {
 	leased                                 bool
 	submitted, deadline, containment, now  time.Time
 	acc                                    []accessorState
+	one                                    [1]accessorState // acc of a one-writer session, in the cohort: no allocation of its own
 	kind                                   outcomeKind
 	reason                                 string
 	byPeer                                 bool
@@ -146,7 +147,11 @@ func NewCohort(now time.Time, cfg CohortConfig) (*Cohort, error) {
 	c := &Cohort{
 		key: cfg.Session, tokens: cfg.Tokens, leased: cfg.Leased, now: now,
 		submitted: cfg.Submitted, deadline: cfg.Deadline, containment: cfg.Containment,
-		acc: make([]accessorState, len(cfg.Accessors)),
+	}
+	if len(cfg.Accessors) == 1 {
+		c.acc = c.one[:]
+	} else {
+		c.acc = make([]accessorState, len(cfg.Accessors))
 	}
 	for i, s := range cfg.Accessors {
 		c.acc[i] = accessorState{spec: s, reported: -1}
@@ -160,21 +165,25 @@ func checkAccessors(m *mistakes, cfg CohortConfig) {
 	}
 	req := cfg.Requires()
 	for i, s := range cfg.Accessors {
-		field := fmt.Sprintf("accessors[%d]", i)
-		checkPeer(m, field+".peer", s.ID.Peer)
+		// The field's name is built only for a mistake: a cohort is made
+		// once a page, and a valid one allocates nothing here.
+		field := func() string { return fmt.Sprintf("accessors[%d]", i) }
+		if !validPeer(s.ID.Peer) {
+			checkPeer(m, field()+".peer", s.ID.Peer)
+		}
 		if !s.ID.Role.Valid() {
-			m.add(field+".role", s.ID.Role.String(), "kv or aux")
+			m.add(field()+".role", s.ID.Role.String(), "kv or aux")
 		}
 		if j := slices.IndexFunc(cfg.Accessors[:i], func(o AccessorSpec) bool { return o.ID == s.ID }); j >= 0 {
-			m.add(field, s.ID.String(), fmt.Sprintf("an accessor not already named (accessors[%d])", j))
+			m.add(field(), s.ID.String(), fmt.Sprintf("an accessor not already named (accessors[%d])", j))
 		}
 		switch {
 		case !s.Agreement.Valid():
-			m.add(field+".agreement", "none", "an agreement made by Negotiate with "+string(s.ID.Peer))
+			m.add(field()+".agreement", "none", "an agreement made by Negotiate with "+string(s.ID.Peer))
 		case s.Agreement.Peer() != s.ID.Peer:
-			m.add(field+".agreement", "with "+string(s.Agreement.Peer()), "an agreement with "+string(s.ID.Peer))
+			m.add(field()+".agreement", "with "+string(s.Agreement.Peer()), "an agreement with "+string(s.ID.Peer))
 		case s.Agreement.Granted().Missing(req) != 0:
-			m.add(field+".agreement", "lacking "+s.Agreement.Granted().Missing(req).String(), "granting "+req.String())
+			m.add(field()+".agreement", "lacking "+s.Agreement.Granted().Missing(req).String(), "granting "+req.String())
 		}
 	}
 }

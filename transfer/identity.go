@@ -182,6 +182,10 @@ func (e Evidence) Validate() error {
 	return m.result()
 }
 
+// validPeer is checkPeer's test, for a caller that names the field only
+// when it fails.
+func validPeer(p Peer) bool { return p != "" && len(p) <= MaxPeerLen }
+
 func checkPeer(m *mistakes, field string, p Peer) {
 	switch {
 	case p == "":

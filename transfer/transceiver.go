@@ -13,12 +13,16 @@ import (
 // reads the transport (for UCX, the active-message handler); nothing here
 // starts a goroutine.
 type Transceiver struct {
-	mu      sync.Mutex
-	core    *Sessions
-	caps    Capabilities
-	clock   func() time.Time
-	changed chan struct{} // closed and replaced after every call that may change the table
-	changes uint64        // counts those calls
+	mu    sync.Mutex
+	core  *Sessions
+	caps  Capabilities
+	clock func() time.Time
+	// changed is closed after the next call that may change the table;
+	// nil until a waiter asks for it (waitCh), so that a change nobody
+	// waits for costs no channel: a receiver changes the table several
+	// times a page, and almost never with a waiter.
+	changed chan struct{}
+	changes uint64 // counts those calls
 }
 
 var _ Lifecycle = (*Transceiver)(nil)
@@ -38,7 +42,7 @@ func NewTransceiver(caps Capabilities, limits Limits, clock func() time.Time) (*
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Transceiver{core: core, caps: caps, clock: clock, changed: make(chan struct{})}, nil
+	return &Transceiver{core: core, caps: caps, clock: clock}, nil
 }
 
 // change runs f on the table under the lock at the clock's time, then wakes
@@ -48,8 +52,18 @@ func (t *Transceiver) change(f func(s *Sessions, now time.Time)) {
 	defer t.mu.Unlock()
 	f(t.core, t.clock())
 	t.changes++
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+}
+
+// waitCh is the channel the next change closes. The caller holds t.mu.
+func (t *Transceiver) waitCh() chan struct{} {
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
 }
 
 // Changes counts the calls that may have changed the table — every input,
@@ -172,7 +186,7 @@ func (t *Transceiver) Quiesce(ctx context.Context, key SessionKey) Physical {
 		now := t.clock()
 		p := t.core.Poll(now, key)
 		next := t.core.NextDeadline()
-		changed := t.changed
+		changed := t.waitCh()
 		t.mu.Unlock()
 		if p.Reusable() || p == InDoubt {
 			return p
@@ -196,7 +210,7 @@ func (t *Transceiver) Shutdown(ctx context.Context) ShutdownResult {
 		r = t.core.Report(now)
 		settling := t.core.settling()
 		next := t.core.NextDeadline()
-		changed := t.changed
+		changed := t.waitCh()
 		t.mu.Unlock()
 		if settling == 0 || !t.wait(ctx, changed, now, next) {
 			return r

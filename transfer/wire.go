@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The wire forms of evidence and of an advertisement: what a transport
@@ -31,6 +32,8 @@ func AppendEvidence(dst []byte, ev Evidence) ([]byte, error) {
 	if err := ev.Validate(); err != nil {
 		return dst, err
 	}
+	// One allocation, not one per field that outgrows dst.
+	dst = slices.Grow(dst, evidenceFixedLen+len(ev.Accessor.Peer)+len(ev.Reason))
 	dst = append(dst, evidenceMagic...)
 	dst = append(dst, wireFormat, byte(ev.Kind))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ev.Session.Request))

@@ -114,15 +114,20 @@ func (p Plan) Pages() ([]Page, error) {
 		m.add("chunk.tokens.start", strconv.FormatInt(tr.Start, 10), fmt.Sprintf("a multiple of block_tokens %d: a chunk starts on a block boundary", b))
 	}
 	want := (tr.End - tr.Start + b - 1) / b
-	var pages []Page
+	total := 0
 	for g := range p.Chunk.Groups() {
-		ids := p.Chunk.Blocks(g)
+		total += p.Chunk.NumBlocks(g)
+	}
+	pages := make([]Page, 0, total) // one allocation, sized once
+	for g := range p.Chunk.Groups() {
+		n := p.Chunk.NumBlocks(g)
 		kind := p.Chunk.Kind(g)
-		if kind == transfer.Paged && len(ids) != 0 && int64(len(ids)) != want {
-			m.add(fmt.Sprintf("chunk.groups[%d].blocks", g), fmt.Sprintf("%d pages", len(ids)),
+		if kind == transfer.Paged && n != 0 && int64(n) != want {
+			m.add(fmt.Sprintf("chunk.groups[%d].blocks", g), fmt.Sprintf("%d pages", n),
 				fmt.Sprintf("%d pages covering %s block by block, or none", want, tr))
 		}
-		for i, id := range ids {
+		for i := range n {
+			id := p.Chunk.Block(g, i)
 			pg := Page{Name: PageName(p.Request, p.Attempt, g, i), Group: g, Index: i, ID: id, Kind: kind}
 			if kind == transfer.Paged {
 				pg.Block = int(tr.Start/b) + i
@@ -151,23 +156,33 @@ func checkWriters(m *mistakes, ws []transfer.AccessorID) {
 		m.add("writers", "none", "the exact cohort: at least one writer")
 	}
 	for i, w := range ws {
+		j := slices.Index(ws[:i], w)
+		if j < 0 && validAccessor(w) {
+			continue // named only for a mistake: a valid plan allocates no field name
+		}
 		field := fmt.Sprintf("writers[%d]", i)
 		checkAccessor(m, field, w)
-		if j := slices.Index(ws[:i], w); j >= 0 {
+		if j >= 0 {
 			m.add(field, w.String(), fmt.Sprintf("a writer not already named (writers[%d])", j))
 		}
 	}
 }
 
+func validAccessor(w transfer.AccessorID) bool { return validPeer(w.Peer) && w.Role.Valid() }
+
+func validPeer(p transfer.Peer) bool { return p != "" && len(p) <= transfer.MaxPeerLen }
+
 func checkAccessor(m *mistakes, field string, w transfer.AccessorID) {
-	checkPeer(m, field+".peer", w.Peer)
+	if !validPeer(w.Peer) {
+		checkPeer(m, field+".peer", w.Peer) // the name is built only for a mistake
+	}
 	if !w.Role.Valid() {
 		m.add(field+".role", w.Role.String(), "kv or aux")
 	}
 }
 
 func checkPeer(m *mistakes, field string, p transfer.Peer) {
-	if p == "" || len(p) > transfer.MaxPeerLen {
+	if !validPeer(p) {
 		m.add(field, strconv.Quote(string(p)), fmt.Sprintf("a peer name of 1 to %d bytes", transfer.MaxPeerLen))
 	}
 }
@@ -180,7 +195,8 @@ func checkPeer(m *mistakes, field string, p transfer.Peer) {
 // cohort's token_end is the least any writer reached, so below the chunk's
 // end nothing says the slot holds the state at tokenEnd.
 func Served(pages []Page, tokenEnd int64) contract.NameSet {
-	names := make([]contract.Name, 0, len(pages))
+	var few [scanMax]contract.Name // NewNameSet keeps no slice: a few names stay on the stack
+	names := few[:0]
 	for _, pg := range pages {
 		if pg.End <= tokenEnd {
 			names = append(names, pg.Name)
@@ -247,4 +263,61 @@ func (m *mistakes) result() error {
 		return nil
 	}
 	return &transfer.InputError{What: m.what, Mistakes: m.list}
+}
+
+// wakeCh wakes the goroutines waiting for the next change. The channel is
+// made only when someone waits for it: outcomes are observed once a page,
+// and almost never with a waiter, so a change nobody waits for costs no
+// allocation. Its owner's lock guards it.
+type wakeCh struct{ ch chan struct{} }
+
+// wait is the channel the next fire closes.
+func (w *wakeCh) wait() <-chan struct{} {
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+// fire wakes every waiter.
+func (w *wakeCh) fire() {
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// pageIndex finds a plan's page by its name: by scanning the pages when
+// they are few — most plans are a page or a few, and a map a plan cost two
+// allocations a page on each side — by a map when they are many.
+type pageIndex struct {
+	pages []Page
+	m     map[contract.Name]int // nil for at most scanMax pages
+}
+
+const scanMax = 8
+
+func newPageIndex(pages []Page) pageIndex {
+	x := pageIndex{pages: pages}
+	if len(pages) > scanMax {
+		x.m = make(map[contract.Name]int, len(pages))
+		for i, pg := range pages {
+			x.m[pg.Name] = i
+		}
+	}
+	return x
+}
+
+// of is the index of the page named n; 0 for a name of no page, as the map
+// it stands for answers (callers look up only names of the plan).
+func (x pageIndex) of(n contract.Name) int {
+	if x.m != nil {
+		return x.m[n]
+	}
+	for i, pg := range x.pages {
+		if pg.Name == n {
+			return i
+		}
+	}
+	return 0
 }

@@ -127,11 +127,12 @@ type Receiver struct {
 	byName   map[contract.Name]transfer.SessionKey // every page of every plan expected
 	live     map[transfer.SessionKey]*session
 	slotRegs map[[2]int]transfer.Memory // not Leased: one registration per slot, for the Receiver's life
-	changed  chan struct{}              // closed and replaced when an outcome is observed
+	changed  wakeCh                     // closed when an outcome is observed
 	outbox   []Cancel                   // cancels Progress sends next
 	closed   bool
-	observed uint64 // the transceiver's Changes when Progress last observed every live session
-	retry    bool   // a revocation failed in that pass: observe again, changed or not
+	observed uint64                // the transceiver's Changes when Progress last observed every live session
+	order    []transfer.SessionKey // Progress's walk of live, in key order: kept until live changes, so a pass neither sorts nor allocates
+	retry    bool                  // a revocation failed in that pass: observe again, changed or not
 
 	epMu sync.Mutex
 	eps  map[transfer.Peer]transfer.Endpoint // the default Offer's endpoints
@@ -143,7 +144,7 @@ type Receiver struct {
 type expected struct {
 	plan  Plan
 	pages []Page
-	index map[contract.Name]int
+	index pageIndex
 }
 
 // session is a fetched plan: the engine's attempt.
@@ -167,6 +168,7 @@ type session struct {
 	// submitted is the receiver's Clock at the submission, the start of the
 	// submit-to-settled latency.
 	submitted time.Time
+	attempt   fetchAttempt // the engine's handle, in the session: no allocation of its own
 }
 
 type cancelAnswer struct {
@@ -204,8 +206,8 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		cfg: cfg, tx: tx, self: self, inc: inc,
 		peers: map[transfer.Peer]agreed{}, plans: map[transfer.SessionKey]*expected{},
 		byName: map[contract.Name]transfer.SessionKey{}, live: map[transfer.SessionKey]*session{},
-		slotRegs: map[[2]int]transfer.Memory{}, changed: make(chan struct{}),
-		eps: map[transfer.Peer]transfer.Endpoint{},
+		slotRegs: map[[2]int]transfer.Memory{},
+		eps:      map[transfer.Peer]transfer.Endpoint{},
 	}
 	cfg.Transport.SetHandlers(transfer.Handlers{Message: r.message, EndpointError: r.endpointError})
 	if cfg.Poll > 0 {
@@ -262,7 +264,10 @@ func checkDurations(m *mistakes, timeout, grace, poll time.Duration) {
 // required is what a session of n writers needs of every writer's
 // agreement (transfer.CohortConfig.Requires).
 func required(n int, leased bool) transfer.CapabilitySet {
-	cfg := transfer.CohortConfig{Leased: leased, Accessors: make([]transfer.AccessorSpec, n)}
+	// Requires reads only whether there is more than one accessor: two
+	// stand for many, on the stack, not n on the heap once a fetch.
+	var two [2]transfer.AccessorSpec
+	cfg := transfer.CohortConfig{Leased: leased, Accessors: two[:min(n, 2)]}
 	return cfg.Requires()
 }
 
@@ -309,9 +314,8 @@ func (r *Receiver) Expect(p Plan) ([]Page, error) {
 	case len(r.plans) >= r.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their fetch, the limit (Limits.Sessions); fetch or Forget one", len(r.plans))
 	}
-	e := &expected{plan: p, pages: pages, index: make(map[contract.Name]int, len(pages))}
-	for i, pg := range pages {
-		e.index[pg.Name] = i
+	e := &expected{plan: p, pages: pages, index: newPageIndex(pages)}
+	for _, pg := range pages {
 		r.byName[pg.Name] = key
 	}
 	r.plans[key] = e
@@ -383,7 +387,7 @@ func (r *Receiver) Fetch(ext contract.CacheExtent, _ contract.Route) (contract.A
 			break
 		}
 	}
-	return &fetchAttempt{r: r, s: s}, nil
+	return &s.attempt, nil
 }
 
 // admit does everything Fetch does before the offers; r.mu is held.
@@ -402,9 +406,15 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
-	units := make([]contract.Unit, len(e.pages))
+	s.attempt = fetchAttempt{r: r, s: s}
+	var few [scanMax]contract.Unit // register keeps no slice: a few units stay on the stack
+	units := few[:0]
+	if len(e.pages) > len(few) {
+		units = make([]contract.Unit, 0, len(e.pages))
+	}
+	units = units[:len(e.pages)]
 	for _, u := range ext.All() {
-		units[e.index[u.Name]] = u
+		units[e.index.of(u.Name)] = u
 	}
 	addrs, err := r.register(s, units)
 	if err != nil {
@@ -415,6 +425,7 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 		return nil, nil, err
 	}
 	r.live[key] = s
+	r.order = r.order[:0] // live changed: the next pass sorts again
 	r.n.live.Add(1)
 	offers := make([]Offer, len(cfg.Accessors))
 	for i, a := range cfg.Accessors {
@@ -620,7 +631,11 @@ func (r *Receiver) Progress() int {
 	// input, a deadline due) or a revocation is to be tried again.
 	if changes := r.tx.Changes(); changes != r.observed || r.retry || r.tx.Due() {
 		r.observed, r.retry = changes, false
-		for _, key := range slices.SortedFunc(maps.Keys(r.live), compareKeys) {
+		if len(r.order) != len(r.live) { // emptied by every change to live: sorted again only then
+			r.order = slices.AppendSeq(r.order[:0], maps.Keys(r.live))
+			slices.SortFunc(r.order, compareKeys)
+		}
+		for _, key := range r.order {
 			wake = append(wake, r.observe(r.live[key])...)
 		}
 	}

@@ -30,8 +30,7 @@ func (r *Receiver) observe(s *session) []func() {
 			s.outcome = r.translate(s, o)
 			r.n.outcomes.add(s.outcome)
 			wake, s.waiters = s.waiters, nil
-			close(r.changed)
-			r.changed = make(chan struct{})
+			r.changed.fire()
 			if _, failed := o.(transfer.Failed); failed && !r.cfg.Clock().Before(s.deadline) {
 				r.cancelWriters(s, "the session's deadline passed")
 			}
@@ -83,6 +82,7 @@ func (r *Receiver) prove(s *session) (contract.Access, []func()) {
 	}
 	s.ended = true
 	delete(r.live, s.key)
+	r.order = r.order[:0]
 	r.n.live.Add(^uint64(0))
 	r.n.settle.add(r.cfg.Clock().Sub(s.submitted))
 	return contract.AccessEnded, wake
@@ -151,7 +151,7 @@ func (r *Receiver) Settle(ctx context.Context, attempts []contract.Attempt) erro
 			wake = append(wake, r.observe(s)...)
 			done = done && s.outcome != nil
 		}
-		ch := r.changed
+		ch := r.changed.wait()
 		r.mu.Unlock()
 		callAll(wake)
 		if done {

@@ -79,7 +79,8 @@ func (p SendPlan) Key() transfer.SessionKey {
 // at least one) and lists its pages — its share's, in the chunk's order —
 // named by SourceName.
 func (p SendPlan) Pages() ([]Page, error) {
-	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: []transfer.AccessorID{p.As}, Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
+	as := [1]transfer.AccessorID{p.As} // on the stack: Pages keeps no slice of its plan
+	pages, err := Plan{Request: p.Request, Attempt: p.Attempt, Writers: as[:], Chunk: p.Chunk, BlockTokens: p.BlockTokens}.Pages()
 	m := mistakes{what: "send plan"}
 	var in *transfer.InputError
 	if errors.As(err, &in) {
@@ -191,9 +192,9 @@ type Sender struct {
 	tombs   map[sendKey]tombstone // receivers' cancels that came before their offer
 	finals  []*publication        // cancelled with puts posted: DONE once the flush completes
 	eps     map[transfer.Peer]transfer.Endpoint
-	changed chan struct{}
+	changed wakeCh
 	closed  bool
-	order   []sendKey // Progress's walk of live, in key order: kept until live changes, so a round neither sorts nor allocates
+	order   []*publication // Progress's walk of live, in key order: kept until live changes, so a round neither sorts, allocates nor looks a key up
 
 	drv *driver
 }
@@ -214,7 +215,7 @@ func compareSendKeys(a, b sendKey) int {
 type sendPlanned struct {
 	plan  SendPlan
 	pages []Page
-	index map[contract.Name]int
+	index pageIndex
 }
 
 type heldOffer struct {
@@ -228,6 +229,7 @@ type publication struct {
 	plan  SendPlan
 	pages []Page
 	slots [][]byte
+	slot  [1][]byte // slots of a one-page publication, in it: no allocation of their own
 	// submitted is the sender's Clock at Publish, the start of the
 	// submit-to-settled latency.
 	submitted time.Time
@@ -242,7 +244,8 @@ type publication struct {
 	outcome   contract.Outcome
 	waiters   []func()
 	cancel    *cancelAnswer
-	proven    bool // Quiesce answered true: the slots are the engine's again, and nothing is posted
+	proven    bool           // Quiesce answered true: the slots are the engine's again, and nothing is posted
+	attempt   publishAttempt // the engine's handle, in the publication: no allocation of its own
 }
 
 var (
@@ -271,7 +274,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	s := &Sender{cfg: cfg, self: self, inc: inc, peers: map[transfer.Peer]agreed{}, plans: map[sendKey]*sendPlanned{},
 		byName: map[contract.Name]sendKey{}, live: map[sendKey]*publication{}, held: map[sendKey]heldOffer{}, tombs: map[sendKey]tombstone{},
-		eps: map[transfer.Peer]transfer.Endpoint{}, changed: make(chan struct{})}
+		eps: map[transfer.Peer]transfer.Endpoint{}}
 	cfg.Transport.SetHandlers(transfer.Handlers{Message: s.message, EndpointError: s.endpointError})
 	if cfg.Poll > 0 {
 		s.drv = startDriver(cfg.Poll, func() { s.Progress() })
@@ -316,9 +319,8 @@ func (s *Sender) Expect(p SendPlan) ([]Page, error) {
 	case len(s.plans) >= s.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their publish, the limit (Limits.Sessions)", len(s.plans))
 	}
-	e := &sendPlanned{plan: p, pages: pages, index: make(map[contract.Name]int, len(pages))}
-	for i, pg := range pages {
-		e.index[pg.Name] = i
+	e := &sendPlanned{plan: p, pages: pages, index: newPageIndex(pages)}
+	for _, pg := range pages {
 		s.byName[pg.Name] = key
 	}
 	s.plans[key] = e
@@ -360,7 +362,7 @@ func (s *Sender) Publish(ext contract.CacheExtent) (contract.Attempt, error) {
 		s.n.rejected.Add(1)
 		return nil, fmt.Errorf("%w: peer: %w", contract.ErrSubmissionRejected, err)
 	}
-	return &publishAttempt{s: s, p: p}, nil
+	return &p.attempt, nil
 }
 
 func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
@@ -381,14 +383,19 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		return nil, fmt.Errorf("receiver %s#%d was lost: Connect its new life", e.plan.To, a.agreement.Incarnation())
 	}
 	now := s.cfg.Clock()
-	p := &publication{key: key, plan: e.plan, pages: e.pages, slots: make([][]byte, len(e.pages)),
+	p := &publication{key: key, plan: e.plan, pages: e.pages,
 		submitted: now, deadline: now.Add(s.cfg.Timeout), inc: a.agreement.Incarnation()}
+	p.slots = p.slot[:]
+	if len(e.pages) != 1 {
+		p.slots = make([][]byte, len(e.pages))
+	}
+	p.attempt = publishAttempt{s: s, p: p}
 	for _, u := range ext.All() {
 		slot := s.cfg.Slot(u)
 		if len(slot) == 0 {
 			return nil, fmt.Errorf("unit (local group %d, slot %d) has no staging slot", u.LocalGroup, u.Local)
 		}
-		p.slots[e.index[u.Name]] = slot
+		p.slots[e.index.of(u.Name)] = slot
 	}
 	if t, ok := s.tombs[key]; ok && t.receiver == p.plan.To && t.inc == p.inc {
 		// Its receiver cancelled it before this publish: it posts nothing,
@@ -518,16 +525,14 @@ func (s *Sender) Progress() int {
 	}
 	var wake []func()
 	if len(s.order) != len(s.live) { // emptied by every change to live: sorted again only then
-		s.order = s.order[:0]
-		for k := range s.live {
-			s.order = append(s.order, k)
-		}
-		slices.SortFunc(s.order, compareSendKeys)
+		clear(s.order[:cap(s.order)]) // no retired publication kept reachable from here
+		s.order = slices.AppendSeq(s.order[:0], maps.Values(s.live))
+		slices.SortFunc(s.order, func(a, b *publication) int { return compareSendKeys(a.key, b.key) })
 	}
-	for _, k := range s.order {
-		if p := s.live[k]; p != nil { // advance may conclude, never add
-			wake = append(wake, s.advance(p, now)...)
-		}
+	// Every publication in order is live: order is emptied whenever live
+	// changes, and advance may conclude one, never add or remove one.
+	for _, p := range s.order {
+		wake = append(wake, s.advance(p, now)...)
 	}
 	s.finish()
 	s.mu.Unlock()
@@ -685,8 +690,7 @@ func (s *Sender) conclude(p *publication, o contract.Outcome) []func() {
 			_ = s.report(p, transfer.PeerCancel, "")
 		}
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.fire()
 	wake := p.waiters
 	p.waiters = nil
 	return wake
@@ -782,7 +786,7 @@ func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error 
 		for _, p := range ps {
 			done = done && p.outcome != nil
 		}
-		ch := s.changed
+		ch := s.changed.wait()
 		s.mu.Unlock()
 		if done {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/kvready/kvready/transfer"
@@ -85,22 +86,23 @@ func (o Offer) Validate() error {
 	}
 	seen := make(map[[2]int]int, len(o.Pages))
 	for i, pg := range o.Pages {
-		field := fmt.Sprintf("pages[%d]", i)
+		// Named only for a mistake: a valid offer allocates no field name.
+		field := func() string { return "pages[" + strconv.Itoa(i) + "]" }
 		if pg.Group < 0 || pg.Group > math.MaxUint32 || pg.Index < 0 || pg.Index > math.MaxUint32 {
-			m.add(field, fmt.Sprintf("group %d index %d", pg.Group, pg.Index), "a group and index in [0, 2^32)")
+			m.add(field(), fmt.Sprintf("group %d index %d", pg.Group, pg.Index), "a group and index in [0, 2^32)")
 		}
 		if j, dup := seen[[2]int{pg.Group, pg.Index}]; dup {
-			m.add(field, fmt.Sprintf("group %d index %d", pg.Group, pg.Index), fmt.Sprintf("a page not already named (pages[%d])", j))
+			m.add(field(), fmt.Sprintf("group %d index %d", pg.Group, pg.Index), fmt.Sprintf("a page not already named (pages[%d])", j))
 		}
 		seen[[2]int{pg.Group, pg.Index}] = i
 		if len(pg.Key) == 0 || len(pg.Key) > MaxKeyLen {
-			m.add(field+".key", fmt.Sprintf("%d bytes", len(pg.Key)), fmt.Sprintf("1 to %d bytes", MaxKeyLen))
+			m.add(field()+".key", fmt.Sprintf("%d bytes", len(pg.Key)), fmt.Sprintf("1 to %d bytes", MaxKeyLen))
 		}
 		if pg.Offset < 0 {
-			m.add(field+".offset", strconv.Itoa(pg.Offset), "an offset >= 0")
+			m.add(field()+".offset", strconv.Itoa(pg.Offset), "an offset >= 0")
 		}
 		if pg.Len < 1 || pg.Len > math.MaxUint32 {
-			m.add(field+".len", strconv.Itoa(pg.Len), "a length in [1, 2^32)")
+			m.add(field()+".len", strconv.Itoa(pg.Len), "a length in [1, 2^32)")
 		}
 	}
 	return m.result()
@@ -113,6 +115,11 @@ func AppendOffer(dst []byte, o Offer) ([]byte, error) {
 		return dst, err
 	}
 	be := binary.BigEndian
+	n := offerFixedLen + len(o.Writer.Peer) + len(o.Receiver)
+	for _, pg := range o.Pages {
+		n += pageFixedLen + len(pg.Key)
+	}
+	dst = slices.Grow(dst, n) // one allocation, not one per field that outgrows dst
 	dst = append(dst, offerMagic...)
 	dst = append(dst, offerFormat)
 	dst = be.AppendUint64(dst, uint64(o.Session.Request))

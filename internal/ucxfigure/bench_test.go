@@ -211,11 +211,10 @@ func (r *rig) run(n int) {
 		// looks at its leases after a round that made moves, as an owner
 		// woken by the engine would, not after every idle round (every
 		// 64th as well, in case a round ran elsewhere).
+		// The deadline is read below, every 64th idle round at least: an
+		// owner spinning reads no clock of its own on every round.
 		if r.eng.Progress() == 0 && idle < 64 {
 			idle++
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d leases served within %v: engine %+v, receiver %+v", done, n, bound, r.eng.Stats(), r.recv.Stats())
-			}
 			continue
 		}
 		idle = 0

@@ -7,6 +7,7 @@ package ucx
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -34,6 +35,7 @@ type conn struct {
 	flush   *request       // OneSided: the flush posted to cover puts
 	outbox  []*request     // messages Send queued, sent together (sendOutbox)
 	outLen  int            // their bytes
+	outBuf  []byte         // their copies, one buffer reused once they left: no allocation a message
 	queued  bool           // in t.outboxes
 }
 
@@ -349,7 +351,9 @@ func (ep *endpoint) Send(msg []byte) (transfer.Request, error) {
 	if len(c.outbox) == maxBundled || c.outLen+len(msg) > MaxMessage {
 		t.sendOutbox(c)
 	}
-	r := &request{t: t, kind: reqMsg, ep: ep, queued: true, msg: append([]byte(nil), msg...)}
+	at := len(c.outBuf)
+	c.outBuf = append(c.outBuf, msg...)
+	r := &request{t: t, kind: reqMsg, ep: ep, queued: true, msg: c.outBuf[at:len(c.outBuf):len(c.outBuf)]}
 	c.outbox = append(c.outbox, r)
 	c.outLen += len(msg)
 	if !c.queued {
@@ -377,7 +381,8 @@ func (t *Transport) sendOutboxes() {
 // as one bundle (appendBundle), whose requests complete together; t.mu is
 // held.
 func (t *Transport) sendOutbox(c *conn) {
-	var box []*request
+	box := t.box[:0] // reused: sendOutbox runs under t.mu, never within itself
+	defer func() { clear(box); t.box = box[:0] }()
 	for _, r := range c.outbox {
 		if !r.done { // finished meanwhile: its endpoint failed
 			box = append(box, r)
@@ -385,6 +390,9 @@ func (t *Transport) sendOutbox(c *conn) {
 	}
 	clear(c.outbox)
 	c.outbox, c.outLen = c.outbox[:0], 0
+	// The messages' bytes are read until kvu_send_msg returns (it copies);
+	// after that nothing refers to them (every r.msg is cleared below).
+	defer func() { c.outBuf = c.outBuf[:0] }()
 	if len(box) == 0 {
 		return
 	}
@@ -400,11 +408,14 @@ func (t *Transport) sendOutbox(c *conn) {
 	}
 	data, count := box[0].msg, 0
 	if len(box) > 1 {
-		msgs := make([][]byte, len(box))
-		for i, r := range box {
-			msgs[i] = r.msg
+		// Framed as appendBundle frames, into a buffer the transport reuses.
+		buf := t.bundle[:0]
+		for _, r := range box {
+			buf = binary.BigEndian.AppendUint32(buf, uint32(len(r.msg)))
+			buf = append(buf, r.msg...)
 		}
-		data, count = appendBundle(nil, msgs), len(box)
+		t.bundle = buf
+		data, count = buf, len(box)
 		t.stats.MsgsBundled += uint64(count)
 	}
 	var p unsafe.Pointer

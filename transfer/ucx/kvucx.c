@@ -847,7 +847,7 @@ ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out) {
     return op_from(ucp_ep_close_nbx(e->ep, &p), op, out);
 }
 
-unsigned kvu_progress(kvu_worker *w, unsigned max) {
+unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev) {
     unsigned n = 0;
     acks_send(w); /* any owed outside a progress (a receive ended by a close) */
     for (unsigned i = 0; i < max; i++) {
@@ -857,6 +857,8 @@ unsigned kvu_progress(kvu_worker *w, unsigned max) {
         n += k;
     }
     acks_send(w);
+    if (nev)
+        *nev = w->nev;
     return n;
 }
 

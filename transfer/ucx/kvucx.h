@@ -115,7 +115,8 @@ ucs_status_t kvu_connect(kvu_worker *w, const void *addr, const char *name,
 uintptr_t kvu_ep_handle(kvu_ep *e);
 ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out);
 
-unsigned kvu_progress(kvu_worker *w, unsigned max);
+/* nev, when not NULL, receives the count of events recorded (kvu_events). */
+unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev);
 kvu_event *kvu_events(kvu_worker *w, size_t *n);
 void kvu_events_clear(kvu_worker *w);
 kvu_stats kvu_get_stats(kvu_worker *w);

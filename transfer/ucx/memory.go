@@ -20,9 +20,9 @@ type memory struct {
 	mode   Mode
 	packed []byte
 	size   int
-	pin    *runtime.Pinner
-	region uint64 // Checked
-	gen    uint64 // Checked
+	pin    runtime.Pinner // in the registration: one allocation fewer a Register
+	region uint64         // Checked
+	gen    uint64         // Checked
 	mh     C.ucp_mem_h
 	how    transfer.Revocation // set once revoked
 }
@@ -42,17 +42,17 @@ func (t *Transport) Register(mem []byte) (transfer.Memory, error) {
 	if t.w == nil {
 		return nil, fmt.Errorf("%w: transport %s#%d cannot register memory", ErrClosed, t.cfg.Name, t.cfg.Incarnation)
 	}
-	m := &memory{t: t, mode: t.cfg.Mode, size: len(mem), pin: new(runtime.Pinner)}
+	m := &memory{t: t, mode: t.cfg.Mode, size: len(mem)}
 	m.pin.Pin(&mem[0])
 	base := unsafe.Pointer(&mem[0])
 	k := key{mode: m.mode, owner: t.cfg.Name, inc: t.cfg.Incarnation, len: uint64(len(mem))}
 	if m.mode == Checked {
-		var idx, gen C.uint64_t
-		if st := C.kvu_region_add(t.w, base, C.size_t(len(mem)), &idx, &gen); st != C.UCS_OK {
+		// Written straight into m (a field's memory, holding no Go pointer):
+		// locals passed by address would each escape, one allocation apiece.
+		if st := C.kvu_region_add(t.w, base, C.size_t(len(mem)), (*C.uint64_t)(unsafe.Pointer(&m.region)), (*C.uint64_t)(unsafe.Pointer(&m.gen))); st != C.UCS_OK {
 			m.pin.Unpin()
 			return nil, fmt.Errorf("ucx: registering %d bytes: %w", len(mem), statusErr(st))
 		}
-		m.region, m.gen = uint64(idx), uint64(gen)
 		k.region, k.gen = m.region, m.gen
 	} else {
 		var rkey unsafe.Pointer
@@ -131,6 +131,6 @@ func (m *memory) end() error {
 // the owner cannot stop may still write it.
 func (m *memory) keepPinned() {
 	forever.mu.Lock()
-	forever.pins = append(forever.pins, m.pin)
+	forever.pins = append(forever.pins, &m.pin)
 	forever.mu.Unlock()
 }

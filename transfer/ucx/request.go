@@ -248,19 +248,26 @@ func (t *Transport) advanceClose(r *request) {
 	}
 }
 
-// waited advances the operations r waits for and answers whether all are
+// waited advances the operations r waits for, in turn, and answers whether all are
 // done.
+//
+// It stops at the first request not done: the answer is no whatever the
+// rest, and each of them is advanced by its own Test, by the answer that
+// settles it, or by a later call here once those before it are done. A
+// flush waits for every put in flight on its endpoint, so advancing them
+// all on every Test made a sender with n pages in flight test n² puts a
+// round.
 func (t *Transport) waited(r *request) bool {
-	kept := r.waits[:0]
-	for _, w := range r.waits {
+	for len(r.waits) > 0 {
+		w := r.waits[0]
 		t.advance(w)
 		if !w.done {
-			kept = append(kept, w)
+			return false
 		}
+		r.waits[0] = nil
+		r.waits = r.waits[1:]
 	}
-	clear(r.waits[len(kept):])
-	r.waits = kept
-	return len(kept) == 0
+	return true
 }
 
 // finish ends r: unpinned, out of the tables; t.mu is held.

@@ -206,6 +206,10 @@ type Transport struct {
 	regions map[*memory]struct{}
 	unheard []unheard
 	ready   []call
+	one     [1][]byte  // unbundle's answer for a message that bundles nothing
+	box     []*request // sendOutbox's requests to send, reused
+	evN     C.size_t   // drain's event count, written by kvu_events
+	bundle  []byte     // sendOutbox's framing of several messages, reused: kvu_send_msg copies it
 	seq     uint64
 	stats   Stats
 	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
@@ -355,7 +359,9 @@ func (t *Transport) Progress() int {
 		return 0
 	}
 	t.sendOutboxes()
-	n := int(C.kvu_progress(t.w, progressRounds))
+	// kvu_progress answers the events' count too, so that a Progress that
+	// found nothing makes one call into C, not two.
+	n := int(C.kvu_progress(t.w, progressRounds, &t.evN))
 	n += t.drain()
 	t.sweepDead()
 	calls, h := t.ready, t.handlers
@@ -372,11 +378,17 @@ func (t *Transport) Progress() int {
 	return n + len(calls)
 }
 
-// drain settles the events the handlers recorded; t.mu is held.
+// drain settles the events the handlers recorded, t.evN of them (as the
+// kvu_progress just before it counted); t.mu is held.
 func (t *Transport) drain() int {
-	var cn C.size_t
-	evs := C.kvu_events(t.w, &cn)
-	n := int(cn)
+	if t.evN == 0 {
+		return 0
+	}
+	// The count is written into t, not a local: a local passed by address
+	// escapes, one allocation every Progress — and the figure's owner
+	// progresses many times a page.
+	evs := C.kvu_events(t.w, &t.evN)
+	n := int(t.evN)
 	if n == 0 {
 		return 0
 	}
@@ -415,7 +427,8 @@ func (t *Transport) drain() int {
 // refused whole; t.mu is held.
 func (t *Transport) unbundle(data []byte, count uint64) [][]byte {
 	if count == 0 {
-		return [][]byte{data}
+		t.one[0] = data // read before the next unbundle: no slice a message
+		return t.one[:]
 	}
 	msgs, err := splitBundle(data, int(min(count, maxBundled+1)))
 	if err != nil {
@@ -560,7 +573,7 @@ func (t *Transport) Close() error {
 		t.forceClose(c)
 	}
 	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
-		C.kvu_progress(t.w, 1)
+		C.kvu_progress(t.w, 1, nil)
 	}
 	for r := range t.live {
 		r.abandon()

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kvready/kvready/transfer"
 )
@@ -74,6 +75,8 @@ type key struct {
 }
 
 func (k key) append(dst []byte) []byte {
+	// One allocation for the whole key, not one per field that outgrows dst.
+	dst = slices.Grow(dst, len(keyMagic)+3+len(k.owner)+4*8+4+len(k.rkey))
 	dst = append(dst, keyMagic...)
 	dst = append(dst, wireVersion, uint8(k.mode), uint8(len(k.owner)))
 	dst = append(dst, k.owner...)
@@ -208,7 +211,9 @@ func appendBundle(dst []byte, msgs [][]byte) []byte {
 }
 
 // splitBundle answers the count messages a bundle's data frames, each a
-// copy. It accepts exactly one encoding: 2 to maxBundled messages, each
+// slice of b capped at its end (so appending to one never writes the
+// next); an empty one is nil. The caller hands over b: drain's copy out of
+// UCX's buffer, already the handlers' own, is not copied again. It accepts exactly one encoding: 2 to maxBundled messages, each
 // of its stated length, MaxMessage bytes in all at most, nothing after.
 func splitBundle(b []byte, count int) ([][]byte, error) {
 	if count < 2 || count > maxBundled {
@@ -224,7 +229,10 @@ func splitBundle(b []byte, count int) ([][]byte, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		out = append(out, append([]byte(nil), m...))
+		if len(m) == 0 {
+			m = nil
+		}
+		out = append(out, m[:len(m):len(m)])
 	}
 	if err := r.end(); err != nil {
 		return nil, err
