@@ -280,8 +280,11 @@ func (a *attempt) stepDone(p *part) {
 // once nobody holds it: the lease was one fetch part, of a tier that tees
 // nothing, that served every unit it was handed and answered the same at
 // every poll, and its outcome is that answer — so that an old handle's
-// AccessorsOf can still say who served each unit, from its outcome alone.
-// Any other lease's attempt is left to the collector.
+// AccessorsOf can still say who served each unit, from its outcome alone —
+// and no tier above that one publishes: nothing was to be promoted, so the
+// chain's last touch was that part's step (a promotion's goroutine would
+// go on touching the attempt after the proof, unheld). Any other lease's
+// attempt is left to the collector.
 func (a *attempt) reusable(h *handle) bool {
 	box := h.out.Load()
 	if box != &h.box || a.op != opFetch || len(a.parts) != 1 {
@@ -289,7 +292,8 @@ func (a *attempt) reusable(h *handle) bool {
 	}
 	p := &a.first
 	d, ok := box.o.(contract.Delivered)
-	return ok && p.role == roleFetch && p.tee == nil && p.failure == "" && !p.flagged.Load() && d.Served.Len() == p.ext.Len()
+	return ok && p.role == roleFetch && p.tee == nil && p.failure == "" && !p.flagged.Load() && d.Served.Len() == p.ext.Len() &&
+		len(a.b.uppers[p.tier]) == 0
 }
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.

@@ -159,3 +159,37 @@ func TestReusedAttemptsAreOnlyThoseOfALeaseOneTierServed(t *testing.T) {
 	assert.Equal(t, []string{`tier 0 "local" fetch: not served`, `tier 1 "shared" fetch: served`},
 		old.(interface{ AccessorsOf(contract.Name) []string }).AccessorsOf(name(0)))
 }
+
+// Nor is the attempt of a lease whose tier has a publisher above it, even
+// when no promotion part was added (the upper tier rejected it): the step
+// that promotes may run on a goroutine of the stack's and touch the attempt
+// until it ends the chain, which nothing holds the attempt for.
+func TestReusedAttemptsAreNeverThoseOfALeaseThatPromotes(t *testing.T) {
+	m := newMemory(2)
+	front, err := mem.New(m, mem.WithMode(mem.Reject))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = front.Close() })
+	store, err := mem.New(m)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	store.Put(extName, name(0), row(0))
+	b, err := tiers.New([]tiers.Tier{{Name: "front", Publisher: front}, {Name: "store", Fetcher: store}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+
+	var leases []contract.Attempt
+	for range 20 {
+		a, err := b.Fetch(extentOf(t, 0), nil)
+		require.NoError(t, err)
+		require.NoError(t, b.Settle(bounded(t), []contract.Attempt{a}))
+		ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []int{0}, served(a.Poll()))
+		for _, old := range leases {
+			assert.False(t, tiers.SameAttempt(old, a), "a promoting lease's attempt was reused")
+		}
+		leases = append(leases, a)
+	}
+	assert.Equal(t, uint64(20), b.Stats()[0].Rejected, "every promotion was asked of the front tier, and refused")
+}
