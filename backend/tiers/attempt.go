@@ -123,31 +123,41 @@ func (p *part) handed(n contract.Name) bool {
 // next part before it ends, so steps never overlap: the chain's state
 // (served) needs no lock.
 //
-// Its size is paid per lease (SPEC §5's tier figure: a local hit allocates
-// it, its bytes drive the collector): 384 bytes, its small fields together.
+// An attempt is reused (its backend's pool) once a lease it served is over
+// for the stack: the common lease — one tier served every unit, nothing
+// promoted — then costs the stack no allocation of its size (SPEC §5's tier
+// figure: a local hit allocated it, and its bytes drove the collector).
+// What its caller holds is a handle, made per lease, that names the
+// attempt and its generation; ref says which generation the attempt serves
+// now and who still holds it (refBits). A late call through an old handle
+// — its caller's, or a tier calling back late — finds another generation
+// and touches nothing.
 type attempt struct {
-	// First, in one cache line, what the chain's last step writes (on a
-	// tier's goroutine) and every Poll and proof then reads (on the
-	// caller's): the outcome, its flags and signals.
+	// ref is the generation the attempt serves (its bits above refBits) and
+	// how many hold it (below): the chain's first step, until it has
+	// ended; the caller's proof, until confirm decided the attempt may be
+	// reused; and every call through the handle, while it runs. Whoever
+	// drops the count to 0 starts the next generation and pools the
+	// attempt; once it is 0 nobody can hold it again (acquire).
+	ref atomic.Uint64
+	b   *Backend // set once, when made: an attempt is reused by its own backend only
+	chain
+}
 
-	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
-	// access ended; the first Poll after it runs confirm, once.
-	proven atomic.Bool
-	// confirmed is confirmNone, then confirmRunning for the one Poll that
-	// runs confirm, then confirmDone; a Poll that finds it running waits
-	// for its end (a few polls of the tiers, which never block). A word,
-	// not a mutex: confirm runs once a lease, and its lock was a lock a
-	// lease (SPEC §5's tier figure).
-	confirmed atomic.Uint32
-	out       atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
-	box       outBox
+// chain is what one generation of an attempt holds: all of it is reset
+// before the attempt is reused. Its size is paid per lease where the
+// attempt is not reused (SPEC §5's tier figure): its small fields sit
+// together.
+type chain struct {
+	// h is the handle of the generation: where the outcome is latched and
+	// the proof marked.
+	h *handle
 	// submitted: no part will ever be added, every promotion is counted,
 	// and the stack is done with the extent its caller handed (a
 	// publication: every tier's answer judged).
 	submitted signal
-	ready     signal // out is set
+	ready     signal // the outcome is latched
 
-	b     *Backend
 	parts []*part
 	// The room parts lists the first part in: a lease one tier serves
 	// allocates no list of its own.
@@ -162,24 +172,128 @@ type attempt struct {
 	// The first part, inline: a lease one tier serves allocates no part.
 	first part
 
-	notify   notify.List
 	served   contract.NameSet // fetch: the union of what the parts served so far
 	rejected error            // publish: the tiers that refused it, joined (nil: none)
 }
 
+// handle is what Fetch and Publish return: one lease's hold on an attempt
+// of the stack's, for as long as its caller keeps it. What Poll reads —
+// the outcome, the proof — is the handle's own, so that it outlives the
+// attempt's reuse; every other call reaches the attempt only while it
+// serves the handle's generation (acquire), and once it does not, answers
+// from what the handle kept: the lease was proven and confirmed, its
+// outcome latched, and it will not change.
+//
+// The handle is also the callback the first tier is given
+// (notify.Callee): a tier that calls it after the attempt was reused
+// reaches nothing.
+type handle struct {
+	a   *attempt
+	gen uint64 // the generation of a this handle holds
+	// proven is set when Quiesce (or TryQuiesce) answers that every tier's
+	// access ended; the first Poll after it runs confirm, once.
+	proven atomic.Bool
+	// confirmed is confirmNone, then confirmRunning for the one Poll that
+	// runs confirm, then confirmDone; a Poll that finds it running waits
+	// for its end (a few polls of the tiers, which never block). A word,
+	// not a mutex: confirm runs once a lease, and its lock was a lock a
+	// lease (SPEC §5's tier figure).
+	confirmed atomic.Uint32
+	out       atomic.Pointer[outBox] // &box once the outcome is latched (confirm may replace it)
+	box       outBox
+	// notify is the caller's callbacks, the handle's own: registering one
+	// never reaches the attempt.
+	notify notify.List
+}
+
 var (
-	_ contract.Cancellable  = (*attempt)(nil)
-	_ contract.Notifier     = (*attempt)(nil)
-	_ notify.CalleeNotifier = (*attempt)(nil)
+	_ contract.Cancellable  = (*handle)(nil)
+	_ contract.Notifier     = (*handle)(nil)
+	_ notify.CalleeNotifier = (*handle)(nil)
+	_ notify.Callee         = (*handle)(nil)
 	_ notify.Callee         = (*part)(nil)
 )
 
-func newAttempt(b *Backend, o op) *attempt {
-	a := &attempt{b: b, op: o}
+// The bits of attempt.ref: the holders' count below refBits, the
+// generation above. 40 bits of generation wrap after 2^40 reuses of one
+// attempt, far beyond a handle's life; 24 bits count the calls that hold
+// it at once.
+const (
+	refBits = 24
+	refMask = 1<<refBits - 1
+)
+
+// newAttempt returns a handle on an attempt for one lease, reused from the
+// backend's pool when one is there. The attempt starts held twice: by its
+// chain's first step (stepDone drops it) and by its caller's proof
+// (confirm drops it, for an attempt that may be reused).
+func newAttempt(b *Backend, o op) (*handle, *attempt) {
+	a, _ := b.reuse.Get().(*attempt)
+	if a == nil {
+		a = &attempt{b: b}
+	}
+	gen := a.ref.Add(2) >> refBits
+	h := &handle{a: a, gen: gen}
+	a.h, a.op = h, o
 	// The extent the caller handed is kept once, in the first part (every
 	// first submission is handed all of it): submit writes it there.
 	a.parts = a.partsBuf[:0]
-	return a
+	return h, a
+}
+
+// acquire holds a for a call through a handle of generation gen: false
+// when a serves another generation now, or none (it is being reused).
+func (a *attempt) acquire(gen uint64) bool {
+	for {
+		s := a.ref.Load()
+		if s>>refBits != gen || s&refMask == 0 {
+			return false
+		}
+		if a.ref.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+}
+
+// release drops a hold; the last one starts the attempt's next generation
+// and pools it. Nobody can acquire it from the moment the count is 0, so
+// the reset races with nothing.
+func (a *attempt) release() {
+	s := a.ref.Add(^uint64(0))
+	if s&refMask != 0 {
+		return
+	}
+	a.ref.Store((s>>refBits + 1) << refBits)
+	a.chain = chain{}
+	a.b.reuse.Put(a)
+}
+
+// stepDone ends a part's step, the last touch of the chain's for it: the
+// first part's drops the attempt's hold for its chain.
+func (a *attempt) stepDone(p *part) {
+	if p == &a.first {
+		a.release()
+	}
+}
+
+// reusable says, at the end of confirm, whether the attempt may be reused
+// once nobody holds it: the lease was one fetch part, of a tier that tees
+// nothing, that served every unit it was handed and answered the same at
+// every poll, and its outcome is that answer — so that an old handle's
+// AccessorsOf can still say who served each unit, from its outcome alone —
+// and no tier above that one publishes: nothing was to be promoted, so the
+// chain's last touch was that part's step (a promotion's goroutine would
+// go on touching the attempt after the proof, unheld). Any other lease's
+// attempt is left to the collector.
+func (a *attempt) reusable(h *handle) bool {
+	box := h.out.Load()
+	if box != &h.box || a.op != opFetch || len(a.parts) != 1 {
+		return false
+	}
+	p := &a.first
+	d, ok := box.o.(contract.Delivered)
+	return ok && p.role == roleFetch && p.tee == nil && p.failure == "" && !p.flagged.Load() && d.Served.Len() == p.ext.Len() &&
+		len(a.b.uppers[p.tier]) == 0
 }
 
 // Poll returns the stack's outcome, or nil while a tier is still answering.
@@ -188,22 +302,33 @@ func newAttempt(b *Backend, o op) *attempt {
 // first Poll after the proof answers Failed naming that tier (confirm), so
 // that the caller's re-poll at the proof sees a changed answer and trusts
 // nothing.
-func (a *attempt) Poll() contract.Outcome {
-	if a.proven.Load() {
-		a.confirm()
+func (h *handle) Poll() contract.Outcome {
+	if h.proven.Load() {
+		h.confirm()
 	}
-	if box := a.out.Load(); box != nil {
+	if box := h.out.Load(); box != nil {
 		return box.o
 	}
 	return nil
 }
 
 // Notify calls f, once, when Poll has an outcome (at once if it has).
-func (a *attempt) Notify(f func()) { a.notify.Add(f) }
+func (h *handle) Notify(f func()) { h.notify.Add(f) }
 
 // NotifyCallee is Notify(c.Notified) without making the method value
 // (notify.CalleeNotifier): a stack over this one registers that way.
-func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
+func (h *handle) NotifyCallee(c notify.Callee) { h.notify.AddCallee(c) }
+
+// Notified is the callback the first tier is given (notify.Callee): it
+// judges the first part's answer while the attempt serves this handle's
+// lease, and changes nothing once it serves another.
+func (h *handle) Notified() {
+	if !h.a.acquire(h.gen) {
+		return // a tier calling back after the lease was over and its attempt reused
+	}
+	h.a.first.Notified()
+	h.a.release()
+}
 
 // RequestCancel asks, best effort, every tier already handed units to stop,
 // and keeps the stack from handing units to any other tier (a promotion
@@ -211,7 +336,15 @@ func (a *attempt) NotifyCallee(c notify.Callee) { a.notify.AddCallee(c) }
 // Cancelled (a local cancel) when nothing was. It never blocks (a tier's
 // RequestCancel must not either), answers contract.CancelRequested every
 // time, and forwards only the first request.
-func (a *attempt) RequestCancel() (contract.CancelDisposition, error) {
+func (h *handle) RequestCancel() (contract.CancelDisposition, error) {
+	if !h.a.acquire(h.gen) {
+		return contract.CancelRequested, nil // proven over: nothing left to stop
+	}
+	defer h.a.release()
+	return h.a.requestCancel()
+}
+
+func (a *attempt) requestCancel() (contract.CancelDisposition, error) {
 	a.mu.Lock()
 	first := !a.cancelled
 	a.cancelled = true
@@ -262,13 +395,14 @@ func (a *attempt) doneSubmitting() { a.submitted.fire(&a.mu) }
 
 // latch sets the stack's outcome, once.
 func (a *attempt) latch(o contract.Outcome) {
-	if a.out.Load() != nil {
+	h := a.h
+	if h.out.Load() != nil {
 		return
 	}
-	a.box.o = o
-	a.out.Store(&a.box)
+	h.box.o = o
+	h.out.Store(&h.box)
 	a.ready.fire(&a.mu)
-	a.notify.Fire()
+	h.notify.Fire()
 }
 
 // submit hands ext to tier i in role r. A rejection returns no part (nothing
@@ -353,23 +487,33 @@ func (a *attempt) watch(p *part) {
 		a.b.wg.Add(1)
 		p.claimed.Store(true)
 		a.answered(p, a.verdict(p, nil, nil))
+		a.stepDone(p)
 		a.b.wg.Done()
 	case !notifies:
 		a.b.wg.Add(1)
 		go func() {
 			defer a.b.wg.Done()
 			a.answered(p, a.judge(p))
+			a.stepDone(p)
 		}()
 	case !a.b.watching.add(p):
 		a.b.wg.Add(1)
 		if p.claim() {
 			a.answered(p, a.verdict(p, nil, errors.New("the backend closed first")))
 		}
+		a.stepDone(p)
 		a.b.wg.Done()
 	default:
-		if err := register(n, p); err != nil && p.claim() {
+		// The first part's callback is its handle's: a tier that calls it
+		// after the lease's attempt was reused reaches nothing.
+		var c notify.Callee = p
+		if p == &a.first {
+			c = a.h
+		}
+		if err := register(n, c); err != nil && p.claim() {
 			a.answered(p, a.verdict(p, nil, fmt.Errorf("its Notify %v", err)))
 			a.b.watching.done(p)
+			a.stepDone(p)
 		}
 	}
 }
@@ -378,17 +522,17 @@ func (a *attempt) watch(p *part) {
 // as p itself when n takes a notify.Callee (a local hit over backend/mem),
 // for p.Notified, bound here, would be an allocation a lease — the part is
 // inline in the attempt, so a callback bound once per attempt would be too.
-func register(n contract.Notifier, p *part) (err error) {
+func register(n contract.Notifier, c notify.Callee) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panicked: %v", r)
 		}
 	}()
-	if c, ok := n.(notify.CalleeNotifier); ok {
-		c.NotifyCallee(p)
+	if cn, ok := n.(notify.CalleeNotifier); ok {
+		cn.NotifyCallee(c)
 		return nil
 	}
-	n.Notify(p.Notified)
+	n.Notify(c.Notified)
 	return nil
 }
 
@@ -406,16 +550,17 @@ func (p *part) Notified() {
 	}
 	a.answered(p, a.verdict(p, o, err))
 	a.b.watching.done(p) // unlisted only now: one lock, not two
+	a.stepDone(p)
 }
 
-// expire judges a part the watch list held as having given no outcome (the
-// wait ran out, the backend closed), unless its answer came first (then
-// its callback ends it).
+// expire judges a part the watch list claimed as having given no outcome
+// (the wait ran out, the backend closed): the list claims it under its
+// lock, while the part is still listed, so that its callback cannot have
+// ended the step and let the attempt be reused first.
 func (a *attempt) expire(p *part, why string) {
-	if p.claim() {
-		a.answered(p, a.verdict(p, nil, errors.New(why)))
-		a.b.watching.done(p)
-	}
+	a.answered(p, a.verdict(p, nil, errors.New(why)))
+	a.b.watching.done(p)
+	a.stepDone(p)
 }
 
 // answered records p's judged answer, counts it, and takes the chain's next
@@ -495,7 +640,7 @@ func (a *attempt) fetched(p *part, o contract.Outcome) {
 		a.watch(q)
 		return
 	}
-	if _, ok := a.Poll().(contract.Delivered); ok && a.promotes() {
+	if _, ok := a.h.out.Load().o.(contract.Delivered); ok && a.promotes() {
 		a.promote()
 		return
 	}
@@ -697,17 +842,21 @@ func (a *attempt) changed(p *part) (contract.Outcome, bool) {
 // that re-poll, not inside Quiesce: a tier polled after its own proof may
 // act on it (memtest's WriteAfterQuiesce writes then), and what it does
 // then must read as done after the stack's proof, which it is.
-func (a *attempt) confirm() {
-	if a.confirmed.Load() == confirmDone {
+//
+// The attempt is held for it until it ends (the caller's proof's hold, see
+// newAttempt), and it drops that hold when the attempt may be reused.
+func (h *handle) confirm() {
+	if h.confirmed.Load() == confirmDone {
 		return
 	}
-	if !a.confirmed.CompareAndSwap(confirmNone, confirmRunning) {
-		for a.confirmed.Load() != confirmDone {
+	if !h.confirmed.CompareAndSwap(confirmNone, confirmRunning) {
+		for h.confirmed.Load() != confirmDone {
 			runtime.Gosched()
 		}
 		return
 	}
-	defer a.confirmed.Store(confirmDone)
+	defer h.confirmed.Store(confirmDone)
+	a := h.a
 	// proven is set only once submitted fired (Quiesce and TryQuiesce wait
 	// for it first): the parts are final, and read without the lock.
 	for _, p := range a.parts {
@@ -719,10 +868,13 @@ func (a *attempt) confirm() {
 		if !changed {
 			continue
 		}
-		if box := a.out.Load(); box != nil && isDelivered(box.o) {
-			a.out.Store(&outBox{contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v (after the stack answered, before its proof)",
+		if box := h.out.Load(); box != nil && isDelivered(box.o) {
+			h.out.Store(&outBox{contract.Failed{Reason: fmt.Sprintf("%s broke the contract: its %s answered %v, then %v (after the stack answered, before its proof)",
 				a.b.name(p.tier), p.role, seen.o, now)}})
 		}
+	}
+	if a.reusable(h) {
+		a.release()
 	}
 }
 
@@ -943,7 +1095,20 @@ func (a *attempt) count(p *part, o contract.Outcome) {
 // and what that tier answered — so that a report of a broken rule on the
 // unit's row names the tiers that could have touched it (SPEC §4 rule 15;
 // the conformance kit adds it to its violations).
-func (a *attempt) AccessorsOf(n contract.Name) []string {
+func (h *handle) AccessorsOf(n contract.Name) []string {
+	if !h.a.acquire(h.gen) {
+		// The attempt was reused: the lease was the first fetching tier's
+		// alone, and that tier served every unit it was handed (reusable).
+		if d, ok := h.out.Load().o.(contract.Delivered); ok && d.Served.Has(n) {
+			return []string{fmt.Sprintf("%s %s: served", h.a.b.name(h.a.b.nextFetcher(0)), roleFetch)}
+		}
+		return nil
+	}
+	defer h.a.release()
+	return h.a.accessorsOf(n)
+}
+
+func (a *attempt) accessorsOf(n contract.Name) []string {
 	var out []string
 	for _, p := range a.snapshot() {
 		if !p.handed(n) {

@@ -46,14 +46,20 @@ func (g group) prove() {
 // into gs (a caller's buffer: a proof allocates nothing for the groups).
 // Its callers ask only about attempts whose submitted signal fired: no part
 // is added after it, and its firing (an atomic store the callers read)
-// orders every append before these reads, so they take no lock.
-func (b *Backend) groups(as []*attempt, gs []group) []group {
+// orders every append before these reads, so they take no lock. An
+// attempt reused since (nil) has none left to prove.
+func (b *Backend) groups(as []held, gs []group) []group {
 	left := 0 // the parts not yet grouped
-	for _, a := range as {
-		left += len(a.parts)
+	for _, x := range as {
+		if x.a != nil {
+			left += len(x.a.parts)
+		}
 	}
-	for _, a := range as {
-		for _, p := range a.parts {
+	for _, x := range as {
+		if x.a == nil {
+			continue
+		}
+		for _, p := range x.a.parts {
 			left--
 			if p.proven.Load() {
 				continue
@@ -96,11 +102,11 @@ func (g group) attempts() []contract.Attempt {
 // attemptBuf is room for the attempts of list: buf (the caller's, on its
 // stack) when they fit, else made once at their number (the engine asks
 // about a round's attempts at once), not grown one by one.
-func attemptBuf(list []contract.Attempt, buf []*attempt) []*attempt {
+func attemptBuf(list []contract.Attempt, buf []held) []held {
 	if len(list) <= cap(buf) {
 		return buf
 	}
-	return make([]*attempt, 0, len(list))
+	return make([]held, 0, len(list))
 }
 
 // quiescer is what a tier's Quiesce is asked through.
@@ -144,15 +150,20 @@ func (b *Backend) prover(g group) quiescer { return b.provers[g.tier].quiesce[g.
 // the tiers' answers once more (confirm): one that changed since the stack
 // answered turns a Delivered into Failed naming the tier.
 func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, error) {
-	var buf [1]*attempt
+	var buf [1]held
 	as, err := b.attempts("Quiesce", list, attemptBuf(list, buf[:0]))
 	if err != nil {
 		return false, err
 	}
+	defer letGo(as)
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("tiers: Quiesce: %w", err)
 	}
-	for i, a := range as {
+	for i, x := range as {
+		a := x.a
+		if a == nil {
+			continue
+		}
 		select {
 		case <-a.submitted.wait(&a.mu):
 		case <-ctx.Done():
@@ -194,8 +205,8 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 		return false, fmt.Errorf("tiers: Quiesce: %w", err)
 	}
 	if proven {
-		for _, a := range as {
-			a.proven.Store(true)
+		for _, x := range as {
+			x.h.proven.Store(true)
 		}
 	}
 	return proven, nil
@@ -208,13 +219,14 @@ func (b *Backend) Quiesce(ctx context.Context, list []contract.Attempt) (bool, e
 // attempt may still hand units out, or when a tier has no probe or cannot
 // say now. A tier's error is the probe's, naming the tier.
 func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
-	var buf [1]*attempt
+	var buf [1]held
 	as, err := b.attempts("TryQuiesce", list, attemptBuf(list, buf[:0]))
 	if err != nil {
 		return contract.AccessUnknown, err
 	}
-	for _, a := range as {
-		if !a.submitted.isSet() {
+	defer letGo(as)
+	for _, x := range as {
+		if x.a != nil && !x.a.submitted.isSet() {
 			return contract.AccessUnknown, nil
 		}
 	}
@@ -256,8 +268,8 @@ func (b *Backend) TryQuiesce(list []contract.Attempt) (contract.Access, error) {
 	case unknown:
 		return contract.AccessUnknown, nil
 	}
-	for _, a := range as {
-		a.proven.Store(true)
+	for _, x := range as {
+		x.h.proven.Store(true)
 	}
 	return contract.AccessEnded, nil
 }

@@ -47,6 +47,15 @@
 // is a lower tier's proof before a promotion when its TryQuiesce cannot
 // answer at once.
 //
+// What a lease costs it: a lease the first tier served whole (a local hit)
+// allocates only the handle its caller holds; the stack's attempt behind it
+// goes back to the backend's pool once the lease is proven and confirmed.
+// The handle names the attempt's generation, and a call through an old
+// handle — a late Poll, Quiesce, cancel or AccessorsOf, or the tier calling
+// back late — reaches the attempt only while it serves that generation, and
+// otherwise answers from what the handle kept, changing nothing of the
+// lease the attempt serves now.
+//
 // The backend owns no memory and no tier: New takes the tiers their caller
 // built, and Close ends only the backend's own waits and goroutines.
 package tiers
@@ -112,6 +121,10 @@ type Backend struct {
 	// teeTo[i] is the tier that tier i's served units are promoted into
 	// through a tee (tee.go), or -1.
 	teeTo []int
+
+	// reuse holds attempts whose lease is over for the stack (attempt.ref):
+	// a lease one tier served whole allocates only its handle.
+	reuse sync.Pool
 
 	closed   chan struct{}
 	closing  sync.Once
@@ -214,17 +227,17 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Fetch: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opFetch)
+	h, a := newAttempt(b, opFetch)
 	var t *tee
 	if to := b.teeTo[first]; to >= 0 { // a read-only tier in front: the first fetcher promotes too
 		t = newTee(b, to, extent.Len())
 	}
 	p, err := a.submit(first, roleFetch, extent, true, t)
 	if p == nil {
-		return nil, err // rejected by the first tier: nothing escaped anywhere
+		return nil, err // rejected by the first tier: nothing escaped anywhere (the attempt is left to the collector)
 	}
 	a.watch(p)
-	return a, nil
+	return h, nil
 }
 
 // Publish writes the extent through to every tier that publishes, at once.
@@ -233,7 +246,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 	if b.isClosed() {
 		return nil, fmt.Errorf("tiers: Publish: %w: the backend is closed", contract.ErrSubmissionRejected)
 	}
-	a := newAttempt(b, opPublish)
+	h, a := newAttempt(b, opPublish)
 	var parts []*part
 	var rejected []error
 	for i, t := range b.tiers {
@@ -258,7 +271,7 @@ func (b *Backend) Publish(extent contract.CacheExtent) (contract.Attempt, error)
 	for _, p := range parts {
 		a.watch(p)
 	}
-	return a, nil
+	return h, nil
 }
 
 // nextFetcher is the index of the first tier from i on that fetches, or -1.
@@ -280,17 +293,40 @@ func (b *Backend) isClosed() bool {
 	}
 }
 
+// held is a listed handle and its attempt, held for the call (nil: the
+// attempt serves another lease now — the handle's was proven, confirmed
+// and over, so there is nothing left to ask about it).
+type held struct {
+	h *handle
+	a *attempt
+}
+
 // attempts checks that every listed attempt came from this backend, and
-// appends them to as (a caller's buffer).
-func (b *Backend) attempts(method string, list []contract.Attempt, as []*attempt) ([]*attempt, error) {
+// appends each, held (acquire), to as (a caller's buffer); the caller lets
+// go of them (letGo) when its call ends.
+func (b *Backend) attempts(method string, list []contract.Attempt, as []held) ([]held, error) {
 	for i, x := range list {
-		a, ok := x.(*attempt)
-		if !ok || a == nil || a.b != b {
+		h, ok := x.(*handle)
+		if !ok || h == nil || h.a.b != b {
+			letGo(as)
 			return nil, fmt.Errorf("tiers: %s: attempt %d (%T) was not returned by this backend", method, i, x)
 		}
-		as = append(as, a)
+		var a *attempt
+		if h.a.acquire(h.gen) {
+			a = h.a
+		}
+		as = append(as, held{h, a})
 	}
 	return as, nil
+}
+
+// letGo releases the attempts attempts held.
+func letGo(as []held) {
+	for _, x := range as {
+		if x.a != nil {
+			x.a.release()
+		}
+	}
 }
 
 // Settle waits until every listed attempt has an outcome, honouring ctx. It
@@ -300,7 +336,13 @@ func (b *Backend) Settle(ctx context.Context, list []contract.Attempt) error {
 	if err != nil {
 		return err
 	}
-	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} { return as[i].ready.wait(&as[i].mu) })
+	defer letGo(as)
+	return notify.Settle(ctx, "tiers: Settle", len(as), func(i int) <-chan struct{} {
+		if a := as[i].a; a != nil {
+			return a.ready.wait(&a.mu)
+		}
+		return closedChan // over: its outcome was latched long before
+	})
 }
 
 // Probe asks the tiers in order, each for the units the ones above it did

@@ -106,8 +106,11 @@ func (w *watchList) unlink(p *part) {
 	p.prev, p.next, p.listed = nil, nil, false
 }
 
-// due counts a tick, unlists and returns the parts that have waited the
-// whole wait, and ticks on while anything is left.
+// due counts a tick, unlists the parts that have waited the whole wait,
+// returns those it claimed, and ticks on while anything is left. A part is
+// claimed here, under the lock, while it is listed — its step not over, its
+// attempt not reusable (attempt.ref) — never after: a part whose callback
+// claimed it first is that callback's to end.
 func (w *watchList) due() []*part {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -117,7 +120,9 @@ func (w *watchList) due() []*part {
 	for w.head != nil && w.head.epoch+ticksPerWait+1 <= w.epoch {
 		p := w.head
 		w.unlink(p)
-		out = append(out, p)
+		if p.claim() {
+			out = append(out, p)
+		}
 	}
 	if w.head != nil && !w.closed {
 		w.armed = true
@@ -126,8 +131,8 @@ func (w *watchList) due() []*part {
 	return out
 }
 
-// close unlists and returns every part, and lists none from now on (a part
-// being judged stays held until done).
+// close unlists every part, returns those it claimed (as due does), and
+// lists none from now on (a part being judged stays held until done).
 func (w *watchList) close() []*part {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -137,7 +142,9 @@ func (w *watchList) close() []*part {
 	for w.head != nil {
 		p := w.head
 		w.unlink(p)
-		out = append(out, p)
+		if p.claim() {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -49,7 +49,7 @@ var (
 		{pkg: "./readiness", dir: "readiness", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever|^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
 		{pkg: "./backend/peer", dir: "backend/peer", run: "^TestEngineOverAdversarialPeers$|^TestSender"},
 		{pkg: "./backend/mem", dir: "backend/mem", run: "^TestEvictedRowIsNotRecycledWhileRead$|^TestRecycledRowsUnderConcurrentFetches$"},
-		{pkg: "./backend/tiers", dir: "backend/tiers", run: "^TestTee"},
+		{pkg: "./backend/tiers", dir: "backend/tiers", run: "^TestTee|^TestReused"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

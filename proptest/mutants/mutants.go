@@ -139,8 +139,14 @@ var mutants = []mutant{
 		"if !served.Has(n) {", "if false {")},
 	{"tiers-adopt-unproven", "gives a teed fetch's buffers back to the upper tier while the lower tier may still write them", one("backend/tiers", "attempt.adoptTee",
 		"if pr.from.proven.Load() {", "if true {")},
-	{"tiers-trust-changed-answer", "never polls the tiers again at the stack's proof: a tier's answer changed after the stack answered is trusted", one("backend/tiers", "attempt.Poll",
-		"if a.proven.Load() { a.confirm() }", "// the tiers are not polled again")},
+	{"tiers-reuse-ignore-generation", "lets a handle reach its attempt whatever lease the attempt serves now: a late call for an old lease acts on the new one", one("backend/tiers", "attempt.acquire",
+		"if s>>refBits != gen || s&refMask == 0 {", "if s&refMask == 0 {")},
+	{"tiers-reuse-any-lease", "reuses the attempt of a lease more than one tier answered: an old handle then names only the first tier", one("backend/tiers", "attempt.reusable",
+		"if box != &h.box || a.op != opFetch || len(a.parts) != 1 {", "if box != &h.box || a.op != opFetch {")},
+	{"tiers-reuse-promoted", "reuses the attempt of a lease whose tier has a publisher above it, while its promotion may still touch the attempt", one("backend/tiers", "attempt.reusable",
+		"d.Served.Len() == p.ext.Len() && len(a.b.uppers[p.tier]) == 0", "d.Served.Len() == p.ext.Len()")},
+	{"tiers-trust-changed-answer", "never polls the tiers again at the stack's proof: a tier's answer changed after the stack answered is trusted", one("backend/tiers", "handle.Poll",
+		"if h.proven.Load() { h.confirm() }", "// the tiers are not polled again")},
 	// A peer transfer behind the fence (backend/peer, issue #41 item 2): the
 	// proof is the whole cohort's, after the revocation.
 	{"peer-quiesce-on-outcome", "answers a peer transfer's Quiesce true once its outcome is latched, its writers unsettled", []edit{
