@@ -90,7 +90,7 @@ typedef struct kvu_event {
     uint64_t inc;       /* KVU_EV_MSG_UNKNOWN: the claimed sender */
     uint32_t name_len;
     char name[KVU_NAME_MAX + 1];
-    void *data; /* malloc'ed copy, freed by kvu_events_clear */
+    void *data; /* malloc'ed copy, freed by the next kvu_progress */
     size_t len;
 } kvu_event;
 
@@ -115,9 +115,10 @@ ucs_status_t kvu_connect(kvu_worker *w, const void *addr, const char *name,
 uintptr_t kvu_ep_handle(kvu_ep *e);
 ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out);
 
-/* nev, when not NULL, receives the count of events recorded (kvu_events). */
-unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev);
-kvu_event *kvu_events(kvu_worker *w, size_t *n);
+/* kvu_progress first frees the events the last call answered, then
+ * progresses; nev and ev, when not NULL, receive the events this call
+ * recorded, which stay valid until the next kvu_progress or kvu_close. */
+unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev, kvu_event **ev);
 void kvu_events_clear(kvu_worker *w);
 kvu_stats kvu_get_stats(kvu_worker *w);
 
@@ -171,5 +172,9 @@ int kvu_op_test(kvu_op *op);
  * read its header until then). */
 void kvu_op_abandon(kvu_op *op);
 void kvu_op_free(kvu_op *op);
+/* kvu_op_settle is kvu_op_test and, once op completed, kvu_op_free in one
+ * call into C, not two: UCS_INPROGRESS while op is in flight (op kept),
+ * else op's status (op freed). */
+ucs_status_t kvu_op_settle(kvu_op *op);
 
 #endif
