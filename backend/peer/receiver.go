@@ -144,6 +144,7 @@ type Receiver struct {
 type expected struct {
 	plan  Plan
 	pages []Page
+	page  [1]Page // pages' backing for a one-page plan (keepPages)
 	index pageIndex
 }
 
@@ -318,12 +319,14 @@ func (r *Receiver) Expect(p Plan) ([]Page, error) {
 	case len(r.plans) >= r.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their fetch, the limit (Limits.Sessions); fetch or Forget one", len(r.plans))
 	}
-	e := &expected{plan: p, pages: pages, index: newPageIndex(pages)}
+	e := &expected{plan: p}
+	out := keepPages(&e.pages, e.page[:0], pages)
+	e.index = newPageIndex(e.pages)
 	for _, pg := range pages {
 		r.byName[pg.Name] = key
 	}
 	r.plans[key] = e
-	return slices.Clone(pages), nil
+	return out, nil
 }
 
 // Forget drops a plan that will not be fetched (its lease was withdrawn

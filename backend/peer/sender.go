@@ -215,6 +215,7 @@ func compareSendKeys(a, b sendKey) int {
 type sendPlanned struct {
 	plan  SendPlan
 	pages []Page
+	page  [1]Page // pages' backing for a one-page plan (keepPages)
 	index pageIndex
 }
 
@@ -321,12 +322,14 @@ func (s *Sender) Expect(p SendPlan) ([]Page, error) {
 	case len(s.plans) >= s.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their publish, the limit (Limits.Sessions)", len(s.plans))
 	}
-	e := &sendPlanned{plan: p, pages: pages, index: newPageIndex(pages)}
+	e := &sendPlanned{plan: p}
+	out := keepPages(&e.pages, e.page[:0], pages)
+	e.index = newPageIndex(e.pages)
 	for _, pg := range pages {
 		s.byName[pg.Name] = key
 	}
 	s.plans[key] = e
-	return slices.Clone(pages), nil
+	return out, nil
 }
 
 // Forget drops a plan that will not be published, answering whether it was
