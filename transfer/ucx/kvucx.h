@@ -115,10 +115,11 @@ ucs_status_t kvu_connect(kvu_worker *w, const void *addr, const char *name,
 uintptr_t kvu_ep_handle(kvu_ep *e);
 ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out);
 
-/* kvu_progress first frees the events the last call answered, then
- * progresses; nev and ev, when not NULL, receive the events this call
- * recorded, which stay valid until the next kvu_progress or kvu_close. */
-unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev, kvu_event **ev);
+/* kvu_progress first frees the first done events (those the last call
+ * answered, which the caller has read), then progresses; ev and nev, when
+ * not NULL, receive every event recorded and not yet freed, valid until the
+ * next kvu_progress or kvu_close. */
+unsigned kvu_progress(kvu_worker *w, unsigned max, size_t done, kvu_event **ev, size_t *nev);
 void kvu_events_clear(kvu_worker *w);
 kvu_stats kvu_get_stats(kvu_worker *w);
 

@@ -362,9 +362,10 @@ func (t *Transport) Progress() int {
 		return 0
 	}
 	t.sendOutboxes()
-	// kvu_progress answers the events too, and frees the last call's, so
-	// that a Progress makes one call into C whether or not it found any.
-	n := int(C.kvu_progress(t.w, progressRounds, &t.evN, &t.evs))
+	// kvu_progress answers the events too, and frees those the last one
+	// answered (drain read them all), so that a Progress makes one call into
+	// C whether or not it found any.
+	n := int(C.kvu_progress(t.w, progressRounds, t.evN, &t.evs, &t.evN))
 	n += t.drain()
 	t.sweepDead()
 	calls, h := t.ready, t.handlers
@@ -382,7 +383,8 @@ func (t *Transport) Progress() int {
 }
 
 // drain settles the events the handlers recorded, t.evN of them at t.evs
-// (as the kvu_progress just before it answered; the next one frees them);
+// (as the kvu_progress just before it answered; the next one frees them,
+// told how many were read);
 // t.mu is held. The count and the events are written into t, not locals: a
 // local passed by address escapes, one allocation every Progress — and the
 // figure's owner progresses many times a page.
@@ -571,7 +573,7 @@ func (t *Transport) Close() error {
 		t.forceClose(c)
 	}
 	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
-		C.kvu_progress(t.w, 1, nil, nil)
+		C.kvu_progress(t.w, 1, 0, nil, nil) // frees nothing: kvu_close does
 	}
 	for r := range t.live {
 		r.abandon()
