@@ -850,9 +850,9 @@ ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out) {
 unsigned kvu_progress(kvu_worker *w, unsigned max, size_t done, kvu_event **ev, size_t *nev) {
     /* The first done events were answered by the last call and read since:
      * freed here, so that reading them costs no call of its own. Only those:
-     * one recorded after that answer, wherever UCX ran its handler, is kept
-     * and answered now (freeing every event here lost a dead peer's endpoint
-     * error in the conformance kit). */
+     * one recorded since — an endpoint's error, which UCX may raise inside a
+     * send to a dead peer — is kept and answered now (freeing every event
+     * here lost it, and the conformance kit's dead-peer property failed). */
     if (done > w->nev)
         done = w->nev;
     if (done > 0) {

@@ -1,7 +1,9 @@
 /* The C side of package ucx: one UCP context and worker, the endpoint and
  * registration tables its active-message handlers check, and the wire layout
  * of those messages. Every function here is called with the Go transport's
- * lock held, and every handler runs inside kvu_progress, so nothing here
+ * lock held, and every handler runs inside one of them — most inside
+ * kvu_progress, but an endpoint's error handler also inside a send to a
+ * dead peer (ucp_am_send_nbx failing at once over tcp) — so nothing here
  * locks. No Go pointer is stored in C memory except the registered pages of
  * a checked registration, which Go pins for as long as they are in the
  * table. */
