@@ -57,6 +57,8 @@ type attemptTable struct {
 	// by lease id: the owner's alone, and kept apart from the slots so that
 	// an engine whose backends never notify pays nothing per slot for them.
 	notices map[uint32]*notice
+	// fresh are notices made and never handed out (newNotice). Owner only.
+	fresh []notice
 }
 
 // heldAttempt is a lease's attempt, as the owner reads it. It is kept until
@@ -139,6 +141,26 @@ func (t *attemptTable) unlock() {
 	if t.shared {
 		t.mu.Unlock()
 	}
+}
+
+// noticeBatch is how many notices newNotice makes in one allocation. A
+// notice is never reused — a late or repeated callback of a forgotten
+// attempt must find its own, retired, never a later attempt's — so they are
+// made in batches instead: one allocation a batch of attempts, not one each.
+// A batch lives while a backend holds any of its notices, at most a batch a
+// lease quarantined for ever.
+const noticeBatch = 32
+
+// newNotice answers a notice never handed out before, armed, for the lease
+// h. Owner only.
+func (t *attemptTable) newNotice(h Handle, mail *mailbox, faults *faultCounts) *notice {
+	if len(t.fresh) == 0 {
+		t.fresh = make([]notice, noticeBatch)
+	}
+	n := &t.fresh[0]
+	t.fresh = t.fresh[1:]
+	n.h, n.mail, n.faults = h, mail, faults
+	return n
 }
 
 // notified records the completion callback handed to the lease's attempt,

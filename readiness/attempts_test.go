@@ -299,3 +299,33 @@ func sighting(id uint32) letter {
 }
 
 func handleAt(id, gen uint32) Handle { return Handle{id: id, gen: gen} }
+
+// TestNewNoticeIsNeverReused holds the batch to what a pool would break: a
+// retired notice (its attempt forgotten, its backend still holding the
+// callback) is never handed out again, so a late callback finds it retired
+// and changes nothing for any later attempt, across batches.
+func TestNewNoticeIsNeverReused(t *testing.T) {
+	var tab attemptTable
+	mail := newMailbox(4, make(chan struct{}, 1), nil)
+	var faults faultCounts
+	seen := map[*notice]bool{}
+	var retired []*notice
+	for i := range 3*noticeBatch + 1 {
+		n := tab.newNotice(Handle{}, mail, &faults)
+		require.False(t, seen[n], "notice %d was handed out before", i)
+		seen[n] = true
+		require.Equal(t, uint32(noticeArmed), n.state.Load(), "notice %d starts armed", i)
+		require.Same(t, mail, n.mail)
+		require.Same(t, &faults, n.faults)
+		n.retire()
+		retired = append(retired, n)
+	}
+	for _, n := range retired {
+		n.fire() // late: dropped, no letter
+	}
+	assert.Zero(t, faults.repeated.Load())
+	assert.Empty(t, mail.take(nil), "a late callback puts no letter")
+	for _, n := range retired {
+		assert.Equal(t, uint32(noticeLate), n.state.Load())
+	}
+}

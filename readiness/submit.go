@@ -185,7 +185,7 @@ func (e *Engine) accept(r *submitResult) {
 	}
 	var nt *notice
 	if notifies {
-		nt = &notice{h: r.h, mail: e.mail, faults: &sd.faults}
+		nt = e.attempts.newNotice(r.h, e.mail, &sd.faults)
 		e.attempts.notified(id, nt)
 	}
 	e.step(&Evidence{What: SubmitAccepted, Lease: r.h})

@@ -297,6 +297,19 @@ type pageIndex struct {
 
 const scanMax = 8
 
+// keepPages sets *kept to a copy of pages that the caller of Expect never
+// sees, and answers the pages the caller gets: a one-page plan's copy is
+// kept in one, its record's own backing — no allocation of its own — and
+// the caller gets pages itself; a larger plan's caller gets a clone.
+func keepPages(kept *[]Page, one []Page, pages []Page) []Page {
+	if len(pages) == 1 && cap(one) >= 1 {
+		*kept = append(one[:0], pages[0])
+		return pages
+	}
+	*kept = pages
+	return slices.Clone(pages)
+}
+
 func newPageIndex(pages []Page) pageIndex {
 	x := pageIndex{pages: pages}
 	if len(pages) > scanMax {

@@ -144,6 +144,7 @@ type Receiver struct {
 type expected struct {
 	plan  Plan
 	pages []Page
+	page  [1]Page // pages' backing for a one-page plan (keepPages)
 	index pageIndex
 }
 
@@ -152,19 +153,23 @@ type session struct {
 	key     transfer.SessionKey
 	plan    Plan
 	pages   []Page
-	mems    []transfer.Memory // Leased: this session's registration of each page
+	mems    []transfer.Memory  // Leased: this session's registration of each page
+	mem     [1]transfer.Memory // mems' backing for a one-page session: no allocation of its own
+	addr    [1]OfferPage       // the offers' pages for a one-page session (register)
 	revoked bool
 	outcome contract.Outcome // the first outcome observed, answered for ever
 	failure string           // an offer failed: the local cancel that followed reads as this failure
 	waiters []func()
+	waiter  [1]func() // waiters' first: the engine notifies once an attempt, no allocation of its own
 	cancel  *cancelAnswer
 	ended   bool // proven over and retired: its pages are the engine's again
 
-	deadline  time.Time      // the session's, fixed at submission
-	targets   []cancelTarget // every writer, in offer order
-	reached   int            // writers whose offer was attempted: targets[:reached] may hold the addresses
-	cancelled bool           // the writers reached were asked to stop (once)
-	inDoubt   bool           // the transceiver answered IN_DOUBT: counted in receiverCounters.inDoubt
+	deadline  time.Time       // the session's, fixed at submission
+	targets   []cancelTarget  // every writer, in offer order
+	target    [1]cancelTarget // targets' backing for one writer
+	reached   int             // writers whose offer was attempted: targets[:reached] may hold the addresses
+	cancelled bool            // the writers reached were asked to stop (once)
+	inDoubt   bool            // the transceiver answered IN_DOUBT: counted in receiverCounters.inDoubt
 	// submitted is the receiver's Clock at the submission, the start of the
 	// submit-to-settled latency.
 	submitted time.Time
@@ -314,12 +319,14 @@ func (r *Receiver) Expect(p Plan) ([]Page, error) {
 	case len(r.plans) >= r.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their fetch, the limit (Limits.Sessions); fetch or Forget one", len(r.plans))
 	}
-	e := &expected{plan: p, pages: pages, index: newPageIndex(pages)}
+	e := &expected{plan: p}
+	out := keepPages(&e.pages, e.page[:0], pages)
+	e.index = newPageIndex(e.pages)
 	for _, pg := range pages {
 		r.byName[pg.Name] = key
 	}
 	r.plans[key] = e
-	return slices.Clone(pages), nil
+	return out, nil
 }
 
 // Forget drops a plan that will not be fetched (its lease was withdrawn
@@ -405,8 +412,13 @@ func (r *Receiver) admit(ext contract.CacheExtent) (*session, []Offer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline, targets: cancelTargets(cfg)}
+	s := &session{key: key, plan: e.plan, pages: e.pages, submitted: cfg.Submitted, deadline: cfg.Deadline}
 	s.attempt = fetchAttempt{r: r, s: s}
+	s.waiters = s.waiter[:0]
+	s.targets = cancelTargets(s.target[:0], cfg)
+	if r.cfg.Leased && len(e.pages) == 1 {
+		s.mems = s.mem[:0]
+	}
 	var few [scanMax]contract.Unit // register keeps no slice: a few units stay on the stack
 	units := few[:0]
 	if len(e.pages) > len(few) {
@@ -486,7 +498,10 @@ func (r *Receiver) cohort(p Plan) (transfer.CohortConfig, error) {
 // else through the slot's lifelong registration — and answers their
 // addresses. On error nothing the session registered stays registered.
 func (r *Receiver) register(s *session, units []contract.Unit) ([]OfferPage, error) {
-	addrs := make([]OfferPage, len(units))
+	addrs := s.addr[:]
+	if len(units) != 1 {
+		addrs = make([]OfferPage, len(units))
+	}
 	for i, u := range units {
 		slot := r.cfg.Slot(u)
 		if len(slot) == 0 {

@@ -20,12 +20,11 @@ type cancelTarget struct {
 	granted bool // the agreement grants IN_FLIGHT_CANCELLATION
 }
 
-func cancelTargets(cfg transfer.CohortConfig) []cancelTarget {
-	out := make([]cancelTarget, len(cfg.Accessors))
-	for i, a := range cfg.Accessors {
-		out[i] = cancelTarget{writer: a.ID, inc: a.Agreement.Incarnation(), granted: a.Agreement.Granted().Has(transfer.InFlightCancellation)}
+func cancelTargets(dst []cancelTarget, cfg transfer.CohortConfig) []cancelTarget {
+	for _, a := range cfg.Accessors {
+		dst = append(dst, cancelTarget{writer: a.ID, inc: a.Agreement.Incarnation(), granted: a.Agreement.Granted().Has(transfer.InFlightCancellation)})
 	}
-	return out
+	return dst
 }
 
 // cancelWriters asks, once per session, every writer reached so far whose

@@ -215,6 +215,7 @@ func compareSendKeys(a, b sendKey) int {
 type sendPlanned struct {
 	plan  SendPlan
 	pages []Page
+	page  [1]Page // pages' backing for a one-page plan (keepPages)
 	index pageIndex
 }
 
@@ -238,11 +239,13 @@ type publication struct {
 	offer     *Offer
 	ep        transfer.Endpoint
 	puts      []transfer.Request
+	put       [1]transfer.Request // puts' backing for a one-page publication
 	flush     transfer.Request
 	posted    bool
 	carried   bool // its DONE rode on its one put (transfer.ReportCarrier): heard only if the put landed
 	outcome   contract.Outcome
 	waiters   []func()
+	waiter    [1]func() // waiters' first: the engine notifies once an attempt, no allocation of its own
 	cancel    *cancelAnswer
 	proven    bool           // Quiesce answered true: the slots are the engine's again, and nothing is posted
 	attempt   publishAttempt // the engine's handle, in the publication: no allocation of its own
@@ -319,12 +322,14 @@ func (s *Sender) Expect(p SendPlan) ([]Page, error) {
 	case len(s.plans) >= s.cfg.Limits.Sessions:
 		return nil, fmt.Errorf("peer: %d plans wait for their publish, the limit (Limits.Sessions)", len(s.plans))
 	}
-	e := &sendPlanned{plan: p, pages: pages, index: newPageIndex(pages)}
+	e := &sendPlanned{plan: p}
+	out := keepPages(&e.pages, e.page[:0], pages)
+	e.index = newPageIndex(e.pages)
 	for _, pg := range pages {
 		s.byName[pg.Name] = key
 	}
 	s.plans[key] = e
-	return slices.Clone(pages), nil
+	return out, nil
 }
 
 // Forget drops a plan that will not be published, answering whether it was
@@ -390,6 +395,10 @@ func (s *Sender) admit(ext contract.CacheExtent) (*publication, error) {
 		p.slots = make([][]byte, len(e.pages))
 	}
 	p.attempt = publishAttempt{s: s, p: p}
+	p.waiters = p.waiter[:0]
+	if len(e.pages) == 1 {
+		p.puts = p.put[:0]
+	}
 	for _, u := range ext.All() {
 		slot := s.cfg.Slot(u)
 		if len(slot) == 0 {
@@ -738,22 +747,24 @@ func (s *Sender) prove(p *publication) contract.Access {
 	return contract.AccessEnded
 }
 
-func (s *Sender) publications(attempts []contract.Attempt) ([]*publication, error) {
-	out := make([]*publication, len(attempts))
+// publications appends the attempts' publications to dst (callers pass a
+// few on their stack: no allocation for the engine's usual one or two).
+func (s *Sender) publications(dst []*publication, attempts []contract.Attempt) ([]*publication, error) {
 	for i, a := range attempts {
 		pa, ok := a.(*publishAttempt)
 		if !ok || pa.s != s {
 			return nil, fmt.Errorf("peer: attempt %d (%T) is not this sender's", i, a)
 		}
-		out[i] = pa.p
+		dst = append(dst, pa.p)
 	}
-	return out, nil
+	return dst, nil
 }
 
 // TryQuiesce answers, without waiting, whether every listed publication's
 // slots are read no more (see prove). It never answers AccessUnknown.
 func (s *Sender) TryQuiesce(attempts []contract.Attempt) (contract.Access, error) {
-	ps, err := s.publications(attempts)
+	var few [scanMax]*publication
+	ps, err := s.publications(few[:0], attempts)
 	if err != nil {
 		return contract.AccessUnproven, err
 	}
@@ -776,7 +787,8 @@ func (s *Sender) Quiesce(ctx context.Context, attempts []contract.Attempt) (bool
 // Settle waits until every listed publication has an outcome, or ctx ends;
 // it wakes when an outcome is latched (Progress, a cancel).
 func (s *Sender) Settle(ctx context.Context, attempts []contract.Attempt) error {
-	ps, err := s.publications(attempts)
+	var few [scanMax]*publication
+	ps, err := s.publications(few[:0], attempts)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package ucxfigure
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 // process spent per page (cpu-ns/page, from getrusage: UCX's own threads
 // included) is the cost of a transfer — the engine, the Receiver and the
 // Sender, both UCX workers, the copies — and a loaded machine, which
-// stretches wall time, changes it much less. Each variant turns one of
+// stretches wall time, changes it much less. cgo-calls/page counts the
+// calls into C (UCX's work and each crossing's own cost) on both sides. Each variant turns one of
 // this package's levers off, so that a run compares them side by side:
 // carry (a page's DONE rides on its put) and direct (a tcp rendezvous is
 // received straight into the staging slot, not a bounce buffer); before
@@ -61,11 +63,12 @@ func benchInProcess(b *testing.B, size int, plain, bounce bool) {
 	r.run(inFlight) // warm up: connections, buffers
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0, cgo0 := cpuTime(), runtime.NumCgoCall()
 	b.ResetTimer()
 	r.run(b.N)
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/page")
+	b.ReportMetric(float64(runtime.NumCgoCall()-cgo0)/float64(b.N), "cgo-calls/page")
 }
 
 // cpuTime is the CPU time this process spent so far, user and system.

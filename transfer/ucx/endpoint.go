@@ -221,7 +221,7 @@ func (ep *endpoint) MaxCarried() int {
 	if t.cfg.Mode != Checked || t.w == nil {
 		return 0
 	}
-	return int(C.kvu_max_carry(t.w))
+	return t.maxCarry
 }
 
 // PutReport implements transfer.ReportCarrier (Checked mode): msg rides in
@@ -249,7 +249,7 @@ func (ep *endpoint) put(src []byte, key transfer.RemoteKey, off int, msg []byte)
 		if t.cfg.Mode != Checked {
 			return nil, fmt.Errorf("ucx: a %s put cannot carry a report; a checked transport expected (Put, Flush, then Send)", t.cfg.Mode)
 		}
-		if most := int(C.kvu_max_carry(t.w)); len(msg) > most {
+		if most := t.maxCarry; len(msg) > most {
 			return nil, fmt.Errorf("ucx: a report of %d bytes on a put; at most %d expected (MaxCarried)", len(msg), most)
 		}
 		carry = unsafe.Pointer(&msg[0]) // copied into the put's header before the call returns

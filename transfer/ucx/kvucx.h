@@ -1,7 +1,9 @@
 /* The C side of package ucx: one UCP context and worker, the endpoint and
  * registration tables its active-message handlers check, and the wire layout
  * of those messages. Every function here is called with the Go transport's
- * lock held, and every handler runs inside kvu_progress, so nothing here
+ * lock held, and every handler runs inside one of them — most inside
+ * kvu_progress, but an endpoint's error handler also inside a send to a
+ * dead peer (ucp_am_send_nbx failing at once over tcp) — so nothing here
  * locks. No Go pointer is stored in C memory except the registered pages of
  * a checked registration, which Go pins for as long as they are in the
  * table. */
@@ -90,7 +92,7 @@ typedef struct kvu_event {
     uint64_t inc;       /* KVU_EV_MSG_UNKNOWN: the claimed sender */
     uint32_t name_len;
     char name[KVU_NAME_MAX + 1];
-    void *data; /* malloc'ed copy, freed by kvu_events_clear */
+    void *data; /* malloc'ed copy, freed by the next kvu_progress */
     size_t len;
 } kvu_event;
 
@@ -115,9 +117,11 @@ ucs_status_t kvu_connect(kvu_worker *w, const void *addr, const char *name,
 uintptr_t kvu_ep_handle(kvu_ep *e);
 ucs_status_t kvu_ep_close(kvu_worker *w, kvu_ep *e, int force, kvu_op **out);
 
-/* nev, when not NULL, receives the count of events recorded (kvu_events). */
-unsigned kvu_progress(kvu_worker *w, unsigned max, size_t *nev);
-kvu_event *kvu_events(kvu_worker *w, size_t *n);
+/* kvu_progress first frees the first done events (those the last call
+ * answered, which the caller has read), then progresses; ev and nev, when
+ * not NULL, receive every event recorded and not yet freed, valid until the
+ * next kvu_progress or kvu_close. */
+unsigned kvu_progress(kvu_worker *w, unsigned max, size_t done, kvu_event **ev, size_t *nev);
 void kvu_events_clear(kvu_worker *w);
 kvu_stats kvu_get_stats(kvu_worker *w);
 
@@ -171,5 +175,9 @@ int kvu_op_test(kvu_op *op);
  * read its header until then). */
 void kvu_op_abandon(kvu_op *op);
 void kvu_op_free(kvu_op *op);
+/* kvu_op_settle is kvu_op_test and, once op completed, kvu_op_free in one
+ * call into C, not two: UCS_INPROGRESS while op is in flight (op kept),
+ * else op's status (op freed). */
+ucs_status_t kvu_op_settle(kvu_op *op);
 
 #endif

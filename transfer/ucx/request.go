@@ -74,15 +74,15 @@ func (b *batch) poll() bool {
 }
 
 // settleOp answers whether op is over; if it is, it records op's failure in
-// *err (leaving *err as it was on success) and frees op.
+// *err (leaving *err as it was on success) and op is freed.
 func settleOp(op *C.kvu_op, err *error) bool {
-	if C.kvu_op_test(op) == 0 {
+	st := C.kvu_op_settle(op)
+	if st == C.UCS_INPROGRESS {
 		return false
 	}
-	if st := op.status; st != C.UCS_OK {
+	if st != C.UCS_OK {
 		*err = statusErr(C.int(st))
 	}
-	C.kvu_op_free(op)
 	return true
 }
 

@@ -198,21 +198,23 @@ type Transport struct {
 	handlers transfer.Handlers
 	address  []byte
 
-	peers   map[transfer.Peer]address
-	conns   map[uint64]*conn    // UCP endpoints not yet closed, by the C record's id
-	open    map[peerLife]*conn  // the one Connect shares, per peer incarnation
-	answers map[uint64]*request // checked puts and gets waiting for the owner's answer
-	live    map[*request]struct{}
-	regions map[*memory]struct{}
-	unheard []unheard
-	ready   []call
-	one     [1][]byte  // unbundle's answer for a message that bundles nothing
-	box     []*request // sendOutbox's requests to send, reused
-	evN     C.size_t   // drain's event count, written by kvu_events
-	bundle  []byte     // sendOutbox's framing of several messages, reused: kvu_send_msg copies it
-	seq     uint64
-	stats   Stats
-	dead    []*C.kvu_op // abandoned at Close, freed after the worker is gone
+	peers    map[transfer.Peer]address
+	conns    map[uint64]*conn    // UCP endpoints not yet closed, by the C record's id
+	open     map[peerLife]*conn  // the one Connect shares, per peer incarnation
+	answers  map[uint64]*request // checked puts and gets waiting for the owner's answer
+	live     map[*request]struct{}
+	regions  map[*memory]struct{}
+	unheard  []unheard
+	ready    []call
+	one      [1][]byte  // unbundle's answer for a message that bundles nothing
+	box      []*request // sendOutbox's requests to send, reused
+	evN      C.size_t   // drain's events, as the last kvu_progress answered them
+	evs      *C.kvu_event
+	maxCarry int    // kvu_max_carry, fixed when the worker opened
+	bundle   []byte // sendOutbox's framing of several messages, reused: kvu_send_msg copies it
+	seq      uint64
+	stats    Stats
+	dead     []*C.kvu_op // abandoned at Close, freed after the worker is gone
 
 	outboxes []*conn // conns with messages Send queued, sent at the next Progress
 }
@@ -300,6 +302,7 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t.address = address{peer: cfg.Name, inc: cfg.Incarnation, worker: C.GoBytes(p, C.int(n))}.append(nil)
 	C.kvu_address_release(w, p)
+	t.maxCarry = int(C.kvu_max_carry(w)) // fixed at kvu_open: read once, not on every put
 	return t, nil
 }
 
@@ -359,9 +362,10 @@ func (t *Transport) Progress() int {
 		return 0
 	}
 	t.sendOutboxes()
-	// kvu_progress answers the events' count too, so that a Progress that
-	// found nothing makes one call into C, not two.
-	n := int(C.kvu_progress(t.w, progressRounds, &t.evN))
+	// kvu_progress answers the events too, and frees those the last one
+	// answered (drain read them all), so that a Progress makes one call into
+	// C whether or not it found any.
+	n := int(C.kvu_progress(t.w, progressRounds, t.evN, &t.evs, &t.evN))
 	n += t.drain()
 	t.sweepDead()
 	calls, h := t.ready, t.handlers
@@ -378,21 +382,18 @@ func (t *Transport) Progress() int {
 	return n + len(calls)
 }
 
-// drain settles the events the handlers recorded, t.evN of them (as the
-// kvu_progress just before it counted); t.mu is held.
+// drain settles the events the handlers recorded, t.evN of them at t.evs
+// (as the kvu_progress just before it answered; the next one frees them,
+// told how many were read);
+// t.mu is held. The count and the events are written into t, not locals: a
+// local passed by address escapes, one allocation every Progress — and the
+// figure's owner progresses many times a page.
 func (t *Transport) drain() int {
-	if t.evN == 0 {
-		return 0
-	}
-	// The count is written into t, not a local: a local passed by address
-	// escapes, one allocation every Progress — and the figure's owner
-	// progresses many times a page.
-	evs := C.kvu_events(t.w, &t.evN)
 	n := int(t.evN)
 	if n == 0 {
 		return 0
 	}
-	for _, ev := range unsafe.Slice(evs, n) {
+	for _, ev := range unsafe.Slice(t.evs, n) {
 		var data []byte
 		if ev.len > 0 {
 			data = C.GoBytes(ev.data, C.int(ev.len))
@@ -418,7 +419,6 @@ func (t *Transport) drain() int {
 			}
 		}
 	}
-	C.kvu_events_clear(t.w)
 	return n
 }
 
@@ -573,7 +573,7 @@ func (t *Transport) Close() error {
 		t.forceClose(c)
 	}
 	for i := 0; i < closeRounds && t.anyInFlight(); i++ {
-		C.kvu_progress(t.w, 1, nil)
+		C.kvu_progress(t.w, 1, 0, nil, nil) // frees nothing: kvu_close does
 	}
 	for r := range t.live {
 		r.abandon()
@@ -599,8 +599,7 @@ func (t *Transport) Close() error {
 func (t *Transport) sweepDead() {
 	kept := t.dead[:0]
 	for _, op := range t.dead {
-		if C.kvu_op_test(op) != 0 {
-			C.kvu_op_free(op)
+		if C.kvu_op_settle(op) != C.UCS_INPROGRESS {
 			continue
 		}
 		kept = append(kept, op)
