@@ -47,13 +47,7 @@ func TestReusedAttemptIgnoresTheOldLease(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 
 	lease := func() (contract.Attempt, notify.Callee) {
-		a, err := b.Fetch(extentOf(t, 0), nil)
-		require.NoError(t, err)
-		require.NoError(t, b.Settle(bounded(t), []contract.Attempt{a}))
-		ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, []int{0}, served(a.Poll()), "served, proven and confirmed")
+		a := provenLease(t, b, 0)
 		local.mu.Lock()
 		defer local.mu.Unlock()
 		return a, local.kept[len(local.kept)-1]
@@ -141,16 +135,7 @@ func TestReusedAttemptsAreOnlyThoseOfALeaseOneTierServed(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 
-	lease := func(i int) contract.Attempt {
-		a, err := b.Fetch(extentOf(t, i), nil)
-		require.NoError(t, err)
-		require.NoError(t, b.Settle(bounded(t), []contract.Attempt{a}))
-		ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, []int{i}, served(a.Poll()))
-		return a
-	}
+	lease := func(i int) contract.Attempt { return provenLease(t, b, i) }
 	old := lease(0) // a local miss, then the shared tier's hit
 	for range 20 {
 		next := lease(1) // local hits: their attempts are reused
@@ -179,17 +164,25 @@ func TestReusedAttemptsAreNeverThoseOfALeaseThatPromotes(t *testing.T) {
 
 	var leases []contract.Attempt
 	for range 20 {
-		a, err := b.Fetch(extentOf(t, 0), nil)
-		require.NoError(t, err)
-		require.NoError(t, b.Settle(bounded(t), []contract.Attempt{a}))
-		ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, []int{0}, served(a.Poll()))
+		a := provenLease(t, b, 0)
 		for _, old := range leases {
 			assert.False(t, tiers.SameAttempt(old, a), "a promoting lease's attempt was reused")
 		}
 		leases = append(leases, a)
 	}
 	assert.Equal(t, uint64(20), b.Stats()[0].Rejected, "every promotion was asked of the front tier, and refused")
+}
+
+// provenLease fetches unit i of the test extent through b, settles and
+// proves it, and requires it served: a lease over for the stack.
+func provenLease(t *testing.T, b *tiers.Backend, i int) contract.Attempt {
+	t.Helper()
+	a, err := b.Fetch(extentOf(t, i), nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Settle(bounded(t), []contract.Attempt{a}))
+	ok, err := b.Quiesce(bounded(t), []contract.Attempt{a})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []int{i}, served(a.Poll()), "served, proven and confirmed")
+	return a
 }
