@@ -123,12 +123,8 @@ func TestReusedAttemptIgnoresTheOldLease(t *testing.T) {
 // that could have touched it).
 func TestReusedAttemptsAreOnlyThoseOfALeaseOneTierServed(t *testing.T) {
 	m := newMemory(2)
-	local, err := mem.New(m)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = local.Close() })
-	shared, err := mem.New(m)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = shared.Close() })
+	local := closedMem(t, m)
+	shared := closedMem(t, m)
 	local.Put(extName, name(1), row(1))
 	shared.Put(extName, name(0), row(0))
 	b, err := tiers.New([]tiers.Tier{{Name: "local", Fetcher: local}, {Name: "shared", Fetcher: shared}})
@@ -151,12 +147,8 @@ func TestReusedAttemptsAreOnlyThoseOfALeaseOneTierServed(t *testing.T) {
 // until it ends the chain, which nothing holds the attempt for.
 func TestReusedAttemptsAreNeverThoseOfALeaseThatPromotes(t *testing.T) {
 	m := newMemory(2)
-	front, err := mem.New(m, mem.WithMode(mem.Reject))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = front.Close() })
-	store, err := mem.New(m)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	front := closedMem(t, m, mem.WithMode(mem.Reject))
+	store := closedMem(t, m)
 	store.Put(extName, name(0), row(0))
 	b, err := tiers.New([]tiers.Tier{{Name: "front", Publisher: front}, {Name: "store", Fetcher: store}})
 	require.NoError(t, err)
@@ -185,4 +177,13 @@ func provenLease(t *testing.T, b *tiers.Backend, i int) contract.Attempt {
 	require.True(t, ok)
 	require.Equal(t, []int{i}, served(a.Poll()), "served, proven and confirmed")
 	return a
+}
+
+// closedMem is a backend/mem over m, closed when the test ends.
+func closedMem(t *testing.T, m mem.Memory, opts ...mem.Option) *mem.Backend {
+	t.Helper()
+	b, err := mem.New(m, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }
