@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pathlib
+import struct
 from ctypes import (
     CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_uint8,
     c_uint32, c_uint64, c_void_p,
@@ -96,6 +97,14 @@ class CInterval(Structure):
 class CRound(Structure):
     _fields_ = [("moves", c_int64), ("changed", c_int64), ("more", c_int64), ("containments", c_int64),
                 ("recoveries", c_int64), ("halted", c_int32), ("drained", c_int32)]
+
+
+#: CRound's fields in order, as struct reads them: kvready_progress's answer
+#: unpacked in one call (Engine.progress), where each field read through
+#: ctypes costs a look-up of its own. Checked against CRound below.
+ROUND = struct.Struct("=5q2i")
+if ROUND.size != ctypes.sizeof(CRound) or [ROUND.unpack_from(CRound(*range(1, 8)))] != [tuple(range(1, 8))]:
+    raise ImportError("kvready: _abi.ROUND does not read CRound's layout")
 
 
 class CContainment(Structure):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
+import threading
 from enum import IntEnum
 from typing import Any, NamedTuple
 
@@ -183,6 +184,19 @@ class SimStream:
         return f"SimStream({self.number})"
 
 
+class _Count(threading.local):
+    """complete_all's out-parameter, one per thread (ctypes releases the GIL
+    during a call: threads completing at once each write their own), made
+    once rather than per call."""
+
+    def __init__(self) -> None:
+        n = ctypes.c_int64()
+        self.args = (ctypes.byref(n), n)
+
+
+_count = _Count()
+
+
 class SimDevice:
     """The simulated device (gpu/sim): device memory is host memory, copies
     really copy. With ``latency`` > 0 seconds they complete by themselves;
@@ -256,8 +270,8 @@ class SimDevice:
     def complete_all(self) -> int:
         """Complete every queued copy and event; how many events."""
         h = self.handle
-        n = ctypes.c_int64()
-        st = _abi.sim_complete_all(h, ctypes.byref(n))
+        ref, n = _count.args
+        st = _abi.sim_complete_all(h, ref)
         if st:
             _abi.check(st, h)
         return n.value

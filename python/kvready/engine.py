@@ -214,7 +214,7 @@ class RequestBatch:
     at once: what a call answers is written into the calling thread's own
     buffers, not the batch's."""
 
-    __slots__ = ("requests", "_arr", "_n", "_packed")
+    __slots__ = ("requests", "_arr", "_n", "_packed", "_handles")
 
     def __init__(self, requests: Sequence[Request]):
         self.requests = list(requests)
@@ -224,6 +224,8 @@ class RequestBatch:
         self._packed = tuple(self.requests)
         self._n = len(self._packed)
         self._arr = (_abi.CRequest * max(self._n, 1))(*[r._c for r in self._packed])
+        # The type of the array lend_many answers this batch's handles in.
+        self._handles = ctypes.c_uint64 * self._n
 
     def __len__(self) -> int:
         return self._n
@@ -374,6 +376,8 @@ class Round(NamedTuple):
 # Round's constructor without its Python-level __new__: progress builds one
 # per call, with the fields in order (NamedTuple's own _make does the same).
 _new_round = tuple.__new__
+# CRound's fields, in order, read in one call (_abi.ROUND: its layout).
+_unpack_round = _abi.ROUND.unpack_from
 
 
 @dataclass(frozen=True)
@@ -696,6 +700,11 @@ class _Scratch(threading.local):
         self.layer_ref = ctypes.byref(self.layer_st)
         self.count = ctypes.c_int64()
         self.count_ref = ctypes.byref(self.count)
+        # What the hot calls read, each in one look-up of this thread's
+        # attributes (a threading.local's costs 50-70 ns).
+        self.progress_args = (self.round, self.round_ref, self.leases, self.states, self.cap, self.lease_buf,
+                              self.state_buf)
+        self.count_args = (self.count_ref, self.count)
 
 class Engine:
     """A readiness engine over staging memory, a backend and a device.
@@ -838,16 +847,27 @@ class Engine:
     def progress(self) -> Round:
         """Run one round (never blocks) and say what moved."""
         h = self._h or self.handle
-        sc = self._sc
-        r = sc.round
-        st = _abi.progress(h, sc.round_ref, sc.leases, sc.states, sc.cap)
+        # One look-up of the thread's buffers, and CRound's fields in one
+        # unpack: per call, each attribute of a threading.local or a ctypes
+        # Structure costs 50-70 ns, as much as the rest of a quiet round's
+        # Python work (SPEC §5: what the binding adds per lease).
+        rnd, round_ref, leases, states, cap, lease_buf, state_buf = self._sc.progress_args
+        st = _abi.progress(h, round_ref, leases, states, cap)
         if st:
             _abi.check(st, h)
-        n = r.changed
+        moves, n, more, contained, recovered, halted, drained = _unpack_round(rnd)
         # Copies of the thread's buffers (array slices: one memcpy each), the
         # pairs left to be built when read.
-        handles, states = sc.lease_buf[:n], sc.state_buf[:n]
-        more = r.more
+        handles, states_now = lease_buf[:n], state_buf[:n]
+        if more or contained or recovered or halted:
+            return self._round_rest(h, moves, handles, states_now, more, contained, recovered, halted, drained)
+        return _new_round(Round, (moves, Changes(handles, states_now), [], False, drained != 0, []))
+
+    def _round_rest(self, h: int, moves: int, handles: array.array, states: array.array, more: int,
+                    contained: int, recovered: int, halted: int, drained: int) -> Round:
+        """progress() for a round that left changes to read, or raised
+        events: read them, tell the callbacks, and build the Round."""
+        sc = self._sc
         while more:
             k = ctypes.c_size_t()
             _abi.check(_abi.changes(h, sc.leases, sc.states, sc.cap, ctypes.byref(k)), h)
@@ -856,12 +876,12 @@ class Engine:
             more -= k.value
             if not k.value:
                 break
-        contained = self.containments() if r.containments else []
-        recovered = self.recoveries() if r.recoveries else []
-        if r.halted:
+        containments = self.containments() if contained else []
+        recoveries = self.recoveries() if recovered else []
+        if halted:
             self._tell_halt()
-        return _new_round(Round, (r.moves, Changes(handles, states), contained, r.halted != 0, r.drained != 0,
-                                  recovered))
+        return _new_round(Round, (moves, Changes(handles, states), containments, halted != 0, drained != 0,
+                                  recoveries))
 
     def _tell_halt(self) -> None:
         if not self._halt_seen:
@@ -931,19 +951,17 @@ class Engine:
         batch = requests if isinstance(requests, RequestBatch) else RequestBatch(requests)
         n = batch._n
         h = self._h or self.handle
+        # The handles go straight into the LeaseBatch's own array (a fresh
+        # one: no other call writes it, nothing to copy after), the statuses
+        # into the calling thread's buffer (a batch's own for a batch larger
+        # than it), never into one another thread's call may be writing.
+        out = batch._handles()
         if n == 0:
-            return LeaseBatch(self, (ctypes.c_uint64 * 0)())
-        # The answers go into the calling thread's buffers (a batch's own for
-        # a batch larger than them), never into one another thread's call may
-        # be writing; the LeaseBatch keeps a copy (one, in C).
-        sc = self._sc
-        if n <= sc.cap:
-            out, sts = sc.leases, sc.states
-        else:
-            out, sts = (ctypes.c_uint64 * n)(), (ctypes.c_int32 * n)()
+            return LeaseBatch(self, out)
+        sts = self._sc.states if n <= _Scratch.cap else (ctypes.c_int32 * n)()
         st = _abi.lend_many(h, batch._arr, n, out, sts)
         if st == 0:
-            return LeaseBatch(self, (ctypes.c_uint64 * n).from_buffer_copy(out) if out is sc.leases else out)
+            return LeaseBatch(self, out)
         if st == errors.BAD_HANDLE:
             _abi.check(st, h)
         msg = _abi.message(h)
@@ -965,9 +983,14 @@ class Engine:
         """Release many at once (one call); raises the first refusal. A
         handle that does not fit a uint64_t refuses the whole call before
         any lease is released; so does a LeaseBatch of another engine."""
-        arr = _packed(self, leases)
+        if type(leases) is LeaseBatch and leases.engine is self:
+            arr = leases._c  # packed by lend_many, never written since: no check needed
+            n = len(arr)
+        else:
+            arr = _packed(self, leases)
+            n = len(arr) if arr is not None else 0
         h = self._h or self.handle
-        st = _abi.release_many(h, arr, len(arr) if arr is not None else 0, None)
+        st = _abi.release_many(h, arr if n else None, n, None)
         if st:
             _abi.check(st, h)
 
@@ -1166,13 +1189,14 @@ class Engine:
     def count(self, state: State | int) -> int:
         """The number of leases in a state."""
         h = self._h or self.handle
-        # A State is an int32 by construction: the check is for anything else.
-        c_state = state._value_ if type(state) is State else integer(state, ctypes.c_int32, "state")
-        sc = self._sc
-        st = _abi.count(h, c_state, sc.count_ref)
+        # A State is an int32 by construction, and ctypes takes it as the int
+        # it is: the check is for anything else.
+        c_state = state if type(state) is State else integer(state, ctypes.c_int32, "state")
+        ref, n = self._sc.count_args
+        st = _abi.count(h, c_state, ref)
         if st:
             _abi.check(st, h)
-        return sc.count.value
+        return n.value
 
     def stats(self) -> Stats:
         """A snapshot of the counters."""
