@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkUCXInProcess is the figure's lifecycle with both sides in this
-// process, over tcp, one goroutine progressing the decode and the prefill
+// process, over tcp (and tls=sm: shared memory), one goroutine progressing the decode and the prefill
 // in turn: no process spins waiting for the other, so the CPU time the
 // process spent per page (cpu-ns/page, from getrusage: UCX's own threads
 // included) is the cost of a transfer — the engine, the Receiver and the
@@ -30,14 +30,26 @@ func BenchmarkUCXInProcess(b *testing.B) {
 	}{{"v3", false, false}, {"no-carry", true, false}, {"bounce", false, true}, {"before", true, true}}
 	for _, size := range pageSizes {
 		for _, v := range variants {
-			b.Run(fmt.Sprintf("page=%s/%s", sizeName(size), v.name), func(b *testing.B) { benchInProcess(b, size, v.plain, v.bounce) })
+			b.Run(fmt.Sprintf("page=%s/%s", sizeName(size), v.name), func(b *testing.B) { benchInProcess(b, "tcp", size, v.plain, v.bounce) })
+		}
+	}
+	// Over shared memory, the shipped protocol and the bounce buffer beside
+	// it: a rendezvous page is the owner's get (cma), straight into the
+	// staging slot or into a buffer then copied (docs/ucx.md, "Over shared
+	// memory, the copies a page").
+	for _, size := range pageSizes {
+		for _, v := range []struct {
+			name   string
+			bounce bool
+		}{{"v3", false}, {"bounce", true}} {
+			b.Run(fmt.Sprintf("tls=sm/page=%s/%s", sizeName(size), v.name), func(b *testing.B) { benchInProcess(b, "sm", size, false, v.bounce) })
 		}
 	}
 }
 
-func benchInProcess(b *testing.B, size int, plain, bounce bool) {
+func benchInProcess(b *testing.B, tls string, size int, plain, bounce bool) {
 	cfg := func(name transfer.Peer) ucx.Config {
-		c := ucxConfig(name, "tcp")
+		c := ucxConfig(name, tls)
 		c.Bounce = bounce
 		return c
 	}

@@ -694,7 +694,8 @@ static int set_handler(kvu_worker *w, unsigned id, ucp_am_recv_callback_t cb) {
 }
 
 int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, int direct,
-             const char *name, uint32_t name_len, uint64_t inc, const char *keepalive) {
+             int rndv_get, const char *name, uint32_t name_len, uint64_t inc,
+             const char *keepalive) {
     if (name_len == 0 || name_len > KVU_NAME_MAX)
         return UCS_ERR_INVALID_PARAM;
     kvu_worker *w = calloc(1, sizeof *w);
@@ -714,6 +715,17 @@ int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, int di
         st = ucp_config_modify(cfg, "TLS", tls);
     if (st == UCS_OK && keepalive != NULL && keepalive[0] != 0)
         st = ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", keepalive);
+    /* Over shared memory a rendezvous is to be the receiver's get: the
+     * writer packs its buffer's address in every RTS, and the owner reads it
+     * (cma's process_vm_readv) in its own worker's progress; UCX 1.13's
+     * receiver falls back from a get that cannot start to an RTR without a
+     * key (the data as active messages), never to the writer's put, when
+     * the RTS carried an address. The v1 protocols are the ones that read
+     * RNDV_SCHEME this way: the environment may not switch them. */
+    if (st == UCS_OK && rndv_get)
+        st = ucp_config_modify(cfg, "RNDV_SCHEME", "get_zcopy");
+    if (st == UCS_OK && rndv_get)
+        st = ucp_config_modify(cfg, "PROTO_ENABLE", "n");
     if (st != UCS_OK) {
         ucp_config_release(cfg);
         goto fail;

@@ -105,9 +105,12 @@ typedef struct kvu_op {
     void *copy; /* a message's own copy */
 } kvu_op;
 
+/* rndv_get sets this context's rendezvous to the receiver's get_zcopy
+ * (RNDV_SCHEME, and the v1 protocols that honour it): over shared memory
+ * the owner's own worker then reads every rendezvous put into its pages. */
 int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors,
-             int direct, const char *name, uint32_t name_len, uint64_t inc,
-             const char *keepalive);
+             int direct, int rndv_get, const char *name, uint32_t name_len,
+             uint64_t inc, const char *keepalive);
 void kvu_close(kvu_worker *w);
 ucs_status_t kvu_address(kvu_worker *w, void **addr, size_t *len);
 void kvu_address_release(kvu_worker *w, void *addr);

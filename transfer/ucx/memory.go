@@ -83,9 +83,9 @@ func (m *memory) Len() int { return m.size }
 // owner's table under the transport's lock, and only Progress, under the
 // same lock, writes it: no put lands after Revoke returns, whenever it was
 // posted — RevokedFenced. A rendezvous put being received straight into
-// it (over tcp, Config.Bounce) is waited for first, progressing the
-// worker, for at most Config.RevokeWait; if one is still arriving then (a
-// writer stopped mid-transfer), Revoke answers RevokedNewOnly and the
+// it (over tcp and shared memory, Config.Bounce) is waited for first,
+// progressing the worker, for at most Config.RevokeWait; if one is still
+// arriving then (over tcp, a writer stopped mid-transfer), Revoke answers RevokedNewOnly and the
 // memory stays pinned for the life of the process. OneSided: ucp_mem_unmap — RevokedNewOnly, the
 // conservative answer: over tcp and shared memory UCX 1.13 moves a
 // one-sided put by software RMA, which writes the address the put names

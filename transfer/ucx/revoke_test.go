@@ -2,6 +2,7 @@ package ucx
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -255,6 +256,69 @@ func TestRevokeWaitsForDirectReceives(t *testing.T) {
 				require.Equal(t, uint64(1), decode.Stats().RevokesNewOnly)
 				require.NotEqual(t, atRevoke, pages, "bytes landed after Revoke: why it answered new-only")
 			}
+		})
+	}
+}
+
+// TestSharedMemoryRendezvousIsTheOwnersGet: over shared memory a Checked
+// rendezvous put is received straight into the registration only because
+// this transport makes UCX's rendezvous the receiver's get (RNDV_SCHEME=
+// get_zcopy): the owner reads the writer's buffer itself (cma's
+// process_vm_readv) in its own Progress, so everything that writes the
+// pages is the owner's, as over tcp, and a revocation's wait covers it.
+// The test brings a 4 MiB put to the point where the owner began receiving
+// it, then never progresses the writer again: the owner alone lands it
+// whole, and Revoke then fences with nothing to wait for. Under a put-based
+// rendezvous (the owner's ready-to-receive carrying its key, the writer's
+// process_vm_writev) the put could not land without the writer's progress,
+// and this fails — checked by hand with RNDV_SCHEME=put_zcopy in kvu_open.
+// With Bounce the same get lands in a buffer of the transport's, then the
+// registration.
+func TestSharedMemoryRendezvousIsTheOwnersGet(t *testing.T) {
+	if !hasSharedMemory(t) {
+		t.Skip("no posix or sysv shared memory in ucx_info -d")
+	}
+	const size = 4 << 20
+	for _, bounce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bounce=%v", bounce), func(t *testing.T) {
+			cfg := Config{Transports: "sm", Mode: Checked, NoPeerErrors: true, Bounce: bounce}
+			decode := newNode(t, cfg, "decode", 1)
+			prefill := newNode(t, cfg, "prefill", 1)
+			toDecode, _ := link(t, prefill, decode)
+			pages := sentinel(size)
+			mem, err := decode.Register(pages)
+			require.NoError(t, err)
+			key, err := toDecode.UnpackKey(mem.PackedKey())
+			require.NoError(t, err)
+			src := pattern(11, size)
+			put, err := toDecode.Put(src, key, 0)
+			require.NoError(t, err)
+			started := func() bool { return decode.Stats().PutsRendezvous == 1 }
+			for i := 0; i < 100_000 && !started(); i++ {
+				prefill.Progress()
+				decode.Progress()
+			}
+			require.True(t, started(), "the owner started receiving the put")
+			direct := uint64(1)
+			if bounce {
+				direct = 0
+			}
+			require.Equal(t, direct, decode.Stats().PutsDirect, "straight into the pages unless Bounce")
+
+			// From here on only the owner progresses: the writer is as
+			// good as stopped.
+			applied := func() bool { return decode.Stats().PutsApplied == 1 }
+			for i := 0; i < 100_000 && !applied(); i++ {
+				decode.Progress()
+			}
+			require.True(t, applied(), "the owner landed the put with the writer stopped: its own get read it")
+			require.Equal(t, src, pages, "whole")
+			how, err := mem.Revoke()
+			require.NoError(t, err)
+			require.Equal(t, transfer.RevokedFenced, how)
+			require.Zero(t, decode.Stats().RevokesWaited, "nothing left to wait for: no one else writes the pages")
+			require.NoError(t, wait(t, put, prefill, decode), "the writer hears its put applied once it runs again")
+			require.Equal(t, src, pages)
 		})
 	}
 }

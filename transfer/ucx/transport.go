@@ -94,12 +94,15 @@ type Config struct {
 	// Bounce receives every rendezvous put (Checked) into a buffer of the
 	// transport's own, copied into the registration once all of it came
 	// and the registration checked again. It is what happens anyway unless
-	// Transports names tcp (and self) alone: there the owner's own worker
-	// writes everything that arrives, in its Progress, so a rendezvous put
-	// whose registration checked out at its arrival is received straight
-	// into the pages, one copy fewer, and Revoke waits for it (RevokeWait).
-	// Over shared memory the data may come by the writer's
-	// process_vm_writev (cma), which nothing the owner does stops.
+	// Transports names only tcp, self and shared memory (sm, posix, sysv,
+	// cma): there the owner's own worker writes everything that arrives,
+	// in its Progress — over shared memory because this transport sets
+	// UCX's rendezvous to the receiver's get (RNDV_SCHEME=get_zcopy: the
+	// owner reads the writer's buffer with process_vm_readv, never the
+	// writer's process_vm_writev into the owner's pages) — so a rendezvous
+	// put whose registration checked out at its arrival is received
+	// straight into the pages, one copy fewer, and Revoke waits for it
+	// (RevokeWait).
 	Bounce bool
 	// RevokeWait bounds how long Revoke waits for rendezvous puts still
 	// being received straight into the registration (default 2 s); past
@@ -140,17 +143,45 @@ const defaultRevokeWait = 2 * time.Second
 
 // direct answers whether a rendezvous put may be received straight into its
 // registration: only where every transport is one whose data the owner's
-// own progress writes (tcp, self), never over shared memory.
+// own progress writes — tcp and self, and shared memory with the
+// receiver's get (rndvGet) — never where UCX_TLS is the environment's or
+// names another transport (RDMA's put is the writer's NIC's).
 func (c Config) direct() bool {
 	if c.Mode != Checked || c.Bounce || c.Transports == "" {
 		return false
 	}
 	for _, tl := range strings.Split(c.Transports, ",") {
-		if tl != "tcp" && tl != "self" {
+		if tl != "tcp" && tl != "self" && !sharedMemory(tl) {
 			return false
 		}
 	}
 	return true
+}
+
+// rndvGet answers whether this transport sets UCX's rendezvous to the
+// receiver's get: a Checked one over shared memory, so that no cma
+// rendezvous is the writer's process_vm_writev into the owner's pages.
+func (c Config) rndvGet() bool {
+	if c.Mode != Checked {
+		return false
+	}
+	for _, tl := range strings.Split(c.Transports, ",") {
+		if sharedMemory(tl) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedMemory answers whether tl is one of UCX 1.13's shared-memory
+// transports measured here (sm is posix, sysv and cma on this machine;
+// knem and xpmem, which it would also name, are not installed).
+func sharedMemory(tl string) bool {
+	switch tl {
+	case "sm", "posix", "sysv", "cma":
+		return true
+	}
+	return false
 }
 
 func (c Config) validate() error {
@@ -279,10 +310,14 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.direct() {
 		direct = 1
 	}
+	rndvGet := C.int(0)
+	if cfg.rndvGet() {
+		rndvGet = 1
+	}
 	if cfg.RevokeWait == 0 {
 		cfg.RevokeWait = defaultRevokeWait
 	}
-	if st := C.kvu_open(&w, tls, rma, peerErrors, direct, name, C.uint32_t(len(cfg.Name)), C.uint64_t(cfg.Incarnation), nil); st != 0 {
+	if st := C.kvu_open(&w, tls, rma, peerErrors, direct, rndvGet, name, C.uint32_t(len(cfg.Name)), C.uint64_t(cfg.Incarnation), nil); st != 0 {
 		return nil, fmt.Errorf("ucx: opening a worker over transports %q: %w", cfg.Transports, statusErr(C.int(st)))
 	}
 	t := &Transport{
