@@ -312,8 +312,8 @@ drops it: about 40 a call), `kvready_release` takes its one lease straight to th
 request's rows are read and written in place: 16,283 a lease (−3.0%), and what is left of the
 library's own is about 500 (converting the request 122, finding the engine 118 for the two
 calls, `lendMu` with its defer about 90, `guard` about 55 a call). Between the library's Go and
-the Go program (1.09× in instructions, 1.07× since) were the change record kept for `kvready_progress` (about
-440 a lease), `instant:` (353 a lease: a mutex and a map keyed by the 54-byte name, which the
+the Go program (1.09× in instructions, 1.07× since) were the change record kept for
+`kvready_progress` (about 440 a lease), `instant:` (353 a lease: a mutex and a map keyed by the 54-byte name, which the
 Go benchmark's backend, a slice indexed by the name, does not pay; 153 since, its attempts in a
 direct-mapped array read without a lock), and the wake descriptor (about 50). Timed side by side,
 20 turns alternating the Go program's `engine-256`, this tree and the tree before (each C-side
