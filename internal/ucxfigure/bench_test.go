@@ -32,6 +32,15 @@ const bound = 2 * time.Minute
 // inFlight is the leases the decode keeps in flight, each one page.
 const inFlight = 16
 
+// amBytes bounds the ucp_am_bw run in view: b.N messages, at most this
+// many bytes of them, so that it stays short beside the engine's second.
+// It is a rate in view, not the figure; on a loaded 2-CPU host its two
+// spinning processes fell to 250–3,700 MB/s now and then, and a b.N-message
+// run at 512 KiB took 4.6 s of a sub-benchmark's call (1 GiB takes 0.1 s at
+// the 10 GB/s it reads when quiet). Starting and connecting the two
+// processes costs 0.2–0.7 s a call on that host whatever the count.
+const amBytes = 1 << 30
+
 // pageSizes are SPEC §5's: 64 KiB, 512 KiB and 2 MiB pages.
 var pageSizes = []int{64 << 10, 512 << 10, 2 << 20}
 
@@ -51,7 +60,10 @@ var figureTransports = []string{"tcp", "sm"}
 // peer.Sender in a child process, each lease lent, served, proven and
 // released. engine/perftest is their ratio. Over shared memory the same
 // ucx_perftest with ordinary (heap) memory is measured too, in view:
-// perftest-heap-MB/s and engine/perftest-heap. instant is the same engine
+// perftest-heap-MB/s and engine/perftest-heap; and ucx_perftest's
+// ucp_am_bw with ordinary memory, an active message as a Checked put is
+// (b.N messages, at most amBytes of them): perftest-am-MB/s and
+// engine/perftest-am. instant is the same engine
 // lifecycle over transfer/sim in this process, a scripted honest writer:
 // what a transfer costs with no network, beside it.
 func BenchmarkUCXTransfer(b *testing.B) {
@@ -87,9 +99,16 @@ func benchPair(b *testing.B, tls string, size int) {
 	// allocator (posix/sysv shared memory), so its put is a memcpy into
 	// memory both processes map; the engine's pages are ordinary memory.
 	// The same test with ordinary memory is reported beside it, in view.
-	var heap Perftest
+	// ucp_am_bw with ordinary memory is an active message into the
+	// receiver's handler — what a Checked put is — reported in view as
+	// the like-for-like anchor the docs name (SPEC §5 chooses the anchor).
+	var heap, am Perftest
 	if tls != "tcp" {
 		heap, err = RunPerftest(ctx, PerftestConfig{Transports: tls, Size: size, Iterations: b.N, Warmup: min(b.N/10, 1000),
+			Env: []string{"UCX_ALLOC_PRIO=heap"}})
+		must(b, err)
+		n := min(b.N, max(amBytes/size, 1))
+		am, err = RunPerftest(ctx, PerftestConfig{Test: AMBW, Transports: tls, Size: size, Iterations: n, Warmup: min(n/10, 1000),
 			Env: []string{"UCX_ALLOC_PRIO=heap"}})
 		must(b, err)
 	}
@@ -111,6 +130,10 @@ func benchPair(b *testing.B, tls string, size int) {
 	if heap.BytesPerSec > 0 {
 		b.ReportMetric(heap.BytesPerSec/1e6, "perftest-heap-MB/s")
 		b.ReportMetric(engine/heap.BytesPerSec, "engine/perftest-heap")
+	}
+	if am.BytesPerSec > 0 {
+		b.ReportMetric(am.BytesPerSec/1e6, "perftest-am-MB/s")
+		b.ReportMetric(engine/am.BytesPerSec, "engine/perftest-am")
 	}
 }
 

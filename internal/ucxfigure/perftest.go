@@ -72,10 +72,20 @@ func ParsePerftest(out []byte) (Perftest, error) {
 	return Perftest{Iterations: iters, BytesPerSec: bw * perftestMB}, nil
 }
 
-// PerftestConfig is one ucx_perftest measurement: ucp_put_bw between a
-// server and a client process on this machine.
+// The ucx_perftest tests a PerftestConfig may name. ucp_put_bw is SPEC §5's
+// anchor, a one-sided put; ucp_am_bw is an active message, what a Checked
+// put is (its bytes travel with the message and its receiver's handler
+// sees them arrive), in view beside it over shared memory.
+const (
+	PutBW = "ucp_put_bw"
+	AMBW  = "ucp_am_bw"
+)
+
+// PerftestConfig is one ucx_perftest measurement: a bandwidth test between
+// a server and a client process on this machine.
 type PerftestConfig struct {
 	Binary     string // default "ucx_perftest", found on PATH
+	Test       string // PutBW (the default) or AMBW
 	Transports string // UCX_TLS of both processes, e.g. "tcp" or "sm"
 	Size       int    // bytes a put
 	Iterations int    // puts measured
@@ -100,8 +110,8 @@ func RunPerftest(ctx context.Context, cfg PerftestConfig) (Perftest, error) {
 	if _, err := exec.LookPath(cfg.Binary); err != nil {
 		return Perftest{}, fmt.Errorf("%s not found (%w): install Debian's ucx-utils (`apt-get install ucx-utils`, as `make deps` does)", cfg.Binary, err)
 	}
-	if cfg.Size <= 0 || cfg.Iterations <= 0 || cfg.Warmup < 0 || cfg.Transports == "" {
-		return Perftest{}, fmt.Errorf("ucx_perftest config %+v: a size and iterations > 0, warmup ≥ 0 and transports expected", cfg)
+	if err := cfg.check(); err != nil {
+		return Perftest{}, err
 	}
 	var err error
 	for range 5 {
@@ -133,8 +143,7 @@ func runOnce(ctx context.Context, cfg PerftestConfig) (Perftest, error) {
 		_ = srv.Process.Kill()
 		<-exited
 	}()
-	args := []string{"127.0.0.1", "-p", strconv.Itoa(port), "-t", "ucp_put_bw", "-s", strconv.Itoa(cfg.Size),
-		"-n", strconv.Itoa(cfg.Iterations), "-w", strconv.Itoa(cfg.Warmup), "-f", "-v"}
+	args := cfg.clientArgs(port)
 	for {
 		cli := exec.CommandContext(ctx, cfg.Binary, args...)
 		cli.Env = env
@@ -149,7 +158,7 @@ func runOnce(ctx context.Context, cfg PerftestConfig) (Perftest, error) {
 		default:
 		}
 		if !refused {
-			return Perftest{}, fmt.Errorf("ucx_perftest client (UCX_TLS=%s, %d B): %v: %s", cfg.Transports, cfg.Size, cerr, out)
+			return Perftest{}, fmt.Errorf("ucx_perftest client (%s, UCX_TLS=%s, %d B): %v: %s", cfg.test(), cfg.Transports, cfg.Size, cerr, out)
 		}
 		select {
 		case <-ctx.Done():
@@ -157,6 +166,33 @@ func runOnce(ctx context.Context, cfg PerftestConfig) (Perftest, error) {
 		case <-time.After(20 * time.Millisecond): // the server is still starting
 		}
 	}
+}
+
+func (cfg PerftestConfig) test() string {
+	if cfg.Test == "" {
+		return PutBW
+	}
+	return cfg.Test
+}
+
+// check refuses a config ucx_perftest would run as something else: an
+// unknown test, or sizes and counts it would take for its own defaults.
+func (cfg PerftestConfig) check() error {
+	if t := cfg.test(); t != PutBW && t != AMBW {
+		return fmt.Errorf("ucx_perftest test %q: %s or %s expected", t, PutBW, AMBW)
+	}
+	if cfg.Size <= 0 || cfg.Iterations <= 0 || cfg.Warmup < 0 || cfg.Transports == "" {
+		return fmt.Errorf("ucx_perftest config %+v: a size and iterations > 0, warmup ≥ 0 and transports expected", cfg)
+	}
+	return nil
+}
+
+// clientArgs is the client's command line. Both tests take the same flags
+// in 1.13 (one contiguous message of -s bytes in host memory, the server
+// learning the test from the client) and print the same final CSV row.
+func (cfg PerftestConfig) clientArgs(port int) []string {
+	return []string{"127.0.0.1", "-p", strconv.Itoa(port), "-t", cfg.test(), "-s", strconv.Itoa(cfg.Size),
+		"-n", strconv.Itoa(cfg.Iterations), "-w", strconv.Itoa(cfg.Warmup), "-f", "-v"}
 }
 
 // freePort answers a loopback port nothing listened on a moment ago; the
