@@ -204,9 +204,9 @@ demo-redis-faults:
 ## and every figure is the median of its runs.
 BENCHCOUNT ?= 5
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS) | tee bench.out
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -timeout=40m $(PKGS) | tee bench.out
 	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkConcurrentCallers|BenchmarkServedMasks|BenchmarkCUDACopyEvent|BenchmarkRedisFetch|BenchmarkRedisPublish|BenchmarkRedisLeases|BenchmarkTiers|BenchmarkUCXTransfer)$$' -benchmem \
-		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ ./backend/redis/ ./backend/tiers/ ./internal/ucxfigure/ | tee -a bench.out
+		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=40m ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ ./backend/redis/ ./backend/tiers/ ./internal/ucxfigure/ | tee -a bench.out
 	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
 	@grep -A14 '^## SPEC' docs/performance.md
 	$(MAKE) bench-abi
