@@ -721,11 +721,19 @@ int kvu_open(kvu_worker **out, const char *tls, int rma, int peer_errors, int di
      * receiver falls back from a get that cannot start to an RTR without a
      * key (the data as active messages), never to the writer's put, when
      * the RTS carried an address. The v1 protocols are the ones that read
-     * RNDV_SCHEME this way: the environment may not switch them. */
-    if (st == UCS_OK && rndv_get)
-        st = ucp_config_modify(cfg, "RNDV_SCHEME", "get_zcopy");
-    if (st == UCS_OK && rndv_get)
-        st = ucp_config_modify(cfg, "PROTO_ENABLE", "n");
+     * RNDV_SCHEME this way: the environment may not switch them. That was
+     * verified on 1.13 alone, and later UCX retires the v1 protocols (and
+     * may not know PROTO_ENABLE): on any other version, or where a setting
+     * is refused, nothing is received straight into a registration, and
+     * every rendezvous goes to a bounce buffer, as the fence needs. */
+    if (st == UCS_OK && rndv_get) {
+        unsigned major, minor, release;
+        ucp_get_version(&major, &minor, &release);
+        if (major != 1 || minor != 13 ||
+            ucp_config_modify(cfg, "RNDV_SCHEME", "get_zcopy") != UCS_OK ||
+            ucp_config_modify(cfg, "PROTO_ENABLE", "n") != UCS_OK)
+            w->direct = 0;
+    }
     if (st != UCS_OK) {
         ucp_config_release(cfg);
         goto fail;

@@ -99,10 +99,11 @@ type Config struct {
 	// in its Progress — over shared memory because this transport sets
 	// UCX's rendezvous to the receiver's get (RNDV_SCHEME=get_zcopy: the
 	// owner reads the writer's buffer with process_vm_readv, never the
-	// writer's process_vm_writev into the owner's pages) — so a rendezvous
-	// put whose registration checked out at its arrival is received
-	// straight into the pages, one copy fewer, and Revoke waits for it
-	// (RevokeWait).
+	// writer's process_vm_writev into the owner's pages; verified on UCX
+	// 1.13, and only set there: on another version shared memory keeps the
+	// bounce buffer) — so a rendezvous put whose registration checked out
+	// at its arrival is received straight into the pages, one copy fewer,
+	// and Revoke waits for it (RevokeWait).
 	Bounce bool
 	// RevokeWait bounds how long Revoke waits for rendezvous puts still
 	// being received straight into the registration (default 2 s); past
