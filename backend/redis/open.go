@@ -89,6 +89,9 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 		return nil, configErr(err)
 	}
 	b.owned = true
+	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && t.publish != nil {
+		b.pub = goredis.NewClient(t.publish) // connects lazily, on the first publication
+	}
 	return b, nil
 }
 
@@ -122,6 +125,7 @@ type target struct {
 	s        settings
 	sentinel bool
 	single   *goredis.Options
+	publish  *goredis.Options // single's, for publications (gather.go); nil: none
 	cluster  *goredis.ClusterOptions
 	failover *goredis.FailoverOptions
 }
@@ -187,6 +191,9 @@ func parseTarget(rawURL string, opts []Option) (*target, error) {
 		t.cluster, err = clusterOptions(u, s)
 	default:
 		t.single, err = singleOptions(u, s)
+		if err == nil {
+			t.publish = publishOptions(t.single)
+		}
 	}
 	if err != nil {
 		return fail(err)

@@ -38,7 +38,10 @@
 //     never changes once written), with an optional TTL. Over a client whose
 //     calls end at their context's deadline (Open's, or one with
 //     ContextTimeoutEnabled) the workers write straight from staging, and
-//     Quiesce is true once those calls have returned; over any other client
+//     Quiesce is true once those calls have returned (over a plain TCP or
+//     Unix socket Open gives publications a client of their own that sends
+//     each call's commands with one writev, the rows never copied; see
+//     gather.go); over any other client
 //     the attempt copies its rows into its own buffers first, and Quiesce is
 //     true after that copy.
 //   - RequestCancel stops an attempt from sending what it has not sent; a
@@ -92,6 +95,7 @@ var ErrClosed = errors.New("redis: backend closed")
 // Its methods are safe for concurrent use.
 type Backend struct {
 	client goredis.UniversalClient
+	pub    *goredis.Client // Open's client for publications over a plain socket (gather.go); nil: client
 	owned  bool
 	mem    Memory
 	set    settings
@@ -233,6 +237,9 @@ func (b *Backend) Close() error {
 		b.running.Wait()
 		if b.owned {
 			b.cerr = b.client.Close()
+			if b.pub != nil {
+				b.cerr = errors.Join(b.cerr, b.pub.Close())
+			}
 		}
 		b.workers.Wait()
 		b.probing.Wait() // no worker can open the breaker any more

@@ -147,7 +147,12 @@ func (b *Backend) call(j *batch, wire *atomic.Int64) {
 		}
 		return
 	}
-	pipe := b.client.Pipeline()
+	var pipe goredis.Pipeliner
+	if j.op == opPublish && b.pub != nil {
+		pipe = b.pub.Pipeline()
+	} else {
+		pipe = b.client.Pipeline()
+	}
 	start := time.Now()
 	wire.Store(start.UnixNano())
 	var execErr error

@@ -159,6 +159,11 @@ var mutants = []mutant{
 		"return contract.Delivered{Served: Served(s.pages, o.TokenEnd)}", "return contract.Delivered{Served: Served(s.pages, 1<<62)}")},
 	{"mem-recycle-read-row", "recycles the bytes of an evicted row while a fetch still copies out of them", one("backend/mem", "store.release",
 		"if r.readers > 0 {", "if false {")},
+	// A publication gathered straight from staging (backend/redis, issue #40
+	// item 1): go-redis's own buffer is reused once Write returns, so only the
+	// caller's values may be kept by reference.
+	{"redis-gather-keeps-buffer", "keeps every write of a publication by reference, go-redis's reused buffer included", one("backend/redis", "gatherConn.Write",
+		"if len(p) <= gatherCopy {", "if false {")},
 	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
 		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }
