@@ -21,24 +21,39 @@ func (b *Backend) Reserve(n int) []byte {
 	return b.store.buffer(n)
 }
 
-// Adopt stores buf itself — not a copy — under (extent, name), as Put stores
-// a copy: it counts as a use, and a new row in a full store evicts the least
-// recently used ones. The caller hands buf over: it must hold the row's
-// whole content, and neither the caller nor anyone else may touch it again.
-// A row larger than the byte bound is not stored (its bytes are recycled);
-// Adopt reports whether it stored the row. Like Put, it is not a delivery:
-// the backend's mode policy does not apply.
-func (b *Backend) Adopt(extent string, name contract.Name, buf []byte) bool {
-	if len(buf) == 0 {
-		return false
-	}
+// Adopt stores each non-empty bufs[i] itself — not a copy — under (the
+// extent's name, unit i's name), as Put stores a copy: each counts as a use,
+// and a new row in a full store evicts the least recently used ones. The
+// caller hands those buffers over: each must hold its row's whole content,
+// and neither the caller nor anyone else may touch it again. A row larger
+// than the byte bound is not stored (its bytes are recycled). Adopt returns
+// how many rows it stored; entries of bufs past the extent's units are not
+// taken. Like Put, it is not a delivery: the backend's mode policy does not
+// apply.
+//
+// The rows of one call are stored under one lock, and their headers are made
+// in one allocation: a promotion hands over a lease's rows at once, on the
+// lease's path (docs/tiers.md).
+func (b *Backend) Adopt(ext contract.CacheExtent, bufs [][]byte) int {
+	bufs = bufs[:min(len(bufs), ext.Len())]
+	rows := make([]row, len(bufs))
+	name := ext.Name()
+	kept := 0
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.store.put(key{extent, name}, buf) {
-		return true
+	for i, buf := range bufs {
+		if len(buf) == 0 {
+			continue
+		}
+		r := &rows[i]
+		r.b = buf
+		if b.store.putRow(key{name, ext.Unit(i).Name}, r) {
+			kept++
+			continue
+		}
+		b.store.recycle(r)
 	}
-	b.store.recycle(&row{b: buf})
-	return false
+	return kept
 }
 
 // Unreserve gives back bytes Reserve returned that will not be adopted. The
@@ -50,5 +65,5 @@ func (b *Backend) Unreserve(buf []byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.store.recycle(&row{b: buf})
+	b.store.recycleBytes(buf)
 }

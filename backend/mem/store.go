@@ -55,6 +55,9 @@ type store struct {
 	free      map[int][][]byte // recycled row bytes by length, nobody reading them
 	freeBytes int64
 	maxFree   int64
+
+	spares *entry // dropped entries for the next rows stored, linked by next
+	nspare int
 }
 
 // maxFreeBytes bounds the free list of a store without a byte bound (with
@@ -110,6 +113,12 @@ func (s *store) release(r *row) {
 func (s *store) recycle(r *row) {
 	b := r.b
 	r.b = nil // a use after recycling fails loudly, never reads another row
+	s.recycleBytes(b)
+}
+
+// recycleBytes puts b, which nobody reads or writes any more, on the free
+// list (within its bound).
+func (s *store) recycleBytes(b []byte) {
 	if b == nil || s.freeBytes+int64(len(b)) > s.maxFree {
 		return
 	}
@@ -133,23 +142,28 @@ func (s *store) use(e *entry) {
 }
 
 // put stores b under k (the store keeps b itself: the caller hands over a
-// copy, from buffer or its own) and counts it as a use. Beyond a bound, the least recently used rows
-// are evicted first, never the one being stored. A row larger than the byte
-// bound is not stored (and an older row under k is dropped, so that the store
-// never answers with content older than what was offered): put reports
-// whether it stored the row.
-func (s *store) put(k key, b []byte) bool {
-	size := int64(len(b))
+// copy, from buffer or its own) and counts it as a use; see putRow.
+func (s *store) put(k key, b []byte) bool { return s.putRow(k, &row{b: b}) }
+
+// putRow stores r, a row nobody else holds, under k and counts it as a use.
+// Beyond a bound, the least recently used rows are evicted first, never the
+// one being stored. A row larger than the byte bound is not stored (and an
+// older row under k is dropped, so that the store never answers with content
+// older than what was offered): putRow reports whether it stored the row,
+// and a row it did not store is still the caller's.
+func (s *store) putRow(k key, r *row) bool {
+	size := int64(len(r.b))
 	if s.maxBytes > 0 && size > s.maxBytes {
 		if e, ok := s.m[k]; ok {
 			s.drop(e)
+			s.spare(e)
 		}
 		return false
 	}
 	if e, ok := s.m[k]; ok {
 		s.bytes.Add(size - int64(len(e.row.b)))
 		s.release(e.row)
-		e.row = &row{b: b}
+		e.row = r
 		s.use(e)
 		s.evictFor(0, e)
 		return true
@@ -159,15 +173,43 @@ func (s *store) put(k key, b []byte) bool {
 		e = s.root.prev
 		s.drop(e)
 		s.evictions.Add(1)
+		s.evictFor(size, nil)
 	} else {
-		e = new(entry)
+		s.evictFor(size, nil)
+		e = s.entry()
 	}
-	s.evictFor(size, nil)
-	e.k, e.row = k, &row{b: b}
+	e.k, e.row = k, r
 	s.m[k] = e
 	s.bytes.Add(size)
 	s.pushFront(e)
 	return true
+}
+
+// maxSpare bounds the entries a store keeps for the rows it will store next.
+const maxSpare = 64
+
+// spare keeps e, dropped and no longer reachable from the map or the recency
+// list, for the next row stored: the byte bound evicts rows one by one, not
+// one for one, so the row-bounded eviction's reuse of the evicted entry does
+// not apply there.
+func (s *store) spare(e *entry) {
+	if s.nspare >= maxSpare {
+		return
+	}
+	*e = entry{next: s.spares}
+	s.spares = e
+	s.nspare++
+}
+
+// entry returns a spare entry, or a new one.
+func (s *store) entry() *entry {
+	e := s.spares
+	if e == nil {
+		return new(entry)
+	}
+	s.spares, e.next = e.next, nil
+	s.nspare--
+	return e
 }
 
 // evictFor evicts least recently used rows, never keep, until size more
@@ -182,6 +224,7 @@ func (s *store) evictFor(size int64, keep *entry) {
 			return
 		}
 		s.drop(e)
+		s.spare(e)
 		s.evictions.Add(1)
 	}
 }

@@ -260,7 +260,7 @@ func (a *attempt) take(p *plan, r *batch, served *[]contract.Name) string {
 			if r.pooled {
 				copy(p.rows[u], r.bufs[i])
 				if r.tee != nil && r.tee[i] != nil {
-					copy(r.tee[i], r.bufs[i])
+					teeCopy(r.tee[i], r.bufs[i])
 				}
 			}
 			*served = append(*served, p.names[u])

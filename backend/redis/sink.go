@@ -53,6 +53,11 @@ const (
 // that reads stay few.
 const teeChunk = 256 << 10
 
+// teeStreamMin is the smallest tee copy teeCopy streams past the cache
+// (copy_amd64.go): below it, the fence and the unaligned edges cost more
+// than the stores save.
+const teeStreamMin = 4 << 10
+
 // maxLine bounds what a sink keeps of a header line: a bulk string's is
 // "$" and at most 20 digits; a server error's message is cut there.
 const maxLine = 512
@@ -145,7 +150,7 @@ func (s *sink) ReadFrom(r io.Reader) (int64, error) {
 			// bytes the kernel has just written, from this core's cache,
 			// while the server goes on sending the rest.
 			m, err = r.Read(s.dst[s.got:min(s.size, s.got+teeChunk)])
-			copy(s.tee[s.got:s.got+m], s.dst[s.got:s.got+m])
+			teeCopy(s.tee[s.got:s.got+m], s.dst[s.got:s.got+m])
 			s.got += m
 		case s.got < s.size && s.size == len(s.dst):
 			m, err = io.ReadFull(r, s.dst[s.got:])
@@ -265,7 +270,7 @@ func (s *sink) value(p []byte) ([]byte, error) {
 		if s.size == len(s.dst) {
 			copy(s.dst[s.got:], p[:k])
 			if s.tee != nil {
-				copy(s.tee[s.got:], p[:k])
+				teeCopy(s.tee[s.got:], p[:k])
 			}
 		}
 		s.got += k

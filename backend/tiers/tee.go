@@ -26,14 +26,16 @@ type TeeFetcher interface {
 	FetchTee(extent contract.CacheExtent, route contract.Route, tee func(unit, n int) []byte) (contract.Attempt, error)
 }
 
-// Adopter is an upper tier that can take a promoted row's bytes whole
+// Adopter is an upper tier that can take promoted rows' bytes whole
 // (backend/mem): Reserve hands out n bytes nobody else holds, Adopt stores
-// such bytes themselves under (extent, name) — the caller never touches them
-// again — and reports whether it kept them, and Unreserve takes back bytes
-// that will not be adopted.
+// each non-empty bufs[i] itself under (extent, unit i's name) — the caller
+// never touches them again — and reports how many it kept, and Unreserve
+// takes back bytes that will not be adopted. A lease's rows are adopted in
+// one call: the adoption runs between the lower tier's proof and the
+// lease's, so each row's lock, guard and header would be on the lease's path.
 type Adopter interface {
 	Reserve(n int) []byte
-	Adopt(extent string, name contract.Name, buf []byte) bool
+	Adopt(extent contract.CacheExtent, bufs [][]byte) int
 	Unreserve(buf []byte)
 }
 
@@ -114,23 +116,24 @@ func (t *tee) unreserve() {
 // gives back the rest; only once the lower tier's access is proven over. It
 // returns how many the upper tier kept.
 func (t *tee) adopt(ext contract.CacheExtent, served contract.NameSet) uint64 {
-	var kept uint64
-	name := ext.Name()
+	handed := 0
 	for i, buf := range t.bufs {
 		if buf == nil {
 			continue
 		}
-		t.bufs[i] = nil
-		n := ext.Unit(i).Name
-		if !served.Has(n) {
+		if !served.Has(ext.Unit(i).Name) {
 			_ = guard(func() error { t.adopter.Unreserve(buf); return nil })
+			t.bufs[i] = nil
 			continue
 		}
-		ok := false
-		_ = guard(func() error { ok = t.adopter.Adopt(name, n, buf); return nil })
-		if ok {
-			kept++
-		}
+		handed++
 	}
-	return kept
+	if handed == 0 {
+		return 0
+	}
+	kept := 0
+	_ = guard(func() error { kept = t.adopter.Adopt(ext, t.bufs); return nil })
+	clear(t.bufs) // handed over: the stack touches none of them again
+	// An adopter that miscounts is held to what it was handed.
+	return uint64(min(max(kept, 0), handed))
 }

@@ -207,6 +207,8 @@ type adoptCheck struct {
 	*mem.Backend
 	lower *teeTier
 
+	miscount int // added to what the upper tier says it kept
+
 	mu         sync.Mutex
 	early      []string // adoptions before the lower tier's proof, or of torn bytes
 	reserved   int
@@ -221,16 +223,22 @@ func (c *adoptCheck) Reserve(n int) []byte {
 	return c.Backend.Reserve(n)
 }
 
-func (c *adoptCheck) Adopt(ext string, n contract.Name, buf []byte) bool {
+func (c *adoptCheck) Adopt(ext contract.CacheExtent, bufs [][]byte) int {
 	c.mu.Lock()
-	c.adopted++
-	if !c.lower.proven.Load() {
-		c.early = append(c.early, fmt.Sprintf("%x adopted before the lower tier's proof", n[:2]))
-	} else if v := c.lower.holds[n]; !bytes.Equal(buf, v) {
-		c.early = append(c.early, fmt.Sprintf("%x adopted holding %q, not its row %q", n[:2], buf, v))
+	for i, buf := range bufs {
+		if buf == nil {
+			continue
+		}
+		n := ext.Unit(i).Name
+		c.adopted++
+		if !c.lower.proven.Load() {
+			c.early = append(c.early, fmt.Sprintf("%x adopted before the lower tier's proof", n[:2]))
+		} else if v := c.lower.holds[n]; !bytes.Equal(buf, v) {
+			c.early = append(c.early, fmt.Sprintf("%x adopted holding %q, not its row %q", n[:2], buf, v))
+		}
 	}
 	c.mu.Unlock()
-	return c.Backend.Adopt(ext, n, buf)
+	return c.Backend.Adopt(ext, bufs) + c.miscount
 }
 
 func (c *adoptCheck) Unreserve(buf []byte) {
@@ -256,12 +264,15 @@ func TestTeePromotesOnlyWholeServedRowsAfterTheProof(t *testing.T) {
 		fetch    []int
 		served   []int // by the stack (nil: not delivered)
 		giveBack bool  // every reserved buffer came back or was adopted
+		miscount int   // the upper tier says it kept this many more (or fewer) rows than it did
 	}{
 		{name: "a late writer serves some rows", holds: []int{1, 2}, fetch: []int{0, 1, 2, 3}, served: []int{1, 2}, giveBack: true},
 		{name: "a late writer serves no row", holds: nil, fetch: []int{0, 1}, served: []int{}, giveBack: true},
 		{name: "a failed fetch promotes nothing", fault: "fail", holds: []int{0, 1}, fetch: []int{0, 1}},
 		{name: "a rejection after asking for buffers gives them back", fault: "reject", holds: []int{0}, fetch: []int{0, 1}, giveBack: true},
 		{name: "an unproven fetch's rows are skipped, its buffers never given back", fault: "unproven", holds: []int{0, 1}, fetch: []int{0, 1, 2}, served: []int{0, 1}},
+		{name: "an upper tier that says it kept more than it was handed is counted for what it was handed", holds: []int{1, 2}, fetch: []int{0, 1, 2, 3}, served: []int{1, 2}, giveBack: true, miscount: 5},
+		{name: "an upper tier that says it kept a negative number is counted for none", holds: []int{1, 2}, fetch: []int{0, 1, 2, 3}, served: []int{1, 2}, giveBack: true, miscount: -9},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMemory(4)
@@ -272,7 +283,7 @@ func TestTeePromotesOnlyWholeServedRowsAfterTheProof(t *testing.T) {
 			for _, i := range tt.holds {
 				lower.holds[name(i)] = row(i)
 			}
-			up := &adoptCheck{Backend: local, lower: lower}
+			up := &adoptCheck{Backend: local, lower: lower, miscount: tt.miscount}
 			stack, err := tiers.New([]tiers.Tier{{Name: "local", Fetcher: local, Publisher: up}, {Name: "lower", Fetcher: lower}})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = stack.Close(); lower.end() })
@@ -305,7 +316,12 @@ func TestTeePromotesOnlyWholeServedRowsAfterTheProof(t *testing.T) {
 				}
 			}
 			st := stack.Stats()
-			assert.Equal(t, uint64(up.adopted), st[0].Promoted)
+			switch {
+			case tt.miscount < 0:
+				assert.Zero(t, st[0].Promoted)
+			default:
+				assert.Equal(t, uint64(up.adopted), st[0].Promoted)
+			}
 			if tt.fault == "unproven" {
 				assert.Zero(t, up.adopted)
 				assert.Equal(t, uint64(len(tt.served)), st[0].PromoteSkipped)

@@ -48,7 +48,7 @@ var (
 		{pkg: "./proptest", dir: "proptest", run: "^TestModel|^TestBugZoo"},
 		{pkg: "./readiness", dir: "readiness", run: "^TestRefused|^TestLayerNeverReady|^TestLayerwisePublishNever|^TestBackendFaults|^TestHandoffs|^TestLayerwisePublishWaits"},
 		{pkg: "./backend/peer", dir: "backend/peer", run: "^TestEngineOverAdversarialPeers$|^TestSender"},
-		{pkg: "./backend/mem", dir: "backend/mem", run: "^TestEvictedRowIsNotRecycledWhileRead$|^TestRecycledRowsUnderConcurrentFetches$"},
+		{pkg: "./backend/mem", dir: "backend/mem", run: "^TestEvictedRowIsNotRecycledWhileRead$|^TestRecycledRowsUnderConcurrentFetches$|^TestAdoptStoresTheBytesItIsHanded$"},
 		{pkg: "./backend/tiers", dir: "backend/tiers", run: "^TestTee|^TestReused"},
 		{pkg: "./backend/redis", dir: "backend/redis", run: "^TestGatherConn"},
 	}
