@@ -116,6 +116,7 @@ type model struct {
 	rowBases    []gpu.DevicePtr // every lease's device rows, ascending (rowOf)
 	plan        layerPlan       // the layers the engine's copies go in
 	owner       map[slotID]*mLease
+	lastOwner   map[slotID]*mLease // who held a free slot last, for a failure's message
 	quarantined map[slotID]bool
 	serials     int
 	lost        bool
@@ -152,7 +153,7 @@ func newModel(t *rapid.T, core bool) *model {
 // newModelOn is newModel on another device, with staging from host.
 func newModelOn(t *rapid.T, onCore bool, dev modelDevice, host staging.Alloc) *model {
 	m := &model{t: t, core: onCore, clock: newClock(), bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{},
-		owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{}}
+		owner: map[slotID]*mLease{}, lastOwner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{}}
 	var err error
 	m.dev = dev
 	inner, err := m.dev.NewStream()
@@ -1104,6 +1105,7 @@ func (m *model) gone(l *mLease) {
 	defer m.be.mu.Unlock()
 	for _, s := range l.slots {
 		delete(m.owner, s)
+		m.lastOwner[s] = l
 		row, _ := m.mem.Row(s.g, s.s)
 		if m.rewrittenAtSubmission(row) {
 			continue // lent again, and written, in the round that released it
@@ -1438,8 +1440,16 @@ func (m *model) checkReadiness(l *mLease, info readiness.LeaseInfo) {
 // there. A late write into a recycled slot shows up here, in the bytes.
 func (m *model) checkBytes() {
 	// The backend writes staging from its own goroutines, under its lock.
+	// A failure unlocks first (describe takes the lock), so the deferred
+	// unlock must not run again as the failure's panic unwinds.
 	m.be.mu.Lock()
-	defer m.be.mu.Unlock()
+	locked := true
+	unlock := func() { locked = false; m.be.mu.Unlock() }
+	defer func() {
+		if locked {
+			m.be.mu.Unlock()
+		}
+	}()
 	for g := range modelGroups {
 		for s := range modelSlots {
 			id := slotID{g, s}
@@ -1450,8 +1460,8 @@ func (m *model) checkBytes() {
 			l := m.owner[id]
 			if l == nil {
 				if !filled(row, tagCanary) {
-					m.be.mu.Unlock()
-					m.fail(rule1, "free slot %v was written after it was recycled: %x%s", id, row, m.describe())
+					unlock()
+					m.fail(rule1, "free slot %v was written after it was recycled: %x; it was last lent to %s%s", id, row, m.lastLent(id), m.describe())
 				}
 				continue
 			}
@@ -1459,7 +1469,7 @@ func (m *model) checkBytes() {
 			own := rowID(r.Group, r.Block)
 			if l.layerwise {
 				if !m.layerwiseSlotHolds(l, r, row) {
-					m.be.mu.Unlock()
+					unlock()
 					m.fail(rule1, "slot %v of lease %d, a layerwise publish, holds bytes another transfer wrote, or a layer's bytes outside its spans: %x", id, l.serial, row)
 				}
 				continue
@@ -1475,6 +1485,15 @@ func (m *model) checkBytes() {
 			}
 		}
 	}
+}
+
+// lastLent names the lease that held a free slot last, as the model saw it.
+func (m *model) lastLent(id slotID) string {
+	l := m.lastOwner[id]
+	if l == nil {
+		return "no lease the model saw granted"
+	}
+	return fmt.Sprintf("lease %d (%s, instant %v, released at step %d, cancelled %v, withdrawn %v, escape %v)", l.serial, l.kind, l.instant, l.releasedAt, l.cancelled, l.withdrawn, l.escape)
 }
 
 // describe lists every lease and its attempt, for a failure's message.

@@ -52,7 +52,7 @@ func newTierModel(t *rapid.T) *tierModel {
 	dev, err := sim.New(0, 1<<22)
 	must(t, err)
 	m := &model{t: t, clock: newClock(), dev: dev, bySerial: map[int]*mLease{}, byDevice: map[gpu.DevicePtr]*mLease{},
-		owner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{},
+		owner: map[slotID]*mLease{}, lastOwner: map[slotID]*mLease{}, quarantined: map[slotID]bool{}, contained: map[readiness.Handle][]readiness.Containment{},
 		inherited: map[slotID]bool{}, policy: readiness.Quarantine}
 	inner, err := dev.NewStream()
 	must(t, err)

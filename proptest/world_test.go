@@ -182,6 +182,28 @@ type adversary struct {
 	faults   []string                 // contract facts the engine broke, seen from the backend
 	store    map[contract.Name][]byte // what publications stored
 	quiesces int
+	// retired: the case is over and its staging may be freed (retire); a
+	// call the engine abandoned (a Quiesce past its context, say) may still
+	// return on an engine goroutine, and must not touch freed memory.
+	retired bool
+}
+
+// retire ends the backend's access to staging for good, once the case is
+// over: after it returns, none of its calls reads or writes a row, so the
+// case may free its staging (the CUDA model's pinned slabs, which the next
+// case's allocation may reuse at once).
+func (b *adversary) retire() {
+	b.mu.Lock()
+	b.retired = true
+	b.mu.Unlock()
+}
+
+// rowLocked is staging row (g, s), unless the backend is retired.
+func (b *adversary) rowLocked(g, s int) ([]byte, bool) {
+	if b.retired {
+		return nil, false
+	}
+	return b.mem.Row(g, s)
 }
 
 func newAdversary(m *staging.Memory) *adversary {
@@ -204,6 +226,9 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 	if ext.Len() == 0 {
 		return nil, fmt.Errorf("adversary: empty extent: %w", contract.ErrSubmissionRejected)
 	}
+	if b.retired {
+		return nil, fmt.Errorf("adversary: the case is over: %w", contract.ErrSubmissionRejected)
+	}
 	serial, _, _, ok := parseName(ext.Unit(0).Name)
 	if !ok {
 		return nil, fmt.Errorf("adversary: unknown name: %w", contract.ErrSubmissionRejected)
@@ -223,7 +248,7 @@ func (b *adversary) submit(ext contract.CacheExtent, publish bool) (contract.Att
 		names[i] = u.Name
 		if publish && b.device != nil {
 			_, g, blk, _ := parseName(u.Name)
-			row, _ := b.mem.Row(u.LocalGroup, u.Local)
+			row, _ := b.rowLocked(u.LocalGroup, u.Local)
 			want := b.device(serial, g, blk)
 			var spans []staging.Span
 			if b.staged != nil {
@@ -470,7 +495,7 @@ func (b *adversary) OpenRoute(map[string]string) (contract.Route, error) {
 // resolves it — from the extent it holds, lazily.
 func (b *adversary) writeUnitLocked(a *attempt, i int, p []byte) {
 	u := a.held.Unit(i)
-	if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+	if row, ok := b.rowLocked(u.LocalGroup, u.Local); ok {
 		copy(row, p)
 	}
 }
@@ -488,7 +513,7 @@ func (b *adversary) writeServedLocked(a *attempt) {
 			continue
 		}
 		if a.publish {
-			if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+			if row, ok := b.rowLocked(u.LocalGroup, u.Local); ok {
 				b.store[u.Name] = append([]byte(nil), row...)
 			}
 			continue
@@ -527,7 +552,7 @@ func (b *adversary) lateWrite(a *attempt) {
 		// A publication still reading its sources stores what they hold now.
 		for i := range a.held.Len() {
 			u := a.held.Unit(i)
-			if row, ok := b.mem.Row(u.LocalGroup, u.Local); ok {
+			if row, ok := b.rowLocked(u.LocalGroup, u.Local); ok {
 				b.store[u.Name] = append([]byte(nil), row...)
 			}
 		}
