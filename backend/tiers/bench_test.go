@@ -14,6 +14,7 @@ import (
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
 	"github.com/kvready/kvready/internal/redistest"
+	"github.com/kvready/kvready/internal/sidebyside"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
 )
@@ -28,34 +29,35 @@ import (
 //     through a stack whose local tier holds every row (the tier behind it
 //     is never asked), and through the same backend/mem alone. ns/op and
 //     allocs/op are per lease. The figure: local-hit ≤ 1.1× mem-alone.
-//   - redis/row=SIZE and redis-alone/row=SIZE: a lease of 16 rows fetched
-//     from a real redis-server (the bench's own, on loopback) as
-//     backend/redis's BenchmarkRedisFetch moves one (submit, Settle,
-//     Quiesce): through a stack whose local tier misses every row — it holds
-//     one lease's rows, and the bench alternates two leases, so each fetch
-//     finds the other lease's rows there, and the rows Redis served are
-//     promoted into it, evicting those, before the lease's proof — and
-//     through the same backend/redis alone, alternating the same two leases.
-//     MB/s counts the lease's bytes. The figure: redis ≥ 0.9× redis-alone.
-//     Redis tees (tee.go): the promotion is the local tier adopting the
-//     copies Redis landed as it read the rows. In view,
-//     redis-copied/row=SIZE: the same stack with Redis seen as a fetcher
-//     without FetchTee (noTee), its rows promoted by a publication from the
-//     staging rows after its proof — the copy on the lease's path. And
-//     redis-unpromoted/row=SIZE: the same chain (a local miss, then Redis)
-//     with promotion off, its local tier always empty: what the promotion
-//     costs, apart from the stack's own. And promotion/row=SIZE: the
-//     promotion of a lower tier that does not tee, with no Redis and no
-//     stack — the publication of a lease's rows into a local tier at
-//     capacity, evicting the other lease's, to its proof — whose MB/s would
-//     bound the figure with that copy on the lease's path (rule 19):
-//     redis ÷ redis-alone ≤ 1 / (1 + redis-alone MB/s ÷ promotion MB/s).
+//   - redis/row=SIZE: a lease of 16 rows fetched from a real redis-server
+//     (the bench's own, on loopback) as backend/redis's BenchmarkRedisFetch
+//     moves one (submit, Settle, Quiesce), four ways, one lease each way a
+//     round (internal/sidebyside: every way meets the same load, the Redis
+//     server's on the same cores included), each way's figure its median
+//     lease. alone: through backend/redis alone. promoted: through a stack
+//     whose local tier misses every row — it holds one lease's rows, and
+//     each way alternates two leases, so each fetch finds the other lease's
+//     rows there, and the rows Redis served are promoted into it, evicting
+//     those, before the lease's proof. Redis tees (tee.go): the promotion is
+//     the local tier adopting the copies Redis landed as it read the rows.
+//     unpromoted: the same chain (a local miss, then Redis) with promotion
+//     off, its local tier always empty: what the promotion costs, apart
+//     from the stack's own. copied: the same stack with Redis seen as a
+//     fetcher without FetchTee (noTee), its rows promoted by a publication
+//     from the staging rows after its proof — the copy on the lease's path.
+//     MB/s-WAY counts a lease's bytes at the way's median lease; x-WAY is
+//     that ÷ MB/s-alone. The figure: x-promoted ≥ 0.9.
+//   - promotion/row=SIZE: the promotion of a lower tier that does not tee,
+//     with no Redis and no stack — the publication of a lease's rows into
+//     a local tier at capacity, evicting the other lease's, to its proof —
+//     whose MB/s would bound the figure with that copy on the lease's path
+//     (rule 19): promoted ÷ alone ≤ 1 / (1 + MB/s-alone ÷ promotion MB/s).
 func BenchmarkTiers(b *testing.B) {
 	b.Run("local-hit", func(b *testing.B) { benchLocal(b, true) })
 	b.Run("mem-alone", func(b *testing.B) { benchLocal(b, false) })
-	// The server and each size's leases are made by the first sub-benchmark
-	// that runs (none, when -bench selects only the local pair), and serve
-	// the three variants of that size.
+	// The server is started by the first Redis sub-benchmark that runs
+	// (none, when -bench selects only the local pair), and each size's
+	// leases by its own.
 	var srv *redistest.Server
 	made := map[int]*redisBench{}
 	bench := func(slot int) *redisBench {
@@ -70,9 +72,15 @@ func BenchmarkTiers(b *testing.B) {
 			// megabytes are far slower than the next, and whichever ran
 			// first would pay it.
 			for range 8 { // in pairs: each alternates the two leases
-				for _, f := range []contract.Fetcher{r.stack, r.store, r.unpromoted, r.copied} {
-					r.lease(b, f)
-					r.lease(b, f)
+				for _, w := range r.ways() {
+					r.lease(b, w.f)
+					r.lease(b, w.f)
+				}
+			}
+			for _, w := range r.ways() {
+				r.lease(b, w.f)
+				if got, want := r.rows.rows[redisUnits-1][0], byte((r.next[w.f]^1)<<4|(redisUnits-1)); got != want {
+					b.Fatalf("%s: staging row %d holds %#x; want %#x, the last lease's", w.name, redisUnits-1, got, want)
 				}
 			}
 			made[slot] = r
@@ -83,10 +91,7 @@ func BenchmarkTiers(b *testing.B) {
 		name  string
 		bytes int
 	}{{"64KiB", 64 << 10}, {"512KiB", 512 << 10}, {"2MiB", 2 << 20}} {
-		b.Run("redis/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.stack) })
-		b.Run("redis-alone/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.store) })
-		b.Run("redis-unpromoted/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.unpromoted) })
-		b.Run("redis-copied/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.run(b, r.copied) })
+		b.Run("redis/row="+size.name, func(b *testing.B) { r := bench(size.bytes); r.sideBySide(b) })
 		b.Run("promotion/row="+size.name, func(b *testing.B) { benchPromotion(b, size.bytes) })
 	}
 	for _, r := range made {
@@ -349,20 +354,38 @@ func (r *redisBench) lease(b *testing.B, f contract.Fetcher) {
 	}
 }
 
-// run measures leases through f, after two to warm up (one of each).
-func (r *redisBench) run(b *testing.B, f contract.Fetcher) {
-	r.lease(b, f)
-	r.lease(b, f)
-	if got, want := r.rows.rows[redisUnits-1][0], byte((r.next[f]^1)<<4|(redisUnits-1)); got != want {
-		b.Fatalf("staging row %d holds %#x; want %#x, the last lease's", redisUnits-1, got, want)
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		r.lease(b, f)
-	}
-	b.SetBytes(int64(redisUnits * r.slot))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
+// redisWay is one way BenchmarkTiers/redis fetches a lease.
+type redisWay struct {
+	name string
+	f    contract.Fetcher
 }
+
+// ways are the fetchers of the Redis figure, backend/redis alone first.
+func (r *redisBench) ways() []redisWay {
+	return []redisWay{{"alone", r.store}, {"promoted", r.stack}, {"unpromoted", r.unpromoted}, {"copied", r.copied}}
+}
+
+// sideBySide measures a lease each way a round and reports each way's MB/s
+// at its median lease, and the others' against alone's.
+func (r *redisBench) sideBySide(b *testing.B) {
+	ways := r.ways()
+	sbs := make([]sidebyside.Way, len(ways))
+	for k, w := range ways {
+		sbs[k] = sidebyside.Way{Name: w.name, Op: func(b *testing.B) { r.lease(b, w.f) }}
+	}
+	medians := sidebyside.Run(b, sbs, nil, redisMinLeases)
+	mbps := func(d time.Duration) float64 { return float64(redisUnits*r.slot) / d.Seconds() / 1e6 }
+	for k, w := range ways {
+		b.ReportMetric(mbps(medians[k]), "MB/s-"+w.name)
+		if k > 0 {
+			b.ReportMetric(float64(medians[0])/float64(medians[k]), "x-"+w.name)
+		}
+	}
+}
+
+// redisMinLeases is how many leases each way of BenchmarkTiers/redis moves
+// at least (backend/redis's BenchmarkRedisLeases moves as many).
+const redisMinLeases = 30
 
 // check holds the stacks' figures to what they claim to measure: every row
 // either stack fetched was a local miss served by Redis, promoted by the
