@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -53,8 +54,7 @@ import (
 //     whose MB/s would bound the figure with that copy on the lease's path
 //     (rule 19): promoted ÷ alone ≤ 1 / (1 + MB/s-alone ÷ promotion MB/s).
 func BenchmarkTiers(b *testing.B) {
-	b.Run("local-hit", func(b *testing.B) { benchLocal(b, true) })
-	b.Run("mem-alone", func(b *testing.B) { benchLocal(b, false) })
+	b.Run("local", benchLocal)
 	// The server is started by the first Redis sub-benchmark that runs
 	// (none, when -bench selects only the local pair), and each size's
 	// leases by its own.
@@ -104,9 +104,19 @@ func BenchmarkTiers(b *testing.B) {
 // amortised over them; here each lease also starts a backend goroutine).
 const localLeases = 64
 
-// benchLocal runs whole one-row fetch lifecycles through the runner, every
-// row served by a backend/mem holding it: behind a stack (stacked) or alone.
-func benchLocal(b *testing.B, stacked bool) {
+// localRig runs whole one-row fetch lifecycles through the runner, every row
+// served by a backend/mem holding it: behind a stack, or alone.
+type localRig struct {
+	eng    *readiness.Engine
+	stack  *tiers.Backend // nil alone
+	round  func(b *testing.B, n int)
+	closer func(b *testing.B)
+}
+
+// newLocalRig builds a rig and runs a round to warm it up and check what it
+// measures: every lease served, its row on the device, and (stacked) by the
+// local tier alone.
+func newLocalRig(b *testing.B, stacked bool) *localRig {
 	const slot = 64
 	dev, err := sim.New(0, 1<<20, sim.WithLatency(sim.WallClock{}, 0))
 	if err != nil {
@@ -128,32 +138,33 @@ func benchLocal(b *testing.B, stacked bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	rig := &localRig{}
 	var fetcher contract.Fetcher = local
-	var stack *tiers.Backend
 	if stacked {
-		stack, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: local, Publisher: local}, {Name: "shared", Fetcher: shared, Publisher: shared}})
+		rig.stack, err = tiers.New([]tiers.Tier{{Name: "local", Fetcher: local, Publisher: local}, {Name: "shared", Fetcher: shared, Publisher: shared}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		fetcher = stack
+		fetcher = rig.stack
 	}
 	eng, err := readiness.New(readiness.Config{Memory: staged, TokensPerBlock: 32, RequestTimeout: time.Hour, DrainGrace: time.Hour,
 		Fetcher: fetcher, Stream: stream})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
+	rig.eng = eng
+	rig.closer = func(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := eng.Shutdown(ctx); err != nil {
 			b.Error(err)
 		}
-		if stack != nil {
-			_ = stack.Close()
+		if rig.stack != nil {
+			_ = rig.stack.Close()
 		}
 		_ = local.Close()
 		_ = shared.Close()
-	}()
+	}
 	reqs := make([]readiness.Request, localLeases)
 	blocks := make([]gpu.DevicePtr, localLeases)
 	for k := range reqs {
@@ -166,7 +177,7 @@ func benchLocal(b *testing.B, stacked bool) {
 	}
 	hs := make([]readiness.Handle, localLeases)
 	wait := time.NewTimer(time.Hour)
-	round := func(n int) {
+	rig.round = func(b *testing.B, n int) {
 		for k := range n {
 			h, err := eng.Lend(reqs[k])
 			if err != nil {
@@ -191,9 +202,7 @@ func benchLocal(b *testing.B, stacked bool) {
 			}
 		}
 	}
-	// Warm up, and check what is measured: every lease served, its row on
-	// the device, and (stacked) by the local tier alone.
-	round(localLeases)
+	rig.round(b, localLeases)
 	for k, h := range hs[:localLeases] {
 		info, err := eng.Lease(h)
 		if err != nil || info.Outcome != readiness.Served {
@@ -204,24 +213,68 @@ func benchLocal(b *testing.B, stacked bool) {
 			b.Fatalf("lease %d: device row %x %v; want its stored row", k, got[:4], err)
 		}
 	}
-	b.ReportAllocs()
-	handoffs := eng.Stats().Handoffs
-	b.ResetTimer()
-	for i := 0; i < b.N; i += localLeases {
-		round(min(localLeases, b.N-i))
+	return rig
+}
+
+// check fails b unless every row the stack was asked for was a local hit.
+func (rig *localRig) check(b *testing.B) {
+	if rig.stack == nil {
+		return
 	}
-	b.StopTimer()
-	// Hand-offs per lease (a proof a worker answered, the owner woken by
-	// another goroutine) depend on how soon the backend's goroutine ends,
-	// so on the machine's scheduling: ns/op follows them.
-	b.ReportMetric(float64(eng.Stats().Handoffs-handoffs)/float64(b.N), "handoffs/op")
-	if stack != nil {
-		st := stack.Stats()
-		if st[0].Misses != 0 || st[1].Handed != 0 {
-			b.Fatalf("the local tier missed %d rows and the shared one was handed %d; want every row a local hit", st[0].Misses, st[1].Handed)
-		}
+	st := rig.stack.Stats()
+	if st[0].Misses != 0 || st[1].Handed != 0 {
+		b.Fatalf("the local tier missed %d rows and the shared one was handed %d; want every row a local hit", st[0].Misses, st[1].Handed)
 	}
 }
+
+// benchLocal measures rounds of localLeases leases through a rig whose stack
+// serves every row from its local tier and through one whose backend/mem
+// serves them alone, a round each way in turn (internal/sidebyside), and
+// reports per lease each way's median round (ns/lease-WAY), the local hit's
+// ÷ alone's (x-hit), allocations (allocs/lease-WAY, counted over rounds of
+// their own after the timed ones) and hand-offs (handoffs/lease-WAY: a proof
+// a worker answered, the owner woken by another goroutine — they depend on
+// how soon the backend's goroutine ends, so on the machine's scheduling, and
+// the time follows them).
+func benchLocal(b *testing.B) {
+	rigs := []*localRig{newLocalRig(b, false), newLocalRig(b, true)}
+	names := []string{"alone", "hit"}
+	defer func() {
+		for _, rig := range rigs {
+			rig.closer(b)
+		}
+	}()
+	ways := make([]sidebyside.Way, len(rigs))
+	for k, rig := range rigs {
+		ways[k] = sidebyside.Way{Name: names[k], Op: func(b *testing.B) { rig.round(b, localLeases) }}
+	}
+	medians := sidebyside.Run(b, ways, nil, localMinRounds)
+	b.StopTimer()
+	for k, rig := range rigs {
+		b.ReportMetric(float64(medians[k].Nanoseconds())/localLeases, "ns/lease-"+names[k])
+		rig.check(b)
+	}
+	b.ReportMetric(float64(medians[1])/float64(medians[0]), "x-hit")
+	for k, rig := range rigs {
+		var before, after runtime.MemStats
+		handoffs := rig.eng.Stats().Handoffs
+		runtime.ReadMemStats(&before)
+		for range localAllocRounds {
+			rig.round(b, localLeases)
+		}
+		runtime.ReadMemStats(&after)
+		const leases = localAllocRounds * localLeases
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/leases, "allocs/lease-"+names[k])
+		b.ReportMetric(float64(rig.eng.Stats().Handoffs-handoffs)/leases, "handoffs/lease-"+names[k])
+	}
+}
+
+// localMinRounds is how many rounds each way of benchLocal runs at least;
+// localAllocRounds, how many more it runs to count allocations.
+const (
+	localMinRounds   = 30
+	localAllocRounds = 16
+)
 
 func benchName(k int) contract.Name {
 	var n contract.Name
