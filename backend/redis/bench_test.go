@@ -3,11 +3,8 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	kvredis "github.com/kvready/kvready/backend/redis"
 	"github.com/kvready/kvready/contract"
 	"github.com/kvready/kvready/internal/redistest"
+	"github.com/kvready/kvready/internal/sidebyside"
 )
 
 // The benchmarks run against the test binary's own redis-server on loopback.
@@ -368,50 +366,21 @@ func BenchmarkRedisLeases(b *testing.B) {
 	}
 }
 
-// alternate moves one lease each way per iteration, after (untimed) after
-// every lease, and reports each way's median lease against the backend's
-// (ways[0]).
+// alternate moves one lease each way per iteration (internal/sidebyside),
+// after (untimed) after every lease, and reports each way's median lease
+// against the backend's (ways[0]).
 func alternate(b *testing.B, slot int, ways []way, after func(*testing.B)) {
-	took := make([][]time.Duration, len(ways))
-	round := func(b *testing.B, i int, timed bool) {
-		for n := range ways {
-			k := (n + i) % len(ways)
-			start := time.Now()
-			ways[k].op(b)
-			took[k] = append(took[k], time.Since(start))
-			if after != nil && timed {
-				b.StopTimer()
-				after(b)
-				b.StartTimer()
-			} else if after != nil {
-				after(b)
-			}
-		}
+	sbs := make([]sidebyside.Way, len(ways))
+	for k, w := range ways {
+		sbs[k] = sidebyside.Way{Name: w.name, Op: w.op}
 	}
-	round(b, 0, true) // warm up: new connections' first megabytes are slow
-	for k := range took {
-		took[k] = took[k][:0]
-	}
-	b.ResetTimer()
-	i := 0
-	for ; b.Loop(); i++ {
-		round(b, i, true)
-	}
-	// A second of 2 MiB leases is a handful of them, too few for a median
-	// that one slow moment of the machine does not move: more rounds, untimed
-	// (b.Loop has stopped the timer), until every way has minLeases — unless
-	// the run asked for a fixed count (-benchtime=Nx, make bench-smoke).
-	if bt := flag.Lookup("test.benchtime"); bt == nil || !strings.HasSuffix(bt.Value.String(), "x") {
-		for ; len(took[0]) < minLeases; i++ {
-			round(b, i, false)
-		}
-	}
-	ours := medianOf(took[0])
+	medians := sidebyside.Run(b, sbs, after, minLeases)
+	ours := medians[0]
 	best := time.Duration(0)
 	mbps := func(d time.Duration) float64 { return float64(benchUnits*slot) / d.Seconds() / 1e6 }
 	b.ReportMetric(mbps(ours), "MB/s-backend")
 	for k, w := range ways[1:] {
-		ref := medianOf(took[k+1])
+		ref := medians[k+1]
 		if best == 0 || ref < best {
 			best = ref
 		}
@@ -423,12 +392,6 @@ func alternate(b *testing.B, slot int, ways []way, after func(*testing.B)) {
 
 // minLeases is how many leases each way moves at least in BenchmarkRedisLeases.
 const minLeases = 30
-
-// medianOf returns the median of ds (which it sorts).
-func medianOf(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
 
 func pairs(keys []string, rows [][]byte) []any {
 	args := make([]any, 0, 2*len(keys))
