@@ -374,7 +374,7 @@ func alternate(b *testing.B, slot int, ways []way, after func(*testing.B)) {
 	for k, w := range ways {
 		sbs[k] = sidebyside.Way{Name: w.name, Op: w.op}
 	}
-	medians := sidebyside.Run(b, sbs, after, minLeases)
+	medians := sidebyside.Run(b, sbs, sidebyside.Options{After: after, MinOps: minLeases}).Warm
 	ours := medians[0]
 	best := time.Duration(0)
 	mbps := func(d time.Duration) float64 { return float64(benchUnits*slot) / d.Seconds() / 1e6 }

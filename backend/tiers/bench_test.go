@@ -24,18 +24,19 @@ import (
 // in the same run (internal/benchreport reads the names; docs/tiers.md and
 // docs/performance.md report the ratios):
 //
-//   - local-hit and mem-alone: whole one-row fetch lifecycles through the
-//     runner users embed (readiness.New on the simulated device, as
-//     BenchmarkLifecycle's engine-256), every row served by backend/mem:
-//     through a stack whose local tier holds every row (the tier behind it
-//     is never asked), and through the same backend/mem alone. ns/op and
-//     allocs/op are per lease. The figure: local-hit ≤ 1.1× mem-alone.
+//   - local: whole one-row fetch lifecycles through the runner users embed
+//     (readiness.New on the simulated device, as BenchmarkLifecycle's
+//     engine-256), every row served by backend/mem: through a stack whose
+//     local tier holds every row (hit; the tier behind it is never asked),
+//     and through the same backend/mem alone (alone), localBlock rounds of
+//     64 leases each way in turn (benchLocal). The figure: x-hit ≤ 1.1.
 //   - redis/row=SIZE: a lease of 16 rows fetched from a real redis-server
 //     (the bench's own, on loopback) as backend/redis's BenchmarkRedisFetch
-//     moves one (submit, Settle, Quiesce), four ways, one lease each way a
-//     round (internal/sidebyside: every way meets the same load, the Redis
-//     server's on the same cores included), each way's figure its median
-//     lease. alone: through backend/redis alone. promoted: through a stack
+//     moves one (submit, Settle, Quiesce), four ways, redisBlock leases
+//     each way a round (internal/sidebyside: every way meets the same load,
+//     the Redis server's on the same cores included), each way's figure its
+//     median lease after the first of each block (x-WAY-cold, in view: the
+//     first, after another way's). alone: through backend/redis alone. promoted: through a stack
 //     whose local tier misses every row — it holds one lease's rows, and
 //     each way alternates two leases, so each fetch finds the other lease's
 //     rows there, and the rows Redis served are promoted into it, evicting
@@ -229,9 +230,10 @@ func (rig *localRig) check(b *testing.B) {
 
 // benchLocal measures rounds of localLeases leases through a rig whose stack
 // serves every row from its local tier and through one whose backend/mem
-// serves them alone, a round each way in turn (internal/sidebyside), and
-// reports per lease each way's median round (ns/lease-WAY), the local hit's
-// ÷ alone's (x-hit), allocations (allocs/lease-WAY, counted over rounds of
+// serves them alone, localBlock rounds each way in turn (internal/sidebyside),
+// and reports per lease each way's median round after the first of each block
+// (ns/lease-WAY), the local hit's ÷ alone's (x-hit; x-hit-cold, the same of
+// the first rounds, after the other way's), allocations (allocs/lease-WAY, counted over rounds of
 // their own after the timed ones) and hand-offs (handoffs/lease-WAY: a proof
 // a worker answered, the owner woken by another goroutine — they depend on
 // how soon the backend's goroutine ends, so on the machine's scheduling, and
@@ -248,13 +250,14 @@ func benchLocal(b *testing.B) {
 	for k, rig := range rigs {
 		ways[k] = sidebyside.Way{Name: names[k], Op: func(b *testing.B) { rig.round(b, localLeases) }}
 	}
-	medians := sidebyside.Run(b, ways, nil, localMinRounds)
+	res := sidebyside.Run(b, ways, sidebyside.Options{MinOps: localMinRounds, Block: localBlock})
 	b.StopTimer()
 	for k, rig := range rigs {
-		b.ReportMetric(float64(medians[k].Nanoseconds())/localLeases, "ns/lease-"+names[k])
+		b.ReportMetric(float64(res.Warm[k].Nanoseconds())/localLeases, "ns/lease-"+names[k])
 		rig.check(b)
 	}
-	b.ReportMetric(float64(medians[1])/float64(medians[0]), "x-hit")
+	b.ReportMetric(float64(res.Warm[1])/float64(res.Warm[0]), "x-hit")
+	b.ReportMetric(float64(res.Cold[1])/float64(res.Cold[0]), "x-hit-cold")
 	for k, rig := range rigs {
 		var before, after runtime.MemStats
 		handoffs := rig.eng.Stats().Handoffs
@@ -269,10 +272,13 @@ func benchLocal(b *testing.B) {
 	}
 }
 
-// localMinRounds is how many rounds each way of benchLocal runs at least;
-// localAllocRounds, how many more it runs to count allocations.
+// localMinRounds is how many rounds each way of benchLocal runs at least,
+// besides the first of each block; localBlock, how many it runs in a row,
+// the first after the other way's; localAllocRounds, how many more it runs
+// to count allocations.
 const (
 	localMinRounds   = 30
+	localBlock       = 4
 	localAllocRounds = 16
 )
 
@@ -426,19 +432,25 @@ func (r *redisBench) sideBySide(b *testing.B) {
 	for k, w := range ways {
 		sbs[k] = sidebyside.Way{Name: w.name, Op: func(b *testing.B) { r.lease(b, w.f) }}
 	}
-	medians := sidebyside.Run(b, sbs, nil, redisMinLeases)
+	res := sidebyside.Run(b, sbs, sidebyside.Options{MinOps: redisMinLeases, Block: redisBlock})
 	mbps := func(d time.Duration) float64 { return float64(redisUnits*r.slot) / d.Seconds() / 1e6 }
 	for k, w := range ways {
-		b.ReportMetric(mbps(medians[k]), "MB/s-"+w.name)
+		b.ReportMetric(mbps(res.Warm[k]), "MB/s-"+w.name)
 		if k > 0 {
-			b.ReportMetric(float64(medians[0])/float64(medians[k]), "x-"+w.name)
+			b.ReportMetric(float64(res.Warm[0])/float64(res.Warm[k]), "x-"+w.name)
+			b.ReportMetric(float64(res.Cold[0])/float64(res.Cold[k]), "x-"+w.name+"-cold")
 		}
 	}
 }
 
 // redisMinLeases is how many leases each way of BenchmarkTiers/redis moves
-// at least (backend/redis's BenchmarkRedisLeases moves as many).
-const redisMinLeases = 30
+// at least, besides the first of each block (backend/redis's
+// BenchmarkRedisLeases moves as many); redisBlock, how many it moves in a
+// row a round, the first after another way's.
+const (
+	redisMinLeases = 30
+	redisBlock     = 3
+)
 
 // check holds the stacks' figures to what they claim to measure: every row
 // either stack fetched was a local miss served by Redis, promoted by the

@@ -34,12 +34,13 @@ func TestRunRotatesAndMakesUpTheCount(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}}
 	}
-	var medians []time.Duration
+	var res Result
 	testing.Benchmark(func(b *testing.B) {
 		order, afters = order[:0], 0
-		medians = Run(b, ways, func(*testing.B) { afters++ }, minOps)
+		res = Run(b, ways, Options{After: func(*testing.B) { afters++ }, MinOps: minOps})
 	})
-	require.Len(t, medians, len(ways))
+	require.Len(t, res.Warm, len(ways))
+	assert.Nil(t, res.Cold, "no warm-up operations kept apart with blocks of one")
 	require.Zero(t, len(order)%len(ways), "every round does every way once")
 	rounds := len(order) / len(ways)
 	assert.GreaterOrEqual(t, rounds, minOps+1, "the warm-up round, then at least minOps a way")
@@ -64,9 +65,47 @@ func TestRunKeepsAFixedCount(t *testing.T) {
 	calls := 0
 	testing.Benchmark(func(b *testing.B) {
 		calls = 0
-		Run(b, []Way{{Name: "a", Op: func(*testing.B) { calls++ }}}, nil, 1000)
+		Run(b, []Way{{Name: "a", Op: func(*testing.B) { calls++ }}}, Options{MinOps: 1000})
 	})
 	assert.Equal(t, 1+5, calls, "the warm-up and the five asked for; no rounds made up")
+}
+
+func TestRunBlocksKeepTheirFirstApart(t *testing.T) {
+	const minOps, block = 20, 3
+	benchtime(t, "1ms")
+	// A clock of the test's own: each operation moves it on by what the
+	// operation says it took — way k's 10+k units, and the first of a block
+	// 100 more — so that the medians are known exactly.
+	var clock time.Time
+	old := now
+	now = func() time.Time { return clock }
+	t.Cleanup(func() { now = old })
+	var order []int
+	var calls [2]int
+	ways := make([]Way, 2)
+	for k := range ways {
+		ways[k] = Way{Name: string(rune('a' + k)), Op: func(*testing.B) {
+			d := time.Duration(10 + k)
+			if calls[k]%block == 0 {
+				d += 100
+			}
+			calls[k]++
+			order = append(order, k)
+			clock = clock.Add(d)
+			time.Sleep(100 * time.Microsecond) // for b.Loop's own clock to run out
+		}}
+	}
+	var res Result
+	testing.Benchmark(func(b *testing.B) {
+		order, calls = order[:0], [2]int{}
+		res = Run(b, ways, Options{MinOps: minOps, Block: block})
+	})
+	for i := 0; i+block <= len(order); i += block {
+		assert.Equal(t, []int{order[i], order[i], order[i]}, order[i:i+block], "a way's block runs in a row")
+	}
+	rounds := len(order) / (block * len(ways))
+	assert.GreaterOrEqual(t, rounds*(block-1), minOps+block-1, "minOps warm operations a way, besides the warm-up round's")
+	assert.Equal(t, Result{Warm: []time.Duration{10, 11}, Cold: []time.Duration{110, 111}}, res)
 }
 
 func TestMedian(t *testing.T) {
