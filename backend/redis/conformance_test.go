@@ -19,9 +19,20 @@ import (
 // a slow machine makes a trial slow, never a failure.
 
 func kitSubjects(t *testing.T, client goredis.UniversalClient) (conformance.NewFetcher, conformance.NewPublisher) {
-	build := func(mem conformance.Memory) (*kvredis.Backend, error) {
+	return kitSubjectsOf(t, func(mem conformance.Memory) (*kvredis.Backend, error) {
 		return kvredis.New(client, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithTimeout(wait))
-	}
+	})
+}
+
+// kitOpened are the kit's subjects opened from url as a deployment opens
+// them: Open's clients, its publications one MSETNX a run of names.
+func kitOpened(t *testing.T, url string) (conformance.NewFetcher, conformance.NewPublisher) {
+	return kitSubjectsOf(t, func(mem conformance.Memory) (*kvredis.Backend, error) {
+		return kvredis.Open(context.Background(), url, mem, kvredis.WithPrefix(uniquePrefix(t)), kvredis.WithTimeout(wait))
+	})
+}
+
+func kitSubjectsOf(t *testing.T, build func(conformance.Memory) (*kvredis.Backend, error)) (conformance.NewFetcher, conformance.NewPublisher) {
 	fetcher := func(mem conformance.Memory) (conformance.FetchSubject, error) {
 		b, err := build(mem)
 		if err != nil {
@@ -66,6 +77,13 @@ func TestConformanceFetcher(t *testing.T) {
 
 func TestConformancePublisher(t *testing.T) {
 	_, p := kitSubjects(t, newClient(t, shared.Addr))
+	conformance.CheckPublisher(t, p, kitWait)
+}
+
+// TestConformancePublisherOpened: the same over Open, whose publications
+// go as MSETNX where New's go as SET NX.
+func TestConformancePublisherOpened(t *testing.T) {
+	_, p := kitOpened(t, shared.URL())
 	conformance.CheckPublisher(t, p, kitWait)
 }
 

@@ -91,6 +91,7 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 	b.owned = true
 	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && t.publish != nil {
 		b.pub = goredis.NewClient(t.publish) // connects lazily, on the first publication
+		b.whole = true
 	}
 	return b, nil
 }

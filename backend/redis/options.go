@@ -125,6 +125,8 @@ func WithSlotPolicy(p SlotPolicy) Option {
 // WithTTL makes publications expire after ttl (default 0: never; the server's
 // eviction policy then decides). A unit that already exists keeps its own
 // expiry: SET NX does not write it again. ttl is rounded down to milliseconds.
+// With a TTL every name goes as its own SET NX, never as a run in MSETNX,
+// which takes no expiry.
 func WithTTL(ttl time.Duration) Option {
 	return func(s *settings) error {
 		if ttl != 0 && ttl < time.Millisecond {

@@ -35,7 +35,10 @@
 //     are never touched. A Failed fetch's rows are undefined: a value cut off
 //     part way (a dropped connection, the bound) may have landed in part.
 //   - A publication writes with SET NX (names are content addresses, so a value
-//     never changes once written), with an optional TTL. Over a client whose
+//     never changes once written), with an optional TTL; over Open's own
+//     publication client and without a TTL, as one MSETNX a run of up to 16
+//     names, a run that stored none (a name of it was stored) then SET NX a
+//     name. Over a client whose
 //     calls end at their context's deadline (Open's, or one with
 //     ContextTimeoutEnabled) the workers write straight from staging, and
 //     Quiesce is true once those calls have returned (over a plain TCP or
@@ -96,6 +99,7 @@ var ErrClosed = errors.New("redis: backend closed")
 type Backend struct {
 	client goredis.UniversalClient
 	pub    *goredis.Client // Open's client for publications over a plain socket (gather.go); nil: client
+	whole  bool            // publications without a TTL go as one MSETNX a call (pub is one server's)
 	owned  bool
 	mem    Memory
 	set    settings
@@ -310,7 +314,8 @@ func (b *Backend) Fetch(extent contract.CacheExtent, route contract.Route) (cont
 }
 
 // Publish submits a publication of the extent's staging rows and returns at
-// once. The workers write each row with SET NX — a unit already stored counts
+// once. The workers write each row with SET NX (or MSETNX a run of names,
+// see Backend's doc) — a unit already stored counts
 // as published, since its name addresses the same content — straight from
 // staging over a client whose calls end at their deadline (Quiesce answers
 // true once those calls have returned), or from copies the attempt goroutine

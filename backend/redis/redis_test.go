@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -652,4 +653,99 @@ func TestQuiesceWaitsOnTheListedAttemptsOnly(t *testing.T) {
 	close(g.open)
 	settled(t, b, held)
 	quiesced(t, b, held)
+}
+
+// TestPublishOverOpenKeepsEveryStoredValue: over Open's publication client a
+// call without a TTL sends its names in runs of up to 16, each one MSETNX,
+// which stores nothing when any of its names is stored already; that run's
+// names then go again, one SET NX each. Every unit reads as published, a
+// stored name keeps its first value, a new one gets what was staged — in runs
+// whose names are all new, mixed, or all stored — only the runs that stored
+// nothing go twice, and a TTL has every name go with SET NX and an expiry.
+func TestPublishOverOpenKeepsEveryStoredValue(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		slots, batch  int
+		stored        []int // published first, with other values
+		ttl           time.Duration
+		msetnx, setnx int // the commands the two publications send
+	}{
+		// Calls of 4: 0-3 new, 4-7 stored, 8-11 mixed. The first
+		// publication: one MSETNX (4-7) and one SET NX (9, a call alone).
+		{name: "calls of 4", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9}, msetnx: 1 + 3, setnx: 1 + 8},
+		// One call of 48, runs of 16: only the run holding 20 goes twice.
+		{name: "runs of 16", slots: 48, batch: 48, stored: []int{20}, msetnx: 3, setnx: 1 + 16},
+		{name: "TTL", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9}, ttl: time.Hour, setnx: 5 + 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			admin := newClient(t, srv.Addr)
+			mem := newStaging(1, tc.slots, rowBytes)
+			b, err := kvredis.Open(waitCtx(t), srv.URL(), mem, kvredis.WithPrefix(uniquePrefix(t)),
+				kvredis.WithBatch(tc.batch), kvredis.WithTTL(tc.ttl))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = b.Close() })
+			ctx := waitCtx(t)
+			publish := func(us ...contract.Unit) {
+				t.Helper()
+				a, err := b.Publish(extentOf(t, us...))
+				require.NoError(t, err)
+				s, ok := served(settled(t, b, a))
+				require.True(t, ok, "a publication over a live server is Delivered")
+				quiesced(t, b, a)
+				assert.True(t, s.Equal(names(us...)), "every unit reads as published, stored before or not")
+			}
+			var first, all []contract.Unit
+			stored := map[int]bool{}
+			for _, i := range tc.stored {
+				stored[i] = true
+				first = append(first, unit(i, 0, i))
+				row, _ := mem.Row(0, i)
+				copy(row, content(i, 0, rowBytes))
+			}
+			publish(first...)
+			for i := range tc.slots {
+				all = append(all, unit(i, 0, i))
+				row, _ := mem.Row(0, i)
+				copy(row, content(1000+i, 0, rowBytes))
+			}
+			publish(all...)
+			for i, u := range all {
+				want := content(1000+i, 0, rowBytes)
+				if stored[i] {
+					want = content(i, 0, rowBytes)
+				}
+				got, found, err := b.Get(ctx, ext, u.Name)
+				require.NoError(t, err)
+				require.True(t, found, "unit %d stored", i)
+				require.Equal(t, want, got, "unit %d: a stored name keeps its first value, a new one what was staged", i)
+				ttl, err := admin.PTTL(ctx, b.Key(ext, u.Name)).Result()
+				require.NoError(t, err)
+				if tc.ttl == 0 {
+					assert.Equal(t, time.Duration(-1), ttl, "unit %d: no expiry without WithTTL", i)
+				} else {
+					assert.Positive(t, ttl, "unit %d: WithTTL sets an expiry", i)
+				}
+			}
+			stats, err := admin.Info(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			assert.Equal(t, tc.msetnx, commandCalls(t, stats, "msetnx"), "MSETNX commands sent")
+			assert.Equal(t, tc.setnx, commandCalls(t, stats, "set"), "SET NX commands sent")
+		})
+	}
+}
+
+// commandCalls reads a command's count from INFO commandstats (0 if absent).
+func commandCalls(t *testing.T, stats, command string) int {
+	t.Helper()
+	for _, line := range strings.Split(stats, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		require.NoError(t, err, line)
+		return n
+	}
+	return 0
 }

@@ -50,7 +50,7 @@ var (
 		{pkg: "./backend/peer", dir: "backend/peer", run: "^TestEngineOverAdversarialPeers$|^TestSender"},
 		{pkg: "./backend/mem", dir: "backend/mem", run: "^TestEvictedRowIsNotRecycledWhileRead$|^TestRecycledRowsUnderConcurrentFetches$|^TestAdoptStoresTheBytesItIsHanded$"},
 		{pkg: "./backend/tiers", dir: "backend/tiers", run: "^TestTee|^TestReused"},
-		{pkg: "./backend/redis", dir: "backend/redis", run: "^TestGatherConn"},
+		{pkg: "./backend/redis", dir: "backend/redis", run: "^TestGatherConn|^TestPublishOverOpen"},
 	}
 	// The deterministic tests: reported beside, for information.
 	regression = []suite{

@@ -168,6 +168,10 @@ var mutants = []mutant{
 	// caller's values may be kept by reference.
 	{"redis-gather-keeps-buffer", "keeps every write of a publication by reference, go-redis's reused buffer included", one("backend/redis", "gatherConn.Write",
 		"if len(p) <= gatherCopy {", "if false {")},
+	// A publication's run of names as one MSETNX (backend/redis): a run that
+	// stored nothing because one of its names was stored must go again.
+	{"redis-msetnx-none-as-stored", "takes an MSETNX that stored none of its names for one that stored them", one("backend/redis", "Backend.publish",
+		"again = append(again, lo, hi)", "_ = hi")},
 	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
 		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }
