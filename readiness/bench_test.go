@@ -18,6 +18,7 @@ import (
 	"github.com/kvready/kvready/fsm/declaration"
 	"github.com/kvready/kvready/gpu"
 	"github.com/kvready/kvready/gpu/sim"
+	"github.com/kvready/kvready/internal/sidebyside"
 	"github.com/kvready/kvready/metrics"
 	"github.com/kvready/kvready/readiness"
 	"github.com/kvready/kvready/staging"
@@ -379,6 +380,54 @@ func TestBenchmarkLifecyclePathIsTheTables(t *testing.T) {
 	}
 }
 
+// lifecycleSideBySide runs the lifecycle's shapes beside each other
+// (internal/sidebyside): each way a block of four operations of 256 leases a
+// round — core, engine-256 and engine-metrics one round of 256, core-one and
+// engine 256 rounds of one — the order rotating, so that every way meets
+// the same load of a shared machine. The SPEC §5 ratios of the runner to the
+// core are these ways' median operations; run one after another, as the
+// sub-benchmarks below, the same two shapes read from 1.05 to 1.39 (engine-256
+// ÷ core) between quiet runs of make bench with no code change.
+func lifecycleSideBySide(b *testing.B) {
+	const n = 256
+	core, coreOne := newCoreRig(b, n), newCoreRig(b, 1)
+	engine256, engine := newObservedBenchRig(b, n, false, nil, false), newObservedBenchRig(b, 1, false, nil, false)
+	defer engine256.close(b)
+	defer engine.close(b)
+	c := metrics.New(prometheus.Labels{"device": "0"})
+	prometheus.NewRegistry().MustRegister(c)
+	observed := newObservedBenchRig(b, n, false, c, false)
+	defer observed.close(b)
+	hs := make([]readiness.Handle, n)
+	ones := func(round func(*testing.B, []readiness.Handle, int)) func(*testing.B) {
+		return func(b *testing.B) {
+			for range n {
+				round(b, hs, 1)
+			}
+		}
+	}
+	ways := []sidebyside.Way{
+		{Name: "core", Op: func(b *testing.B) { core.round(b, hs, n) }},
+		{Name: "engine-256", Op: func(b *testing.B) { engine256.lifecycleRound(b, hs, n) }},
+		{Name: "engine-metrics", Op: func(b *testing.B) { observed.lifecycleRound(b, hs, n) }},
+		{Name: "core-one", Op: ones(coreOne.round)},
+		{Name: "engine", Op: ones(engine.lifecycleRound)},
+	}
+	r := sidebyside.Run(b, ways, sidebyside.Options{Block: 4, MinOps: 40})
+	for k, w := range ways {
+		b.ReportMetric(float64(r.Warm[k].Nanoseconds())/n, "ns/lease-"+w.Name)
+	}
+	over := func(name string, k, of int) {
+		b.ReportMetric(float64(r.Warm[k])/float64(r.Warm[of]), "x-"+name)
+		b.ReportMetric(float64(r.Cold[k])/float64(r.Cold[of]), "x-"+name+"-cold")
+	}
+	over("engine-256", 1, 0)
+	over("engine", 4, 0)
+	over("core-one", 3, 0)
+	over("engine-core-one", 4, 3)
+	over("metrics", 2, 1)
+}
+
 // BenchmarkLifecycle compares, per lease, the whole lifecycle through the
 // runner users embed with what a per-slot looplab/fsm pays for the
 // transitions alone, and with the bare table's transitions (the floor);
@@ -433,6 +482,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			r.round(b, hs, min(perRound, b.N-i))
 		}
 	}
+	b.Run("side-by-side", lifecycleSideBySide)
 	b.Run("core", func(b *testing.B) { core(b, 256) })
 	// The core by hand with one lease a round, the shape engine runs: what
 	// a round's fixed work and a lifecycle's whole code path run once a
@@ -542,6 +592,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 // and the simulated device. leases/s at callers=8 against callers=1, side by
 // side, is what serialising the callers costs when they contend.
 func BenchmarkConcurrentCallers(b *testing.B) {
+	b.Run("side-by-side", concurrentSideBySide)
 	for _, callers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			const perCaller = 32 // the distinct names (and slots) each caller cycles through
@@ -587,6 +638,54 @@ func BenchmarkConcurrentCallers(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leases/s")
 		})
 	}
+}
+
+// concurrentSideBySide measures one caller and eight beside each other
+// (internal/sidebyside), each operation 256 whole lifecycles — one caller
+// doing all of them, or eight goroutines 32 each on one engine — in blocks of
+// four, the order alternating: x-callers-8 is the ratio of their leases/s,
+// the SPEC §5 figure. Measured one after another, as the sub-benchmarks
+// beside it, the two meet the load of different seconds.
+func concurrentSideBySide(b *testing.B) {
+	const leases = 256
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	way := func(callers int) sidebyside.Way {
+		per := leases / callers
+		r := newBenchRig(b, leases, false)
+		b.Cleanup(func() { r.close(b) })
+		errs := make(chan error, callers)
+		run := func(c int) error {
+			for j := range per {
+				h, err := r.eng.Lend(r.reqs[c*per+j])
+				if err == nil {
+					_, err = r.eng.Wait(ctx, h, readiness.UntilSettled)
+				}
+				if err == nil {
+					err = r.eng.Release(h)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return sidebyside.Way{Name: fmt.Sprintf("callers=%d", callers), Op: func(b *testing.B) {
+			for c := range callers {
+				go func() { errs <- run(c) }()
+			}
+			for range callers {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}}
+	}
+	r := sidebyside.Run(b, []sidebyside.Way{way(1), way(8)}, sidebyside.Options{Block: 4, MinOps: 40})
+	b.ReportMetric(leases/r.Warm[0].Seconds(), "leases/s-callers=1")
+	b.ReportMetric(leases/r.Warm[1].Seconds(), "leases/s-callers=8")
+	b.ReportMetric(float64(r.Warm[0])/float64(r.Warm[1]), "x-callers-8")
+	b.ReportMetric(float64(r.Cold[0])/float64(r.Cold[1]), "x-callers-8-cold")
 }
 
 func btoi(ok bool) int {
