@@ -68,9 +68,14 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 		_ = client.Close()
 		return nil, unavailableErr(fmt.Errorf("redis: Open %s: the store does not answer PING: %w", t.shown, err))
 	}
-	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && !t.sentinel && t.u.Scheme != "unix" {
+	// single: INFO cluster answered cluster_enabled:0 — one Redis server (or
+	// one that passes for it), not a Cluster, and not a proxy that knows no
+	// INFO (twemproxy, Envoy's), which would not know MSETNX either.
+	single := false
+	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && !t.sentinel {
 		info, err := client.Info(ctx, "cluster").Result()
-		if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		single = err == nil && strings.Contains(info, "cluster_enabled:0")
+		if err == nil && strings.Contains(info, "cluster_enabled:1") && t.u.Scheme != "unix" {
 			_ = client.Close()
 			o, err := clusterOptions(t.u, t.s)
 			if err != nil {
@@ -91,7 +96,7 @@ func Open(ctx context.Context, rawURL string, mem Memory, opts ...Option) (*Back
 	b.owned = true
 	if _, isCluster := client.(*goredis.ClusterClient); !isCluster && t.publish != nil {
 		b.pub = goredis.NewClient(t.publish) // connects lazily, on the first publication
-		b.whole = true
+		b.whole = single
 	}
 	return b, nil
 }

@@ -36,9 +36,11 @@
 //     part way (a dropped connection, the bound) may have landed in part.
 //   - A publication writes with SET NX (names are content addresses, so a value
 //     never changes once written), with an optional TTL; over Open's own
-//     publication client and without a TTL, as one MSETNX a run of up to 16
+//     publication client to one Redis server (INFO cluster said
+//     cluster_enabled:0) and without a TTL, as one MSETNX a run of up to 16
 //     names, a run that stored none (a name of it was stored) then SET NX a
-//     name. Over a client whose
+//     name, as is a run the server refused (CROSSSLOT, NOPERM, an unknown
+//     command), after which no MSETNX is sent. Over a client whose
 //     calls end at their context's deadline (Open's, or one with
 //     ContextTimeoutEnabled) the workers write straight from staging, and
 //     Quiesce is true once those calls have returned (over a plain TCP or
@@ -99,13 +101,16 @@ var ErrClosed = errors.New("redis: backend closed")
 type Backend struct {
 	client goredis.UniversalClient
 	pub    *goredis.Client // Open's client for publications over a plain socket (gather.go); nil: client
-	whole  bool            // publications without a TTL go as one MSETNX a call (pub is one server's)
-	owned  bool
-	mem    Memory
-	set    settings
-	direct bool // fetches and publications lend staging to the workers: the client's calls end at their deadline
-	admit  int  // AdmissionLimit
-	procs  int  // GOMAXPROCS at New: how many calls a publication is split into
+	whole  bool            // publications without a TTL go as MSETNX a run of names (pub's server said cluster_enabled:0)
+	// wholeRefused is set once the server refused an MSETNX (refused):
+	// from then on every name goes as SET NX.
+	wholeRefused atomic.Bool
+	owned        bool
+	mem          Memory
+	set          settings
+	direct       bool // fetches and publications lend staging to the workers: the client's calls end at their deadline
+	admit        int  // AdmissionLimit
+	procs        int  // GOMAXPROCS at New: how many calls a publication is split into
 
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/fnv"
@@ -655,20 +656,27 @@ func TestQuiesceWaitsOnTheListedAttemptsOnly(t *testing.T) {
 	quiesced(t, b, held)
 }
 
-// TestPublishOverOpenKeepsEveryStoredValue: over Open's publication client a
-// call without a TTL sends its names in runs of up to 16, each one MSETNX,
-// which stores nothing when any of its names is stored already; that run's
-// names then go again, one SET NX each. Every unit reads as published, a
-// stored name keeps its first value, a new one gets what was staged — in runs
-// whose names are all new, mixed, or all stored — only the runs that stored
-// nothing go twice, and a TTL has every name go with SET NX and an expiry.
+// TestPublishOverOpenKeepsEveryStoredValue: over Open's publication client to
+// one Redis server a call without a TTL sends its names in runs of up to 16,
+// each one MSETNX, which stores nothing when any of its names is stored
+// already; that run's names then go again, one SET NX each. Every unit reads
+// as published, a stored name keeps its first value, a new one gets what was
+// staged — in runs whose names are all new, mixed, or all stored — only the
+// runs that stored nothing go twice, and a TTL has every name go with SET NX
+// and an expiry. A server that refuses MSETNX (it does not know it, an ACL
+// forbids it) has the refused run go as SET NX and no MSETNX sent again; one
+// that does not answer INFO, as a proxy in front of several, is sent none.
 func TestPublishOverOpenKeepsEveryStoredValue(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		slots, batch  int
 		stored        []int // published first, with other values
 		ttl           time.Duration
-		msetnx, setnx int // the commands the two publications send
+		args          []string                          // the server's
+		edit          func(admin *goredis.Client) error // before the backend opens
+		info          string                            // the server's INFO command
+		msetnx, setnx int                               // the commands the two publications send
+		refusals      string                            // an INFO errorstats line the refusals leave
 	}{
 		// Calls of 4: 0-3 new, 4-7 stored, 8-11 mixed. The first
 		// publication: one MSETNX (4-7) and one SET NX (9, a call alone).
@@ -676,10 +684,25 @@ func TestPublishOverOpenKeepsEveryStoredValue(t *testing.T) {
 		// One call of 48, runs of 16: only the run holding 20 goes twice.
 		{name: "runs of 16", slots: 48, batch: 48, stored: []int{20}, msetnx: 3, setnx: 1 + 16},
 		{name: "TTL", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9}, ttl: time.Hour, setnx: 5 + 12},
+		// The first MSETNX (4-7) is refused, then every name goes as SET
+		// NX: one refusal in all, not one a run (counted where only the
+		// refusal can leave it: errorstat_ERR also counts go-redis's CLIENT
+		// SETINFO on each new connection, which this server does not know).
+		{name: "MSETNX unknown", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9},
+			args: []string{"--rename-command", "MSETNX", "msetnx-hidden"}, setnx: 5 + 12},
+		{name: "MSETNX forbidden", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9},
+			edit: func(admin *goredis.Client) error {
+				return admin.Do(context.Background(), "ACL", "SETUSER", "default", "-msetnx").Err()
+			}, setnx: 5 + 12, refusals: "errorstat_NOPERM:count=1"},
+		{name: "no INFO", slots: 12, batch: 4, stored: []int{4, 5, 6, 7, 9},
+			args: []string{"--rename-command", "INFO", "info-hidden"}, info: "info-hidden", setnx: 5 + 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redistest.Start(t, tc.args...)
 			admin := newClient(t, srv.Addr)
+			if tc.edit != nil {
+				require.NoError(t, tc.edit(admin))
+			}
 			mem := newStaging(1, tc.slots, rowBytes)
 			b, err := kvredis.Open(waitCtx(t), srv.URL(), mem, kvredis.WithPrefix(uniquePrefix(t)),
 				kvredis.WithBatch(tc.batch), kvredis.WithTTL(tc.ttl))
@@ -727,10 +750,16 @@ func TestPublishOverOpenKeepsEveryStoredValue(t *testing.T) {
 					assert.Positive(t, ttl, "unit %d: WithTTL sets an expiry", i)
 				}
 			}
-			stats, err := admin.Info(ctx, "commandstats").Result()
+			info := cmp.Or(tc.info, "INFO")
+			stats, err := admin.Do(ctx, info, "commandstats").Text()
 			require.NoError(t, err)
 			assert.Equal(t, tc.msetnx, commandCalls(t, stats, "msetnx"), "MSETNX commands sent")
 			assert.Equal(t, tc.setnx, commandCalls(t, stats, "set"), "SET NX commands sent")
+			if tc.refusals != "" {
+				errs, err := admin.Do(ctx, info, "errorstats").Text()
+				require.NoError(t, err)
+				assert.Contains(t, strings.Fields(errs), tc.refusals, "the server refused MSETNX once, and was sent none after")
+			}
 		})
 	}
 }

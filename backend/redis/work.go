@@ -205,7 +205,8 @@ const wholeKeys = 16
 //
 // Names are content addresses, so a stored name is never written again (SET
 // NX: it keeps its value and its expiry). Without a TTL, over Open's own
-// client (b.whole), a run of up to wholeKeys names goes as one MSETNX, which
+// client to one Redis server (b.whole), a run of up to wholeKeys names goes
+// as one MSETNX (until the server refuses it: refused), which
 // stores all of them or, when one is stored already, none: one command for
 // the run, as bare MSET sends, where one SET NX a name cost a 64 KiB
 // publication about a sixth of its rate on the server's side
@@ -215,7 +216,7 @@ const wholeKeys = 16
 func (b *Backend) publish(pipe goredis.Pipeliner, j *batch) error {
 	n := len(j.keys)
 	again := []int{0, n} // [lo, hi) ranges of names to write one by one
-	if b.whole && j.ttl == 0 && n > 1 {
+	if b.whole && !b.wholeRefused.Load() && j.ttl == 0 && n > 1 {
 		args := make([]any, 2*n)
 		for i, k := range j.keys {
 			args[2*i], args[2*i+1] = k, j.bufs[i]
@@ -225,13 +226,29 @@ func (b *Backend) publish(pipe goredis.Pipeliner, j *batch) error {
 			runs = append(runs, pipe.MSetNX(j.ctx, args[2*lo:2*min(lo+wholeKeys, n)]...))
 		}
 		_, err := pipe.Exec(j.ctx)
+		if err != nil && refused(err) {
+			// Exec's error is the first failed command's: the call failed
+			// only if another failed otherwise.
+			err = nil
+			for _, c := range runs {
+				if e := c.Err(); e != nil && !refused(e) {
+					err = e
+					break
+				}
+			}
+		}
 		again = again[:0]
 		for r, c := range runs {
 			lo, hi := r*wholeKeys, min((r+1)*wholeKeys, n)
 			var fail error
-			switch {
-			case c.Err() != nil:
-				fail = c.Err()
+			switch e := c.Err(); {
+			case e != nil && refused(e):
+				b.wholeRefused.Store(true)
+				if fail = err; err == nil {
+					again = append(again, lo, hi)
+				}
+			case e != nil:
+				fail = e
 			case c.Val(): // stored
 			case err != nil: // stored none, and the call failed: not sent again
 				fail = err
@@ -261,6 +278,20 @@ func (b *Backend) publish(pipe goredis.Pipeliner, j *batch) error {
 	}
 	j.unattributed(err)
 	return err
+}
+
+// refused reports whether err is the server's answer (or a proxy's in front
+// of it) that it will not run MSETNX here, where it may well run SET NX:
+// names across shards of one endpoint (CROSSSLOT), an ACL that allows SET but
+// not MSETNX (NOPERM), a command it does not know or support. The run's names
+// then go as SET NX, and the backend sends no MSETNX again.
+func refused(err error) bool {
+	for _, p := range []string{"CROSSSLOT", "NOPERM", "unknown command", "unsupported command"} {
+		if goredis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // unattributed fails every command of the batch that reports no error of its

@@ -171,7 +171,9 @@ var mutants = []mutant{
 	// A publication's run of names as one MSETNX (backend/redis): a run that
 	// stored nothing because one of its names was stored must go again.
 	{"redis-msetnx-none-as-stored", "takes an MSETNX that stored none of its names for one that stored them", one("backend/redis", "Backend.publish",
-		"again = append(again, lo, hi)", "_ = hi")},
+		"default:\n\t\t\t\tagain = append(again, lo, hi)", "default:\n\t\t\t\t_ = hi")},
+	{"redis-msetnx-refused-as-stored", "takes an MSETNX the server refused (unknown, forbidden) for one that stored its names", one("backend/redis", "Backend.publish",
+		"if fail = err; err == nil {", "if fail = err; false {")},
 	{"peer-sender-early-proof", "answers a publication's Quiesce true once its outcome is latched, its puts still in flight", one("backend/peer", "Sender.prove",
 		"for _, r := range p.puts {", "for _, r := range p.puts[:0] {")},
 }
