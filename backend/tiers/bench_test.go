@@ -29,7 +29,10 @@ import (
 //     engine-256), every row served by backend/mem: through a stack whose
 //     local tier holds every row (hit; the tier behind it is never asked),
 //     and through the same backend/mem alone (alone), localBlock rounds of
-//     64 leases each way in turn (benchLocal). The figure: x-hit ≤ 1.1.
+//     64 leases each way in turn (benchLocal), each lease one 64-byte row
+//     (localSlot). The figure: x-hit ≤ 1.1.
+//   - local/row=64KiB: the same with 64 KiB rows, a KV block a lease — its
+//     copy into staging, on both ways, the bulk of the lease (in view).
 //   - redis/row=SIZE: a lease of 16 rows fetched from a real redis-server
 //     (the bench's own, on loopback) as backend/redis's BenchmarkRedisFetch
 //     moves one (submit, Settle, Quiesce), four ways, redisBlock leases
@@ -55,7 +58,8 @@ import (
 //     whose MB/s would bound the figure with that copy on the lease's path
 //     (rule 19): promoted ÷ alone ≤ 1 / (1 + MB/s-alone ÷ promotion MB/s).
 func BenchmarkTiers(b *testing.B) {
-	b.Run("local", benchLocal)
+	b.Run("local", func(b *testing.B) { benchLocal(b, localSlot) })
+	b.Run("local/row=64KiB", func(b *testing.B) { benchLocal(b, 64<<10) })
 	// The server is started by the first Redis sub-benchmark that runs
 	// (none, when -bench selects only the local pair), and each size's
 	// leases by its own.
@@ -105,6 +109,12 @@ func BenchmarkTiers(b *testing.B) {
 // amortised over them; here each lease also starts a backend goroutine).
 const localLeases = 64
 
+// localSlot is the row of the figure's local hit: BenchmarkLifecycle's,
+// so small that the lease is almost all the runner's and the tiers' own
+// work — the stack's cost at its harshest. local/row=64KiB moves a KV
+// block a lease instead (in view).
+const localSlot = 64
+
 // localRig runs whole one-row fetch lifecycles through the runner, every row
 // served by a backend/mem holding it: behind a stack, or alone.
 type localRig struct {
@@ -117,9 +127,8 @@ type localRig struct {
 // newLocalRig builds a rig and runs a round to warm it up and check what it
 // measures: every lease served, its row on the device, and (stacked) by the
 // local tier alone.
-func newLocalRig(b *testing.B, stacked bool) *localRig {
-	const slot = 64
-	dev, err := sim.New(0, 1<<20, sim.WithLatency(sim.WallClock{}, 0))
+func newLocalRig(b *testing.B, stacked bool, slot int) *localRig {
+	dev, err := sim.New(0, max(1<<20, 2*localLeases*slot), sim.WithLatency(sim.WallClock{}, 0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +140,7 @@ func newLocalRig(b *testing.B, stacked bool) *localRig {
 	if err != nil {
 		b.Fatal(err)
 	}
-	local, err := mem.New(staged, mem.WithCapacityBytes(localLeases*slot))
+	local, err := mem.New(staged, mem.WithCapacityBytes(int64(localLeases*slot)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -238,8 +247,8 @@ func (rig *localRig) check(b *testing.B) {
 // a worker answered, the owner woken by another goroutine — they depend on
 // how soon the backend's goroutine ends, so on the machine's scheduling, and
 // the time follows them).
-func benchLocal(b *testing.B) {
-	rigs := []*localRig{newLocalRig(b, false), newLocalRig(b, true)}
+func benchLocal(b *testing.B, slot int) {
+	rigs := []*localRig{newLocalRig(b, false, slot), newLocalRig(b, true, slot)}
 	names := []string{"alone", "hit"}
 	defer func() {
 		for _, rig := range rigs {
