@@ -200,12 +200,12 @@ demo-redis-faults:
 ## go to docs/performance.md (with the machine, date and Go version). The benchmarks
 ## whose figures swing most on a shared machine (the lifecycle through the runner's
 ## goroutines, one transition, concurrent callers, the served masks, the CUDA copy, the real
-## store, the tiers, the UCX transfers beside ucx_perftest between two processes) run BENCHCOUNT times more,
+## store, the tee's copy, the tiers, the UCX transfers beside ucx_perftest between two processes) run BENCHCOUNT times more,
 ## and every figure is the median of its runs.
 BENCHCOUNT ?= 5
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -timeout=40m $(PKGS) | tee bench.out
-	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkConcurrentCallers|BenchmarkServedMasks|BenchmarkCUDACopyEvent|BenchmarkRedisFetch|BenchmarkRedisPublish|BenchmarkRedisLeases|BenchmarkTiers|BenchmarkUCXTransfer)$$' -benchmem \
+	$(GO) test -run='^$$' -bench='^(BenchmarkTransition|BenchmarkLifecycle|BenchmarkWake|BenchmarkConcurrentCallers|BenchmarkServedMasks|BenchmarkCUDACopyEvent|BenchmarkRedisFetch|BenchmarkRedisPublish|BenchmarkRedisLeases|BenchmarkTeeCopy|BenchmarkTiers|BenchmarkUCXTransfer)$$' -benchmem \
 		-benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) -timeout=40m ./fsm/ ./readiness/ ./staging/ ./gpu/cuda/ ./backend/redis/ ./backend/tiers/ ./internal/ucxfigure/ | tee -a bench.out
 	$(GO) run ./internal/benchreport < bench.out > docs/performance.md
 	@grep -A14 '^## SPEC' docs/performance.md

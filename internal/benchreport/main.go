@@ -211,6 +211,12 @@ func init() {
 			goal:    "—",
 			measure: name,
 		}, figure{
+			what:    fmt.Sprintf("tiers: the most the tee's copy lets it reach, in series with the fetch, %s rows: 1 ÷ (1 + alone MB/s ÷ tee copy MB/s), in view", row),
+			value:   copyBound(name, "MB/s-alone", "BenchmarkTeeCopy/row="+row),
+			unit:    "×",
+			goal:    "—",
+			measure: "BenchmarkTeeCopy/row=" + row,
+		}, figure{
 			what:    fmt.Sprintf("tiers: the same without promotion ÷ backend/redis alone, %s rows (MB/s, side by side), in view", row),
 			value:   value(name, "x-unpromoted"),
 			unit:    "×",
@@ -498,7 +504,10 @@ func render(w io.Writer, r *report, now time.Time, goVersion string, cpus int) {
 	fmt.Fprintln(w, "a copy of each row in a buffer of the local tier's as it reads the row, and the local tier adopts")
 	fmt.Fprintln(w, "the buffers once Redis's access is proven over, so the copy runs beside the socket reads, not")
 	fmt.Fprintln(w, "after them; `copied` is the same stack with Redis seen as a tier that does not tee (the")
-	fmt.Fprintln(w, "copy from staging after the fetch), beside it. `promotion/row=SIZE` is the promotion of a lower tier that does not tee (a")
+	fmt.Fprintln(w, "copy from staging after the fetch), beside it. `BenchmarkTeeCopy/row=SIZE` (backend/redis) is the")
+	fmt.Fprintln(w, "tee's copy alone, from a hot chunk into cold buffers: where it cannot run beside the reads (two")
+	fmt.Fprintln(w, "cores, redis-server on one) it is in series with the fetch, and 1 ÷ (1 + alone MB/s ÷ its MB/s)")
+	fmt.Fprintln(w, "is the most `promoted` can reach, shown in view. `promotion/row=SIZE` is the promotion of a lower tier that does not tee (a")
 	fmt.Fprintln(w, "publication of the lease's rows from staging into a full local tier, to its proof): rule 19")
 	fmt.Fprintln(w, "keeps such a copy before the lease's proof, so with it in series the figure could be at most")
 	fmt.Fprintln(w, "1 ÷ (1 + alone MB/s ÷ promotion MB/s), the bound shown in view.")

@@ -23,6 +23,7 @@ BenchmarkTiers/local-2         	     486	   2282906 ns/op	        13.00 allocs/l
 BenchmarkTiers/local/row=64KiB-2         	     120	   9282906 ns/op	        13.00 allocs/lease-alone	        14.00 allocs/lease-hit	         1.000 handoffs/lease-alone	         1.000 handoffs/lease-hit	      7000 ns/lease-alone	      7350 ns/lease-hit	         1.050 x-hit
 BenchmarkTiers/redis/row=64KiB-2         	     300	   4000000 ns/op	1600.00 MB/s-alone	 800.00 MB/s-promoted	0.50 x-promoted	0.45 x-promoted-cold	1520.00 MB/s-unpromoted	0.95 x-unpromoted	1200.00 MB/s-copied	0.75 x-copied	 1082198 B/op	     247 allocs/op
 BenchmarkTiers/promotion/row=64KiB-2   	    9000	    131000 ns/op	6400.00 MB/s	   34000 B/op	      60 allocs/op
+BenchmarkTeeCopy/row=64KiB-2         	  378014	      3156 ns/op	16000.00 MB/s
 BenchmarkTiers/promotion/row=64KiB-2   	    9000	    131000 ns/op	9600.00 MB/s	   34000 B/op	      60 allocs/op
 BenchmarkTiers/redis/row=2MiB-2         	     21	 1220917 ns/op	1000.00 MB/s-alone	 960.00 MB/s-promoted	0.96 x-promoted	 1082198 B/op	     247 allocs/op
 BenchmarkTiers/redis/row=2MiB-2         	     21	 1220917 ns/op	1000.00 MB/s-alone	 900.00 MB/s-promoted	0.90 x-promoted	 1082198 B/op	     247 allocs/op
@@ -50,6 +51,9 @@ func TestTierFigures(t *testing.T) {
 		"| tiers: the same with the copy after the fetch (a lower tier that does not tee) ÷ backend/redis alone, 64KiB rows (MB/s, side by side), in view | 0.75 × | — | — | `BenchmarkTiers/redis/row=64KiB` |",
 		"| tiers: the same with the copy after the fetch (a lower tier that does not tee) ÷ backend/redis alone, 2MiB rows (MB/s, side by side), in view | not measured |",
 		// 1 ÷ (1 + 1600 ÷ 8000), the promotion's median of 6400 and 9600
+		// 1 ÷ (1 + 1600 ÷ 16000), the tee's copy from backend/redis's own benchmark
+		"| tiers: the most the tee's copy lets it reach, in series with the fetch, 64KiB rows: 1 ÷ (1 + alone MB/s ÷ tee copy MB/s), in view | 0.91 × | — | — | `BenchmarkTeeCopy/row=64KiB` |",
+		"| tiers: the most the tee's copy lets it reach, in series with the fetch, 2MiB rows: 1 ÷ (1 + alone MB/s ÷ tee copy MB/s), in view | not measured |",
 		"| tiers: the most a lower tier that does not tee can reach, the copy after the fetch in series, 64KiB rows: 1 ÷ (1 + alone MB/s ÷ promotion MB/s), in view | 0.83 × | — | — | `BenchmarkTiers/promotion/row=64KiB` |",
 		"| tiers: the most a lower tier that does not tee can reach, the copy after the fetch in series, 2MiB rows: 1 ÷ (1 + alone MB/s ÷ promotion MB/s), in view | not measured |",
 	} {
