@@ -50,10 +50,10 @@ func TestTierFigures(t *testing.T) {
 		"| tiers: a fetch served by Redis through the tiers (a local miss, promoted) ÷ backend/redis alone, 512KiB rows (MB/s, side by side) | not measured |",
 		"| tiers: the same with the copy after the fetch (a lower tier that does not tee) ÷ backend/redis alone, 64KiB rows (MB/s, side by side), in view | 0.75 × | — | — | `BenchmarkTiers/redis/row=64KiB` |",
 		"| tiers: the same with the copy after the fetch (a lower tier that does not tee) ÷ backend/redis alone, 2MiB rows (MB/s, side by side), in view | not measured |",
-		// 1 ÷ (1 + 1600 ÷ 8000), the promotion's median of 6400 and 9600
 		// 1 ÷ (1 + 1600 ÷ 16000), the tee's copy from backend/redis's own benchmark
 		"| tiers: the most the tee's copy lets it reach, in series with the fetch, 64KiB rows: 1 ÷ (1 + alone MB/s ÷ tee copy MB/s), in view | 0.91 × | — | — | `BenchmarkTeeCopy/row=64KiB` |",
 		"| tiers: the most the tee's copy lets it reach, in series with the fetch, 2MiB rows: 1 ÷ (1 + alone MB/s ÷ tee copy MB/s), in view | not measured |",
+		// 1 ÷ (1 + 1600 ÷ 8000), the promotion's median of 6400 and 9600
 		"| tiers: the most a lower tier that does not tee can reach, the copy after the fetch in series, 64KiB rows: 1 ÷ (1 + alone MB/s ÷ promotion MB/s), in view | 0.83 × | — | — | `BenchmarkTiers/promotion/row=64KiB` |",
 		"| tiers: the most a lower tier that does not tee can reach, the copy after the fetch in series, 2MiB rows: 1 ÷ (1 + alone MB/s ÷ promotion MB/s), in view | not measured |",
 	} {
